@@ -1,0 +1,23 @@
+# augsbert: Augmented SBERT as a Snakemake workflow.
+# Target: results/<experiment>.json (experiments are named in config/config.yaml).
+# Every stage artifact lives in artifacts/<stage>/<name>-<hash>/, keyed by the
+# hash of its effective parameters and its inputs' keys (src/augsbert/plan.py).
+
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/evaluate.smk"
+include: "workflow/rules/results.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        "results/demo_zeroshot.json",

@@ -1,0 +1,154 @@
+"""Command line: `augsbert <stage>` runs one stage on its own; `augsbert plan` shows the plan.
+
+Inside the workflow every stage receives its planned node as `--spec` (JSON).
+Standalone, give `--config FILE --experiment NAME` instead: the stage's node
+is planned from that config and written to its usual artifact path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from . import __version__
+
+log = logging.getLogger("augsbert")
+
+
+def _load_spec(text: str) -> dict:
+    if text.startswith("@"):
+        text = Path(text[1:]).read_text()
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise SystemExit(f"--spec is not valid JSON ({err})") from None
+
+
+def _planned_spec(args, stage: str) -> tuple[dict, str]:
+    """The node of `stage` in the experiment's first seed, planned from --config."""
+    from .config import load_config
+    from .plan import Plan
+
+    plan = Plan(load_config(args.config))
+    exp = plan.experiment(args.experiment)
+    role_keys = exp.runs[exp.seeds[0]]
+    keys = [k for k in role_keys.values() if plan.nodes[k].stage == stage]
+    if not keys:
+        raise SystemExit(f"experiment '{args.experiment}' has no '{stage}' stage")
+    return plan.spec(keys[0]), plan.nodes[keys[0]].path
+
+
+def _stage_command(sub, name: str, stage: str, help_text: str, runner: Callable, device: bool = False) -> None:
+    p = sub.add_parser(name, help=help_text, description=help_text)
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--spec", help="planned node as JSON, or @file.json (what the workflow passes)")
+    src.add_argument("--config", help="config YAML to plan from (standalone use; needs --experiment)")
+    p.add_argument("--experiment", help="experiment whose node to run (with --config)")
+    p.add_argument("--out", help="artifact directory to write (default with --config: its planned path)")
+    p.add_argument("--force", action="store_true", help="replace an existing finished artifact")
+    if device:
+        p.add_argument("--device", help="torch device (auto|cpu|cuda|cuda:N|mps); default $AUGSBERT_DEVICE or auto")
+
+    def handler(args) -> None:
+        if args.spec:
+            spec, default_out = _load_spec(args.spec), None
+        else:
+            if not args.experiment:
+                p.error("--config needs --experiment")
+            spec, default_out = _planned_spec(args, stage)
+        out = args.out or default_out
+        if not out:
+            p.error("--out is required with --spec")
+        kwargs = {"device": args.device} if device else {}
+        metrics = runner(spec, out, force=args.force, **kwargs)
+        print(json.dumps({k: v for k, v in metrics.items() if not isinstance(v, (dict, list))}, indent=2))
+
+    p.set_defaults(handler=handler)
+
+
+def _plan_command(sub) -> None:
+    p = sub.add_parser("plan", help="show the planned stage nodes of a config",
+                       description="Print the nodes (stage, key, params, inputs) the config plans.")
+    p.add_argument("--config", default="config/config.yaml")
+    p.add_argument("--experiment", help="only this experiment")
+
+    def handler(args) -> None:
+        from .config import load_config
+        from .plan import Plan
+
+        plan = Plan(load_config(args.config))
+        names = [args.experiment] if args.experiment else sorted(plan.experiments)
+        print(json.dumps({n: plan.experiment_spec(n) for n in names}, indent=2))
+
+    p.set_defaults(handler=handler)
+
+
+def _collect_command(sub) -> None:
+    p = sub.add_parser("collect-results", help="write results/<experiment>.json from finished artifacts",
+                       description="Gather an experiment's artifact metrics into one results file.")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--spec", help="experiment spec JSON or @file (what the workflow passes)")
+    src.add_argument("--config", help="config YAML (standalone use; needs --experiment)")
+    p.add_argument("--experiment")
+    p.add_argument("--out", help="results file (default results/<experiment>.json)")
+
+    def handler(args) -> None:
+        from .stages import results
+
+        if args.spec:
+            spec = _load_spec(args.spec)
+        else:
+            from .config import load_config
+            from .plan import Plan
+
+            if not args.experiment:
+                p.error("--config needs --experiment")
+            spec = Plan(load_config(args.config)).experiment_spec(args.experiment)
+        out = args.out or f"results/{spec['experiment']}.json"
+        result = results.run(spec, out)
+        print(json.dumps(result["models"], indent=2))
+
+    p.set_defaults(handler=handler)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .stages import prepare_data, zero_shot
+
+    parser = argparse.ArgumentParser(prog="augsbert", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"augsbert {__version__}")
+    parser.add_argument("-q", "--quiet", action="store_true", help="only warnings and errors in the log")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="<command>")
+    _stage_command(sub, "prepare-data", "data", "read a dataset's raw files into canonical parquet splits",
+                   prepare_data.run)
+    _stage_command(sub, "evaluate-zero-shot", "zero_shot",
+                   "evaluate the untrained base model (cosine of mean-pooled embeddings) on the test split",
+                   zero_shot.run, device=True)
+    _collect_command(sub)
+    _plan_command(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .config import ConfigError
+    from .data import DataError
+    from .models import ModelResolutionError
+    from .artifacts import ArtifactExistsError
+
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        args.handler(args)
+    except (ConfigError, DataError, ModelResolutionError, ArtifactExistsError) as err:
+        print(f"augsbert {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

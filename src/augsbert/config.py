@@ -1,0 +1,244 @@
+"""Load, coerce, merge and validate the workflow configuration.
+
+The same steps run inside the Snakefile and in the standalone CLI, so a config
+that plans in Snakemake plans identically outside it. Order matters:
+
+1. coerce: `snakemake --config 'experiments={x: {student: {lr: 3e-5}}}'` turns
+   every nested value into a string; strings are converted back by the types
+   the schema declares before anything else looks at them;
+2. merge: every experiment is deep-merged over `defaults`, so an experiment
+   that sets one key inherits the rest (the schema's defaults are filled only
+   afterwards, otherwise they would shadow the user's `defaults`);
+3. validate with default filling (JSON Schema 2020-12).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+SCHEMA_RESOURCE = "schemas/config.schema.yaml"
+
+
+class ConfigError(ValueError):
+    """The configuration is invalid; the message names the offending key."""
+
+
+@cache
+def load_schema() -> dict:
+    """The config JSON schema (shipped in the package, mirrored in workflow/schemas)."""
+    text = resources.files("augsbert").joinpath(SCHEMA_RESOURCE).read_text()
+    return yaml.safe_load(text)
+
+
+def schema_path() -> Path:
+    return Path(str(resources.files("augsbert").joinpath(SCHEMA_RESOURCE)))
+
+
+def _normalise_numbers(obj: Any) -> Any:
+    if isinstance(obj, float) and obj.is_integer():
+        return int(obj)  # 4 and 4.0 mean the same setting and must hash the same
+    if isinstance(obj, dict):
+        return {k: _normalise_numbers(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_normalise_numbers(v) for v in obj]
+    return obj
+
+
+def canonical_json(obj: Any) -> str:
+    """JSON with sorted keys, no whitespace and integral floats as ints: the input of every hash."""
+    return json.dumps(_normalise_numbers(obj), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def short_hash(obj: Any, length: int = 10) -> str:
+    return hashlib.sha256(canonical_json(obj).encode("utf-8")).hexdigest()[:length]
+
+
+def deep_merge(base: Mapping, override: Mapping) -> dict:
+    """Recursively merge `override` over `base` (new dict; mappings merge, all else replaces)."""
+    out = copy.deepcopy(dict(base))
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+# ---------------------------------------------------------------- coercion
+def _resolve(schema: dict, root: dict) -> dict:
+    while "$ref" in schema and schema["$ref"].startswith("#/"):
+        target = root
+        for part in schema["$ref"][2:].split("/"):
+            target = target[part]
+        schema = {**target, **{k: v for k, v in schema.items() if k != "$ref"}}
+    return schema
+
+
+def _branches(schema: dict, root: dict) -> list[dict]:
+    """The schema plus every sub-schema that may add properties (allOf, then)."""
+    schema = _resolve(schema, root)
+    out = [schema]
+    for sub in schema.get("allOf", []):
+        out.extend(_branches(sub, root))
+        if "then" in sub:
+            out.extend(_branches(sub["then"], root))
+    return out
+
+
+def _types(schema: dict) -> list[str]:
+    t = schema.get("type", [])
+    return [t] if isinstance(t, str) else list(t)
+
+
+_TRUE = {"true", "yes", "on"}
+_FALSE = {"false", "no", "off"}
+
+
+def _coerce_scalar(value: str, types: list[str]) -> Any:
+    """Convert a command-line string to the first schema type it parses as."""
+    text = value.strip()
+    if "string" in types:
+        return value
+    for t in types:
+        try:
+            if t == "integer":
+                return int(text)
+            if t == "number":
+                number = float(text)
+                return int(number) if number.is_integer() and "." not in text and "e" not in text.lower() else number
+            if t == "boolean" and text.lower() in _TRUE | _FALSE:
+                return text.lower() in _TRUE
+            if t == "null" and text.lower() in {"null", "none", "~", ""}:
+                return None
+            if t in ("array", "object"):
+                parsed = yaml.safe_load(text)
+                if isinstance(parsed, list if t == "array" else dict):
+                    return parsed
+        except ValueError:
+            continue
+    return value  # leave it; validation reports the type error with its path
+
+
+def coerce(value: Any, schema: dict, root: dict | None = None) -> Any:
+    """Return `value` with strings converted to the types `schema` declares."""
+    root = root if root is not None else schema
+    branches = _branches(schema, root)
+    types = [t for b in branches for t in _types(b)]
+    if isinstance(value, str) and types and "string" not in types:
+        value = _coerce_scalar(value, types)
+    if isinstance(value, dict):
+        props: dict[str, dict] = {}
+        extra: list[dict] = []
+        for b in branches:
+            props.update(b.get("properties", {}))
+            if isinstance(b.get("additionalProperties"), dict):
+                extra.append(b["additionalProperties"])
+        return {
+            k: coerce(v, props[k], root) if k in props else (coerce(v, extra[0], root) if extra else v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        items = next((b["items"] for b in branches if isinstance(b.get("items"), dict)), None)
+        return [coerce(v, items, root) for v in value] if items else value
+    return value
+
+
+# ---------------------------------------------------------------- validation
+def _default_filling_validator(schema: dict):
+    """A Draft 2020-12 validator that writes each property's `default` into the instance."""
+    from jsonschema import Draft202012Validator, validators
+
+    base_props = Draft202012Validator.VALIDATORS["properties"]
+
+    def set_defaults(validator, properties, instance, schema):
+        if isinstance(instance, dict):
+            for name, sub in properties.items():
+                if isinstance(sub, dict) and "default" in sub:
+                    instance.setdefault(name, copy.deepcopy(sub["default"]))
+        yield from base_props(validator, properties, instance, schema)
+
+    cls = validators.extend(Draft202012Validator, {"properties": set_defaults})
+    return cls(schema)
+
+
+def _format_path(path) -> str:
+    return ".".join(str(p) for p in path) or "<top level>"
+
+
+def validate_with_defaults(config: dict, schema: dict | None = None) -> None:
+    """Validate in place, filling defaults; raise ConfigError naming the key path."""
+    schema = schema or load_schema()
+    # Two passes: the first fills defaults (incl. inside if/then branches),
+    # the second reports errors against the filled instance.
+    validator = _default_filling_validator(schema)
+    list(validator.iter_errors(config))
+    errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
+    if errors:
+        lines = [f"  {_format_path(e.absolute_path)}: {e.message}" for e in errors[:10]]
+        raise ConfigError("invalid configuration:\n" + "\n".join(lines))
+
+
+def merge_experiments(config: dict) -> dict:
+    """Deep-merge every experiment over `defaults` (new dict)."""
+    out = copy.deepcopy(config)
+    defaults = out.get("defaults") or {}
+    out["experiments"] = {
+        name: deep_merge(defaults, section or {}) for name, section in (out.get("experiments") or {}).items()
+    }
+    return out
+
+
+def prepare_config(raw: Mapping, validate: Callable[[dict], None] | None = None) -> dict:
+    """Coerce, merge and validate a raw config; return the effective config.
+
+    `validate` defaults to the package's own default-filling validator; the
+    Snakefile passes `snakemake.utils.validate` so users get Snakemake's usual
+    messages.
+    """
+    schema = load_schema()
+    config = coerce(copy.deepcopy(dict(raw)), schema)
+    config = merge_experiments(config)
+    (validate or validate_with_defaults)(config)
+    _check_references(config)
+    return config
+
+
+def _check_references(config: dict) -> None:
+    datasets = config.get("datasets", {})
+    for name, exp in config.get("experiments", {}).items():
+        if exp["dataset"] not in datasets:
+            raise ConfigError(
+                f"experiments.{name}.dataset: unknown dataset '{exp['dataset']}' "
+                f"(defined under `datasets`: {', '.join(sorted(datasets)) or 'none'})"
+            )
+
+
+def load_config(path: str | Path, overrides: Mapping | None = None) -> dict:
+    """Read a YAML config file (plus optional overrides merged over it) and prepare it."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: not valid YAML: {err}") from None
+    if overrides:
+        raw = deep_merge(raw, overrides)
+    return prepare_config(raw)
+
+
+def experiment_config(config: dict, name: str) -> dict:
+    try:
+        return config["experiments"][name]
+    except KeyError:
+        known = ", ".join(sorted(config.get("experiments", {}))) or "none"
+        raise ConfigError(f"unknown experiment '{name}' (configured: {known})") from None

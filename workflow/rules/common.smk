@@ -1,0 +1,36 @@
+# Shared set-up: validate the config and build the plan every rule looks up.
+
+import os
+import sys
+
+from snakemake.utils import validate
+
+from augsbert.config import canonical_json, prepare_config
+from augsbert.models.device import DEVICE_ENV
+from augsbert.plan import KEY_PATTERN, Plan
+
+# Coerce --config strings, merge experiments over `defaults`, validate with defaults filled.
+_effective = prepare_config(config, validate=lambda cfg: validate(cfg, "../schemas/config.schema.yaml"))
+config.clear()
+config.update(_effective)
+
+PLAN = Plan(config)
+
+# The device is a runtime choice, not a parameter of any artifact: it is passed
+# through the environment so switching GPU/CPU never reruns finished stages.
+os.environ[DEVICE_ENV] = config["device"]
+# Jobs call the `augsbert` CLI of the environment that runs Snakemake.
+os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+
+
+wildcard_constraints:
+    key=KEY_PATTERN,
+    experiment=r"[A-Za-z0-9_.+-]+",
+
+
+def node_spec(wildcards):
+    return PLAN.spec_json(wildcards.key)
+
+
+def node_inputs(wildcards):
+    return PLAN.input_paths(wildcards.key)

@@ -1,0 +1,19 @@
+# Stage prepare_data: raw files -> artifacts/data/<dataset>-<hash>/{train,dev,test,unlabeled}.parquet
+
+
+rule prepare_data:
+    input:
+        # Missing raw files raise here, at planning time, with instructions.
+        raw=lambda wc: PLAN.raw_inputs(wc.key),
+    output:
+        directory("artifacts/data/{key}"),
+    params:
+        spec=node_spec,
+    log:
+        "logs/data/{key}.log",
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    shell:
+        "augsbert prepare-data --spec {params.spec:q} --out {output} > {log} 2>&1"

@@ -1,0 +1,18 @@
+# results/<experiment>.json: metrics of every model of an experiment, per seed and mean +- std.
+
+
+rule collect_results:
+    input:
+        lambda wc: PLAN.experiment_inputs(wc.experiment),
+    output:
+        "results/{experiment}.json",
+    params:
+        spec=lambda wc: canonical_json(PLAN.experiment_spec(wc.experiment)),
+    log:
+        "logs/results/{experiment}.log",
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=10,
+    shell:
+        "augsbert collect-results --spec {params.spec:q} --out {output} > {log} 2>&1"
