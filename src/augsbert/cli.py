@@ -130,6 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
                    zero_shot.run, device=True)
     _collect_command(sub)
     _plan_command(sub)
+    ref = sub.add_parser("config-reference", help="print the Markdown config reference (config/README.md)")
+    ref.set_defaults(handler=lambda args: print(__import__("augsbert.config_reference", fromlist=["render"]).render(), end=""))
     return parser
 
 

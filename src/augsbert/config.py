@@ -74,7 +74,8 @@ def deep_merge(base: Mapping, override: Mapping) -> dict:
 
 
 # ---------------------------------------------------------------- coercion
-def _resolve(schema: dict, root: dict) -> dict:
+def resolve_ref(schema: dict, root: dict) -> dict:
+    """Follow local `$ref`s (`#/...`), keeping sibling keywords."""
     while "$ref" in schema and schema["$ref"].startswith("#/"):
         target = root
         for part in schema["$ref"][2:].split("/"):
@@ -85,7 +86,7 @@ def _resolve(schema: dict, root: dict) -> dict:
 
 def _branches(schema: dict, root: dict) -> list[dict]:
     """The schema plus every sub-schema that may add properties (allOf, then)."""
-    schema = _resolve(schema, root)
+    schema = resolve_ref(schema, root)
     out = [schema]
     for sub in schema.get("allOf", []):
         out.extend(_branches(sub, root))
@@ -106,6 +107,8 @@ _FALSE = {"false", "no", "off"}
 def _coerce_scalar(value: str, types: list[str]) -> Any:
     """Convert a command-line string to the first schema type it parses as."""
     text = value.strip()
+    if "null" in types and text.lower() in {"null", "none", "~"}:
+        return None
     if "string" in types:
         return value
     for t in types:
@@ -133,7 +136,7 @@ def coerce(value: Any, schema: dict, root: dict | None = None) -> Any:
     root = root if root is not None else schema
     branches = _branches(schema, root)
     types = [t for b in branches for t in _types(b)]
-    if isinstance(value, str) and types and "string" not in types:
+    if isinstance(value, str) and types and (types != ["string"]):
         value = _coerce_scalar(value, types)
     if isinstance(value, dict):
         props: dict[str, dict] = {}

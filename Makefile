@@ -1,0 +1,44 @@
+# Two commands (see README):  make demo  |  make test
+# Both create/update the virtual environment first.
+
+VENV   ?= .venv
+PYTHON ?= python3
+CORES  ?= 2
+# torch build: auto (CUDA build if nvidia-smi works, else CPU build), cpu, or cuda
+TORCH  ?= auto
+TORCH_VERSION ?= 2.13.0
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+
+PY  := $(VENV)/bin/python
+PIP := $(PY) -m pip
+
+.PHONY: setup demo test clean-venv
+
+setup: $(VENV)/.installed
+
+# Torch is installed before the project so pip never resolves `torch` itself:
+# on PyPI a bare torch wheel for Linux is the multi-GB CUDA build.
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@if $(PY) -c "import torch" 2>/dev/null; then \
+	  echo "torch $$($(PY) -c 'import torch; print(torch.__version__)') already installed"; \
+	elif [ "$(TORCH)" = cuda ] || { [ "$(TORCH)" = auto ] && nvidia-smi >/dev/null 2>&1; }; then \
+	  echo "installing the CUDA build of torch $(TORCH_VERSION)"; \
+	  $(PIP) install "torch==$(TORCH_VERSION)"; \
+	else \
+	  echo "installing the CPU build of torch $(TORCH_VERSION)"; \
+	  $(PIP) install "torch==$(TORCH_VERSION)+cpu" \
+	  || $(PIP) install "torch==$(TORCH_VERSION)+cpu" --extra-index-url $(TORCH_CPU_INDEX); \
+	fi
+	$(PIP) install -e ".[test]"
+	touch $@
+
+demo: setup
+	$(VENV)/bin/snakemake --cores $(CORES) results/demo_zeroshot.json
+	@cat results/demo_zeroshot.json | $(PY) -c "import json,sys; r=json.load(sys.stdin); print({m: (v['spearman']['mean'], v['pearson']['mean']) for m, v in r['models'].items()}, '(Spearman, Pearson) x 100')"
+
+test: setup
+	$(VENV)/bin/python -m pytest -q
+
+clean-venv:
+	rm -rf $(VENV)

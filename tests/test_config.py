@@ -1,0 +1,139 @@
+import copy
+
+import pytest
+import yaml
+
+from augsbert.config import ConfigError, canonical_json, coerce, deep_merge, load_config, load_schema, prepare_config
+from augsbert.plan import Plan
+from conftest import REPO
+
+
+@pytest.fixture
+def raw_config():
+    return yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+
+
+def test_defaults_filled_and_experiments_merged(raw_config):
+    cfg = prepare_config(raw_config)
+    exp = cfg["experiments"]["demo_zeroshot"]
+    assert exp["base_model"] == "minilm-l6"
+    assert exp["evaluation"] == {"batch_size": 64, "max_length": 256}
+    assert cfg["datasets"]["lee"]["split_fractions"] == [0.5, 0.2, 0.3]
+    assert cfg["datasets"]["lee"]["on_bad_rows"] == "error"
+    # loader-specific defaults only where they belong
+    assert "split_fractions" not in cfg["datasets"]["stsb"]
+    assert cfg["datasets"]["bws_cross_topic"]["dev_topics"] == ["Death penalty"]
+
+
+def test_user_defaults_are_not_shadowed_by_schema_defaults(raw_config):
+    raw_config["defaults"]["evaluation"] = {"batch_size": 8}
+    raw_config["experiments"]["stsb_zeroshot"]["evaluation"] = {"batch_size": 4}
+    cfg = prepare_config(raw_config)
+    assert cfg["experiments"]["demo_zeroshot"]["evaluation"] == {"batch_size": 8, "max_length": 256}
+    assert cfg["experiments"]["stsb_zeroshot"]["evaluation"]["batch_size"] == 4
+
+
+def test_command_line_strings_are_coerced_to_schema_types(raw_config):
+    # what `snakemake --config 'experiments={demo_zeroshot: {evaluation: {batch_size: 32}}}'` produces
+    as_strings = deep_merge(raw_config, {"experiments": {"demo_zeroshot": {"evaluation": {"batch_size": "32"}}},
+                                         "seeds": "[42, 43]",
+                                         "datasets": {"lee": {"split_fractions": ["0.5", "0.25", "0.25"]}}})
+    typed = deep_merge(raw_config, {"experiments": {"demo_zeroshot": {"evaluation": {"batch_size": 32}}},
+                                    "seeds": [42, 43],
+                                    "datasets": {"lee": {"split_fractions": [0.5, 0.25, 0.25]}}})
+    a, b = prepare_config(as_strings), prepare_config(typed)
+    assert a == b
+    assert a["experiments"]["demo_zeroshot"]["evaluation"]["batch_size"] == 32
+    assert Plan(a).experiment_spec("demo_zeroshot") == Plan(b).experiment_spec("demo_zeroshot")
+
+
+def test_coerce_scalars():
+    schema = load_schema()
+    out = coerce({"device": "cpu", "seeds": ["1", "2"],
+                  "datasets": {"x": {"loader": "pairs_file", "train": "a.csv", "test": "b.csv",
+                                     "score_range": ["0", "5.0"], "header": "false", "dev": "null"}}}, schema)
+    assert out["seeds"] == [1, 2]
+    ds = out["datasets"]["x"]
+    assert ds["score_range"] == [0, 5.0] and ds["header"] is False and ds["dev"] is None
+    assert ds["train"] == "a.csv"  # strings stay strings
+
+
+def test_yaml_exponent_without_dot_is_a_number():
+    # PyYAML reads `2e-1` as a string; the schema says number, so it is converted.
+    schema = load_schema()
+    out = coerce({"datasets": {"x": {"loader": "pairs_file", "score_range": ["2e-1", "1e0"]}}}, schema)
+    assert out["datasets"]["x"]["score_range"] == [0.2, 1.0]
+
+
+def test_unknown_key_is_named(raw_config):
+    raw_config["experiments"]["demo_zeroshot"]["evalution"] = {"batch_size": 3}
+    with pytest.raises(ConfigError, match=r"experiments\.demo_zeroshot.*evalution"):
+        prepare_config(raw_config)
+
+
+def test_unknown_dataset_key_is_named(raw_config):
+    raw_config["datasets"]["lee"]["split_fraction"] = [1, 1, 1]
+    with pytest.raises(ConfigError, match=r"datasets\.lee.*split_fraction"):
+        prepare_config(raw_config)
+
+
+def test_wrong_type_is_named(raw_config):
+    raw_config["defaults"]["evaluation"] = {"batch_size": "many"}
+    with pytest.raises(ConfigError, match=r"batch_size"):
+        prepare_config(raw_config)
+
+
+def test_unknown_dataset_reference(raw_config):
+    raw_config["experiments"]["demo_zeroshot"]["dataset"] = "nope"
+    with pytest.raises(ConfigError, match="unknown dataset 'nope'"):
+        prepare_config(raw_config)
+
+
+def test_missing_required_dataset(raw_config):
+    del raw_config["experiments"]["demo_zeroshot"]["dataset"]
+    with pytest.raises(ConfigError, match="dataset"):
+        prepare_config(raw_config)
+
+
+def test_pairs_file_requires_train_and_test(raw_config):
+    raw_config["datasets"]["mine"] = {"loader": "pairs_file", "train": "a.csv"}
+    with pytest.raises(ConfigError, match="test"):
+        prepare_config(raw_config)
+
+
+def test_load_config_errors(tmp_path):
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("seeds: [1,\n")
+    with pytest.raises(ConfigError, match="bad.yaml: not valid YAML"):
+        load_config(bad)
+
+
+def test_canonical_json_treats_integral_floats_as_ints():
+    assert canonical_json({"b": 4.0, "a": [1.0, 0.5]}) == canonical_json({"a": [1, 0.5], "b": 4})
+    assert canonical_json({"b": 1, "a": 2}) == '{"a":2,"b":1}'
+
+
+def test_every_schema_key_has_description_and_default():
+    schema = load_schema()
+    missing = []
+
+    def walk(node, path):
+        if isinstance(node, dict):
+            for name, sub in node.get("properties", {}).items():
+                required = name in node.get("required", [])
+                if "$ref" not in sub and ("description" not in sub or ("default" not in sub) != required):
+                    missing.append(f"{path}.{name}")
+                walk(sub, f"{path}.{name}")
+            for key in ("allOf", "$defs"):
+                for i, sub in (node.get(key, {}).items() if isinstance(node.get(key), dict)
+                               else enumerate(node.get(key, []))):
+                    walk(sub, f"{path}.{key}[{i}]")
+            if "then" in node:
+                walk({**node["then"], "required": node["then"].get("required", [])}, path)
+            if isinstance(node.get("additionalProperties"), dict):
+                walk(node["additionalProperties"], path + ".*")
+
+    walk(schema, "")
+    assert missing == []

@@ -1,0 +1,292 @@
+"""Every loader on fixture files the tests write, including malformed rows."""
+
+import csv
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from augsbert.config import load_schema
+from augsbert.config import validate_with_defaults
+from augsbert.data import DataError, MissingDataError, RowReport, get_loader
+from augsbert.data.loaders import apportion, group_sizes
+from augsbert.data.tables import duplicate_report, raw_frame, validate_pairs
+from conftest import BWS_TOPICS, write_bws, write_jsonl, write_spanish, write_stsb_sbert, write_stsb_semeval
+
+
+def options(loader, **extra):
+    """A dataset definition with the schema's defaults filled in, as the plan passes it."""
+    cfg = {"datasets": {"x": {"loader": loader, **extra}}}
+    validate_with_defaults(cfg, load_schema())
+    return cfg["datasets"]["x"]
+
+
+def load(loader, data_dir, policy="error", **extra):
+    opts = options(loader, **extra)
+    report = RowReport("x", policy)
+    prepared = get_loader(loader).load("x", opts, data_dir, report)
+    report.settle()
+    return prepared, report
+
+
+# ------------------------------------------------------------------ tables
+def test_validate_pairs_normalises_rescales_and_reports():
+    rows = [
+        ("f.csv", 2, "  a \t b ", "c", "2.5"),
+        ("f.csv", 3, "", "c", "1"),
+        ("f.csv", 4, "a", None, "1"),
+        ("f.csv", 5, "a", "b", "abc"),
+        ("f.csv", 6, "a", "b", "nan"),
+        ("f.csv", 7, "a", "b", "5.5"),
+        ("f.csv", 8, "x", "y", "5"),
+    ]
+    report = RowReport("x", "skip")
+    table = validate_pairs(raw_frame(rows, ["sentence1", "sentence2", "score"]), report, (0, 5))
+    assert table.to_dict("records") == [
+        {"sentence1": "a b", "sentence2": "c", "score": 0.5},
+        {"sentence1": "x", "sentence2": "y", "score": 1.0},
+    ]
+    assert [str(i) for i in report.issues] == [
+        "f.csv:3: empty or missing text in sentence1",
+        "f.csv:4: empty or missing text in sentence2",
+        "f.csv:5: score 'abc' is not a number",
+        "f.csv:6: score 'nan' is not a number",
+        "f.csv:7: score 5.5 outside the declared range [0, 5]",
+    ]
+
+
+def test_report_error_policy_names_file_and_line():
+    report = RowReport("mydata", "error")
+    report.add("a.csv", 7, "score 'x' is not a number")
+    with pytest.raises(DataError, match=r"a\.csv:7: score 'x' is not a number[\s\S]*on_bad_rows: skip"):
+        report.settle()
+
+
+def test_duplicate_report_counts_either_order():
+    t = lambda pairs: pd.DataFrame({"sentence1": [p[0] for p in pairs], "sentence2": [p[1] for p in pairs],
+                                    "score": 0.5})
+    rep = duplicate_report({"train": t([("a", "b"), ("b", "a"), ("c", "d")]), "test": t([("d", "c"), ("e", "f")])})
+    assert rep == {"within_split": {"train": 1, "test": 0}, "across_splits": {"train/test": 1}}
+
+
+# ------------------------------------------------------------------ STS-B
+def test_stsb_semeval_format(data_dir):
+    write_stsb_semeval(data_dir / "stsb")
+    prepared, report = load("stsb", data_dir)
+    assert {k: len(v) for k, v in prepared.splits.items()} == {"train": 6, "dev": 6, "test": 6}
+    test = prepared.splits["test"]
+    assert test["score"].tolist() == pytest.approx([0, 0.2, 0.4, 0.6, 0.8, 1.0])
+    assert test["sentence1"][0] == 'A man "plays" the test flute 0.'  # quotes kept literally
+    assert prepared.info["format"] == "semeval"
+
+
+def test_stsb_semeval_bad_field_count_and_score(data_dir):
+    root = write_stsb_semeval(data_dir / "stsb")
+    path = root / "sts-dev.csv"
+    lines = path.read_text().splitlines()
+    lines[2] = "\t".join(["g", "f", "y", "id", "2.0", "only one sentence"])
+    lines[4] = "\t".join(["g", "f", "y", "id", "six", "s1", "s2"])
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DataError) as err:
+        load("stsb", data_dir)
+    assert f"{path}:3: expected 7-9 fields, found 6" in str(err.value)
+    assert f"{path}:5: score 'six' is not a number" in str(err.value)
+    prepared, report = load("stsb", data_dir, policy="skip")
+    assert len(prepared.splits["dev"]) == 4 and len(report.issues) == 2
+    assert report.counts() == {str(path): 2}
+
+
+def test_stsb_sbert_format(data_dir):
+    write_stsb_sbert(data_dir / "stsb")
+    prepared, _ = load("stsb", data_dir)
+    assert {k: len(v) for k, v in prepared.splits.items()} == {"train": 5, "dev": 3, "test": 4}
+    assert prepared.splits["test"]["score"].tolist() == pytest.approx([0, 0.2, 0.4, 0.6])
+    assert prepared.splits["train"]["sentence1"][1] == '"Quote" train a 1'
+
+
+def test_stsb_missing_file_message(data_dir):
+    with pytest.raises(MissingDataError) as err:
+        get_loader("stsb").inputs("stsb", options("stsb"), data_dir)
+    msg = str(err.value)
+    assert str(data_dir / "stsb" / "stsbenchmark.tsv.gz") in msg
+    assert "Stsbenchmark.tar.gz" in msg and "where to put it" in msg
+
+
+def test_stsb_partial_semeval_names_the_missing_split(data_dir):
+    root = write_stsb_semeval(data_dir / "stsb")
+    (root / "sts-dev.csv").unlink()
+    with pytest.raises(MissingDataError, match="sts-dev.csv"):
+        get_loader("stsb").inputs("stsb", options("stsb"), data_dir)
+
+
+def test_stsb_download_mode_needs_no_files(data_dir):
+    assert get_loader("stsb").inputs("stsb", options("stsb", download=True), data_dir) == []
+
+
+# ------------------------------------------------------------------ BWS
+def test_bws_cross_topic_split_sizes(data_dir):
+    write_bws(data_dir / "bws" / "BWS_Argument_Similarity_Corpus.csv")
+    prepared, _ = load("bws_cross_topic", data_dir)
+    sizes = {k: len(v) for k, v in prepared.splits.items()}
+    assert sizes == {"train": 2125, "dev": 425, "test": 850}
+    assert set(prepared.splits["dev"]["topic"]) == {"Death penalty"}
+    assert set(prepared.splits["test"]["topic"]) == {"Gun control", "School uniforms"}
+    assert set(prepared.splits["train"]["topic"]) == {
+        "Cloning", "Abortion", "Minimum wage", "Marijuana legalization", "Nuclear energy"}
+    first = prepared.splits["train"].iloc[0]
+    assert first["sentence1"] == 'Abortion argument 0, says "A"'  # stray whitespace removed, quotes kept
+    assert first["id"] == "p00001"
+
+
+def test_bws_in_topic_split_sizes(data_dir):
+    write_bws(data_dir / "bws" / "BWS_Argument_Similarity_Corpus.csv")
+    prepared, _ = load("bws_in_topic", data_dir)
+    splits = prepared.splits
+    assert {k: len(v) for k, v in splits.items()} == {"train": 2125, "dev": 425, "test": 850}
+    for topic in BWS_TOPICS:
+        n = [int((splits[s]["topic"] == topic).sum()) for s in ("train", "dev", "test")]
+        assert 265 <= n[0] <= 266 and 53 <= n[1] <= 54 and 106 <= n[2] <= 107 and sum(n) == 425
+    ids = [set(splits[s]["id"]) for s in ("train", "dev", "test")]
+    assert not (ids[0] & ids[1] or ids[0] & ids[2] or ids[1] & ids[2])
+    again, _ = load("bws_in_topic", data_dir)
+    assert again.splits["test"]["id"].tolist() == splits["test"]["id"].tolist()
+    other, _ = load("bws_in_topic", data_dir, split_seed=7)
+    assert other.splits["test"]["id"].tolist() != splits["test"]["id"].tolist()
+
+
+def test_bws_in_topic_split_is_independent_of_file_order(data_dir):
+    path = write_bws(data_dir / "bws" / "BWS_Argument_Similarity_Corpus.csv", per_topic=30)
+    opts = dict(split_sizes=[150, 30, 60])
+    first, _ = load("bws_in_topic", data_dir, **opts)
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([lines[0], *reversed(lines[1:])]) + "\n")
+    second, _ = load("bws_in_topic", data_dir, **opts)
+    assert sorted(first.splits["test"]["id"]) == sorted(second.splits["test"]["id"])
+
+
+def test_apportion_exact_totals():
+    sizes = apportion({t: 425 for t in BWS_TOPICS}, [2125, 425, 850])
+    assert [sum(s[k] for s in sizes.values()) for k in range(3)] == [2125, 425, 850]
+    assert sorted(tuple(s) for s in sizes.values()) == sorted(
+        [(265, 53, 107)] * 2 + [(265, 54, 106)] + [(266, 53, 106)] * 5)
+    with pytest.raises(DataError, match="add up"):
+        apportion({"a": 10}, [5, 5, 5])
+
+
+def test_bws_unknown_topic_and_bad_rows(data_dir):
+    path = write_bws(data_dir / "bws" / "BWS_Argument_Similarity_Corpus.csv", per_topic=5)
+    with pytest.raises(DataError, match=r"test_topics names topic\(s\) \['Guns'\]"):
+        load("bws_cross_topic", data_dir, test_topics=["Guns"])
+    with open(path, "a", newline="") as handle:
+        csv.writer(handle).writerow(["p9", "a", "b", "Cloning", "high"])
+        csv.writer(handle).writerow(["p10", "a", "b", "Cloning"])
+    with pytest.raises(DataError) as err:
+        load("bws_cross_topic", data_dir)
+    assert f"{path}:42: score 'high' is not a number" in str(err.value)
+    assert f"{path}:43: expected 5 fields, found 4" in str(err.value)
+
+
+def test_bws_missing_file(data_dir):
+    with pytest.raises(MissingDataError) as err:
+        get_loader("bws_cross_topic").inputs("bws_cross_topic", options("bws_cross_topic"), data_dir)
+    assert str(data_dir / "bws" / "BWS_Argument_Similarity_Corpus.csv") in str(err.value)
+    assert "TUdatalib" in str(err.value)
+
+
+# ------------------------------------------------------------------ Spanish STS
+def test_spanish_sts(data_dir):
+    train = {f"tr{i}": [str(x % 5) for x in range(40)] for i in range(2)}
+    test = {"te": ["5", "2.5", "0", ""]}  # empty score: unscored pair, not evaluated
+    write_spanish(data_dir / "es", {**train, **test})
+    prepared, _ = load("spanish_sts", data_dir, path="es", train_files=list(train), test_files=["te"], dev_size=20)
+    sizes = {k: len(v) for k, v in prepared.splits.items()}
+    assert sizes == {"train": 60, "dev": 20, "test": 3}
+    assert prepared.splits["test"]["score"].tolist() == pytest.approx([1.0, 0.5, 0.0])
+    assert prepared.splits["train"]["score"].max() == pytest.approx(1.0)  # 4 / 4
+    assert prepared.info["unscored_pairs"] == 1
+
+
+def test_spanish_sts_line_count_mismatch(data_dir):
+    write_spanish(data_dir / "es", {"a": ["1", "2"], "b": ["1"]})
+    (data_dir / "es" / "a-score.txt").write_text("1\n")
+    with pytest.raises(DataError, match=r"a-input.txt has 2 lines but .*a-score.txt has 1"):
+        load("spanish_sts", data_dir, path="es", train_files=["a"], test_files=["b"], dev_size=1)
+
+
+# ------------------------------------------------------------------ Lee
+def test_lee_document_disjoint_split():
+    prepared, _ = load("lee", None)
+    sizes = {k: len(v) for k, v in prepared.splits.items()}
+    assert sizes == {"train": 300, "dev": 45, "test": 105}  # 25/10/15 documents
+    groups = prepared.info["documents"]
+    assert sorted(groups["train"] + groups["dev"] + groups["test"]) == list(range(50))
+    texts = {s: set(t["sentence1"]) | set(t["sentence2"]) for s, t in prepared.splits.items()}
+    assert not (texts["train"] & texts["test"] or texts["train"] & texts["dev"] or texts["dev"] & texts["test"])
+    assert len(prepared.unlabeled) == 300
+    # scores are the upper triangle of the human rating matrix
+    import importlib.resources as r
+    sims = np.loadtxt(str(r.files("gensim").joinpath("test", "test_data", "similarities0-1.txt")))
+    i, j = groups["test"][0], groups["test"][1]
+    assert prepared.splits["test"]["score"].iloc[0] == pytest.approx(sims[min(i, j), max(i, j)])
+
+
+def test_group_sizes_add_up():
+    assert group_sizes(50, [0.5, 0.2, 0.3]) == [25, 10, 15]
+    assert sum(group_sizes(7, [1, 1, 1])) == 7
+
+
+# ------------------------------------------------------------------ generic files
+def _pairs_records():
+    return [{"q": f"first {i}", "d": f"second {i}", "label": i, "t": "A" if i % 2 else "B"} for i in range(6)]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "tsv", "jsonl", "parquet", "csv.gz"])
+def test_pairs_file_formats(data_dir, fmt):
+    frame = pd.DataFrame(_pairs_records())
+    path = data_dir / f"pairs.{fmt}"
+    if fmt.startswith("csv"):
+        frame.to_csv(path, index=False)
+    elif fmt == "tsv":
+        frame.to_csv(path, sep="\t", index=False)
+    elif fmt == "jsonl":
+        write_jsonl(path, _pairs_records())
+    else:
+        frame.to_parquet(path)
+    prepared, _ = load("pairs_file", data_dir, train=path.name, test=path.name, score_range=[0, 5],
+                       columns={"sentence1": "q", "sentence2": "d", "score": "label", "topic": "t"})
+    test = prepared.splits["test"]
+    assert set(prepared.splits) == {"train", "test"}
+    assert test["score"].tolist() == pytest.approx([0, 0.2, 0.4, 0.6, 0.8, 1.0])
+    assert test["sentence1"][2] == "first 2" and test["topic"][1] == "A"
+
+
+def test_pairs_file_headerless_and_out_of_range(data_dir):
+    (data_dir / "p.tsv").write_text("a\tb\t3\nc\td\t9\ne\tf\n")
+    with pytest.raises(DataError) as err:
+        load("pairs_file", data_dir, train="p.tsv", test="p.tsv", header=False, score_range=[0, 5],
+             columns={"sentence1": "0", "sentence2": "1", "score": "2"})
+    msg = str(err.value)
+    assert f"{data_dir / 'p.tsv'}:2: score 9 outside the declared range [0, 5]" in msg
+    assert f"{data_dir / 'p.tsv'}:3: expected 3 fields, found 2" in msg
+
+
+def test_pairs_file_missing_column_and_bad_json(data_dir):
+    (data_dir / "p.csv").write_text("a,b,score\nx,y,1\n")
+    with pytest.raises(DataError, match="lack column"):
+        load("pairs_file", data_dir, train="p.csv", test="p.csv")
+    (data_dir / "p.jsonl").write_text('{"sentence1": "a", "sentence2": "b", "score": 1}\n{oops\n')
+    prepared, report = load("pairs_file", data_dir, policy="skip", train="p.jsonl", test="p.jsonl")
+    assert len(prepared.splits["test"]) == 1
+    assert [str(i).split(": ", 1)[0].rsplit(":", 1)[1] for i in report.issues] == ["2", "2"]
+
+
+def test_text_file_and_unlabeled_option(data_dir):
+    (data_dir / "corpus.txt").write_text("first  sentence\n\n  second\n")
+    prepared, _ = load("text_file", data_dir, path="corpus.txt")
+    assert prepared.splits == {} and prepared.unlabeled["text"].tolist() == ["first sentence", "second"]
+    write_stsb_sbert(data_dir / "stsb")
+    prepared, _ = load("stsb", data_dir, unlabeled="corpus.txt")
+    assert len(prepared.unlabeled) == 2
+    with pytest.raises(MissingDataError, match="nope.txt"):
+        get_loader("stsb").inputs("stsb", options("stsb", unlabeled="nope.txt"), data_dir)

@@ -1,0 +1,49 @@
+import os
+from pathlib import Path
+
+import pytest
+
+from augsbert.models import ModelResolutionError, resolve_device, resolve_model
+from augsbert.models.resolve import reference_kind
+
+
+def test_alias_resolves_to_packaged_model(minilm_path):
+    path = resolve_model("minilm-l6")
+    assert path == minilm_path and (Path(path) / "config.json").is_file()
+
+
+def test_local_path(tmp_path):
+    (tmp_path / "m").mkdir()
+    assert resolve_model(str(tmp_path / "m")) == str((tmp_path / "m").resolve())
+
+
+def test_missing_local_path_is_an_error(tmp_path):
+    with pytest.raises(ModelResolutionError, match="no such local directory"):
+        resolve_model(str(tmp_path / "absent"))
+    with pytest.raises(ModelResolutionError):
+        reference_kind("./models/absent")
+
+
+def test_unreachable_hub_id_explains_offline_use(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    assert reference_kind("sentence-transformers/all-mpnet-base-v2") == "hub"
+    with pytest.raises(ModelResolutionError) as err:
+        resolve_model("sentence-transformers/all-mpnet-base-v2")
+    msg = str(err.value)
+    assert "could not provide it" in msg and "hf download sentence-transformers/all-mpnet-base-v2" in msg
+    assert "base_model: models/all-mpnet-base-v2" in msg
+
+
+def test_device_selection(monkeypatch):
+    import torch
+
+    monkeypatch.delenv("AUGSBERT_DEVICE", raising=False)
+    assert resolve_device("cpu") == "cpu"
+    monkeypatch.setenv("AUGSBERT_DEVICE", "cpu")
+    assert resolve_device() == "cpu"
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match="no CUDA GPU"):
+            resolve_device("cuda")
+        monkeypatch.setenv("AUGSBERT_DEVICE", "auto")
+        assert resolve_device() in {"cpu", "mps"}

@@ -1,0 +1,92 @@
+import hashlib
+import json
+
+import pytest
+import yaml
+
+from augsbert.config import ConfigError, deep_merge, prepare_config
+from augsbert.plan import STAGE_VERSIONS, Plan
+from conftest import REPO
+
+
+def plan_for(**override):
+    raw = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    return Plan(prepare_config(deep_merge(raw, override)))
+
+
+def keys(plan, experiment="demo_zeroshot", seed=42):
+    return plan.experiment(experiment).runs[seed]
+
+
+def test_key_is_name_plus_hash_of_stage_params_and_inputs():
+    plan = plan_for()
+    data_key = keys(plan)["data"]
+    node = plan.node(data_key)
+    material = {"stage": "data", "version": STAGE_VERSIONS["data"], "params": node.params, "inputs": {}}
+    digest = hashlib.sha256(json.dumps(material, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    assert data_key == f"lee-{digest[:10]}"
+    zs = plan.node(keys(plan)["zero_shot"])
+    assert dict(zs.inputs) == {"data": data_key}
+    assert zs.path == f"artifacts/zero_shot/{zs.key}" and zs.key.startswith("lee.minilm-l6-")
+
+
+def test_keys_are_stable_across_builds_and_orderings():
+    a = plan_for()
+    raw = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    raw["experiments"] = dict(reversed(list(raw["experiments"].items())))
+    b = Plan(prepare_config(raw))
+    assert keys(a) == keys(b)
+
+
+def test_experiments_share_identical_stages():
+    plan = plan_for(experiments={"other": {"dataset": "lee", "description": "same stages, other name"}})
+    assert keys(plan, "other") == keys(plan, "demo_zeroshot")
+    assert len([n for n in plan.nodes.values() if n.stage == "data" and n.params["dataset"] == "lee"]) == 1
+
+
+def test_downstream_param_changes_only_downstream_keys():
+    base = keys(plan_for())
+    changed = keys(plan_for(experiments={"demo_zeroshot": {"evaluation": {"batch_size": 8}}}))
+    assert changed["data"] == base["data"]
+    assert changed["zero_shot"] != base["zero_shot"]
+
+
+def test_upstream_param_changes_every_key_after_it():
+    base = keys(plan_for())
+    changed = keys(plan_for(datasets={"lee": {"split_seed": 1}}))
+    assert changed["data"] != base["data"] and changed["zero_shot"] != base["zero_shot"]
+
+
+def test_runtime_settings_do_not_change_keys():
+    base = keys(plan_for())
+    assert keys(plan_for(device="cpu")) == base
+    # seed-independent stages are shared by every seed
+    plan = plan_for(seeds=[42, 43])
+    assert keys(plan, seed=43) == keys(plan, seed=42) == base
+
+
+def test_unknown_key_and_experiment_errors():
+    plan = plan_for()
+    with pytest.raises(ConfigError, match="no planned stage has key 'lee-0000000000'"):
+        plan.node("lee-0000000000")
+    with pytest.raises(ConfigError, match="unknown experiment 'nope'.*demo_zeroshot"):
+        plan.experiment("nope")
+
+
+def test_spec_carries_params_and_input_paths():
+    plan = plan_for()
+    k = keys(plan)
+    spec = plan.spec(k["zero_shot"])
+    assert spec == {"stage": "zero_shot", "key": k["zero_shot"],
+                    "params": {"model": "minilm-l6", "batch_size": 64, "max_length": 256},
+                    "inputs": {"data": f"artifacts/data/{k['data']}"}}
+    exp = plan.experiment_spec("demo_zeroshot")
+    assert exp["runs"]["42"]["zero_shot"]["path"] == f"artifacts/zero_shot/{k['zero_shot']}"
+    assert plan.experiment_inputs("demo_zeroshot") == sorted(
+        [f"artifacts/data/{k['data']}", f"artifacts/zero_shot/{k['zero_shot']}"])
+
+
+def test_config_hash_follows_the_effective_config():
+    a = plan_for().experiment("demo_zeroshot").config_hash
+    assert plan_for(device="cpu").experiment("demo_zeroshot").config_hash == a
+    assert plan_for(defaults={"evaluation": {"batch_size": 3}}).experiment("demo_zeroshot").config_hash != a

@@ -1,0 +1,127 @@
+"""The workflow through Snakemake itself: job counts of dry runs, a real run, rerun behaviour.
+
+Each test works on a copy of the workflow in a temporary directory and runs
+the `snakemake` command line (so `--config` parsing is the real one).
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from augsbert.evaluation import correlations
+from conftest import REPO, write_bws
+
+pytestmark = pytest.mark.workflow
+
+
+@pytest.fixture
+def workdir(tmp_path) -> Path:
+    for item in ("Snakefile", "workflow", "config", "profiles"):
+        src = REPO / item
+        (shutil.copytree if src.is_dir() else shutil.copy2)(src, tmp_path / item)
+    return tmp_path
+
+
+def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "AUGSBERT_DEVICE": "cpu"}
+    return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=workdir, env=env,
+                          capture_output=True, text=True, timeout=900)
+
+
+def planned(workdir: Path, *args: str) -> dict[str, int]:
+    """Jobs a dry run schedules, by rule ({} when nothing is to be done)."""
+    proc = snakemake(workdir, "-n", *args)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    if "Nothing to be done" in out:
+        return {}
+    lines = out[out.index("Job stats:"):].splitlines()[3:]
+    jobs = {}
+    for line in lines:
+        name, count = line.split()
+        if name == "total":
+            return jobs
+        jobs[name] = int(count)
+    raise AssertionError(out)
+
+
+def run(workdir: Path, *args: str) -> None:
+    proc = snakemake(workdir, "--cores", "2", *args)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+FULL = {"prepare_data": 1, "evaluate_zero_shot": 1, "collect_results": 1}
+EVAL_ONLY = {"evaluate_zero_shot": 1, "collect_results": 1}
+TARGET = "results/demo_zeroshot.json"
+
+
+def test_demo_run_and_rerun_behaviour(workdir):
+    assert planned(workdir, TARGET) == FULL
+    run(workdir, TARGET)
+    result = json.loads((workdir / TARGET).read_text())
+    zs = result["models"]["zero_shot"]
+    pred = pd.read_parquet(workdir / result["stages"][next(
+        k for k, s in result["stages"].items() if s["stage"] == "zero_shot")]["path"] / "predictions.parquet")
+    assert zs["spearman"]["mean"] == pytest.approx(correlations(pred["predicted"], pred["gold"])["spearman"], abs=1e-3)
+    assert zs["spearman"]["mean"] > 30  # MiniLM does track human judgements of the Lee documents
+    assert result["data"]["sizes"] == {"train": 300, "dev": 45, "test": 105, "unlabeled": 300}
+    assert result["versions"]["torch"] and result["device"] == ["cpu"] and len(result["config_hash"]) == 10
+    assert all(s["wall_time_s"] is not None for s in result["stages"].values())
+    assert (workdir / "logs" / "zero_shot").is_dir()
+
+    # a fresh second run does nothing
+    assert planned(workdir, TARGET) == {}
+
+    # a downstream-only change, given the two ways users give it, reruns only that stage and after
+    assert planned(workdir, TARGET, "--config", "experiments={demo_zeroshot: {evaluation: {batch_size: 16}}}") == EVAL_ONLY
+    override = workdir / "override.yaml"
+    override.write_text("experiments:\n  demo_zeroshot:\n    evaluation: {batch_size: 16}\n")
+    assert planned(workdir, TARGET, "--configfile", "config/config.yaml", str(override)) == EVAL_ONLY
+    # the device is a runtime choice and never reruns anything
+    assert planned(workdir, TARGET, "--config", "device=cpu") == {}
+
+    # reverting schedules nothing
+    assert planned(workdir, TARGET) == {}
+
+    # after actually running the changed config, reverting reuses the old artifact:
+    # only the cheap collect_results job rewrites the results file
+    run(workdir, TARGET, "--configfile", "config/config.yaml", str(override))
+    assert planned(workdir, TARGET) == {"collect_results": 1}
+    run(workdir, TARGET)
+    assert len(list((workdir / "artifacts" / "zero_shot").iterdir())) == 2
+
+    # a checkout (new mtimes everywhere) or a comment edit retrains nothing
+    with open(workdir / "workflow" / "rules" / "data.smk", "a") as handle:
+        handle.write("\n# a comment\n")
+    for path in [*workdir.joinpath("workflow").rglob("*"), *workdir.joinpath("config").rglob("*"),
+                 workdir / "Snakefile", *(REPO / "src" / "augsbert").rglob("*.py")]:
+        os.utime(path)
+    assert planned(workdir, TARGET) == {}
+
+
+def test_missing_real_data_fails_fast_then_runs(workdir):
+    proc = snakemake(workdir, "-n", "results/bws_zeroshot.json")
+    assert proc.returncode != 0
+    err = proc.stdout + proc.stderr
+    assert "missing file data/raw/bws/BWS_Argument_Similarity_Corpus.csv" in err
+    assert "where to get it" in err and "where to put it" in err
+
+    write_bws(workdir / "data" / "raw" / "bws" / "BWS_Argument_Similarity_Corpus.csv", per_topic=12)
+    assert planned(workdir, "results/bws_zeroshot.json") == FULL
+    run(workdir, "results/bws_zeroshot.json")
+    result = json.loads((workdir / "results" / "bws_zeroshot.json").read_text())
+    assert result["data"]["sizes"] == {"train": 60, "dev": 12, "test": 24}
+    assert result["models"]["zero_shot"]["spearman"]["n"] == 1
+
+
+def test_config_errors_name_the_key(workdir):
+    proc = snakemake(workdir, "-n", TARGET, "--config", "experiments={demo_zeroshot: {evalution: {batch_size: 3}}}")
+    assert proc.returncode != 0 and "evalution" in proc.stdout + proc.stderr
+    proc = snakemake(workdir, "-n", "results/nope.json")
+    assert proc.returncode != 0 and "unknown experiment 'nope'" in proc.stdout + proc.stderr
