@@ -1,0 +1,182 @@
+"""Canonical tables, text normalisation and row validation.
+
+Pair table: `sentence1, sentence2, score` (float in [0, 1]) and optionally
+`topic`. Unlabeled table: `text` and optionally `topic`. Every loader builds a
+*raw* frame that also carries `_file` and `_line` (where each row came from),
+and `validate_pairs` turns it into a canonical table, reporting bad rows by
+file and line.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+log = logging.getLogger(__name__)
+
+PAIR_COLUMNS = ["sentence1", "sentence2", "score"]
+SPLITS = ("train", "dev", "test")
+
+
+def normalise_text(text: str) -> str:
+    """Collapse runs of whitespace and strip: the identity of a sentence everywhere."""
+    return " ".join(text.split())
+
+
+def normalise_series(series: pd.Series) -> pd.Series:
+    """`normalise_text` over a column; missing values stay missing, non-strings become strings."""
+    values = [None if v is None or (isinstance(v, float) and v != v) else " ".join(str(v).split())
+              for v in series.tolist()]
+    return pd.Series(values, index=series.index, dtype=object)
+
+
+class DataError(ValueError):
+    """Bad or missing input data; the message names file, line and field."""
+
+
+class MissingDataError(DataError, FileNotFoundError):
+    """A raw data file is absent; the message says where it comes from and where to put it."""
+
+
+@dataclass
+class RowIssue:
+    file: str
+    line: int | str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {self.reason}"
+
+
+@dataclass
+class RowReport:
+    """Collects bad rows; raises or counts them depending on the `on_bad_rows` policy."""
+
+    dataset: str
+    policy: str = "error"
+    issues: list[RowIssue] = field(default_factory=list)
+
+    def add(self, file, line, reason: str) -> None:
+        self.issues.append(RowIssue(str(file), line, reason))
+
+    def settle(self) -> None:
+        """Raise on bad rows under policy `error`; log them under `skip`."""
+        if not self.issues:
+            return
+        shown = "\n".join(f"  {i}" for i in self.issues[:10])
+        more = f"\n  ... and {len(self.issues) - 10} more" if len(self.issues) > 10 else ""
+        if self.policy == "error":
+            raise DataError(
+                f"dataset '{self.dataset}': {len(self.issues)} bad row(s):\n{shown}{more}\n"
+                f"Fix the file(s), or set datasets.{self.dataset}.on_bad_rows: skip to drop such rows."
+            )
+        log.warning("dataset '%s': skipped %d bad row(s):\n%s%s", self.dataset, len(self.issues), shown, more)
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for issue in self.issues:
+            out[issue.file] = out.get(issue.file, 0) + 1
+        return out
+
+
+def raw_frame(rows: list[tuple], columns: list[str]) -> pd.DataFrame:
+    """Build a raw frame from (file, line, *values) tuples."""
+    return pd.DataFrame.from_records(rows, columns=["_file", "_line", *columns])
+
+
+def validate_pairs(
+    raw: pd.DataFrame,
+    report: RowReport,
+    score_range: tuple[float, float] = (0.0, 1.0),
+) -> pd.DataFrame:
+    """Check and normalise a raw pair frame; return the canonical pair table.
+
+    Bad rows (missing/empty text, non-numeric or NaN score, score outside the
+    declared range) go to `report`; scores are rescaled from `score_range`
+    to [0, 1].
+    """
+    lo, hi = (float(x) for x in score_range)
+    if not hi > lo:
+        raise DataError(f"dataset '{report.dataset}': score_range [{lo}, {hi}] is empty")
+    frame = raw.reset_index(drop=True)
+    for col in ("sentence1", "sentence2"):
+        frame[col] = normalise_series(frame[col])
+    raw_score = frame["score"].to_numpy()
+    score = pd.to_numeric(frame["score"], errors="coerce").astype("float64").to_numpy()
+    bad = np.full(len(frame), None, dtype=object)  # reason per row, None = good
+
+    def flag(mask: np.ndarray, reason) -> None:
+        rows = np.flatnonzero(mask & (bad == None))  # noqa: E711 - elementwise comparison
+        bad[rows] = [reason(i) for i in rows] if callable(reason) else reason
+
+    for col in ("sentence1", "sentence2"):
+        text = frame[col].to_numpy()
+        flag((text == None) | (text == ""), f"empty or missing text in {col}")  # noqa: E711
+    flag(np.isnan(score), lambda i: f"score {raw_score[i]!r} is not a number")
+    tol = 1e-9 * (hi - lo)
+    flag((score < lo - tol) | (score > hi + tol),
+         lambda i: f"score {score[i]:g} outside the declared range [{lo:g}, {hi:g}]")
+    is_bad = bad != None  # noqa: E711
+    for file, line, reason in zip(frame["_file"].to_numpy()[is_bad], frame["_line"].to_numpy()[is_bad], bad[is_bad]):
+        report.add(file, line, reason)
+    good = ~is_bad
+    keep = frame[good]
+    table = pd.DataFrame(
+        {
+            "sentence1": keep["sentence1"].astype(str).to_numpy(),
+            "sentence2": keep["sentence2"].astype(str).to_numpy(),
+            "score": np.clip((score[good] - lo) / (hi - lo), 0.0, 1.0),
+        }
+    )
+    for col in keep.columns.difference(["_file", "_line", *PAIR_COLUMNS], sort=False):
+        values = normalise_series(keep[col]) if col == "topic" else keep[col].astype("string")
+        table[col] = values.fillna("").astype(str).to_numpy()  # topic, id, ... carried through
+    return table
+
+
+def unlabeled_table(texts: list[str], topics: list[str] | None = None) -> pd.DataFrame:
+    """Canonical unlabeled table: normalised, non-empty texts."""
+    frame = pd.DataFrame({"text": [normalise_text(t) for t in texts]})
+    if topics is not None:
+        frame["topic"] = topics
+    return frame[frame["text"] != ""].reset_index(drop=True)
+
+
+def pair_keys(table: pd.DataFrame) -> pd.Series:
+    """Order-independent identity of each pair (by normalised text)."""
+    a, b = table["sentence1"].to_numpy(), table["sentence2"].to_numpy()
+    lo = np.where(a <= b, a, b)
+    hi = np.where(a <= b, b, a)
+    return pd.Series(lo, dtype=object) + "\x1f" + pd.Series(hi, dtype=object)
+
+
+def duplicate_report(splits: dict[str, pd.DataFrame]) -> dict:
+    """Duplicate pairs inside each split and pairs shared between splits (either order)."""
+    keys = {name: set() for name in splits}
+    inside = {}
+    for name, table in splits.items():
+        k = pair_keys(table)
+        inside[name] = int(k.duplicated().sum())
+        keys[name] = set(k)
+    names = list(splits)
+    across = {
+        f"{a}/{b}": len(keys[a] & keys[b]) for i, a in enumerate(names) for b in names[i + 1 :]
+    }
+    return {"within_split": inside, "across_splits": across}
+
+
+def write_table(table: pd.DataFrame, path: Path) -> None:
+    table.reset_index(drop=True).to_parquet(path, index=False)
+
+
+def read_pairs(path: str | Path) -> pd.DataFrame:
+    """Read a canonical pair table written by `prepare_data`."""
+    table = pd.read_parquet(path)
+    missing = [c for c in PAIR_COLUMNS if c not in table.columns]
+    if missing:
+        raise DataError(f"{path}: not a pair table (missing columns {missing})")
+    return table
