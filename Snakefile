@@ -14,6 +14,7 @@ configfile: "config/config.yaml"
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/evaluate.smk"
+include: "workflow/rules/train.smk"
 include: "workflow/rules/results.smk"
 
 

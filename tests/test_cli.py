@@ -11,7 +11,8 @@ CONFIG = str(REPO / "config" / "config.yaml")
 
 
 def test_every_command_has_help(capsys):
-    for command in ["prepare-data", "evaluate-zero-shot", "collect-results", "plan", "config-reference"]:
+    for command in ["prepare-data", "evaluate-zero-shot", "train-teacher", "label-pairs", "train-student",
+                    "collect-results", "plan", "config-reference"]:
         with pytest.raises(SystemExit) as exit_:
             main([command, "--help"])
         assert exit_.value.code == 0
@@ -41,8 +42,8 @@ def test_zero_shot_stage_matches_direct_computation(tmp_path, tiny_minilm):
     assert main(["-q", "evaluate-zero-shot", "--spec", json.dumps(spec), "--out", str(out), "--device", "cpu"]) == 0
     metrics = json.loads((out / "metrics.json").read_text())
     pred = pd.read_parquet(out / "predictions.parquet")
-    assert len(pred) == 105 and metrics["n_pairs"] == 105 and metrics["device"] == "cpu"
-    assert metrics["spearman"] == pytest.approx(correlations(pred["predicted"], pred["gold"])["spearman"])
+    assert len(pred) == 105 and metrics["test"]["n_pairs"] == 105 and metrics["device"] == "cpu"
+    assert metrics["test"]["spearman"] == pytest.approx(correlations(pred["predicted"], pred["gold"])["spearman"])
 
     from sentence_transformers import SentenceTransformer
     model = SentenceTransformer(tiny_minilm, device="cpu")

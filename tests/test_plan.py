@@ -39,7 +39,7 @@ def test_keys_are_stable_across_builds_and_orderings():
 
 
 def test_experiments_share_identical_stages():
-    plan = plan_for(experiments={"other": {"dataset": "lee", "description": "same stages, other name"}})
+    plan = plan_for(experiments={"other": {"dataset": "lee", "models": ["zero_shot"], "description": "other name"}})
     assert keys(plan, "other") == keys(plan, "demo_zeroshot")
     assert len([n for n in plan.nodes.values() if n.stage == "data" and n.params["dataset"] == "lee"]) == 1
 
@@ -90,3 +90,37 @@ def test_config_hash_follows_the_effective_config():
     a = plan_for().experiment("demo_zeroshot").config_hash
     assert plan_for(device="cpu").experiment("demo_zeroshot").config_hash == a
     assert plan_for(defaults={"evaluation": {"batch_size": 3}}).experiment("demo_zeroshot").config_hash != a
+
+
+def test_training_roles_and_what_a_change_reruns():
+    base = keys(plan_for(), "demo_cbe_distill")
+    assert set(base) == {"data", "zero_shot", "lower_bound", "teacher", "labels", "student"}
+    lr = keys(plan_for(experiments={"demo_cbe_distill": {"student": {"lr": 3e-5}}}), "demo_cbe_distill")
+    assert {r for r in base if base[r] != lr[r]} == {"lower_bound", "student"}
+    teacher = keys(plan_for(experiments={"demo_cbe_distill": {"teacher": {"epochs": 1}}}), "demo_cbe_distill")
+    assert {r for r in base if base[r] != teacher[r]} == {"teacher", "labels", "student"}
+    # Cross-Encoder-only options do not touch a Cross-Bi-Encoder
+    ce_only = keys(plan_for(defaults={"teacher": {"loss": "mse", "activation": "tanh"}}), "demo_cbe_distill")
+    assert ce_only == base
+    assert keys(plan_for(defaults={"teacher": {"loss": "mse"}}), "demo_ce")["teacher"] != keys(plan_for(), "demo_ce")["teacher"]
+
+
+def test_teachers_and_baselines_are_shared_between_experiments():
+    plan = plan_for()
+    cbe, distill = keys(plan, "demo_cbe"), keys(plan, "demo_cbe_distill")
+    assert cbe["teacher"] == distill["teacher"] and cbe["lower_bound"] == distill["lower_bound"]
+    assert keys(plan, "demo_ce")["lower_bound"] == cbe["lower_bound"]
+    assert keys(plan, "demo_ce")["teacher"] != cbe["teacher"]
+
+
+def test_training_stages_run_per_seed():
+    plan = plan_for(seeds=[42, 43])
+    a, b = keys(plan, "demo_cbe", 42), keys(plan, "demo_cbe", 43)
+    assert a["zero_shot"] == b["zero_shot"] and a["data"] == b["data"]
+    assert a["teacher"] != b["teacher"] and a["lower_bound"] != b["lower_bound"]
+    assert plan.node(a["teacher"]).params["seed"] == 42
+
+
+def test_student_without_training_data_is_a_config_error():
+    with pytest.raises(ConfigError, match="no training data"):
+        plan_for(experiments={"demo_cbe_distill": {"silver": {"relabel_gold": False}}})

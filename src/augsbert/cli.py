@@ -116,7 +116,7 @@ def _collect_command(sub) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .stages import prepare_data, zero_shot
+    from .stages import labels, prepare_data, train, zero_shot
 
     parser = argparse.ArgumentParser(prog="augsbert", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -128,6 +128,14 @@ def build_parser() -> argparse.ArgumentParser:
     _stage_command(sub, "evaluate-zero-shot", "zero_shot",
                    "evaluate the untrained base model (cosine of mean-pooled embeddings) on the test split",
                    zero_shot.run, device=True)
+    _stage_command(sub, "train-teacher", "teacher",
+                   "train the teacher (Cross-Encoder or Cross-Bi-Encoder) on the gold train split", train.run_teacher,
+                   device=True)
+    _stage_command(sub, "label-pairs", "labels", "score pairs with the teacher (silver labels)", labels.run,
+                   device=True)
+    _stage_command(sub, "train-student", "student",
+                   "train a Bi-Encoder on gold and/or teacher-labelled pairs (also the lower bound)", train.run_student,
+                   device=True)
     _collect_command(sub)
     _plan_command(sub)
     ref = sub.add_parser("config-reference", help="print the Markdown config reference (config/README.md)")

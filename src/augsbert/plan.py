@@ -23,7 +23,7 @@ ARTIFACTS = "artifacts"
 
 # Bump a stage's version when its code changes what it computes: its key (and
 # every key downstream) changes, so old artifacts are not reused by mistake.
-STAGE_VERSIONS = {"data": 1, "zero_shot": 1}
+STAGE_VERSIONS = {"data": 1, "zero_shot": 1, "teacher": 1, "labels": 1, "student": 1}
 
 KEY_PATTERN = r"[A-Za-z0-9_.+]+(?:-[A-Za-z0-9_.+]+)*-[0-9a-f]{10}"
 
@@ -106,18 +106,49 @@ class Plan:
         dataset = exp["dataset"]
         plan = ExperimentPlan(name, exp, self.config["datasets"][dataset], list(self.config["seeds"]))
         data = self.data_node(dataset)
-        evaluation = exp["evaluation"]
-        zero_shot = self._add(
-            make_node(
-                "zero_shot",
-                f"{dataset}.{slug(exp['base_model'])}",
-                {"model": exp["base_model"], **evaluation},
-                {"data": data},
-            )
-        )
+        wanted = exp["models"]
+        zero_shot = self._add(make_node(
+            "zero_shot", f"{dataset}.{slug(exp['base_model'])}", {"model": exp["base_model"], **exp["evaluation"]},
+            {"data": data}))
         for seed in plan.seeds:
-            plan.runs[seed] = {"data": data.key, "zero_shot": zero_shot.key}
+            roles = {"data": data}
+            if "zero_shot" in wanted:
+                roles["zero_shot"] = zero_shot
+            if "lower_bound" in wanted:
+                roles["lower_bound"] = self._student(exp, dataset, seed, {"data": data}, gold_only=True)
+            if "teacher" in wanted or "student" in wanted:
+                teacher = self._teacher(exp, dataset, seed, data)
+                if "teacher" in wanted:
+                    roles["teacher"] = teacher
+            if "student" in wanted:
+                inputs = {"data": data}
+                if exp["silver"]["relabel_gold"]:
+                    roles["labels"] = inputs["labels"] = self._add(make_node(
+                        "labels", f"{dataset}.{exp['teacher']['arch']}", dict(exp["silver"]),
+                        {"data": data, "teacher": teacher}))
+                elif not exp["student"]["use_gold_labels"]:
+                    raise ConfigError(f"experiments.{name}: the student has no training data "
+                                      "(student.use_gold_labels and silver.relabel_gold are both false)")
+                roles["student"] = self._student(exp, dataset, seed, inputs)
+            plan.runs[seed] = {role: node.key for role, node in roles.items()}
         return plan
+
+    def _teacher(self, exp: dict, dataset: str, seed: int, data: Node) -> Node:
+        options = dict(exp["teacher"])
+        model = options.pop("base_model") or exp["base_model"]
+        if options["arch"] == "cbe":  # Cross-Encoder-only options must not change a CBE's key
+            options.pop("loss")
+            options.pop("activation")
+        params = {**options, "model": model, "seed": seed}
+        return self._add(make_node("teacher", f"{dataset}.{options['arch']}", params, {"data": data}))
+
+    def _student(self, exp: dict, dataset: str, seed: int, inputs: dict[str, Node], gold_only: bool = False) -> Node:
+        options = dict(exp["student"])
+        model = options.pop("base_model") or exp["base_model"]
+        if gold_only:
+            options["use_gold_labels"] = True
+        params = {**options, "model": model, "seed": seed}
+        return self._add(make_node("student", f"{dataset}.be", params, inputs))
 
     # -- lookups used by the Snakefile and the CLI
     def node(self, key: str) -> Node:

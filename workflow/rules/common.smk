@@ -8,6 +8,7 @@ from snakemake.utils import validate
 from augsbert.config import canonical_json, prepare_config
 from augsbert.models.device import DEVICE_ENV
 from augsbert.plan import KEY_PATTERN, Plan
+from augsbert.stages.common import PRECISION_ENV
 
 # Coerce --config strings, merge experiments over `defaults`, validate with defaults filled.
 _effective = prepare_config(config, validate=lambda cfg: validate(cfg, "../schemas/config.schema.yaml"))
@@ -16,9 +17,10 @@ config.update(_effective)
 
 PLAN = Plan(config)
 
-# The device is a runtime choice, not a parameter of any artifact: it is passed
+# Device and precision are runtime choices, not a parameter of any artifact: it is passed
 # through the environment so switching GPU/CPU never reruns finished stages.
 os.environ[DEVICE_ENV] = config["device"]
+os.environ[PRECISION_ENV] = config["precision"]
 # Jobs call the `augsbert` CLI of the environment that runs Snakemake.
 os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
 

@@ -11,7 +11,12 @@ from pathlib import Path
 from ..artifacts import read_json, write_json
 
 # What each planned role means in a results table.
-ROLE_LABELS = {"zero_shot": "base model, no training (zero-shot Bi-Encoder)"}
+ROLE_LABELS = {
+    "zero_shot": "base model, no training (zero-shot Bi-Encoder)",
+    "lower_bound": "Bi-Encoder trained on gold only (SBERT, lower bound)",
+    "teacher": "teacher trained on gold (Cross-Encoder / Cross-Bi-Encoder, upper bound)",
+    "student": "Bi-Encoder student trained on the teacher's labels (AugSBERT)",
+}
 METRICS = ("spearman", "pearson")
 PACKAGES = ("augsbert", "torch", "transformers", "sentence-transformers", "snakemake",
             "numpy", "pandas", "scipy", "scikit-learn", "faiss-cpu", "rank-bm25")
@@ -45,7 +50,10 @@ def run(spec: dict, out: str | Path) -> dict:
             stages[node["key"]] = {"stage": node["stage"], "path": node["path"],
                                    "wall_time_s": metrics.get("wall_time_s")}
             if role in ROLE_LABELS:
-                per_role.setdefault(role, {})[seed] = {m: metrics.get(m) for m in (*METRICS, "n_pairs")}
+                test = metrics["test"]
+                per_role.setdefault(role, {})[seed] = {m: test.get(m) for m in (*METRICS, "n_pairs")}
+                if metrics.get("arch"):
+                    per_role[role][seed]["arch"] = metrics["arch"]
     data_node = next(iter(spec["runs"].values()))["data"]
     data_metrics = read_json(Path(data_node["path"]) / "metrics.json")
     devices = {read_json(Path(s["path"]) / "metrics.json").get("device") for s in stages.values()} - {None}

@@ -8,9 +8,9 @@ from pathlib import Path
 import pandas as pd
 
 from ..artifacts import artifact_dir, write_json
-from ..data import DataError, read_pairs
 from ..evaluation import correlations, cosine_scores
 from ..models import resolve_device, resolve_model
+from .common import read_split
 
 log = logging.getLogger(__name__)
 
@@ -26,17 +26,14 @@ def load_bi_encoder(ref: str, device: str, max_length: int):
 
 def run(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
     params = spec["params"]
-    test_path = Path(spec["inputs"]["data"]) / "test.parquet"
-    if not test_path.is_file():
-        raise DataError(f"{test_path}: the dataset has no test split to evaluate on")
+    test = read_split(spec["inputs"]["data"], "test")
     with artifact_dir(out, spec, force) as tmp:
         device = resolve_device(device)
-        test = read_pairs(test_path)
         log.info("zero-shot: model %s on %d test pairs (device %s)", params["model"], len(test), device)
         model = load_bi_encoder(params["model"], device, params["max_length"])
         predicted = cosine_scores(model, test, params["batch_size"])
-        metrics = {"split": "test", "model": params["model"], "device": device, **correlations(predicted, test["score"])}
-        log.info("zero-shot: spearman %.2f  pearson %.2f", metrics["spearman"], metrics["pearson"])
+        metrics = {"model": params["model"], "device": device, "test": correlations(predicted, test["score"])}
+        log.info("zero-shot: test spearman %.2f  pearson %.2f", metrics["test"]["spearman"], metrics["test"]["pearson"])
         pd.DataFrame({"sentence1": test["sentence1"], "sentence2": test["sentence2"],
                       "gold": test["score"], "predicted": predicted}).to_parquet(tmp / "predictions.parquet", index=False)
         write_json(tmp / "metrics.json", metrics)

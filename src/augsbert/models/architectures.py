@@ -1,0 +1,147 @@
+"""The three pair architectures behind one small interface.
+
+Each adapter knows how to build its model from a base checkpoint, which
+trainer and loss train it (sentence-transformers trainers for the
+Cross-Encoder and Bi-Encoder, the Hugging Face Trainer for the custom
+Cross-Bi-Encoder), how it scores pairs, and how it is saved and loaded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .cross_bi_encoder import CrossBiEncoder, CrossBiEncoderCollator
+
+ACTIVATIONS = {"sigmoid": torch.nn.Sigmoid, "tanh": torch.nn.Tanh, "identity": torch.nn.Identity}
+
+
+def freeze_embeddings(encoder: torch.nn.Module) -> list[str]:
+    """Freeze word, position and token-type embeddings of a Hugging Face encoder; return what was frozen."""
+    base = getattr(encoder, "base_model", encoder)
+    embeddings = getattr(base, "embeddings", None)
+    if embeddings is None:
+        raise ValueError(f"{type(encoder).__name__} has no `embeddings` module to freeze")
+    frozen = []
+    for name in ("word_embeddings", "position_embeddings", "token_type_embeddings"):
+        module = getattr(embeddings, name, None)
+        if module is not None:
+            module.requires_grad_(False)
+            frozen.append(name)
+    return frozen
+
+
+def _hf_module(st_model) -> torch.nn.Module:
+    """The transformers model inside a SentenceTransformer / CrossEncoder."""
+    return st_model[0].auto_model if hasattr(st_model[0], "auto_model") else st_model[0].model
+
+
+class BiEncoder:
+    """SentenceTransformer with mean pooling; CosineSimilarityLoss (MSE of cosine vs label)."""
+
+    name = "be"
+
+    def build(self, base: str, params: dict, device: str):
+        from sentence_transformers import SentenceTransformer
+
+        model = SentenceTransformer(base, device=device, config_kwargs=params.get("config_kwargs"))
+        model.max_seq_length = params["max_length"]
+        return model
+
+    def encoder(self, model):
+        return _hf_module(model)
+
+    def trainer(self, model, args: dict, train, callbacks, params: dict):
+        from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+        from sentence_transformers.sentence_transformer.losses import CosineSimilarityLoss
+
+        return SentenceTransformerTrainer(model=model, args=SentenceTransformerTrainingArguments(**args),
+                                          train_dataset=train, loss=CosineSimilarityLoss(model), callbacks=callbacks)
+
+    def predict(self, model, pairs: Sequence[tuple[str, str]], batch_size: int, params: dict) -> np.ndarray:
+        texts = list(dict.fromkeys([t for pair in pairs for t in pair]))
+        index = {t: i for i, t in enumerate(texts)}
+        emb = model.encode(texts, batch_size=batch_size, convert_to_numpy=True, normalize_embeddings=True,
+                           show_progress_bar=False)
+        a = emb[[index[p[0]] for p in pairs]]
+        b = emb[[index[p[1]] for p in pairs]]
+        return np.einsum("ij,ij->i", a, b)
+
+    def save(self, model, path: Path) -> None:
+        model.save(str(path))
+
+    def load(self, path: Path, device: str):
+        from sentence_transformers import SentenceTransformer
+
+        return SentenceTransformer(str(path), device=device)
+
+
+class CrossEncoderArch:
+    """sentence-transformers CrossEncoder with one output; BCE-with-logits (reference) or MSE loss."""
+
+    name = "ce"
+
+    def build(self, base: str, params: dict, device: str):
+        from sentence_transformers import CrossEncoder
+
+        return CrossEncoder(base, num_labels=1, max_length=params["max_length"], device=device,
+                            activation_fn=ACTIVATIONS[params.get("activation", "sigmoid")](),
+                            config_kwargs=params.get("config_kwargs"))
+
+    def encoder(self, model):
+        return _hf_module(model)
+
+    def trainer(self, model, args: dict, train, callbacks, params: dict):
+        from sentence_transformers.cross_encoder import CrossEncoderTrainer, CrossEncoderTrainingArguments
+        from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss, MSELoss
+
+        loss = BinaryCrossEntropyLoss(model) if params.get("loss", "bce") == "bce" \
+            else MSELoss(model, activation_fn=torch.nn.Sigmoid())
+        return CrossEncoderTrainer(model=model, args=CrossEncoderTrainingArguments(**args), train_dataset=train,
+                                   loss=loss, callbacks=callbacks)
+
+    def predict(self, model, pairs, batch_size, params) -> np.ndarray:
+        activation = ACTIVATIONS[params.get("activation", "sigmoid")]()
+        return np.asarray(model.predict(list(pairs), batch_size=batch_size, activation_fn=activation,
+                                        show_progress_bar=False, convert_to_numpy=True), dtype=np.float64)
+
+    def save(self, model, path: Path) -> None:
+        model.save(str(path))
+
+    def load(self, path: Path, device: str):
+        from sentence_transformers import CrossEncoder
+
+        return CrossEncoder(str(path), device=device)
+
+
+class CrossBiEncoderArch:
+    """The thesis' Cross-Bi-Encoder, trained with MSE by the Hugging Face Trainer."""
+
+    name = "cbe"
+
+    def build(self, base: str, params: dict, device: str):
+        return CrossBiEncoder.from_base(base, params["max_length"], params.get("config_kwargs")).to(device)
+
+    def encoder(self, model):
+        return model.encoder
+
+    def trainer(self, model, args: dict, train, callbacks, params: dict):
+        from transformers import Trainer, TrainingArguments
+
+        return Trainer(model=model, args=TrainingArguments(remove_unused_columns=False, **args), train_dataset=train,
+                       data_collator=CrossBiEncoderCollator(model.pair_tokenizer), callbacks=callbacks)
+
+    def predict(self, model, pairs, batch_size, params) -> np.ndarray:
+        return model.predict(list(pairs), batch_size=batch_size).astype(np.float64)
+
+    def save(self, model, path: Path) -> None:
+        model.save(path)
+
+    def load(self, path: Path, device: str):
+        return CrossBiEncoder.load(path, device)
+
+
+ARCHITECTURES = {"be": BiEncoder(), "ce": CrossEncoderArch(), "cbe": CrossBiEncoderArch()}

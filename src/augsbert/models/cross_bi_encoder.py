@@ -1,0 +1,192 @@
+"""The Cross-Bi-Encoder (CBE): one forward pass over a pair, two mean poolings, cosine.
+
+Input layout `[CLS] a [SEP] [CLS] b [SEP]` (RoBERTa-style `<s> a </s> <s> b </s>`),
+built from `add_special_tokens=False` encodings so it works for any encoder
+family. The two segment masks are made while tokenising: segment one is the
+first [CLS] through the first [SEP], segment two the second [CLS] through the
+second [SEP]; padding belongs to neither. u and v are the means of the last
+hidden states over each segment and the score is cos(u, v) in [-1, 1], on the
+same scale as the Bi-Encoder student (thesis section 4.1.2).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+CONFIG_NAME = "cross_bi_encoder.json"
+SPECIALS_PER_PAIR = 4  # two [CLS] and two [SEP]
+
+
+def truncate_lengths(len_a: int, len_b: int, budget: int) -> tuple[int, int]:
+    """Lengths after "longest first" truncation of a pair into `budget` tokens.
+
+    The longer text is shortened first; when both are longer than half the
+    budget, each keeps about half (the first text gets the odd token).
+    """
+    if budget < 2:
+        raise ValueError(f"max_length leaves {budget} tokens for the two texts; need at least 2")
+    if len_a + len_b <= budget:
+        return len_a, len_b
+    half = (budget + 1) // 2
+    if len_a >= len_b:
+        keep_a = max(budget - len_b, half)
+        return min(keep_a, len_a), budget - min(keep_a, len_a)
+    keep_b = max(budget - len_a, budget - half)
+    return budget - min(keep_b, len_b), min(keep_b, len_b)
+
+
+class PairTokenizer:
+    """Builds CBE features: input ids, attention mask, token types and the two segment masks.
+
+    The same builder serves the CBE and (later) MLM domain adaptation, so both
+    see byte-identical pair layouts.
+    """
+
+    def __init__(self, tokenizer, max_length: int, use_token_types: bool):
+        if tokenizer.cls_token_id is None or tokenizer.sep_token_id is None:
+            raise ValueError("the tokenizer has no CLS/SEP (or <s>/</s>) token; a CBE needs both")
+        self.tokenizer = tokenizer
+        self.max_length = max_length
+        self.use_token_types = use_token_types
+
+    def encode_texts(self, texts: Sequence[str]) -> list[list[int]]:
+        return self.tokenizer(list(texts), add_special_tokens=False, truncation=False)["input_ids"]
+
+    def layout(self, ids_a: list[int], ids_b: list[int]) -> tuple[list[int], int]:
+        """Token ids of one pair and the length of its first segment (incl. its CLS and SEP)."""
+        la, lb = truncate_lengths(len(ids_a), len(ids_b), self.max_length - SPECIALS_PER_PAIR)
+        cls, sep = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id
+        first = [cls, *ids_a[:la], sep]
+        return first + [cls, *ids_b[:lb], sep], len(first)
+
+    def __call__(self, texts_a: Sequence[str], texts_b: Sequence[str]) -> dict[str, torch.Tensor]:
+        pairs = [self.layout(a, b) for a, b in zip(self.encode_texts(texts_a), self.encode_texts(texts_b))]
+        width = max(len(ids) for ids, _ in pairs)
+        n = len(pairs)
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        input_ids = torch.full((n, width), pad, dtype=torch.long)
+        attention = torch.zeros((n, width), dtype=torch.long)
+        seg1 = torch.zeros((n, width), dtype=torch.long)
+        seg2 = torch.zeros((n, width), dtype=torch.long)
+        for row, (ids, first_len) in enumerate(pairs):
+            input_ids[row, : len(ids)] = torch.tensor(ids)
+            attention[row, : len(ids)] = 1
+            seg1[row, :first_len] = 1
+            seg2[row, first_len : len(ids)] = 1
+        features = {"input_ids": input_ids, "attention_mask": attention,
+                    "segment1_mask": seg1, "segment2_mask": seg2}
+        if self.use_token_types:
+            features["token_type_ids"] = seg2.clone()
+        return features
+
+
+def masked_mean(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    mask = mask.unsqueeze(-1).to(hidden.dtype)
+    return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+
+
+class CrossBiEncoder(nn.Module):
+    """A Hugging Face encoder scored as cos(mean(segment 1), mean(segment 2)), trained with MSE."""
+
+    def __init__(self, encoder, tokenizer, max_length: int = 512):
+        super().__init__()
+        self.encoder = encoder
+        self.tokenizer = tokenizer
+        self.max_length = max_length
+        use_types = getattr(encoder.config, "type_vocab_size", 0) >= 2
+        self.pair_tokenizer = PairTokenizer(tokenizer, max_length, use_types)
+
+    # ---------------------------------------------------------------- creation
+    @classmethod
+    def from_base(cls, path: str, max_length: int = 512, config_kwargs: dict | None = None) -> "CrossBiEncoder":
+        """A CBE from any encoder checkpoint (e.g. a sentence-transformers or BERT directory)."""
+        from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+        config = AutoConfig.from_pretrained(path, **(config_kwargs or {}))
+        encoder = AutoModel.from_pretrained(path, config=config, add_pooling_layer=False) \
+            if getattr(config, "model_type", "") in ("bert", "roberta", "xlm-roberta") \
+            else AutoModel.from_pretrained(path, config=config)
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        limit = getattr(config, "max_position_embeddings", max_length)
+        if getattr(config, "model_type", "") in ("roberta", "xlm-roberta"):
+            limit -= 2  # RoBERTa positions start after the padding index
+        return cls(encoder, tokenizer, min(max_length, limit))
+
+    @classmethod
+    def load(cls, path: str | Path, device: str | None = None) -> "CrossBiEncoder":
+        """Restore a CBE saved with `save` (one line: `CrossBiEncoder.load(path)`)."""
+        path = Path(path)
+        meta_path = path / CONFIG_NAME
+        if not meta_path.is_file():
+            raise ValueError(f"{path} is not a saved Cross-Bi-Encoder (no {CONFIG_NAME})")
+        meta = json.loads(meta_path.read_text())
+        model = cls.from_base(str(path), meta["max_length"])
+        model.eval()
+        return model.to(device) if device else model
+
+    def save(self, path: str | Path) -> None:
+        """Standard directory: safetensors weights + config, tokenizer, cross_bi_encoder.json."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        self.encoder.save_pretrained(str(path), safe_serialization=True)
+        self.tokenizer.save_pretrained(str(path))
+        (path / CONFIG_NAME).write_text(json.dumps(
+            {"architecture": "CrossBiEncoder", "format_version": 1, "max_length": self.max_length,
+             "pooling": "mean per segment", "score": "cosine"}, indent=2) + "\n")
+
+    # ---------------------------------------------------------------- compute
+    def forward(self, input_ids, attention_mask, segment1_mask, segment2_mask, token_type_ids=None, labels=None):
+        kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
+        if token_type_ids is not None:
+            kwargs["token_type_ids"] = token_type_ids
+        hidden = self.encoder(**kwargs).last_hidden_state
+        u = masked_mean(hidden, segment1_mask)
+        v = masked_mean(hidden, segment2_mask)
+        scores = F.cosine_similarity(u, v, dim=-1)
+        out = {"scores": scores}
+        if labels is not None:
+            out["loss"] = F.mse_loss(scores, labels.to(scores.dtype))
+        return out
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    @torch.inference_mode()
+    def predict(self, pairs: Sequence[tuple[str, str]], batch_size: int = 32,
+                show_progress_bar: bool = False) -> np.ndarray:
+        """Scores in [-1, 1] for (a, b) pairs, like `CrossEncoder.predict` (length-sorted batches)."""
+        from tqdm.auto import tqdm
+
+        if not len(pairs):
+            return np.zeros(0, dtype=np.float32)
+        was_training = self.training
+        self.eval()
+        order = np.argsort([-(len(a) + len(b)) for a, b in pairs], kind="stable")
+        scores = np.empty(len(pairs), dtype=np.float32)
+        for start in tqdm(range(0, len(pairs), batch_size), disable=not show_progress_bar, desc="CBE"):
+            idx = order[start : start + batch_size]
+            feats = self.pair_tokenizer([pairs[i][0] for i in idx], [pairs[i][1] for i in idx])
+            feats = {k: v.to(self.device) for k, v in feats.items()}
+            scores[idx] = self(**feats)["scores"].float().cpu().numpy()
+        self.train(was_training)
+        return scores
+
+
+class CrossBiEncoderCollator:
+    """Turns dataset rows {sentence1, sentence2, score} into CBE training batches."""
+
+    def __init__(self, pair_tokenizer: PairTokenizer):
+        self.pair_tokenizer = pair_tokenizer
+
+    def __call__(self, rows: list[dict]) -> dict[str, torch.Tensor]:
+        batch = self.pair_tokenizer([r["sentence1"] for r in rows], [r["sentence2"] for r in rows])
+        batch["labels"] = torch.tensor([float(r["score"]) for r in rows], dtype=torch.float32)
+        return batch

@@ -1,0 +1,36 @@
+"""Helpers shared by the model stages: reading splits, runtime settings, checkpoint places."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from ..data import DataError, read_pairs
+
+PRECISION_ENV = "AUGSBERT_PRECISION"
+
+
+def read_split(data_dir: str | Path, split: str, required: bool = True) -> pd.DataFrame | None:
+    path = Path(data_dir) / f"{split}.parquet"
+    if not path.is_file():
+        if required:
+            raise DataError(f"{path}: the dataset has no {split} split")
+        return None
+    return read_pairs(path)
+
+
+def precision() -> str:
+    """auto | fp32 | fp16 | bf16, from $AUGSBERT_PRECISION (the Snakefile sets it from the config)."""
+    return os.environ.get(PRECISION_ENV, "auto")
+
+
+def checkpoint_dir(out: str | Path) -> Path:
+    """`artifacts/<stage>/<key>` -> `artifacts/.checkpoints/<stage>/<key>`: beside, not inside, the output.
+
+    Snakemake deletes a job's declared outputs before it starts, so resumable
+    state must live elsewhere; it is removed once the artifact is complete.
+    """
+    out = Path(out)
+    return out.parent.parent / ".checkpoints" / out.parent.name / out.name

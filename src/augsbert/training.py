@@ -1,0 +1,229 @@
+"""Fit a pair model: seed optimisation, best-epoch selection by dev Spearman, resumable checkpoints.
+
+The trainers are the libraries' own (sentence-transformers / Hugging Face);
+this module adds what the thesis' protocol needs on top, through trainer
+callbacks only:
+
+- best epoch: after every epoch the dev Spearman is computed and logged; the
+  best model so far is saved to `<workdir>/best/` (with its history in
+  `best.json`), and that model is the result;
+- seed optimisation (thesis 5.1): N seeds each train for a fraction of one
+  epoch (stopped through `control.should_training_stop`), the seed with the
+  best dev score is then trained fully;
+- resume: the trainer checkpoints to `<workdir>/trainer/` every
+  `checkpoint_steps`; a restarted job continues from the last checkpoint
+  (RNG states included), so on CPU with a fixed seed it ends with the model an
+  uninterrupted run would have produced.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .artifacts import read_json, write_json
+from .evaluation import correlations
+from .models.architectures import ARCHITECTURES, freeze_embeddings
+
+log = logging.getLogger(__name__)
+
+
+def precision_flags(device: str, precision: str) -> dict:
+    """TrainingArguments flags for `precision` (auto = bf16/fp16 on CUDA, fp32 elsewhere)."""
+    if precision == "auto":
+        if not device.startswith("cuda"):
+            return {}
+        import torch
+
+        return {"bf16": True} if torch.cuda.is_bf16_supported() else {"fp16": True}
+    return {"fp16": precision == "fp16", "bf16": precision == "bf16"}
+
+
+def pairs_of(table: pd.DataFrame) -> list[tuple[str, str]]:
+    return list(zip(table["sentence1"].tolist(), table["sentence2"].tolist()))
+
+
+def dev_spearman(arch, model, dev: pd.DataFrame, params: dict) -> float:
+    pred = arch.predict(model, pairs_of(dev), params.get("eval_batch_size", 64), params)
+    return correlations(pred, dev["score"].to_numpy())["spearman"]
+
+
+def _callbacks():
+    from transformers import TrainerCallback
+
+    class StopAtStep(TrainerCallback):
+        """Ends training after `max_steps` optimizer steps, through the trainer's own control."""
+
+        def __init__(self, max_steps: int):
+            self.max_steps = max_steps
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step >= self.max_steps:
+                control.should_training_stop = True
+            return control
+
+    class BestEpoch(TrainerCallback):
+        """Evaluates dev Spearman after each epoch; keeps the best model in `best_dir`."""
+
+        def __init__(self, arch, dev, params, best_dir: Path, state_path: Path):
+            self.arch, self.dev, self.params = arch, dev, params
+            self.best_dir, self.state_path = best_dir, state_path
+            self.record = read_json(state_path) if state_path.exists() else {"history": [], "best": None}
+
+        def on_epoch_end(self, args, state, control, model=None, **kwargs):
+            epoch = int(round(state.epoch))
+            if any(h["epoch"] == epoch for h in self.record["history"]):
+                return control  # already evaluated before a restart
+            score = dev_spearman(self.arch, model, self.dev, self.params)
+            losses = [h["loss"] for h in state.log_history if "loss" in h]
+            entry = {"epoch": epoch, "step": state.global_step, "dev_spearman": score,
+                     "train_loss": float(losses[-1]) if losses else None}
+            self.record["history"].append(entry)
+            best = self.record["best"]
+            improved = best is None or (not math.isnan(score) and (math.isnan(best["dev_spearman"])
+                                                                   or score > best["dev_spearman"]))
+            if improved:
+                tmp = self.best_dir.with_name(self.best_dir.name + ".partial")
+                shutil.rmtree(tmp, ignore_errors=True)
+                self.arch.save(model, tmp)
+                shutil.rmtree(self.best_dir, ignore_errors=True)
+                os.replace(tmp, self.best_dir)
+                self.record["best"] = entry
+            write_json(self.state_path, self.record)
+            log.info("epoch %d (step %d): train loss %s, dev spearman %.2f%s", epoch, state.global_step,
+                     f"{entry['train_loss']:.4f}" if losses else "n/a", score, "  (best so far)" if improved else "")
+            return control
+
+    return StopAtStep, BestEpoch
+
+
+@dataclass
+class FitResult:
+    model: object
+    metrics: dict
+
+
+def training_args(params: dict, output_dir: Path, seed: int, device: str, precision: str, n_train: int) -> dict:
+    steps_per_epoch = math.ceil(n_train / params["batch_size"])
+    return dict(
+        output_dir=str(output_dir),
+        num_train_epochs=params["epochs"],
+        per_device_train_batch_size=params["batch_size"],
+        learning_rate=params["lr"],
+        warmup_steps=params["warmup_ratio"],  # a float < 1 is a ratio of all steps
+        weight_decay=params["weight_decay"],
+        lr_scheduler_type="linear",
+        seed=seed,
+        data_seed=seed,
+        save_strategy="steps",
+        save_steps=params["checkpoint_steps"],
+        save_total_limit=1,
+        eval_strategy="no",
+        logging_steps=max(1, min(50, steps_per_epoch // 2)),  # the loss appears in the log at least twice an epoch
+        report_to="none",
+        use_cpu=device == "cpu",
+        dataloader_num_workers=0,
+        disable_tqdm=False,
+        **precision_flags(device, precision),
+    )
+
+
+def _dataset(table: pd.DataFrame):
+    from datasets import Dataset
+
+    return Dataset.from_dict({"sentence1": table["sentence1"].tolist(), "sentence2": table["sentence2"].tolist(),
+                              "score": table["score"].astype(float).tolist()})
+
+
+def _build(arch, base: str, params: dict, device: str, seed: int):
+    from transformers import set_seed
+
+    set_seed(seed)  # the fresh head of a Cross-Encoder is initialised here
+    model = arch.build(base, params, device)
+    if params.get("freeze_embeddings"):
+        frozen = freeze_embeddings(arch.encoder(model))
+        log.info("frozen embedding layers: %s", ", ".join(frozen))
+    return model
+
+
+def _seed_search(arch, base, train, dev, params, workdir, device, precision) -> tuple[int, list[dict]]:
+    opt = params["seed_optimization"]
+    path = workdir / "seed_search.json"
+    if path.exists():
+        done = read_json(path)
+        return done["chosen"], done["trials"]
+    StopAtStep, _ = _callbacks()
+    steps_per_epoch = math.ceil(len(train) / params["batch_size"])
+    stop = max(1, int(opt["fraction"] * steps_per_epoch))
+    trials = []
+    for k in range(opt["trials"]):
+        seed = params["seed"] + k
+        model = _build(arch, base, params, device, seed)
+        args = training_args(params, workdir / f"trial-{seed}", seed, device, precision, len(train))
+        args.update(save_strategy="no", num_train_epochs=1)
+        arch.trainer(model, args, _dataset(train), [StopAtStep(stop)], params).train()
+        score = dev_spearman(arch, model, dev, params)
+        trials.append({"seed": seed, "steps": stop, "dev_spearman": score})
+        log.info("seed trial %d/%d: seed %d, %d steps, dev spearman %.2f", k + 1, opt["trials"], seed, stop, score)
+        shutil.rmtree(workdir / f"trial-{seed}", ignore_errors=True)
+    chosen = max(trials, key=lambda t: -math.inf if math.isnan(t["dev_spearman"]) else t["dev_spearman"])["seed"]
+    write_json(path, {"chosen": chosen, "trials": trials})
+    log.info("seed optimisation chose seed %d", chosen)
+    return chosen, trials
+
+
+def fit(arch_name: str, base: str, train: pd.DataFrame, dev: pd.DataFrame | None, params: dict,
+        workdir: Path, device: str, precision: str = "auto") -> FitResult:
+    """Train `arch_name` from `base` on `train`; select the best epoch on `dev`; resume from `workdir`."""
+    from transformers.trainer_utils import get_last_checkpoint
+
+    arch = ARCHITECTURES[arch_name]
+    workdir.mkdir(parents=True, exist_ok=True)
+    has_dev = dev is not None and len(dev) > 1
+    seed, trials = params["seed"], []
+    if params["seed_optimization"]["trials"] > 0:
+        if not has_dev:
+            raise ValueError("seed optimisation needs a dev split")
+        seed, trials = _seed_search(arch, base, train, dev, params, workdir, device, precision)
+    model = _build(arch, base, params, device, seed)
+    _, BestEpoch = _callbacks()
+    callbacks = [BestEpoch(arch, dev, params, workdir / "best", workdir / "best.json")] if has_dev else []
+    trainer_dir = workdir / "trainer"
+    last = get_last_checkpoint(str(trainer_dir)) if trainer_dir.is_dir() else None
+    if last:
+        log.info("resuming from %s", last)
+    trainer = arch.trainer(model, training_args(params, trainer_dir, seed, device, precision, len(train)), _dataset(train),
+                           callbacks, params)
+    output = trainer.train(resume_from_checkpoint=last)
+    metrics = {"seed": seed, "seed_trials": trials, "train_pairs": len(train),
+               "train_loss": float(output.training_loss), "steps": int(output.global_step),
+               "resumed_from": Path(last).name if last else None}
+    if has_dev:
+        record = read_json(workdir / "best.json")
+        metrics.update(dev_history=record["history"], best_epoch=record["best"]["epoch"],
+                       dev_spearman=record["best"]["dev_spearman"])
+        model = arch.load(workdir / "best", device)
+    return FitResult(model, metrics)
+
+
+def symmetrise(table: pd.DataFrame) -> pd.DataFrame:
+    """Both (a, b) and (b, a) of every pair (the teacher's gold training set)."""
+    swapped = table.rename(columns={"sentence1": "sentence2", "sentence2": "sentence1"})
+    return pd.concat([table, swapped[table.columns]], ignore_index=True)
+
+
+def evaluate(arch_name: str, model, table: pd.DataFrame, params: dict) -> tuple[dict, np.ndarray]:
+    pred = ARCHITECTURES[arch_name].predict(model, pairs_of(table), params.get("eval_batch_size", 64), params)
+    return correlations(pred, table["score"].to_numpy()), pred
+
+
+def save_model(arch_name: str, model, path: Path) -> None:
+    ARCHITECTURES[arch_name].save(model, path)
+    log.info("saved %s model to %s", arch_name, path)
