@@ -96,3 +96,33 @@ def tiny_minilm(tmp_path_factory, minilm_path) -> str:
     path = tmp_path_factory.mktemp("models") / "minilm-1layer"
     model.save(str(path))
     return str(path)
+
+
+def theme_pairs(n: int, seed: int):
+    """Pairs whose score follows an arbitrary theme-similarity matrix an untrained model cannot know.
+
+    Six word themes; a sentence is four words of one theme; the score of a pair
+    is S[theme_a, theme_b] with levels 0 / 0.3 / 0.7 / 1.
+    """
+    import numpy as np
+    import pandas as pd
+
+    themes = ["dog cat horse cow sheep bird", "bank loan stock price market cash", "rain snow wind storm cloud fog",
+              "goal team match ball coach race", "piano violin guitar drum song choir", "bread cheese apple soup rice cake"]
+    S = np.array([[1, .7, 0, .3, 0, .3], [.7, 1, .3, 0, 0, 0], [0, .3, 1, .7, .3, 0],
+                  [.3, 0, .7, 1, 0, .3], [0, 0, .3, 0, 1, .7], [.3, 0, 0, .3, .7, 1]])
+    rng = np.random.default_rng(seed)
+    rows = []
+    for _ in range(n):
+        a, b = rng.integers(0, 6, 2)
+        rows.append((" ".join(rng.choice(themes[a].split(), 4)), " ".join(rng.choice(themes[b].split(), 4)), S[a, b]))
+    return pd.DataFrame(rows, columns=["sentence1", "sentence2", "score"])
+
+
+def train_params(**override) -> dict:
+    """Training options as the plan passes them (schema defaults), made small for tests."""
+    params = dict(epochs=2, batch_size=16, lr=1e-4, warmup_ratio=0.1, weight_decay=0.01, checkpoint_steps=500,
+                  seed=42, max_length=32, freeze_embeddings=False, eval_batch_size=64,
+                  seed_optimization={"trials": 0, "fraction": 0.3}, loss="bce", activation="sigmoid")
+    params.update(override)
+    return params

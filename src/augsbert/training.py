@@ -180,8 +180,11 @@ def _seed_search(arch, base, train, dev, params, workdir, device, precision) -> 
 
 
 def fit(arch_name: str, base: str, train: pd.DataFrame, dev: pd.DataFrame | None, params: dict,
-        workdir: Path, device: str, precision: str = "auto") -> FitResult:
-    """Train `arch_name` from `base` on `train`; select the best epoch on `dev`; resume from `workdir`."""
+        workdir: Path, device: str, precision: str = "auto", callbacks: list | None = None) -> FitResult:
+    """Train `arch_name` from `base` on `train`; select the best epoch on `dev`; resume from `workdir`.
+
+    `callbacks` are extra transformers TrainerCallbacks for the full training run.
+    """
     from transformers.trainer_utils import get_last_checkpoint
 
     arch = ARCHITECTURES[arch_name]
@@ -194,7 +197,9 @@ def fit(arch_name: str, base: str, train: pd.DataFrame, dev: pd.DataFrame | None
         seed, trials = _seed_search(arch, base, train, dev, params, workdir, device, precision)
     model = _build(arch, base, params, device, seed)
     _, BestEpoch = _callbacks()
-    callbacks = [BestEpoch(arch, dev, params, workdir / "best", workdir / "best.json")] if has_dev else []
+    callbacks = list(callbacks or [])
+    if has_dev:
+        callbacks.append(BestEpoch(arch, dev, params, workdir / "best", workdir / "best.json"))
     trainer_dir = workdir / "trainer"
     last = get_last_checkpoint(str(trainer_dir)) if trainer_dir.is_dir() else None
     if last:

@@ -110,14 +110,12 @@ class CrossBiEncoder(nn.Module):
         from transformers import AutoConfig, AutoModel, AutoTokenizer
 
         config = AutoConfig.from_pretrained(path, **(config_kwargs or {}))
-        encoder = AutoModel.from_pretrained(path, config=config, add_pooling_layer=False) \
-            if getattr(config, "model_type", "") in ("bert", "roberta", "xlm-roberta") \
-            else AutoModel.from_pretrained(path, config=config)
+        encoder = AutoModel.from_pretrained(path, config=config)
         tokenizer = AutoTokenizer.from_pretrained(path)
         limit = getattr(config, "max_position_embeddings", max_length)
         if getattr(config, "model_type", "") in ("roberta", "xlm-roberta"):
             limit -= 2  # RoBERTa positions start after the padding index
-        return cls(encoder, tokenizer, min(max_length, limit))
+        return cls(encoder, tokenizer, min(max_length, limit)).eval()  # like from_pretrained; trainers call train()
 
     @classmethod
     def load(cls, path: str | Path, device: str | None = None) -> "CrossBiEncoder":
@@ -128,7 +126,6 @@ class CrossBiEncoder(nn.Module):
             raise ValueError(f"{path} is not a saved Cross-Bi-Encoder (no {CONFIG_NAME})")
         meta = json.loads(meta_path.read_text())
         model = cls.from_base(str(path), meta["max_length"])
-        model.eval()
         return model.to(device) if device else model
 
     def save(self, path: str | Path) -> None:

@@ -1,0 +1,123 @@
+"""Teacher/student training: activations, frozen embeddings, learning, seed optimisation, resume."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+
+from augsbert.models.architectures import ARCHITECTURES, freeze_embeddings
+from augsbert.training import evaluate, fit, symmetrise
+from conftest import REPO, theme_pairs, train_params
+
+PAIRS = [("a cat sat on the mat", "a dog lay on the rug"), ("stock prices fell", "it rained all day")]
+
+
+@pytest.fixture(scope="module")
+def tiny_ce(tiny_minilm):
+    torch.manual_seed(0)
+    return ARCHITECTURES["ce"].build(tiny_minilm, train_params(), "cpu")
+
+
+def test_cross_encoder_activations_map_to_their_ranges(tiny_ce):
+    ce = ARCHITECTURES["ce"]
+    logits = ce.predict(tiny_ce, PAIRS, 8, {"activation": "identity"})
+    sig = ce.predict(tiny_ce, PAIRS, 8, {"activation": "sigmoid"})
+    tanh = ce.predict(tiny_ce, PAIRS, 8, {"activation": "tanh"})
+    np.testing.assert_allclose(sig, 1 / (1 + np.exp(-logits)), rtol=1e-5)
+    np.testing.assert_allclose(tanh, np.tanh(logits), rtol=1e-5)
+    assert np.all((sig > 0) & (sig < 1)) and np.all((tanh > -1) & (tanh < 1))
+    # same ranking whatever the activation (thesis Table 6.2: same Spearman)
+    assert np.argsort(sig).tolist() == np.argsort(logits).tolist() == np.argsort(tanh).tolist()
+
+
+def test_freeze_embeddings_freezes_exactly_the_embedding_tables(tiny_minilm):
+    model = ARCHITECTURES["cbe"].build(tiny_minilm, train_params(), "cpu")
+    assert freeze_embeddings(model.encoder) == ["word_embeddings", "position_embeddings", "token_type_embeddings"]
+    frozen = {n for n, p in model.named_parameters() if not p.requires_grad}
+    assert frozen == {"encoder.embeddings.word_embeddings.weight", "encoder.embeddings.position_embeddings.weight",
+                      "encoder.embeddings.token_type_embeddings.weight"}
+
+
+def test_symmetrise_adds_both_orders():
+    table = theme_pairs(3, 0)
+    both = symmetrise(table)
+    assert len(both) == 6 and both.iloc[3]["sentence1"] == table.iloc[0]["sentence2"]
+    assert both.iloc[3]["score"] == table.iloc[0]["score"]
+
+
+@pytest.mark.parametrize("arch,override", [
+    ("cbe", {}),
+    ("be", {}),
+    ("ce", {"epochs": 4, "lr": 3e-4}),  # a freshly initialised head needs a few more steps
+])
+def test_training_raises_dev_spearman(arch, override, tiny_minilm, tmp_path):
+    train, dev = theme_pairs(192, 1), theme_pairs(80, 2)
+    params = train_params(**override)
+    untrained = ARCHITECTURES[arch].build(tiny_minilm, params, "cpu")
+    before = evaluate(arch, untrained, dev, params)[0]["spearman"]
+    result = fit(arch, tiny_minilm, train, dev, params, tmp_path / "work", "cpu", "fp32")
+    after = evaluate(arch, result.model, dev, params)[0]["spearman"]
+    assert after > before + 15, (before, after)
+    history = result.metrics["dev_history"]
+    assert [h["epoch"] for h in history] == list(range(1, params["epochs"] + 1))
+    assert result.metrics["dev_spearman"] == pytest.approx(max(h["dev_spearman"] for h in history))
+    assert after == pytest.approx(result.metrics["dev_spearman"], abs=1e-3)  # the best epoch is what we get
+
+
+def test_seed_optimisation_tries_seeds_for_a_fraction_of_an_epoch(tiny_minilm, tmp_path):
+    train, dev = theme_pairs(160, 3), theme_pairs(40, 4)
+    params = train_params(epochs=1, seed_optimization={"trials": 3, "fraction": 0.4})
+    result = fit("be", tiny_minilm, train, dev, params, tmp_path / "work", "cpu", "fp32")
+    trials = result.metrics["seed_trials"]
+    assert [t["seed"] for t in trials] == [42, 43, 44]
+    assert all(t["steps"] == 4 for t in trials)  # 0.4 x 10 steps, stopped by the trainer's control
+    best = max(trials, key=lambda t: t["dev_spearman"])
+    assert result.metrics["seed"] == best["seed"]
+    assert json.loads((tmp_path / "work" / "seed_search.json").read_text())["chosen"] == best["seed"]
+
+
+RESUME_SCRIPT = textwrap.dedent("""
+    import os, signal, sys
+    sys.path.insert(0, {tests!r})
+    import numpy as np
+    from transformers import TrainerCallback
+    from augsbert.training import fit, evaluate
+    from conftest import theme_pairs, train_params
+
+    class Die(TrainerCallback):
+        def on_step_end(self, args, state, control, **kw):
+            if state.global_step == int(os.environ.get("DIE_AT_STEP", "-1")):
+                os.kill(os.getpid(), getattr(signal, os.environ["DIE_WITH"]))
+
+    train, dev = theme_pairs(128, 5), theme_pairs(40, 6)
+    params = train_params(epochs=2, checkpoint_steps=4)
+    result = fit("cbe", sys.argv[1], train, dev, params, __import__("pathlib").Path(sys.argv[2]), "cpu", "fp32",
+                 callbacks=[Die()])
+    np.save(sys.argv[3], evaluate("cbe", result.model, dev, params)[1])
+    print("RESUMED_FROM", result.metrics["resumed_from"])
+""")
+
+
+@pytest.mark.parametrize("signal_name", ["SIGKILL", "SIGTERM"])
+def test_killed_training_resumes_to_the_same_model(signal_name, tiny_minilm, tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(RESUME_SCRIPT.format(tests=str(REPO / "tests")))
+    run = lambda work, out, env: subprocess.run(
+        [sys.executable, str(script), tiny_minilm, str(tmp_path / work), str(tmp_path / out)],
+        env={**os.environ, **env}, capture_output=True, text=True, timeout=600)
+    reference = run("ref", "ref.npy", {})
+    assert reference.returncode == 0, reference.stderr[-3000:]
+    # killed at step 11 (of 16): the last checkpoint is step 8, and epoch 1 ended at step 8
+    killed = run("work", "out.npy", {"DIE_AT_STEP": "11", "DIE_WITH": signal_name})
+    assert killed.returncode == -getattr(signal, signal_name)
+    assert (tmp_path / "work" / "trainer" / "checkpoint-8").is_dir()
+    resumed = run("work", "out.npy", {})
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "RESUMED_FROM checkpoint-8" in resumed.stdout
+    np.testing.assert_allclose(np.load(tmp_path / "out.npy"), np.load(tmp_path / "ref.npy"), atol=1e-5)
