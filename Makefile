@@ -33,9 +33,11 @@ $(VENV)/.installed: pyproject.toml
 	$(PIP) install -e ".[test]"
 	touch $@
 
+DEMO ?= results/demo_zeroshot.json results/demo_cbe.json
+
 demo: setup
-	$(VENV)/bin/snakemake --cores $(CORES) results/demo_zeroshot.json
-	@cat results/demo_zeroshot.json | $(PY) -c "import json,sys; r=json.load(sys.stdin); print({m: (v['spearman']['mean'], v['pearson']['mean']) for m, v in r['models'].items()}, '(Spearman, Pearson) x 100')"
+	$(VENV)/bin/snakemake --cores $(CORES) $(DEMO)
+	@for f in $(DEMO); do $(PY) -c "import json,sys; r=json.load(open(sys.argv[1])); print(r['experiment'] + ':', ', '.join(f\"{m} {v['spearman']['mean']:.2f}/{v['pearson']['mean']:.2f}\" for m, v in r['models'].items()), '(test Spearman/Pearson x 100)')" $$f; done
 
 test: setup
 	$(VENV)/bin/python -m pytest -q

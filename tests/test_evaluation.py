@@ -43,8 +43,7 @@ class FakeModel:
 
 
 def test_cosine_scores_encode_each_text_once():
-    table = pd.DataFrame({"sentence1": ["a", "a", "c"], "sentence2": ["b", "c", "c"], "score": 0.0})
     model = FakeModel()
-    scores = cosine_scores(model, table, show_progress=False)
+    scores = cosine_scores(model, [("a", "b"), ("a", "c"), ("c", "c")], show_progress=False)
     assert scores == pytest.approx([0.0, 1 / math.sqrt(2), 1.0])
-    assert model.calls == [["a", "c", "b"]]
+    assert model.calls == [["a", "b", "c"]]  # each distinct text once, in first-seen order

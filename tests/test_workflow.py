@@ -125,3 +125,35 @@ def test_config_errors_name_the_key(workdir):
     assert proc.returncode != 0 and "evalution" in proc.stdout + proc.stderr
     proc = snakemake(workdir, "-n", "results/nope.json")
     assert proc.returncode != 0 and "unknown experiment 'nope'" in proc.stdout + proc.stderr
+
+
+def test_demo_cbe_trains_and_a_student_lr_change_reruns_only_the_student(workdir, tiny_minilm):
+    small = workdir / "small.yaml"
+    small.write_text(
+        f"defaults:\n  base_model: {tiny_minilm}\n"
+        "  teacher: {epochs: 1, max_length: 96, batch_size: 32}\n"
+        "  student: {epochs: 1, max_length: 48, batch_size: 32}\n"
+        "  evaluation: {max_length: 48}\n")
+    args = ("--configfile", "config/config.yaml", str(small))
+    target = "results/demo_cbe.json"
+    assert planned(workdir, target, *args) == {"prepare_data": 1, "evaluate_zero_shot": 1, "train_teacher": 1,
+                                               "train_student": 1, "collect_results": 1}
+    run(workdir, target, *args)
+    result = json.loads((workdir / target).read_text())
+    assert set(result["models"]) == {"zero_shot", "lower_bound", "teacher"}
+    assert result["models"]["teacher"]["per_seed"]["42"]["arch"] == "cbe"
+    teacher_dir = workdir / next(s["path"] for s in result["stages"].values() if s["stage"] == "teacher")
+    assert (teacher_dir / "model" / "cross_bi_encoder.json").is_file()
+    metrics = json.loads((teacher_dir / "metrics.json").read_text())
+    assert metrics["test"]["spearman"] == pytest.approx(result["models"]["teacher"]["spearman"]["mean"], abs=1e-3)
+    assert metrics["dev_history"][0]["epoch"] == 1
+    log = (workdir / "logs" / "teacher" / f"{teacher_dir.name}.log").read_text()
+    assert "epoch 1 (step" in log and "dev spearman" in log
+    assert not (workdir / "artifacts" / ".checkpoints").exists()  # removed once the artifacts were complete
+
+    assert planned(workdir, target, *args) == {}
+    changed = planned(workdir, target, *args, "--config", "experiments={demo_cbe: {student: {lr: 3.0e-5}}}")
+    assert changed == {"train_student": 1, "collect_results": 1}
+    # the distillation experiment reuses this teacher and lower bound
+    assert planned(workdir, "results/demo_cbe_distill.json", *args) == {
+        "label_pairs": 1, "train_student": 1, "collect_results": 1}

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
-import pandas as pd
 from scipy import stats
 
 
@@ -26,21 +27,22 @@ def correlations(predicted, gold) -> dict[str, float]:
     }
 
 
-def cosine_scores(model, table: pd.DataFrame, batch_size: int = 64, show_progress: bool = True) -> np.ndarray:
-    """Cosine similarity of each (sentence1, sentence2) under a SentenceTransformer.
+def cosine_scores(model, pairs: Sequence[tuple[str, str]], batch_size: int = 64,
+                  show_progress: bool = True) -> np.ndarray:
+    """Cosine similarity of each (a, b) pair under a SentenceTransformer.
 
     Every distinct text is encoded once (Lee documents, for example, occur in
     many pairs).
     """
-    texts = pd.unique(pd.concat([table["sentence1"], table["sentence2"]], ignore_index=True))
+    texts = list(dict.fromkeys(t for pair in pairs for t in pair))
     index = {t: i for i, t in enumerate(texts)}
     emb = model.encode(
-        list(texts),
+        texts,
         batch_size=batch_size,
         convert_to_numpy=True,
         normalize_embeddings=True,
         show_progress_bar=show_progress,
     )
-    a = emb[[index[t] for t in table["sentence1"]]]
-    b = emb[[index[t] for t in table["sentence2"]]]
+    a = emb[[index[p[0]] for p in pairs]]
+    b = emb[[index[p[1]] for p in pairs]]
     return np.einsum("ij,ij->i", a, b).astype(np.float64)

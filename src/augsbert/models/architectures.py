@@ -39,7 +39,14 @@ def _hf_module(st_model) -> torch.nn.Module:
     return st_model[0].auto_model if hasattr(st_model[0], "auto_model") else st_model[0].model
 
 
-class BiEncoder:
+class _SentenceTransformersModel:
+    """Shared by the two sentence-transformers models: where the encoder is, how to save."""
+
+    def save(self, model, path: Path) -> None:
+        model.save(str(path))
+
+
+class BiEncoder(_SentenceTransformersModel):
     """SentenceTransformer with mean pooling; CosineSimilarityLoss (MSE of cosine vs label)."""
 
     name = "be"
@@ -51,9 +58,6 @@ class BiEncoder:
         model.max_seq_length = params["max_length"]
         return model
 
-    def encoder(self, model):
-        return _hf_module(model)
-
     def trainer(self, model, args: dict, train, callbacks, params: dict):
         from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
         from sentence_transformers.sentence_transformer.losses import CosineSimilarityLoss
@@ -62,16 +66,9 @@ class BiEncoder:
                                           train_dataset=train, loss=CosineSimilarityLoss(model), callbacks=callbacks)
 
     def predict(self, model, pairs: Sequence[tuple[str, str]], batch_size: int, params: dict) -> np.ndarray:
-        texts = list(dict.fromkeys([t for pair in pairs for t in pair]))
-        index = {t: i for i, t in enumerate(texts)}
-        emb = model.encode(texts, batch_size=batch_size, convert_to_numpy=True, normalize_embeddings=True,
-                           show_progress_bar=False)
-        a = emb[[index[p[0]] for p in pairs]]
-        b = emb[[index[p[1]] for p in pairs]]
-        return np.einsum("ij,ij->i", a, b)
+        from ..evaluation.similarity import cosine_scores
 
-    def save(self, model, path: Path) -> None:
-        model.save(str(path))
+        return cosine_scores(model, pairs, batch_size, show_progress=False)
 
     def load(self, path: Path, device: str):
         from sentence_transformers import SentenceTransformer
@@ -79,7 +76,7 @@ class BiEncoder:
         return SentenceTransformer(str(path), device=device)
 
 
-class CrossEncoderArch:
+class CrossEncoderArch(_SentenceTransformersModel):
     """sentence-transformers CrossEncoder with one output; BCE-with-logits (reference) or MSE loss."""
 
     name = "ce"
@@ -107,9 +104,6 @@ class CrossEncoderArch:
         activation = ACTIVATIONS[params.get("activation", "sigmoid")]()
         return np.asarray(model.predict(list(pairs), batch_size=batch_size, activation_fn=activation,
                                         show_progress_bar=False, convert_to_numpy=True), dtype=np.float64)
-
-    def save(self, model, path: Path) -> None:
-        model.save(str(path))
 
     def load(self, path: Path, device: str):
         from sentence_transformers import CrossEncoder

@@ -42,8 +42,10 @@ def _train_and_save(arch: str, spec: dict, train: pd.DataFrame, out, device, for
         write_json(tmp / "metrics.json", metrics)
     shutil.rmtree(work, ignore_errors=True)
     for parent in (work.parent, work.parent.parent):  # drop empty .checkpoints/<stage>/ folders
-        if parent.is_dir() and not any(parent.iterdir()):
+        try:
             parent.rmdir()
+        except OSError:
+            pass  # not empty (another job is training) or already gone
     return metrics
 
 

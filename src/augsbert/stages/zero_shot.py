@@ -31,7 +31,7 @@ def run(spec: dict, out: str | Path, device: str | None = None, force: bool = Fa
         device = resolve_device(device)
         log.info("zero-shot: model %s on %d test pairs (device %s)", params["model"], len(test), device)
         model = load_bi_encoder(params["model"], device, params["max_length"])
-        predicted = cosine_scores(model, test, params["batch_size"])
+        predicted = cosine_scores(model, list(zip(test["sentence1"], test["sentence2"])), params["batch_size"])
         metrics = {"model": params["model"], "device": device, "test": correlations(predicted, test["score"])}
         log.info("zero-shot: test spearman %.2f  pearson %.2f", metrics["test"]["spearman"], metrics["test"]["pearson"])
         pd.DataFrame({"sentence1": test["sentence1"], "sentence2": test["sentence2"],
