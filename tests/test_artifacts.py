@@ -34,3 +34,13 @@ def test_failure_leaves_nothing_and_existing_artifact_is_kept(tmp_path):
 def test_write_json_is_strict(tmp_path):
     write_json(tmp_path / "m.json", {"spearman": float("nan"), "x": [float("inf"), 1.5]})
     assert json.loads((tmp_path / "m.json").read_text()) == {"spearman": None, "x": [None, 1.5]}
+
+
+def test_partial_directories_of_killed_jobs_are_swept(tmp_path):
+    out = tmp_path / "k-0123456789"
+    stale = tmp_path / ".k-0123456789.partial-99999"
+    stale.mkdir()
+    (stale / "half.bin").write_text("x")
+    with artifact_dir(out, {}):
+        pass
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["k-0123456789"]

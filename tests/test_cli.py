@@ -70,3 +70,19 @@ def test_plan_command_prints_keys(capsys):
     assert main(["plan", "--config", CONFIG, "--experiment", "demo_zeroshot"]) == 0
     plan = json.loads(capsys.readouterr().out)
     assert set(plan["demo_zeroshot"]["runs"]["42"]) == {"data", "zero_shot"}
+
+
+def test_role_and_seed_select_the_planned_node():
+    import argparse
+
+    from augsbert.cli import _planned_spec
+
+    args = argparse.Namespace(config=CONFIG, experiment="demo_cbe_distill", role=None, seed=None)
+    spec, path = _planned_spec(args, "student")
+    assert spec["inputs"].keys() == {"data", "labels"} and spec["params"]["use_gold_labels"] is False
+    args.role = "lower_bound"
+    spec, _ = _planned_spec(args, "student")
+    assert spec["inputs"].keys() == {"data"} and spec["params"]["use_gold_labels"] is True
+    args.seed = 7
+    with pytest.raises(SystemExit, match="no seed 7"):
+        _planned_spec(args, "student")

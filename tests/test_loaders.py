@@ -290,3 +290,29 @@ def test_text_file_and_unlabeled_option(data_dir):
     assert len(prepared.unlabeled) == 2
     with pytest.raises(MissingDataError, match="nope.txt"):
         get_loader("stsb").inputs("stsb", options("stsb", unlabeled="nope.txt"), data_dir)
+
+
+def test_utf8_bom_and_unicode_line_separators(data_dir):
+    path = write_bws(data_dir / "bws" / "BWS_Argument_Similarity_Corpus.csv", per_topic=5)
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    prepared, _ = load("bws_cross_topic", data_dir)
+    assert len(prepared.splits["train"]) == 25
+    root = write_spanish(data_dir / "es", {"tr": ["1", "2", "3"], "te": ["4", "5"]})
+    (root / "tr-input.txt").write_text("a\u2028b\tc\nd\te\nf\tg\n", encoding="utf-8")
+    prepared, _ = load("spanish_sts", data_dir, path="es", train_files=["tr"], test_files=["te"], dev_size=1)
+    assert len(prepared.splits["train"]) + len(prepared.splits["dev"]) == 3
+
+
+def test_empty_split_is_an_error(tmp_path):
+    from augsbert.stages import prepare_data
+
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    (raw / "train.csv").write_text("sentence1,sentence2,score\na,b,0.5\n")
+    (raw / "test.csv").write_text("sentence1,sentence2,score\na,b,7\n")
+    spec = {"stage": "data", "key": "x", "inputs": {},
+            "params": {"dataset": "mine", "data_dir": str(raw), **options("pairs_file", train="train.csv",
+                                                                          test="test.csv", on_bad_rows="skip")}}
+    with pytest.raises(DataError, match="the test split is empty after skipping 1 bad row"):
+        prepare_data.run(spec, tmp_path / "out")
+    assert not (tmp_path / "out").exists()

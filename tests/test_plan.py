@@ -124,3 +124,16 @@ def test_training_stages_run_per_seed():
 def test_student_without_training_data_is_a_config_error():
     with pytest.raises(ConfigError, match="no training data"):
         plan_for(experiments={"demo_cbe_distill": {"silver": {"relabel_gold": False}}})
+
+
+def test_student_equal_to_the_lower_bound_is_a_config_error():
+    with pytest.raises(ConfigError, match="would just be the lower bound"):
+        plan_for(experiments={"demo_cbe_distill": {"silver": {"relabel_gold": False},
+                                                   "student": {"use_gold_labels": True}}})
+
+
+def test_lee_key_does_not_depend_on_data_dir_but_file_datasets_do():
+    assert keys(plan_for(data_dir="elsewhere"))["data"] == keys(plan_for())["data"]
+    a = plan_for().data_node("stsb").key
+    assert plan_for(data_dir="./data/raw/").data_node("stsb").key == a
+    assert plan_for(data_dir="other").data_node("stsb").key != a

@@ -75,7 +75,7 @@ def test_seed_optimisation_tries_seeds_for_a_fraction_of_an_epoch(tiny_minilm, t
     params = train_params(epochs=1, seed_optimization={"trials": 3, "fraction": 0.4})
     result = fit("be", tiny_minilm, train, dev, params, tmp_path / "work", "cpu", "fp32")
     trials = result.metrics["seed_trials"]
-    assert [t["seed"] for t in trials] == [42, 43, 44]
+    assert [t["seed"] for t in trials] == [42, 42001, 42002]  # disjoint from the trials of run seed 43
     assert all(t["steps"] == 4 for t in trials)  # 0.4 x 10 steps, stopped by the trainer's control
     best = max(trials, key=lambda t: t["dev_spearman"])
     assert result.metrics["seed"] == best["seed"]
@@ -104,8 +104,12 @@ RESUME_SCRIPT = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("signal_name", ["SIGKILL", "SIGTERM"])
-def test_killed_training_resumes_to_the_same_model(signal_name, tiny_minilm, tmp_path):
+@pytest.mark.parametrize("signal_name,die_at,checkpoint", [
+    ("SIGKILL", 11, 8),   # mid epoch 2: resumes from checkpoint-8
+    ("SIGTERM", 11, 8),
+    ("SIGKILL", 16, 12),  # the last step, before epoch 2's dev evaluation and checkpoint: redone after resume
+])
+def test_killed_training_resumes_to_the_same_model(signal_name, die_at, checkpoint, tiny_minilm, tmp_path):
     script = tmp_path / "train.py"
     script.write_text(RESUME_SCRIPT.format(tests=str(REPO / "tests")))
     run = lambda work, out, env: subprocess.run(
@@ -113,11 +117,34 @@ def test_killed_training_resumes_to_the_same_model(signal_name, tiny_minilm, tmp
         env={**os.environ, **env}, capture_output=True, text=True, timeout=600)
     reference = run("ref", "ref.npy", {})
     assert reference.returncode == 0, reference.stderr[-3000:]
-    # killed at step 11 (of 16): the last checkpoint is step 8, and epoch 1 ended at step 8
-    killed = run("work", "out.npy", {"DIE_AT_STEP": "11", "DIE_WITH": signal_name})
+    # 16 steps in 2 epochs of 8, a checkpoint every 4 steps (save_total_limit 1 keeps the last)
+    killed = run("work", "out.npy", {"DIE_AT_STEP": str(die_at), "DIE_WITH": signal_name})
     assert killed.returncode == -getattr(signal, signal_name)
-    assert (tmp_path / "work" / "trainer" / "checkpoint-8").is_dir()
+    assert (tmp_path / "work" / "trainer" / f"checkpoint-{checkpoint}").is_dir()
     resumed = run("work", "out.npy", {})
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert "RESUMED_FROM checkpoint-8" in resumed.stdout
+    assert f"RESUMED_FROM checkpoint-{checkpoint}" in resumed.stdout
+    history = json.loads((tmp_path / "work" / "best.json").read_text())["history"]
+    assert [h["epoch"] for h in history] == [1, 2]
     np.testing.assert_allclose(np.load(tmp_path / "out.npy"), np.load(tmp_path / "ref.npy"), atol=1e-5)
+
+
+def test_warmup_is_a_ratio_of_all_steps(tmp_path):
+    from augsbert.training import training_args
+
+    args = training_args(train_params(warmup_ratio=1, epochs=3, batch_size=10), tmp_path, 1, "cpu", "auto", 95)
+    assert args["warmup_steps"] == 30  # 10 steps x 3 epochs, not "1 step"
+    assert training_args(train_params(warmup_ratio=0.1, epochs=3, batch_size=10), tmp_path, 1, "cpu", "auto",
+                         95)["warmup_steps"] == 3
+
+
+def test_resume_state_of_another_configuration_is_discarded(tiny_minilm, tmp_path):
+    train, dev = theme_pairs(32, 7), theme_pairs(16, 8)
+    work = tmp_path / "work"
+    fit("be", tiny_minilm, train, dev, train_params(epochs=1, checkpoint_steps=1), work, "cpu", "fp32")
+    assert (work / "trainer").is_dir()
+    (work / "best.json").write_text(json.dumps({"history": [{"epoch": 1, "dev_spearman": 99.0}], "best": None}))
+    result = fit("be", tiny_minilm, train, dev, train_params(epochs=1, lr=5e-5, checkpoint_steps=1), work, "cpu",
+                 "fp32")
+    assert result.metrics["resumed_from"] is None
+    assert [h["dev_spearman"] for h in result.metrics["dev_history"]] != [99.0]

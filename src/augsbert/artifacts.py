@@ -56,8 +56,9 @@ def artifact_dir(out: str | Path, spec: dict, force: bool = False) -> Iterator[P
         if not force:
             raise ArtifactExistsError(f"{out} already exists; refusing to overwrite a finished artifact (use --force)")
     out.parent.mkdir(parents=True, exist_ok=True)
+    for stale in out.parent.glob(f".{out.name}.partial-*"):  # left by a killed job (one job per key runs at once)
+        shutil.rmtree(stale, ignore_errors=True)
     tmp = out.parent / f".{out.name}.partial-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     start = time.time()
     try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -28,18 +29,28 @@ def _load_spec(text: str) -> dict:
         raise SystemExit(f"--spec is not valid JSON ({err})") from None
 
 
+# Which experiment role a stage command runs by default (train-student: the student, else the lower bound).
+DEFAULT_ROLES = {"data": ["data"], "zero_shot": ["zero_shot"], "teacher": ["teacher"], "labels": ["labels"],
+                 "student": ["student", "lower_bound"]}
+
+
 def _planned_spec(args, stage: str) -> tuple[dict, str]:
-    """The node of `stage` in the experiment's first seed, planned from --config."""
+    """The node of `stage` for the experiment's --role and --seed, planned from --config."""
     from .config import load_config
     from .plan import Plan
 
     plan = Plan(load_config(args.config))
     exp = plan.experiment(args.experiment)
-    role_keys = exp.runs[exp.seeds[0]]
-    keys = [k for k in role_keys.values() if plan.nodes[k].stage == stage]
-    if not keys:
-        raise SystemExit(f"experiment '{args.experiment}' has no '{stage}' stage")
-    return plan.spec(keys[0]), plan.nodes[keys[0]].path
+    seed = args.seed if args.seed is not None else exp.seeds[0]
+    if seed not in exp.runs:
+        raise SystemExit(f"experiment '{args.experiment}' has no seed {seed} (seeds: {exp.seeds})")
+    roles = {role: key for role, key in exp.runs[seed].items() if plan.nodes[key].stage == stage}
+    wanted = [args.role] if args.role else DEFAULT_ROLES[stage]
+    role = next((r for r in wanted if r in roles), None)
+    if role is None:
+        raise SystemExit(f"experiment '{args.experiment}' plans no {stage} stage for role(s) {wanted} "
+                         f"(it has: {', '.join(roles) or 'none'})")
+    return plan.spec(roles[role]), plan.nodes[roles[role]].path
 
 
 def _stage_command(sub, name: str, stage: str, help_text: str, runner: Callable, device: bool = False) -> None:
@@ -48,6 +59,8 @@ def _stage_command(sub, name: str, stage: str, help_text: str, runner: Callable,
     src.add_argument("--spec", help="planned node as JSON, or @file.json (what the workflow passes)")
     src.add_argument("--config", help="config YAML to plan from (standalone use; needs --experiment)")
     p.add_argument("--experiment", help="experiment whose node to run (with --config)")
+    p.add_argument("--role", help="with --config: which of the experiment's models (e.g. lower_bound or student)")
+    p.add_argument("--seed", type=int, help="with --config: which seed's node (default: the first seed)")
     p.add_argument("--out", help="artifact directory to write (default with --config: its planned path)")
     p.add_argument("--force", action="store_true", help="replace an existing finished artifact")
     if device:
@@ -143,7 +156,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def pin_one_gpu(argv: list[str]) -> None:
+    """Give this process exactly one GPU, before torch starts.
+
+    Hugging Face trainers spread over every visible GPU (DataParallel), which
+    would silently multiply the batch size and ignore `cuda:N`. Snakemake does
+    not set CUDA_VISIBLE_DEVICES (SLURM does for --gpus), so a local job with
+    `cuda:N` or several visible GPUs is pinned here.
+    """
+    from .models.device import DEVICE_ENV
+
+    device = os.environ.get(DEVICE_ENV, "auto")
+    if "--device" in argv[:-1]:
+        device = argv[argv.index("--device") + 1]
+    if device.startswith("cuda:"):
+        os.environ["CUDA_VISIBLE_DEVICES"] = device.split(":", 1)[1]
+        os.environ[DEVICE_ENV] = "cuda"
+        if "--device" in argv[:-1]:
+            argv[argv.index("--device") + 1] = "cuda"
+    elif device in ("auto", "cuda") and "CUDA_VISIBLE_DEVICES" not in os.environ:
+        os.environ["CUDA_VISIBLE_DEVICES"] = "0"
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    pin_one_gpu(argv)
     from .config import ConfigError
     from .data import DataError
     from .models import ModelResolutionError

@@ -12,6 +12,7 @@ Plain Python, no Snakemake: the Snakefile looks nodes up by `{wildcards.key}`.
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -23,7 +24,7 @@ ARTIFACTS = "artifacts"
 
 # Bump a stage's version when its code changes what it computes: its key (and
 # every key downstream) changes, so old artifacts are not reused by mistake.
-STAGE_VERSIONS = {"data": 1, "zero_shot": 2, "teacher": 1, "labels": 1, "student": 1}
+STAGE_VERSIONS = {"data": 2, "zero_shot": 2, "teacher": 2, "labels": 1, "student": 2}
 
 KEY_PATTERN = r"[A-Za-z0-9_.+]+(?:-[A-Za-z0-9_.+]+)*-[0-9a-f]{10}"
 
@@ -99,7 +100,9 @@ class Plan:
 
     def data_node(self, dataset: str) -> Node:
         definition = self.config["datasets"][dataset]
-        params = {"dataset": dataset, "data_dir": self.config["data_dir"], **definition}
+        params = {"dataset": dataset, **definition}
+        if definition["loader"] != "lee" or definition.get("unlabeled"):  # Lee ships in gensim, not in data_dir
+            params["data_dir"] = os.path.normpath(self.config["data_dir"])
         return self._add(make_node("data", dataset, params))
 
     def _plan_experiment(self, name: str, exp: dict) -> ExperimentPlan:
@@ -129,6 +132,10 @@ class Plan:
                 elif not exp["student"]["use_gold_labels"]:
                     raise ConfigError(f"experiments.{name}: the student has no training data "
                                       "(student.use_gold_labels and silver.relabel_gold are both false)")
+                else:
+                    raise ConfigError(f"experiments.{name}: with silver.relabel_gold false the student sees no "
+                                      "teacher labels and would just be the lower bound; enable relabel_gold "
+                                      "or drop `student` from `models`")
                 roles["student"] = self._student(exp, dataset, seed, inputs)
             plan.runs[seed] = {role: node.key for role, node in roles.items()}
         return plan
@@ -204,4 +211,4 @@ class Plan:
         node = self.node(key)
         params = node.params
         loader = get_loader(params["loader"])
-        return [str(p) for p in loader.inputs(params["dataset"], params, Path(params["data_dir"]))]
+        return [str(p) for p in loader.inputs(params["dataset"], params, Path(params.get("data_dir", ".")))]

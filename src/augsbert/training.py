@@ -42,7 +42,8 @@ def precision_flags(device: str, precision: str) -> dict:
             return {}
         import torch
 
-        return {"bf16": True} if torch.cuda.is_bf16_supported() else {"fp16": True}
+        native_bf16 = torch.cuda.is_bf16_supported(including_emulation=False)  # emulated bf16 (T4, V100) is slow
+        return {"bf16": True} if native_bf16 else {"fp16": True}
     return {"fp16": precision == "fp16", "bf16": precision == "bf16"}
 
 
@@ -70,38 +71,66 @@ def _callbacks():
             return control
 
     class BestEpoch(TrainerCallback):
-        """Evaluates dev Spearman after each epoch; keeps the best model in `best_dir`."""
+        """Evaluates dev Spearman at the last step of each epoch; keeps the best model in `best_dir`.
+
+        It runs in `on_step_end`, which the trainer calls *before* it saves that
+        step's checkpoint: a job killed during the evaluation resumes from an
+        earlier checkpoint and evaluates the epoch again, so no epoch is skipped.
+        """
 
         def __init__(self, arch, dev, params, best_dir: Path, state_path: Path):
             self.arch, self.dev, self.params = arch, dev, params
             self.best_dir, self.state_path = best_dir, state_path
             self.record = read_json(state_path) if state_path.exists() else {"history": [], "best": None}
 
-        def on_epoch_end(self, args, state, control, model=None, **kwargs):
-            epoch = int(round(state.epoch))
-            if any(h["epoch"] == epoch for h in self.record["history"]):
-                return control  # already evaluated before a restart
+        def on_step_end(self, args, state, control, model=None, **kwargs):
+            steps_per_epoch = max(1, state.max_steps // max(1, int(args.num_train_epochs)))
+            if state.global_step % steps_per_epoch:
+                return control
+            epoch = state.global_step // steps_per_epoch
+            self.record["history"] = [h for h in self.record["history"] if h["epoch"] < epoch]  # redo after resume
             score = dev_spearman(self.arch, model, self.dev, self.params)
+            model.train()
             losses = [h["loss"] for h in state.log_history if "loss" in h]
             entry = {"epoch": epoch, "step": state.global_step, "dev_spearman": score,
                      "train_loss": float(losses[-1]) if losses else None}
             self.record["history"].append(entry)
-            best = self.record["best"]
-            improved = best is None or (not math.isnan(score) and (math.isnan(best["dev_spearman"])
-                                                                   or score > best["dev_spearman"]))
+            previous = [h for h in self.record["history"][:-1] if not math.isnan(h["dev_spearman"])]
+            improved = not previous or (not math.isnan(score) and score > max(h["dev_spearman"] for h in previous))
             if improved:
-                tmp = self.best_dir.with_name(self.best_dir.name + ".partial")
-                shutil.rmtree(tmp, ignore_errors=True)
-                self.arch.save(model, tmp)
-                shutil.rmtree(self.best_dir, ignore_errors=True)
-                os.replace(tmp, self.best_dir)
+                self._save_best(model)
                 self.record["best"] = entry
             write_json(self.state_path, self.record)
             log.info("epoch %d (step %d): train loss %s, dev spearman %.2f%s", epoch, state.global_step,
                      f"{entry['train_loss']:.4f}" if losses else "n/a", score, "  (best so far)" if improved else "")
             return control
 
+        def _save_best(self, model) -> None:
+            """Write the new best model beside the old one, then swap: a kill never leaves none."""
+            new = self.best_dir.with_name(self.best_dir.name + ".partial")
+            old = self.best_dir.with_name(self.best_dir.name + ".old")
+            shutil.rmtree(new, ignore_errors=True)
+            self.arch.save(model, new)
+            if self.best_dir.exists():
+                shutil.rmtree(old, ignore_errors=True)
+                os.replace(self.best_dir, old)
+            os.replace(new, self.best_dir)
+            shutil.rmtree(old, ignore_errors=True)
+
     return StopAtStep, BestEpoch
+
+
+def _claim_workdir(workdir: Path, fingerprint: dict) -> None:
+    """Reuse resume state only if it was made by the same computation; otherwise start afresh."""
+    from . import __version__
+
+    fingerprint = {**fingerprint, "augsbert": __version__}
+    marker = workdir / "fingerprint.json"
+    if workdir.exists() and (not marker.exists() or read_json(marker) != fingerprint):
+        log.warning("discarding resume state in %s: it belongs to another configuration or version", workdir)
+        shutil.rmtree(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    write_json(marker, fingerprint)
 
 
 @dataclass
@@ -112,12 +141,13 @@ class FitResult:
 
 def training_args(params: dict, output_dir: Path, seed: int, device: str, precision: str, n_train: int) -> dict:
     steps_per_epoch = math.ceil(n_train / params["batch_size"])
+    total_steps = steps_per_epoch * params["epochs"]
     return dict(
         output_dir=str(output_dir),
         num_train_epochs=params["epochs"],
         per_device_train_batch_size=params["batch_size"],
         learning_rate=params["lr"],
-        warmup_steps=params["warmup_ratio"],  # a float < 1 is a ratio of all steps
+        warmup_steps=int(math.ceil(params["warmup_ratio"] * total_steps)),  # explicit: 1.0 would mean "1 step"
         weight_decay=params["weight_decay"],
         lr_scheduler_type="linear",
         seed=seed,
@@ -153,6 +183,11 @@ def _build(arch, base: str, params: dict, device: str, seed: int):
     return model
 
 
+def trial_seed(seed: int, k: int) -> int:
+    """Seed of trial k for the run seeded `seed`: trials of different run seeds never overlap."""
+    return seed if k == 0 else seed * 1000 + k
+
+
 def _seed_search(arch, base, train, dev, params, workdir, device, precision) -> tuple[int, list[dict]]:
     opt = params["seed_optimization"]
     path = workdir / "seed_search.json"
@@ -164,10 +199,10 @@ def _seed_search(arch, base, train, dev, params, workdir, device, precision) -> 
     stop = max(1, int(opt["fraction"] * steps_per_epoch))
     trials = []
     for k in range(opt["trials"]):
-        seed = params["seed"] + k
+        seed = trial_seed(params["seed"], k)
         model = _build(arch, base, params, device, seed)
         args = training_args(params, workdir / f"trial-{seed}", seed, device, precision, len(train))
-        args.update(save_strategy="no", num_train_epochs=1)
+        args.update(save_strategy="no")  # the full schedule (warm-up, decay), stopped early by StopAtStep
         arch.trainer(model, args, _dataset(train), [StopAtStep(stop)], params).train()
         score = dev_spearman(arch, model, dev, params)
         trials.append({"seed": seed, "steps": stop, "dev_spearman": score})
@@ -188,7 +223,8 @@ def fit(arch_name: str, base: str, train: pd.DataFrame, dev: pd.DataFrame | None
     from transformers.trainer_utils import get_last_checkpoint
 
     arch = ARCHITECTURES[arch_name]
-    workdir.mkdir(parents=True, exist_ok=True)
+    _claim_workdir(workdir, {"arch": arch_name, "base": base, "params": params, "device": device,
+                             "precision": precision, "train_pairs": len(train)})
     has_dev = dev is not None and len(dev) > 1
     seed, trials = params["seed"], []
     if params["seed_optimization"]["trials"] > 0:

@@ -332,7 +332,7 @@ class SpanishStsLoader(Loader):
             elif not score.strip():
                 unscored += 1  # SemEval convention: pairs without a gold score are not evaluated
             else:
-                rows.append((str(scores), line, fields[0], fields[1], score.strip()))
+                rows.append((f"{inputs} (score in {scores.name})", line, fields[0], fields[1], score.strip()))
         return validate_pairs(raw_frame(rows, PAIR_COLUMNS), report, (0, high)), unscored
 
     def load(self, name, options, data_dir, report):
@@ -355,8 +355,12 @@ class SpanishStsLoader(Loader):
 
 
 def read_lines_all(path: Path) -> list[str]:
+    """All lines, split on newlines only (str.splitlines would also split on U+2028 and friends)."""
     try:
-        return path.read_text(encoding="utf-8").splitlines()
+        lines = path.read_bytes().decode("utf-8-sig").split("\n")
+        if lines[-1] == "":
+            lines.pop()  # the newline that ends the last line does not start another
+        return [line.rstrip("\r") for line in lines]
     except UnicodeDecodeError as err:
         raise DataError(f"{path}: not valid utf-8 text ({err})") from None
 

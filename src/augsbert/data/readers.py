@@ -23,7 +23,8 @@ csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # long documents are fine
 
 
 def open_text(path: Path, encoding: str = "utf-8") -> io.TextIOBase:
-    """Open a text file, transparently un-gzipping `.gz`."""
+    """Open a text file, transparently un-gzipping `.gz` (UTF-8 files may start with a BOM)."""
+    encoding = "utf-8-sig" if encoding.lower() in ("utf-8", "utf8") else encoding
     if path.suffix == ".gz":
         return io.TextIOWrapper(gzip.open(path, "rb"), encoding=encoding, newline="")
     return open(path, encoding=encoding, newline="")
@@ -115,24 +116,28 @@ def _prepend(first, rest):
 
 
 def read_jsonl(path: Path, report: RowReport, columns: list[str]) -> list[tuple]:
+    try:
+        with open_text(path) as handle:
+            lines = handle.read().split("\n")
+    except UnicodeDecodeError as err:
+        raise DataError(f"{path}: not valid utf-8 text ({err})") from None
     rows = []
-    with open_text(path) as handle:
-        for line_no, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                report.add(path, line_no, f"invalid JSON ({err.msg})")
-                continue
-            if not isinstance(record, dict):
-                report.add(path, line_no, "expected a JSON object")
-                continue
-            absent = [c for c in columns if c not in record]
-            if absent:
-                report.add(path, line_no, f"missing key(s) {absent}")
-                continue
-            rows.append((str(path), line_no, *(record[c] for c in columns)))
+    for line_no, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            report.add(path, line_no, f"invalid JSON ({err.msg})")
+            continue
+        if not isinstance(record, dict):
+            report.add(path, line_no, "expected a JSON object")
+            continue
+        absent = [c for c in columns if c not in record]
+        if absent:
+            report.add(path, line_no, f"missing key(s) {absent}")
+            continue
+        rows.append((str(path), line_no, *(record[c] for c in columns)))
     return rows
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..artifacts import artifact_dir, write_json
-from ..data import RowReport, get_loader
+from ..data import DataError, RowReport, get_loader
 from ..data.tables import duplicate_report, write_table
 
 log = logging.getLogger(__name__)
@@ -29,8 +29,16 @@ def run(spec: dict, out: str | Path, force: bool = False) -> dict:
     loader = get_loader(params["loader"])
     report = RowReport(name, params["on_bad_rows"])
     with artifact_dir(out, spec, force) as tmp:
-        prepared = loader.load(name, params, Path(params["data_dir"]), report)
+        prepared = loader.load(name, params, Path(params.get("data_dir", ".")), report)
         report.settle()
+        for split in ("train", "test"):
+            if split in prepared.splits and prepared.splits[split].empty:
+                raise DataError(f"dataset '{name}': the {split} split is empty"
+                                + (f" after skipping {len(report.issues)} bad row(s)" if report.issues else ""))
+        dev = prepared.splits.get("dev")
+        if prepared.splits and (dev is None or len(dev) < 2):
+            log.warning("%s: no usable dev split: training stages will keep the last epoch and cannot "
+                        "optimise seeds", name)
         for split, table in prepared.splits.items():
             write_table(table, tmp / f"{split}.parquet")
         if prepared.unlabeled is not None:
