@@ -1,0 +1,93 @@
+"""BM25 nearest neighbours of every sentence in a pool, fast and in bounded memory.
+
+Scores are those of `rank_bm25.BM25Okapi` (k1 1.5, b 0.75, epsilon floor of
+0.25 x mean IDF for negative IDFs) on the same tokens, computed for all
+queries at once as a sparse product `query term counts x document weights`,
+one block of queries at a time (never an N x N matrix).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from scipy import sparse
+
+_WORD = re.compile(r"\w+")
+
+
+def default_tokenize(text: str) -> list[str]:
+    """Lower-cased word tokens: `re.findall(r"\\w+", text.lower())`."""
+    return _WORD.findall(text.lower())
+
+
+def term_counts(tokens: Sequence[Sequence[str]]) -> sparse.csr_matrix:
+    """N x V matrix of term counts (vocabulary in order of first appearance)."""
+    vocab: dict[str, int] = {}
+    indptr, indices = [0], []
+    for doc in tokens:
+        indices.extend(vocab.setdefault(t, len(vocab)) for t in doc)
+        indptr.append(len(indices))
+    data = np.ones(len(indices), dtype=np.float64)
+    counts = sparse.csr_matrix((data, np.asarray(indices, dtype=np.int64), np.asarray(indptr, dtype=np.int64)),
+                               shape=(len(tokens), max(1, len(vocab))))
+    counts.sum_duplicates()
+    return counts
+
+
+def bm25_weights(counts: sparse.csr_matrix, k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25):
+    """Document-side BM25Okapi weights w[d, t] = idf[t] * tf (k1 + 1) / (tf + k1 (1 - b + b |d| / avgdl))."""
+    n_docs = counts.shape[0]
+    df = np.bincount(counts.indices, minlength=counts.shape[1]).astype(np.float64)
+    present = df > 0
+    idf = np.log(n_docs - df + 0.5) - np.log(df + 0.5)
+    average = idf[present].mean() if present.any() else 0.0
+    idf[present & (idf < 0)] = epsilon * average  # rank_bm25's floor for terms in more than half the documents
+    doc_len = np.asarray(counts.sum(axis=1)).ravel()
+    avgdl = doc_len.mean() if n_docs else 1.0
+    norm = k1 * (1 - b + b * doc_len / avgdl)
+    rows = np.repeat(np.arange(n_docs), np.diff(counts.indptr))
+    tf = counts.data
+    weights = counts.copy()
+    weights.data = idf[counts.indices] * tf * (k1 + 1) / (tf + norm[rows])
+    return weights
+
+
+def bm25_neighbors(
+    texts: Sequence[str],
+    k: int,
+    tokenizer: Callable[[str], list[str]] = default_tokenize,
+    k1: float = 1.5,
+    b: float = 0.75,
+    epsilon: float = 0.25,
+    least_similar: bool = False,
+    block_bytes: int = 64 * 2**20,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The k best BM25 partners of every text (itself excluded), best first.
+
+    Each text is the query and the whole pool the corpus. Returns `(indices,
+    scores)`, arrays of shape (N, k). With `least_similar` the k *lowest*
+    scoring partners are returned (hard negatives), lowest first. Memory:
+    the sparse matrices plus one dense block of about `block_bytes`.
+    """
+    n = len(texts)
+    if not 0 < k < n:
+        raise ValueError(f"k must be between 1 and {n - 1} for {n} texts, got {k}")
+    counts = term_counts([tokenizer(t) for t in texts])
+    weights_t = bm25_weights(counts, k1, b, epsilon).T.tocsr()  # V x N
+    block = max(1, block_bytes // (8 * n))
+    indices = np.empty((n, k), dtype=np.int64)
+    scores = np.empty((n, k), dtype=np.float64)
+    sign = -1.0 if least_similar else 1.0
+    for start in range(0, n, block):
+        stop = min(n, start + block)
+        dense = (counts[start:stop] @ weights_t).toarray()  # query term counts repeat terms like rank_bm25
+        dense *= sign
+        dense[np.arange(stop - start), np.arange(start, stop)] = -np.inf  # never the text itself
+        part = np.argpartition(-dense, k - 1, axis=1)[:, :k]
+        part_scores = np.take_along_axis(dense, part, axis=1)
+        order = np.argsort(-part_scores, axis=1, kind="stable")
+        indices[start:stop] = np.take_along_axis(part, order, axis=1)
+        scores[start:stop] = sign * np.take_along_axis(part_scores, order, axis=1)
+    return indices, scores
