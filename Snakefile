@@ -15,6 +15,7 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/train.smk"
+include: "workflow/rules/sampling.smk"
 include: "workflow/rules/results.smk"
 
 

@@ -122,7 +122,7 @@ def test_training_stages_run_per_seed():
 
 
 def test_student_without_training_data_is_a_config_error():
-    with pytest.raises(ConfigError, match="no training data"):
+    with pytest.raises(ConfigError, match="gets no teacher labels"):
         plan_for(experiments={"demo_cbe_distill": {"silver": {"relabel_gold": False}}})
 
 
@@ -137,3 +137,36 @@ def test_lee_key_does_not_depend_on_data_dir_but_file_datasets_do():
     a = plan_for().data_node("stsb").key
     assert plan_for(data_dir="./data/raw/").data_node("stsb").key == a
     assert plan_for(data_dir="other").data_node("stsb").key != a
+
+
+def test_sampling_changes_reuse_the_teacher():
+    base = keys(plan_for(), "demo_cbe_distill")
+    sampled = keys(plan_for(experiments={"demo_cbe_distill": {"sampling": {"strategies": ["bm25"]}}}),
+                   "demo_cbe_distill")
+    assert sampled["teacher"] == base["teacher"] and sampled["lower_bound"] == base["lower_bound"]
+    assert "candidates" in sampled and sampled["labels"] != base["labels"]
+    other = keys(plan_for(experiments={"demo_cbe_distill": {"sampling": {"strategies": ["random"]}}}),
+                 "demo_cbe_distill")
+    assert other["teacher"] == base["teacher"] and other["candidates"] != sampled["candidates"]
+
+
+def test_encoder_options_only_matter_to_semantic_strategies():
+    plan = plan_for(experiments={"demo_cbe_distill": {"sampling": {"strategies": ["bm25"]}}})
+    same = plan_for(experiments={"demo_cbe_distill": {"sampling": {"strategies": ["bm25"], "exact": False,
+                                                                   "semantic_model": "pretrained"}}})
+    assert keys(plan, "demo_cbe_distill")["candidates"] == keys(same, "demo_cbe_distill")["candidates"]
+    ss = plan_for(experiments={"demo_cbe_distill": {"sampling": {"strategies": ["semantic_search"]}}})
+    k = keys(ss, "demo_cbe_distill")
+    assert dict(ss.node(k["candidates"]).inputs)["encoder"] == k["lower_bound"] if "lower_bound" in k else True
+
+
+def test_domain_transfer_trains_teacher_on_source_and_tests_on_target():
+    plan = plan_for(experiments={"x": {"dataset": "bws_cross_topic", "source": "stsb",
+                                       "sampling": {"strategies": ["bm25"]}, "silver": {"relabel_gold": False},
+                                       "student": {"use_gold_labels": False}}})
+    k = keys(plan, "x")
+    teacher = plan.node(k["teacher"])
+    assert teacher.name.startswith("stsb.") and dict(teacher.inputs) == {"data": k["source_data"], "eval": k["data"]}
+    assert dict(plan.node(k["candidates"]).inputs) == {"data": k["data"]}
+    assert dict(plan.node(k["labels"]).inputs)["gold"] == k["source_data"]
+    assert dict(plan.node(k["student"]).inputs) == {"data": k["data"], "labels": k["labels"]}

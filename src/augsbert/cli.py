@@ -31,6 +31,7 @@ def _load_spec(text: str) -> dict:
 
 # Which experiment role a stage command runs by default (train-student: the student, else the lower bound).
 DEFAULT_ROLES = {"data": ["data"], "zero_shot": ["zero_shot"], "teacher": ["teacher"], "labels": ["labels"],
+                 "candidates": ["candidates"],
                  "student": ["student", "lower_bound"]}
 
 
@@ -129,7 +130,7 @@ def _collect_command(sub) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .stages import labels, prepare_data, train, zero_shot
+    from .stages import candidates, labels, prepare_data, train, zero_shot
 
     parser = argparse.ArgumentParser(prog="augsbert", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -144,6 +145,9 @@ def build_parser() -> argparse.ArgumentParser:
     _stage_command(sub, "train-teacher", "teacher",
                    "train the teacher (Cross-Encoder or Cross-Bi-Encoder) on the gold train split", train.run_teacher,
                    device=True)
+    _stage_command(sub, "sample-pairs", "candidates",
+                   "draw candidate silver pairs (random, BM25, semantic search, KDE pools) from the target sentences",
+                   candidates.run, device=True)
     _stage_command(sub, "label-pairs", "labels", "score pairs with the teacher (silver labels)", labels.run,
                    device=True)
     _stage_command(sub, "train-student", "student",

@@ -218,11 +218,12 @@ def prepare_config(raw: Mapping, validate: Callable[[dict], None] | None = None)
 def _check_references(config: dict) -> None:
     datasets = config.get("datasets", {})
     for name, exp in config.get("experiments", {}).items():
-        if exp["dataset"] not in datasets:
-            raise ConfigError(
-                f"experiments.{name}.dataset: unknown dataset '{exp['dataset']}' "
-                f"(defined under `datasets`: {', '.join(sorted(datasets)) or 'none'})"
-            )
+        for key in ("dataset", "source"):
+            if exp.get(key) is not None and exp[key] not in datasets:
+                raise ConfigError(
+                    f"experiments.{name}.{key}: unknown dataset '{exp[key]}' "
+                    f"(defined under `datasets`: {', '.join(sorted(datasets)) or 'none'})"
+                )
 
 
 def load_config(path: str | Path, overrides: Mapping | None = None) -> dict:

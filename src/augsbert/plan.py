@@ -24,7 +24,7 @@ ARTIFACTS = "artifacts"
 
 # Bump a stage's version when its code changes what it computes: its key (and
 # every key downstream) changes, so old artifacts are not reused by mistake.
-STAGE_VERSIONS = {"data": 2, "zero_shot": 2, "teacher": 2, "labels": 1, "student": 2}
+STAGE_VERSIONS = {"data": 2, "zero_shot": 2, "teacher": 2, "candidates": 1, "labels": 2, "student": 2}
 
 KEY_PATTERN = r"[A-Za-z0-9_.+]+(?:-[A-Za-z0-9_.+]+)*-[0-9a-f]{10}"
 
@@ -106,48 +106,78 @@ class Plan:
         return self._add(make_node("data", dataset, params))
 
     def _plan_experiment(self, name: str, exp: dict) -> ExperimentPlan:
+        """Nodes of one experiment, per seed.
+
+        In-domain the teacher and the lower bound learn the target's gold; with
+        `source` (domain transfer) they learn the source's gold and are tested
+        on the target. Silver candidates always come from the target's train
+        sentences.
+        """
         dataset = exp["dataset"]
+        source = exp["source"] or dataset
         plan = ExperimentPlan(name, exp, self.config["datasets"][dataset], list(self.config["seeds"]))
         data = self.data_node(dataset)
+        gold = self.data_node(source)
+        trained_on = {"data": gold, **({"eval": data} if source != dataset else {})}
         wanted = exp["models"]
+        sampling = exp["sampling"]
+        strategies = [s for s in sampling["strategies"] if s != "none"]
         zero_shot = self._add(make_node(
             "zero_shot", f"{dataset}.{slug(exp['base_model'])}", {"model": exp["base_model"], **exp["evaluation"]},
             {"data": data}))
         for seed in plan.seeds:
-            roles = {"data": data}
+            roles = {"data": data, **({"source_data": gold} if source != dataset else {})}
+            lower_bound = self._student(exp, source, seed, trained_on, gold_only=True)
             if "zero_shot" in wanted:
                 roles["zero_shot"] = zero_shot
             if "lower_bound" in wanted:
-                roles["lower_bound"] = self._student(exp, dataset, seed, {"data": data}, gold_only=True)
+                roles["lower_bound"] = lower_bound
             if "teacher" in wanted or "student" in wanted:
-                teacher = self._teacher(exp, dataset, seed, data)
+                teacher = self._teacher(exp, source, seed, trained_on)
                 if "teacher" in wanted:
                     roles["teacher"] = teacher
-            if "student" in wanted:
-                inputs = {"data": data}
-                if exp["silver"]["relabel_gold"]:
-                    roles["labels"] = inputs["labels"] = self._add(make_node(
-                        "labels", f"{dataset}.{exp['teacher']['arch']}", dict(exp["silver"]),
-                        {"data": data, "teacher": teacher}))
-                elif not exp["student"]["use_gold_labels"]:
-                    raise ConfigError(f"experiments.{name}: the student has no training data "
-                                      "(student.use_gold_labels and silver.relabel_gold are both false)")
-                else:
-                    raise ConfigError(f"experiments.{name}: with silver.relabel_gold false the student sees no "
-                                      "teacher labels and would just be the lower bound; enable relabel_gold "
-                                      "or drop `student` from `models`")
-                roles["student"] = self._student(exp, dataset, seed, inputs)
+            if "student" not in wanted:
+                plan.runs[seed] = {role: node.key for role, node in roles.items()}
+                continue
+            label_inputs = {"teacher": teacher, "gold": gold}
+            if strategies:
+                roles["candidates"] = label_inputs["candidates"] = self._candidates(
+                    exp, dataset, seed, data, lower_bound, strategies)
+            if not (strategies or exp["silver"]["relabel_gold"]):
+                raise ConfigError(f"experiments.{name}: the student gets no teacher labels (sampling.strategies is "
+                                  "[none] and silver.relabel_gold is false); it would just be the lower bound")
+            labels_params = {**exp["silver"], "kde_reference": sampling["kde_reference"], "seed": seed}
+            roles["labels"] = self._add(make_node(
+                "labels", f"{dataset}.{exp['teacher']['arch']}", labels_params, label_inputs))
+            roles["student"] = self._student(exp, dataset, seed, {"data": data, "labels": roles["labels"]})
             plan.runs[seed] = {role: node.key for role, node in roles.items()}
         return plan
 
-    def _teacher(self, exp: dict, dataset: str, seed: int, data: Node) -> Node:
+    def _candidates(self, exp: dict, dataset: str, seed: int, data: Node, encoder: Node,
+                    strategies: list[str]) -> Node:
+        sampling = dict(exp["sampling"])
+        sampling["strategies"] = strategies
+        needs_encoder = any(s.startswith("semantic_search") or s == "iterative_kde" for s in strategies)
+        inputs = {"data": data}
+        if needs_encoder and sampling["semantic_model"] == "finetuned":
+            inputs["encoder"] = encoder
+        if not needs_encoder:  # encoder options cannot change BM25/random/KDE candidates
+            for key in ("semantic_model", "exact", "batch_size", "max_length"):
+                sampling.pop(key)
+        if not any(s in ("kde", "iterative_kde") for s in strategies):
+            sampling.pop("candidate_pool")
+        sampling.pop("kde_reference")  # used when labelling
+        params = {**sampling, "model": exp["base_model"], "seed": seed}
+        return self._add(make_node("candidates", f"{dataset}.{'+'.join(strategies)}", params, inputs))
+
+    def _teacher(self, exp: dict, dataset: str, seed: int, inputs: dict[str, Node]) -> Node:
         options = dict(exp["teacher"])
         model = options.pop("base_model") or exp["base_model"]
         if options["arch"] == "cbe":  # Cross-Encoder-only options must not change a CBE's key
             options.pop("loss")
             options.pop("activation")
         params = {**options, "model": model, "seed": seed}
-        return self._add(make_node("teacher", f"{dataset}.{options['arch']}", params, {"data": data}))
+        return self._add(make_node("teacher", f"{dataset}.{options['arch']}", params, inputs))
 
     def _student(self, exp: dict, dataset: str, seed: int, inputs: dict[str, Node], gold_only: bool = False) -> Node:
         options = dict(exp["student"])

@@ -44,11 +44,14 @@ def summarise(values: list[float | None]) -> dict:
 def run(spec: dict, out: str | Path) -> dict:
     per_role: dict[str, dict[str, dict]] = {}
     stages: dict[str, dict] = {}
+    silver: dict[str, dict] = {}
     for seed, roles in spec["runs"].items():
         for role, node in roles.items():
             metrics = read_json(Path(node["path"]) / "metrics.json")
             stages[node["key"]] = {"stage": node["stage"], "path": node["path"],
                                    "wall_time_s": metrics.get("wall_time_s")}
+            if role == "labels":
+                silver.setdefault(seed, read_json(Path(node["path"]) / "sampling_stats.json"))
             if role in ROLE_LABELS:
                 test = metrics["test"]
                 per_role.setdefault(role, {})[seed] = {m: test.get(m) for m in (*METRICS, "n_pairs")}
@@ -74,6 +77,7 @@ def run(spec: dict, out: str | Path) -> dict:
         "metrics_note": "Spearman and Pearson correlation x 100 on the test split; mean and std over seeds",
         "models": models,
         "data": {"sizes": data_metrics["sizes"], "skipped_rows": data_metrics["skipped_rows"]["total"]},
+        "silver": silver,
         "stages": stages,
         "wall_time_s": {"stages_total": round(sum(s["wall_time_s"] or 0 for s in stages.values()), 3)},
         "device": sorted(devices),

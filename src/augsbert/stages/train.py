@@ -25,7 +25,7 @@ def _train_and_save(arch: str, spec: dict, train: pd.DataFrame, out, device, for
     params = spec["params"]
     data = spec["inputs"]["data"]
     dev = read_split(data, "dev", required=False)
-    test = read_split(data, "test")
+    test = read_split(spec["inputs"].get("eval", data), "test")  # domain transfer: the target's test split
     device = resolve_device(device)
     work = checkpoint_dir(out)
     base = resolve_model(params["model"])
@@ -39,6 +39,8 @@ def _train_and_save(arch: str, spec: dict, train: pd.DataFrame, out, device, for
         pd.DataFrame({"sentence1": test["sentence1"], "sentence2": test["sentence2"], "gold": test["score"],
                       "predicted": predicted}).to_parquet(tmp / "predictions.parquet", index=False)
         metrics = {"arch": arch, "device": device, "test": test_metrics, **result.metrics}
+        if "eval" in spec["inputs"]:
+            metrics["source_test"] = evaluate(arch, result.model, read_split(data, "test"), params)[0]
         write_json(tmp / "metrics.json", metrics)
     shutil.rmtree(work, ignore_errors=True)
     for parent in (work.parent, work.parent.parent):  # drop empty .checkpoints/<stage>/ folders
