@@ -157,3 +157,32 @@ def test_demo_cbe_trains_and_a_student_lr_change_reruns_only_the_student(workdir
     # the distillation experiment reuses this teacher and lower bound
     assert planned(workdir, "results/demo_cbe_distill.json", *args) == {
         "label_pairs": 1, "train_student": 1, "collect_results": 1}
+
+    # Augmented SBERT: silver pairs by BM25 + semantic search (the fine-tuned lower bound encodes the pool)
+    augsbert = "results/demo_augsbert_cbe.json"
+    silver_jobs = {"sample_pairs": 1, "label_pairs": 1, "train_student": 1, "collect_results": 1}
+    assert planned(workdir, augsbert, *args) == silver_jobs  # teacher and lower bound are reused
+    run(workdir, augsbert, *args)
+    result = json.loads((workdir / augsbert).read_text())
+    assert set(result["models"]) == {"zero_shot", "lower_bound", "teacher", "student"}
+    silver = result["silver"]["42"]
+    assert {"gold", "bm25", "semantic_search"} <= set(silver["strategies"])
+    assert silver["strategies"]["bm25"]["kept"] > 0 and 0 <= silver["strategies"]["bm25"]["ks_to_gold"] <= 1
+    labels_dir = workdir / next(s["path"] for s in result["stages"].values() if s["stage"] == "labels")
+    assert (labels_dir / "score_densities.png").stat().st_size > 10_000
+    pairs = pd.read_parquet(labels_dir / "pairs.parquet")
+    assert len(pairs) == silver["pairs"] and set(pairs["teacher"]) == {teacher_dir.name}
+    # changing only the sampling strategy reuses the teacher
+    assert planned(workdir, augsbert, *args, "--config",
+                   "experiments={demo_augsbert_cbe: {sampling: {strategies: [random, kde]}}}") == silver_jobs
+
+
+def test_real_data_chains_plan_in_full(workdir):
+    from conftest import write_stsb_sbert
+
+    write_bws(workdir / "data" / "raw" / "bws" / "BWS_Argument_Similarity_Corpus.csv", per_topic=12)
+    write_stsb_sbert(workdir / "data" / "raw" / "stsb")
+    assert planned(workdir, "results/bws_cbe.json", "results/stsb2bws_cbe.json", "results/bws_ce.json",
+                   "results/stsb2bws_ce.json") == {
+        "prepare_data": 2, "evaluate_zero_shot": 1, "train_teacher": 4, "train_student": 6, "sample_pairs": 2,
+        "label_pairs": 4, "collect_results": 4}
