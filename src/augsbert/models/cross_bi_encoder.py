@@ -68,22 +68,23 @@ class PairTokenizer:
 
     def __call__(self, texts_a: Sequence[str], texts_b: Sequence[str]) -> dict[str, torch.Tensor]:
         pairs = [self.layout(a, b) for a, b in zip(self.encode_texts(texts_a), self.encode_texts(texts_b))]
-        width = max(len(ids) for ids, _ in pairs)
-        n = len(pairs)
+        lengths = np.array([len(ids) for ids, _ in pairs])
+        firsts = np.array([first for _, first in pairs])
+        width = int(lengths.max())
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        input_ids = torch.full((n, width), pad, dtype=torch.long)
-        attention = torch.zeros((n, width), dtype=torch.long)
-        seg1 = torch.zeros((n, width), dtype=torch.long)
-        seg2 = torch.zeros((n, width), dtype=torch.long)
-        for row, (ids, first_len) in enumerate(pairs):
-            input_ids[row, : len(ids)] = torch.tensor(ids)
-            attention[row, : len(ids)] = 1
-            seg1[row, :first_len] = 1
-            seg2[row, first_len : len(ids)] = 1
-        features = {"input_ids": input_ids, "attention_mask": attention,
-                    "segment1_mask": seg1, "segment2_mask": seg2}
+        input_ids = np.full((len(pairs), width), pad, dtype=np.int64)
+        for row, (ids, _) in enumerate(pairs):
+            input_ids[row, : len(ids)] = ids
+        position = np.arange(width)[None, :]
+        attention = position < lengths[:, None]
+        seg1 = position < firsts[:, None]
+        seg2 = attention & ~seg1
+        features = {"input_ids": torch.from_numpy(input_ids),
+                    "attention_mask": torch.from_numpy(attention.astype(np.int64)),
+                    "segment1_mask": torch.from_numpy(seg1.astype(np.int64)),
+                    "segment2_mask": torch.from_numpy(seg2.astype(np.int64))}
         if self.use_token_types:
-            features["token_type_ids"] = seg2.clone()
+            features["token_type_ids"] = features["segment2_mask"].clone()
         return features
 
 
