@@ -170,3 +170,8 @@ def test_domain_transfer_trains_teacher_on_source_and_tests_on_target():
     assert dict(plan.node(k["candidates"]).inputs) == {"data": k["data"]}
     assert dict(plan.node(k["labels"]).inputs)["gold"] == k["source_data"]
     assert dict(plan.node(k["student"]).inputs) == {"data": k["data"], "labels": k["labels"]}
+
+
+def test_missing_model_path_fails_at_planning(tmp_path):
+    with pytest.raises(ConfigError, match=r"experiments\.demo_cbe\.teacher\.base_model: model .*no such local"):
+        plan_for(experiments={"demo_cbe": {"teacher": {"base_model": str(tmp_path / "nope")}}})

@@ -113,6 +113,7 @@ class Plan:
         on the target. Silver candidates always come from the target's train
         sentences.
         """
+        self._check_models(name, exp)
         dataset = exp["dataset"]
         source = exp["source"] or dataset
         plan = ExperimentPlan(name, exp, self.config["datasets"][dataset], list(self.config["seeds"]))
@@ -152,6 +153,23 @@ class Plan:
             roles["student"] = self._student(exp, dataset, seed, {"data": data, "labels": roles["labels"]})
             plan.runs[seed] = {role: node.key for role, node in roles.items()}
         return plan
+
+    @staticmethod
+    def _check_models(name: str, exp: dict) -> None:
+        """Fail while planning (not hours later in a job) on a model path that does not exist."""
+        from .models.resolve import ModelResolutionError, reference_kind
+
+        refs = {"base_model": exp["base_model"], "teacher.base_model": exp["teacher"]["base_model"],
+                "student.base_model": exp["student"]["base_model"]}
+        if exp["sampling"]["semantic_model"] not in ("finetuned", "pretrained"):
+            refs["sampling.semantic_model"] = exp["sampling"]["semantic_model"]
+        for key, ref in refs.items():
+            if ref is None:
+                continue
+            try:
+                reference_kind(ref)
+            except ModelResolutionError as err:
+                raise ConfigError(f"experiments.{name}.{key}: {err}") from None
 
     def _candidates(self, exp: dict, dataset: str, seed: int, data: Node, encoder: Node,
                     strategies: list[str]) -> Node:
