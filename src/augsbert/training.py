@@ -120,7 +120,7 @@ def _callbacks():
     return StopAtStep, BestEpoch
 
 
-def _claim_workdir(workdir: Path, fingerprint: dict) -> None:
+def claim_workdir(workdir: Path, fingerprint: dict) -> None:
     """Reuse resume state only if it was made by the same computation; otherwise start afresh."""
     from . import __version__
 
@@ -223,7 +223,7 @@ def fit(arch_name: str, base: str, train: pd.DataFrame, dev: pd.DataFrame | None
     from transformers.trainer_utils import get_last_checkpoint
 
     arch = ARCHITECTURES[arch_name]
-    _claim_workdir(workdir, {"arch": arch_name, "base": base, "params": params, "device": device,
+    claim_workdir(workdir, {"arch": arch_name, "base": base, "params": params, "device": device,
                              "precision": precision, "train_pairs": len(train)})
     has_dev = dev is not None and len(dev) > 1
     seed, trials = params["seed"], []

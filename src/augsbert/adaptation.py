@@ -1,0 +1,97 @@
+"""MLM domain adaptation: pairs from the target sentences, masked-LM training, held-out evaluation.
+
+Pairs (thesis 4.3.1): for every target sentence its BM25 top-1 partner and one
+random partner, built with the sampling module (one implementation for silver
+and MLM pairs). Training uses the Hugging Face Trainer with resumable
+checkpoints, like the teacher and student stages.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from .models.cross_bi_encoder import PairTokenizer
+from .models.mlm import MLMPairCollator, masked_lm_from
+from .sampling import bm25_neighbors
+from .sampling.pool import PairCollector, random_partners
+from .training import claim_workdir, precision_flags
+
+log = logging.getLogger(__name__)
+
+
+def mlm_pairs(pool: list[str], seed: int) -> pd.DataFrame:
+    """BM25 top-1 plus one random partner for every sentence of the (sorted, unique) pool."""
+    collector = PairCollector(pool, gold_pairs=[], eval_sentences=set(), exclude_eval=False)
+    collector.add_neighbours("bm25", bm25_neighbors(pool, 1)[0])
+    collector.add_neighbours("random", random_partners(len(pool), 1, seed))
+    return collector.frame()
+
+
+def split_held_out(pairs: pd.DataFrame, fraction: float, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    n_eval = max(1, int(round(fraction * len(pairs))))
+    order = np.random.default_rng(seed).permutation(len(pairs))
+    return pairs.iloc[np.sort(order[n_eval:])], pairs.iloc[np.sort(order[:n_eval])]
+
+
+@torch.inference_mode()
+def evaluate_mlm(model, pair_tokenizer: PairTokenizer, pairs: pd.DataFrame, probability: float,
+                 batch_size: int = 32, seed: int = 0) -> dict:
+    """Masked-LM loss and masked-token accuracy on `pairs`, with a fixed (seeded) masking."""
+    collator = MLMPairCollator(pair_tokenizer, probability, seed=seed)
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    total_loss, correct, count = 0.0, 0, 0
+    rows = pairs[["sentence1", "sentence2"]].to_dict("records")
+    for start in range(0, len(rows), batch_size):
+        batch = {k: v.to(device) for k, v in collator(rows[start : start + batch_size]).items()}
+        logits = model(**{k: v for k, v in batch.items() if k != "labels"}).logits
+        chosen = batch["labels"] != -100
+        n = int(chosen.sum())
+        if n:
+            total_loss += float(torch.nn.functional.cross_entropy(logits[chosen], batch["labels"][chosen],
+                                                                  reduction="sum"))
+            correct += int((logits[chosen].argmax(-1) == batch["labels"][chosen]).sum())
+            count += n
+    model.train(was_training)
+    return {"loss": total_loss / max(count, 1), "accuracy": correct / max(count, 1), "masked_tokens": count}
+
+
+def adapt(base: str, train: pd.DataFrame, params: dict, workdir: Path, device: str, precision: str = "auto"):
+    """Continue masked-LM training of `base` on `train` pairs; resumable from `workdir`."""
+    from datasets import Dataset
+    from transformers import AutoTokenizer, Trainer, TrainingArguments, set_seed
+    from transformers.trainer_utils import get_last_checkpoint
+
+    claim_workdir(workdir, {"stage": "adapt_mlm", "base": base, "params": params, "device": device,
+                             "precision": precision, "train_pairs": len(train)})
+    set_seed(params["seed"])
+    model = masked_lm_from(base, params.get("config_kwargs"))
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    pair_tokenizer = PairTokenizer(tokenizer, params["max_length"],
+                                   getattr(model.config, "type_vocab_size", 0) >= 2)
+    collator = MLMPairCollator(pair_tokenizer, params["mask_probability"], params["masking"], seed=params["seed"])
+    args = TrainingArguments(
+        output_dir=str(workdir / "trainer"), max_steps=params["max_steps"],
+        per_device_train_batch_size=params["batch_size"], learning_rate=params["lr"],
+        warmup_steps=int(math.ceil(params["warmup_ratio"] * params["max_steps"])),
+        weight_decay=params["weight_decay"], lr_scheduler_type="linear", seed=params["seed"],
+        data_seed=params["seed"], save_strategy="steps", save_steps=params["checkpoint_steps"], save_total_limit=1,
+        logging_steps=max(1, min(50, params["max_steps"] // 10)), report_to="none", use_cpu=device == "cpu",
+        remove_unused_columns=False, dataloader_num_workers=0, disable_tqdm=False,
+        **precision_flags(device, precision))
+    dataset = Dataset.from_dict({"sentence1": train["sentence1"].tolist(), "sentence2": train["sentence2"].tolist()})
+    trainer = Trainer(model=model, args=args, train_dataset=dataset, data_collator=collator)
+    last = get_last_checkpoint(str(workdir / "trainer")) if (workdir / "trainer").is_dir() else None
+    if last:
+        log.info("resuming from %s", last)
+    output = trainer.train(resume_from_checkpoint=last)
+    return model, tokenizer, pair_tokenizer, {"train_loss": float(output.training_loss),
+                                              "steps": int(output.global_step),
+                                              "resumed_from": Path(last).name if last else None}
