@@ -11,7 +11,7 @@ CONFIG = str(REPO / "config" / "config.yaml")
 
 
 def test_every_command_has_help(capsys):
-    for command in ["prepare-data", "evaluate-zero-shot", "train-teacher", "sample-pairs", "label-pairs",
+    for command in ["prepare-data", "evaluate-zero-shot", "adapt-mlm", "train-teacher", "sample-pairs", "label-pairs",
                     "train-student",
                     "collect-results", "plan", "config-reference"]:
         with pytest.raises(SystemExit) as exit_:

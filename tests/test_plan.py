@@ -175,3 +175,20 @@ def test_domain_transfer_trains_teacher_on_source_and_tests_on_target():
 def test_missing_model_path_fails_at_planning(tmp_path):
     with pytest.raises(ConfigError, match=r"experiments\.demo_cbe\.teacher\.base_model: model .*no such local"):
         plan_for(experiments={"demo_cbe": {"teacher": {"base_model": str(tmp_path / "nope")}}})
+
+
+def test_mlm_variants_and_what_a_change_reruns():
+    base = keys(plan_for(), "demo_fulldomain_cbe")
+    plan = plan_for()
+    assert dict(plan.node(base["teacher"]).inputs)["init"] == base["adapt"]
+    assert dict(plan.node(base["student"]).inputs)["init"] == base["adapt"]
+    assert "init" not in dict(plan.node(base["lower_bound"]).inputs)
+    assert plan.node(base["teacher"]).params["freeze_embeddings"] is True  # default when adapted
+    domain = keys(plan, "demo_domain_cbe")
+    assert domain["adapt"] == base["adapt"] and domain["teacher"] == base["teacher"]
+    assert "init" not in dict(plan.node(domain["student"]).inputs)
+    steps = keys(plan_for(experiments={"demo_fulldomain_cbe": {"adapt_mlm": {"max_steps": 7}}}), "demo_fulldomain_cbe")
+    assert {r for r in base if base[r] != steps[r]} == {"adapt", "teacher", "labels", "student"}
+    lr = keys(plan_for(experiments={"demo_fulldomain_cbe": {"student": {"lr": 3e-5}}}), "demo_fulldomain_cbe")
+    assert lr["adapt"] == base["adapt"] and lr["teacher"] == base["teacher"]
+    assert keys(plan, "demo_augsbert_cbe").get("adapt") is None

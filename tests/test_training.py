@@ -36,6 +36,14 @@ def test_cross_encoder_activations_map_to_their_ranges(tiny_ce):
     assert np.argsort(sig).tolist() == np.argsort(logits).tolist() == np.argsort(tanh).tolist()
 
 
+@pytest.mark.parametrize("arch", ["be", "ce"])
+def test_freeze_embeddings_in_sentence_transformers_models(arch, tiny_minilm):
+    model = ARCHITECTURES[arch].build(tiny_minilm, train_params(), "cpu")
+    freeze_embeddings(ARCHITECTURES[arch].encoder(model))
+    frozen = [n for n, p in model.named_parameters() if not p.requires_grad]
+    assert len(frozen) == 3 and all("embeddings" in n for n in frozen)
+
+
 def test_freeze_embeddings_freezes_exactly_the_embedding_tables(tiny_minilm):
     model = ARCHITECTURES["cbe"].build(tiny_minilm, train_params(), "cpu")
     assert freeze_embeddings(model.encoder) == ["word_embeddings", "position_embeddings", "token_type_embeddings"]

@@ -31,7 +31,7 @@ def _load_spec(text: str) -> dict:
 
 # Which experiment role a stage command runs by default (train-student: the student, else the lower bound).
 DEFAULT_ROLES = {"data": ["data"], "zero_shot": ["zero_shot"], "teacher": ["teacher"], "labels": ["labels"],
-                 "candidates": ["candidates"],
+                 "candidates": ["candidates"], "adapt": ["adapt"],
                  "student": ["student", "lower_bound"]}
 
 
@@ -130,7 +130,7 @@ def _collect_command(sub) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .stages import candidates, labels, prepare_data, train, zero_shot
+    from .stages import adapt, candidates, labels, prepare_data, train, zero_shot
 
     parser = argparse.ArgumentParser(prog="augsbert", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -142,6 +142,9 @@ def build_parser() -> argparse.ArgumentParser:
     _stage_command(sub, "evaluate-zero-shot", "zero_shot",
                    "evaluate the untrained base model (cosine of mean-pooled embeddings) on the test split",
                    zero_shot.run, device=True)
+    _stage_command(sub, "adapt-mlm", "adapt",
+                   "masked-LM domain adaptation of the base model on target pairs in the CBE layout", adapt.run,
+                   device=True)
     _stage_command(sub, "train-teacher", "teacher",
                    "train the teacher (Cross-Encoder or Cross-Bi-Encoder) on the gold train split", train.run_teacher,
                    device=True)

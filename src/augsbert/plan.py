@@ -24,7 +24,8 @@ ARTIFACTS = "artifacts"
 
 # Bump a stage's version when its code changes what it computes: its key (and
 # every key downstream) changes, so old artifacts are not reused by mistake.
-STAGE_VERSIONS = {"data": 2, "zero_shot": 2, "teacher": 2, "candidates": 1, "labels": 2, "student": 2}
+STAGE_VERSIONS = {"data": 2, "zero_shot": 2, "adapt": 1, "teacher": 2, "candidates": 1, "labels": 2,
+                  "student": 2}
 
 KEY_PATTERN = r"[A-Za-z0-9_.+]+(?:-[A-Za-z0-9_.+]+)*-[0-9a-f]{10}"
 
@@ -126,15 +127,19 @@ class Plan:
         zero_shot = self._add(make_node(
             "zero_shot", f"{dataset}.{slug(exp['base_model'])}", {"model": exp["base_model"], **exp["evaluation"]},
             {"data": data}))
+        variant = exp["adapt_mlm"]["variant"]
         for seed in plan.seeds:
             roles = {"data": data, **({"source_data": gold} if source != dataset else {})}
+            adapted = self._adapt(exp, dataset, seed, data) if variant != "augsbert" else None
+            if adapted is not None:
+                roles["adapt"] = adapted
             lower_bound = self._student(exp, source, seed, trained_on, gold_only=True)
             if "zero_shot" in wanted:
                 roles["zero_shot"] = zero_shot
             if "lower_bound" in wanted:
                 roles["lower_bound"] = lower_bound
             if "teacher" in wanted or "student" in wanted:
-                teacher = self._teacher(exp, source, seed, trained_on)
+                teacher = self._teacher(exp, source, seed, {**trained_on, **({"init": adapted} if adapted else {})})
                 if "teacher" in wanted:
                     roles["teacher"] = teacher
             if "student" not in wanted:
@@ -150,7 +155,10 @@ class Plan:
             labels_params = {**exp["silver"], "kde_reference": sampling["kde_reference"], "seed": seed}
             roles["labels"] = self._add(make_node(
                 "labels", f"{dataset}.{exp['teacher']['arch']}", labels_params, label_inputs))
-            roles["student"] = self._student(exp, dataset, seed, {"data": data, "labels": roles["labels"]})
+            student_inputs = {"data": data, "labels": roles["labels"]}
+            if variant == "full_domain":
+                student_inputs["init"] = adapted
+            roles["student"] = self._student(exp, dataset, seed, student_inputs)
             plan.runs[seed] = {role: node.key for role, node in roles.items()}
         return plan
 
@@ -188,9 +196,18 @@ class Plan:
         params = {**sampling, "model": exp["base_model"], "seed": seed}
         return self._add(make_node("candidates", f"{dataset}.{'+'.join(strategies)}", params, inputs))
 
+    def _adapt(self, exp: dict, dataset: str, seed: int, data: Node) -> Node:
+        options = {k: v for k, v in exp["adapt_mlm"].items() if k != "variant"}
+        params = {**options, "model": exp["teacher"]["base_model"] or exp["base_model"],
+                  "pool": exp["sampling"]["pool"], "exclude_eval_sentences": exp["sampling"]["exclude_eval_sentences"],
+                  "seed": seed}
+        return self._add(make_node("adapt", f"{dataset}.mlm", params, {"data": data}))
+
     def _teacher(self, exp: dict, dataset: str, seed: int, inputs: dict[str, Node]) -> Node:
         options = dict(exp["teacher"])
         model = options.pop("base_model") or exp["base_model"]
+        if options["freeze_embeddings"] is None:  # thesis 5.4.3: freeze when starting from an adapted checkpoint
+            options["freeze_embeddings"] = "init" in inputs
         if options["arch"] == "cbe":  # Cross-Encoder-only options must not change a CBE's key
             options.pop("loss")
             options.pop("activation")
@@ -200,6 +217,8 @@ class Plan:
     def _student(self, exp: dict, dataset: str, seed: int, inputs: dict[str, Node], gold_only: bool = False) -> Node:
         options = dict(exp["student"])
         model = options.pop("base_model") or exp["base_model"]
+        if options["freeze_embeddings"] is None:
+            options["freeze_embeddings"] = "init" in inputs
         if gold_only:
             options["use_gold_labels"] = True
         params = {**options, "model": model, "seed": seed}

@@ -42,6 +42,9 @@ def _hf_module(st_model) -> torch.nn.Module:
 class _SentenceTransformersModel:
     """Shared by the two sentence-transformers models: where the encoder is, how to save."""
 
+    def encoder(self, model):
+        return _hf_module(model)
+
     def save(self, model, path: Path) -> None:
         model.save(str(path))
 
@@ -87,9 +90,6 @@ class CrossEncoderArch(_SentenceTransformersModel):
         return CrossEncoder(base, num_labels=1, max_length=params["max_length"], device=device,
                             activation_fn=ACTIVATIONS[params.get("activation", "sigmoid")](),
                             config_kwargs=params.get("config_kwargs"))
-
-    def encoder(self, model):
-        return _hf_module(model)
 
     def trainer(self, model, args: dict, train, callbacks, params: dict):
         from sentence_transformers.cross_encoder import CrossEncoderTrainer, CrossEncoderTrainingArguments

@@ -28,7 +28,8 @@ def _train_and_save(arch: str, spec: dict, train: pd.DataFrame, out, device, for
     test = read_split(spec["inputs"].get("eval", data), "test")  # domain transfer: the target's test split
     device = resolve_device(device)
     work = checkpoint_dir(out)
-    base = resolve_model(params["model"])
+    # an MLM-adapted checkpoint (domain / full_domain variants) replaces the base model
+    base = str(Path(spec["inputs"]["init"]) / "model") if "init" in spec["inputs"] else resolve_model(params["model"])
     log.info("%s: %d training pairs, %s dev pairs, %d test pairs, base %s, device %s", arch, len(train),
              len(dev) if dev is not None else "no", len(test), params["model"], device)
     with artifact_dir(out, spec, force) as tmp:

@@ -1,0 +1,43 @@
+"""Stage `adapt_mlm`: masked-LM domain adaptation of the base model on target pairs (CBE layout)."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+
+from ..adaptation import adapt, evaluate_mlm, mlm_pairs, split_held_out
+from ..artifacts import artifact_dir, write_json
+from ..models import resolve_device, resolve_model
+from ..models.mlm import masked_lm_from
+from .candidates import target_pool
+from .common import checkpoint_dir, precision
+
+log = logging.getLogger(__name__)
+
+
+def run(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
+    params = spec["params"]
+    pool, _, removed = target_pool(spec["inputs"]["data"], params["pool"], params["exclude_eval_sentences"])
+    pairs = mlm_pairs(pool, params["seed"])
+    train, held_out = split_held_out(pairs, params["held_out"], params["seed"])
+    work = checkpoint_dir(out)
+    with artifact_dir(out, spec, force) as tmp:
+        device = resolve_device(device)
+        base = resolve_model(params["model"])
+        log.info("MLM adaptation of %s on %d pairs from %d target sentences (%d held out)", params["model"],
+                 len(train), len(pool), len(held_out))
+        model, tokenizer, pair_tokenizer, metrics = adapt(base, train, params, work, device, precision())
+        after = evaluate_mlm(model, pair_tokenizer, held_out, params["mask_probability"])
+        before = evaluate_mlm(masked_lm_from(base).to(device), pair_tokenizer, held_out, params["mask_probability"])
+        log.info("held-out MLM loss %.3f -> %.3f, masked-token accuracy %.3f -> %.3f",
+                 before["loss"], after["loss"], before["accuracy"], after["accuracy"])
+        model.save_pretrained(str(tmp / "model"))
+        tokenizer.save_pretrained(str(tmp / "model"))
+        pairs.to_parquet(tmp / "pairs.parquet", index=False)
+        metrics = {"device": device, "pool_sentences": len(pool), "eval_sentences_removed_from_pool": removed,
+                   "pairs": len(pairs), "train_pairs": len(train), "held_out_pairs": len(held_out),
+                   "held_out": {"base": before, "adapted": after}, **metrics}
+        write_json(tmp / "metrics.json", metrics)
+    shutil.rmtree(work, ignore_errors=True)
+    return metrics
