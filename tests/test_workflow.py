@@ -176,6 +176,26 @@ def test_demo_cbe_trains_and_a_student_lr_change_reruns_only_the_student(workdir
     assert planned(workdir, augsbert, *args, "--config",
                    "experiments={demo_augsbert_cbe: {sampling: {strategies: [random, kde]}}}") == silver_jobs
 
+    # MLM domain adaptation (FullDomainSBERT): adapted teacher and student; the lower bound is reused
+    full = "results/demo_fulldomain_cbe.json"
+    mlm = ("--config", "experiments={demo_fulldomain_cbe: {adapt_mlm: {max_steps: 12, max_length: 64, batch_size: 8}}}")
+    # (its silver candidates are those of demo_augsbert_cbe: same pool, strategies and encoder)
+    assert planned(workdir, full, *args, *mlm) == {"adapt_mlm": 1, "train_teacher": 1, "label_pairs": 1,
+                                                    "train_student": 1, "collect_results": 1}
+    run(workdir, full, *args, *mlm)
+    adapt_dir = next((workdir / "artifacts" / "adapt").iterdir())
+    held_out = json.loads((adapt_dir / "metrics.json").read_text())["held_out"]
+    assert held_out["adapted"]["loss"] < held_out["base"]["loss"]
+    steps = ("--config", "experiments={demo_fulldomain_cbe: {adapt_mlm: {max_steps: 13, max_length: 64, batch_size: 8}}}")
+    assert planned(workdir, full, *args, *steps) == {"adapt_mlm": 1, "train_teacher": 1, "label_pairs": 1,
+                                                      "train_student": 1, "collect_results": 1}
+    student_lr = ("--config", "experiments={demo_fulldomain_cbe: {adapt_mlm: {max_steps: 12, max_length: 64, "
+                  "batch_size: 8}, student: {lr: 3.0e-5}}}")
+    # the student's lr also changes the lower bound, which encodes the pool for semantic search;
+    # adaptation and the teacher are untouched
+    assert planned(workdir, full, *args, *student_lr) == {"train_student": 2, "sample_pairs": 1, "label_pairs": 1,
+                                                           "collect_results": 1}
+
 
 def test_real_data_chains_plan_in_full(workdir):
     from conftest import write_stsb_sbert
