@@ -1,0 +1,79 @@
+"""Retrieval metrics (seeds 000/002, USEB) and embedding diagnostics (alignment, uniformity).
+
+Each ranking is a sequence of item ids, best first; `relevant` the set of
+relevant ids for that query. Conventions (stated because papers differ):
+- AP: mean of precision@i over the ranks i of the relevant items retrieved,
+  divided by the number of relevant items (unretrieved ones count as 0);
+- AP@k: the same over the top k, divided by min(k, |relevant|);
+- capped R@k: hits in the top k / min(k, |relevant|); Acc@k: 1 if any hit.
+Queries without relevant items are skipped, and counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def _hits(ranking: Sequence, relevant: set, k: int | None = None) -> np.ndarray:
+    top = ranking if k is None else ranking[:k]
+    return np.fromiter((item in relevant for item in top), dtype=bool, count=len(top))
+
+
+def average_precision(ranking: Sequence, relevant: set, k: int | None = None) -> float:
+    hits = _hits(ranking, relevant, k)
+    if not relevant:
+        raise ValueError("average precision needs at least one relevant item")
+    precision_at_hits = np.cumsum(hits)[hits] / (np.flatnonzero(hits) + 1)
+    denominator = len(relevant) if k is None else min(k, len(relevant))
+    return float(precision_at_hits.sum() / denominator)
+
+
+def precision_at_k(ranking: Sequence, relevant: set, k: int) -> float:
+    return float(_hits(ranking, relevant, k).sum() / k)
+
+
+def recall_at_k(ranking: Sequence, relevant: set, k: int) -> float:
+    return float(_hits(ranking, relevant, k).sum() / len(relevant))
+
+
+def capped_recall_at_k(ranking: Sequence, relevant: set, k: int) -> float:
+    return float(_hits(ranking, relevant, k).sum() / min(k, len(relevant)))
+
+
+def accuracy_at_k(ranking: Sequence, relevant: set, k: int) -> float:
+    return float(_hits(ranking, relevant, k).any())
+
+
+def retrieval_metrics(rankings: Sequence[Sequence], relevant: Sequence[set], ks: Sequence[int] = (1, 10, 100)) -> dict:
+    """Mean MAP, MAP@k, P@k, R@k, capped R@k and Acc@k over the queries (x 100)."""
+    pairs = [(r, rel) for r, rel in zip(rankings, relevant) if rel]
+    if not pairs:
+        raise ValueError("no query has a relevant item")
+    out = {"queries": len(pairs), "skipped_queries": len(rankings) - len(pairs),
+           "map": 100 * float(np.mean([average_precision(r, rel) for r, rel in pairs]))}
+    per_k = {"map": average_precision, "p": precision_at_k, "r": recall_at_k, "capped_r": capped_recall_at_k,
+             "acc": accuracy_at_k}
+    for k in ks:
+        for name, fn in per_k.items():
+            out[f"{name}@{k}"] = 100 * float(np.mean([fn(r, rel, k) for r, rel in pairs]))
+    return out
+
+
+def _normalised(x) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def alignment(x, y, alpha: float = 2.0) -> float:
+    """E ||f(x) - f(y)||^alpha over positive pairs (rows of x and y), on normalised embeddings; lower is better."""
+    return float(np.mean(np.linalg.norm(_normalised(x) - _normalised(y), axis=1) ** alpha))
+
+
+def uniformity(x, t: float = 2.0) -> float:
+    """log E exp(-t ||f(a) - f(b)||^2) over all distinct pairs, on normalised embeddings; lower is better."""
+    z = _normalised(x)
+    sq = np.maximum(2 - 2 * (z @ z.T), 0.0)
+    iu = np.triu_indices(len(z), k=1)
+    return float(np.log(np.mean(np.exp(-t * sq[iu]))))
