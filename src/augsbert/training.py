@@ -52,8 +52,7 @@ def pairs_of(table: pd.DataFrame) -> list[tuple[str, str]]:
 
 
 def dev_spearman(arch, model, dev: pd.DataFrame, params: dict) -> float:
-    pred = arch.predict(model, pairs_of(dev), params.get("eval_batch_size", 64), params)
-    return correlations(pred, dev["score"].to_numpy())["spearman"]
+    return evaluate(arch.name, model, dev, params)[0]["spearman"]
 
 
 def _callbacks():

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .readers import read_delimited, read_jsonl, read_lines, read_parquet, text_format
+from .readers import read_all_lines, read_delimited, read_jsonl, read_lines, read_parquet, text_format
 from .tables import (
     PAIR_COLUMNS,
     SPLITS,
@@ -316,8 +316,8 @@ class SpanishStsLoader(Loader):
         return [self.require(name, p) for pair in self._pairs(options, data_dir, stems) for p in pair]
 
     def _read(self, name, inputs, scores, report, high):
-        input_lines = read_lines_all(inputs)
-        score_lines = read_lines_all(scores)
+        input_lines = read_all_lines(inputs)
+        score_lines = read_all_lines(scores)
         while input_lines and not input_lines[-1].strip():
             input_lines.pop()
         while len(score_lines) > len(input_lines) and not score_lines[-1].strip():
@@ -352,17 +352,6 @@ class SpanishStsLoader(Loader):
             "test": tables["test"],
         }
         return PreparedData(splits, self.read_unlabeled(options, data_dir), {"unscored_pairs": unscored})
-
-
-def read_lines_all(path: Path) -> list[str]:
-    """All lines, split on newlines only (str.splitlines would also split on U+2028 and friends)."""
-    try:
-        lines = path.read_bytes().decode("utf-8-sig").split("\n")
-        if lines[-1] == "":
-            lines.pop()  # the newline that ends the last line does not start another
-        return [line.rstrip("\r") for line in lines]
-    except UnicodeDecodeError as err:
-        raise DataError(f"{path}: not valid utf-8 text ({err})") from None
 
 
 # ------------------------------------------------------------------ generic files

@@ -156,10 +156,19 @@ def read_parquet(path: Path, columns: list[str], names: list[str]) -> pd.DataFra
     return raw
 
 
-def read_lines(path: Path, encoding: str = "utf-8") -> list[tuple[int, str]]:
-    """Non-empty lines with their line numbers."""
+def read_all_lines(path: Path, encoding: str = "utf-8") -> list[str]:
+    """Every line (blank ones too), split on newlines only: str.splitlines would also split on
+    U+2028 and friends; a final newline does not start another line; \r is dropped."""
     try:
         with open_text(path, encoding) as handle:
-            return [(i, line.rstrip("\r\n")) for i, line in enumerate(handle, start=1) if line.strip()]
+            lines = handle.read().split("\n")
     except UnicodeDecodeError as err:
         raise DataError(f"{path}: not valid {encoding} text ({err})") from None
+    if lines[-1] == "":
+        lines.pop()
+    return [line.rstrip("\r") for line in lines]
+
+
+def read_lines(path: Path, encoding: str = "utf-8") -> list[tuple[int, str]]:
+    """Non-empty lines with their line numbers."""
+    return [(i, line) for i, line in enumerate(read_all_lines(path, encoding), start=1) if line.strip()]
