@@ -70,7 +70,7 @@ def test_bad_spec_and_missing_data_are_clear(tmp_path, capsys):
 def test_plan_command_prints_keys(capsys):
     assert main(["plan", "--config", CONFIG, "--experiment", "demo_zeroshot"]) == 0
     plan = json.loads(capsys.readouterr().out)
-    assert set(plan["demo_zeroshot"]["runs"]["42"]) == {"data", "zero_shot"}
+    assert set(plan["demo_zeroshot"]["runs"]["42"]) == {"data", "zero_shot", "zero_shot_suite"}
 
 
 def test_role_and_seed_select_the_planned_node():

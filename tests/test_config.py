@@ -17,7 +17,8 @@ def test_defaults_filled_and_experiments_merged(raw_config):
     cfg = prepare_config(raw_config)
     exp = cfg["experiments"]["demo_zeroshot"]
     assert exp["base_model"] == "minilm-l6"
-    assert exp["evaluation"] == {"batch_size": 64, "max_length": 256}
+    assert {k: exp["evaluation"][k] for k in ("batch_size", "max_length", "suites")} == {
+        "batch_size": 64, "max_length": 256, "suites": ["sts", "topic", "useb", "diagnostics"]}
     assert cfg["datasets"]["lee"]["split_fractions"] == [0.5, 0.2, 0.3]
     assert cfg["datasets"]["lee"]["on_bad_rows"] == "error"
     # loader-specific defaults only where they belong
@@ -29,7 +30,8 @@ def test_user_defaults_are_not_shadowed_by_schema_defaults(raw_config):
     raw_config["defaults"]["evaluation"] = {"batch_size": 8}
     raw_config["experiments"]["stsb_zeroshot"]["evaluation"] = {"batch_size": 4}
     cfg = prepare_config(raw_config)
-    assert cfg["experiments"]["demo_zeroshot"]["evaluation"] == {"batch_size": 8, "max_length": 256}
+    assert cfg["experiments"]["demo_zeroshot"]["evaluation"]["batch_size"] == 8
+    assert cfg["experiments"]["demo_zeroshot"]["evaluation"]["max_length"] == 256
     assert cfg["experiments"]["stsb_zeroshot"]["evaluation"]["batch_size"] == 4
 
 

@@ -83,7 +83,8 @@ def test_spec_carries_params_and_input_paths():
     exp = plan.experiment_spec("demo_zeroshot")
     assert exp["runs"]["42"]["zero_shot"]["path"] == f"artifacts/zero_shot/{k['zero_shot']}"
     assert plan.experiment_inputs("demo_zeroshot") == sorted(
-        [f"artifacts/data/{k['data']}", f"artifacts/zero_shot/{k['zero_shot']}"])
+        [f"artifacts/data/{k['data']}", f"artifacts/zero_shot/{k['zero_shot']}",
+         f"artifacts/suite/{k['zero_shot_suite']}"])
 
 
 def test_config_hash_follows_the_effective_config():
@@ -94,11 +95,12 @@ def test_config_hash_follows_the_effective_config():
 
 def test_training_roles_and_what_a_change_reruns():
     base = keys(plan_for(), "demo_cbe_distill")
-    assert set(base) == {"data", "zero_shot", "lower_bound", "teacher", "labels", "student"}
+    assert set(base) == {"data", "zero_shot", "lower_bound", "teacher", "labels", "student",
+                         "zero_shot_suite", "lower_bound_suite", "student_suite"}
     lr = keys(plan_for(experiments={"demo_cbe_distill": {"student": {"lr": 3e-5}}}), "demo_cbe_distill")
-    assert {r for r in base if base[r] != lr[r]} == {"lower_bound", "student"}
+    assert {r for r in base if base[r] != lr[r]} == {"lower_bound", "student", "lower_bound_suite", "student_suite"}
     teacher = keys(plan_for(experiments={"demo_cbe_distill": {"teacher": {"epochs": 1}}}), "demo_cbe_distill")
-    assert {r for r in base if base[r] != teacher[r]} == {"teacher", "labels", "student"}
+    assert {r for r in base if base[r] != teacher[r]} == {"teacher", "labels", "student", "student_suite"}
     # Cross-Encoder-only options do not touch a Cross-Bi-Encoder
     ce_only = keys(plan_for(defaults={"teacher": {"loss": "mse", "activation": "tanh"}}), "demo_cbe_distill")
     assert ce_only == base
@@ -188,7 +190,7 @@ def test_mlm_variants_and_what_a_change_reruns():
     assert domain["adapt"] == base["adapt"] and domain["teacher"] == base["teacher"]
     assert "init" not in dict(plan.node(domain["student"]).inputs)
     steps = keys(plan_for(experiments={"demo_fulldomain_cbe": {"adapt_mlm": {"max_steps": 7}}}), "demo_fulldomain_cbe")
-    assert {r for r in base if base[r] != steps[r]} == {"adapt", "teacher", "labels", "student"}
+    assert {r for r in base if base[r] != steps[r]} == {"adapt", "teacher", "labels", "student", "student_suite"}
     lr = keys(plan_for(experiments={"demo_fulldomain_cbe": {"student": {"lr": 3e-5}}}), "demo_fulldomain_cbe")
     assert lr["adapt"] == base["adapt"] and lr["teacher"] == base["teacher"]
     assert keys(plan, "demo_augsbert_cbe").get("adapt") is None

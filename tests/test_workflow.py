@@ -56,8 +56,8 @@ def run(workdir: Path, *args: str) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-FULL = {"prepare_data": 1, "evaluate_zero_shot": 1, "collect_results": 1}
-EVAL_ONLY = {"evaluate_zero_shot": 1, "collect_results": 1}
+FULL = {"prepare_data": 1, "evaluate_zero_shot": 1, "evaluate_suite": 1, "collect_results": 1}
+EVAL_ONLY = {"evaluate_zero_shot": 1, "evaluate_suite": 1, "collect_results": 1}
 TARGET = "results/demo_zeroshot.json"
 
 
@@ -68,8 +68,14 @@ def test_demo_run_and_rerun_behaviour(workdir):
     zs = result["models"]["zero_shot"]
     pred = pd.read_parquet(workdir / result["stages"][next(
         k for k, s in result["stages"].items() if s["stage"] == "zero_shot")]["path"] / "predictions.parquet")
-    assert zs["spearman"]["mean"] == pytest.approx(correlations(pred["predicted"], pred["gold"])["spearman"], abs=1e-3)
-    assert zs["spearman"]["mean"] > 30  # MiniLM does track human judgements of the Lee documents
+    assert zs["summary"]["spearman"]["mean"] == pytest.approx(
+        correlations(pred["predicted"], pred["gold"])["spearman"], abs=1e-3)
+    assert zs["summary"]["spearman"]["mean"] > 30  # MiniLM does track human judgements of the Lee documents
+    # the evaluation suite: diagnostics computed, every absent task listed with its reason
+    assert -4 < zs["per_seed"]["42"]["uniformity"] < 0 and 0 < zs["per_seed"]["42"]["alignment"] < 2
+    assert set(zs["skipped"]) == {"sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr", "topic",
+                                  "askubuntu", "cqadupstack", "twitterpara", "scidocs"}
+    assert zs["skipped"]["sts12"] == "no file data/raw/sts_suite/sts12.tsv (and evaluation.sts_hub is false)"
     assert result["data"]["sizes"] == {"train": 300, "dev": 45, "test": 105, "unlabeled": 300}
     assert result["versions"]["torch"] and result["device"] == ["cpu"] and len(result["config_hash"]) == 10
     assert all(s["wall_time_s"] is not None for s in result["stages"].values())
@@ -104,6 +110,20 @@ def test_demo_run_and_rerun_behaviour(workdir):
         os.utime(path)
     assert planned(workdir, TARGET) == {}
 
+    # adding an STS-suite file re-evaluates only the suite of the model (and rewrites the results file)
+    suite_dir = workdir / "data" / "raw" / "sts_suite"
+    suite_dir.mkdir(parents=True)
+    lee_test = pd.read_parquet(next((workdir / "artifacts" / "data").iterdir()) / "test.parquet")
+    rows = [f"{a}\t{b}\t{5 * s}" for a, b, s in zip(lee_test["sentence1"], lee_test["sentence2"], lee_test["score"])]
+    (suite_dir / "sts12.tsv").write_text("sentence1\tsentence2\tscore\n" + "\n".join(rows) + "\n")
+    assert planned(workdir, TARGET) == {"evaluate_suite": 1, "collect_results": 1}
+    run(workdir, TARGET)
+    zs = json.loads((workdir / TARGET).read_text())["models"]["zero_shot"]
+    # the same pairs as the test split: the suite's Spearman equals the test Spearman
+    assert zs["per_seed"]["42"]["sts12"] == pytest.approx(zs["per_seed"]["42"]["spearman"], abs=1e-3)
+    assert zs["summary"]["sts_avg"]["mean"] == pytest.approx(zs["per_seed"]["42"]["sts12"])
+    assert "sts12" not in zs["skipped"] and "sts13" in zs["skipped"]
+
 
 def test_missing_real_data_fails_fast_then_runs(workdir):
     proc = snakemake(workdir, "-n", "results/bws_zeroshot.json")
@@ -117,7 +137,10 @@ def test_missing_real_data_fails_fast_then_runs(workdir):
     run(workdir, "results/bws_zeroshot.json")
     result = json.loads((workdir / "results" / "bws_zeroshot.json").read_text())
     assert result["data"]["sizes"] == {"train": 60, "dev": 12, "test": 24}
-    assert result["models"]["zero_shot"]["spearman"]["n"] == 1
+    zs = result["models"]["zero_shot"]
+    assert zs["summary"]["spearman"]["n"] == 1
+    # BWS has topics: frozen-encoder topic classification over its 8 topics
+    assert zs["summary"]["topic_macro_f1"]["mean"] > 30 and "topic" not in zs["skipped"]
 
 
 def test_config_errors_name_the_key(workdir):
@@ -133,7 +156,7 @@ def test_demo_cbe_trains_and_a_student_lr_change_reruns_only_the_student(workdir
         f"defaults:\n  base_model: {tiny_minilm}\n"
         "  teacher: {epochs: 1, max_length: 96, batch_size: 32}\n"
         "  student: {epochs: 1, max_length: 48, batch_size: 32}\n"
-        "  evaluation: {max_length: 48}\n")
+        "  evaluation: {max_length: 48, suites: []}\n")
     args = ("--configfile", "config/config.yaml", str(small))
     target = "results/demo_cbe.json"
     assert planned(workdir, target, *args) == {"prepare_data": 1, "evaluate_zero_shot": 1, "train_teacher": 1,
@@ -145,7 +168,8 @@ def test_demo_cbe_trains_and_a_student_lr_change_reruns_only_the_student(workdir
     teacher_dir = workdir / next(s["path"] for s in result["stages"].values() if s["stage"] == "teacher")
     assert (teacher_dir / "model" / "cross_bi_encoder.json").is_file()
     metrics = json.loads((teacher_dir / "metrics.json").read_text())
-    assert metrics["test"]["spearman"] == pytest.approx(result["models"]["teacher"]["spearman"]["mean"], abs=1e-3)
+    assert metrics["test"]["spearman"] == pytest.approx(result["models"]["teacher"]["summary"]["spearman"]["mean"],
+                                                        abs=1e-3)
     assert metrics["dev_history"][0]["epoch"] == 1
     log = (workdir / "logs" / "teacher" / f"{teacher_dir.name}.log").read_text()
     assert "epoch 1 (step" in log and "dev spearman" in log
@@ -198,7 +222,7 @@ def test_demo_cbe_trains_and_a_student_lr_change_reruns_only_the_student(workdir
 
 
 def test_real_data_chains_plan_in_full(workdir):
-    from conftest import write_stsb_sbert
+    from conftest import write_spanish, write_stsb_sbert
 
     write_bws(workdir / "data" / "raw" / "bws" / "BWS_Argument_Similarity_Corpus.csv", per_topic=12)
     write_stsb_sbert(workdir / "data" / "raw" / "stsb")
@@ -206,3 +230,63 @@ def test_real_data_chains_plan_in_full(workdir):
                    "results/stsb2bws_ce.json") == {
         "prepare_data": 2, "evaluate_zero_shot": 1, "train_teacher": 4, "train_student": 6, "sample_pairs": 2,
         "label_pairs": 4, "collect_results": 4}
+
+
+def test_thesis_grid_plans_in_full_with_real_data_files(workdir):
+    from conftest import write_spanish
+
+    write_bws(workdir / "data" / "raw" / "bws" / "BWS_Argument_Similarity_Corpus.csv", per_topic=12)
+    stems = ["sts14-li65", "sts14-news", "sts14-wikipedia", "sts15-newswire", "sts15-wikipedia", "sts17-es"]
+    write_spanish(workdir / "data" / "raw" / "spanish_sts", {s: [str(i % 5) for i in range(60)] for s in stems})
+    jobs = planned(workdir, "results/tables/augsbert_semi.md")
+    # 3 datasets x 3 seeds: one lower bound, two teachers, ten students (2 teachers x 5 samplings) each
+    assert jobs == {"prepare_data": 3, "train_student": 3 * 3 * 11, "train_teacher": 3 * 3 * 2,
+                    "sample_pairs": 3 * 3 * 4, "label_pairs": 3 * 3 * 10, "evaluate_suite": 3 * 3 * 11,
+                    "collect_results": 30, "grid_table": 1}
+
+
+def test_grid_table_report_and_adding_a_seed(workdir, tiny_minilm):
+    grid = workdir / "grid.yaml"
+    grid.write_text(
+        "grids:\n  tiny:\n    description: tiny grid\n    seeds: [1, 2]\n    options:\n"
+        f"      base_model: {tiny_minilm}\n      models: [lower_bound, teacher, student]\n"
+        "      teacher: {epochs: 1, max_length: 64, batch_size: 32}\n"
+        "      student: {epochs: 1, max_length: 48, batch_size: 32}\n"
+        "      sampling: {pool: train+unlabeled, top_k: 1}\n"
+        "      evaluation: {max_length: 48, suites: [diagnostics]}\n"
+        "    columns: {lee: {dataset: lee}}\n"
+        "    axes: {sampling: {bm25: {sampling: {strategies: [bm25]}}}}\n"
+        "    metrics: [spearman, uniformity]\n")
+    args = ("--configfile", "config/config.yaml", str(grid))
+    target = "results/tables/tiny.md"
+    # two seeds: lower bound, teacher, BM25 candidates, labels, student and two suite evaluations each
+    assert planned(workdir, target, *args) == {
+        "prepare_data": 1, "train_student": 2 * 2, "train_teacher": 2, "sample_pairs": 2, "label_pairs": 2,
+        "evaluate_suite": 2 * 2, "collect_results": 1, "grid_table": 1}
+    run(workdir, target, *args)
+    table = (workdir / target).read_text()
+    result = json.loads((workdir / "results" / "tiny.bm25.lee.json").read_text())
+    student = result["models"]["student"]
+    mean, std = student["summary"]["spearman"]["mean"], student["summary"]["spearman"]["std"]
+    seeds = [student["per_seed"][s]["spearman"] for s in ("1", "2")]
+    assert mean == pytest.approx(sum(seeds) / 2, abs=1e-3) and std == pytest.approx(abs(seeds[0] - seeds[1]) / 2 ** 0.5, abs=1e-3)
+    assert f"| AugSBERT | {mean:.2f} ± {std:.2f} |" in table
+    for label in ("SBERT (lower bound)", "CBE (upper bound)", "AugSBERT"):
+        assert sum(line.startswith(f"| {label} |") for line in table.splitlines()) == 2  # spearman + uniformity
+    csv = pd.read_csv(workdir / "results" / "tables" / "tiny.csv")
+    assert len(csv) == 3 * 2 and set(csv["seeds"]) == {"1 2"}
+    assert (workdir / "results" / "tables" / "tiny.png").stat().st_size > 5_000
+    assert any(p.name.startswith("teacher.") for p in (workdir / "results" / "tables" / "tiny.logs").iterdir())
+    assert len(list((workdir / "results" / "tables" / "tiny.figures").glob("*.png"))) == 2  # seeds 1 and 2
+    # the results file follows the documented schema (collect-results validates before writing)
+    assert set(result["wall_time_s"]["per_stage"]) == {"data", "teacher", "student", "candidates", "labels", "suite"}
+
+    proc = snakemake(workdir, "--report", "report.html", target, *args)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (workdir / "report.html").stat().st_size > 50_000
+
+    # a third seed: only that seed's chain, the two results files and the table
+    more = ("--config", "grids={tiny: {seeds: [1, 2, 3]}}")
+    assert planned(workdir, target, *args, *more) == {
+        "train_student": 2, "train_teacher": 1, "sample_pairs": 1, "label_pairs": 1, "evaluate_suite": 2,
+        "collect_results": 1, "grid_table": 1}

@@ -32,7 +32,8 @@ def _load_spec(text: str) -> dict:
 # Which experiment role a stage command runs by default (train-student: the student, else the lower bound).
 DEFAULT_ROLES = {"data": ["data"], "zero_shot": ["zero_shot"], "teacher": ["teacher"], "labels": ["labels"],
                  "candidates": ["candidates"], "adapt": ["adapt"],
-                 "student": ["student", "lower_bound"]}
+                 "student": ["student", "lower_bound"],
+                 "suite": ["student_suite", "lower_bound_suite", "zero_shot_suite"]}
 
 
 def _planned_spec(args, stage: str) -> tuple[dict, str]:
@@ -129,8 +130,37 @@ def _collect_command(sub) -> None:
     p.set_defaults(handler=handler)
 
 
+def _table_command(sub) -> None:
+    p = sub.add_parser("render-table", help="render a grid's results as results/tables/<grid>.{md,csv,png}",
+                       description="Lay out the finished results of a grid's experiments as the thesis' tables "
+                                   "(rows = methods, columns = datasets, mean +- std over seeds) and a bar chart.")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--spec", help="grid spec JSON or @file (what the workflow passes)")
+    src.add_argument("--config", help="config YAML (standalone use; needs --grid)")
+    p.add_argument("--grid")
+    p.add_argument("--results", default="results", help="directory holding results/<experiment>.json")
+    p.add_argument("--out", help="Markdown table to write (default results/tables/<grid>.md; .csv and .png beside)")
+
+    def handler(args) -> None:
+        from .reporting import tables
+
+        if args.spec:
+            spec = _load_spec(args.spec)
+        else:
+            from .config import load_config
+            from .plan import Plan
+
+            if not args.grid:
+                p.error("--config needs --grid")
+            spec = Plan(load_config(args.config)).grid_spec(args.grid)
+        out = Path(args.out or f"results/tables/{spec['grid']}.md")
+        print(tables.run(spec, args.results, out))
+
+    p.set_defaults(handler=handler)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    from .stages import adapt, candidates, labels, prepare_data, train, zero_shot
+    from .stages import adapt, candidates, labels, prepare_data, suite, train, zero_shot
 
     parser = argparse.ArgumentParser(prog="augsbert", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -156,7 +186,11 @@ def build_parser() -> argparse.ArgumentParser:
     _stage_command(sub, "train-student", "student",
                    "train a Bi-Encoder on gold and/or teacher-labelled pairs (also the lower bound)", train.run_student,
                    device=True)
+    _stage_command(sub, "evaluate-suite", "suite",
+                   "evaluate a Bi-Encoder on the STS suite, topic classification, USEB and alignment/uniformity "
+                   "(--role zero_shot_suite | lower_bound_suite | student_suite)", suite.run, device=True)
     _collect_command(sub)
+    _table_command(sub)
     _plan_command(sub)
     ref = sub.add_parser("config-reference", help="print the Markdown config reference (config/README.md)")
     ref.set_defaults(handler=lambda args: print(__import__("augsbert.config_reference", fromlist=["render"]).render(), end=""))

@@ -6,10 +6,11 @@ that plans in Snakemake plans identically outside it. Order matters:
 1. coerce: `snakemake --config 'experiments={x: {student: {lr: 3e-5}}}'` turns
    every nested value into a string; strings are converted back by the types
    the schema declares before anything else looks at them;
-2. merge: every experiment is deep-merged over `defaults`, so an experiment
+2. expand: every `grids` cell becomes a named experiment (augsbert.grids);
+3. merge: every experiment is deep-merged over `defaults`, so an experiment
    that sets one key inherits the rest (the schema's defaults are filled only
    afterwards, otherwise they would shadow the user's `defaults`);
-3. validate with default filling (JSON Schema 2020-12).
+4. validate with default filling (JSON Schema 2020-12).
 """
 
 from __future__ import annotations
@@ -207,8 +208,12 @@ def prepare_config(raw: Mapping, validate: Callable[[dict], None] | None = None)
     Snakefile passes `snakemake.utils.validate` so users get Snakemake's usual
     messages.
     """
+    from .grids import expand_grids
+
     schema = load_schema()
-    config = coerce(copy.deepcopy(dict(raw)), schema)
+    config = expand_grids(coerce(copy.deepcopy(dict(raw)), schema))
+    # grid axes and columns are free-form overrides: coerce them once they are experiments
+    config["experiments"] = coerce(config["experiments"], schema["properties"]["experiments"], schema)
     config = merge_experiments(config)
     (validate or validate_with_defaults)(config)
     _check_references(config)

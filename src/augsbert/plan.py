@@ -25,7 +25,28 @@ ARTIFACTS = "artifacts"
 # Bump a stage's version when its code changes what it computes: its key (and
 # every key downstream) changes, so old artifacts are not reused by mistake.
 STAGE_VERSIONS = {"data": 2, "zero_shot": 2, "adapt": 1, "teacher": 2, "candidates": 1, "labels": 2,
-                  "student": 2}
+                  "student": 2, "suite": 1}
+
+# Bi-Encoder roles that get the evaluation suite (STS suite, topic, USEB, diagnostics).
+SUITE_ROLES = ("zero_shot", "lower_bound", "student")
+STS_TASKS_DIR = "sts_suite"
+USEB_DIR = "useb/data-eval"
+
+# Rows of a grid table, in thesis order, and their titles.
+TABLE_ROLES = ("zero_shot", "lower_bound", "teacher", "student")
+ROLE_TITLES = {"zero_shot": "Zero-shot base model", "lower_bound": "SBERT (lower bound)",
+               "teacher": "{arch} (upper bound)"}
+
+
+
+def row_label(role: str, arch: str, values: list[str], student_title: str = "AugSBERT") -> str:
+    """Thesis-style row names: "AugSBERT-BM25", "CBE (upper bound)", "SBERT (lower bound)"."""
+    if role == "student":
+        return "-".join([student_title, *values])
+    values = [v for v in values if not (role == "teacher" and v.lower() == arch.lower())]
+    title = ROLE_TITLES[role].format(arch=arch)
+    return f"{title} [{', '.join(values)}]" if values else title
+
 
 KEY_PATTERN = r"[A-Za-z0-9_.+]+(?:-[A-Za-z0-9_.+]+)*-[0-9a-f]{10}"
 
@@ -117,15 +138,16 @@ class Plan:
         self._check_models(name, exp)
         dataset = exp["dataset"]
         source = exp["source"] or dataset
-        plan = ExperimentPlan(name, exp, self.config["datasets"][dataset], list(self.config["seeds"]))
+        plan = ExperimentPlan(name, exp, self.config["datasets"][dataset], list(exp["seeds"] or self.config["seeds"]))
         data = self.data_node(dataset)
         gold = self.data_node(source)
         trained_on = {"data": gold, **({"eval": data} if source != dataset else {})}
         wanted = exp["models"]
         sampling = exp["sampling"]
         strategies = [s for s in sampling["strategies"] if s != "none"]
+        encoding = {k: exp["evaluation"][k] for k in ("batch_size", "max_length")}
         zero_shot = self._add(make_node(
-            "zero_shot", f"{dataset}.{slug(exp['base_model'])}", {"model": exp["base_model"], **exp["evaluation"]},
+            "zero_shot", f"{dataset}.{slug(exp['base_model'])}", {"model": exp["base_model"], **encoding},
             {"data": data}))
         variant = exp["adapt_mlm"]["variant"]
         for seed in plan.seeds:
@@ -149,6 +171,9 @@ class Plan:
             if strategies:
                 roles["candidates"] = label_inputs["candidates"] = self._candidates(
                     exp, dataset, seed, data, lower_bound, strategies)
+            if "target_pairs" in strategies and source == dataset:
+                raise ConfigError(f"experiments.{name}.sampling.strategies: target_pairs is for domain transfer "
+                                  "(`source` set); in-domain, silver.relabel_gold re-labels the train pairs")
             if not (strategies or exp["silver"]["relabel_gold"]):
                 raise ConfigError(f"experiments.{name}: the student gets no teacher labels (sampling.strategies is "
                                   "[none] and silver.relabel_gold is false); it would just be the lower bound")
@@ -160,6 +185,10 @@ class Plan:
                 student_inputs["init"] = adapted
             roles["student"] = self._student(exp, dataset, seed, student_inputs)
             plan.runs[seed] = {role: node.key for role, node in roles.items()}
+        for roles in plan.runs.values():
+            for role in SUITE_ROLES:
+                if role in roles and exp["evaluation"]["suites"]:
+                    roles[f"{role}_suite"] = self._suite(exp, data, self.nodes[roles[role]]).key
         return plan
 
     @staticmethod
@@ -187,7 +216,7 @@ class Plan:
         inputs = {"data": data}
         if needs_encoder and sampling["semantic_model"] == "finetuned":
             inputs["encoder"] = encoder
-        if not needs_encoder:  # encoder options cannot change BM25/random/KDE candidates
+        if not needs_encoder:  # encoder options cannot change BM25/random/KDE/target-pair candidates
             for key in ("semantic_model", "exact", "batch_size", "max_length"):
                 sampling.pop(key)
         if not any(s in ("kde", "iterative_kde") for s in strategies):
@@ -195,6 +224,58 @@ class Plan:
         sampling.pop("kde_reference")  # used when labelling
         params = {**sampling, "model": exp["base_model"], "seed": seed}
         return self._add(make_node("candidates", f"{dataset}.{'+'.join(strategies)}", params, inputs))
+
+    def suite_tasks(self, evaluation: dict, dataset: dict) -> dict:
+        """Which suite tasks can run, decided while planning so that adding a data file changes the key.
+
+        Each task maps to its local file or directory, "hub" (STS from mteb), or
+        None with the reason it is skipped in `skipped`.
+        """
+        root = Path(self.config["data_dir"])
+        suites = evaluation["suites"]
+        tasks: dict = {"sts": {}, "useb": {}, "skipped": {}}
+        if "sts" in suites:
+            for task in evaluation["sts_tasks"]:
+                path = root / STS_TASKS_DIR / f"{task}.tsv"
+                if path.is_file():
+                    tasks["sts"][task] = os.path.normpath(path)
+                elif evaluation["sts_hub"]:
+                    tasks["sts"][task] = "hub"
+                else:
+                    tasks["skipped"][task] = f"no file {os.path.normpath(path)} (and evaluation.sts_hub is false)"
+        if "useb" in suites:
+            for task in evaluation["useb_tasks"]:
+                path = root / USEB_DIR / task
+                if path.is_dir():
+                    tasks["useb"][task] = os.path.normpath(path)
+                else:
+                    tasks["skipped"][task] = f"no directory {os.path.normpath(path)} (unzip USEB's data-eval.zip there)"
+        if "topic" in suites:
+            has_topics = dataset["loader"].startswith("bws") or bool((dataset.get("columns") or {}).get("topic"))
+            if has_topics:
+                tasks["topic"] = evaluation["topic"]
+            else:
+                tasks["skipped"]["topic"] = "the dataset has no topic labels"
+        if "diagnostics" in suites:
+            tasks["positive_threshold"] = evaluation["positive_threshold"]
+        return tasks
+
+    def _suite(self, exp: dict, data: Node, model: Node) -> Node:
+        """Evaluation-suite node of one Bi-Encoder (a trained student, or the zero-shot base model)."""
+        params = {**self.suite_tasks(exp["evaluation"], self.config["datasets"][exp["dataset"]]),
+                  **{k: exp["evaluation"][k] for k in ("batch_size", "max_length")}}
+        inputs = {"data": data}
+        if model.stage == "zero_shot":
+            params["model"] = model.params["model"]
+        else:
+            inputs["model"] = model
+        return self._add(make_node("suite", f"{data.name}.{model.name}", params, inputs))
+
+    def local_files(self, key: str) -> list[str]:
+        """Raw files a suite node reads (Snakemake inputs, so a replaced file reruns it)."""
+        params = self.node(key).params
+        paths = [p for p in params.get("sts", {}).values() if p != "hub"] + list(params.get("useb", {}).values())
+        return sorted(paths)
 
     def _adapt(self, exp: dict, dataset: str, seed: int, data: Node) -> Node:
         options = {k: v for k, v in exp["adapt_mlm"].items() if k != "variant"}
@@ -266,6 +347,44 @@ class Plan:
                 for seed, roles in exp.runs.items()
             },
         }
+
+    def grid_spec(self, name: str) -> dict:
+        """The table layout of a grid: rows = (role, axis values), columns = the grid's columns.
+
+        A model shared by several cells (the lower bound of every sampling
+        variant, the teacher of every student of one teacher, ...) has the same
+        node keys there, so it becomes one row labelled only by the axis values
+        it depends on.
+        """
+        from .grids import cells
+
+        grids = self.config.get("grids") or {}
+        if name not in grids:
+            raise ConfigError(f"unknown grid '{name}' (configured: {', '.join(sorted(grids)) or 'none'})")
+        grid = grids[name]
+        columns = list(grid["columns"])
+        by_combo: dict[tuple, dict[str, str]] = {}
+        for cell in cells(name, grid):
+            by_combo.setdefault(cell.combo, {})[cell.column] = cell.experiment
+        varying = [axis for axis, values in (grid.get("axes") or {}).items() if len(values) > 1]
+        rows = []
+        for role in TABLE_ROLES:
+            groups: dict[tuple, list[tuple]] = {}
+            for combo, experiments in by_combo.items():
+                signature = tuple(
+                    tuple(self.experiments[experiments[c]].runs[s].get(role) for s in self.experiments[experiments[c]].seeds)
+                    for c in columns)
+                if any(k for keys in signature for k in keys):
+                    groups.setdefault(signature, []).append(combo)
+            for combos in groups.values():
+                first = by_combo[combos[0]]
+                arch = self.experiments[first[columns[0]]].config["teacher"]["arch"].upper()
+                fixed = [grid["labels"].get(value, value) for axis, value in combos[0]
+                         if axis in varying and all(dict(c)[axis] == value for c in combos)]
+                rows.append({"label": row_label(role, arch, fixed, grid["student_title"]), "role": role,
+                             "cells": {c: first[c] for c in columns}})
+        return {"grid": name, "description": grid["description"], "metrics": grid["metrics"], "columns": columns,
+                "rows": rows, "experiments": sorted({e for exps in by_combo.values() for e in exps.values()})}
 
     def experiment_inputs(self, name: str) -> list[str]:
         exp = self.experiment(name)

@@ -17,3 +17,23 @@ rule evaluate_zero_shot:
         gpu=1,
     shell:
         "augsbert evaluate-zero-shot --spec {params.spec:q} --out {output} > {log} 2>&1"
+
+
+rule evaluate_suite:
+    input:
+        unpack(node_inputs),
+        # local STS-suite files and USEB folders (replacing one reruns the evaluation)
+        files=lambda wc: PLAN.local_files(wc.key),
+    output:
+        directory("artifacts/suite/{key}"),
+    params:
+        spec=node_spec,
+    log:
+        "logs/suite/{key}.log",
+    threads: 2
+    resources:
+        mem_mb=16000,
+        runtime=120,
+        gpu=1,
+    shell:
+        "augsbert evaluate-suite --spec {params.spec:q} --out {output} > {log} 2>&1"

@@ -77,6 +77,11 @@ def run(spec: dict, out: str | Path, device: str | None = None, force: bool = Fa
         embeddings = _embed(pool, params, spec, device) if set(params["strategies"]) & set(SEMANTIC) else None
         frames, excluded = [], {}
         for strategy in params["strategies"]:
+            if strategy == "target_pairs":  # domain transfer: the target's train pairs, their gold labels unused
+                frames.append(train[["sentence1", "sentence2"]].assign(strategy=strategy))
+                excluded[strategy] = {}
+                log.info("%s: %d target train pairs (labels not used)", strategy, len(train))
+                continue
             collector = PairCollector(pool, gold_pairs, eval_sentences, params["exclude_eval_sentences"])
             if strategy == "random":
                 collector.add_neighbours(strategy, random_partners(len(pool), k, seed))

@@ -8,7 +8,14 @@ import statistics
 from importlib import metadata
 from pathlib import Path
 
-from ..artifacts import read_json, write_json
+import json
+from importlib import resources
+
+import yaml
+
+from ..artifacts import _finite, read_json, write_json
+
+RESULTS_SCHEMA = "schemas/results.schema.yaml"
 
 # What each planned role means in a results table.
 ROLE_LABELS = {
@@ -41,51 +48,91 @@ def summarise(values: list[float | None]) -> dict:
     return {"mean": round(statistics.fmean(vals), 4), "std": round(std, 4), "n": len(vals)}
 
 
+def _model_entry(role: str, per_seed: dict[str, dict], skipped: dict[str, str], paths: dict[str, dict]) -> dict:
+    names = [m for m in dict.fromkeys(k for v in per_seed.values() for k in v)
+             if all(isinstance(v.get(m), (int, float, type(None))) and not isinstance(v.get(m), bool)
+                    for v in per_seed.values()) and m != "n_pairs"]
+    return {
+        "description": ROLE_LABELS[role],
+        "per_seed": per_seed,
+        "summary": {m: summarise([v.get(m) for v in per_seed.values()]) for m in names},
+        "skipped": skipped,
+        "artifacts": paths,
+    }
+
+
 def run(spec: dict, out: str | Path) -> dict:
+    """Read every planned artifact of the experiment and write the results file (see results.schema.yaml)."""
     per_role: dict[str, dict[str, dict]] = {}
+    skipped: dict[str, dict[str, str]] = {}
+    paths: dict[str, dict[str, dict]] = {}
     stages: dict[str, dict] = {}
     silver: dict[str, dict] = {}
     for seed, roles in spec["runs"].items():
         for role, node in roles.items():
             metrics = read_json(Path(node["path"]) / "metrics.json")
             stages[node["key"]] = {"stage": node["stage"], "path": node["path"],
-                                   "wall_time_s": metrics.get("wall_time_s")}
+                                   "wall_time_s": metrics.get("wall_time_s"), "device": metrics.get("device")}
             if role == "labels":
-                silver.setdefault(seed, read_json(Path(node["path"]) / "sampling_stats.json"))
+                silver[seed] = read_json(Path(node["path"]) / "sampling_stats.json")
             if role in ROLE_LABELS:
-                test = metrics["test"]
-                per_role.setdefault(role, {})[seed] = {m: test.get(m) for m in (*METRICS, "n_pairs")}
+                entry = per_role.setdefault(role, {}).setdefault(seed, {})
+                entry.update({m: metrics["test"].get(m) for m in (*METRICS, "n_pairs")})
                 if metrics.get("arch"):
-                    per_role[role][seed]["arch"] = metrics["arch"]
+                    entry["arch"] = metrics["arch"]
+                paths.setdefault(role, {}).setdefault(seed, {})["model"] = node["path"]
+            elif role.endswith("_suite"):  # evaluation suite of a Bi-Encoder
+                model_role = role[: -len("_suite")]
+                per_role.setdefault(model_role, {}).setdefault(seed, {}).update(metrics["summary"])
+                skipped.setdefault(model_role, {}).update(metrics["skipped"])
+                paths.setdefault(model_role, {}).setdefault(seed, {})["suite"] = node["path"]
     data_node = next(iter(spec["runs"].values()))["data"]
     data_metrics = read_json(Path(data_node["path"]) / "metrics.json")
-    devices = {read_json(Path(s["path"]) / "metrics.json").get("device") for s in stages.values()} - {None}
-    models = {
-        role: {
-            "description": ROLE_LABELS[role],
-            "per_seed": seeds,
-            **{m: summarise([v[m] for v in seeds.values()]) for m in METRICS},
-        }
-        for role, seeds in per_role.items()
-    }
+    devices = {s["device"] for s in stages.values()} - {None}
+    models = {role: _model_entry(role, per_role[role], skipped.get(role, {}), paths.get(role, {}))
+              for role in ROLE_LABELS if role in per_role}
     result = {
         "experiment": spec["experiment"],
         "description": spec["config"].get("description", ""),
         "dataset": spec["config"]["dataset"],
+        "source": spec["config"].get("source"),
         "config_hash": spec["config_hash"],
         "seeds": spec["seeds"],
-        "metrics_note": "Spearman and Pearson correlation x 100 on the test split; mean and std over seeds",
+        "metrics_note": ("spearman / pearson: correlation x 100 with gold on the target test split (cosine for "
+                         "Bi-Encoders, the teacher's score for CE / CBE); sts*, topic_*, USEB figures x 100; "
+                         "summary = mean and sample std over seeds"),
         "models": models,
         "data": {"sizes": data_metrics["sizes"], "skipped_rows": data_metrics["skipped_rows"]["total"]},
         "silver": silver,
         "stages": stages,
-        "wall_time_s": {"stages_total": round(sum(s["wall_time_s"] or 0 for s in stages.values()), 3)},
+        "wall_time_s": {"stages_total": round(sum(s["wall_time_s"] or 0 for s in stages.values()), 3),
+                        "per_stage": _per_stage_times(stages)},
         "device": sorted(devices),
         "versions": package_versions(),
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "config": spec["config"],
         "dataset_definition": spec["dataset"],
     }
+    validate_results(result)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     write_json(out, result)
     return result
+
+
+def _per_stage_times(stages: dict[str, dict]) -> dict[str, float]:
+    totals: dict[str, float] = {}
+    for s in stages.values():
+        totals[s["stage"]] = round(totals.get(s["stage"], 0.0) + (s["wall_time_s"] or 0.0), 3)
+    return totals
+
+
+def validate_results(result: dict) -> None:
+    """Check a results document against workflow/schemas/results.schema.yaml (raises ValueError)."""
+    from jsonschema import Draft202012Validator
+
+    schema = yaml.safe_load(resources.files("augsbert").joinpath(RESULTS_SCHEMA).read_text())
+    errors = sorted(Draft202012Validator(schema).iter_errors(json.loads(json.dumps(_finite(result)))),
+                    key=lambda e: list(e.absolute_path))
+    if errors:
+        lines = [f"  {'.'.join(map(str, e.absolute_path)) or '<top>'}: {e.message}" for e in errors[:10]]
+        raise ValueError("results document does not match results.schema.yaml:\n" + "\n".join(lines))

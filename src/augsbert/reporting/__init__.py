@@ -1,0 +1,1 @@
+"""Tables and charts built from results files."""

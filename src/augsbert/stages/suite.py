@@ -1,0 +1,112 @@
+"""Stage `evaluate_suite`: one Bi-Encoder on the STS suite, topic classification, USEB and diagnostics.
+
+Which tasks run was decided while planning (a task whose data is absent is in
+`params.skipped` with the reason); this stage evaluates the rest and writes
+`metrics.json` with a flat `summary` of headline numbers plus the details.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..artifacts import artifact_dir, write_json
+from ..data import DataError
+from ..evaluation.retrieval import alignment, uniformity
+from ..evaluation.sts_suite import sts_suite
+from ..evaluation.topic import linear_probe
+from ..evaluation.useb import useb_suite
+from ..models import resolve_device, resolve_model
+from .common import read_split
+from .zero_shot import load_bi_encoder
+
+log = logging.getLogger(__name__)
+
+UNIFORMITY_SAMPLE = 5000  # uniformity is O(n^2) in memory: a fixed random subset of larger test sets
+
+
+class Encoder:
+    """Normalised embeddings of texts, each distinct text encoded once per stage."""
+
+    def __init__(self, model, batch_size: int):
+        self.model, self.batch_size, self.cache = model, batch_size, {}
+
+    def __call__(self, texts) -> np.ndarray:
+        texts = list(texts)
+        new = [t for t in dict.fromkeys(texts) if t not in self.cache]
+        if new:
+            emb = self.model.encode(new, batch_size=self.batch_size, convert_to_numpy=True,
+                                    normalize_embeddings=True, show_progress_bar=len(new) > 1000)
+            self.cache.update(zip(new, emb))
+        return np.stack([self.cache[t] for t in texts]) if texts else np.zeros((0, 0), dtype=np.float32)
+
+    def cosine(self, pairs) -> np.ndarray:
+        a = self([p[0] for p in pairs])
+        b = self([p[1] for p in pairs])
+        return np.einsum("ij,ij->i", a, b).astype(np.float64)
+
+
+def topic_sentences(data_dir: str | Path) -> tuple[list[str], list[str]]:
+    """Unique sentences of every split with the topic of the pairs they occur in."""
+    frames = [t for t in (read_split(data_dir, s, required=False) for s in ("train", "dev", "test")) if t is not None]
+    table = pd.concat(frames, ignore_index=True)
+    if "topic" not in table.columns:
+        raise DataError(f"{data_dir}: the prepared dataset has no topic column")
+    long = pd.concat([table[["sentence1", "topic"]].set_axis(["text", "topic"], axis=1),
+                      table[["sentence2", "topic"]].set_axis(["text", "topic"], axis=1)], ignore_index=True)
+    long = long.drop_duplicates("text", keep="first")
+    return long["text"].tolist(), long["topic"].tolist()
+
+
+def diagnostics(encode: Encoder, test: pd.DataFrame, threshold: float) -> dict:
+    positives = test[test["score"] >= threshold]
+    texts = sorted(set(test["sentence1"]) | set(test["sentence2"]))
+    if len(texts) > UNIFORMITY_SAMPLE:
+        rng = np.random.default_rng(0)
+        texts = [texts[i] for i in sorted(rng.choice(len(texts), UNIFORMITY_SAMPLE, replace=False))]
+    out = {"alignment": None, "uniformity": uniformity(encode(texts)), "n_positive_pairs": int(len(positives)),
+           "n_uniformity_texts": len(texts)}
+    if len(positives):
+        out["alignment"] = alignment(encode(positives["sentence1"]), encode(positives["sentence2"]))
+    return out
+
+
+def run(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
+    params, inputs = spec["params"], spec["inputs"]
+    model_path = str(Path(inputs["model"]) / "model") if "model" in inputs else resolve_model(params["model"])
+    device = resolve_device(device)
+    with artifact_dir(out, spec, force) as tmp:
+        log.info("suite: model %s (device %s)", inputs.get("model", params.get("model")), device)
+        encode = Encoder(load_bi_encoder(model_path, device, params["max_length"]), params["batch_size"])
+        summary: dict[str, float | None] = {}
+        metrics: dict = {"device": device, "skipped": dict(params["skipped"])}
+        if params["sts"]:
+            sts = sts_suite(encode.cosine, params["sts"])
+            metrics["sts"] = sts
+            metrics["skipped"].update(sts["skipped"])
+            summary.update({task: r["spearman"] for task, r in sts["tasks"].items()})
+            summary["sts_avg"] = sts["sts_avg"]
+        if params.get("topic"):
+            texts, topics = topic_sentences(inputs["data"])
+            topic = linear_probe(encode(texts), topics, **params["topic"])
+            log.info("suite: topic macro-F1 %.2f over %d topics (%d test sentences)", topic["topic_macro_f1"],
+                     len(topic["topics"]), topic["n_test"])
+            metrics["topic"] = topic
+            summary["topic_macro_f1"] = topic["topic_macro_f1"]
+        if params["useb"]:
+            useb = useb_suite(encode, params["useb"])
+            metrics["useb"] = useb
+            summary.update(useb["summary"])
+        if "positive_threshold" in params:
+            diag = diagnostics(encode, read_split(inputs["data"], "test"), params["positive_threshold"])
+            log.info("suite: alignment %s, uniformity %.4f", diag["alignment"], diag["uniformity"])
+            metrics["diagnostics"] = diag
+            summary.update({"alignment": diag["alignment"], "uniformity": diag["uniformity"]})
+        for task, reason in metrics["skipped"].items():
+            log.info("suite: %s skipped: %s", task, reason)
+        metrics["summary"] = summary
+        write_json(tmp / "metrics.json", metrics)
+    return metrics

@@ -1,0 +1,133 @@
+"""Grids expand to ordinary experiments; the table layout dedupes shared models; seeds and suite tasks plan as stated."""
+
+import pytest
+import yaml
+
+from augsbert.config import ConfigError, deep_merge, prepare_config
+from augsbert.grids import experiment_name
+from augsbert.plan import Plan, row_label
+from conftest import REPO
+
+GRID = {
+    "seeds": [1, 2],
+    "options": {"teacher": {"epochs": 1}},
+    "columns": {"lee": {"dataset": "lee"}},
+    "axes": {"teacher": {"ce": {"teacher": {"arch": "ce"}}, "cbe": {"teacher": {"arch": "cbe"}}},
+             "sampling": {"none": {"sampling": {"strategies": ["none"]}},
+                          "bm25": {"sampling": {"strategies": ["bm25"], "pool": "train+unlabeled"}}}},
+    "labels": {"bm25": "BM25"},
+}
+
+
+def plan_for(**override):
+    raw = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    raw["grids"] = {}
+    return Plan(prepare_config(deep_merge(raw, override)))
+
+
+def test_grid_expands_to_named_experiments_with_options_axes_and_columns():
+    plan = plan_for(grids={"g": GRID})
+    names = sorted(e for e in plan.experiments if e.startswith("g."))
+    assert names == ["g.cbe_bm25.lee", "g.cbe_none.lee", "g.ce_bm25.lee", "g.ce_none.lee"]
+    exp = plan.experiment("g.ce_bm25.lee")
+    assert exp.seeds == [1, 2]
+    assert exp.config["teacher"]["arch"] == "ce" and exp.config["teacher"]["epochs"] == 1
+    assert exp.config["sampling"]["strategies"] == ["bm25"] and exp.config["sampling"]["pool"] == "train+unlabeled"
+    assert exp.config["student"]["lr"] == 2e-5  # untouched keys come from `defaults`
+    assert experiment_name("g", (), "lee") == "g.lee"
+
+
+def test_grid_cells_share_every_common_stage():
+    plan = plan_for(grids={"g": GRID})
+    ce_none, ce_bm25 = plan.experiment("g.ce_none.lee").runs[1], plan.experiment("g.ce_bm25.lee").runs[1]
+    cbe_none = plan.experiment("g.cbe_none.lee").runs[1]
+    assert ce_none["teacher"] == ce_bm25["teacher"] != cbe_none["teacher"]
+    assert ce_none["lower_bound"] == ce_bm25["lower_bound"] == cbe_none["lower_bound"]
+    assert ce_none["zero_shot"] == cbe_none["zero_shot"]
+    assert ce_none["student"] != ce_bm25["student"]
+
+
+def test_table_rows_are_one_per_distinct_model_labelled_by_what_it_depends_on():
+    spec = plan_for(grids={"g": GRID}).grid_spec("g")
+    labels = [r["label"] for r in spec["rows"]]
+    assert labels == ["Zero-shot base model", "SBERT (lower bound)", "CE (upper bound)", "CBE (upper bound)",
+                      "AugSBERT-ce-none", "AugSBERT-ce-BM25", "AugSBERT-cbe-none", "AugSBERT-cbe-BM25"]
+    teacher_ce = spec["rows"][2]
+    assert teacher_ce["role"] == "teacher" and teacher_ce["cells"] == {"lee": "g.ce_none.lee"}
+    assert spec["columns"] == ["lee"] and spec["metrics"] == ["spearman"] and len(spec["experiments"]) == 4
+
+
+def test_row_labels():
+    assert row_label("student", "CBE", ["CE", "BM25"]) == "AugSBERT-CE-BM25"
+    assert row_label("student", "CE", ["CE"], "Distill") == "Distill-CE"
+    assert row_label("teacher", "CBE", ["cbe", "x"]) == "CBE (upper bound) [x]"
+    assert row_label("lower_bound", "CBE", []) == "SBERT (lower bound)"
+
+
+def test_grid_errors_name_the_key():
+    with pytest.raises(ConfigError, match="grids.g: expands to experiment 'g.lee'"):
+        plan_for(grids={"g": {"columns": {"lee": {}}}}, experiments={"g.lee": {"dataset": "lee"}})
+    with pytest.raises(ConfigError, match="unknown grid 'nope'"):
+        plan_for().grid_spec("nope")
+    with pytest.raises(ConfigError, match="grids.g.columns"):
+        plan_for(grids={"g": {"columns": {}}})
+
+
+def test_command_line_grid_values_are_coerced():
+    # `snakemake --config 'grids={g: {...}}'` hands every nested value over as a string
+    grid = deep_merge(GRID, {"options": {"student": {"lr": "3e-5", "epochs": "2"}}})
+    exp = plan_for(grids={"g": grid}).experiment("g.ce_none.lee")
+    assert exp.config["student"]["lr"] == 3e-5 and exp.config["student"]["epochs"] == 2
+
+
+def test_adding_a_seed_adds_only_that_seeds_chain():
+    before = plan_for(experiments={"demo_cbe_distill": {"seeds": [42, 43]}})
+    after = plan_for(experiments={"demo_cbe_distill": {"seeds": [42, 43, 44]}})
+    old = before.experiment("demo_cbe_distill").runs
+    new = after.experiment("demo_cbe_distill").runs
+    assert new[42] == old[42] and new[43] == old[43]
+    fresh = set(new[44].values()) - {k for roles in old.values() for k in roles.values()}
+    # everything seed-dependent is new; data, zero-shot and its suite are shared
+    assert {after.node(k).stage for k in fresh} == {"teacher", "labels", "student", "suite"}
+    assert new[44]["zero_shot"] == new[42]["zero_shot"] and new[44]["data"] == new[42]["data"]
+
+
+def test_suite_tasks_follow_the_files_present(tmp_path):
+    (tmp_path / "sts_suite").mkdir()
+    (tmp_path / "sts_suite" / "sts12.tsv").write_text("sentence1\tsentence2\tscore\na\tb\t1\n")
+    (tmp_path / "useb" / "data-eval" / "askubuntu").mkdir(parents=True)
+    plan = plan_for(data_dir=str(tmp_path))
+    key = plan.experiment("demo_zeroshot").runs[42]["zero_shot_suite"]
+    params = plan.node(key).params
+    assert params["sts"] == {"sts12": str(tmp_path / "sts_suite" / "sts12.tsv")}
+    assert params["useb"] == {"askubuntu": str(tmp_path / "useb" / "data-eval" / "askubuntu")}
+    assert set(params["skipped"]) == {"sts13", "sts14", "sts15", "sts16", "stsb", "sickr", "cqadupstack",
+                                      "twitterpara", "scidocs", "topic"}
+    assert "no file" in params["skipped"]["sts13"] and params["skipped"]["topic"] == "the dataset has no topic labels"
+    assert plan.local_files(key) == sorted([params["sts"]["sts12"], params["useb"]["askubuntu"]])
+    # a new file is a new key (the old evaluation stays cached); hub fetching lists the task instead
+    (tmp_path / "sts_suite" / "sts13.tsv").write_text("sentence1\tsentence2\tscore\na\tb\t1\n")
+    assert plan_for(data_dir=str(tmp_path)).experiment("demo_zeroshot").runs[42]["zero_shot_suite"] != key
+    hub = plan_for(data_dir=str(tmp_path), defaults={"evaluation": {"sts_hub": True}})
+    assert hub.node(hub.experiment("demo_zeroshot").runs[42]["zero_shot_suite"]).params["sts"]["sickr"] == "hub"
+
+
+def test_no_suites_means_no_suite_jobs_and_bws_gets_topics():
+    plan = plan_for(defaults={"evaluation": {"suites": []}})
+    assert not any(role.endswith("_suite") for role in plan.experiment("demo_cbe_distill").runs[42])
+    bws = plan_for()
+    params = bws.node(bws.experiment("bws_cbe").runs[42]["student_suite"]).params
+    assert params["topic"]["lr"] == 1e-3 and params["topic"]["epochs"] == 10
+
+
+def test_thesis_grids_plan():
+    plan = Plan(prepare_config(yaml.safe_load((REPO / "config" / "config.yaml").read_text())))
+    semi = plan.grid_spec("augsbert_semi")
+    assert semi["columns"] == ["spanish_sts", "bws_cross_topic", "bws_in_topic"]
+    assert len(semi["experiments"]) == 2 * 5 * 3
+    assert [r["label"] for r in semi["rows"]][:3] == ["SBERT (lower bound)", "CE (upper bound)", "CBE (upper bound)"]
+    assert "AugSBERT-CBE-S.S." in [r["label"] for r in semi["rows"]]
+    distill = plan.grid_spec("distill")
+    assert [r["label"] for r in distill["rows"]] == ["SBERT (lower bound)", "Distill-CBE", "Distill-CE"]
+    transfer = plan.experiment("distill.ce.stsb2bws")
+    assert transfer.config["source"] == "stsb" and transfer.config["sampling"]["strategies"] == ["target_pairs"]

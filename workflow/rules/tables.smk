@@ -1,0 +1,27 @@
+# results/tables/<grid>.{md,csv,png}: a grid of experiments as the thesis lays it out, plus its logs for the report.
+
+
+rule grid_table:
+    input:
+        lambda wc: [f"results/{e}.json" for e in PLAN.grid_spec(wc.grid)["experiments"]],
+    output:
+        table="results/tables/{grid}.md",
+        csv=report("results/tables/{grid}.csv", caption="../report/table.rst", category="Tables",
+                   subcategory="{grid}"),
+        chart=report("results/tables/{grid}.png", caption="../report/chart.rst", category="Tables",
+                     subcategory="{grid}"),
+        logs=report(directory("results/tables/{grid}.logs"), patterns=["{name}.log"],
+                    caption="../report/logs.rst", category="Stage logs", subcategory="{grid}"),
+        figures=report(directory("results/tables/{grid}.figures"), patterns=["{name}.png"],
+                       caption="../report/densities.rst", category="Silver-score densities",
+                       subcategory="{grid}"),
+    params:
+        spec=lambda wc: canonical_json(PLAN.grid_spec(wc.grid)),
+    log:
+        "logs/tables/{grid}.log",
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    shell:
+        "augsbert render-table --spec {params.spec:q} --out {output.table} > {log} 2>&1"
