@@ -12,8 +12,8 @@ CONFIG = str(REPO / "config" / "config.yaml")
 
 def test_every_command_has_help(capsys):
     for command in ["prepare-data", "evaluate-zero-shot", "adapt-mlm", "train-teacher", "sample-pairs", "label-pairs",
-                    "train-student",
-                    "collect-results", "plan", "config-reference"]:
+                    "train-student", "evaluate-suite", "collect-results", "render-table", "plan",
+                    "config-reference"]:
         with pytest.raises(SystemExit) as exit_:
             main([command, "--help"])
         assert exit_.value.code == 0
@@ -52,6 +52,22 @@ def test_zero_shot_stage_matches_direct_computation(tmp_path, tiny_minilm):
     row = pred.iloc[3]
     a, b = model.encode([row["sentence1"], row["sentence2"]], normalize_embeddings=True)
     assert float(a @ b) == pytest.approx(row["predicted"], abs=1e-5)
+
+    # the suite stage on an STS file holding the same test pairs reproduces the zero-shot Spearman
+    sts = tmp_path / "sts12.tsv"
+    sts.write_text("sentence1\tsentence2\tscore\n" + "".join(
+        f"{r.sentence1}\t{r.sentence2}\t{5 * r.gold}\n" for r in pred.itertuples()))
+    suite_spec = {"stage": "suite", "key": "s-0000000000", "inputs": {"data": str(data)},
+                  "params": {"model": tiny_minilm, "batch_size": 16, "max_length": 128, "sts": {"sts12": str(sts)},
+                             "useb": {}, "skipped": {"topic": "the dataset has no topic labels"},
+                             "positive_threshold": 0.8}}
+    assert main(["-q", "evaluate-suite", "--spec", json.dumps(suite_spec), "--out", str(tmp_path / "suite"),
+                 "--device", "cpu"]) == 0
+    suite = json.loads((tmp_path / "suite" / "metrics.json").read_text())
+    assert suite["summary"]["sts12"] == pytest.approx(metrics["test"]["spearman"], abs=1e-6)
+    assert suite["summary"]["sts_avg"] == suite["summary"]["sts12"] and suite["sts"]["sts_avg_tasks"] == ["sts12"]
+    assert suite["skipped"] == {"topic": "the dataset has no topic labels"}
+    assert suite["diagnostics"]["n_positive_pairs"] == int((pred["gold"] >= 0.8).sum())
 
 
 def test_bad_spec_and_missing_data_are_clear(tmp_path, capsys):

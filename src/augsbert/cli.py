@@ -102,61 +102,44 @@ def _plan_command(sub) -> None:
     p.set_defaults(handler=handler)
 
 
-def _collect_command(sub) -> None:
-    p = sub.add_parser("collect-results", help="write results/<experiment>.json from finished artifacts",
-                       description="Gather an experiment's artifact metrics into one results file.")
+def _aggregate_command(sub, name: str, help_text: str, what: str, out_help: str,
+                       runner: Callable[[dict, argparse.Namespace], str]) -> argparse.ArgumentParser:
+    """A command that works on an experiment's or grid's spec: from --spec (workflow) or planned from --config."""
+    p = sub.add_parser(name, help=help_text, description=help_text)
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--spec", help="experiment spec JSON or @file (what the workflow passes)")
-    src.add_argument("--config", help="config YAML (standalone use; needs --experiment)")
-    p.add_argument("--experiment")
-    p.add_argument("--out", help="results file (default results/<experiment>.json)")
+    src.add_argument("--spec", help=f"{what} spec JSON or @file (what the workflow passes)")
+    src.add_argument("--config", help=f"config YAML (standalone use; needs --{what})")
+    p.add_argument(f"--{what}")
+    p.add_argument("--out", help=out_help)
 
     def handler(args) -> None:
-        from .stages import results
-
         if args.spec:
             spec = _load_spec(args.spec)
         else:
             from .config import load_config
             from .plan import Plan
 
-            if not args.experiment:
-                p.error("--config needs --experiment")
-            spec = Plan(load_config(args.config)).experiment_spec(args.experiment)
-        out = args.out or f"results/{spec['experiment']}.json"
-        result = results.run(spec, out)
-        print(json.dumps(result["models"], indent=2))
+            if not getattr(args, what):
+                p.error(f"--config needs --{what}")
+            plan = Plan(load_config(args.config))
+            spec = plan.experiment_spec(args.experiment) if what == "experiment" else plan.grid_spec(args.grid)
+        print(runner(spec, args))
 
     p.set_defaults(handler=handler)
+    return p
 
 
-def _table_command(sub) -> None:
-    p = sub.add_parser("render-table", help="render a grid's results as results/tables/<grid>.{md,csv,png}",
-                       description="Lay out the finished results of a grid's experiments as the thesis' tables "
-                                   "(rows = methods, columns = datasets, mean +- std over seeds) and a bar chart.")
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--spec", help="grid spec JSON or @file (what the workflow passes)")
-    src.add_argument("--config", help="config YAML (standalone use; needs --grid)")
-    p.add_argument("--grid")
-    p.add_argument("--results", default="results", help="directory holding results/<experiment>.json")
-    p.add_argument("--out", help="Markdown table to write (default results/tables/<grid>.md; .csv and .png beside)")
+def _collect(spec: dict, args) -> str:
+    from .stages import results
 
-    def handler(args) -> None:
-        from .reporting import tables
+    result = results.run(spec, args.out or f"results/{spec['experiment']}.json")
+    return json.dumps(result["models"], indent=2)
 
-        if args.spec:
-            spec = _load_spec(args.spec)
-        else:
-            from .config import load_config
-            from .plan import Plan
 
-            if not args.grid:
-                p.error("--config needs --grid")
-            spec = Plan(load_config(args.config)).grid_spec(args.grid)
-        out = Path(args.out or f"results/tables/{spec['grid']}.md")
-        print(tables.run(spec, args.results, out))
+def _render(spec: dict, args) -> str:
+    from .reporting import tables
 
-    p.set_defaults(handler=handler)
+    return tables.run(spec, args.results, Path(args.out or f"results/tables/{spec['grid']}.md"))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -189,8 +172,13 @@ def build_parser() -> argparse.ArgumentParser:
     _stage_command(sub, "evaluate-suite", "suite",
                    "evaluate a Bi-Encoder on the STS suite, topic classification, USEB and alignment/uniformity "
                    "(--role zero_shot_suite | lower_bound_suite | student_suite)", suite.run, device=True)
-    _collect_command(sub)
-    _table_command(sub)
+    _aggregate_command(sub, "collect-results", "gather an experiment's artifact metrics into results/<experiment>.json",
+                       "experiment", "results file (default results/<experiment>.json)", _collect)
+    table = _aggregate_command(
+        sub, "render-table", "render a grid's finished results as the thesis' tables (rows = methods, columns = "
+        "datasets, mean +- std over seeds): results/tables/<grid>.md, .csv and a .png bar chart", "grid",
+        "Markdown table to write (default results/tables/<grid>.md; .csv and .png beside)", _render)
+    table.add_argument("--results", default="results", help="directory holding results/<experiment>.json")
     _plan_command(sub)
     ref = sub.add_parser("config-reference", help="print the Markdown config reference (config/README.md)")
     ref.set_defaults(handler=lambda args: print(__import__("augsbert.config_reference", fromlist=["render"]).render(), end=""))
