@@ -15,7 +15,7 @@ GRID = {
     "axes": {"teacher": {"ce": {"teacher": {"arch": "ce"}}, "cbe": {"teacher": {"arch": "cbe"}}},
              "sampling": {"none": {"sampling": {"strategies": ["none"]}},
                           "bm25": {"sampling": {"strategies": ["bm25"], "pool": "train+unlabeled"}}}},
-    "labels": {"bm25": "BM25"},
+    "labels": {"bm25": "BM25", "ce": "Cross-Encoder"},
 }
 
 
@@ -51,7 +51,8 @@ def test_table_rows_are_one_per_distinct_model_labelled_by_what_it_depends_on():
     spec = plan_for(grids={"g": GRID}).grid_spec("g")
     labels = [r["label"] for r in spec["rows"]]
     assert labels == ["Zero-shot base model", "SBERT (lower bound)", "CE (upper bound)", "CBE (upper bound)",
-                      "AugSBERT-ce-none", "AugSBERT-ce-BM25", "AugSBERT-cbe-none", "AugSBERT-cbe-BM25"]
+                      "AugSBERT-Cross-Encoder-none", "AugSBERT-Cross-Encoder-BM25", "AugSBERT-cbe-none",
+                      "AugSBERT-cbe-BM25"]
     teacher_ce = spec["rows"][2]
     assert teacher_ce["role"] == "teacher" and teacher_ce["cells"] == {"lee": "g.ce_none.lee"}
     assert spec["columns"] == ["lee"] and spec["metrics"] == ["spearman"] and len(spec["experiments"]) == 4
@@ -60,7 +61,7 @@ def test_table_rows_are_one_per_distinct_model_labelled_by_what_it_depends_on():
 def test_row_labels():
     assert row_label("student", "CBE", ["CE", "BM25"]) == "AugSBERT-CE-BM25"
     assert row_label("student", "CE", ["CE"], "Distill") == "Distill-CE"
-    assert row_label("teacher", "CBE", ["cbe", "x"]) == "CBE (upper bound) [x]"
+    assert row_label("teacher", "CBE", ["x"]) == "CBE (upper bound) [x]"
     assert row_label("lower_bound", "CBE", []) == "SBERT (lower bound)"
 
 

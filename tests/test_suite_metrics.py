@@ -40,23 +40,28 @@ def test_encoder_encodes_each_text_once():
     assert enc.cosine([("q", "a"), ("q", "d")]) == pytest.approx([0.9 / np.hypot(0.9, 0.1), -1.0])
 
 
-def test_sts_task_spearman_with_ties_and_skipped_hub_task(tmp_path, monkeypatch):
+def test_sts_task_spearman_with_ties_undefined_and_failed_hub_task(tmp_path, monkeypatch):
     path = tmp_path / "sts12.tsv"
     path.write_text("sentence1\tsentence2\tscore\nw\tx\t1\ny\tz\t2\nu\tv\t4\ns\tt\t3\n")
     table = read_sts_file(path, "sts12")
     assert table["score"].tolist() == pytest.approx([0.2, 0.4, 0.8, 0.6])
     predicted = {("w", "x"): 0.2, ("y", "z"): 0.2, ("u", "v"): 0.9, ("s", "t"): 0.5}
 
+    out = sts_suite(lambda pairs: np.array([predicted[p] for p in pairs]), {"sts12": str(path)})
+    # ranks: predicted [1.5, 1.5, 4, 3], gold [1, 2, 4, 3] -> rho = 4.5 / sqrt(4.5 * 5)
+    assert out["tasks"]["sts12"]["spearman"] == pytest.approx(100 * 4.5 / np.sqrt(22.5))
+    assert out["tasks"]["sts12"]["n_pairs"] == 4
+    assert out["sts_avg"] == pytest.approx(out["tasks"]["sts12"]["spearman"]) and out["sts_avg_tasks"] == ["sts12"]
+    # a constant model has no correlation: skipped with the reason, not averaged
+    flat = sts_suite(lambda pairs: np.zeros(len(pairs)), {"sts12": str(path)})
+    assert flat["sts_avg"] is None and "undefined" in flat["skipped"]["sts12"]
+
     def fail(task):
         raise ConnectionError("hub unreachable")
 
     monkeypatch.setattr(sts_module, "read_sts_hub", fail)
-    out = sts_suite(lambda pairs: np.array([predicted[p] for p in pairs]), {"sts12": str(path), "sts13": "hub"})
-    # ranks: predicted [1.5, 1.5, 4, 3], gold [1, 2, 4, 3] -> rho = 4.5 / sqrt(4.5 * 5)
-    assert out["tasks"]["sts12"]["spearman"] == pytest.approx(100 * 4.5 / np.sqrt(22.5))
-    assert out["tasks"]["sts12"]["n_pairs"] == 4
-    assert "hub unreachable" in out["skipped"]["sts13"] and "mteb/sts13-sts" in out["skipped"]["sts13"]
-    assert out["sts_avg"] == pytest.approx(out["tasks"]["sts12"]["spearman"]) and out["sts_avg_tasks"] == ["sts12"]
+    with pytest.raises(DataError, match=r"STS task sts13: download of mteb/sts13-sts failed .*hub unreachable"):
+        sts_suite(lambda pairs: np.zeros(len(pairs)), {"sts12": str(path), "sts13": "hub"})
 
 
 def test_bad_local_sts_file_names_file_and_line(tmp_path):
@@ -78,6 +83,8 @@ def test_linear_probe_separates_separable_topics_and_is_deterministic():
     # noise labels: chance level, far from perfect
     shuffled = list(np.random.default_rng(1).permutation(labels))
     assert linear_probe(x, shuffled, epochs=10, lr=1e-1, seed=3)["topic_macro_f1"] < 70
+    with pytest.raises(ValueError, match="at least 2 sentences per topic"):
+        linear_probe(x[:21], labels[:21])
 
 
 def write_askubuntu(root):

@@ -34,10 +34,10 @@ def test_summarise_is_mean_and_sample_std():
 
 def test_markdown_table_layout_average_and_missing_cells(tmp_path):
     write(tmp_path, "g.bm25.a", {"lower_bound": model([60.0, 64.0]), "student": model([70.0, 70.0])})
-    write(tmp_path, "g.bm25.b", {"lower_bound": model([50.0, 50.0], {"sts12": "no file x"})})  # no student
+    write(tmp_path, "g.bm25.b", {"lower_bound": model([50.0, None], {"sts12": "no file x"})})  # no student
     text = tables.run(SPEC, tmp_path, tmp_path / "tables" / "g.md")
     assert "| Method | a | b | Avg. |" in text
-    assert "| SBERT (lower bound) | 62.00 ± 2.83 | 50.00 ± 0.00 | 56.00 |" in text
+    assert "| SBERT (lower bound) | 62.00 ± 2.83 | 50.00 ± 0.00 (n=1) | 56.00 |" in text
     assert "| AugSBERT | 70.00 ± 0.00 | – | – |" in text
     assert "- b: skipped sts12: no file x" in text
     assert "| b | AugSBERT | `g.bm25.b` | 1 2 | 0123456789 |" in text

@@ -43,7 +43,6 @@ def row_label(role: str, arch: str, values: list[str], student_title: str = "Aug
     """Thesis-style row names: "AugSBERT-BM25", "CBE (upper bound)", "SBERT (lower bound)"."""
     if role == "student":
         return "-".join([student_title, *values])
-    values = [v for v in values if not (role == "teacher" and v.lower() == arch.lower())]
     title = ROLE_TITLES[role].format(arch=arch)
     return f"{title} [{', '.join(values)}]" if values else title
 
@@ -379,8 +378,10 @@ class Plan:
             for combos in groups.values():
                 first = by_combo[combos[0]]
                 arch = self.experiments[first[columns[0]]].config["teacher"]["arch"].upper()
+                # an axis that sets the teacher's arch is already in a teacher row's title ("CE (upper bound)")
                 fixed = [grid["labels"].get(value, value) for axis, value in combos[0]
-                         if axis in varying and all(dict(c)[axis] == value for c in combos)]
+                         if axis in varying and all(dict(c)[axis] == value for c in combos)
+                         and not (role == "teacher" and "arch" in ((grid["axes"][axis][value] or {}).get("teacher") or {}))]
                 rows.append({"label": row_label(role, arch, fixed, grid["student_title"]), "role": role,
                              "cells": {c: first[c] for c in columns}})
         return {"grid": name, "description": grid["description"], "metrics": grid["metrics"], "columns": columns,

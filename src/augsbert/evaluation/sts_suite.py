@@ -2,8 +2,10 @@
 
 Each task comes from a local TSV (`sentence1 \t sentence2 \t score`, header
 row, score 0-5) or, when allowed, from the `mteb/<task>-sts` test split on the
-Hugging Face hub. Tasks that cannot be read are reported as skipped with the
-reason, and the average names the tasks it covers.
+Hugging Face hub (a failed download fails the job, so a transient network
+error is never cached as a result). Tasks without data were already listed as
+skipped while planning; a task whose correlation is undefined is skipped here;
+the average names the tasks it covers.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..data import DataError
 from ..data.readers import read_delimited
 from ..data.tables import RowReport, raw_frame, validate_pairs
 from .similarity import correlations
@@ -56,18 +59,23 @@ def sts_suite(score_pairs: Callable[[list[tuple[str, str]]], np.ndarray], tasks:
     results: dict[str, dict] = {}
     skipped: dict[str, str] = {}
     for task, source in tasks.items():
-        try:
-            table = read_sts_hub(task) if source == "hub" else read_sts_file(source, task)
-        except Exception as err:  # noqa: BLE001 - the hub can fail in many ways; the task is reported as skipped
-            if source != "hub":
-                raise
-            skipped[task] = f"hub download of {HUB_DATASETS[task]} failed: {type(err).__name__}: {err}"[:300]
-            log.warning("STS suite: %s skipped (%s)", task, skipped[task])
-            continue
+        if source == "hub":
+            try:
+                table = read_sts_hub(task)
+            except Exception as err:  # noqa: BLE001 - the hub fails in many ways; all mean "not available"
+                # fail rather than cache a half-evaluated suite: the key does not change when the hub recovers
+                raise DataError(f"STS task {task}: download of {HUB_DATASETS[task]} failed ({type(err).__name__}: "
+                                f"{str(err)[:200]}); retry online, put the pairs in sts_suite/{task}.tsv under the "
+                                "data directory, or set evaluation.sts_hub: false to list it as skipped") from None
+        else:
+            table = read_sts_file(source, task)
         predicted = score_pairs(list(zip(table["sentence1"], table["sentence2"])))
         results[task] = {**correlations(predicted, table["score"].to_numpy()),
                          "source": HUB_DATASETS[task] if source == "hub" else str(source)}
+        if not np.isfinite(results[task]["spearman"]):
+            skipped[task] = "correlation undefined (constant model or gold scores)"
+            continue
         log.info("STS suite: %s spearman %.2f (%d pairs)", task, results[task]["spearman"], len(table))
-    evaluated = [t for t in results if np.isfinite(results[t]["spearman"])]
+    evaluated = [t for t in results if t not in skipped]
     average = float(np.mean([results[t]["spearman"] for t in evaluated])) if evaluated else None
     return {"tasks": results, "skipped": skipped, "sts_avg": average, "sts_avg_tasks": evaluated}

@@ -21,6 +21,10 @@ def linear_probe(embeddings: np.ndarray, labels: list[str], *, epochs: int = 10,
     if len(classes) < 2:
         raise ValueError(f"topic classification needs at least two topics, found {classes}")
     y = np.array([classes.index(label) for label in labels])
+    counts = np.bincount(y)
+    if counts.min() < 2 or round(len(y) * test_fraction) < len(classes):
+        raise ValueError(f"topic classification needs at least 2 sentences per topic and a held-out part with one per "
+                         f"topic; got {dict(zip(classes, counts.tolist()))} sentences at test_fraction {test_fraction}")
     idx_train, idx_test = train_test_split(np.arange(len(y)), test_size=test_fraction, random_state=seed, stratify=y)
     x = torch.as_tensor(np.asarray(embeddings, dtype=np.float32))
     target = torch.as_tensor(y)

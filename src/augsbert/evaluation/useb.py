@@ -65,7 +65,7 @@ def askubuntu(encode: Encode, root: Path) -> dict:
     for i, line in enumerate(_lines(path), 1):
         if line.strip():
             fields = _fields(path, i, line, 2)
-            titles[fields[0]] = fields[1]
+            titles[fields[0]] = fields[1].strip()
     path = root / "test.txt"
     aps, skipped = [], 0
     for i, line in enumerate(_lines(path), 1):
@@ -162,7 +162,7 @@ def twitterpara(encode: Encode, root: Path) -> dict:
 
 def scidocs(encode: Encode, root: Path) -> dict:
     data = _load_json(root / "data.json")
-    titles = {pid: (paper or {}).get("title") or "" for pid, paper in data.get("corpus", {}).items()}
+    titles = {pid: ((paper or {}).get("title") or "").strip() for pid, paper in data.get("corpus", {}).items()}
     if "test" not in data:
         raise DataError(f"{root / 'data.json'}: no 'test' key (found {sorted(data)})")
     per_task = {}
@@ -190,11 +190,16 @@ HEADLINE = {"askubuntu": "askubuntu_map", "cqadupstack": "cqadupstack_map@100", 
 
 def useb_suite(encode: Encode, tasks: dict[str, str]) -> dict:
     """Every task of `tasks` (name -> its data-eval directory); `summary` holds the headline numbers and their mean."""
-    details, summary = {}, {}
+    details, summary, skipped = {}, {}, {}
     for task, root in tasks.items():
         details[task] = TASKS[task](encode, Path(root))
-        summary[HEADLINE[task]] = details[task][HEADLINE[task]]
-        log.info("USEB: %s %s = %.2f", task, HEADLINE[task], summary[HEADLINE[task]] or float("nan"))
-    scored = [v for v in summary.values() if v is not None]
+        value = details[task][HEADLINE[task]]
+        if value is None:
+            skipped[task] = "no query could be scored (e.g. no titles)"
+            continue
+        summary[HEADLINE[task]] = value
+        log.info("USEB: %s %s = %.2f", task, HEADLINE[task], value)
+    scored = list(summary.values())
     summary["useb_avg"] = float(np.mean(scored)) if scored else None
-    return {"tasks": details, "summary": summary, "useb_avg_tasks": [t for t in tasks if summary[HEADLINE[t]] is not None]}
+    return {"tasks": details, "summary": summary, "skipped": skipped,
+            "useb_avg_tasks": [t for t in tasks if t not in skipped]}

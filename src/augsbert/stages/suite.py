@@ -91,7 +91,10 @@ def run(spec: dict, out: str | Path, device: str | None = None, force: bool = Fa
             summary["sts_avg"] = sts["sts_avg"]
         if params.get("topic"):
             texts, topics = topic_sentences(inputs["data"])
-            topic = linear_probe(encode(texts), topics, **params["topic"])
+            try:
+                topic = linear_probe(encode(texts), topics, **params["topic"])
+            except ValueError as err:
+                raise DataError(f"{inputs['data']}: {err}") from None
             log.info("suite: topic macro-F1 %.2f over %d topics (%d test sentences)", topic["topic_macro_f1"],
                      len(topic["topics"]), topic["n_test"])
             metrics["topic"] = topic
@@ -99,6 +102,7 @@ def run(spec: dict, out: str | Path, device: str | None = None, force: bool = Fa
         if params["useb"]:
             useb = useb_suite(encode, params["useb"])
             metrics["useb"] = useb
+            metrics["skipped"].update(useb["skipped"])
             summary.update(useb["summary"])
         if "positive_threshold" in params:
             diag = diagnostics(encode, read_split(inputs["data"], "test"), params["positive_threshold"])
