@@ -33,11 +33,14 @@ $(VENV)/.installed: pyproject.toml
 	$(PIP) install -e ".[test]"
 	touch $@
 
-DEMO ?= results/demo_zeroshot.json results/demo_cbe.json
+DEMO ?= results/tables/demo.md
 
 demo: setup
 	$(VENV)/bin/snakemake --cores $(CORES) $(DEMO)
-	@for f in $(DEMO); do $(PY) -c "import json,sys; r=json.load(open(sys.argv[1])); print(r['experiment'] + ':', ', '.join(f\"{m} {v['spearman']['mean']:.2f}/{v['pearson']['mean']:.2f}\" for m, v in r['models'].items()), '(test Spearman/Pearson x 100)')" $$f; done
+	@for f in $(DEMO); do case $$f in \
+	  *.md) cat $$f ;; \
+	  *.json) $(PY) -c "import json,sys; r=json.load(open(sys.argv[1])); print(r['experiment'] + ':', ', '.join(f\"{m} {v['summary']['spearman']['mean']:.2f}/{v['summary']['pearson']['mean']:.2f}\" for m, v in r['models'].items()), '(test Spearman/Pearson x 100)')" $$f ;; \
+	esac; done
 
 test: setup
 	$(VENV)/bin/python -m pytest -q

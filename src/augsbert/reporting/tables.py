@@ -102,8 +102,8 @@ def _notes(spec: dict, docs: dict[str, dict]) -> list[str]:
     for row in spec["rows"]:
         for column in spec["columns"]:
             model = docs[row["cells"][column]]["models"].get(row["role"]) or {}
-            for task, reason in model.get("skipped", {}).items():
-                seen.setdefault((column, reason), set()).add(task)
+            for task, reason in model.get("skipped", {}).items():  # one line for tasks skipped alike
+                seen.setdefault((column, reason.replace(f"/{task}", "/<task>")), set()).add(task)
     return [f"- {column}: skipped {', '.join(sorted(tasks))}: {reason}" for (column, reason), tasks in seen.items()]
 
 
