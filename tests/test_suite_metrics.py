@@ -10,7 +10,7 @@ from augsbert.evaluation import sts_suite as sts_module
 from augsbert.evaluation.sts_suite import read_sts_file, sts_suite
 from augsbert.evaluation.topic import linear_probe
 from augsbert.evaluation.useb import askubuntu, cqadupstack, scidocs, twitterpara, useb_suite
-from augsbert.stages.suite import Encoder
+from augsbert.evaluation.similarity import Encoder
 
 # 2-d directions: cosine with "q" (= [1, 0]) falls from a to d
 VECTORS = {"q": [1, 0], "a": [0.9, 0.1], "b": [0.5, 0.5], "c": [0.1, 0.9], "d": [-1, 0], "e": [0, 1]}

@@ -50,5 +50,5 @@ def test_markdown_table_layout_average_and_missing_cells(tmp_path):
 
 
 def test_results_schema_rejects_a_malformed_document():
-    with pytest.raises(ValueError, match=r"results.schema.yaml:\n  <top>: 'experiment' is a required property"):
+    with pytest.raises(ValueError, match=r"results.schema.yaml:\n  <top level>: 'experiment' is a required property"):
         validate_results({"models": {}})

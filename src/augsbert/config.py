@@ -34,9 +34,9 @@ class ConfigError(ValueError):
 
 
 @cache
-def load_schema() -> dict:
-    """The config JSON schema (shipped in the package, mirrored in workflow/schemas)."""
-    text = resources.files("augsbert").joinpath(SCHEMA_RESOURCE).read_text()
+def load_schema(resource: str = SCHEMA_RESOURCE) -> dict:
+    """A JSON schema shipped in the package (mirrored in workflow/schemas): the config's by default."""
+    text = resources.files("augsbert").joinpath(resource).read_text()
     return yaml.safe_load(text)
 
 
@@ -178,6 +178,12 @@ def _format_path(path) -> str:
     return ".".join(str(p) for p in path) or "<top level>"
 
 
+def format_errors(errors, limit: int = 10) -> str:
+    """One line per schema error, `  key.path: message`, sorted by path."""
+    errors = sorted(errors, key=lambda e: [str(p) for p in e.absolute_path])
+    return "\n".join(f"  {_format_path(e.absolute_path)}: {e.message}" for e in errors[:limit])
+
+
 def validate_with_defaults(config: dict, schema: dict | None = None) -> None:
     """Validate in place, filling defaults; raise ConfigError naming the key path."""
     schema = schema or load_schema()
@@ -185,10 +191,9 @@ def validate_with_defaults(config: dict, schema: dict | None = None) -> None:
     # the second reports errors against the filled instance.
     validator = _default_filling_validator(schema)
     list(validator.iter_errors(config))
-    errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
+    errors = list(validator.iter_errors(config))
     if errors:
-        lines = [f"  {_format_path(e.absolute_path)}: {e.message}" for e in errors[:10]]
-        raise ConfigError("invalid configuration:\n" + "\n".join(lines))
+        raise ConfigError("invalid configuration:\n" + format_errors(errors))
 
 
 def merge_experiments(config: dict) -> dict:

@@ -9,11 +9,9 @@ from importlib import metadata
 from pathlib import Path
 
 import json
-from importlib import resources
-
-import yaml
 
 from ..artifacts import _finite, read_json, write_json
+from ..config import format_errors, load_schema
 
 RESULTS_SCHEMA = "schemas/results.schema.yaml"
 
@@ -130,9 +128,6 @@ def validate_results(result: dict) -> None:
     """Check a results document against workflow/schemas/results.schema.yaml (raises ValueError)."""
     from jsonschema import Draft202012Validator
 
-    schema = yaml.safe_load(resources.files("augsbert").joinpath(RESULTS_SCHEMA).read_text())
-    errors = sorted(Draft202012Validator(schema).iter_errors(json.loads(json.dumps(_finite(result)))),
-                    key=lambda e: list(e.absolute_path))
+    errors = list(Draft202012Validator(load_schema(RESULTS_SCHEMA)).iter_errors(json.loads(json.dumps(_finite(result)))))
     if errors:
-        lines = [f"  {'.'.join(map(str, e.absolute_path)) or '<top>'}: {e.message}" for e in errors[:10]]
-        raise ValueError("results document does not match results.schema.yaml:\n" + "\n".join(lines))
+        raise ValueError("results document does not match results.schema.yaml:\n" + format_errors(errors))

@@ -16,6 +16,7 @@ import pandas as pd
 from ..artifacts import artifact_dir, write_json
 from ..data import DataError
 from ..evaluation.retrieval import alignment, uniformity
+from ..evaluation.similarity import Encoder
 from ..evaluation.sts_suite import sts_suite
 from ..evaluation.topic import linear_probe
 from ..evaluation.useb import useb_suite
@@ -26,27 +27,6 @@ from .zero_shot import load_bi_encoder
 log = logging.getLogger(__name__)
 
 UNIFORMITY_SAMPLE = 5000  # uniformity is O(n^2) in memory: a fixed random subset of larger test sets
-
-
-class Encoder:
-    """Normalised embeddings of texts, each distinct text encoded once per stage."""
-
-    def __init__(self, model, batch_size: int):
-        self.model, self.batch_size, self.cache = model, batch_size, {}
-
-    def __call__(self, texts) -> np.ndarray:
-        texts = list(texts)
-        new = [t for t in dict.fromkeys(texts) if t not in self.cache]
-        if new:
-            emb = self.model.encode(new, batch_size=self.batch_size, convert_to_numpy=True,
-                                    normalize_embeddings=True, show_progress_bar=len(new) > 1000)
-            self.cache.update(zip(new, emb))
-        return np.stack([self.cache[t] for t in texts]) if texts else np.zeros((0, 0), dtype=np.float32)
-
-    def cosine(self, pairs) -> np.ndarray:
-        a = self([p[0] for p in pairs])
-        b = self([p[1] for p in pairs])
-        return np.einsum("ij,ij->i", a, b).astype(np.float64)
 
 
 def topic_sentences(data_dir: str | Path) -> tuple[list[str], list[str]]:
