@@ -99,7 +99,7 @@ def test_suite_tasks_follow_the_files_present(tmp_path):
     (tmp_path / "useb" / "data-eval" / "askubuntu").mkdir(parents=True)
     plan = plan_for(data_dir=str(tmp_path))
     key = plan.experiment("demo_zeroshot").runs[42]["zero_shot_suite"]
-    params = plan.node(key).params
+    params = plan.node(key).settings
     assert params["sts"] == {"sts12": str(tmp_path / "sts_suite" / "sts12.tsv")}
     assert params["useb"] == {"askubuntu": str(tmp_path / "useb" / "data-eval" / "askubuntu")}
     assert set(params["skipped"]) == {"sts13", "sts14", "sts15", "sts16", "stsb", "sickr", "cqadupstack",
@@ -109,8 +109,16 @@ def test_suite_tasks_follow_the_files_present(tmp_path):
     # a new file is a new key (the old evaluation stays cached); hub fetching lists the task instead
     (tmp_path / "sts_suite" / "sts13.tsv").write_text("sentence1\tsentence2\tscore\na\tb\t1\n")
     assert plan_for(data_dir=str(tmp_path)).experiment("demo_zeroshot").runs[42]["zero_shot_suite"] != key
+    key = plan_for(data_dir=str(tmp_path)).experiment("demo_zeroshot").runs[42]["zero_shot_suite"]
+    # files enter the key by content: touching one changes nothing, editing one changes the key
+    import os
+
+    os.utime(tmp_path / "sts_suite" / "sts13.tsv", (1, 1))
+    assert plan_for(data_dir=str(tmp_path)).experiment("demo_zeroshot").runs[42]["zero_shot_suite"] == key
+    (tmp_path / "sts_suite" / "sts13.tsv").write_text("sentence1\tsentence2\tscore\na\tb\t2\n")
+    assert plan_for(data_dir=str(tmp_path)).experiment("demo_zeroshot").runs[42]["zero_shot_suite"] != key
     hub = plan_for(data_dir=str(tmp_path), defaults={"evaluation": {"sts_hub": True}})
-    assert hub.node(hub.experiment("demo_zeroshot").runs[42]["zero_shot_suite"]).params["sts"]["sickr"] == "hub"
+    assert hub.node(hub.experiment("demo_zeroshot").runs[42]["zero_shot_suite"]).settings["sts"]["sickr"] == "hub"
 
 
 def test_no_suites_means_no_suite_jobs_and_bws_gets_topics():

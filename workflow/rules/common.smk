@@ -5,7 +5,7 @@ import sys
 
 from snakemake.utils import validate
 
-from augsbert.config import canonical_json, prepare_config
+from augsbert.config import prepare_config, short_hash
 from augsbert.models.device import DEVICE_ENV
 from augsbert.plan import KEY_PATTERN, Plan
 from augsbert.stages.common import PRECISION_ENV
@@ -31,7 +31,15 @@ wildcard_constraints:
 
 
 def node_spec(wildcards):
-    return PLAN.spec_json(wildcards.key)
+    # `@artifacts/.specs/<stage>/<key>.json`: the path depends on the key alone, so settings that
+    # leave the key (batch sizes, checkpoint interval, data locations) never trigger a params rerun
+    return PLAN.spec_file(wildcards.key)
+
+
+def raw_files(wildcards):
+    # Raw data enter the data stage's key by content; their timestamps must not rerun it
+    # (re-copying or touching an identical file plans nothing).
+    return [ancient(path) for path in PLAN.raw_inputs(wildcards.key)]
 
 
 def node_inputs(wildcards):

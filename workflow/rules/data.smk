@@ -4,7 +4,7 @@
 rule prepare_data:
     input:
         # Missing raw files raise here, at planning time, with instructions.
-        raw=lambda wc: PLAN.raw_inputs(wc.key),
+        raw=raw_files,
     output:
         directory("artifacts/data/{key}"),
     params:

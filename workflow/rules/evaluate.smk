@@ -22,8 +22,9 @@ rule evaluate_zero_shot:
 rule evaluate_suite:
     input:
         unpack(node_inputs),
-        # local STS-suite files and USEB folders (replacing one reruns the evaluation)
-        files=lambda wc: PLAN.local_files(wc.key),
+        # local STS-suite files and USEB folders: they enter the key by content, so a replaced
+        # file gets a new key and a touched one nothing
+        files=lambda wc: [ancient(path) for path in PLAN.local_files(wc.key)],
     output:
         directory("artifacts/suite/{key}"),
     params:

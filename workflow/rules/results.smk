@@ -7,7 +7,9 @@ rule collect_results:
     output:
         "results/{experiment}.json",
     params:
-        spec=lambda wc: canonical_json(PLAN.experiment_spec(wc.experiment)),
+        spec=lambda wc: PLAN.experiment_spec_file(wc.experiment),
+        # cheap job: rerun whenever what it reports changes (seeds, description, config)
+        digest=lambda wc: short_hash(PLAN.experiment_spec(wc.experiment)),
     log:
         "logs/results/{experiment}.log",
     threads: 1

@@ -16,7 +16,8 @@ rule grid_table:
                        caption="../report/densities.rst", category="Silver-score densities",
                        subcategory="{grid}"),
     params:
-        spec=lambda wc: canonical_json(PLAN.grid_spec(wc.grid)),
+        spec=lambda wc: PLAN.grid_spec_file(wc.grid),
+        digest=lambda wc: short_hash(PLAN.grid_spec(wc.grid)),
     log:
         "logs/tables/{grid}.log",
     threads: 1

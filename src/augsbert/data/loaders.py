@@ -111,6 +111,13 @@ class LeeLoader(Loader):
     what = "Lee corpus: 50 news documents with averaged human similarity ratings (Lee, Pincombe & Welsh, 2005)"
     source = "ships inside the gensim wheel (gensim/test/test_data)"
 
+    def files(self, name, options, data_dir):
+        root = _gensim_data()
+        paths = [root / "lee.cor", root / "similarities0-1.txt"]
+        if not options.get("unlabeled"):
+            paths.append(root / "lee_background.cor")
+        return [self.require(name, path) for path in paths]
+
     def load(self, name, options, data_dir, report):
         root = _gensim_data()
         docs = [text for _, text in read_lines(root / "lee.cor", encoding="latin-1")]

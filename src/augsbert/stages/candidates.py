@@ -17,10 +17,10 @@ import pandas as pd
 from ..artifacts import artifact_dir, write_json
 from ..data import DataError
 from ..data.tables import normalise_text
-from ..models import resolve_device, resolve_model
+from ..models import resolve_device
 from ..sampling import bm25_neighbors, semantic_neighbors
 from ..sampling.pool import PairCollector, random_partners, sentence_pool
-from .common import read_split
+from .common import model_path, read_split
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ def _embed(pool: list[str], params: dict, spec: dict, device: str) -> np.ndarray
     if params["semantic_model"] == "finetuned":
         path = str(Path(spec["inputs"]["encoder"]) / "model")
     else:
-        path = resolve_model(params["model"] if params["semantic_model"] == "pretrained" else params["semantic_model"])
+        path = model_path(params, params["model"] if params["semantic_model"] == "pretrained" else params["semantic_model"])
     model = SentenceTransformer(path, device=device)
     model.max_seq_length = params["max_length"]
     log.info("encoding %d pool sentences with %s", len(pool), path)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..data import DataError, read_pairs
+from ..models import resolve_model
 
 PRECISION_ENV = "AUGSBERT_PRECISION"
 
@@ -34,3 +35,8 @@ def checkpoint_dir(out: str | Path) -> Path:
     """
     out = Path(out)
     return out.parent.parent / ".checkpoints" / out.parent.name / out.name
+
+
+def model_path(params: dict, ref: str) -> str:
+    """Local directory of model `ref`, at the hub revision the config pins for it (`hub_revisions`)."""
+    return resolve_model(ref, (params.get("hub_revisions") or {}).get(ref))

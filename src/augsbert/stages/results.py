@@ -66,11 +66,13 @@ def run(spec: dict, out: str | Path) -> dict:
     paths: dict[str, dict[str, dict]] = {}
     stages: dict[str, dict] = {}
     silver: dict[str, dict] = {}
+    hub_models: dict[str, str] = {}
     for seed, roles in spec["runs"].items():
         for role, node in roles.items():
             metrics = read_json(Path(node["path"]) / "metrics.json")
             stages[node["key"]] = {"stage": node["stage"], "path": node["path"],
                                    "wall_time_s": metrics.get("wall_time_s"), "device": metrics.get("device")}
+            hub_models.update(metrics.get("resolved_models") or {})
             if role == "labels":
                 silver[seed] = read_json(Path(node["path"]) / "sampling_stats.json")
             if role in ROLE_LABELS:
@@ -78,6 +80,8 @@ def run(spec: dict, out: str | Path) -> dict:
                 entry.update({m: metrics["test"].get(m) for m in (*METRICS, "n_pairs")})
                 if metrics.get("arch"):
                     entry["arch"] = metrics["arch"]
+                if metrics.get("selection"):  # how a Bi-Encoder picked its epoch (no target dev in transfer)
+                    entry["selection"] = metrics["selection"]
                 paths.setdefault(role, {}).setdefault(seed, {})["model"] = node["path"]
             elif role.endswith("_suite"):  # evaluation suite of a Bi-Encoder
                 model_role = role[: -len("_suite")]
@@ -106,6 +110,7 @@ def run(spec: dict, out: str | Path) -> dict:
         "wall_time_s": {"stages_total": round(sum(s["wall_time_s"] or 0 for s in stages.values()), 3),
                         "per_stage": _per_stage_times(stages)},
         "device": sorted(devices),
+        "hub_models": hub_models,
         "versions": package_versions(),
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "config": spec["config"],

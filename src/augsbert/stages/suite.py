@@ -20,8 +20,8 @@ from ..evaluation.similarity import Encoder
 from ..evaluation.sts_suite import sts_suite
 from ..evaluation.topic import linear_probe
 from ..evaluation.useb import useb_suite
-from ..models import resolve_device, resolve_model
-from .common import read_split
+from ..models import resolve_device
+from .common import model_path, read_split
 from .zero_shot import load_bi_encoder
 
 log = logging.getLogger(__name__)
@@ -56,11 +56,11 @@ def diagnostics(encode: Encoder, test: pd.DataFrame, threshold: float) -> dict:
 
 def run(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
     params, inputs = spec["params"], spec["inputs"]
-    model_path = str(Path(inputs["model"]) / "model") if "model" in inputs else resolve_model(params["model"])
+    model_dir = str(Path(inputs["model"]) / "model") if "model" in inputs else model_path(params, params["model"])
     device = resolve_device(device)
     with artifact_dir(out, spec, force) as tmp:
         log.info("suite: model %s (device %s)", inputs.get("model", params.get("model")), device)
-        encode = Encoder(load_bi_encoder(model_path, device, params["max_length"]), params["batch_size"])
+        encode = Encoder(load_bi_encoder(model_dir, device, params["max_length"]), params["batch_size"])
         summary: dict[str, float | None] = {}
         metrics: dict = {"device": device, "skipped": dict(params["skipped"])}
         if params["sts"]:

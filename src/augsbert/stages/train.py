@@ -14,22 +14,35 @@ import pandas as pd
 
 from ..artifacts import artifact_dir, write_json
 from ..data import DataError, read_pairs
-from ..models import resolve_device, resolve_model
+from ..models import resolve_device
 from ..training import evaluate, fit, save_model, symmetrise
-from .common import checkpoint_dir, precision, read_split
+from .common import checkpoint_dir, model_path, precision, read_split
 
 log = logging.getLogger(__name__)
+
+
+def selection_dev(spec: dict) -> pd.DataFrame | None:
+    """The dev split that picks the best epoch, or None (`selection: last`).
+
+    Teachers and in-domain Bi-Encoders read the dev split of the data they
+    learn; a transfer student the source's (`source_dev`, its default) or, only
+    when asked for, the target's (`target_dev`, the planned `dev` input).
+    """
+    params, inputs = spec["params"], spec["inputs"]
+    if params.get("selection") == "last":
+        return None
+    return read_split(inputs.get("dev", inputs["data"]), "dev", required=False)
 
 
 def _train_and_save(arch: str, spec: dict, train: pd.DataFrame, out, device, force) -> dict:
     params = spec["params"]
     data = spec["inputs"]["data"]
-    dev = read_split(data, "dev", required=False)
+    dev = selection_dev(spec)
     test = read_split(spec["inputs"].get("eval", data), "test")  # domain transfer: the target's test split
     device = resolve_device(device)
     work = checkpoint_dir(out)
     # an MLM-adapted checkpoint (domain / full_domain variants) replaces the base model
-    base = str(Path(spec["inputs"]["init"]) / "model") if "init" in spec["inputs"] else resolve_model(params["model"])
+    base = str(Path(spec["inputs"]["init"]) / "model") if "init" in spec["inputs"] else model_path(params, params["model"])
     log.info("%s: %d training pairs, %s dev pairs, %d test pairs, base %s, device %s", arch, len(train),
              len(dev) if dev is not None else "no", len(test), params["model"], device)
     with artifact_dir(out, spec, force) as tmp:
@@ -40,6 +53,10 @@ def _train_and_save(arch: str, spec: dict, train: pd.DataFrame, out, device, for
         pd.DataFrame({"sentence1": test["sentence1"], "sentence2": test["sentence2"], "gold": test["score"],
                       "predicted": predicted}).to_parquet(tmp / "predictions.parquet", index=False)
         metrics = {"arch": arch, "device": device, "test": test_metrics, **result.metrics}
+        if "selection" in params:
+            metrics["selection"] = params["selection"]
+        if "source" in train:
+            metrics["training_set"] = {str(k): int(v) for k, v in train["source"].value_counts(sort=False).items()}
         if "eval" in spec["inputs"]:
             metrics["source_test"] = evaluate(arch, result.model, read_split(data, "test"), params)[0]
         write_json(tmp / "metrics.json", metrics)
@@ -61,16 +78,34 @@ def run_teacher(spec: dict, out: str | Path, device: str | None = None, force: b
 
 
 def student_training_set(spec: dict) -> pd.DataFrame:
-    """Gold train pairs (if `use_gold_labels`) plus teacher-labelled pairs (if a `labels` input is planned)."""
+    """What the student learns from, one row per (pair, label), with its `source`.
+
+    - `gold`: the gold train pairs with their gold scores (`student.use_gold_labels`);
+      the teacher's gold, so in domain transfer the *source's*;
+    - `relabelled_gold`: the same pairs scored by the teacher (`silver.relabel_gold`,
+      label regularisation; the labels artifact's `gold` strategy);
+    - one source per sampling strategy: candidates scored by the teacher, already
+      de-duplicated across strategies by the labels stage (first strategy wins).
+
+    Defaults follow the thesis: each gold pair once, with the teacher's score
+    (relabel on, gold labels off). With both on, each gold pair enters twice,
+    once per label, as in the AugSBERT paper's gold + silver set plus label
+    regularisation.
+    """
     params = spec["params"]
     parts = []
     if params["use_gold_labels"]:
-        parts.append(read_split(spec["inputs"]["data"], "train")[["sentence1", "sentence2", "score"]])
+        gold = read_split(spec["inputs"]["data"], "train")[["sentence1", "sentence2", "score"]]
+        parts.append(gold.assign(source="gold"))
     if "labels" in spec["inputs"]:
-        parts.append(read_pairs(Path(spec["inputs"]["labels"]) / "pairs.parquet")[["sentence1", "sentence2", "score"]])
+        labelled = read_pairs(Path(spec["inputs"]["labels"]) / "pairs.parquet")
+        source = labelled["strategy"].where(labelled["strategy"] != "gold", "relabelled_gold")
+        parts.append(labelled[["sentence1", "sentence2", "score"]].assign(source=source.to_numpy()))
     if not parts:
         raise DataError("the student has no training pairs: enable student.use_gold_labels or silver labels")
-    return pd.concat(parts, ignore_index=True)
+    table = pd.concat(parts, ignore_index=True)
+    log.info("student training set: %s", table["source"].value_counts(sort=False).to_dict())
+    return table
 
 
 def run_student(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:

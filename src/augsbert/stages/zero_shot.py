@@ -9,17 +9,17 @@ import pandas as pd
 
 from ..artifacts import artifact_dir, write_json
 from ..evaluation import correlations, cosine_scores
-from ..models import resolve_device, resolve_model
-from .common import read_split
+from ..models import resolve_device
+from .common import model_path, read_split
 
 log = logging.getLogger(__name__)
 
 
 def load_bi_encoder(ref: str, device: str, max_length: int):
-    """A SentenceTransformer for `ref` (mean pooling is added for plain encoders)."""
+    """A SentenceTransformer from the local model directory `ref` (mean pooling is added for plain encoders)."""
     from sentence_transformers import SentenceTransformer
 
-    model = SentenceTransformer(resolve_model(ref), device=device)
+    model = SentenceTransformer(ref, device=device)
     model.max_seq_length = max_length
     return model
 
@@ -30,7 +30,7 @@ def run(spec: dict, out: str | Path, device: str | None = None, force: bool = Fa
     with artifact_dir(out, spec, force) as tmp:
         device = resolve_device(device)
         log.info("zero-shot: model %s on %d test pairs (device %s)", params["model"], len(test), device)
-        model = load_bi_encoder(params["model"], device, params["max_length"])
+        model = load_bi_encoder(model_path(params, params["model"]), device, params["max_length"])
         predicted = cosine_scores(model, list(zip(test["sentence1"], test["sentence2"])), params["batch_size"])
         metrics = {"model": params["model"], "device": device, "test": correlations(predicted, test["score"])}
         log.info("zero-shot: test spearman %.2f  pearson %.2f", metrics["test"]["spearman"], metrics["test"]["pearson"])

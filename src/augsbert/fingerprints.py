@@ -1,0 +1,114 @@
+"""What an input *is*, for artifact keys: raw files by content, models by what they resolve to.
+
+Keys built from paths or timestamps rerun hours of training when a file is
+merely copied again or `touch`ed, and reuse stale results when a file is
+overwritten in place. So raw data files enter keys by their sha256, and model
+references by their resolved identity:
+
+- a local model directory: a sha256 over its configuration, tokenizer and
+  weight files (names and contents);
+- a packaged alias (`minilm-l6`): the package and its version;
+- a hub id: the id and the configured revision (`hub_revisions` in the config;
+  pin a commit there to make the key exact).
+
+Hashing a large file costs seconds, so digests are cached by (absolute path,
+size, mtime_ns) in `artifacts/.cache/file-digests.json`: a dry run re-hashes
+only what changed. A touched-but-identical file is re-hashed once, gets the
+same digest, and so the same keys.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+CACHE_PATH = Path("artifacts/.cache/file-digests.json")
+MISSING = "missing"
+
+# Files of a model directory that determine what it computes (weights, config, tokenizer, pooling).
+MODEL_FILE_SUFFIXES = (".json", ".safetensors", ".bin", ".txt", ".model", ".pt", ".pth")
+
+
+class DigestCache:
+    """sha256 digests of files, memoised on disk by (path, size, mtime_ns)."""
+
+    def __init__(self, path: Path = CACHE_PATH):
+        self.path = path
+        self.entries: dict[str, list] = {}
+        self.dirty = False
+        try:
+            self.entries = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            self.entries = {}  # no cache yet, or a damaged one: recompute
+
+    def file(self, path: str | Path) -> str:
+        path = Path(path).resolve()
+        st = path.stat()
+        stamp = [st.st_size, st.st_mtime_ns]
+        cached = self.entries.get(str(path))
+        if cached and cached[:2] == stamp:
+            return cached[2]
+        digest = hashlib.sha256()
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        self.entries[str(path)] = [*stamp, digest.hexdigest()]
+        self.dirty = True
+        return digest.hexdigest()
+
+    def tree(self, root: str | Path, suffixes: tuple[str, ...] | None = None) -> str:
+        """One digest over the relative names and contents of the files below `root`."""
+        root = Path(root)
+        digest = hashlib.sha256()
+        for path in sorted(p for p in root.rglob("*") if p.is_file()):
+            rel = path.relative_to(root).as_posix()
+            if any(part.startswith(".") for part in path.relative_to(root).parts):
+                continue  # .git, .cache, editor files: not part of the data or model
+            if suffixes is not None and not rel.endswith(suffixes):
+                continue
+            digest.update(f"{rel}\0{self.file(path)}\n".encode())
+        return digest.hexdigest()
+
+    def save(self) -> None:
+        """Write the cache atomically (merged with what another process may have written meanwhile)."""
+        if not self.dirty:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                merged = {**json.loads(self.path.read_text()), **self.entries}
+            except (OSError, ValueError):
+                merged = self.entries
+            tmp = self.path.with_name(f".{self.path.name}.partial-{os.getpid()}")
+            tmp.write_text(json.dumps(merged, indent=0, sort_keys=True))
+            os.replace(tmp, self.path)
+            self.dirty = False
+        except OSError:
+            pass  # a read-only project still plans; it only re-hashes next time
+
+
+def path_digest(cache: DigestCache, path: str | Path) -> str:
+    """Digest of a file or directory; `missing` if it does not exist (the data stage then says what to do)."""
+    path = Path(path)
+    if path.is_file():
+        return cache.file(path)
+    if path.is_dir():
+        return "tree:" + cache.tree(path)
+    return MISSING
+
+
+def model_identity(ref: str, cache: DigestCache, revisions: dict[str, str] | None = None) -> str:
+    """What a model reference resolves to, as a string that enters artifact keys."""
+    from .models.resolve import ALIAS_PACKAGES, reference_kind
+
+    kind = reference_kind(ref)
+    if kind == "alias":
+        from importlib.metadata import version
+
+        package = ALIAS_PACKAGES[ref]
+        return f"alias:{ref}={package}=={version(package)}"
+    if kind == "path":
+        return "sha256:" + cache.tree(Path(os.path.expanduser(ref)), MODEL_FILE_SUFFIXES)
+    return f"hub:{ref}@{(revisions or {}).get(ref, 'main')}"
