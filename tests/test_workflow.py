@@ -84,10 +84,14 @@ def test_demo_run_and_rerun_behaviour(workdir):
     # a fresh second run does nothing
     assert planned(workdir, TARGET) == {}
 
+    # a setting that cannot change a result (an inference batch size) reruns no stage, only the cheap
+    # results file that reports the config
+    assert planned(workdir, TARGET, "--config", "experiments={demo_zeroshot: {evaluation: {batch_size: 16}}}") == {
+        "collect_results": 1}
     # a downstream-only change, given the two ways users give it, reruns only that stage and after
-    assert planned(workdir, TARGET, "--config", "experiments={demo_zeroshot: {evaluation: {batch_size: 16}}}") == EVAL_ONLY
+    assert planned(workdir, TARGET, "--config", "experiments={demo_zeroshot: {evaluation: {max_length: 64}}}") == EVAL_ONLY
     override = workdir / "override.yaml"
-    override.write_text("experiments:\n  demo_zeroshot:\n    evaluation: {batch_size: 16}\n")
+    override.write_text("experiments:\n  demo_zeroshot:\n    evaluation: {max_length: 64}\n")
     assert planned(workdir, TARGET, "--configfile", "config/config.yaml", str(override)) == EVAL_ONLY
     # the device is a runtime choice and never reruns anything
     assert planned(workdir, TARGET, "--config", "device=cpu") == {}
@@ -141,6 +145,19 @@ def test_missing_real_data_fails_fast_then_runs(workdir):
     assert zs["summary"]["spearman"]["n"] == 1
     # BWS has topics: frozen-encoder topic classification over its 8 topics
     assert zs["summary"]["topic_macro_f1"]["mean"] > 30 and "topic" not in zs["skipped"]
+
+    # raw data are tracked by content: a re-copied or touched identical file reruns nothing ...
+    raw = workdir / "data" / "raw" / "bws" / "BWS_Argument_Similarity_Corpus.csv"
+    shutil.copy(raw, workdir / "copy.csv")
+    shutil.copy(workdir / "copy.csv", raw)
+    os.utime(raw)
+    assert planned(workdir, "results/bws_zeroshot.json") == {}
+    # ... one changed score reruns the data stage and everything after it
+    lines = raw.read_text().splitlines()
+    fields = lines[1].rsplit(",", 1)
+    lines[1] = f"{fields[0]},{float(fields[1]) / 2:.4f}"
+    raw.write_text("\n".join(lines) + "\n")
+    assert planned(workdir, "results/bws_zeroshot.json") == FULL
 
 
 def test_config_errors_name_the_key(workdir):
@@ -289,3 +306,43 @@ def test_grid_table_report_and_adding_a_seed(workdir, tiny_minilm):
     assert planned(workdir, target, *args, *more) == {
         "train_student": 2, "train_teacher": 1, "sample_pairs": 1, "label_pairs": 1, "evaluate_suite": 2,
         "collect_results": 1, "grid_table": 1}
+
+
+def test_transfer_uses_no_target_label(workdir, tiny_minilm):
+    """Domain transfer: with the target's scores replaced by random numbers, the silver set and the
+    student's predictions on the target test sentences stay identical (no target label enters)."""
+    import numpy as np
+    from conftest import write_stsb_sbert
+
+    bws = write_bws(workdir / "data" / "raw" / "bws" / "BWS_Argument_Similarity_Corpus.csv", per_topic=12)
+    write_stsb_sbert(workdir / "data" / "raw" / "stsb")
+    extra = workdir / "transfer.yaml"
+    extra.write_text(
+        f"defaults:\n  base_model: {tiny_minilm}\n"
+        "  teacher: {epochs: 1, max_length: 64, batch_size: 16}\n"
+        "  student: {epochs: 2, max_length: 32, batch_size: 16, use_gold_labels: true}\n"
+        "  evaluation: {max_length: 32, suites: []}\n"
+        "experiments:\n  leak:\n    source: stsb\n    dataset: bws_cross_topic\n    models: [student]\n"
+        "    silver: {relabel_gold: true}\n"
+        "    sampling: {strategies: [bm25, kde, iterative_kde, target_pairs], top_k: 2}\n")
+    args = ("--configfile", "config/config.yaml", str(extra))
+
+    def outcome():
+        run(workdir, "results/leak.json", *args)
+        result = json.loads((workdir / "results" / "leak.json").read_text())
+        stage = {s["stage"]: workdir / s["path"] for s in result["stages"].values()}
+        silver = pd.read_parquet(stage["labels"] / "pairs.parquet")
+        predicted = pd.read_parquet(stage["student"] / "predictions.parquet")
+        return result, silver.drop(columns=["teacher"]), predicted
+
+    first, silver, predicted = outcome()
+    assert first["models"]["student"]["per_seed"]["42"]["selection"] == "source_dev"
+    assert set(silver["strategy"]) >= {"gold", "bm25", "target_pairs"}
+    table = pd.read_csv(bws)
+    table["score"] = np.random.default_rng(0).random(len(table)).round(4)  # train, dev and test scores
+    table.to_csv(bws, index=False)
+    second, silver_2, predicted_2 = outcome()
+    assert second["stages"].keys() != first["stages"].keys()  # the target data changed: the chain ran again
+    pd.testing.assert_frame_equal(silver_2, silver)
+    pd.testing.assert_series_equal(predicted_2["predicted"], predicted["predicted"])
+    pd.testing.assert_series_equal(predicted_2["sentence1"], predicted["sentence1"])
