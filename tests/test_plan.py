@@ -250,3 +250,30 @@ def test_mlm_variants_and_what_a_change_reruns():
     lr = keys(plan_for(experiments={"demo_fulldomain_cbe": {"student": {"lr": 3e-5}}}), "demo_fulldomain_cbe")
     assert lr["adapt"] == base["adapt"] and lr["teacher"] == base["teacher"]
     assert keys(plan, "demo_augsbert_cbe").get("adapt") is None
+
+
+def test_models_enter_keys_by_identity(tmp_path, tiny_minilm):
+    import shutil
+
+    a = tmp_path / "a"
+    shutil.copytree(tiny_minilm, a)
+    key = keys(plan_for(defaults={"base_model": str(a)}))["zero_shot"]
+    shutil.copytree(a, tmp_path / "other" / "a")  # the same model elsewhere: the same key
+    assert keys(plan_for(defaults={"base_model": str(tmp_path / "other" / "a")}))["zero_shot"] == key
+    config = json.loads((a / "config.json").read_text())
+    config["layer_norm_eps"] = 1e-6  # the model changed in place: a new key
+    (a / "config.json").write_text(json.dumps(config))
+    assert keys(plan_for(defaults={"base_model": str(a)}))["zero_shot"] != key
+    # a hub id enters as id@revision (main unless pinned under hub_revisions)
+    hub = plan_for(defaults={"base_model": "org/model"})
+    assert hub.node(keys(hub)["zero_shot"]).params["model_identity"] == {"model": "hub:org/model@main"}
+    pinned = plan_for(defaults={"base_model": "org/model"}, hub_revisions={"org/model": "abc123"})
+    node = pinned.node(keys(pinned)["zero_shot"])
+    assert node.params["model_identity"] == {"model": "hub:org/model@abc123"}
+    assert node.settings["hub_revisions"] == {"org/model": "abc123"}
+
+
+def test_descriptions_are_not_part_of_any_key():
+    base = plan_for()
+    other = plan_for(experiments={name: {"description": "x" * 5000} for name in base.experiments if "." not in name})
+    assert all(keys(other, n) == keys(base, n) for n in base.experiments if "." not in n)
