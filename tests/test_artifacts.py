@@ -153,3 +153,16 @@ def test_partial_files_of_killed_json_writes_are_swept_by_the_next_writer(tmp_pa
     with writer_lock(out):
         write_json(out, {"x": 1})
     assert sorted(p.name for p in out.parent.iterdir()) == [".y.json.partial-99999", "x.json"]
+
+
+def test_resume_state_is_kept_after_a_failure_and_removed_with_success(tmp_path):
+    out = tmp_path / "artifacts" / "teacher" / "k-0123456789"
+    work = stage_sidecar(out, "checkpoints")
+    (work / "trainer").mkdir(parents=True)
+    with pytest.raises(RuntimeError):
+        with artifact_dir(out, {}, checkpoints=work):
+            raise RuntimeError("preempted")
+    assert (work / "trainer").is_dir()  # the rerun resumes from it
+    with artifact_dir(out, {}, checkpoints=work):
+        pass
+    assert not (tmp_path / "artifacts" / ".checkpoints").exists()  # with its emptied <stage>/ folder
