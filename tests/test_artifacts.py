@@ -44,3 +44,125 @@ def test_partial_directories_of_killed_jobs_are_swept(tmp_path):
     with artifact_dir(out, {}):
         pass
     assert sorted(p.name for p in tmp_path.iterdir()) == ["k-0123456789"]
+
+
+# --- one writer per artifact -------------------------------------------------------------------------------------
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import augsbert
+from augsbert.artifacts import ArtifactLockedError, lock_path, stage_sidecar, writer_lock
+from augsbert.cli import EXIT_LOCKED, main
+
+# A first writer in its own process: starts an artifact (partial directory, resume state), says where, and works
+# on until killed, or until it reads a line on stdin, then completes the artifact.
+FIRST_WRITER = """
+import sys
+from augsbert.artifacts import artifact_dir, stage_sidecar
+out = sys.argv[1]
+with artifact_dir(out, {"writer": "first"}) as tmp:
+    (tmp / "half.bin").write_text("first writer's work")
+    state = stage_sidecar(out, "checkpoints")
+    state.mkdir(parents=True)
+    (state / "checkpoint-8").write_text("resume state")
+    print(tmp, flush=True)
+    sys.stdin.readline()
+"""
+
+
+def start_first_writer(out: Path) -> tuple[subprocess.Popen, Path]:
+    env = {**os.environ, "PYTHONPATH": str(Path(augsbert.__file__).parents[1])}
+    proc = subprocess.Popen([sys.executable, "-c", FIRST_WRITER, str(out)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, env=env)
+    line = proc.stdout.readline().strip()
+    assert line, "the first writer died before it started its artifact"
+    return proc, Path(line)
+
+
+def test_second_writer_stops_naming_the_live_one_and_leaves_its_files(tmp_path, capsys):
+    out = tmp_path / "teacher" / "k-0123456789"
+    first, partial = start_first_writer(out)
+    try:
+        # the CLI, as a rerun of the job would start it: it stops before reading its (here empty) spec
+        assert main(["-q", "prepare-data", "--spec", "{}", "--out", str(out)]) == EXIT_LOCKED
+        err = capsys.readouterr().err
+        assert f"{out} is being written by pid {first.pid} on host {socket.gethostname()}, since " in err
+        assert f"(`kill {first.pid}`)" in err and str(lock_path(out)) in err
+        with pytest.raises(ArtifactLockedError, match=f"pid {first.pid} "):  # the library entry point too
+            with artifact_dir(out, {}):
+                pass
+        assert (partial / "half.bin").read_text() == "first writer's work"
+        assert (stage_sidecar(out, "checkpoints") / "checkpoint-8").read_text() == "resume state"
+        assert not out.exists()
+    finally:
+        first.kill()  # SIGKILL: the kernel drops its lock; its partial directory stays behind
+        first.wait()
+    assert partial.is_dir()
+    with artifact_dir(out, {"writer": "second"}):
+        pass
+    assert [p.name for p in out.parent.iterdir()] == [out.name]  # the dead writer's partial directory was swept
+    assert read_json(out / "spec.json") == {"writer": "second"}
+
+
+def test_waiting_writer_proceeds_once_the_first_finishes(tmp_path, caplog):
+    out = tmp_path / "teacher" / "k-0123456789"
+    first, _ = start_first_writer(out)
+    try:
+        start = time.monotonic()
+        with pytest.raises(ArtifactLockedError, match=f"pid {first.pid} "):
+            with writer_lock(out, wait=0.5):
+                pass
+        assert time.monotonic() - start >= 0.5
+        threading.Timer(0.5, lambda: (first.stdin.write("finish\n"), first.stdin.flush())).start()
+        with caplog.at_level("INFO", logger="augsbert.artifacts"), writer_lock(out, wait=60):
+            assert first.wait(timeout=10) == 0 and read_json(out / "spec.json") == {"writer": "first"}
+        assert f"is being written by pid {first.pid} " in caplog.text and "waiting up to 60 s" in caplog.text
+    finally:
+        first.kill()
+        first.wait()
+    with pytest.raises(ArtifactExistsError):  # what the waiting job was to write is there now
+        with artifact_dir(out, {}):
+            pass
+
+
+def test_writer_lock_is_reentrant_and_released_on_exit(tmp_path):
+    out = tmp_path / "results" / "x.json"
+    with writer_lock(out):
+        with writer_lock(out):  # artifact_dir inside the CLI's lock
+            pass
+        probe = subprocess.run([sys.executable, "-c", "import sys; from augsbert.artifacts import writer_lock\n"
+                                "with writer_lock(sys.argv[1]): pass", str(out)], capture_output=True, text=True,
+                               env={**os.environ, "PYTHONPATH": str(Path(augsbert.__file__).parents[1])})
+        assert probe.returncode != 0 and f"pid {os.getpid()} on host" in probe.stderr  # still held after the inner exit
+    with writer_lock(out):  # released: taken again at once
+        pass
+
+
+def test_partial_files_of_killed_json_writes_are_swept_by_the_next_writer(tmp_path):
+    out = tmp_path / "results" / "x.json"
+    out.parent.mkdir()
+    (out.parent / ".x.json.partial-99999").write_text('{"half": ')  # write_json killed before its rename
+    (out.parent / ".y.json.partial-99999").write_text("another file's")  # not x.json's: kept
+    with writer_lock(out):
+        write_json(out, {"x": 1})
+    assert sorted(p.name for p in out.parent.iterdir()) == [".y.json.partial-99999", "x.json"]
+
+
+def test_resume_state_is_kept_after_a_failure_and_removed_with_success(tmp_path):
+    out = tmp_path / "artifacts" / "teacher" / "k-0123456789"
+    work = stage_sidecar(out, "checkpoints")
+    (work / "trainer").mkdir(parents=True)
+    with pytest.raises(RuntimeError):
+        with artifact_dir(out, {}, checkpoints=work):
+            raise RuntimeError("preempted")
+    assert (work / "trainer").is_dir()  # the rerun resumes from it
+    with artifact_dir(out, {}, checkpoints=work):
+        pass
+    assert not (tmp_path / "artifacts" / ".checkpoints").exists()  # with its emptied <stage>/ folder

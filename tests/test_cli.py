@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -103,3 +104,30 @@ def test_role_and_seed_select_the_planned_node():
     args.seed = 7
     with pytest.raises(SystemExit, match="no seed 7"):
         _planned_spec(args, "student")
+
+
+def test_stage_job_holds_the_artifact_lock_before_its_runner_starts(tmp_path, monkeypatch):
+    """A second `augsbert` process on the same key stops while the first job is still reading its inputs."""
+    import os
+    import subprocess
+    import sys
+
+    import augsbert
+    from augsbert.cli import EXIT_LOCKED
+    from augsbert.stages import prepare_data
+
+    out = tmp_path / "data" / "d-0123456789"
+    seen = {}
+
+    def runner(spec, out_, force=False):  # no artifact_dir yet: only the CLI's lock can stop the second process
+        seen["second"] = subprocess.run(
+            [sys.executable, "-m", "augsbert", "-q", "prepare-data", "--spec", "{}", "--out", str(out)],
+            capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(Path(augsbert.__file__).parents[1])})
+        return {}
+
+    monkeypatch.setattr(prepare_data, "run", runner)
+    assert main(["-q", "prepare-data", "--spec", "{}", "--out", str(out)]) == 0
+    second = seen["second"]
+    assert second.returncode == EXIT_LOCKED, second.stderr
+    assert f"augsbert prepare-data: error: {out} is being written by pid {os.getpid()} on host " in second.stderr
+    assert "Traceback" not in second.stderr

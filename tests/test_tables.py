@@ -52,3 +52,14 @@ def test_markdown_table_layout_average_and_missing_cells(tmp_path):
 def test_results_schema_rejects_a_malformed_document():
     with pytest.raises(ValueError, match=r"results.schema.yaml:\n  <top level>: 'experiment' is a required property"):
         validate_results({"models": {}})
+
+
+def test_rendering_sweeps_a_killed_render_and_writes_the_table_atomically(tmp_path):
+    write(tmp_path, "g.bm25.a", {"lower_bound": model([60.0, 64.0])})
+    write(tmp_path, "g.bm25.b", {"lower_bound": model([50.0, 52.0])})
+    out = tmp_path / "tables" / "g.md"
+    out.parent.mkdir()
+    (out.parent / ".g.md.partial-99999").write_text("| Method | a")  # a render killed while writing the table
+    text = tables.run(SPEC, tmp_path, out)
+    assert out.read_text() == text
+    assert sorted(p.name for p in out.parent.iterdir()) == ["g.csv", "g.figures", "g.logs", "g.md", "g.png"]

@@ -156,3 +156,20 @@ def test_resume_state_of_another_configuration_is_discarded(tiny_minilm, tmp_pat
                  "fp32")
     assert result.metrics["resumed_from"] is None
     assert [h["dev_spearman"] for h in result.metrics["dev_history"]] != [99.0]
+
+
+def test_resume_state_is_tidied_after_a_killed_write(tmp_path):
+    from augsbert.training import claim_workdir
+
+    work = tmp_path / "work"
+    claim_workdir(work, {"arch": "be"})
+    (work / ".best.json.partial-99999").write_text('{"history": [')  # write_json killed before its rename
+    (work / "best.partial").mkdir()  # a new best model half saved
+    (work / "best.old").mkdir()  # killed between the two renames of the swap: only the old best is left
+    (work / "best.old" / "model.bin").write_text("old best")
+    claim_workdir(work, {"arch": "be"})
+    assert sorted(p.name for p in work.iterdir()) == ["best", "fingerprint.json"]
+    assert (work / "best" / "model.bin").read_text() == "old best"
+    (work / "best.old").mkdir()  # killed after the swap: the old best is garbage
+    claim_workdir(work, {"arch": "be"})
+    assert sorted(p.name for p in work.iterdir()) == ["best", "fingerprint.json"]

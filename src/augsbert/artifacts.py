@@ -1,24 +1,47 @@
-"""Artifact directories: written under a temporary name and renamed when complete.
+"""Artifact directories: one writer per output, written under a temporary name and renamed when complete.
 
 A directory named like a finished artifact is always finished: a killed job
 leaves only `.<name>.partial-<pid>` behind, which no later stage can mistake
 for a result. A finished artifact is never overwritten.
+
+Every output has one writer at a time: `writer_lock` takes an exclusive lock
+on `<dir>/.locks/<stage>/<key>.lock` for the whole job. A job whose Snakemake
+was killed can live on as an orphan; a rerun then stops with a message naming
+that process instead of deleting its partial files and sharing its
+checkpoints. Holding the lock is also what makes it safe to sweep the
+temporary files of killed writes: no other live process can own them.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import errno
+import fcntl
+import glob
 import json
+import logging
 import math
 import os
 import shutil
+import socket
 import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+log = logging.getLogger(__name__)
+
 
 class ArtifactExistsError(FileExistsError):
     pass
+
+
+class ArtifactLockedError(RuntimeError):
+    """Another live process is writing the same output."""
+
+
+class LockUnsupportedError(OSError):
+    """The file system cannot lock files (e.g. Lustre mounted without `flock`)."""
 
 
 def _finite(obj: Any) -> Any:
@@ -32,49 +55,204 @@ def _finite(obj: Any) -> Any:
     return obj
 
 
+def partial_name(path: str | Path) -> Path:
+    """`dir/name` -> `dir/.name.partial-<pid>`: the temporary name a write goes to before its rename."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.partial-{os.getpid()}")
+
+
+def write_text(path: str | Path, text: str) -> None:
+    """Write a file atomically (temp file + rename): readers see the old or the new file, never half of one."""
+    tmp = partial_name(path)
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
 def write_json(path: str | Path, obj: Any) -> None:
     """Write strict JSON atomically (temp file + rename)."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.partial-{os.getpid()}")
-    tmp.write_text(json.dumps(_finite(obj), indent=2, ensure_ascii=False, allow_nan=False) + "\n")
-    os.replace(tmp, path)
+    write_text(path, json.dumps(_finite(obj), indent=2, ensure_ascii=False, allow_nan=False) + "\n")
 
 
 def read_json(path: str | Path) -> Any:
     return json.loads(Path(path).read_text())
 
 
+def sweep_partials(out: str | Path) -> list[Path]:
+    """Remove `.<name>.partial-*` files and directories of `out`: what killed writes left behind.
+
+    Only the holder of `out`'s writer lock may call this: another live writer's
+    partial files look exactly like a dead one's.
+    """
+    out = Path(out)
+    stale = list(out.parent.glob(f".{glob.escape(out.name)}.partial-*"))
+    for path in stale:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+    if stale:
+        log.info("removed %d partial file(s) of killed writes of %s", len(stale), out)
+    return stale
+
+
+def stage_sidecar(out: str | Path, kind: str) -> Path:
+    """`<dir>/<stage>/<key>` -> `<dir>/.<kind>/<stage>/<key>`: state of an output kept beside, not inside, it.
+
+    Snakemake deletes a job's declared outputs before it starts, and listing
+    `artifacts/<stage>/` should show artifacts only; so checkpoints and locks
+    live in hidden trees beside the stage folders.
+    """
+    out = Path(out)
+    return out.parent.parent / f".{kind}" / out.parent.name / out.name
+
+
+def lock_path(out: str | Path) -> Path:
+    """`artifacts/teacher/<key>` -> `artifacts/.locks/teacher/<key>.lock`."""
+    side = stage_sidecar(out, "locks")
+    return side.with_name(side.name + ".lock")
+
+
+# Locks this process holds: lock path -> [fd, depth]. Re-entrant, so the CLI can hold a job's lock
+# from its first step while `artifact_dir` (also used without the CLI) takes it too.
+_held: dict[str, list[int]] = {}
+
+
+def _holder_text(fd: int, lock: Path) -> tuple[str, str | None]:
+    """Who holds `lock` and how to stop it, from what its holder wrote into it (for a second writer)."""
+    try:
+        info = json.loads(os.pread(fd, 4096, 0).decode() or "null")
+        pid, host, since = int(info["pid"]), str(info["host"]), str(info["since"])
+    except (OSError, ValueError, TypeError, KeyError):
+        return f"another process (it has not written its details into {lock} yet)", None
+    here = host == socket.gethostname()
+    job = info.get("slurm_job")
+    text = f"pid {pid} on host {host}" + (f", SLURM job {job}" if job else "") + f", since {since}"
+    hint = f"stop it (`kill {pid}`" + ("" if here else f" on {host}") + (f", or `scancel {job}`" if job else "") + ")"
+    if here:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:  # a process it forked inherited the lock and lives on
+            hint = (f"stop the process that holds it (pid {pid} has exited, a process it started lives on: "
+                    f"`fuser -v {lock}` shows it)")
+        except PermissionError:
+            pass  # alive, another user's
+    return text, hint
+
+
 @contextmanager
-def artifact_dir(out: str | Path, spec: dict, force: bool = False) -> Iterator[Path]:
+def writer_lock(out: str | Path, wait: float = 0) -> Iterator[None]:
+    """Hold the exclusive writer lock of output `out`; sweep its leftovers of killed writes.
+
+    A second writer waits up to `wait` seconds, then raises ArtifactLockedError
+    naming the process that holds the lock; it touches none of that process'
+    files. The lock is `fcntl.flock` on `lock_path(out)`: the kernel releases it
+    when its holder dies, even by SIGKILL, so no lock ever goes stale and none
+    is ever removed by hand; the lock files stay (empty) between jobs.
+
+    flock rather than POSIX `lockf`: a POSIX lock belongs to the process and is
+    dropped when the process closes *any* descriptor of the file, which any
+    library opening the file would do silently; a flock belongs to this open
+    file. Across cluster nodes both work the same: Linux NFS clients (NFSv3 with
+    lockd, NFSv4) implement flock as a whole-file lock on the server, unless the
+    share is mounted with `local_lock=flock|all` (then it only excludes jobs on
+    the same node); Lustre needs the `flock` mount option (`localflock` is
+    node-local); GPFS supports it.
+    """
+    lock = lock_path(out)
+    key = os.path.abspath(lock)
+    if key in _held:
+        _held[key][1] += 1
+        try:
+            yield
+        finally:
+            _held[key][1] -= 1
+        return
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        deadline = time.monotonic() + wait
+        waiting = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                holder, hint = _holder_text(fd, lock)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise ArtifactLockedError(
+                        f"{out} is being written by {holder}. Wait for it to finish"
+                        + (f", or {hint}," if hint else ",") + " then run again; its partial files are left alone "
+                        f"(lock: {lock})") from None
+                if not waiting:
+                    log.info("%s is being written by %s; waiting up to %.0f s", out, holder, wait)
+                    waiting = True
+                time.sleep(min(1.0, left))
+            except OSError as err:
+                if err.errno in (errno.ENOLCK, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL):
+                    raise LockUnsupportedError(
+                        err.errno, f"cannot lock {lock} ({err.strerror}): the file system must support file locks "
+                        "(NFS: lockd or NFSv4; Lustre: mount with -o flock)") from None
+                raise
+        info = {"pid": os.getpid(), "host": socket.gethostname(),
+                "since": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+                "slurm_job": os.environ.get("SLURM_JOB_ID")}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(info).encode(), 0)
+        _held[key] = [fd, 1]
+        try:
+            sweep_partials(out)
+            yield
+        finally:
+            del _held[key]
+            os.ftruncate(fd, 0)  # details of a finished writer would only mislead a reader of the file
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _remove_checkpoints(work: Path) -> None:
+    shutil.rmtree(work, ignore_errors=True)
+    for parent in (work.parent, work.parent.parent):  # drop empty .checkpoints/<stage>/ folders
+        try:
+            parent.rmdir()
+        except OSError:
+            pass  # not empty (another job is training) or already gone
+
+
+@contextmanager
+def artifact_dir(out: str | Path, spec: dict, force: bool = False, checkpoints: Path | None = None) -> Iterator[Path]:
     """Yield a temporary directory that becomes `out` (with spec.json) on success.
 
     `metrics.json` written into it by the caller gets `wall_time_s` added.
     On failure the partial directory is removed and `out` is left as it was.
+    The writer lock of `out` is held throughout (the CLI takes it earlier, for
+    the whole job); `checkpoints` (the resume state) is removed once `out` is
+    complete, still under the lock.
     """
     out = Path(out)
-    if out.exists():
-        if not force:
+    with writer_lock(out):
+        if out.exists() and not force:
             raise ArtifactExistsError(f"{out} already exists; refusing to overwrite a finished artifact (use --force)")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    for stale in out.parent.glob(f".{out.name}.partial-*"):  # left by a killed job (one job per key runs at once)
-        shutil.rmtree(stale, ignore_errors=True)
-    tmp = out.parent / f".{out.name}.partial-{os.getpid()}"
-    tmp.mkdir()
-    start = time.time()
-    try:
-        write_json(tmp / "spec.json", spec)
-        yield tmp
-        metrics_path = tmp / "metrics.json"
-        metrics = read_json(metrics_path) if metrics_path.exists() else {}
-        metrics["wall_time_s"] = round(time.time() - start, 3)
-        from .models.resolve import RESOLVED_COMMITS
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = partial_name(out)
+        tmp.mkdir()
+        start = time.time()
+        try:
+            write_json(tmp / "spec.json", spec)
+            yield tmp
+            metrics_path = tmp / "metrics.json"
+            metrics = read_json(metrics_path) if metrics_path.exists() else {}
+            metrics["wall_time_s"] = round(time.time() - start, 3)
+            from .models.resolve import RESOLVED_COMMITS
 
-        if RESOLVED_COMMITS:  # pins hub models (id@revision -> commit) for the results file
-            metrics["resolved_models"] = dict(RESOLVED_COMMITS)
-        write_json(metrics_path, metrics)
-        if out.exists():  # only with force
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+            if RESOLVED_COMMITS:  # pins hub models (id@revision -> commit) for the results file
+                metrics["resolved_models"] = dict(RESOLVED_COMMITS)
+            write_json(metrics_path, metrics)
+            if out.exists():  # only with force
+                shutil.rmtree(out)
+            os.replace(tmp, out)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        if checkpoints is not None:
+            _remove_checkpoints(Path(checkpoints))

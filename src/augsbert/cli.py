@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import __version__
+from .artifacts import writer_lock
 
 log = logging.getLogger("augsbert")
 
@@ -65,6 +66,9 @@ def _stage_command(sub, name: str, stage: str, help_text: str, runner: Callable,
     p.add_argument("--seed", type=int, help="with --config: which seed's node (default: the first seed)")
     p.add_argument("--out", help="artifact directory to write (default with --config: its planned path)")
     p.add_argument("--force", action="store_true", help="replace an existing finished artifact")
+    p.add_argument("--wait-lock", type=float, default=0, metavar="SECONDS",
+                   help="if another process is writing the same artifact, wait this long for it (default: stop at "
+                        "once, naming that process)")
     if device:
         p.add_argument("--device", help="torch device (auto|cpu|cuda|cuda:N|mps); default $AUGSBERT_DEVICE or auto")
 
@@ -79,7 +83,10 @@ def _stage_command(sub, name: str, stage: str, help_text: str, runner: Callable,
         if not out:
             p.error("--out is required with --spec")
         kwargs = {"device": args.device} if device else {}
-        metrics = runner(spec, out, force=args.force, **kwargs)
+        # One writer per artifact for the whole job: taken before the runner reads an input or touches the
+        # checkpoints or a partial directory, released after the artifact is in place and its checkpoints gone.
+        with writer_lock(out, wait=args.wait_lock):
+            metrics = runner(spec, out, force=args.force, **kwargs)
         print(json.dumps({k: v for k, v in metrics.items() if not isinstance(v, (dict, list))}, indent=2))
 
     p.set_defaults(handler=handler)
@@ -207,20 +214,27 @@ def pin_one_gpu(argv: list[str]) -> None:
         os.environ["CUDA_VISIBLE_DEVICES"] = "0"
 
 
+# Another live process writes the same output: a temporary condition (sysexits EX_TEMPFAIL), not a bad input.
+EXIT_LOCKED = 75
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     pin_one_gpu(argv)
     from .config import ConfigError
     from .data import DataError
     from .models import ModelResolutionError
-    from .artifacts import ArtifactExistsError
+    from .artifacts import ArtifactExistsError, ArtifactLockedError, LockUnsupportedError
 
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         args.handler(args)
-    except (ConfigError, DataError, ModelResolutionError, ArtifactExistsError) as err:
+    except ArtifactLockedError as err:
+        print(f"augsbert {args.command}: error: {err}", file=sys.stderr)
+        return EXIT_LOCKED
+    except (ConfigError, DataError, ModelResolutionError, ArtifactExistsError, LockUnsupportedError) as err:
         print(f"augsbert {args.command}: error: {err}", file=sys.stderr)
         return 2
     return 0

@@ -105,7 +105,10 @@ def _callbacks():
             return control
 
         def _save_best(self, model) -> None:
-            """Write the new best model beside the old one, then swap: a kill never leaves none."""
+            """Write the new best model beside the old one, then swap: a kill never leaves none.
+
+            (A kill between the two renames leaves only `best.old`; claim_workdir puts it back.)
+            """
             new = self.best_dir.with_name(self.best_dir.name + ".partial")
             old = self.best_dir.with_name(self.best_dir.name + ".old")
             shutil.rmtree(new, ignore_errors=True)
@@ -120,7 +123,12 @@ def _callbacks():
 
 
 def claim_workdir(workdir: Path, fingerprint: dict) -> None:
-    """Reuse resume state only if it was made by the same computation; otherwise start afresh."""
+    """Reuse resume state only if it was made by the same computation; otherwise start afresh.
+
+    Reused state is first tidied up after a killed job. The caller holds the
+    artifact's writer lock, so whatever a write left half-done here is a dead
+    job's, never a live one's.
+    """
     from . import __version__
 
     fingerprint = {**fingerprint, "augsbert": __version__}
@@ -129,7 +137,21 @@ def claim_workdir(workdir: Path, fingerprint: dict) -> None:
         log.warning("discarding resume state in %s: it belongs to another configuration or version", workdir)
         shutil.rmtree(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
+    _recover_killed_writes(workdir)
     write_json(marker, fingerprint)
+
+
+def _recover_killed_writes(workdir: Path) -> None:
+    """Remove temporary files of killed writes; undo a best-model swap that a kill cut in half."""
+    for stale in workdir.glob(".*.partial-*"):  # write_json's temp files (best.json, seed_search.json, ...)
+        stale.unlink(missing_ok=True)
+    best, new, old = workdir / "best", workdir / "best.partial", workdir / "best.old"
+    shutil.rmtree(new, ignore_errors=True)
+    if old.exists():
+        if best.exists():  # killed after the swap: `old` is garbage
+            shutil.rmtree(old)
+        else:  # killed between the two renames: `old` is still the model best.json describes
+            os.replace(old, best)
 
 
 @dataclass

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import shutil
 from pathlib import Path
 
 from ..adaptation import adapt, evaluate_mlm, mlm_pairs, split_held_out
@@ -22,7 +21,7 @@ def run(spec: dict, out: str | Path, device: str | None = None, force: bool = Fa
     pairs = mlm_pairs(pool, params["seed"])
     train, held_out = split_held_out(pairs, params["held_out"], params["seed"])
     work = checkpoint_dir(out)
-    with artifact_dir(out, spec, force) as tmp:
+    with artifact_dir(out, spec, force, checkpoints=work) as tmp:
         device = resolve_device(device)
         base = model_path(params, params["model"])
         log.info("MLM adaptation of %s on %d pairs from %d target sentences (%d held out)", params["model"],
@@ -39,5 +38,4 @@ def run(spec: dict, out: str | Path, device: str | None = None, force: bool = Fa
                    "pairs": len(pairs), "train_pairs": len(train), "held_out_pairs": len(held_out),
                    "held_out": {"base": before, "adapted": after}, **metrics}
         write_json(tmp / "metrics.json", metrics)
-    shutil.rmtree(work, ignore_errors=True)
     return metrics

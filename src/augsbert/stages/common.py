@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..artifacts import stage_sidecar
 from ..data import DataError, read_pairs
 from ..models import resolve_model
 
@@ -31,10 +32,10 @@ def checkpoint_dir(out: str | Path) -> Path:
     """`artifacts/<stage>/<key>` -> `artifacts/.checkpoints/<stage>/<key>`: beside, not inside, the output.
 
     Snakemake deletes a job's declared outputs before it starts, so resumable
-    state must live elsewhere; it is removed once the artifact is complete.
+    state must live elsewhere; `artifact_dir(..., checkpoints=)` removes it once
+    the artifact is complete. The artifact's writer lock guards it too.
     """
-    out = Path(out)
-    return out.parent.parent / ".checkpoints" / out.parent.name / out.name
+    return stage_sidecar(out, "checkpoints")
 
 
 def model_path(params: dict, ref: str) -> str:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import json
 
-from ..artifacts import _finite, read_json, write_json
+from ..artifacts import _finite, read_json, write_json, writer_lock
 from ..config import format_errors, load_schema
 
 RESULTS_SCHEMA = "schemas/results.schema.yaml"
@@ -60,7 +60,18 @@ def _model_entry(role: str, per_seed: dict[str, dict], skipped: dict[str, str], 
 
 
 def run(spec: dict, out: str | Path) -> dict:
-    """Read every planned artifact of the experiment and write the results file (see results.schema.yaml)."""
+    """Read every planned artifact of the experiment and write the results file (see results.schema.yaml).
+
+    Under the file's writer lock, which also sweeps temporary files of killed writes.
+    """
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    with writer_lock(out):
+        result = _results(spec)
+        write_json(out, result)
+    return result
+
+
+def _results(spec: dict) -> dict:
     per_role: dict[str, dict[str, dict]] = {}
     skipped: dict[str, dict[str, str]] = {}
     paths: dict[str, dict[str, dict]] = {}
@@ -117,8 +128,6 @@ def run(spec: dict, out: str | Path) -> dict:
         "dataset_definition": spec["dataset"],
     }
     validate_results(result)
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    write_json(out, result)
     return result
 
 

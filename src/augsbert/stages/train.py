@@ -7,7 +7,6 @@ split and save it in its standard format under `model/`.
 from __future__ import annotations
 
 import logging
-import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -45,7 +44,7 @@ def _train_and_save(arch: str, spec: dict, train: pd.DataFrame, out, device, for
     base = str(Path(spec["inputs"]["init"]) / "model") if "init" in spec["inputs"] else model_path(params, params["model"])
     log.info("%s: %d training pairs, %s dev pairs, %d test pairs, base %s, device %s", arch, len(train),
              len(dev) if dev is not None else "no", len(test), params["model"], device)
-    with artifact_dir(out, spec, force) as tmp:
+    with artifact_dir(out, spec, force, checkpoints=work) as tmp:
         result = fit(arch, base, train, dev, params, work, device, precision())
         test_metrics, predicted = evaluate(arch, result.model, test, params)
         log.info("%s: test spearman %.2f  pearson %.2f", arch, test_metrics["spearman"], test_metrics["pearson"])
@@ -60,12 +59,6 @@ def _train_and_save(arch: str, spec: dict, train: pd.DataFrame, out, device, for
         if "eval" in spec["inputs"]:
             metrics["source_test"] = evaluate(arch, result.model, read_split(data, "test"), params)[0]
         write_json(tmp / "metrics.json", metrics)
-    shutil.rmtree(work, ignore_errors=True)
-    for parent in (work.parent, work.parent.parent):  # drop empty .checkpoints/<stage>/ folders
-        try:
-            parent.rmdir()
-        except OSError:
-            pass  # not empty (another job is training) or already gone
     return metrics
 
 
