@@ -113,14 +113,22 @@ def _aggregate_command(sub, name: str, help_text: str, what: str, out_help: str,
     p.add_argument("--out", help=out_help)
 
     def handler(args) -> None:
+        from .config import check_name
+
         if args.spec:
             spec = _load_spec(args.spec)
+            # A spec is not checked by the config schema, and its names make the default output path
+            # (results/<experiment>.json) and the results files a table reads: `../../x` must not escape.
+            check_name(spec.get(what), f"--spec: {what}")
+            for name in spec.get("experiments", []):
+                check_name(name, "--spec: experiments")
         else:
             from .config import load_config
             from .plan import Plan
 
             if not getattr(args, what):
                 p.error(f"--config needs --{what}")
+            check_name(getattr(args, what), f"--{what}")
             plan = Plan(load_config(args.config))
             spec = plan.experiment_spec(args.experiment) if what == "experiment" else plan.grid_spec(args.grid)
         print(runner(spec, args))

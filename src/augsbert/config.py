@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import re
 from collections.abc import Callable, Mapping
 from functools import cache
 from importlib import resources
@@ -72,6 +73,56 @@ def deep_merge(base: Mapping, override: Mapping) -> dict:
         else:
             out[key] = copy.deepcopy(value)
     return out
+
+
+# ---------------------------------------------------------------- names
+# Experiment, grid and dataset names (and a grid's column and axis-value labels)
+# become parts of paths and shell commands: results/<experiment>.json,
+# results/tables/<grid>.md, logs/... One pattern, kept in the schema, says what
+# a name may be; this is the one function that checks it.
+NAME_RULE = ("letters, digits, '_' and '-', in parts joined by single dots, starting with a letter or digit "
+             "(names become file names)")
+
+
+@cache
+def name_pattern() -> str:
+    """The name pattern of the schema without anchors (Snakemake wildcard constraints take it so)."""
+    return load_schema()["$defs"]["name"]["pattern"].removeprefix("^").removesuffix("$")
+
+
+def check_name(name: Any, where: str) -> str:
+    """Return `name` if it is a valid name, else raise ConfigError naming `where` (a key path or option)."""
+    if not isinstance(name, str) or not re.fullmatch(name_pattern(), name):
+        raise ConfigError(f"{where}: invalid name {name!r}: use {NAME_RULE}")
+    return name
+
+
+def _check_names(config: Mapping) -> None:
+    """Every name before grids expand into experiment names (a bad label would else surface as a bad experiment)."""
+    problems = []
+
+    def check(name, where):
+        try:
+            check_name(name, where)
+        except ConfigError as err:
+            problems.append(str(err))
+
+    for section in ("datasets", "experiments", "grids"):
+        entries = config.get(section)
+        for name in entries if isinstance(entries, Mapping) else ():
+            check(name, f"{section}.{name}")
+    grids = config.get("grids")
+    for grid_name, grid in (grids.items() if isinstance(grids, Mapping) else ()):
+        grid = grid if isinstance(grid, Mapping) else {}
+        columns = grid.get("columns")
+        for column in columns if isinstance(columns, Mapping) else ():
+            check(column, f"grids.{grid_name}.columns.{column}")
+        axes = grid.get("axes")
+        for axis, values in (axes.items() if isinstance(axes, Mapping) else ()):
+            for value in values if isinstance(values, Mapping) else ():
+                check(value, f"grids.{grid_name}.axes.{axis}.{value}")
+    if problems:
+        raise ConfigError("\n".join(problems))
 
 
 # ---------------------------------------------------------------- coercion
@@ -178,10 +229,19 @@ def _format_path(path) -> str:
     return ".".join(str(p) for p in path) or "<top level>"
 
 
+def _error_line(error) -> str:
+    if "propertyNames" in error.absolute_schema_path:  # a name the schema's name pattern rejects
+        try:
+            check_name(error.instance, _format_path([*error.absolute_path, error.instance]))
+        except ConfigError as err:
+            return str(err)
+    return f"{_format_path(error.absolute_path)}: {error.message}"
+
+
 def format_errors(errors, limit: int = 10) -> str:
     """One line per schema error, `  key.path: message`, sorted by path."""
     errors = sorted(errors, key=lambda e: [str(p) for p in e.absolute_path])
-    return "\n".join(f"  {_format_path(e.absolute_path)}: {e.message}" for e in errors[:limit])
+    return "\n".join(f"  {_error_line(e)}" for e in errors[:limit])
 
 
 def validate_with_defaults(config: dict, schema: dict | None = None) -> None:
@@ -216,7 +276,9 @@ def prepare_config(raw: Mapping, validate: Callable[[dict], None] | None = None)
     from .grids import expand_grids
 
     schema = load_schema()
-    config = expand_grids(coerce(copy.deepcopy(dict(raw)), schema))
+    config = coerce(copy.deepcopy(dict(raw)), schema)
+    _check_names(config)
+    config = expand_grids(config)
     # grid axes and columns are free-form overrides: coerce them once they are experiments
     config["experiments"] = coerce(config["experiments"], schema["properties"]["experiments"], schema)
     config = merge_experiments(config)
