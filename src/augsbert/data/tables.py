@@ -144,6 +144,16 @@ def validate_pairs(
     return table
 
 
+def sentence_pool(tables) -> list[str]:
+    """Sorted unique normalised sentences of the given pair tables (the pool candidates are drawn from)."""
+    texts = set()
+    for table in tables:
+        texts.update(normalise_text(t) for t in table["sentence1"])
+        texts.update(normalise_text(t) for t in table["sentence2"])
+    texts.discard("")
+    return sorted(texts)
+
+
 def unlabeled_table(texts: list[str], topics: list[str] | None = None) -> pd.DataFrame:
     """Canonical unlabeled table: normalised, non-empty texts."""
     frame = pd.DataFrame({"text": [normalise_text(t) for t in texts]})

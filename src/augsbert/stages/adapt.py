@@ -10,8 +10,7 @@ from ..adaptation import adapt, evaluate_mlm, mlm_pairs, split_held_out
 from ..artifacts import artifact_dir, write_json
 from ..models import resolve_device, resolve_model
 from ..models.mlm import masked_lm_from
-from .candidates import target_pool
-from .common import checkpoint_dir, precision
+from .common import checkpoint_dir, precision, target_pool
 
 log = logging.getLogger(__name__)
 
