@@ -7,6 +7,7 @@ for a result. A finished artifact is never overwritten.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -19,6 +20,39 @@ from typing import Any, Iterator
 
 class ArtifactExistsError(FileExistsError):
     pass
+
+
+class OutputWriteError(RuntimeError):
+    """An output location is read-only, full or not ours to write: the message names the path."""
+
+
+# Failures fixed on the file system, not in the code. A full disk or a read-only mount can only
+# come from writing; a permission error is ours only when it concerns the output location.
+FULL_OR_READ_ONLY = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS})
+FORBIDDEN = frozenset({errno.EACCES, errno.EPERM})
+
+
+def _concerns(filename, path: Path) -> bool:
+    if filename is None:
+        return True
+    target, path = Path(os.path.abspath(filename)), Path(os.path.abspath(path))
+    return target == path or path in target.parents or target in path.parents
+
+
+@contextmanager
+def writing(path: str | Path) -> Iterator[None]:
+    """Turn a read-only, full or forbidden output location into one OutputWriteError naming `path`.
+
+    Only OSErrors are seen here: a library that wraps a failed write in its own exception
+    type (torch, safetensors) still ends with a traceback.
+    """
+    try:
+        yield
+    except OSError as err:
+        if not (err.errno in FULL_OR_READ_ONLY or (err.errno in FORBIDDEN and _concerns(err.filename, path))):
+            raise
+        detail = f" ({err.filename})" if err.filename and os.path.abspath(err.filename) != os.path.abspath(path) else ""
+        raise OutputWriteError(f"cannot write {path}: {err.strerror or os.strerror(err.errno)}{detail}") from err
 
 
 def _finite(obj: Any) -> Any:
@@ -55,22 +89,23 @@ def artifact_dir(out: str | Path, spec: dict, force: bool = False) -> Iterator[P
     if out.exists():
         if not force:
             raise ArtifactExistsError(f"{out} already exists; refusing to overwrite a finished artifact (use --force)")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    for stale in out.parent.glob(f".{out.name}.partial-*"):  # left by a killed job (one job per key runs at once)
-        shutil.rmtree(stale, ignore_errors=True)
-    tmp = out.parent / f".{out.name}.partial-{os.getpid()}"
-    tmp.mkdir()
-    start = time.time()
-    try:
-        write_json(tmp / "spec.json", spec)
-        yield tmp
-        metrics_path = tmp / "metrics.json"
-        metrics = read_json(metrics_path) if metrics_path.exists() else {}
-        metrics["wall_time_s"] = round(time.time() - start, 3)
-        write_json(metrics_path, metrics)
-        if out.exists():  # only with force
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    with writing(out):  # a read-only directory fails here, before the stage does any work
+        out.parent.mkdir(parents=True, exist_ok=True)
+        for stale in out.parent.glob(f".{out.name}.partial-*"):  # left by a killed job (one job per key runs at once)
+            shutil.rmtree(stale, ignore_errors=True)
+        tmp = out.parent / f".{out.name}.partial-{os.getpid()}"
+        tmp.mkdir()
+        start = time.time()
+        try:
+            write_json(tmp / "spec.json", spec)
+            yield tmp
+            metrics_path = tmp / "metrics.json"
+            metrics = read_json(metrics_path) if metrics_path.exists() else {}
+            metrics["wall_time_s"] = round(time.time() - start, 3)
+            write_json(metrics_path, metrics)
+            if out.exists():  # only with force
+                shutil.rmtree(out)
+            os.replace(tmp, out)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise

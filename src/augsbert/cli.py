@@ -221,14 +221,16 @@ def main(argv: list[str] | None = None) -> int:
     from .config import ConfigError
     from .data import DataError
     from .models import ModelResolutionError
-    from .artifacts import ArtifactExistsError
+    from .artifacts import ArtifactExistsError, OutputWriteError
 
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # Failures a user can act on (config, data, model reference, output location) end with one message
+    # and exit code 2; anything else is a bug or an environment problem and keeps its traceback.
     try:
         args.handler(args)
-    except (ConfigError, DataError, ModelResolutionError, ArtifactExistsError) as err:
+    except (ConfigError, DataError, ModelResolutionError, ArtifactExistsError, OutputWriteError) as err:
         print(f"augsbert {args.command}: error: {err}", file=sys.stderr)
         return 2
     return 0

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import json
 
-from ..artifacts import _finite, read_json, write_json
+from ..artifacts import _finite, read_json, write_json, writing
 from ..config import format_errors, load_schema
 
 RESULTS_SCHEMA = "schemas/results.schema.yaml"
@@ -112,8 +112,9 @@ def run(spec: dict, out: str | Path) -> dict:
         "dataset_definition": spec["dataset"],
     }
     validate_results(result)
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    write_json(out, result)
+    with writing(out):
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        write_json(out, result)
     return result
 
 
