@@ -82,6 +82,8 @@ def reading(path: Path, encoding: str = "utf-8") -> Iterator[None]:
         raise undecodable(path, encoding) from None
     except (gzip.BadGzipFile, zlib.error, EOFError):  # BadGzipFile's own message quotes the first bytes
         raise DataError(f"{path}: not a valid gzip file (the name ends in .gz)") from None
+    except FileNotFoundError:  # callers say where the file comes from (MissingDataError, USEB's data-eval.zip)
+        raise
     except OSError as err:  # unreadable (permissions), a directory, ...
         raise DataError(f"{path}: cannot read the file ({err.strerror or type(err).__name__})") from None
 
