@@ -18,7 +18,8 @@ try:
     config.update(_effective)
     PLAN = Plan(config)
 except ConfigError as err:
-    sys.exit(f"augsbert: error: {err}")
+    print(f"augsbert: error: {err}", file=sys.stderr)
+    sys.exit(2)  # as the augsbert CLI
 
 # Device and precision are runtime choices, not a parameter of any artifact: it is passed
 # through the environment so switching GPU/CPU never reruns finished stages.
