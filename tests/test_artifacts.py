@@ -166,3 +166,60 @@ def test_resume_state_is_kept_after_a_failure_and_removed_with_success(tmp_path)
     with artifact_dir(out, {}, checkpoints=work):
         pass
     assert not (tmp_path / "artifacts" / ".checkpoints").exists()  # with its emptied <stage>/ folder
+
+def test_read_only_full_or_forbidden_output_names_the_path(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    from augsbert.artifacts import OutputWriteError
+
+    real_mkdir = os.mkdir
+
+    (tmp_path / "ro").mkdir()  # a directory on a read-only mount: nothing can be created below it
+
+    def read_only_mkdir(path, *args, **kwargs):
+        if str(path).startswith(str(tmp_path / "ro") + "/"):
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+        return real_mkdir(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "mkdir", read_only_mkdir)
+    out = tmp_path / "ro" / "data" / "k-0123456789"
+    with pytest.raises(OutputWriteError) as err:
+        with artifact_dir(out, {}):
+            raise AssertionError("the stage must not start")
+    # (the first thing created is the writer lock's folder, beside the stage folder)
+    assert str(err.value) == f"cannot write {out}: Read-only file system ({out.parent.parent / '.locks' / 'data'})"
+    monkeypatch.setattr(os, "mkdir", real_mkdir)
+
+    def full(self, *args, **kwargs):  # a failing write() carries no file name
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    out = tmp_path / "full" / "k-0123456789"
+    with pytest.raises(OutputWriteError) as err:
+        with artifact_dir(out, {}) as tmp:
+            monkeypatch.setattr(type(tmp), "write_text", full)
+            write_json(tmp / "metrics.json", {})
+    assert str(err.value) == f"cannot write {out}: No space left on device"
+    monkeypatch.undo()
+    assert list((tmp_path / "full").iterdir()) == []  # the partial directory is gone
+
+    # a permission error elsewhere (an input, a model) is not an output problem: it keeps its traceback
+    with pytest.raises(PermissionError):
+        with artifact_dir(tmp_path / "ok" / "k-0123456789", {}):
+            raise PermissionError(errno.EACCES, "Permission denied", "/somewhere/else/model.bin")
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "geteuid") or __import__("os").geteuid() == 0,
+                    reason="root writes into read-only directories (the test above simulates it)")
+def test_read_only_directory_for_real(tmp_path):
+    from augsbert.artifacts import OutputWriteError
+
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    try:
+        with pytest.raises(OutputWriteError, match=f"cannot write {ro / 'k-0123456789'}: Permission denied"):
+            with artifact_dir(ro / "k-0123456789", {}):
+                pass
+    finally:
+        ro.chmod(0o755)

@@ -73,6 +73,45 @@ def test_unknown_key_is_named(raw_config):
         prepare_config(raw_config)
 
 
+def test_misspelt_key_is_its_path_and_a_suggestion_in_two_lines(raw_config):
+    raw_config["experiments"]["demo_zeroshot"]["studnet"] = {"epochs": 1}
+    with pytest.raises(ConfigError) as err:
+        prepare_config(raw_config)
+    assert str(err.value) == "unknown key experiments.demo_zeroshot.studnet\n  did you mean 'student'?"
+
+
+def test_nested_misspelt_key_does_not_make_its_siblings_unknown(raw_config):
+    # jsonschema also calls every sibling of a failing nested key "unevaluated"; only the real one is named
+    raw_config["experiments"]["demo_zeroshot"]["student"] = {"epocs": 1}
+    with pytest.raises(ConfigError) as err:
+        prepare_config(raw_config)
+    assert str(err.value) == "unknown key experiments.demo_zeroshot.student.epocs\n  did you mean 'epochs'?"
+
+
+def test_misspelt_key_is_reported_once_where_it_was_written(raw_config):
+    raw_config["defaults"]["evalution"] = {}
+    with pytest.raises(ConfigError) as err:
+        prepare_config(raw_config)
+    assert str(err.value) == "unknown key defaults.evalution\n  did you mean 'evaluation'?"
+    del raw_config["defaults"]["evalution"]
+    raw_config["grids"]["demo"]["axes"]["teacher"]["ce"]["teacher"]["arc"] = "ce"
+    with pytest.raises(ConfigError) as err:
+        prepare_config(raw_config)
+    assert str(err.value) == "unknown key grids.demo.axes.teacher.ce.teacher.arc\n  did you mean 'arch'?"
+
+
+def test_unknown_key_without_a_close_match_lists_the_keys_allowed_there(raw_config):
+    raw_config["xyzzy"] = 1
+    raw_config["experiments"]["demo_zeroshot"]["teacher"] = {"lr": "fast"}
+    with pytest.raises(ConfigError) as err:
+        prepare_config(raw_config)
+    assert str(err.value) == (
+        "invalid configuration:\n"
+        "  experiments.demo_zeroshot.teacher.lr: 'fast' is not of type 'number'\n"
+        "  unknown key xyzzy\n"
+        "    allowed here: data_dir, datasets, defaults, device, experiments, grids, hub_revisions, precision, seeds")
+
+
 def test_unknown_dataset_key_is_named(raw_config):
     raw_config["datasets"]["lee"]["split_fraction"] = [1, 1, 1]
     with pytest.raises(ConfigError, match=r"datasets\.lee.*split_fraction"):

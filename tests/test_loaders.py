@@ -272,9 +272,12 @@ def test_pairs_file_headerless_and_out_of_range(data_dir):
 
 
 def test_pairs_file_missing_column_and_bad_json(data_dir):
-    (data_dir / "p.csv").write_text("a,b,score\nx,y,1\n")
-    with pytest.raises(DataError, match="lack column"):
+    (data_dir / "p.csv").write_text("sentence_1,b,score\nx,y,1\n")
+    with pytest.raises(DataError) as err:
         load("pairs_file", data_dir, train="p.csv", test="p.csv")
+    # the file's own header is not echoed, only a name close to a missing column
+    assert str(err.value) == (f"{data_dir / 'p.csv'}:1: header lacks column(s) ['sentence1', 'sentence2'] "
+                              "(found 3 column(s); did you mean 'sentence_1' for 'sentence1'?)")
     (data_dir / "p.jsonl").write_text('{"sentence1": "a", "sentence2": "b", "score": 1}\n{oops\n')
     prepared, report = load("pairs_file", data_dir, policy="skip", train="p.jsonl", test="p.jsonl")
     assert len(prepared.splits["test"]) == 1
@@ -316,3 +319,47 @@ def test_empty_split_is_an_error(tmp_path):
     with pytest.raises(DataError, match="the test split is empty after skipping 1 bad row"):
         prepare_data.run(spec, tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_jsonl_values_of_the_wrong_type_are_bad_rows(data_dir):
+    write_jsonl(data_dir / "p.jsonl", [
+        {"sentence1": "a", "sentence2": "b", "score": 0.5},
+        {"sentence1": ["a", "b"], "sentence2": "b", "score": 0.5},
+        {"sentence1": "a", "sentence2": {"t": "b"}, "score": 0.5},
+        {"sentence1": "a", "sentence2": "b", "score": True},
+        {"sentence1": "a", "sentence2": "b", "score": "0.25"},
+        {"sentence1": 7, "sentence2": "b", "score": 1},
+        {"sentence1": "a", "sentence2": "b", "scor": 1},
+    ])
+    prepared, report = load("pairs_file", data_dir, policy="skip", train="p.jsonl", test="p.jsonl")
+    path = data_dir / "p.jsonl"
+    assert [str(i) for i in report.issues[:4]] == [
+        f"{path}:2: key 'sentence1' holds an array, expected a string",
+        f"{path}:3: key 'sentence2' holds an object, expected a string",
+        f"{path}:4: key 'score' holds a boolean (true), expected a number",
+        f"{path}:7: the object lacks key(s) ['score'] (found 3 key(s); did you mean 'scor' for 'score'?)",
+    ]
+    assert prepared.splits["test"]["sentence1"].tolist() == ["a", "a", "7"]
+    assert prepared.splits["test"]["score"].tolist() == [0.5, 0.25, 1.0]
+
+
+def test_parquet_columns_of_the_wrong_type_and_files_that_are_not_parquet(data_dir):
+    pd.DataFrame({"sentence1": ["a"], "sentence2": ["b"], "score": [True]}).to_parquet(data_dir / "p.parquet")
+    with pytest.raises(DataError) as err:
+        load("pairs_file", data_dir, train="p.parquet", test="p.parquet")
+    assert str(err.value) == f"{data_dir / 'p.parquet'}: column 'score' holds values of type bool, expected numbers"
+    pd.DataFrame({"sentence1": [["a"]], "sentence2": ["b"], "score": [1.0]}).to_parquet(data_dir / "p.parquet")
+    with pytest.raises(DataError, match=r"column 'sentence1' holds values of type list<element: string>, expected "
+                                        r"strings"):
+        load("pairs_file", data_dir, train="p.parquet", test="p.parquet")
+    (data_dir / "q.parquet").write_text("sentence1,sentence2,score\n")
+    with pytest.raises(DataError) as err:
+        load("pairs_file", data_dir, train="q.parquet", test="q.parquet")
+    assert str(err.value) == f"{data_dir / 'q.parquet'}: not a parquet file (or a damaged one)"
+
+
+def test_a_file_that_is_not_gzip(data_dir):
+    (data_dir / "p.csv.gz").write_text("sentence1,sentence2,score\n")
+    with pytest.raises(DataError) as err:
+        load("pairs_file", data_dir, train="p.csv.gz", test="p.csv.gz")
+    assert str(err.value) == f"{data_dir / 'p.csv.gz'}: not a valid gzip file (the name ends in .gz)"

@@ -14,7 +14,20 @@ def test_alias_resolves_to_packaged_model(minilm_path):
 
 def test_local_path(tmp_path):
     (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text("{}")
     assert resolve_model(str(tmp_path / "m")) == str((tmp_path / "m").resolve())
+
+
+def test_a_directory_or_file_that_is_not_a_model(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ModelResolutionError) as err:
+        reference_kind(str(tmp_path / "empty"))
+    assert str(err.value) == (
+        f"model '{tmp_path / 'empty'}': the directory {tmp_path / 'empty'} holds no config.json, so it is not a "
+        "model; give a directory saved by save_pretrained / SentenceTransformer.save (or downloaded with `hf download`)")
+    (tmp_path / "weights.bin").write_bytes(b"\0")
+    with pytest.raises(ModelResolutionError, match="weights.bin is a file; give a model directory"):
+        reference_kind(str(tmp_path / "weights.bin"))
 
 
 def test_missing_local_path_is_an_error(tmp_path):

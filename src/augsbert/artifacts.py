@@ -44,6 +44,39 @@ class LockUnsupportedError(OSError):
     """The file system cannot lock files (e.g. Lustre mounted without `flock`)."""
 
 
+class OutputWriteError(RuntimeError):
+    """An output location is read-only, full or not ours to write: the message names the path."""
+
+
+# Failures fixed on the file system, not in the code. A full disk or a read-only mount can only
+# come from writing; a permission error is ours only when it concerns the output location.
+FULL_OR_READ_ONLY = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS})
+FORBIDDEN = frozenset({errno.EACCES, errno.EPERM})
+
+
+def _concerns(filename, path: Path) -> bool:
+    if filename is None:
+        return True
+    target, path = Path(os.path.abspath(filename)), Path(os.path.abspath(path))
+    return target == path or path in target.parents or target in path.parents
+
+
+@contextmanager
+def writing(path: str | Path) -> Iterator[None]:
+    """Turn a read-only, full or forbidden output location into one OutputWriteError naming `path`.
+
+    Only OSErrors are seen here: a library that wraps a failed write in its own exception
+    type (torch, safetensors) still ends with a traceback.
+    """
+    try:
+        yield
+    except OSError as err:
+        if not (err.errno in FULL_OR_READ_ONLY or (err.errno in FORBIDDEN and _concerns(err.filename, path))):
+            raise
+        detail = f" ({err.filename})" if err.filename and os.path.abspath(err.filename) != os.path.abspath(path) else ""
+        raise OutputWriteError(f"cannot write {path}: {err.strerror or os.strerror(err.errno)}{detail}") from err
+
+
 def _finite(obj: Any) -> Any:
     """NaN/inf -> None, so the file is strict JSON (an undefined metric reads as null)."""
     if isinstance(obj, float) and not math.isfinite(obj):
@@ -230,7 +263,7 @@ def artifact_dir(out: str | Path, spec: dict, force: bool = False, checkpoints: 
     complete, still under the lock.
     """
     out = Path(out)
-    with writer_lock(out):
+    with writing(out), writer_lock(out):  # a read-only or full location fails with its path, before any work
         if out.exists() and not force:
             raise ArtifactExistsError(f"{out} already exists; refusing to overwrite a finished artifact (use --force)")
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import __version__
-from .artifacts import writer_lock
+from .artifacts import writer_lock, writing
 
 log = logging.getLogger("augsbert")
 
@@ -85,7 +85,7 @@ def _stage_command(sub, name: str, stage: str, help_text: str, runner: Callable,
         kwargs = {"device": args.device} if device else {}
         # One writer per artifact for the whole job: taken before the runner reads an input or touches the
         # checkpoints or a partial directory, released after the artifact is in place and its checkpoints gone.
-        with writer_lock(out, wait=args.wait_lock):
+        with writing(out), writer_lock(out, wait=args.wait_lock):
             metrics = runner(spec, out, force=args.force, **kwargs)
         print(json.dumps({k: v for k, v in metrics.items() if not isinstance(v, (dict, list))}, indent=2))
 
@@ -120,14 +120,22 @@ def _aggregate_command(sub, name: str, help_text: str, what: str, out_help: str,
     p.add_argument("--out", help=out_help)
 
     def handler(args) -> None:
+        from .config import check_name
+
         if args.spec:
             spec = _load_spec(args.spec)
+            # A spec is not checked by the config schema, and its names make the default output path
+            # (results/<experiment>.json) and the results files a table reads: `../../x` must not escape.
+            check_name(spec.get(what), f"--spec: {what}")
+            for name in spec.get("experiments", []):
+                check_name(name, "--spec: experiments")
         else:
             from .config import load_config
             from .plan import Plan
 
             if not getattr(args, what):
                 p.error(f"--config needs --{what}")
+            check_name(getattr(args, what), f"--{what}")
             plan = Plan(load_config(args.config))
             spec = plan.experiment_spec(args.experiment) if what == "experiment" else plan.grid_spec(args.grid)
         print(runner(spec, args))
@@ -224,17 +232,20 @@ def main(argv: list[str] | None = None) -> int:
     from .config import ConfigError
     from .data import DataError
     from .models import ModelResolutionError
-    from .artifacts import ArtifactExistsError, ArtifactLockedError, LockUnsupportedError
+    from .artifacts import ArtifactExistsError, ArtifactLockedError, LockUnsupportedError, OutputWriteError
 
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # Failures a user can act on (config, data, model reference, output location) end with one message
+    # and exit code 2; anything else is a bug or an environment problem and keeps its traceback.
     try:
         args.handler(args)
     except ArtifactLockedError as err:
         print(f"augsbert {args.command}: error: {err}", file=sys.stderr)
         return EXIT_LOCKED
-    except (ConfigError, DataError, ModelResolutionError, ArtifactExistsError, LockUnsupportedError) as err:
+    except (ConfigError, DataError, ModelResolutionError, ArtifactExistsError, LockUnsupportedError,
+            OutputWriteError) as err:
         print(f"augsbert {args.command}: error: {err}", file=sys.stderr)
         return 2
     return 0

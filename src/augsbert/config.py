@@ -16,8 +16,10 @@ that plans in Snakemake plans identically outside it. Order matters:
 from __future__ import annotations
 
 import copy
+import difflib
 import hashlib
 import json
+import re
 from collections.abc import Callable, Mapping
 from functools import cache
 from importlib import resources
@@ -72,6 +74,56 @@ def deep_merge(base: Mapping, override: Mapping) -> dict:
         else:
             out[key] = copy.deepcopy(value)
     return out
+
+
+# ---------------------------------------------------------------- names
+# Experiment, grid and dataset names (and a grid's column and axis-value labels)
+# become parts of paths and shell commands: results/<experiment>.json,
+# results/tables/<grid>.md, logs/... One pattern, kept in the schema, says what
+# a name may be; this is the one function that checks it.
+NAME_RULE = ("letters, digits, '_' and '-', in parts joined by single dots, starting with a letter or digit "
+             "(names become file names)")
+
+
+@cache
+def name_pattern() -> str:
+    """The name pattern of the schema without anchors (Snakemake wildcard constraints take it so)."""
+    return load_schema()["$defs"]["name"]["pattern"].removeprefix("^").removesuffix("$")
+
+
+def check_name(name: Any, where: str) -> str:
+    """Return `name` if it is a valid name, else raise ConfigError naming `where` (a key path or option)."""
+    if not isinstance(name, str) or not re.fullmatch(name_pattern(), name):
+        raise ConfigError(f"{where}: invalid name {name!r}: use {NAME_RULE}")
+    return name
+
+
+def _check_names(config: Mapping) -> None:
+    """Every name before grids expand into experiment names (a bad label would else surface as a bad experiment)."""
+    problems = []
+
+    def check(name, where):
+        try:
+            check_name(name, where)
+        except ConfigError as err:
+            problems.append(str(err))
+
+    for section in ("datasets", "experiments", "grids"):
+        entries = config.get(section)
+        for name in entries if isinstance(entries, Mapping) else ():
+            check(name, f"{section}.{name}")
+    grids = config.get("grids")
+    for grid_name, grid in (grids.items() if isinstance(grids, Mapping) else ()):
+        grid = grid if isinstance(grid, Mapping) else {}
+        columns = grid.get("columns")
+        for column in columns if isinstance(columns, Mapping) else ():
+            check(column, f"grids.{grid_name}.columns.{column}")
+        axes = grid.get("axes")
+        for axis, values in (axes.items() if isinstance(axes, Mapping) else ()):
+            for value in values if isinstance(values, Mapping) else ():
+                check(value, f"grids.{grid_name}.axes.{axis}.{value}")
+    if problems:
+        raise ConfigError("\n".join(problems))
 
 
 # ---------------------------------------------------------------- coercion
@@ -178,10 +230,107 @@ def _format_path(path) -> str:
     return ".".join(str(p) for p in path) or "<top level>"
 
 
+def _error_line(error) -> str:
+    if "propertyNames" in error.absolute_schema_path:  # a name the schema's name pattern rejects
+        try:
+            check_name(error.instance, _format_path([*error.absolute_path, error.instance]))
+        except ConfigError as err:
+            return str(err)
+    return f"{_format_path(error.absolute_path)}: {error.message}"
+
+
 def format_errors(errors, limit: int = 10) -> str:
     """One line per schema error, `  key.path: message`, sorted by path."""
     errors = sorted(errors, key=lambda e: [str(p) for p in e.absolute_path])
-    return "\n".join(f"  {_format_path(e.absolute_path)}: {e.message}" for e in errors[:limit])
+    return "\n".join(f"  {_error_line(e)}" for e in errors[:limit])
+
+
+def allowed_keys(schema: dict, instance: Mapping, root: dict) -> set[str]:
+    """Property names `schema` declares for `instance`: its own, those of allOf / $ref, and of each
+    `then` whose `if` holds (a dataset's keys depend on its loader)."""
+    from jsonschema import Draft202012Validator
+
+    schema = resolve_ref(schema, root)
+    names = set(schema.get("properties", {}))
+    for sub in schema.get("allOf", []):
+        names |= allowed_keys(sub, instance, root)
+    if "if" in schema and "then" in schema and Draft202012Validator(schema["if"]).is_valid(instance):
+        names |= allowed_keys(schema["then"], instance, root)
+    return names
+
+
+def unknown_key_message(path: list, allowed: set[str]) -> str:
+    """Two lines: the key path, then the closest allowed key (or, with none close, what is allowed there)."""
+    close = difflib.get_close_matches(str(path[-1]), sorted(allowed), n=1)
+    hint = f"did you mean '{close[0]}'?" if close else f"allowed here: {', '.join(sorted(allowed)) or 'none'}"
+    return f"unknown key {_format_path(path)}\n  {hint}"
+
+
+def _lookup(tree: Any, path: list) -> tuple[bool, Any]:
+    for part in path:
+        if not isinstance(tree, Mapping) or part not in tree:
+            return False, None
+        tree = tree[part]
+    return True, tree
+
+
+def source_path(config: Mapping, path: list) -> list:
+    """Where the user wrote the key at `path` of the effective config.
+
+    Experiments are merged over `defaults`, and grid cells are built from the
+    grid's options, axis values and column: a misspelt key there shows up in
+    every experiment it reaches, but is reported once, where it was written.
+    """
+    if len(path) < 3 or path[0] != "experiments":
+        return path
+    name, rest = path[1], list(path[2:])
+    found, value = _lookup(config.get("experiments"), [name, *rest])
+    in_defaults, default = _lookup(config.get("defaults"), rest)
+    if in_defaults and default == value:
+        return ["defaults", *rest]
+    from .grids import cells
+
+    for grid_name, grid in (config.get("grids") or {}).items():
+        for cell in cells(grid_name, grid) if isinstance(grid, Mapping) and isinstance(grid.get("columns"), Mapping) else ():
+            if cell.experiment != name:
+                continue
+            # the merge order is options < axis values < column: the last one that sets the key wrote it
+            places = [["grids", grid_name, "columns", cell.column]]
+            places += [["grids", grid_name, "axes", axis, label] for axis, label in reversed(cell.combo)]
+            places.append(["grids", grid_name, "options"])
+            for place in places:
+                if _lookup(config, [*place, *rest])[0]:
+                    return [*place, *rest]
+    return path
+
+
+def describe_errors(errors, schema: dict, config: Mapping | None = None, limit: int = 10) -> str:
+    """The schema errors as a user reads them: an unknown key as its path and a suggestion, the rest one line each.
+
+    jsonschema reports an unknown key as "Additional/Unevaluated properties are not allowed"
+    on the enclosing object, and a nested error also makes every sibling key "unevaluated":
+    the allowed keys are recomputed here so only keys that are really unknown are named.
+    Each problem is reported once, at the place it was written (see `source_path`).
+    """
+    config = config or {}
+    problems: dict[str, str] = {}
+    for error in errors:
+        if error.validator in ("additionalProperties", "unevaluatedProperties") and isinstance(error.instance, dict):
+            allowed = allowed_keys(error.schema, error.instance, schema)
+            for key in error.instance:
+                if key not in allowed:
+                    path = source_path(config, [*error.absolute_path, key])
+                    problems.setdefault(_format_path(path), unknown_key_message(path, allowed))
+        elif "propertyNames" in error.absolute_schema_path:
+            problems.setdefault(_format_path([*error.absolute_path, error.instance]), _error_line(error))
+        else:
+            path = source_path(config, list(error.absolute_path))
+            problems.setdefault(f"{_format_path(path)}: {error.message}", f"{_format_path(path)}: {error.message}")
+    messages = [problems[k] for k in sorted(problems)]
+    if len(messages) == 1:
+        return messages[0]
+    more = [f"... and {len(messages) - limit} more"] if len(messages) > limit else []
+    return "invalid configuration:\n" + "\n".join("  " + m.replace("\n", "\n  ") for m in messages[:limit] + more)
 
 
 def validate_with_defaults(config: dict, schema: dict | None = None) -> None:
@@ -193,7 +342,7 @@ def validate_with_defaults(config: dict, schema: dict | None = None) -> None:
     list(validator.iter_errors(config))
     errors = list(validator.iter_errors(config))
     if errors:
-        raise ConfigError("invalid configuration:\n" + format_errors(errors))
+        raise ConfigError(describe_errors(errors, schema, config))
 
 
 def merge_experiments(config: dict) -> dict:
@@ -216,7 +365,9 @@ def prepare_config(raw: Mapping, validate: Callable[[dict], None] | None = None)
     from .grids import expand_grids
 
     schema = load_schema()
-    config = expand_grids(coerce(copy.deepcopy(dict(raw)), schema))
+    config = coerce(copy.deepcopy(dict(raw)), schema)
+    _check_names(config)
+    config = expand_grids(config)
     # grid axes and columns are free-form overrides: coerce them once they are experiments
     config["experiments"] = coerce(config["experiments"], schema["properties"]["experiments"], schema)
     config = merge_experiments(config)

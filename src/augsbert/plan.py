@@ -156,6 +156,7 @@ class Plan:
         self.experiments: dict[str, ExperimentPlan] = {}
         self.digests = DigestCache()
         self._identities: dict[str, str] = {}
+        self._pool_sizes: dict[tuple, int | None] = {}  # (data key, pool, exclude_eval) -> unique sentences
         for name, exp in config.get("experiments", {}).items():
             self.experiments[name] = self._plan_experiment(name, exp)
         self.digests.save()
@@ -230,6 +231,8 @@ class Plan:
         zero_shot = self._node("zero_shot", f"{dataset}.{slug(exp['base_model'])}",
                                {"model": exp["base_model"], **encoding}, {"data": data})
         variant = exp["adapt_mlm"]["variant"]
+        if strategies and "student" in wanted:
+            self._check_pool(name, sampling, data)
         for seed in plan.seeds:
             roles = {"data": data, **({"source_data": gold} if transfer else {})}
             adapted = self._adapt(exp, dataset, seed, data) if variant != "augsbert" else None
@@ -306,6 +309,29 @@ class Plan:
                 reference_kind(ref)
             except ModelResolutionError as err:
                 raise ConfigError(f"experiments.{name}.{key}: {err}") from None
+
+    def _check_pool(self, name: str, sampling: dict, data: Node) -> None:
+        """Fail while planning when `top_k` (or a KDE candidate count) exceeds the sentence pool.
+
+        The pool is known only from the data, so this runs once the data artifact exists (any
+        later plan: the next dry run, the CLI); before that the sampling stage checks the same
+        thing before it encodes anything.
+        """
+        from .data import DataError
+        from .stages.common import pool_too_small, target_pool
+
+        if not (Path(data.path) / "train.parquet").is_file():
+            return
+        pool = (data.key, sampling["pool"], sampling["exclude_eval_sentences"])
+        if pool not in self._pool_sizes:
+            try:
+                self._pool_sizes[pool] = len(target_pool(data.path, *pool[1:])[0])
+            except DataError:  # e.g. no unlabeled corpus: the sampling stage says so with its own message
+                self._pool_sizes[pool] = None
+        if self._pool_sizes[pool] is not None:
+            problem = pool_too_small(sampling, self._pool_sizes[pool], prefix=f"experiments.{name}.")
+            if problem:
+                raise ConfigError(problem)
 
     def _candidates(self, exp: dict, dataset: str, seed: int, data: Node, encoder: Node,
                     strategies: list[str]) -> Node:

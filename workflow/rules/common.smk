@@ -3,19 +3,23 @@
 import os
 import sys
 
-from snakemake.utils import validate
-
-from augsbert.config import prepare_config, short_hash
+from augsbert.config import ConfigError, name_pattern, prepare_config, short_hash
 from augsbert.models.device import DEVICE_ENV
 from augsbert.plan import KEY_PATTERN, Plan
 from augsbert.stages.common import PRECISION_ENV
 
-# Coerce --config strings, merge experiments over `defaults`, validate with defaults filled.
-_effective = prepare_config(config, validate=lambda cfg: validate(cfg, "../schemas/config.schema.yaml"))
-config.clear()
-config.update(_effective)
-
-PLAN = Plan(config)
+# Coerce --config strings, merge experiments over `defaults`, validate with defaults filled, plan.
+# The package's own validator (not snakemake.utils.validate) so a misspelt key reads the same as in
+# the `augsbert` CLI (key path + suggestion) instead of a dump of the schema; exiting with the message
+# keeps Snakemake from adding a traceback to an error the user fixes in the config.
+try:
+    _effective = prepare_config(config)
+    config.clear()
+    config.update(_effective)
+    PLAN = Plan(config)
+except ConfigError as err:
+    print(f"augsbert: error: {err}", file=sys.stderr)
+    sys.exit(2)  # as the augsbert CLI
 
 # Device and precision are runtime choices, not a parameter of any artifact: it is passed
 # through the environment so switching GPU/CPU never reruns finished stages.
@@ -25,9 +29,12 @@ os.environ[PRECISION_ENV] = config["precision"]
 os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
 
 
+# Every wildcard of every rule (tests/test_safety.py checks): names as the config allows them,
+# so no requested path can smuggle `/`, `..` or shell syntax into a job.
 wildcard_constraints:
     key=KEY_PATTERN,
-    experiment=r"[A-Za-z0-9_.+-]+",
+    experiment=name_pattern(),
+    grid=name_pattern(),
 
 
 def node_spec(wildcards):

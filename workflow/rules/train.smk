@@ -17,7 +17,7 @@ rule train_teacher:
         runtime=720,
         gpu=1,
     shell:
-        "augsbert train-teacher --spec {params.spec:q} --out {output} > {log} 2>&1"
+        "augsbert train-teacher --spec {params.spec:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule label_pairs:
@@ -35,7 +35,7 @@ rule label_pairs:
         runtime=240,
         gpu=1,
     shell:
-        "augsbert label-pairs --spec {params.spec:q} --out {output} > {log} 2>&1"
+        "augsbert label-pairs --spec {params.spec:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule train_student:
@@ -53,4 +53,4 @@ rule train_student:
         runtime=720,
         gpu=1,
     shell:
-        "augsbert train-student --spec {params.spec:q} --out {output} > {log} 2>&1"
+        "augsbert train-student --spec {params.spec:q} --out {output:q} > {log:q} 2>&1"

@@ -384,7 +384,7 @@ class PairsFileLoader(Loader):
                 raw = raw_frame(read_delimited(path, report, delimiter="," if fmt == "csv" else "\t",
                                                header=header, columns=wanted), names)
             elif fmt == "jsonl":
-                raw = raw_frame(read_jsonl(path, report, wanted), names)
+                raw = raw_frame(read_jsonl(path, report, wanted, numeric={cols["score"]}), names)
             elif fmt == "parquet":
                 raw = read_parquet(path, wanted, names)
             else:

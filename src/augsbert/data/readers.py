@@ -1,23 +1,32 @@
 """Low-level readers that keep the line number of every record.
 
 They return raw rows `(file, line, *fields)` and report malformed records
-(wrong field count, undecodable JSON) to a RowReport, so a user is told
-exactly which line of which file is wrong.
+(wrong field count, undecodable JSON, a JSON value of the wrong type) to a
+RowReport, so a user is told exactly which line of which file is wrong.
+
+A dataset path may point at any file. Errors name the file, the line and the
+problem, but never echo the file's content: a structural problem (no such
+column, wrong field count, not JSON, not UTF-8, not parquet) shows no field
+at all, only names close to the expected column; a bad value in an otherwise
+well-formed row shows at most a short repr of that one field (`short_repr`).
 """
 
 from __future__ import annotations
 
 import csv
+import difflib
 import gzip
 import io
 import json
 import sys
-from collections.abc import Iterator
+import zlib
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
 
-from .tables import DataError, RowReport
+from .tables import DataError, RowReport, short_repr
 
 csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # long documents are fine
 
@@ -41,6 +50,57 @@ def text_format(path: Path) -> str:
     return ext
 
 
+def _binary_lines(path: Path) -> Iterator[bytes]:
+    with (gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")) as handle:
+        yield from handle
+
+
+def undecodable(path: Path, encoding: str) -> DataError:
+    """Which line of `path` is not valid `encoding` text, and at which byte (the file is re-read as bytes).
+
+    Line by line is exact for UTF-8: a newline byte is never part of a multi-byte character.
+    """
+    codec = "utf-8-sig" if encoding.lower() in ("utf-8", "utf8") else encoding
+    offset = 0
+    for line_no, raw in enumerate(_binary_lines(path), start=1):
+        try:
+            raw.decode(codec if line_no == 1 else codec.replace("-sig", ""))
+        except UnicodeDecodeError as err:
+            where = "uncompressed byte offset" if path.suffix == ".gz" else "byte offset"
+            return DataError(f"{path}:{line_no}: not valid {encoding} text (byte 0x{raw[err.start]:02x} at {where} "
+                             f"{offset + err.start}); convert the file to {encoding}")
+        offset += len(raw)
+    return DataError(f"{path}: not valid {encoding} text; convert the file to {encoding}")
+
+
+@contextmanager
+def reading(path: Path, encoding: str = "utf-8") -> Iterator[None]:
+    """Turn the ways reading a data file fails into a DataError that names the file (and the line), not its content."""
+    try:
+        yield
+    except UnicodeDecodeError:
+        raise undecodable(path, encoding) from None
+    except (gzip.BadGzipFile, zlib.error, EOFError):  # BadGzipFile's own message quotes the first bytes
+        raise DataError(f"{path}: not a valid gzip file (the name ends in .gz)") from None
+    except FileNotFoundError:  # callers say where the file comes from (MissingDataError, USEB's data-eval.zip)
+        raise
+    except OSError as err:  # unreadable (permissions), a directory, ...
+        raise DataError(f"{path}: cannot read the file ({err.strerror or type(err).__name__})") from None
+
+
+def missing_columns(what: str, missing: list[str], present: list[str], noun: str = "column") -> str:
+    """'<what> lacks column(s) [...]' with the number of fields found and only the present names close to a
+    missing one: the file's own fields are not listed, they could be anything (the first line of any file)."""
+    hints, unused = [], list(present)
+    for m in missing:
+        close = difflib.get_close_matches(m, unused, n=1)
+        if close:
+            hints.append(f"{short_repr(close[0])} for {m!r}")
+            unused.remove(close[0])
+    hint = f"; did you mean {', '.join(hints)}?" if hints else ""
+    return f"{what} lacks {noun}(s) {missing} (found {len(present)} {noun}(s){hint})"
+
+
 def iter_delimited(
     path: Path,
     delimiter: str,
@@ -48,18 +108,19 @@ def iter_delimited(
     encoding: str = "utf-8",
 ) -> Iterator[tuple[int, list[str]]]:
     """Yield (first line number of the record, fields) for every non-blank record."""
-    try:
-        with open_text(path, encoding) as handle:
-            reader = csv.reader(handle, delimiter=delimiter, quoting=quoting)
-            start = 1
-            for fields in reader:
-                if fields and any(f.strip() for f in fields):
-                    yield start, fields
-                start = reader.line_num + 1
-    except UnicodeDecodeError as err:
-        raise DataError(f"{path}: not valid {encoding} text ({err})") from None
-    except csv.Error as err:
-        raise DataError(f"{path}: malformed CSV near line {reader.line_num}: {err}") from None
+    with reading(path, encoding):
+        reader = None
+        try:
+            with open_text(path, encoding) as handle:
+                reader = csv.reader(handle, delimiter=delimiter, quoting=quoting)
+                start = 1
+                for fields in reader:
+                    if fields and any(f.strip() for f in fields):
+                        yield start, fields
+                    start = reader.line_num + 1
+        except csv.Error as err:  # e.g. "field larger than field limit", "line contains NUL": no content
+            line = reader.line_num if reader is not None else 1
+            raise DataError(f"{path}:{line}: malformed CSV ({err})") from None
 
 
 def read_delimited(
@@ -96,8 +157,7 @@ def read_delimited(
         names = list(header)
     missing = [c for c in columns if c not in names]
     if missing:
-        where = "header" if header is True else "fields"
-        raise DataError(f"{path}:1: {where} lack column(s) {missing}; found {names}")
+        raise DataError(f"{path}:1: " + missing_columns("header" if header is True else "fields", missing, names))
     index = [names.index(c) for c in columns]
     low, high = len(names), max_fields or len(names)
     rows = []
@@ -115,12 +175,27 @@ def _prepend(first, rest):
     yield from rest
 
 
-def read_jsonl(path: Path, report: RowReport, columns: list[str]) -> list[tuple]:
-    try:
+def _json_type_problem(value) -> str | None:
+    """Why a JSON value cannot be a text or score field; None if it can.
+
+    A text may be a string (or a number, read as its digits); a score a number or a numeric
+    string (validate_pairs checks it). Arrays and objects are never flattened into text, and a
+    boolean is neither (Python's bool is an int: as a score it would silently become 0 or 1).
+    """
+    if isinstance(value, bool):
+        return f"a boolean ({json.dumps(value)})"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return None
+
+
+def read_jsonl(path: Path, report: RowReport, columns: list[str], numeric: Collection[str] = ()) -> list[tuple]:
+    """Raw rows from a JSON-lines file; `numeric` names the keys that hold numbers (the score)."""
+    with reading(path):
         with open_text(path) as handle:
             lines = handle.read().split("\n")
-    except UnicodeDecodeError as err:
-        raise DataError(f"{path}: not valid utf-8 text ({err})") from None
     rows = []
     for line_no, line in enumerate(lines, start=1):
         if not line.strip():
@@ -128,28 +203,51 @@ def read_jsonl(path: Path, report: RowReport, columns: list[str]) -> list[tuple]
         try:
             record = json.loads(line)
         except json.JSONDecodeError as err:
-            report.add(path, line_no, f"invalid JSON ({err.msg})")
+            report.add(path, line_no, f"invalid JSON at column {err.colno} ({err.msg})")
             continue
         if not isinstance(record, dict):
             report.add(path, line_no, "expected a JSON object")
             continue
         absent = [c for c in columns if c not in record]
         if absent:
-            report.add(path, line_no, f"missing key(s) {absent}")
+            report.add(path, line_no, missing_columns("the object", absent, [str(k) for k in record], "key"))
+            continue
+        problems = [(c, _json_type_problem(record[c])) for c in dict.fromkeys(columns)]
+        problems = [(c, p) for c, p in problems if p]
+        if problems:
+            c, problem = problems[0]
+            report.add(path, line_no, f"key {c!r} holds {problem}, expected {'a number' if c in numeric else 'a string'}")
             continue
         rows.append((str(path), line_no, *(record[c] for c in columns)))
     return rows
 
 
 def read_parquet(path: Path, columns: list[str], names: list[str]) -> pd.DataFrame:
-    """A raw frame (`_file`, `_line` = "row N", then `names`) from the parquet `columns`."""
+    """A raw frame (`_file`, `_line` = "row N", then `names`) from the parquet `columns`.
+
+    The column `names` calls "score" must hold numbers (not booleans), the others scalars.
+    """
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    present = pq.read_schema(path).names
+    with reading(path):
+        try:
+            schema = pq.read_schema(path)
+        except OSError:
+            raise
+        except pa.ArrowException:  # e.g. "Parquet magic bytes not found in footer"
+            raise DataError(f"{path}: not a parquet file (or a damaged one)") from None
+    present = schema.names
     missing = [c for c in columns if c not in present]
     if missing:
-        raise DataError(f"{path}: parquet file lacks column(s) {missing}; it has {present}")
-    frame = pd.read_parquet(path, columns=list(dict.fromkeys(columns)))
+        raise DataError(f"{path}: " + missing_columns("the parquet file", missing, present))
+    for col, name in zip(columns, names):  # as for JSON lines: no lists flattened into text, no boolean scores
+        kind = schema.field(col).type
+        if pa.types.is_nested(kind) or (name == "score" and pa.types.is_boolean(kind)):
+            expected = "numbers" if name == "score" else "strings"
+            raise DataError(f"{path}: column {col!r} holds values of type {kind}, expected {expected}")
+    with reading(path):
+        frame = pd.read_parquet(path, columns=list(dict.fromkeys(columns)))
     raw = pd.DataFrame({"_file": str(path), "_line": [f"row {i}" for i in range(1, len(frame) + 1)]})
     for col, name in zip(columns, names):
         raw[name] = frame[col].to_numpy()
@@ -159,11 +257,9 @@ def read_parquet(path: Path, columns: list[str], names: list[str]) -> pd.DataFra
 def read_all_lines(path: Path, encoding: str = "utf-8") -> list[str]:
     """Every line (blank ones too), split on newlines only: str.splitlines would also split on
     U+2028 and friends; a final newline does not start another line; \r is dropped."""
-    try:
+    with reading(path, encoding):
         with open_text(path, encoding) as handle:
             lines = handle.read().split("\n")
-    except UnicodeDecodeError as err:
-        raise DataError(f"{path}: not valid {encoding} text ({err})") from None
     if lines[-1] == "":
         lines.pop()
     return [line.rstrip("\r") for line in lines]

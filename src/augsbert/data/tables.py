@@ -34,6 +34,12 @@ def normalise_series(series: pd.Series) -> pd.Series:
     return pd.Series(values, index=series.index, dtype=object)
 
 
+def short_repr(value, limit: int = 24) -> str:
+    """repr of one field cut to `limit` characters: enough to find the cell, never a line of an unrelated file."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 class DataError(ValueError):
     """Bad or missing input data; the message names file, line and field."""
 
@@ -116,7 +122,7 @@ def validate_pairs(
     for col in ("sentence1", "sentence2"):
         text = frame[col].to_numpy()
         flag((text == None) | (text == ""), f"empty or missing text in {col}")  # noqa: E711
-    flag(np.isnan(score), lambda i: f"score {raw_score[i]!r} is not a number")
+    flag(np.isnan(score), lambda i: f"score {short_repr(raw_score[i])} is not a number")
     tol = 1e-9 * (hi - lo)
     flag((score < lo - tol) | (score > hi + tol),
          lambda i: f"score {score[i]:g} outside the declared range [{lo:g}, {hi:g}]")
@@ -136,6 +142,16 @@ def validate_pairs(
         values = normalise_series(keep[col]) if col == "topic" else keep[col].astype("string")
         table[col] = values.fillna("").astype(str).to_numpy()  # topic, id, ... carried through
     return table
+
+
+def sentence_pool(tables) -> list[str]:
+    """Sorted unique normalised sentences of the given pair tables (the pool candidates are drawn from)."""
+    texts = set()
+    for table in tables:
+        texts.update(normalise_text(t) for t in table["sentence1"])
+        texts.update(normalise_text(t) for t in table["sentence2"])
+    texts.discard("")
+    return sorted(texts)
 
 
 def unlabeled_table(texts: list[str], topics: list[str] | None = None) -> pd.DataFrame:

@@ -33,7 +33,15 @@ def reference_kind(ref: str) -> str:
     """'alias', 'path' or 'hub' (checked without network; hub ids are resolved lazily)."""
     if ref in ALIASES:
         return "alias"
-    if Path(os.path.expanduser(ref)).exists():
+    path = Path(os.path.expanduser(ref))
+    if path.exists():
+        # Checked here, while planning, so a wrong directory fails before any job (or hours of training) runs.
+        if not path.is_dir():
+            raise ModelResolutionError(f"model '{ref}': {path} is a file; give a model directory")
+        if not (path / "config.json").is_file():
+            raise ModelResolutionError(
+                f"model '{ref}': the directory {path} holds no config.json, so it is not a model; give a directory "
+                "saved by save_pretrained / SentenceTransformer.save (or downloaded with `hf download`)")
         return "path"
     if _HUB_ID.match(ref) and not ref.startswith((".", "/", "~")):
         return "hub"

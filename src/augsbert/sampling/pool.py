@@ -15,21 +15,11 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-from ..data.tables import normalise_text
+from ..data.tables import normalise_text, sentence_pool  # noqa: F401 - sentence_pool is part of this API
 
 NEIGHBOUR_STRATEGIES = ("bm25", "bm25_least", "semantic_search", "semantic_search_least")
 SELECTION_STRATEGIES = ("kde", "iterative_kde")
 STRATEGIES = ("none", "random", *NEIGHBOUR_STRATEGIES, *SELECTION_STRATEGIES)
-
-
-def sentence_pool(tables: Iterable[pd.DataFrame]) -> list[str]:
-    """Sorted unique normalised sentences of the given pair tables."""
-    texts = set()
-    for table in tables:
-        texts.update(normalise_text(t) for t in table["sentence1"])
-        texts.update(normalise_text(t) for t in table["sentence2"])
-    texts.discard("")
-    return sorted(texts)
 
 
 def pair_key(a: str, b: str) -> tuple[str, str]:

@@ -9,8 +9,7 @@ from ..adaptation import adapt, evaluate_mlm, mlm_pairs, split_held_out
 from ..artifacts import artifact_dir, write_json
 from ..models import resolve_device
 from ..models.mlm import masked_lm_from
-from .candidates import target_pool
-from .common import checkpoint_dir, model_path, precision
+from .common import checkpoint_dir, model_path, precision, target_pool
 
 log = logging.getLogger(__name__)
 

@@ -16,11 +16,10 @@ import pandas as pd
 
 from ..artifacts import artifact_dir, write_json
 from ..data import DataError
-from ..data.tables import normalise_text
 from ..models import resolve_device
 from ..sampling import bm25_neighbors, semantic_neighbors
-from ..sampling.pool import PairCollector, random_partners, sentence_pool
-from .common import model_path, read_split
+from ..sampling.pool import PairCollector, random_partners
+from .common import model_path, pool_too_small, read_split, target_pool
 
 log = logging.getLogger(__name__)
 
@@ -41,34 +40,14 @@ def _embed(pool: list[str], params: dict, spec: dict, device: str) -> np.ndarray
                         show_progress_bar=True)
 
 
-def target_pool(data: str | Path, kind: str, exclude_eval: bool) -> tuple[list[str], set[str], int]:
-    """Sorted unique sentences of the target's train split and/or unlabeled corpus.
-
-    Returns the pool, the dev/test sentences, and how many pool sentences were
-    dropped for being dev/test sentences (when `exclude_eval`).
-    """
-    eval_tables = [t for t in (read_split(data, s, required=False) for s in ("dev", "test")) if t is not None]
-    eval_sentences = set(sentence_pool(eval_tables))
-    pool = sentence_pool([read_split(data, "train")]) if kind != "unlabeled" else []
-    if kind != "train":
-        unlabeled = Path(data) / "unlabeled.parquet"
-        if not unlabeled.is_file():
-            raise DataError(f"sampling.pool is {kind!r}, but {unlabeled} does not exist: give the dataset "
-                            "an `unlabeled` text file")
-        texts = pd.read_parquet(unlabeled)["text"]
-        pool = sorted(set(pool) | {normalise_text(t) for t in texts} - {""})
-    removed = 0
-    if exclude_eval:
-        removed = sum(t in eval_sentences for t in pool)
-        pool = [t for t in pool if t not in eval_sentences]
-    return pool, eval_sentences, removed
-
-
 def run(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
     params = spec["params"]
     data = spec["inputs"]["data"]
     train = read_split(data, "train")
     pool, eval_sentences, removed = target_pool(data, params["pool"], params["exclude_eval_sentences"])
+    problem = pool_too_small(params, len(pool))
+    if problem:  # before any encoding; the plan catches it too once the data artifact exists
+        raise DataError(problem)
     k, seed = params["top_k"], params["seed"]
     gold_pairs = list(zip(train["sentence1"], train["sentence2"]))
     with artifact_dir(out, spec, force) as tmp:

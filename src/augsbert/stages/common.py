@@ -9,6 +9,7 @@ import pandas as pd
 
 from ..artifacts import stage_sidecar
 from ..data import DataError, read_pairs
+from ..data.tables import normalise_text, sentence_pool
 from ..models import resolve_model
 
 PRECISION_ENV = "AUGSBERT_PRECISION"
@@ -41,3 +42,52 @@ def checkpoint_dir(out: str | Path) -> Path:
 def model_path(params: dict, ref: str) -> str:
     """Local directory of model `ref`, at the hub revision the config pins for it (`hub_revisions`)."""
     return resolve_model(ref, (params.get("hub_revisions") or {}).get(ref))
+
+
+def target_pool(data: str | Path, kind: str, exclude_eval: bool) -> tuple[list[str], set[str], int]:
+    """Sorted unique sentences of the target's train split and/or unlabeled corpus.
+
+    Returns the pool, the dev/test sentences, and how many pool sentences were
+    dropped for being dev/test sentences (when `exclude_eval`).
+    """
+    eval_tables = [t for t in (read_split(data, s, required=False) for s in ("dev", "test")) if t is not None]
+    eval_sentences = set(sentence_pool(eval_tables))
+    pool = sentence_pool([read_split(data, "train")]) if kind != "unlabeled" else []
+    if kind != "train":
+        unlabeled = Path(data) / "unlabeled.parquet"
+        if not unlabeled.is_file():
+            raise DataError(f"sampling.pool is {kind!r}, but {unlabeled} does not exist: give the dataset "
+                            "an `unlabeled` text file")
+        texts = pd.read_parquet(unlabeled)["text"]
+        pool = sorted(set(pool) | {normalise_text(t) for t in texts} - {""})
+    removed = 0
+    if exclude_eval:
+        removed = sum(t in eval_sentences for t in pool)
+        pool = [t for t in pool if t not in eval_sentences]
+    return pool, eval_sentences, removed
+
+
+def partners_per_sentence(sampling: dict) -> dict[str, int]:
+    """How many partners per pool sentence the strategies draw, by the sampling option that sets it."""
+    strategies = set(sampling["strategies"])
+    need = {}
+    if strategies & {"random", "bm25", "bm25_least", "semantic_search", "semantic_search_least"}:
+        need["top_k"] = sampling["top_k"]
+    if strategies & {"kde", "iterative_kde"}:
+        need["candidate_pool.random"] = sampling["candidate_pool"]["random"]
+    if "iterative_kde" in strategies:
+        need["candidate_pool.semantic_search"] = sampling["candidate_pool"]["semantic_search"]
+    return need
+
+
+def pool_too_small(sampling: dict, pool_size: int, prefix: str = "") -> str | None:
+    """What is wrong when a strategy asks for more partners than the pool has, else None.
+
+    Every sentence needs k other sentences (k <= pool size - 1); BM25 and faiss would
+    otherwise fail deep inside the stage, after the pool was encoded.
+    """
+    for option, k in partners_per_sentence(sampling).items():
+        if k >= pool_size:
+            return (f"{prefix}sampling.{option}: {k} partners per sentence, but the pool (sampling.pool: "
+                    f"{sampling['pool']}) has {pool_size} unique sentence(s), so at most {max(pool_size - 1, 0)}")
+    return None

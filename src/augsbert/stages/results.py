@@ -10,7 +10,7 @@ from pathlib import Path
 
 import json
 
-from ..artifacts import _finite, read_json, write_json, writer_lock
+from ..artifacts import _finite, read_json, write_json, writer_lock, writing
 from ..config import format_errors, load_schema
 
 RESULTS_SCHEMA = "schemas/results.schema.yaml"
@@ -64,10 +64,11 @@ def run(spec: dict, out: str | Path) -> dict:
 
     Under the file's writer lock, which also sweeps temporary files of killed writes.
     """
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    with writer_lock(out):
-        result = _results(spec)
-        write_json(out, result)
+    with writing(out):  # a read-only or full results directory: one message naming the path
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        with writer_lock(out):
+            result = _results(spec)
+            write_json(out, result)
     return result
 
 

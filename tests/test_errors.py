@@ -1,0 +1,242 @@
+"""Every foreseeable failure ends with one message and exit code 2, never a traceback.
+
+The table below is the reference (README "Errors" lists the same cases): each row
+sets up an input, runs the real command line (`augsbert.cli.main`) and compares
+what is printed on stderr. `{tmp}` is the case's directory (also the working
+directory), `{lee}` the Lee data artifact. Unexpected exceptions keep their
+traceback (last tests).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import pathlib
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+import pytest
+import yaml
+
+from augsbert.cli import main
+from augsbert.config import NAME_RULE, deep_merge
+from conftest import REPO, write_jsonl
+
+CONFIG = REPO / "config" / "config.yaml"
+USE = f"use {NAME_RULE}"
+FIX_ROWS = "Fix the file(s), or set datasets.mine.on_bad_rows: skip to drop such rows."
+
+
+def config(tmp: Path, **override) -> str:
+    """config/config.yaml with `override` merged over it, written to {tmp}/config.yaml."""
+    raw = deep_merge(yaml.safe_load(CONFIG.read_text()), override)
+    (tmp / "config.yaml").write_text(yaml.safe_dump(raw))
+    return str(tmp / "config.yaml")
+
+
+def mine(tmp: Path, **dataset) -> str:
+    """A config with dataset `mine` (pairs_file unless given) and experiment `e` using it."""
+    return config(tmp, data_dir=str(tmp), datasets={"mine": {"loader": "pairs_file", **dataset}},
+                  experiments={"e": {"dataset": "mine", "models": ["zero_shot"]}})
+
+
+def prepare_lee(tmp: Path) -> None:
+    assert main(["-q", "prepare-data", "--config", str(CONFIG), "--experiment", "demo_zeroshot"]) == 0
+
+
+def candidates_spec(tmp: Path, **params) -> str:
+    """A sample-pairs spec on the Lee data whose encoder does not exist: encoding first would fail differently."""
+    base = {"strategies": ["semantic_search"], "top_k": 3, "pool": "train", "semantic_model": "pretrained",
+            "exact": True, "batch_size": 64, "max_length": 64, "exclude_eval_sentences": True,
+            "candidate_pool": {"random": 3, "semantic_search": 3}, "model": str(tmp / "no-such-model"), "seed": 42}
+    return json.dumps({"stage": "candidates", "key": "c-0123456789", "inputs": {"data": lee_path()},
+                       "params": {**base, **params}})
+
+
+def lee_path() -> str:
+    from augsbert.config import load_config
+    from augsbert.plan import Plan
+
+    plan = Plan(load_config(CONFIG))
+    return plan.node(plan.experiment("demo_zeroshot").runs[42]["data"]).path
+
+
+def read_only_under(tmp: Path, monkeypatch, top: str) -> None:
+    """Simulate a read-only mount at {tmp}/{top}: tests run as root, for whom chmod does not stop writes."""
+    (tmp / top).mkdir()
+    real = os.mkdir
+
+    def mkdir(path, *args, **kwargs):
+        if os.path.abspath(path).startswith(str(tmp / top) + os.sep):
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "mkdir", mkdir)
+
+
+def disk_full_under(tmp: Path, monkeypatch, top: str) -> None:
+    """Simulate a full disk for writes below {tmp}/{top} (a failing write() names no file)."""
+    real = pathlib.Path.write_text
+
+    def write_text(self, *args, **kwargs):
+        if os.path.abspath(self).startswith(str(tmp / top)):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(pathlib.Path, "write_text", write_text)
+
+
+@dataclass
+class Case:
+    name: str
+    setup: Callable  # (tmp, monkeypatch) -> argv
+    expected: str  # stderr, exactly (after formatting {tmp} and {lee})
+    code: int = 2
+    secret: str | None = None  # file content that must not appear anywhere in the output
+
+
+def _non_utf8(tmp, mp):
+    (tmp / "p.csv").write_bytes(b"sentence1,sentence2,score\na,b,1\ncaf\xe9,b,1\n")
+    return ["prepare-data", "--config", mine(tmp, train="p.csv", test="p.csv"), "--experiment", "e"]
+
+
+def _jsonl(record):
+    def setup(tmp, mp):
+        write_jsonl(tmp / "p.jsonl", [{"sentence1": "a", "sentence2": "b", "score": 0.5}, record])
+        write_jsonl(tmp / "t.jsonl", [{"sentence1": "a", "sentence2": "b", "score": 0.5}])
+        return ["prepare-data", "--config", mine(tmp, train="p.jsonl", test="t.jsonl"), "--experiment", "e"]
+    return setup
+
+
+def _unrelated_file(content: bytes):
+    def setup(tmp, mp):
+        (tmp / "secret").write_bytes(content)
+        cfg = config(tmp, datasets={"mine": {"loader": "bws_cross_topic", "path": str(tmp / "secret")}},
+                     experiments={"e": {"dataset": "mine", "models": ["zero_shot"]}})
+        return ["prepare-data", "--config", cfg, "--experiment", "e"]
+    return setup
+
+
+def _empty_model_dir(tmp, mp):
+    (tmp / "model").mkdir()
+    return ["plan", "--config", config(tmp, experiments={"demo_zeroshot": {"base_model": str(tmp / "model")}})]
+
+
+def _top_k_plan(tmp, mp):
+    prepare_lee(tmp)
+    cfg = config(tmp, experiments={"big_k": {"dataset": "lee", "sampling": {"strategies": ["bm25"], "top_k": 30}}})
+    return ["plan", "--config", cfg]
+
+
+def _top_k_stage(tmp, mp):
+    prepare_lee(tmp)
+    return ["sample-pairs", "--spec", candidates_spec(tmp, top_k=25), "--out", str(tmp / "cand"), "--device", "cpu"]
+
+
+def _read_only(tmp, mp):
+    read_only_under(tmp, mp, "artifacts")
+    return ["prepare-data", "--config", str(CONFIG), "--experiment", "demo_zeroshot"]
+
+
+def _disk_full(tmp, mp):
+    disk_full_under(tmp, mp, "artifacts")
+    return ["prepare-data", "--config", str(CONFIG), "--experiment", "demo_zeroshot"]
+
+
+CASES = [
+    Case("misspelt config key",
+         lambda tmp, mp: ["plan", "--config", config(tmp, experiments={"demo_zeroshot": {"studnet": {"epochs": 1}}})],
+         "augsbert plan: error: unknown key experiments.demo_zeroshot.studnet\n  did you mean 'student'?\n"),
+    Case("grid named with shell syntax",
+         lambda tmp, mp: ["plan", "--config", config(tmp, grids={"g;touch x;y": {"columns": {"lee": {}}}})],
+         f"augsbert plan: error: grids.g;touch x;y: invalid name 'g;touch x;y': {USE}\n"),
+    Case("experiment name escaping the project",
+         lambda tmp, mp: ["plan", "--config", config(tmp, experiments={"../../x": {"dataset": "lee"}})],
+         f"augsbert plan: error: experiments.../../x: invalid name '../../x': {USE}\n"),
+    Case("dataset name with a slash",
+         lambda tmp, mp: ["plan", "--config", config(tmp, datasets={"a/b": {"loader": "lee"}})],
+         f"augsbert plan: error: datasets.a/b: invalid name 'a/b': {USE}\n"),
+    Case("results spec escaping the project",
+         lambda tmp, mp: ["collect-results", "--spec", json.dumps({"experiment": "../../x"})],
+         f"augsbert collect-results: error: --spec: experiment: invalid name '../../x': {USE}\n"),
+    Case("base_model directory that is not a model", _empty_model_dir,
+         "augsbert plan: error: experiments.demo_zeroshot.base_model: model '{tmp}/model': the directory "
+         "{tmp}/model holds no config.json, so it is not a model; give a directory saved by save_pretrained / "
+         "SentenceTransformer.save (or downloaded with `hf download`)\n"),
+    Case("top_k larger than the pool, while planning", _top_k_plan,
+         "augsbert plan: error: experiments.big_k.sampling.top_k: 30 partners per sentence, but the pool "
+         "(sampling.pool: train) has 25 unique sentence(s), so at most 24\n"),
+    Case("top_k larger than the pool, in the sampling stage (before encoding)", _top_k_stage,
+         "augsbert sample-pairs: error: sampling.top_k: 25 partners per sentence, but the pool (sampling.pool: "
+         "train) has 25 unique sentence(s), so at most 24\n"),
+    Case("non-UTF-8 input", _non_utf8,
+         "augsbert prepare-data: error: {tmp}/p.csv:3: not valid utf-8 text (byte 0xe9 at byte offset 35); "
+         "convert the file to utf-8\n"),
+    Case("jsonl text that is a list", _jsonl({"sentence1": ["a", "b"], "sentence2": "b", "score": 0.5}),
+         "augsbert prepare-data: error: dataset 'mine': 1 bad row(s):\n"
+         "  {tmp}/p.jsonl:2: key 'sentence1' holds an array, expected a string\n" + FIX_ROWS + "\n"),
+    Case("jsonl text that is an object", _jsonl({"sentence1": "a", "sentence2": {"t": "b"}, "score": 0.5}),
+         "augsbert prepare-data: error: dataset 'mine': 1 bad row(s):\n"
+         "  {tmp}/p.jsonl:2: key 'sentence2' holds an object, expected a string\n" + FIX_ROWS + "\n"),
+    Case("jsonl score that is a boolean", _jsonl({"sentence1": "a", "sentence2": "b", "score": True}),
+         "augsbert prepare-data: error: dataset 'mine': 1 bad row(s):\n"
+         "  {tmp}/p.jsonl:2: key 'score' holds a boolean (true), expected a number\n" + FIX_ROWS + "\n"),
+    Case("dataset path at an unrelated text file", _unrelated_file(b"ghp_SECRET0123456789abcdef,token\n"),
+         "augsbert prepare-data: error: {tmp}/secret:1: header lacks column(s) ['id', 'argument1', 'argument2', "
+         "'topic', 'score'] (found 2 column(s))\n", secret="SECRET"),
+    Case("dataset path at a binary file", _unrelated_file(b"\x89PNG\r\n\x1a\nSECRET\x00\xff"),
+         "augsbert prepare-data: error: {tmp}/secret:1: not valid utf-8 text (byte 0x89 at byte offset 0); "
+         "convert the file to utf-8\n", secret="SECRET"),
+    Case("read-only artifact directory", _read_only,
+         "augsbert prepare-data: error: cannot write {lee}: Read-only file system (artifacts/.locks/data)\n"),
+    Case("full disk under the artifact directory", _disk_full,
+         "augsbert prepare-data: error: cannot write {lee}: No space left on device\n"),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_error_table(case, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    argv = case.setup(tmp_path, monkeypatch)
+    capsys.readouterr()
+    assert main(["-q", *argv]) == case.code
+    out, err = capsys.readouterr()
+    assert err == case.expected.format(tmp=tmp_path, lee=lee_path())
+    assert "Traceback" not in err
+    if case.secret:
+        assert case.secret not in out + err
+
+
+def test_failed_stages_leave_no_artifact(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    _top_k_stage(tmp_path, monkeypatch)
+    main(["-q", "sample-pairs", "--spec", candidates_spec(tmp_path, top_k=25), "--out", str(tmp_path / "cand")])
+    assert not (tmp_path / "cand").exists() and not list(tmp_path.glob(".cand*"))
+
+
+def run_cli(tmp: Path, code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], cwd=tmp, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+
+
+def test_the_real_entry_point_exits_2_without_a_traceback(tmp_path):
+    cfg = config(tmp_path, experiments={"demo_zeroshot": {"studnet": {}}})
+    proc = run_cli(tmp_path, f"import sys; from augsbert.cli import main; sys.exit(main(['plan', '--config', {cfg!r}]))")
+    assert proc.returncode == 2
+    assert proc.stderr == "augsbert plan: error: unknown key experiments.demo_zeroshot.studnet\n  did you mean 'student'?\n"
+
+
+def test_unexpected_exceptions_keep_their_traceback(tmp_path):
+    code = ("import sys, augsbert.stages.prepare_data as stage\n"
+            "def broken(*args, **kwargs): raise RuntimeError('a bug')\n"
+            "stage.run = broken\n"
+            "from augsbert.cli import main\n"
+            f"sys.exit(main(['prepare-data', '--config', {str(CONFIG)!r}, '--experiment', 'demo_zeroshot']))")
+    proc = run_cli(tmp_path, code)
+    assert proc.returncode == 1
+    assert "Traceback (most recent call last)" in proc.stderr and proc.stderr.endswith("RuntimeError: a bug\n")
