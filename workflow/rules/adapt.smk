@@ -16,4 +16,4 @@ rule adapt_mlm:
         runtime=720,
         gpu=1,
     shell:
-        "augsbert adapt-mlm --spec {params.spec:q} --out {output:q} > {log:q} 2>&1"
+        "augsbert adapt-mlm --spec {params.spec:q} --out {output:q} >> {log:q} 2>&1"

@@ -16,4 +16,4 @@ rule prepare_data:
         mem_mb=4000,
         runtime=30,
     shell:
-        "augsbert prepare-data --spec {params.spec:q} --out {output:q} > {log:q} 2>&1"
+        "augsbert prepare-data --spec {params.spec:q} --out {output:q} >> {log:q} 2>&1"

@@ -16,7 +16,7 @@ rule evaluate_zero_shot:
         runtime=60,
         gpu=1,
     shell:
-        "augsbert evaluate-zero-shot --spec {params.spec:q} --out {output:q} > {log:q} 2>&1"
+        "augsbert evaluate-zero-shot --spec {params.spec:q} --out {output:q} >> {log:q} 2>&1"
 
 
 rule evaluate_suite:
@@ -37,4 +37,4 @@ rule evaluate_suite:
         runtime=120,
         gpu=1,
     shell:
-        "augsbert evaluate-suite --spec {params.spec:q} --out {output:q} > {log:q} 2>&1"
+        "augsbert evaluate-suite --spec {params.spec:q} --out {output:q} >> {log:q} 2>&1"

@@ -17,4 +17,4 @@ rule collect_results:
         mem_mb=1000,
         runtime=10,
     shell:
-        "augsbert collect-results --spec {params.spec:q} --out {output:q} > {log:q} 2>&1"
+        "augsbert collect-results --spec {params.spec:q} --out {output:q} >> {log:q} 2>&1"

@@ -16,4 +16,4 @@ rule sample_pairs:
         runtime=240,
         gpu=1,
     shell:
-        "augsbert sample-pairs --spec {params.spec:q} --out {output:q} > {log:q} 2>&1"
+        "augsbert sample-pairs --spec {params.spec:q} --out {output:q} >> {log:q} 2>&1"

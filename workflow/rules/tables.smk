@@ -25,4 +25,4 @@ rule grid_table:
         mem_mb=2000,
         runtime=10,
     shell:
-        "augsbert render-table --spec {params.spec:q} --out {output.table:q} > {log:q} 2>&1"
+        "augsbert render-table --spec {params.spec:q} --out {output.table:q} >> {log:q} 2>&1"

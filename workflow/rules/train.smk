@@ -1,5 +1,7 @@
 # Training stages: teacher (CE / CBE) on gold, silver labels, Bi-Encoder students.
 # Resumable checkpoints live in artifacts/.checkpoints/<stage>/<key>/ (outside the declared outputs).
+# Every rule appends to its log (`>>`): a rerun that finds an orphaned job still writing the same key
+# stops on its lock, and must not have emptied the live job's log first.
 
 
 rule train_teacher:
@@ -17,7 +19,7 @@ rule train_teacher:
         runtime=720,
         gpu=1,
     shell:
-        "augsbert train-teacher --spec {params.spec:q} --out {output:q} > {log:q} 2>&1"
+        "augsbert train-teacher --spec {params.spec:q} --out {output:q} >> {log:q} 2>&1"
 
 
 rule label_pairs:
@@ -35,7 +37,7 @@ rule label_pairs:
         runtime=240,
         gpu=1,
     shell:
-        "augsbert label-pairs --spec {params.spec:q} --out {output:q} > {log:q} 2>&1"
+        "augsbert label-pairs --spec {params.spec:q} --out {output:q} >> {log:q} 2>&1"
 
 
 rule train_student:
@@ -53,4 +55,4 @@ rule train_student:
         runtime=720,
         gpu=1,
     shell:
-        "augsbert train-student --spec {params.spec:q} --out {output:q} > {log:q} 2>&1"
+        "augsbert train-student --spec {params.spec:q} --out {output:q} >> {log:q} 2>&1"
