@@ -133,6 +133,11 @@ def _top_k_plan(tmp, mp):
     return ["plan", "--config", cfg]
 
 
+def _top_k_data(tmp, mp):  # a first run: no data yet, so the data job is the first to know the pool
+    cfg = config(tmp, experiments={"big_k": {"dataset": "lee", "sampling": {"strategies": ["bm25"], "top_k": 30}}})
+    return ["prepare-data", "--config", cfg, "--experiment", "big_k"]
+
+
 def _top_k_stage(tmp, mp):
     prepare_lee(tmp)
     return ["sample-pairs", "--spec", candidates_spec(tmp, top_k=25), "--out", str(tmp / "cand"), "--device", "cpu"]
@@ -170,6 +175,9 @@ CASES = [
          "SentenceTransformer.save (or downloaded with `hf download`)\n"),
     Case("top_k larger than the pool, while planning", _top_k_plan,
          "augsbert plan: error: experiments.big_k.sampling.top_k: 30 partners per sentence, but the pool "
+         "(sampling.pool: train) has 25 unique sentence(s), so at most 24\n"),
+    Case("top_k larger than the pool, in the data job of a first run (before any training)", _top_k_data,
+         "augsbert prepare-data: error: experiments.big_k.sampling.top_k: 30 partners per sentence, but the pool "
          "(sampling.pool: train) has 25 unique sentence(s), so at most 24\n"),
     Case("top_k larger than the pool, in the sampling stage (before encoding)", _top_k_stage,
          "augsbert sample-pairs: error: sampling.top_k: 25 partners per sentence, but the pool (sampling.pool: "

@@ -157,6 +157,7 @@ class Plan:
         self.digests = DigestCache()
         self._identities: dict[str, str] = {}
         self._pool_sizes: dict[tuple, int | None] = {}  # (data key, pool, exclude_eval) -> unique sentences
+        self.pool_checks: dict[str, list[dict]] = {}  # data key -> sampling needs of the experiments using it
         for name, exp in config.get("experiments", {}).items():
             self.experiments[name] = self._plan_experiment(name, exp)
         self.digests.save()
@@ -233,6 +234,9 @@ class Plan:
         variant = exp["adapt_mlm"]["variant"]
         if strategies and "student" in wanted:
             self._check_pool(name, sampling, data)
+            # the data job checks the same when it has made the tables, before any training starts
+            self.pool_checks.setdefault(data.key, []).append({"experiment": name, "sampling": {
+                k: sampling[k] for k in ("strategies", "top_k", "candidate_pool", "pool", "exclude_eval_sentences")}})
         for seed in plan.seeds:
             roles = {"data": data, **({"source_data": gold} if transfer else {})}
             adapted = self._adapt(exp, dataset, seed, data) if variant != "augsbert" else None
@@ -459,8 +463,10 @@ class Plan:
     def spec(self, key: str) -> dict:
         """What a stage job receives: the node's settings (keyed params + runtime settings), inputs as paths."""
         node = self.node(key)
-        return {"stage": node.stage, "key": key, "params": node.settings, "inputs": self.input_paths(key),
-                "runtime": sorted(json.loads(node.runtime_json))}
+        params, runtime = node.settings, sorted(json.loads(node.runtime_json))
+        if key in self.pool_checks:  # what the planned sampling stages will need of this data
+            params, runtime = {**params, "pool_checks": self.pool_checks[key]}, sorted([*runtime, "pool_checks"])
+        return {"stage": node.stage, "key": key, "params": params, "inputs": self.input_paths(key), "runtime": runtime}
 
     def spec_json(self, key: str) -> str:
         return canonical_json(self.spec(key))

@@ -22,6 +22,25 @@ def score_stats(table: pd.DataFrame) -> dict:
             "min": round(float(s.min()), 4), "max": round(float(s.max()), 4)}
 
 
+def check_pools(data: Path, checks: list[dict]) -> None:
+    """Stop (before any training) when a planned sampling stage asks more partners than its pool has.
+
+    The plan checks this itself once the data exist; on a first run this data
+    job is the earliest point where the pool is known.
+    """
+    from .common import pool_too_small, target_pool
+
+    for check in checks:
+        sampling = check["sampling"]
+        try:
+            pool = target_pool(data, sampling["pool"], sampling["exclude_eval_sentences"])[0]
+        except DataError:
+            continue  # e.g. no unlabeled corpus: the sampling stage says so with its own message
+        problem = pool_too_small(sampling, len(pool), prefix=f"experiments.{check['experiment']}.")
+        if problem:
+            raise DataError(problem)
+
+
 def run(spec: dict, out: str | Path, force: bool = False) -> dict:
     """Load the dataset the spec names, validate it and write train/dev/test(/unlabeled).parquet."""
     params = spec["params"]
@@ -43,6 +62,7 @@ def run(spec: dict, out: str | Path, force: bool = False) -> dict:
             write_table(table, tmp / f"{split}.parquet")
         if prepared.unlabeled is not None:
             write_table(prepared.unlabeled, tmp / "unlabeled.parquet")
+        check_pools(tmp, params.get("pool_checks", []))
         sizes = {split: len(t) for split, t in prepared.splits.items()}
         if prepared.unlabeled is not None:
             sizes["unlabeled"] = len(prepared.unlabeled)
