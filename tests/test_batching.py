@@ -1,10 +1,12 @@
 """Length-grouped batches: each example once per epoch, homogeneous batches, one order per (seed, epoch)."""
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from augsbert.batching import (LengthGroupedBatchSampler, LengthGroupedSampler, length_grouped_batches,
                                padding_share)
+from conftest import train_params
 
 
 def synthetic_lengths(n=3200, seed=0, low=20, high=400):
@@ -89,3 +91,91 @@ def test_samplers_follow_the_epoch():
     batch_sampler.set_epoch(2)
     assert len(batch_sampler) == 7 and [b for b in batch_sampler] == [
         b.tolist() for b in length_grouped_batches(lengths, 16, 2, 7, 2)]
+
+
+LONG = "the quick brown fox jumps over the lazy dog and keeps running far away " * 4
+PAIRS = pd.DataFrame({"sentence1": ["a cat", "short one here", LONG, "x y z", LONG],
+                      "sentence2": [LONG, "x", "hello world", "x y z", LONG], "score": [0.1, 0.5, 0.9, 1.0, 0.3]})
+
+
+@pytest.mark.parametrize("arch", ["ce", "cbe", "be"])
+def test_lengths_are_the_tokens_the_model_sees(arch, tiny_minilm, tmp_path):
+    """Counted lengths equal the real (unpadded) tokens of each input after truncation."""
+    from augsbert.models.architectures import ARCHITECTURES
+    from augsbert.training import _dataset, training_args
+
+    params = train_params(max_length=24, group_by_length=True, megabatch=2)
+    adapter = ARCHITECTURES[arch]
+    model = adapter.build(tiny_minilm, params, "cpu")
+    trainer = adapter.trainer(model, training_args(params, tmp_path, 42, "cpu", "fp32", len(PAIRS)),
+                              _dataset(PAIRS), [], params)
+    data = trainer.train_dataset
+    rows = [data[i] for i in range(len(data))]
+    if arch == "ce":
+        lengths = trainer.args.batch_sampler.keywords["lengths"]
+        seen = model.preprocess([(r["sentence1"], r["sentence2"]) for r in rows])["attention_mask"].sum(1)
+    elif arch == "cbe":
+        lengths = np.array(data["length"])
+        seen = trainer.data_collator(rows)["attention_mask"].sum(1)
+    else:
+        lengths = trainer.args.batch_sampler.keywords["lengths"]
+        batch = trainer.data_collator(rows)
+        seen = np.stack([batch["sentence1_attention_mask"].sum(1), batch["sentence2_attention_mask"].sum(1)], 1)
+        assert (lengths[:, 0] >= lengths[:, 1]).all()  # longer sentence first
+        assert sorted(zip(data["sentence1"], data["sentence2"])) != sorted(zip(PAIRS.sentence1, PAIRS.sentence2))
+        assert {frozenset(p) for p in zip(data["sentence1"], data["sentence2"])} == {
+            frozenset(p) for p in zip(PAIRS.sentence1, PAIRS.sentence2)}
+        assert data["score"] == PAIRS.score.tolist()
+    np.testing.assert_array_equal(np.asarray(seen), lengths)
+    assert np.max(lengths) == 24  # truncated like the model truncates
+
+
+def test_mlm_lengths_are_the_tokens_the_model_sees(tiny_minilm):
+    from transformers import AutoTokenizer
+
+    from augsbert.batching import pair_lengths
+    from augsbert.models.cross_bi_encoder import SPECIALS_PER_PAIR, PairTokenizer
+    from augsbert.models.mlm import MLMPairCollator
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_minilm)
+    collator = MLMPairCollator(PairTokenizer(tokenizer, 24, True), 0.2, seed=0)
+    seen = collator(PAIRS[["sentence1", "sentence2"]].to_dict("records"))["attention_mask"].sum(1)
+    np.testing.assert_array_equal(seen.numpy(), pair_lengths(tokenizer, PAIRS.sentence1, PAIRS.sentence2, 24,
+                                                             SPECIALS_PER_PAIR))
+
+
+@pytest.mark.parametrize("arch", ["cbe", "be"])
+def test_trainers_consume_the_grouped_order_of_each_epoch(arch, tiny_minilm, tmp_path):
+    """The trainer's batches are exactly `length_grouped_batches` of epoch 0, then of epoch 1 (set_epoch arrives)."""
+    from augsbert.models.architectures import ARCHITECTURES
+    from augsbert.training import _dataset, training_args
+
+    rng = np.random.default_rng(3)
+    words = "cat dog bird fish horse sheep cow goat".split()
+    table = pd.DataFrame({"sentence1": [" ".join(rng.choice(words, rng.integers(1, 15))) + f" n{i}" for i in range(40)],
+                          "sentence2": [" ".join(rng.choice(words, rng.integers(1, 15))) for _ in range(40)],
+                          "score": rng.random(40)})
+    params = train_params(epochs=2, batch_size=8, megabatch=2)
+    adapter = ARCHITECTURES[arch]
+    trainer = adapter.trainer(adapter.build(tiny_minilm, params, "cpu"),
+                              training_args(params, tmp_path, 42, "cpu", "fp32", len(table)), _dataset(table), [], params)
+    seen = []
+
+    class Recorder:  # the trainer's own collator, noting each batch
+        def __init__(self, collate):
+            self.collate = collate
+
+        def __getattr__(self, name):
+            return getattr(self.collate, name)
+
+        def __call__(self, rows):
+            seen.append([r["sentence1"] + r["sentence2"] for r in rows])
+            return self.collate(rows)
+
+    trainer.data_collator = Recorder(trainer.data_collator)
+    trainer.train()
+    data = trainer.train_dataset
+    lengths = np.array(data["length"]) if arch == "cbe" else trainer.args.batch_sampler.keywords["lengths"]
+    texts = [a + b for a, b in zip(data["sentence1"], data["sentence2"])]
+    expected = [[texts[i] for i in b] for epoch in (0, 1) for b in length_grouped_batches(lengths, 8, 2, 42, epoch)]
+    assert seen == expected and seen[:5] != seen[5:]

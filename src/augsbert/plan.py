@@ -24,8 +24,8 @@ ARTIFACTS = "artifacts"
 
 # Bump a stage's version when its code changes what it computes: its key (and
 # every key downstream) changes, so old artifacts are not reused by mistake.
-STAGE_VERSIONS = {"data": 2, "zero_shot": 2, "adapt": 1, "teacher": 2, "candidates": 1, "labels": 2,
-                  "student": 2, "suite": 1}
+STAGE_VERSIONS = {"data": 2, "zero_shot": 2, "adapt": 2, "teacher": 3, "candidates": 1, "labels": 2,
+                  "student": 3, "suite": 1}  # adapt 2, teacher 3, student 3: length-grouped batches
 
 # Bi-Encoder roles that get the evaluation suite (STS suite, topic, USEB, diagnostics).
 SUITE_ROLES = ("zero_shot", "lower_bound", "student")
@@ -45,6 +45,14 @@ def row_label(role: str, arch: str, values: list[str], student_title: str = "Aug
         return "-".join([student_title, *values])
     title = ROLE_TITLES[role].format(arch=arch)
     return f"{title} [{', '.join(values)}]" if values else title
+
+
+def inert_grouping_dropped(options: dict) -> dict:
+    """A copy of a training section without `megabatch` when `group_by_length` is off (it changes nothing then)."""
+    options = dict(options)
+    if not options.get("group_by_length", False):
+        options.pop("megabatch", None)
+    return options
 
 
 KEY_PATTERN = r"[A-Za-z0-9_.+]+(?:-[A-Za-z0-9_.+]+)*-[0-9a-f]{10}"
@@ -277,14 +285,14 @@ class Plan:
         return sorted(paths)
 
     def _adapt(self, exp: dict, dataset: str, seed: int, data: Node) -> Node:
-        options = {k: v for k, v in exp["adapt_mlm"].items() if k != "variant"}
+        options = inert_grouping_dropped({k: v for k, v in exp["adapt_mlm"].items() if k != "variant"})
         params = {**options, "model": exp["teacher"]["base_model"] or exp["base_model"],
                   "pool": exp["sampling"]["pool"], "exclude_eval_sentences": exp["sampling"]["exclude_eval_sentences"],
                   "seed": seed}
         return self._add(make_node("adapt", f"{dataset}.mlm", params, {"data": data}))
 
     def _teacher(self, exp: dict, dataset: str, seed: int, inputs: dict[str, Node]) -> Node:
-        options = dict(exp["teacher"])
+        options = inert_grouping_dropped(exp["teacher"])
         model = options.pop("base_model") or exp["base_model"]
         if options["freeze_embeddings"] is None:  # thesis 5.4.3: freeze when starting from an adapted checkpoint
             options["freeze_embeddings"] = "init" in inputs
@@ -295,7 +303,7 @@ class Plan:
         return self._add(make_node("teacher", f"{dataset}.{options['arch']}", params, inputs))
 
     def _student(self, exp: dict, dataset: str, seed: int, inputs: dict[str, Node], gold_only: bool = False) -> Node:
-        options = dict(exp["student"])
+        options = inert_grouping_dropped(exp["student"])
         model = options.pop("base_model") or exp["base_model"]
         if options["freeze_embeddings"] is None:
             options["freeze_embeddings"] = "init" in inputs
