@@ -98,11 +98,12 @@ def tiny_minilm(tmp_path_factory, minilm_path) -> str:
     return str(path)
 
 
-def theme_pairs(n: int, seed: int):
+def theme_pairs(n: int, seed: int, words: tuple[int, int] | None = None):
     """Pairs whose score follows an arbitrary theme-similarity matrix an untrained model cannot know.
 
-    Six word themes; a sentence is four words of one theme; the score of a pair
-    is S[theme_a, theme_b] with levels 0 / 0.3 / 0.7 / 1.
+    Six word themes; a sentence is four words of one theme (or `words` = (min,
+    max) words, for sentences of varied length); the score of a pair is
+    S[theme_a, theme_b] with levels 0 / 0.3 / 0.7 / 1.
     """
     import numpy as np
     import pandas as pd
@@ -115,14 +116,15 @@ def theme_pairs(n: int, seed: int):
     rows = []
     for _ in range(n):
         a, b = rng.integers(0, 6, 2)
-        rows.append((" ".join(rng.choice(themes[a].split(), 4)), " ".join(rng.choice(themes[b].split(), 4)), S[a, b]))
+        na, nb = (4, 4) if words is None else rng.integers(words[0], words[1] + 1, 2)
+        rows.append((" ".join(rng.choice(themes[a].split(), na)), " ".join(rng.choice(themes[b].split(), nb)), S[a, b]))
     return pd.DataFrame(rows, columns=["sentence1", "sentence2", "score"])
 
 
 def train_params(**override) -> dict:
     """Training options as the plan passes them (schema defaults), made small for tests."""
     params = dict(epochs=2, batch_size=16, lr=1e-4, warmup_ratio=0.1, weight_decay=0.01, checkpoint_steps=500,
-                  seed=42, max_length=32, freeze_embeddings=False, eval_batch_size=64,
+                  seed=42, max_length=32, freeze_embeddings=False, eval_batch_size=64, group_by_length=True, megabatch=50,
                   seed_optimization={"trials": 0, "fraction": 0.3}, loss="bce", activation="sigmoid")
     params.update(override)
     return params

@@ -65,12 +65,12 @@ def test_mlm_pairs_are_bm25_top1_plus_one_random():
 
 
 def test_tiny_adaptation_lowers_held_out_loss(minilm_path, tmp_path):
-    table = theme_pairs(400, 11)
+    table = theme_pairs(400, 11, words=(2, 10))
     pool = sorted(set(table["sentence1"]) | set(table["sentence2"]))
     train, held_out = split_held_out(mlm_pairs(pool, seed=0), 0.1, seed=0)
     params = {"max_steps": 40, "batch_size": 16, "lr": 2e-4, "warmup_ratio": 0.1, "weight_decay": 0.01,
               "max_length": 32, "mask_probability": 0.2, "masking": "uniform", "seed": 42, "checkpoint_steps": 100,
-              "config_kwargs": {"num_hidden_layers": 1}}
+              "group_by_length": True, "megabatch": 50, "config_kwargs": {"num_hidden_layers": 1}}
     from augsbert.models.mlm import masked_lm_from
 
     base = masked_lm_from(minilm_path, params["config_kwargs"])

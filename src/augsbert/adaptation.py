@@ -63,11 +63,18 @@ def evaluate_mlm(model, pair_tokenizer: PairTokenizer, pairs: pd.DataFrame, prob
     return {"loss": total_loss / max(count, 1), "accuracy": correct / max(count, 1), "masked_tokens": count}
 
 
-def adapt(base: str, train: pd.DataFrame, params: dict, workdir: Path, device: str, precision: str = "auto"):
-    """Continue masked-LM training of `base` on `train` pairs; resumable from `workdir`."""
+def adapt(base: str, train: pd.DataFrame, params: dict, workdir: Path, device: str, precision: str = "auto",
+          callbacks: list | None = None):
+    """Continue masked-LM training of `base` on `train` pairs; resumable from `workdir`.
+
+    `callbacks` are extra transformers TrainerCallbacks (the training benchmark times steps with one).
+    """
     from datasets import Dataset
-    from transformers import AutoTokenizer, Trainer, TrainingArguments, set_seed
+    from transformers import AutoTokenizer, TrainingArguments, set_seed
     from transformers.trainer_utils import get_last_checkpoint
+
+    from .batching import LengthGroupedTrainer, hf_grouping, pair_lengths
+    from .models.cross_bi_encoder import SPECIALS_PER_PAIR
 
     claim_workdir(workdir, {"stage": "adapt_mlm", "base": base, "params": params, "device": device,
                              "precision": precision, "train_pairs": len(train)})
@@ -77,7 +84,7 @@ def adapt(base: str, train: pd.DataFrame, params: dict, workdir: Path, device: s
     pair_tokenizer = PairTokenizer(tokenizer, params["max_length"],
                                    getattr(model.config, "type_vocab_size", 0) >= 2)
     collator = MLMPairCollator(pair_tokenizer, params["mask_probability"], params["masking"], seed=params["seed"])
-    args = TrainingArguments(
+    args = dict(
         output_dir=str(workdir / "trainer"), max_steps=params["max_steps"],
         per_device_train_batch_size=params["batch_size"], learning_rate=params["lr"],
         warmup_steps=int(math.ceil(params["warmup_ratio"] * params["max_steps"])),
@@ -87,7 +94,11 @@ def adapt(base: str, train: pd.DataFrame, params: dict, workdir: Path, device: s
         remove_unused_columns=False, dataloader_num_workers=0, disable_tqdm=False,
         **precision_flags(device, precision))
     dataset = Dataset.from_dict({"sentence1": train["sentence1"].tolist(), "sentence2": train["sentence2"].tolist()})
-    trainer = Trainer(model=model, args=args, train_dataset=dataset, data_collator=collator)
+    if params.get("group_by_length"):
+        dataset, args = hf_grouping(dataset, pair_lengths(tokenizer, dataset["sentence1"], dataset["sentence2"],
+                                                          pair_tokenizer.max_length, SPECIALS_PER_PAIR), args)
+    trainer = LengthGroupedTrainer(model=model, args=TrainingArguments(**args), train_dataset=dataset,
+                                   data_collator=collator, callbacks=callbacks, megabatch=params.get("megabatch", 50))
     last = get_last_checkpoint(str(workdir / "trainer")) if (workdir / "trainer").is_dir() else None
     if last:
         log.info("resuming from %s", last)

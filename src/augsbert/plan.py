@@ -41,6 +41,8 @@ SEMANTIC_CHOICES = ("finetuned", "pretrained")
 
 # Bump a stage's version when its code changes what it computes: its key (and
 # every key downstream) changes, so old artifacts are not reused by mistake.
+# data 3 .. suite 2: content/identity keys, runtime settings out of keys; adapt 2, teacher 3, student 3 also:
+# length-grouped batches; labels 3: exact iterative KDE
 STAGE_VERSIONS = {"data": 3, "zero_shot": 3, "adapt": 2, "teacher": 3, "candidates": 2, "labels": 3,
                   "student": 3, "suite": 2}
 
@@ -62,6 +64,14 @@ def row_label(role: str, arch: str, values: list[str], student_title: str = "Aug
         return "-".join([student_title, *values])
     title = ROLE_TITLES[role].format(arch=arch)
     return f"{title} [{', '.join(values)}]" if values else title
+
+
+def inert_grouping_dropped(options: dict) -> dict:
+    """A copy of a training section without `megabatch` when `group_by_length` is off (it changes nothing then)."""
+    options = dict(options)
+    if not options.get("group_by_length", False):
+        options.pop("megabatch", None)
+    return options
 
 
 KEY_PATTERN = r"[A-Za-z0-9_.+]+(?:-[A-Za-z0-9_.+]+)*-[0-9a-f]{10}"
@@ -411,14 +421,14 @@ class Plan:
         return sorted(paths)
 
     def _adapt(self, exp: dict, dataset: str, seed: int, data: Node) -> Node:
-        options = {k: v for k, v in exp["adapt_mlm"].items() if k != "variant"}
+        options = inert_grouping_dropped({k: v for k, v in exp["adapt_mlm"].items() if k != "variant"})
         params = {**options, "model": exp["teacher"]["base_model"] or exp["base_model"],
                   "pool": exp["sampling"]["pool"], "exclude_eval_sentences": exp["sampling"]["exclude_eval_sentences"],
                   "seed": seed}
         return self._node("adapt", f"{dataset}.mlm", params, {"data": data})
 
     def _teacher(self, exp: dict, dataset: str, seed: int, inputs: dict[str, Node]) -> Node:
-        options = dict(exp["teacher"])
+        options = inert_grouping_dropped(exp["teacher"])
         model = options.pop("base_model") or exp["base_model"]
         if options["freeze_embeddings"] is None:  # thesis 5.4.3: freeze when starting from an adapted checkpoint
             options["freeze_embeddings"] = "init" in inputs
@@ -430,7 +440,7 @@ class Plan:
 
     def _student(self, exp: dict, dataset: str, seed: int, inputs: dict[str, Node], selection: str,
                  gold_only: bool = False) -> Node:
-        options = dict(exp["student"])
+        options = inert_grouping_dropped(exp["student"])
         model = options.pop("base_model") or exp["base_model"]
         if options["freeze_embeddings"] is None:
             options["freeze_embeddings"] = "init" in inputs

@@ -3,7 +3,8 @@
 Each adapter knows how to build its model from a base checkpoint, which
 trainer and loss train it (sentence-transformers trainers for the
 Cross-Encoder and Bi-Encoder, the Hugging Face Trainer for the custom
-Cross-Bi-Encoder), how it scores pairs, and how it is saved and loaded.
+Cross-Bi-Encoder), how it scores pairs, and how it is saved and loaded. With
+`group_by_length` each trainer gets length-grouped batches (`augsbert.batching`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .cross_bi_encoder import CrossBiEncoder, CrossBiEncoderCollator
+from .cross_bi_encoder import SPECIALS_PER_PAIR, CrossBiEncoder, CrossBiEncoderCollator
 
 ACTIVATIONS = {"sigmoid": torch.nn.Sigmoid, "tanh": torch.nn.Tanh, "identity": torch.nn.Identity}
 
@@ -65,6 +66,12 @@ class BiEncoder(_SentenceTransformersModel):
         from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
         from sentence_transformers.sentence_transformer.losses import CosineSimilarityLoss
 
+        if params.get("group_by_length"):  # the two sentences are padded apart: 2-D grouping, longer one first
+            from ..batching import length_batch_sampler, longer_first, side_lengths
+
+            lengths = side_lengths(model.tokenizer, train["sentence1"], train["sentence2"], model.max_seq_length)
+            train, lengths = longer_first(train, lengths)
+            args = {**args, "batch_sampler": length_batch_sampler(lengths, params["megabatch"])}
         return SentenceTransformerTrainer(model=model, args=SentenceTransformerTrainingArguments(**args),
                                           train_dataset=train, loss=CosineSimilarityLoss(model), callbacks=callbacks)
 
@@ -97,6 +104,13 @@ class CrossEncoderArch(_SentenceTransformersModel):
 
         loss = BinaryCrossEntropyLoss(model) if params.get("loss", "bce") == "bce" \
             else MSELoss(model, activation_fn=torch.nn.Sigmoid())
+        if params.get("group_by_length"):
+            from ..batching import length_batch_sampler, pair_lengths
+
+            tok = model.tokenizer
+            lengths = pair_lengths(tok, train["sentence1"], train["sentence2"], model.max_seq_length,
+                                   tok.num_special_tokens_to_add(pair=True))
+            args = {**args, "batch_sampler": length_batch_sampler(lengths, params["megabatch"])}
         return CrossEncoderTrainer(model=model, args=CrossEncoderTrainingArguments(**args), train_dataset=train,
                                    loss=loss, callbacks=callbacks)
 
@@ -123,10 +137,17 @@ class CrossBiEncoderArch:
         return model.encoder
 
     def trainer(self, model, args: dict, train, callbacks, params: dict):
-        from transformers import Trainer, TrainingArguments
+        from transformers import TrainingArguments
 
-        return Trainer(model=model, args=TrainingArguments(remove_unused_columns=False, **args), train_dataset=train,
-                       data_collator=CrossBiEncoderCollator(model.pair_tokenizer), callbacks=callbacks)
+        from ..batching import LengthGroupedTrainer, hf_grouping, pair_lengths
+
+        if params.get("group_by_length"):
+            lengths = pair_lengths(model.tokenizer, train["sentence1"], train["sentence2"], model.max_length,
+                                   SPECIALS_PER_PAIR)
+            train, args = hf_grouping(train, lengths, args)
+        return LengthGroupedTrainer(model=model, args=TrainingArguments(remove_unused_columns=False, **args),
+                                    train_dataset=train, data_collator=CrossBiEncoderCollator(model.pair_tokenizer),
+                                    callbacks=callbacks, megabatch=params.get("megabatch", 50))
 
     def predict(self, model, pairs, batch_size, params) -> np.ndarray:
         return model.predict(list(pairs), batch_size=batch_size).astype(np.float64)
