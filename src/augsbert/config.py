@@ -93,7 +93,9 @@ def name_pattern() -> str:
 
 def check_name(name: Any, where: str) -> str:
     """Return `name` if it is a valid name, else raise ConfigError naming `where` (a key path or option)."""
-    if not isinstance(name, str) or not re.fullmatch(name_pattern(), name):
+    if not isinstance(name, str):  # YAML reads `1:` or `yes:` as a number or boolean key
+        raise ConfigError(f"{where}: invalid name {name!r}: a name is a string (quote it in YAML); use {NAME_RULE}")
+    if not re.fullmatch(name_pattern(), name):
         raise ConfigError(f"{where}: invalid name {name!r}: use {NAME_RULE}")
     return name
 
