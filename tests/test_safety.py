@@ -34,11 +34,18 @@ def test_valid_names(name):
 
 
 @pytest.mark.parametrize("name", ["../../x", "..", "a..b", ".x", "x.", "-x", "_x", "a/b", "a\\b", "a b", "g;touch x;y",
-                                  "$(id)", "a`b`", "x'y", "", "é", 3, None])
+                                  "$(id)", "a`b`", "x'y", "", "é"])
 def test_invalid_names(name):
     with pytest.raises(ConfigError) as err:
         check_name(name, "experiments")
     assert str(err.value) == invalid("experiments", name)
+
+
+@pytest.mark.parametrize("name", [3, True, None])
+def test_names_are_strings(name):
+    with pytest.raises(ConfigError) as err:
+        check_name(name, "grids.g.axes.top_k")
+    assert str(err.value) == f"grids.g.axes.top_k: invalid name {name!r}: a name is a string (quote it in YAML); use {NAME_RULE}"
 
 
 def test_grid_name_with_shell_syntax_is_rejected():

@@ -5,7 +5,8 @@ that plans in Snakemake plans identically outside it. Order matters:
 
 1. coerce: `snakemake --config 'experiments={x: {student: {lr: 3e-5}}}'` turns
    every nested value into a string; strings are converted back by the types
-   the schema declares before anything else looks at them;
+   the schema declares before anything else looks at them; then the names of
+   datasets, experiments, grids and grid labels are checked (they become paths);
 2. expand: every `grids` cell becomes a named experiment (augsbert.grids);
 3. merge: every experiment is deep-merged over `defaults`, so an experiment
    that sets one key inherits the rest (the schema's defaults are filled only
@@ -93,7 +94,9 @@ def name_pattern() -> str:
 
 def check_name(name: Any, where: str) -> str:
     """Return `name` if it is a valid name, else raise ConfigError naming `where` (a key path or option)."""
-    if not isinstance(name, str) or not re.fullmatch(name_pattern(), name):
+    if not isinstance(name, str):  # YAML reads `1:` or `yes:` as a number or boolean key
+        raise ConfigError(f"{where}: invalid name {name!r}: a name is a string (quote it in YAML); use {NAME_RULE}")
+    if not re.fullmatch(name_pattern(), name):
         raise ConfigError(f"{where}: invalid name {name!r}: use {NAME_RULE}")
     return name
 
@@ -356,11 +359,11 @@ def merge_experiments(config: dict) -> dict:
 
 
 def prepare_config(raw: Mapping, validate: Callable[[dict], None] | None = None) -> dict:
-    """Coerce, merge and validate a raw config; return the effective config.
+    """Coerce, check names, expand grids, merge and validate a raw config; return the effective config.
 
-    `validate` defaults to the package's own default-filling validator; the
-    Snakefile passes `snakemake.utils.validate` so users get Snakemake's usual
-    messages.
+    `validate` defaults to the package's own default-filling validator, which the
+    Snakefile uses too: a misspelt key reads the same in both (path + suggestion),
+    where `snakemake.utils.validate` would print the schema.
     """
     from .grids import expand_grids
 
