@@ -24,7 +24,7 @@ ARTIFACTS = "artifacts"
 
 # Bump a stage's version when its code changes what it computes: its key (and
 # every key downstream) changes, so old artifacts are not reused by mistake.
-STAGE_VERSIONS = {"data": 2, "zero_shot": 2, "adapt": 1, "teacher": 2, "candidates": 1, "labels": 2,
+STAGE_VERSIONS = {"data": 2, "zero_shot": 2, "adapt": 1, "teacher": 2, "candidates": 1, "labels": 3,
                   "student": 2, "suite": 1}
 
 # Bi-Encoder roles that get the evaluation suite (STS suite, topic, USEB, diagnostics).
