@@ -173,10 +173,11 @@ def test_iterative_kde_bounds_contain_scipys_densities():
             pos += 3
         alive = np.flatnonzero(state.g_hi_seq != DEAD)
         diff = stats.gaussian_kde(state.values[: state.n])(state.x[alive]) - g[state.seq[alive]]
-        z_lo, z_hi = state.compare(0, len(state.seq))
-        upper = np.array([z_hi(j) for j in alive])
-        assert np.all(z_lo[alive] <= diff) and np.all(diff <= upper)
-        assert np.max((upper - z_lo[alive]) / (g[state.seq[alive]] + 1e-3)) < 1e-6
+        z, z_hi = state.compare(0, len(state.seq))
+        upper = np.array([z_hi(float(z[j]), j) for j in alive])
+        lower = z[alive] * state.z_scale
+        assert np.all(lower <= diff) and np.all(diff <= upper)
+        assert np.max((upper - lower) / (g[state.seq[alive]] + 1e-3)) < 1e-6
 
 
 def test_iterative_kde_windows_of_columns(monkeypatch):

@@ -64,6 +64,7 @@ TRUNC_SD = 9.0  # frequencies are kept up to TRUNC_SD / h
 MAX_SPAN = 2000.0  # score range in bandwidths beyond which the Fourier representation is not used
 TABLE_MAX = 1 << 23  # candidate columns (complex numbers) kept in memory at once
 MIN_WINDOW = 1024  # positions per window of columns at least
+GOLD_FOURIER_MAX = 200_000  # up to this many candidates the gold density comes from a Fourier series
 FLOOR = 1e-280
 DEAD = -1e300  # upper gold bound of a selected candidate: no comparison picks it again
 SQRT2PI = math.sqrt(2 * math.pi)
@@ -202,37 +203,52 @@ class _LocalExpansion:
 
 
 class _Fourier:
-    """Kernel sums of the selected set from its empirical characteristic function.
+    """Kernel sums sum_i exp(-lam (x - s_i)^2 / 2) from the scores' empirical characteristic function.
 
     With period L and frequencies w_k = 2 pi k / L (k <= K), Poisson summation
-    gives sum_i exp(-lam (x - s_i)^2 / 2) = (1/L) sum_k G(w_k) e^{i w_k x} E_k
-    up to the periodic images and the frequencies left out, where
-    G(w) = sqrt(2 pi / lam) exp(-w^2 / (2 lam)) and E_k = sum_i e^{-i w_k s_i}.
-    E does not depend on the bandwidth: an acceptance adds one column to it,
-    and a refit only changes the Gaussian factor G. The candidates' columns
-    (c_k e^{i w_k x} for k <= K, g_hi, 1), with c_0 = 1 and c_k = sqrt(2) for
-    the pair k, -k, are computed for a window of positions in visiting order,
-    so that one vector-matrix product over a slice compares a whole chunk of
-    candidates with the gold density: Re(coef @ column) = scale * (kernel
-    sum) - g_hi - add.
+    gives the sum as (1/L) sum_k G(w_k) e^{i w_k x} E_k, up to the periodic
+    images and the frequencies left out, where G(w) = sqrt(2 pi / lam)
+    exp(-w^2 / (2 lam)) and E_k = sum_i e^{-i w_k s_i}. E does not depend on
+    the bandwidth: for the growing selected set, an acceptance adds one
+    column to it and a refit only changes the Gaussian factor G. Candidates'
+    columns (c_k e^{i w_k x} for k <= K, g_hi, 1), with c_0 = 1 and
+    c_k = sqrt(2) for the pair k, -k, are computed for a window of positions
+    in visiting order, so that one vector-matrix product over a slice
+    compares a whole chunk of candidates with the gold density:
+    Re(coef @ column) = (scale * kernel sum - g_hi - add) / c, c > 0.
+
+    The period keeps every image farther than ALIAS_SD bandwidths from every
+    candidate while h grows by up to 50 %, the frequencies reach TRUNC_SD / h
+    while h shrinks to `headroom` h; `usable(h)` says whether both still hold.
     """
 
-    def __init__(self, x: np.ndarray, g_hi: np.ndarray, values: np.ndarray, h: float, lo: float, hi: float):
+    def __init__(self, values: np.ndarray, h: float, lo: float, hi: float, n_max: int, headroom: float = HEADROOM,
+                 x: np.ndarray | None = None, g_hi: np.ndarray | None = None):
         self.x, self.g_hi = x, g_hi  # scores and upper gold bounds in visiting order (g_hi is DEAD once selected)
-        self.x0, self.span = 0.5 * (lo + hi), hi - lo
-        self.L = self.span + 1.5 * ALIAS_SD * h  # images stay ALIAS_SD bandwidths away while h grows by 50 %
+        self.x0, self.span = 0.5 * (lo + hi), hi - lo  # [lo, hi] holds every candidate and every source score
+        self.L = self.span + 1.5 * ALIAS_SD * h
         self.dw = 2 * math.pi / self.L
-        self.K = int(math.ceil(TRUNC_SD / (HEADROOM * h) / self.dw))  # enough frequencies while h shrinks
+        self.K = int(math.ceil(TRUNC_SD / (headroom * h) / self.dw))
         self.half_w2 = -0.5 * (self.dw * np.arange(self.K + 1)) ** 2
         # |computed column - exact| <= sqrt(2) (k (2 |theta| + 8) + 2) eps with |theta| <= pi span / L
         self.delta = math.sqrt(2) * (self.K * (2 * math.pi * self.span / self.L + 8) + 2) * EPS
-        self.window = max(MIN_WINDOW, min(len(x), TABLE_MAX // (self.K + 3)))
-        self.table = np.empty((self.K + 3, min(self.window, len(x))), dtype=np.complex128)
-        self.w0 = self.w1 = 0  # positions whose columns the table holds
-        self.ab = self.trig(values).sum(1)
+        # Images and left-out frequencies for any usable h and up to n_max scores (both are far below
+        # what matters; computed once): images are at least d = L - span away; the first frequency
+        # left out, wc = (K + 1) dw, is at least TRUNC_SD / h.
+        h_hi, h_lo = (self.L - self.span) / ALIAS_SD, TRUNC_SD / ((self.K + 1) * self.dw)
+        lam_lo, lam_hi = 1 / (h_hi * h_hi), 1 / (h_lo * h_lo)
+        d, wc = self.L - self.span, (self.K + 1) * self.dw
+        alias = 2 * n_max * math.exp(-0.5 * lam_lo * d * d) / -math.expm1(-lam_lo * self.L * d)
+        trunc = (2 * n_max / self.L) * math.sqrt(2 * math.pi / lam_lo) * math.exp(-0.5 * wc * wc / lam_hi) / (
+            -math.expm1(-wc * self.dw / lam_hi))
+        self.far = alias + trunc
+        self.abc = self.trig(values).sum(1).conj()  # conjugated sums of the source scores' columns
         self.coef = np.zeros(self.K + 3, dtype=np.complex128)
-        self.coef[self.K + 1] = -1.0
         self.factor = np.empty(self.K + 1)
+        if x is not None:
+            self.window = max(MIN_WINDOW, min(len(x), TABLE_MAX // (self.K + 3)))
+            self.table = np.empty((self.K + 3, min(self.window, len(x))), dtype=np.complex128)
+            self.w0 = self.w1 = 0  # positions whose columns the table holds
 
     def trig(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """Columns c_k e^{i k theta}, k <= K, theta = w_1 (x - x0), one per score, by repeated products."""
@@ -252,46 +268,48 @@ class _Fourier:
     def usable(self, h: float) -> bool:
         return self.L - self.span >= ALIAS_SD * h and (self.K + 1) * self.dw * h >= TRUNC_SD
 
-    def error(self, n: int, lam: float) -> tuple[float, float]:
-        """Bound on |computed - exact| kernel sum (kernels exp(-lam y^2 / 2)), and on sum_k |term_k|."""
-        # (1/L) sum_k G(w_k) is the periodic kernel at 0: 1 + 2 exp(-lam L^2 / 2) + ... < 1 + 1e-16 (L > 9 h)
+    def error(self, n: int) -> tuple[float, float]:
+        """Bound on |computed - exact| kernel sum of n scores, and on the sum of |terms| of the product."""
+        # (1/L) sum_k G(w_k) is the periodic kernel at 0, below 1 + 1e-16 as L > 9 h; columns are off
+        # by delta each, E_k sums n of them, coefficients and products round by a few eps
         gs = 1.0 + 1e-16
-        d = self.L - self.span  # every periodic image is farther than d from every candidate
-        alias = 2 * n * math.exp(-0.5 * lam * d * d) / -math.expm1(-lam * self.L * d)
-        wc = (self.K + 1) * self.dw  # first frequency left out
-        trunc = (2 * n / self.L) * math.sqrt(2 * math.pi / lam) * math.exp(-0.5 * wc * wc / lam) / -math.expm1(
-            -wc * self.dw / lam)
-        # columns off by delta each; E_k sums n of them; coefficients and products round by a few eps
         rounding = 2 * n * gs * (2 * self.delta + (2 * self.K + 16 + 1.5 * n) * EPS)
-        return alias + trunc + rounding, 2 * n * gs * (1 + self.delta) ** 2
+        return self.far + rounding, 2 * n * gs * (1 + self.delta) ** 2
 
-    def set_coef(self, lam: float, scale: float, add: float) -> None:
-        """Coefficients making Re(coef @ column) = scale * (kernel sum) - g_hi - add."""
+    def set_coef(self, lam: float, scale: float, add: float) -> float:
+        """Set coef so that Re(coef @ column) = (scale * kernel sum - g_hi - add) / c; returns c."""
         factor = self.factor
         np.multiply(self.half_w2, 1.0 / lam, out=factor)
         np.exp(factor, out=factor)
-        factor *= scale * math.sqrt(2 * math.pi / lam) / self.L
-        np.multiply(factor, self.ab.conj(), out=self.coef[: self.K + 1])
-        self.coef[-1] = -add
+        np.multiply(factor, self.abc, out=self.coef[: self.K + 1])
+        c = scale * math.sqrt(2 * math.pi / lam) / self.L
+        self.coef[-2], self.coef[-1] = -1.0 / c, -add / c
+        return c
 
-    def compare(self, a: int, b: int) -> np.ndarray:
-        """Re(coef @ column) for the positions a..b-1 (at most `window` of them)."""
-        assert b - a <= self.window
-        if a < self.w0 or b > self.w1:
-            self.w0, self.w1 = a, min(a + self.window, len(self.x))
-            table = self.table[:, : self.w1 - a]
-            self.trig(self.x[a : self.w1], out=table[: self.K + 1])
-            table[self.K + 1] = self.g_hi[a : self.w1]
-            table[self.K + 2] = 1.0
-        return (self.coef @ self.table[:, a - self.w0 : b - self.w0]).real
+    def kernel_sums(self, x: np.ndarray, lam: float) -> np.ndarray:
+        """The kernel sums at the scores x."""
+        c = self.set_coef(lam, 1.0, 0.0)
+        out = np.empty(len(x))
+        for b0 in range(0, len(x), 8192):
+            out[b0 : b0 + 8192] = (self.coef[: self.K + 1] @ self.trig(x[b0 : b0 + 8192])).real
+        return out * c
+
+    def fill(self, a: int) -> None:
+        """Compute the columns of the positions a, a + 1, ... (a window of them)."""
+        self.w0, self.w1 = a, min(a + self.window, len(self.x))
+        table = self.table[:, : self.w1 - a]
+        self.trig(self.x[a : self.w1], out=table[: self.K + 1])
+        table[self.K + 1] = self.g_hi[a : self.w1]
+        table[self.K + 2] = 1.0
 
     def select(self, pos: int) -> None:
         """The candidate at position `pos` joins the selected set."""
         if self.w0 <= pos < self.w1:  # usually: it has just been compared
             self.table[self.K + 1, pos - self.w0] = DEAD
-            self.ab += self.table[: self.K + 1, pos - self.w0]
+            column = self.table[: self.K + 1, pos - self.w0]
         else:
-            self.ab += self.trig(self.x[pos : pos + 1])[:, 0]
+            column = self.trig(self.x[pos : pos + 1])[:, 0]
+        self.abc += column.conj()
 
 
 def _direct(values: np.ndarray, x: np.ndarray, h: float) -> tuple[np.ndarray, np.ndarray]:
@@ -334,13 +352,22 @@ class _Selection:
     def _gold_bounds(self, gold: np.ndarray) -> None:
         """Interval [g_lo, g_hi] around scipy's gold density at every candidate."""
         h = float(self.gold_kde.cho_cov[0, 0])  # scipy's kernel sd: its evaluation divides by exactly this
-        w = CELL * h
-        ids = np.floor((self.cand - self.lo) / w).astype(np.int64)
-        dense = int(ids.max()) + 1
-        cells = np.arange(dense) if dense <= MAX_CELLS else np.unique(ids)
-        s, err = _LocalExpansion(gold, h, self.lo, cells)(self.cand)
-        norm = 1.0 / (len(gold) * h)
-        g, err = s * norm, err * norm
+        lo, hi = min(self.lo, float(gold.min())), max(self.hi, float(gold.max()))
+        if len(self.cand) <= GOLD_FOURIER_MAX and (hi - lo) / h <= 400:
+            # few candidates: the Fourier series (columns for every candidate, one product)
+            fourier = _Fourier(gold, h, lo, hi, len(gold), headroom=1.0)
+            s = fourier.kernel_sums(self.cand, 1.0 / (h * h))
+            err, total = fourier.error(len(gold))
+            err += (2 * fourier.K + 12) * EPS * total  # the final products
+        else:  # many: local expansions, TERMS multiply-adds per candidate
+            w = CELL * h
+            ids = np.floor((self.cand - self.lo) / w).astype(np.int64)
+            dense = int(ids.max()) + 1
+            cells = np.arange(dense) if dense <= MAX_CELLS else np.unique(ids)
+            s, err = _LocalExpansion(gold, h, self.lo, cells)(self.cand)
+            s, err = s * SQRT2PI, err * SQRT2PI  # in units of exp(-u^2 / 2) kernels, as the Fourier sums
+        norm = 1.0 / (len(gold) * h * SQRT2PI)
+        g, err = s * norm, 1.01 * err * norm
         err = err + _scipy_rounding(len(gold), h, self.m) * 1.01 * (g + err) + FLOOR
         self.g_lo, self.g_hi = g - err, g + err
         self.g_max = float(self.g_hi.max())
@@ -354,7 +381,8 @@ class _Selection:
             self._new_fourier()
 
     def _new_fourier(self) -> None:
-        self.fourier = _Fourier(self.x, self.g_hi_seq, self.values[: self.n], self.h, self.lo, self.hi)
+        self.fourier = _Fourier(self.values[: self.n], self.h, self.lo, self.hi, len(self.cand),
+                                x=self.x, g_hi=self.g_hi_seq)
         self.stale = True
 
     def start(self, first: int, second: int) -> None:
@@ -408,53 +436,58 @@ class _Selection:
                 1.01 * n * eta * (1 + u2) * math.exp(-0.5 * u2))
 
     def compare(self, a: int, b: int):
-        """Compare the candidates at positions a..b-1 with bounds on scipy's densities.
+        """Compare the candidates at positions a..b-1 (at most max_step()) with bounds on scipy's densities.
 
-        Returns s_lo - g_hi per position (> 0: certainly rejected; about 1e300
-        once selected), with [s_lo, s_hi] around the selected and [g_lo, g_hi]
-        around the gold density, and a function j -> an upper bound of
-        s_hi - g_lo at position a + j (<= 0: certainly accepted).
+        Returns z = (s_lo - g_hi) / z_scale per position, z_scale > 0 (> 0:
+        certainly rejected; huge once selected), with [s_lo, s_hi] around the
+        selected and [g_lo, g_hi] around the gold density, and a function
+        (z[j], a + j) -> an upper bound of s_hi - g_lo there (<= 0: certainly accepted).
         """
+        fourier = self.fourier
+        if fourier is not None:
+            if self.stale:
+                self._set_fourier_bounds()
+            self.z_scale = self.c
+            if a < fourier.w0 or b > fourier.w1:
+                fourier.fill(a)
+                assert b <= fourier.w1, "chunks are at most max_step() positions"
+            return (fourier.coef @ fourier.table[:, a - fourier.w0 : b - fourier.w0]).real, self._fourier_upper
+        self.z_scale = 1.0
         if self.point_mass:  # infinitely dense at its value, zero elsewhere
             z = np.where(self.x[a:b] == self.values[0], 1.0, -1.0)
             z[self.g_hi_seq[a:b] == DEAD] = np.inf
-            return z, z.__getitem__
+            return z, lambda z_j, pos: z_j
         n, h = self.n, self.h
         if not (1e-150 < h < 1e150):
-            return -self.g_hi_seq[a:b], lambda j: 1.0  # scipy decides
-        if self.fourier is not None:
-            if self.stale:
-                self._set_fourier_bounds()
-            z = self.fourier.compare(a, b)
-            return z, lambda j: self._fourier_upper(float(z[j]), a + j)
+            return -self.g_hi_seq[a:b], lambda z_j, pos: 1.0  # scipy decides
         rel, extra = self._tolerance()
         norm = 1.0 / (n * h * SQRT2PI)  # density = norm * sum_i exp(-u_i^2 / 2)
         floor = FLOOR + extra * norm
         s, err = _direct(self.values[:n], self.x[a:b], h)
         s, err = s * SQRT2PI * norm, err * SQRT2PI * norm  # _direct includes the 1 / sqrt(2 pi)
         z_hi = (s + err) * (1 + rel) + floor - self.g_lo[self.seq[a:b]]
-        return (s - err) * (1 - rel) - floor - self.g_hi_seq[a:b], z_hi.__getitem__
+        return (s - err) * (1 - rel) - floor - self.g_hi_seq[a:b], lambda z_j, pos: z_hi[pos - a]
 
     def _set_fourier_bounds(self) -> None:
-        """Coefficients for this state: coef @ column = (1 - rel) s~ - g_hi - add_lo <= s_sc - g_hi."""
+        """Coefficients for this state: c Re(coef @ column) = (1 - rel) s~ - g_hi - add_lo <= s_sc - g_hi."""
         n, h = self.n, self.h
         rel, extra = self._tolerance()
         norm = 1.0 / (n * h * SQRT2PI)
-        lam = 1.0 / (h * h)
-        err, total = self.fourier.error(n, lam)
+        err, total = self.fourier.error(n)
         err = 1.01 * err * norm + FLOOR + extra * norm  # s_sc in [(1 - rel)(s~ - err), (1 + rel)(s~ + err)]
-        # coef @ column rounds by at most (terms + 8) eps times the sum of |terms|
+        # the product rounds by at most (terms + 8) eps times the sum of |terms| (times c)
         self.dot = (2 * self.fourier.K + 12) * EPS * (total * norm * (1 + rel) + self.g_max + 2 * err)
         self.add_lo = err * (1 + rel) + self.dot
         self.add_hi = err * (1 + rel)
         self.ratio = (1 + rel) / (1 - rel)
-        self.fourier.set_coef(lam, norm * (1 - rel), self.add_lo)
+        self.c = self.fourier.set_coef(1.0 / (h * h), norm * (1 - rel), self.add_lo)
         self.stale = False
 
-    def _fourier_upper(self, z: float, pos: int) -> float:
-        """Upper bound of s_hi - g_lo from z = coef @ column (s_lo - g_hi, rounded by at most dot)."""
+    def _fourier_upper(self, zc: float, pos: int) -> float:
+        """Upper bound of s_hi - g_lo from zc = Re(coef @ column) = (s_lo - g_hi) / c, rounded."""
         i = self.seq[pos]
         g_hi, g_lo = float(self.g_hi[i]), float(self.g_lo[i])
+        z = zc * self.c
         low = z + self.dot + g_hi + self.add_lo  # >= (1 - rel) s~
         value = low * self.ratio + self.add_hi - g_lo  # >= s_sc - g_lo
         return value + 8 * EPS * (abs(z) + self.dot + g_hi + self.add_lo + abs(value) + g_lo) * self.ratio
@@ -547,8 +580,9 @@ def _iterative_kde(gold: np.ndarray, cand: np.ndarray, order: np.ndarray) -> np.
             z_lo, z_hi = state.compare(pos, end)
             hit = None
             for j in (z_lo <= 0).nonzero()[0]:  # rejections leave the state as it is
-                if z_hi(j) <= 0 or state.exact(pos + int(j)):
-                    hit = int(j)
+                j = int(j)
+                if z_hi(float(z_lo[j]), pos + j) <= 0 or state.exact(pos + j):
+                    hit = j
                     break
             if hit is None:
                 run += end - pos
