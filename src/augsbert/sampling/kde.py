@@ -12,15 +12,11 @@ the kernel sum S(x) = sum_i phi((x - s_i) / h). Every comparison "gold
 density >= selected density" is first made between intervals that provably
 contain scipy's two floating-point values; only when the intervals overlap
 does scipy itself decide (the literal computation, bit for bit). In practice
-that happens for a handful of comparisons per run, or none.
+that happens for a handful of comparisons per run, or none: exact ties, and
+candidates far in the tails of both densities, where the absolute parts of
+the bounds exceed the densities themselves (a candidate set with very many
+of those is correspondingly slower).
 
-* Gold (a fixed set): Taylor ("local") expansions of S about the centres of
-  cells of width CELL h, built once; TERMS multiply-adds per candidate.
-  Truncation bound per gold score, from Taylor's remainder and Cramer's
-  inequality |He_p(u)| phi(u) <= 1.086435 sqrt(p!) exp(-u^2 / 4) / sqrt(2 pi):
-  1.086435 / sqrt(2 pi) rho^p / sqrt(p!) exp(-max(|a| - rho, 0)^2 / 4), with
-  rho h the half cell width and a h the distance to the cell centre; scores
-  farther than CUTOFF bandwidths are left out and bounded by phi(CUTOFF) each.
 * Selected set (grows, and its bandwidth changes with every acceptance):
   Fourier series of the periodised kernel sum (`_Fourier`). Its coefficients
   are the set's empirical characteristic function, which does not depend on
@@ -29,6 +25,15 @@ that happens for a handful of comparisons per run, or none.
   exponentials, and one vector-matrix product compares a chunk of candidates.
   Bounds: periodic images (none within ALIAS_SD bandwidths), frequencies left
   out (beyond TRUNC_SD / h), and rounding of every column, sum and product.
+* Gold (a fixed set): the same Fourier series, once, for up to
+  GOLD_FOURIER_MAX candidates; for more, Taylor ("local") expansions of S
+  about the centres of cells of width CELL h, TERMS multiply-adds per
+  candidate. Their truncation bound per gold score, from Taylor's remainder
+  and Cramer's inequality |He_p(u)| phi(u) <= 1.086435 sqrt(p!) exp(-u^2 / 4)
+  / sqrt(2 pi), is 1.086435 / sqrt(2 pi) rho^p / sqrt(p!) exp(-max(|a| - rho,
+  0)^2 / 4), with rho h the half cell width and a h the distance to the cell
+  centre; scores farther than CUTOFF bandwidths are left out and bounded by
+  phi(CUTOFF) each.
 * The selected set's bandwidth: scipy's sample variance (ddof 1) times
   n^(-2/5), from exact integer sums of the accepted scores, so it is correctly
   rounded at every step, in O(1) per acceptance.
