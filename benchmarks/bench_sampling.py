@@ -34,7 +34,7 @@ def timed(label, fn, repeats=1):
         out = fn()
         times.append(time.perf_counter() - start)
     elapsed = min(times)
-    print(f"{label:<62} {elapsed:9.3f} s   (peak RSS {peak_rss_mb():,.0f} MB)", flush=True)
+    print(f"{label:<68} {elapsed:9.3f} s   (peak RSS {peak_rss_mb():,.0f} MB)", flush=True)
     return out, elapsed
 
 
