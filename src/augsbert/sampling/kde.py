@@ -1,21 +1,84 @@
 """Distribution-matching selection of silver pairs by their teacher scores.
 
 `kde_sample` is the AugSBERT paper's sampling function; `iterative_kde` the
-thesis' Algorithm 1. Densities are Gaussian KDEs with Scott's bandwidth, as
-`scipy.stats.gaussian_kde` computes them, evaluated on a fine grid (linear
-binning + FFT convolution), which makes one refit cost O(grid log grid)
-instead of O(selected x candidates).
+thesis' Algorithm 1, computed exactly: it keeps the very indices, in the same
+order, that a literal implementation keeps (scipy's `gaussian_kde` refitted
+after every acceptance), at a small fraction of its cost.
+
+How `iterative_kde` is fast and still exact
+-------------------------------------------
+Both densities are Gaussian KDEs with Scott's bandwidth, S(x) / (n h) with
+the kernel sum S(x) = sum_i phi((x - s_i) / h). Every comparison "gold
+density >= selected density" is first made between intervals that provably
+contain scipy's two floating-point values; only when the intervals overlap
+does scipy itself decide (the literal computation, bit for bit). In practice
+that happens for a handful of comparisons per run, or none: exact ties, and
+candidates far in the tails of both densities, where the absolute parts of
+the bounds exceed the densities themselves (a candidate set with very many
+of those is correspondingly slower).
+
+* Selected set (grows, and its bandwidth changes with every acceptance):
+  Fourier series of the periodised kernel sum (`_Fourier`). Its coefficients
+  are the set's empirical characteristic function, which does not depend on
+  the bandwidth, times a Gaussian factor that carries the whole refit: an
+  acceptance adds one precomputed column, a refit recomputes K + 1
+  exponentials, and one vector-matrix product compares a chunk of candidates.
+  Bounds: periodic images (none within ALIAS_SD bandwidths), frequencies left
+  out (beyond TRUNC_SD / h), and rounding of every column, sum and product.
+* Gold (a fixed set): the same Fourier series, once, for up to
+  GOLD_FOURIER_MAX candidates; for more, Taylor ("local") expansions of S
+  about the centres of cells of width CELL h, TERMS multiply-adds per
+  candidate. Their truncation bound per gold score, from Taylor's remainder
+  and Cramer's inequality |He_p(u)| phi(u) <= 1.086435 sqrt(p!) exp(-u^2 / 4)
+  / sqrt(2 pi), is 1.086435 / sqrt(2 pi) rho^p / sqrt(p!) exp(-max(|a| - rho,
+  0)^2 / 4), with rho h the half cell width and a h the distance to the cell
+  centre; scores farther than CUTOFF bandwidths are left out and bounded by
+  phi(CUTOFF) each.
+* The selected set's bandwidth: scipy's sample variance (ddof 1) times
+  n^(-2/5), from exact integer sums of the accepted scores, so it is correctly
+  rounded at every step, in O(1) per acceptance.
+* From exact values to scipy's floating-point ones: summation and exp rounding,
+  (n + 1610 + 200 M / h) eps relatively (M the largest |score|; |r| <= 40 for
+  every kernel that does not underflow), and, for the selected set, scipy's
+  bandwidth (np.cov, a vecdot for Scott's factor) differing from ours by
+  eta <= (2 n + 36) eps + ((n + 2) eps M / sd)^2, which moves a kernel u
+  bandwidths away by at most eta (1 + u^2) relatively; FLOOR (1e-280)
+  absolutely, for underflowed kernels.
+
+Every bound is enlarged by 1 % before use.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
 from scipy import stats
 
-GRID = 2048  # grid points over the score range (plus 4 sd padding each side)
-DRIFT = 0.01  # relative bandwidth drift that triggers a full rebuild of the growing KDE
+GRID = 2048  # kde_sample: grid points over the score range (plus 4 sd padding each side)
+
+EPS = float(np.finfo(np.float64).eps)
+TERMS = 14  # expansion terms (polynomial degree 13)
+CUTOFF = 7.0  # kernels farther than this many bandwidths are bounded, not summed
+CELL = 0.8  # cell width in bandwidths when cells are (re)built: |s - c| <= 0.4 h
+DIRECT = 32  # below this many selected scores every kernel is summed directly
+MAX_CELLS = 1 << 16
+ALIAS_SD = 9.0  # periodic images of the selected set stay at least this many bandwidths away
+TRUNC_SD = 9.0  # frequencies are kept up to TRUNC_SD / h
+MAX_SPAN = 2000.0  # score range in bandwidths beyond which the Fourier representation is not used
+TABLE_MAX = 1 << 22  # candidate column entries (complex numbers, 16 bytes each) kept in memory at once
+MIN_WINDOW = 1024  # positions per window of columns at least
+GOLD_FOURIER_MAX = 200_000  # up to this many candidates the gold density comes from a Fourier series
+FLOOR = 1e-280
+DEAD = -1e300  # upper gold bound of a selected candidate: no comparison picks it again
+SQRT2PI = math.sqrt(2 * math.pi)
+PHI_CUTOFF = math.exp(-0.5 * (CUTOFF - 1e-6) ** 2) / SQRT2PI
+CRAMER = 1.086435 / SQRT2PI / math.sqrt(math.factorial(TERMS))  # times rho^p: truncation per point
+HEADROOM = 0.4  # the frequencies cover bandwidths down to this fraction of the one they were set up for
+MAX_STEP = 1 << 16  # candidates per vectorised chunk at most
+
+_FACTORIALS = np.array([math.factorial(k) for k in range(TERMS)], dtype=np.float64)
 
 
 def _grid(*arrays: np.ndarray, pad_sd: float = 4.0) -> np.ndarray:
@@ -25,78 +88,29 @@ def _grid(*arrays: np.ndarray, pad_sd: float = 4.0) -> np.ndarray:
     return np.linspace(lo - pad_sd * spread, hi + pad_sd * spread, GRID)
 
 
-def scott_bandwidth(n: int, std: float) -> float:
-    """Kernel standard deviation of scipy's gaussian_kde in 1-d: sample std (ddof 1) x n^(-1/5)."""
-    return std * n ** (-1 / 5)
-
-
 def density_on_grid(points: np.ndarray, grid: np.ndarray) -> np.ndarray:
     """Gaussian KDE (Scott) of `points` on `grid` (exact scipy evaluation; used once per fixed set)."""
     return stats.gaussian_kde(points)(grid)
 
 
-def _binned_density(points: np.ndarray, grid: np.ndarray, h: float) -> np.ndarray:
-    """Gaussian KDE with kernel sd `h` on a regular grid: linear binning + FFT convolution."""
-    step = grid[1] - grid[0]
-    pos = np.clip((points - grid[0]) / step, 0, len(grid) - 1.000001)
-    left = pos.astype(np.int64)
-    frac = pos - left
-    counts = np.bincount(left, 1 - frac, minlength=len(grid)) + np.bincount(left + 1, frac, minlength=len(grid))
-    size = 2 * len(grid)
-    freq = np.fft.rfftfreq(size, d=step)
-    dens = np.fft.irfft(np.fft.rfft(counts, size) * np.exp(-2 * (np.pi * freq * h) ** 2), size)[: len(grid)]
-    return np.maximum(dens, 0.0) / (len(points) * step)
+def _check_gold(gold: np.ndarray, what: str) -> None:
+    """User-facing errors for gold scores a Gaussian KDE cannot be fitted on."""
+    from ..data import DataError  # lazily: the data layer imports pandas
 
-
-class _GrowingKDE:
-    """Unnormalised kernel sum S(x) = sum_i K_h(x - s_i) of a growing set, kept on the grid.
-
-    Adding a point adds its kernel in a window of +-5 h (O(window)); the
-    density is S / n, so the 1/n normalisation is exact at every step. Scott's
-    bandwidth shrinks as the set grows: the whole sum is rebuilt with the
-    current bandwidth whenever it has drifted by more than DRIFT (1 %), so the
-    kernel width is never more than 1 % off what a refit would use.
-    """
-
-    def __init__(self, grid: np.ndarray, points: list[float]):
-        self.grid = grid
-        self.step = grid[1] - grid[0]
-        self.points = list(points)
-        self.total = float(np.sum(points))
-        self.total_sq = float(np.sum(np.square(points)))
-        self._rebuild()
-
-    @property
-    def n(self) -> int:
-        return len(self.points)
-
-    def bandwidth(self) -> float:
-        n = len(self.points)
-        var = max((self.total_sq - self.total * self.total / n) / (n - 1), 1e-12)
-        return math.sqrt(var) * n ** -0.2
-
-    def _rebuild(self) -> None:
-        self.h = self.bandwidth()
-        self.sum = _binned_density(np.asarray(self.points), self.grid, self.h) * self.n
-        self.half = int(np.ceil(5 * self.h / self.step)) + 1
-
-    def add(self, x: float) -> None:
-        self.points.append(x)
-        self.total += x
-        self.total_sq += x * x
-        if abs(self.bandwidth() / self.h - 1) > DRIFT:
-            self._rebuild()
-            return
-        centre = int(round((x - self.grid[0]) / self.step))
-        lo, hi = max(0, centre - self.half), min(len(self.grid), centre + self.half + 1)
-        z = (self.grid[lo:hi] - x) / self.h
-        self.sum[lo:hi] += np.exp(-0.5 * z * z) * (1 / (self.h * math.sqrt(2 * math.pi)))
+    if len(gold) < 2:
+        raise DataError(f"{what}: {len(gold)} gold score(s); a Gaussian KDE needs at least two")
+    if not np.all(np.isfinite(gold)):
+        raise DataError(f"{what}: the gold scores contain NaN or infinite values")
+    if np.ptp(gold) == 0:
+        raise DataError(f"{what}: the gold scores have no spread (all {len(gold)} equal {gold[0]:g}); "
+                        "a Gaussian KDE of them does not exist, it needs at least two different gold scores")
 
 
 def kde_sample(gold_scores, candidate_scores, seed: int) -> np.ndarray:
     """AugSBERT paper's sampler: keep a candidate with probability min(1, F_gold(s) / F_silver(s))."""
     gold = np.asarray(gold_scores, dtype=np.float64)
     cand = np.asarray(candidate_scores, dtype=np.float64)
+    _check_gold(gold, "KDE sampling")
     grid = _grid(gold, cand)
     f_gold = np.interp(cand, grid, density_on_grid(gold, grid))
     f_silver = np.interp(cand, grid, density_on_grid(cand, grid))
@@ -105,57 +119,489 @@ def kde_sample(gold_scores, candidate_scores, seed: int) -> np.ndarray:
     return np.flatnonzero(rng.random(len(cand)) < keep_prob)
 
 
-def iterative_kde(gold_scores, candidate_scores, seed: int) -> np.ndarray:
+class _ExactVariance:
+    """Sample variance (ddof 1) of a growing set from exact integer sums: correctly rounded, O(1) per value.
+
+    Every float is an integer times a power of two; the scores are kept as
+    integers on a common power-of-two scale, so sum x and sum x^2 carry no
+    rounding and neither does n sum x^2 - (sum x)^2 (zero exactly when all
+    values are equal). Python's int / int is correctly rounded.
+    """
+
+    def __init__(self):
+        self.n = self.scale = self.total = self.total_sq = 0
+
+    def add(self, x: float) -> None:
+        num, den = float(x).as_integer_ratio()
+        exp = den.bit_length() - 1
+        if exp > self.scale:
+            self.total <<= exp - self.scale
+            self.total_sq <<= 2 * (exp - self.scale)
+            self.scale = exp
+        v = num << (self.scale - exp)
+        self.total += v
+        self.total_sq += v * v
+        self.n += 1
+
+    def variance(self) -> float:
+        spread = self.n * self.total_sq - self.total * self.total
+        return spread / ((self.n * (self.n - 1)) << (2 * self.scale)) if spread else 0.0
+
+
+class _LocalExpansion:
+    """Taylor expansions of S(x) = sum_i phi((x - s_i) / h) about cell centres, for a fixed set of scores.
+
+    Cell j covers [lo + j w, lo + (j + 1) w) with w = CELL h; only the cells in
+    `cells` (sorted ids) are built. Sources farther than CUTOFF + rho
+    bandwidths from a centre are left out and bounded by PHI_CUTOFF each.
+    """
+
+    def __init__(self, sources: np.ndarray, h: float, lo: float, cells: np.ndarray):
+        self.h, self.lo, self.w = h, lo, CELL * h
+        self.rho = 0.5 * CELL * (1 + 1e-9)  # |x - c| / h inside a cell, with room for rounding
+        self.cells = cells
+        self.centres = lo + (cells + 0.5) * self.w
+        src = np.sort(sources)
+        m = len(cells)
+        self.coef = np.zeros((m, TERMS))
+        trunc_env, float_env, inside_n = np.zeros(m), np.zeros(m), np.zeros(m)
+        reach = (CUTOFF + self.rho) * h * (1 + 1e-9)
+        b0 = 0
+        while b0 < m:
+            b1 = min(m, b0 + 256)
+            while True:
+                s0 = np.searchsorted(src, self.centres[b0] - reach, "left")
+                s1 = np.searchsorted(src, self.centres[b1 - 1] + reach, "right")
+                if (b1 - b0) * (s1 - s0) <= 1 << 20 or b1 - b0 == 1:
+                    break
+                b1 = b0 + (b1 - b0) // 2
+            a = (self.centres[b0:b1, None] - src[None, s0:s1]) / h  # (c - s) / h
+            inside = np.abs(a) <= CUTOFF + self.rho
+            ph = np.where(inside, np.exp(-0.5 * a * a), 0.0) / SQRT2PI
+            q = np.maximum(np.abs(a) - self.rho, 0.0)
+            eq = np.where(inside, np.exp(-0.25 * q * q), 0.0)
+            trunc_env[b0:b1] = eq.sum(1)
+            float_env[b0:b1] = (eq * eq).sum(1) / SQRT2PI
+            inside_n[b0:b1] = inside.sum(1)
+            # phi(a + v) = sum_k v^k / k! phi^(k)(a), phi^(k)(a) = (-1)^k He_k(a) phi(a)
+            he_prev, he = np.ones_like(a), a
+            self.coef[b0:b1, 0] = ph.sum(1)
+            self.coef[b0:b1, 1] = -(a * ph).sum(1)
+            for k in range(1, TERMS - 1):
+                he_prev, he = he, a * he - k * he_prev
+                self.coef[b0:b1, k + 1] = (-1) ** (k + 1) * (he * ph).sum(1) / _FACTORIALS[k + 1]
+            b0 = b1
+        flt = (2 * (CUTOFF + 4) ** 2 + 12 * TERMS + inside_n + 32) * EPS * math.exp(self.rho ** 2)
+        self.err = 1.01 * (CRAMER * self.rho ** TERMS * trunc_env + flt * float_env
+                           + (len(src) - inside_n) * PHI_CUTOFF)
+
+    def __call__(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Approximate S at `x` and a bound on its error (infinite for x outside the built cells)."""
+        ids = np.floor((x - self.lo) / self.w).astype(np.int64)
+        row = np.minimum(np.searchsorted(self.cells, ids), len(self.cells) - 1)
+        v = (x - self.centres[row]) / self.h
+        value = self.coef[row, TERMS - 1]
+        for k in range(TERMS - 2, -1, -1):
+            value = value * v + self.coef[row, k]
+        ok = (self.cells[row] == ids) & (np.abs(v) <= self.rho)
+        return value, np.where(ok, self.err[row], np.inf)
+
+
+class _Fourier:
+    """Kernel sums sum_i exp(-lam (x - s_i)^2 / 2) from the scores' empirical characteristic function.
+
+    With period L and frequencies w_k = 2 pi k / L (k <= K), Poisson summation
+    gives the sum as (1/L) sum_k G(w_k) e^{i w_k x} E_k, up to the periodic
+    images and the frequencies left out, where G(w) = sqrt(2 pi / lam)
+    exp(-w^2 / (2 lam)) and E_k = sum_i e^{-i w_k s_i}. E does not depend on
+    the bandwidth: for the growing selected set, an acceptance adds one
+    column to it and a refit only changes the Gaussian factor G. Candidates'
+    columns (c_k e^{i w_k x} for k <= K, g_hi, 1), with c_0 = 1 and
+    c_k = sqrt(2) for the pair k, -k, are computed for a window of positions
+    in visiting order, so that one vector-matrix product over a slice
+    compares a whole chunk of candidates with the gold density:
+    Re(coef @ column) = (scale * kernel sum - g_hi - add) / c, c > 0.
+
+    The period keeps every image farther than ALIAS_SD bandwidths from every
+    candidate while h grows by up to 50 %, the frequencies reach TRUNC_SD / h
+    while h shrinks to `headroom` h; `usable(h)` says whether both still hold.
+    """
+
+    def __init__(self, values: np.ndarray, h: float, lo: float, hi: float, n_max: int, headroom: float = HEADROOM,
+                 x: np.ndarray | None = None, g_hi: np.ndarray | None = None):
+        self.x, self.g_hi = x, g_hi  # scores and upper gold bounds in visiting order (g_hi is DEAD once selected)
+        self.x0, self.span = 0.5 * (lo + hi), hi - lo  # [lo, hi] holds every candidate and every source score
+        self.L = self.span + 1.5 * ALIAS_SD * h
+        self.dw = 2 * math.pi / self.L
+        self.K = int(math.ceil(TRUNC_SD / (headroom * h) / self.dw))
+        self.half_w2 = -0.5 * (self.dw * np.arange(self.K + 1)) ** 2
+        # |computed column - exact| <= sqrt(2) (k (2 |theta| + 8) + 2) eps with |theta| <= pi span / L
+        self.delta = math.sqrt(2) * (self.K * (2 * math.pi * self.span / self.L + 8) + 2) * EPS
+        # Images and left-out frequencies for any usable h and up to n_max scores (both are far below
+        # what matters; computed once): images are at least d = L - span away; the first frequency
+        # left out, wc = (K + 1) dw, is at least TRUNC_SD / h.
+        h_hi, h_lo = (self.L - self.span) / ALIAS_SD, TRUNC_SD / ((self.K + 1) * self.dw)
+        lam_lo, lam_hi = 1 / (h_hi * h_hi), 1 / (h_lo * h_lo)
+        d, wc = self.L - self.span, (self.K + 1) * self.dw
+        alias = 2 * n_max * math.exp(-0.5 * lam_lo * d * d) / -math.expm1(-lam_lo * self.L * d)
+        trunc = (2 * n_max / self.L) * math.sqrt(2 * math.pi / lam_lo) * math.exp(-0.5 * wc * wc / lam_hi) / (
+            -math.expm1(-wc * self.dw / lam_hi))
+        self.far = alias + trunc
+        self.abc = self.trig(values).sum(1).conj()  # conjugated sums of the source scores' columns
+        self.coef = np.zeros(self.K + 3, dtype=np.complex128)
+        self.factor = np.empty(self.K + 1)
+        if x is not None:
+            self.window = max(MIN_WINDOW, min(len(x), TABLE_MAX // (self.K + 3)))
+            self.table = np.empty((self.K + 3, min(self.window, len(x))), dtype=np.complex128)
+            self.w0 = self.w1 = 0  # positions whose columns the table holds
+
+    def trig(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """Columns c_k e^{i k theta}, k <= K, theta = w_1 (x - x0), one per score, by repeated products."""
+        base = np.exp(1j * ((np.asarray(x, dtype=np.float64) - self.x0) * self.dw))
+        powers = np.empty((self.K + 1, len(base)), dtype=np.complex128) if out is None else out
+        powers[0] = 1.0
+        if self.K:
+            np.multiply(base, math.sqrt(2), out=powers[1])
+            if len(base) <= 256:  # few columns: one call beats K of them
+                powers[2:] = base
+                np.cumprod(powers[1:], axis=0, out=powers[1:])
+            else:
+                for k in range(1, self.K):
+                    np.multiply(powers[k], base, out=powers[k + 1])
+        return powers
+
+    def usable(self, h: float) -> bool:
+        return self.L - self.span >= ALIAS_SD * h and (self.K + 1) * self.dw * h >= TRUNC_SD
+
+    def error(self, n: int) -> tuple[float, float]:
+        """Bound on |computed - exact| kernel sum of n scores, and on the sum of |terms| of the product."""
+        # (1/L) sum_k G(w_k) is the periodic kernel at 0, below 1 + 1e-16 as L > 9 h; columns are off
+        # by delta each, E_k sums n of them, coefficients and products round by a few eps
+        gs = 1.0 + 1e-16
+        rounding = 2 * n * gs * (2 * self.delta + (2 * self.K + 16 + 1.5 * n) * EPS)
+        return self.far + rounding, 2 * n * gs * (1 + self.delta) ** 2
+
+    def set_coef(self, lam: float, scale: float, add: float) -> float:
+        """Set coef so that Re(coef @ column) = (scale * kernel sum - g_hi - add) / c; returns c."""
+        factor = self.factor
+        np.multiply(self.half_w2, 1.0 / lam, out=factor)
+        np.exp(factor, out=factor)
+        np.multiply(factor, self.abc, out=self.coef[: self.K + 1])
+        c = scale * math.sqrt(2 * math.pi / lam) / self.L
+        self.coef[-2], self.coef[-1] = -1.0 / c, -add / c
+        return c
+
+    def kernel_sums(self, x: np.ndarray, lam: float) -> np.ndarray:
+        """The kernel sums at the scores x."""
+        c = self.set_coef(lam, 1.0, 0.0)
+        out = np.empty(len(x))
+        for b0 in range(0, len(x), 8192):
+            out[b0 : b0 + 8192] = (self.coef[: self.K + 1] @ self.trig(x[b0 : b0 + 8192])).real
+        return out * c
+
+    def fill(self, a: int) -> None:
+        """Compute the columns of the positions a, a + 1, ... (a window of them)."""
+        self.w0, self.w1 = a, min(a + self.window, len(self.x))
+        table = self.table[:, : self.w1 - a]
+        self.trig(self.x[a : self.w1], out=table[: self.K + 1])
+        table[self.K + 1] = self.g_hi[a : self.w1]
+        table[self.K + 2] = 1.0
+
+    def select(self, pos: int) -> None:
+        """The candidate at position `pos` joins the selected set."""
+        if self.w0 <= pos < self.w1:  # usually: it has just been compared
+            self.table[self.K + 1, pos - self.w0] = DEAD
+            column = self.table[: self.K + 1, pos - self.w0]
+        else:
+            column = self.trig(self.x[pos : pos + 1])[:, 0]
+        self.abc += column.conj()
+
+
+def _direct(values: np.ndarray, x: np.ndarray, h: float) -> tuple[np.ndarray, np.ndarray]:
+    """S at `x` summed kernel by kernel, and a bound on its rounding error."""
+    u = (x[:, None] - values[None, :]) / h
+    ph = np.exp(-0.5 * u * u) / SQRT2PI
+    value = ph.sum(1)
+    return value, 1.01 * ((len(values) + 8) * EPS * value + 2 * EPS * (ph * np.minimum(u * u, 1600)).sum(1))
+
+
+def _scipy_rounding(n: int, h: float, m: float) -> float:
+    """Relative error of scipy's gaussian_kde evaluation against the exact KDE with its own bandwidth."""
+    return (n + 1610 + 200 * m / h) * EPS
+
+
+class _Selection:
+    """Algorithm 1's state: the selected set, its bandwidth, and the candidates in visiting order.
+
+    Candidates are addressed by their position in `seq`, the visiting order;
+    a selected candidate's upper gold bound is set to DEAD, so that no
+    comparison ever picks it again.
+    """
+
+    def __init__(self, gold: np.ndarray, cand: np.ndarray, seq: np.ndarray):
+        self.cand = cand
+        self.lo, self.hi = float(cand.min()), float(cand.max())
+        self.m = float(max(np.abs(cand).max(), np.abs(gold).max()))
+        self.gold_kde = stats.gaussian_kde(gold)
+        self.gold_exact: dict[int, float] = {}
+        self.values = np.empty(len(cand))
+        self.n = 0
+        self.var = _ExactVariance()
+        self.fourier: _Fourier | None = None
+        self.kde = None  # scipy's KDE of the current selected set, fitted on demand
+        self.stale = True  # the Fourier coefficients are not yet set for this state
+        self.exact_calls = 0
+        self._gold_bounds(gold)
+        self.set_sequence(seq)
+
+    def _gold_bounds(self, gold: np.ndarray) -> None:
+        """Interval [g_lo, g_hi] around scipy's gold density at every candidate."""
+        h = float(self.gold_kde.cho_cov[0, 0])  # scipy's kernel sd: its evaluation divides by exactly this
+        lo, hi = min(self.lo, float(gold.min())), max(self.hi, float(gold.max()))
+        if len(self.cand) <= GOLD_FOURIER_MAX and (hi - lo) / h <= 400:
+            # few candidates: the Fourier series (columns for every candidate, one product)
+            fourier = _Fourier(gold, h, lo, hi, len(gold), headroom=1.0)
+            s = fourier.kernel_sums(self.cand, 1.0 / (h * h))
+            err, total = fourier.error(len(gold))
+            err += (2 * fourier.K + 12) * EPS * total  # the final products
+        else:  # many: local expansions, TERMS multiply-adds per candidate
+            w = CELL * h
+            ids = np.floor((self.cand - self.lo) / w).astype(np.int64)
+            dense = int(ids.max()) + 1
+            cells = np.arange(dense) if dense <= MAX_CELLS else np.unique(ids)
+            s, err = _LocalExpansion(gold, h, self.lo, cells)(self.cand)
+            s, err = s * SQRT2PI, err * SQRT2PI  # in units of exp(-u^2 / 2) kernels, as the Fourier sums
+        norm = 1.0 / (len(gold) * h * SQRT2PI)
+        g, err = s * norm, 1.01 * err * norm
+        err = err + _scipy_rounding(len(gold), h, self.m) * 1.01 * (g + err) + FLOOR
+        self.g_lo, self.g_hi = g - err, g + err
+        self.g_max = float(self.g_hi.max())
+
+    def set_sequence(self, seq: np.ndarray) -> None:
+        """Visit the candidates `seq` (indices) from now on; positions refer to it."""
+        self.seq = seq
+        self.x = self.cand[seq]
+        self.g_hi_seq = self.g_hi[seq]
+        if self.fourier is not None:
+            self._new_fourier()
+
+    def _new_fourier(self) -> None:
+        self.fourier = _Fourier(self.values[: self.n], self.h, self.lo, self.hi, len(self.cand),
+                                x=self.x, g_hi=self.g_hi_seq)
+        self.stale = True
+
+    def start(self, first: int, second: int) -> None:
+        """The selected set starts with these two candidates (not in the visiting order)."""
+        self._add(first, None)
+        self._add(second, None)
+
+    def accept(self, pos: int) -> int:
+        """Move the candidate at position `pos` into the selected set; returns its index."""
+        i = int(self.seq[pos])
+        self._add(i, pos)
+        return i
+
+    def _add(self, i: int, pos: int | None) -> None:
+        x = float(self.cand[i])
+        self.values[self.n] = x
+        self.n += 1
+        self.var.add(x)
+        self.kde = None
+        self.stale = True
+        fourier = self.fourier
+        if pos is not None:
+            self.g_hi_seq[pos] = DEAD
+            if fourier is not None:
+                fourier.select(pos)
+        var = self.var.variance()
+        self.point_mass = var == 0.0
+        if self.point_mass:
+            return
+        self.sd = math.sqrt(var)
+        self.h = self.sd * self.n ** -0.2  # Scott: sd (ddof 1) x n^(-1/5), as gaussian_kde
+        if self.n < DIRECT or not (1e-150 < self.h < 1e150) or (self.hi - self.lo) / self.h > MAX_SPAN:
+            self.fourier = None
+        elif fourier is None or not fourier.usable(self.h):
+            self._new_fourier()
+
+    def _tolerance(self) -> tuple[float, float]:
+        """Gap between the exact KDE with our bandwidth and scipy's floating-point value.
+
+        Relative: scipy's rounding, and its bandwidth differing from ours by
+        eta, which moves a kernel at u bandwidths by at most eta (1 + u^2)
+        relatively; absolute (in kernel-sum units): that for kernels beyond
+        U = CUTOFF + 4 bandwidths, each below (1 + U^2) exp(-U^2 / 2).
+        """
+        n = self.n
+        eta = (2 * n + 36) * EPS + ((n + 2) * EPS * self.m / self.sd) ** 2  # bandwidth: ours vs scipy's
+        if eta > 1e-6:
+            return 1.0, math.inf  # no useful bound: scipy decides
+        u2 = (CUTOFF + 4) ** 2
+        return (1.01 * (_scipy_rounding(n, self.h, self.m) + eta * (1 + u2)),
+                1.01 * n * eta * (1 + u2) * math.exp(-0.5 * u2))
+
+    def compare(self, a: int, b: int):
+        """Compare the candidates at positions a..b-1 (at most max_step()) with bounds on scipy's densities.
+
+        Returns z = (s_lo - g_hi) / z_scale per position, z_scale > 0 (> 0:
+        certainly rejected; huge once selected), with [s_lo, s_hi] around the
+        selected and [g_lo, g_hi] around the gold density, and a function
+        (z[j], a + j) -> an upper bound of s_hi - g_lo there (<= 0: certainly accepted).
+        """
+        fourier = self.fourier
+        if fourier is not None:
+            if self.stale:
+                self._set_fourier_bounds()
+            self.z_scale = self.c
+            if a < fourier.w0 or b > fourier.w1:
+                fourier.fill(a)
+                assert b <= fourier.w1, "chunks are at most max_step() positions"
+            return (fourier.coef @ fourier.table[:, a - fourier.w0 : b - fourier.w0]).real, self._fourier_upper
+        self.z_scale = 1.0
+        if self.point_mass:  # infinitely dense at its value, zero elsewhere
+            z = np.where(self.x[a:b] == self.values[0], 1.0, -1.0)
+            z[self.g_hi_seq[a:b] == DEAD] = np.inf
+            return z, lambda z_j, pos: z_j
+        n, h = self.n, self.h
+        if not (1e-150 < h < 1e150):
+            return -self.g_hi_seq[a:b], lambda z_j, pos: 1.0  # scipy decides
+        rel, extra = self._tolerance()
+        norm = 1.0 / (n * h * SQRT2PI)  # density = norm * sum_i exp(-u_i^2 / 2)
+        floor = FLOOR + extra * norm
+        s, err = _direct(self.values[:n], self.x[a:b], h)
+        s, err = s * SQRT2PI * norm, err * SQRT2PI * norm  # _direct includes the 1 / sqrt(2 pi)
+        z_hi = (s + err) * (1 + rel) + floor - self.g_lo[self.seq[a:b]]
+        return (s - err) * (1 - rel) - floor - self.g_hi_seq[a:b], lambda z_j, pos: z_hi[pos - a]
+
+    def _set_fourier_bounds(self) -> None:
+        """Coefficients for this state: c Re(coef @ column) = (1 - rel) s~ - g_hi - add_lo <= s_sc - g_hi."""
+        n, h = self.n, self.h
+        rel, extra = self._tolerance()
+        norm = 1.0 / (n * h * SQRT2PI)
+        err, total = self.fourier.error(n)
+        err = 1.01 * err * norm + FLOOR + extra * norm  # s_sc in [(1 - rel)(s~ - err), (1 + rel)(s~ + err)]
+        # the product rounds by at most (terms + 8) eps times the sum of |terms| (times c)
+        self.dot = (2 * self.fourier.K + 12) * EPS * (total * norm * (1 + rel) + self.g_max + 2 * err)
+        self.add_lo = err * (1 + rel) + self.dot
+        self.add_hi = err * (1 + rel)
+        self.ratio = (1 + rel) / (1 - rel)
+        self.c = self.fourier.set_coef(1.0 / (h * h), norm * (1 - rel), self.add_lo)
+        self.stale = False
+
+    def _fourier_upper(self, zc: float, pos: int) -> float:
+        """Upper bound of s_hi - g_lo from zc = Re(coef @ column) = (s_lo - g_hi) / c, rounded."""
+        i = self.seq[pos]
+        g_hi, g_lo = float(self.g_hi[i]), float(self.g_lo[i])
+        z = zc * self.c
+        low = z + self.dot + g_hi + self.add_lo  # >= (1 - rel) s~
+        value = low * self.ratio + self.add_hi - g_lo  # >= s_sc - g_lo
+        return value + 8 * EPS * (abs(z) + self.dot + g_hi + self.add_lo + abs(value) + g_lo) * self.ratio
+
+    def max_step(self) -> int:
+        return MAX_STEP if self.fourier is None else min(MAX_STEP, self.fourier.window)
+
+    def exact(self, pos: int) -> bool:
+        """The literal comparison, with scipy's own floating-point evaluation."""
+        self.exact_calls += 1
+        i = int(self.seq[pos])
+        x = self.cand[i]
+        if i not in self.gold_exact:
+            self.gold_exact[i] = self.gold_kde(x)[0]
+        if self.kde is None:
+            self.kde = stats.gaussian_kde(self.values[: self.n])
+        return self.gold_exact[i] >= self.kde(x)[0]
+
+
+def _order(n: int, seed: int, order) -> np.ndarray:
+    if order is None:
+        return np.random.default_rng(seed).permutation(n)
+    order = np.asarray(order)
+    if order.shape != (n,) or not np.array_equal(np.sort(order), np.arange(n)):
+        raise ValueError(f"order must be a permutation of the {n} candidate indices")
+    return order.astype(np.int64)
+
+
+def iterative_kde(gold_scores, candidate_scores, seed: int = 0, *, order=None) -> np.ndarray:
     """Thesis Algorithm 1: grow a selected set whose score density follows the gold density.
 
-    Candidates are shuffled (seeded); the first two start the selected set.
-    Passes go over the remaining candidates in order; a candidate whose gold
-    density is at least the selected set's density at its score is moved into
-    the set, and the set's KDE is refitted at once. Passes stop when one
-    accepts nothing. Returns indices into `candidate_scores`.
+    The candidates are visited in `order` (default: a shuffle seeded with
+    `seed`); the first two start the selected set. Passes go over the
+    remaining candidates in that order: a candidate whose gold density is at
+    least the selected set's density at its score joins the set, and the
+    set's KDE is refitted at once. Passes stop after one that accepts nothing.
+    Densities are Gaussian KDEs with Scott's bandwidth exactly as
+    `scipy.stats.gaussian_kde` computes them. Returns the kept indices into
+    `candidate_scores` in the order they were selected, identical to the
+    literal algorithm's (see the module docstring for how it is computed).
 
-    Fast but faithful: densities live on a 2048-point grid; between two
-    acceptances the candidates are tested in vectorised chunks against the
-    same density (exactly the comparisons the sequential algorithm makes), and
-    an acceptance updates the kernel sum locally instead of refitting.
+    Degenerate sets follow the KDE's limit as the bandwidth goes to 0: while
+    the selected set has no spread (its first two scores are equal) it is a
+    point mass, infinitely dense at its value and zero elsewhere, so a
+    candidate with that score is rejected and any other is accepted (a gold
+    density is never below 0). Gold scores without spread have no KDE, and
+    raise a `DataError`. With fewer than three candidates all are kept.
     """
-    gold = np.asarray(gold_scores, dtype=np.float64)
-    cand = np.asarray(candidate_scores, dtype=np.float64)
-    if len(cand) < 2:
-        return np.arange(len(cand))
-    order = np.random.default_rng(seed).permutation(len(cand))
-    grid = _grid(gold, cand)
-    step = grid[1] - grid[0]
-    gold_h = scott_bandwidth(len(gold), float(gold.std(ddof=1)) if len(gold) > 1 else 1e-3)
-    gold_grid = _binned_density(gold, grid, gold_h)
-    pos = np.clip((cand - grid[0]) / step, 0, len(grid) - 1.000001)
-    left = pos.astype(np.int64)
-    frac = pos - left
-    gold_at = gold_grid[left] * (1 - frac) + gold_grid[left + 1] * frac
+    gold = np.asarray(gold_scores, dtype=np.float64).ravel()
+    cand = np.asarray(candidate_scores, dtype=np.float64).ravel()
+    _check_gold(gold, "iterative KDE")
+    if not np.all(np.isfinite(cand)):
+        from ..data import DataError
+
+        raise DataError("iterative KDE: the candidate scores contain NaN or infinite values")
+    order = _order(len(cand), seed, order)
+    if len(cand) <= 2:
+        return order
+    with _one_blas_thread():  # the products are small and sequential: BLAS threads only contend
+        return _iterative_kde(gold, cand, order)
+
+
+_BLAS = []  # a threadpoolctl controller, made once (finding the libraries takes a millisecond)
+
+
+def _one_blas_thread():
+    """Limit BLAS to one thread: the products here are small and sequential, and threads only contend."""
+    if not _BLAS:
+        try:
+            from threadpoolctl import ThreadpoolController
+        except ImportError:  # pragma: no cover - installed with scikit-learn
+            _BLAS.append(None)
+        else:
+            _BLAS.append(ThreadpoolController())
+    return contextlib.nullcontext() if _BLAS[0] is None else _BLAS[0].limit(limits=1, user_api="blas")
+
+
+def _iterative_kde(gold: np.ndarray, cand: np.ndarray, order: np.ndarray) -> np.ndarray:
+    seq = order[2:]
+    state = _Selection(gold, cand, seq)
     chosen = [int(order[0]), int(order[1])]
-    selected = _GrowingKDE(grid, [cand[i] for i in chosen])
-    remaining = order[2:]
-    while len(remaining):
-        keep = np.ones(len(remaining), dtype=bool)
+    state.start(*chosen)
+    gap = 16.0  # running mean of positions visited per acceptance: sizes the vectorised chunks
+    while True:
         accepted_any = False
-        pos_, chunk = 0, 64
-        while pos_ < len(remaining):
-            idx = remaining[pos_ : pos_ + chunk]
-            l, f = left[idx], frac[idx]
-            sel = (selected.sum[l] * (1 - f) + selected.sum[l + 1] * f)
-            hits = np.flatnonzero(gold_at[idx] * selected.n >= sel)
-            if not len(hits):
-                pos_ += chunk
-                chunk = min(chunk * 4, 1 << 16)
+        pos, run = 0, 0  # run: positions passed without acceptance under the current state
+        step = max(16, int(2 * gap))
+        while pos < len(state.seq):
+            end = min(pos + min(step, state.max_step()), len(state.seq))
+            z_lo, z_hi = state.compare(pos, end)
+            hit = None
+            for j in (z_lo <= 0).nonzero()[0]:  # rejections leave the state as it is
+                j = int(j)
+                if z_hi(float(z_lo[j]), pos + j) <= 0 or state.exact(pos + j):
+                    hit = j
+                    break
+            if hit is None:
+                run += end - pos
+                pos = end
+                step = min(2 * step, state.max_step())
                 continue
-            j = pos_ + int(hits[0])
-            i = int(remaining[j])
-            chosen.append(i)
-            keep[j] = False
-            selected.add(cand[i])
+            chosen.append(state.accept(pos + hit))
             accepted_any = True
-            pos_, chunk = j + 1, 16
-        remaining = remaining[keep]
+            gap = 0.8 * gap + 0.2 * (run + hit + 1)
+            step = max(16, int(2 * gap))
+            pos += hit + 1
+            run = 0
         if not accepted_any:
-            break
-    return np.asarray(chosen, dtype=np.int64)
+            return np.asarray(chosen, dtype=np.int64)
+        alive = state.g_hi_seq != DEAD
+        if alive.mean() < 0.5:  # passes visit the survivors only: drop the selected from the sequence
+            state.set_sequence(state.seq[alive])

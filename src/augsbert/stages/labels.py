@@ -18,6 +18,7 @@ import pandas as pd
 from scipy import stats
 
 from ..artifacts import artifact_dir, read_json, write_json
+from ..data import DataError
 from ..models import resolve_device
 from ..models.architectures import ARCHITECTURES
 from ..sampling import iterative_kde, kde_sample
@@ -29,10 +30,14 @@ log = logging.getLogger(__name__)
 
 
 def _select(strategy: str, reference: np.ndarray, scores: np.ndarray, seed: int) -> np.ndarray:
-    if strategy == "kde":
-        return kde_sample(reference, scores, seed)
-    if strategy == "iterative_kde":
-        return iterative_kde(reference, scores, seed)
+    """Indices of the candidates a selection strategy keeps (all for the sampling-only strategies)."""
+    try:
+        if strategy == "kde":
+            return kde_sample(reference, scores, seed)
+        if strategy == "iterative_kde":
+            return iterative_kde(reference, scores, seed=seed)
+    except DataError as err:  # e.g. gold scores without spread: say which stage and strategy met them
+        raise DataError(f"labels stage, strategy {strategy}: {err}") from err
     return np.arange(len(scores))
 
 
