@@ -94,10 +94,12 @@ def test_misspelt_key_is_reported_once_where_it_was_written(raw_config):
         prepare_config(raw_config)
     assert str(err.value) == "unknown key defaults.evalution\n  did you mean 'evaluation'?"
     del raw_config["defaults"]["evalution"]
-    raw_config["grids"]["demo"]["axes"]["teacher"]["ce"]["teacher"]["arc"] = "ce"
+    raw_config["grids"]["demo"]["axes"]["sampling"]["bm25"]["sampling"]["strategys"] = ["bm25"]
     with pytest.raises(ConfigError) as err:
         prepare_config(raw_config)
-    assert str(err.value) == "unknown key grids.demo.axes.teacher.ce.teacher.arc\n  did you mean 'arch'?"
+    assert str(err.value) == (
+        "unknown key grids.demo.axes.sampling.bm25.sampling.strategys\n  did you mean 'strategies'?"
+    )
 
 
 def test_unknown_key_without_a_close_match_lists_the_keys_allowed_there(raw_config):
