@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import math
 import platform
 import statistics
 from importlib import metadata
@@ -94,6 +95,9 @@ def _results(spec: dict) -> dict:
                     entry["arch"] = metrics["arch"]
                 if metrics.get("selection"):  # how a Bi-Encoder picked its epoch (no target dev in transfer)
                     entry["selection"] = metrics["selection"]
+                if isinstance(metrics.get("dev_spearman"), float) and math.isfinite(metrics["dev_spearman"]):
+                    # the chosen epoch's score on the split it was selected on
+                    entry["dev_spearman"] = metrics["dev_spearman"]
                 paths.setdefault(role, {}).setdefault(seed, {})["model"] = node["path"]
             elif role.endswith("_suite"):  # evaluation suite of a Bi-Encoder
                 model_role = role[: -len("_suite")]
