@@ -43,7 +43,7 @@ demo: setup
 	esac; done
 
 test: setup
-	$(VENV)/bin/python -m pytest -q
+	$(VENV)/bin/python -m pytest -q --durations=15
 
 clean-venv:
 	rm -rf $(VENV)
