@@ -1,0 +1,7 @@
+"""Unsupervised pre-training of a sentence encoder (SimCSE, CT, TSDAE, Noise Matching, multi-task).
+
+- `noise`: the deletion noise T(x) of TSDAE and Noise Matching, applied per batch by a collator;
+- `losses`: the objectives that sentence-transformers has no class for (one class per objective);
+- `objectives`: which columns, loss and defaults each `pretrain.objective` uses;
+- `train`: the training run (sentence-transformers trainer, resumable, held-out loss, selection).
+"""

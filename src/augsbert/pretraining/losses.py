@@ -1,0 +1,160 @@
+"""Pre-training objectives that sentence-transformers has no class for, in its `losses/` style.
+
+One class per objective; each states its inputs and the paper. SimCSE (both
+forms), Contrastive Tension (both forms) and TSDAE are the library's own
+classes (MultipleNegativesRankingLoss, ContrastiveTensionLoss[InBatchNegatives],
+DenoisingAutoEncoderLoss): `augsbert.pretraining.objectives` wires them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from ..models.mlm import IGNORE, mask_tokens
+
+
+def _cos_logits(queries: Tensor, docs: Tensor, scale: float) -> Tensor:
+    return scale * nn.functional.normalize(queries, dim=-1) @ nn.functional.normalize(docs, dim=-1).T
+
+
+class NoiseMatchingLoss(nn.Module):
+    """Noise Matching (Reiml 2023, thesis 4.2.3): SimCSE with x+ = T(x) and a stop-gradient on f(x).
+
+    For a batch of clean sentences x_i and their deletion-noised copies T(x_i):
+    logits_ij = scale * cos(sg(f(x_i)), f(T(x_j))), loss = cross-entropy with
+    target i (SimCSE's orientation: rows are the anchors x_i, columns the
+    positives x+_j). Only the noised side receives gradient, so T(x) is pulled
+    towards x and never x towards T(x): a subsequence should be like its
+    sentence, not the reverse. The clean pass runs under `no_grad` (same
+    gradient as detaching, without keeping its activations); dropout is on in
+    both passes as in SimCSE.
+
+    Inputs: (clean, noised) text pairs; the noised column is made by
+    `augsbert.pretraining.noise` (60 % deletion). No labels.
+    """
+
+    def __init__(self, model, scale: float = 20.0) -> None:
+        super().__init__()
+        self.model = model
+        self.scale = scale
+        self.cross_entropy = nn.CrossEntropyLoss()
+
+    def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> Tensor:
+        clean_features, noised_features = list(sentence_features)[:2]
+        with torch.no_grad():
+            clean = self.model(clean_features)["sentence_embedding"]
+        noised = self.model(noised_features)["sentence_embedding"]
+        logits = _cos_logits(clean, noised, self.scale)
+        return self.cross_entropy(logits, torch.arange(len(logits), device=logits.device))
+
+    def get_config_dict(self) -> dict[str, Any]:
+        return {"scale": self.scale}
+
+    @property
+    def citation(self) -> str:
+        return """
+@mastersthesis{reiml2023augsbert,
+    title={Improving Augmented SBERT},
+    author={Reiml},
+    year={2023}
+}
+"""
+
+
+class MaskedLMLoss(nn.Module):
+    """Masked-language-model loss on the Bi-Encoder's own transformer (BERT, Devlin et al. 2019).
+
+    The sentence features of the first column are masked (every non-special,
+    non-padding token chosen with `probability`; `uniform` = all chosen tokens
+    become the mask token, `bert` = 80/10/10) and a masked-LM head on top of
+    the *shared* encoder predicts them; the loss is the mean cross-entropy
+    over the masked positions only. The head comes from the checkpoint's
+    masked-LM head where it has one (else a new head, decoder tied to the word
+    embeddings). Masking draws from the global torch RNG inside `forward`,
+    which the trainer checkpoints, so a resumed run masks the same way.
+
+    Inputs: any text column(s); only the first is used. No labels.
+    """
+
+    def __init__(self, model, head_source: str, probability: float = 0.2, masking: str = "uniform",
+                 config_kwargs: dict | None = None) -> None:
+        super().__init__()
+        from ..models.mlm import masked_lm_from
+
+        self.model = model
+        encoder = model[0].auto_model
+        mlm = masked_lm_from(head_source, config_kwargs)
+        # the masked-LM model runs our encoder: its own base model is replaced by the shared one
+        setattr(mlm, mlm.base_model_prefix, encoder)
+        mlm.get_output_embeddings().weight = encoder.get_input_embeddings().weight
+        self.mlm = mlm.to(encoder.device)
+        self.probability, self.masking = probability, masking
+        tokenizer = model.tokenizer
+        self.mask_id, self.vocab_size = tokenizer.mask_token_id, len(tokenizer)
+        self.register_buffer("special_ids", torch.tensor(sorted(set(tokenizer.all_special_ids))), persistent=False)
+
+    def masked(self, features: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
+        ids = features["input_ids"]
+        maskable = features["attention_mask"].bool() & ~torch.isin(ids, self.special_ids.to(ids.device))
+        masked, labels = mask_tokens(ids.cpu(), maskable.cpu(), self.mask_id, self.probability,
+                                     scheme=self.masking, vocab_size=self.vocab_size)
+        return masked.to(ids.device), labels.to(ids.device)
+
+    def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> Tensor:
+        features = list(sentence_features)[0]
+        masked, targets = self.masked(features)
+        inputs = {"input_ids": masked, "attention_mask": features["attention_mask"]}
+        if "token_type_ids" in features:
+            inputs["token_type_ids"] = features["token_type_ids"]
+        logits = self.mlm(**inputs).logits
+        chosen = targets != IGNORE
+        if not chosen.any():  # nothing masked in this batch (tiny inputs): no signal, keep the graph
+            return logits.sum() * 0.0
+        return nn.functional.cross_entropy(logits[chosen], targets[chosen])
+
+    def get_config_dict(self) -> dict[str, Any]:
+        return {"probability": self.probability, "masking": self.masking}
+
+    @property
+    def citation(self) -> str:
+        return """
+@inproceedings{devlin2019bert,
+    title={BERT: Pre-training of Deep Bidirectional Transformers for Language Understanding},
+    author={Devlin, Jacob and Chang, Ming-Wei and Lee, Kenton and Toutanova, Kristina},
+    booktitle={NAACL-HLT},
+    year={2019}
+}
+"""
+
+
+class MultiTaskLoss(nn.Module):
+    """L = L_main + weight * L_aux on the same batch (thesis 5.4.2: MLM+SimCSE, MLM+NM, TSDAE+NM).
+
+    The auxiliary objective is the "low-loss" contrastive term (SimCSE or NM);
+    the main one MLM or TSDAE. `aux_columns` picks and orders the batch's text
+    columns for the auxiliary loss (TSDAE reads (noised, original), NM reads
+    (clean, noised): the same two columns swapped). Each loss runs its own
+    forward passes (the thesis does not say a pass is shared). Returns the two
+    weighted terms as a dict, which the sentence-transformers trainer sums and
+    logs separately.
+    """
+
+    def __init__(self, main: nn.Module, aux: nn.Module, weight: float, aux_columns: tuple[int, ...] = (0, 1)) -> None:
+        super().__init__()
+        self.main, self.aux, self.weight, self.aux_columns = main, aux, weight, tuple(aux_columns)
+        self.model = getattr(main, "model", None) or getattr(main, "encoder")
+
+    def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> dict[str, Tensor]:
+        features = list(sentence_features)
+        main = self.main(features, labels)
+        if self.weight == 0:
+            return {"main": main}
+        aux = self.aux([features[i] for i in self.aux_columns], labels)
+        return {"main": main, "aux": self.weight * aux}
+
+    def get_config_dict(self) -> dict[str, Any]:
+        return {"weight": self.weight, "aux_columns": list(self.aux_columns)}

@@ -1,0 +1,154 @@
+"""What each `pretrain.objective` trains on and with which loss.
+
+| objective | dataset columns | loss |
+| --- | --- | --- |
+| `simcse` | anchor, positive (= the same text) | MultipleNegativesRankingLoss, scale 1/τ (two dropout views) |
+| `simcse_sup` | anchor, positive, negative (NLI triples) | MultipleNegativesRankingLoss (N x 2N logits) |
+| `ct` | sentence_A, sentence_B, label (1 positive : K negatives) | ContrastiveTensionLoss (two encoders, dot product, BCE) |
+| `ct_in_batch` | sentence | ContrastiveTensionLossInBatchNegatives |
+| `tsdae` | noised, original | DenoisingAutoEncoderLoss (tied decoder, memory = one vector) |
+| `nm` | clean, noised | NoiseMatchingLoss |
+| `mlm+simcse` | anchor, positive | MaskedLMLoss + λ·SimCSE |
+| `mlm+nm` | clean, noised | MaskedLMLoss + λ·NoiseMatchingLoss |
+| `tsdae+nm` | noised, original | DenoisingAutoEncoderLoss + λ·NoiseMatchingLoss |
+
+A column named `noised` holds the clean text in the dataset and is noised per
+batch by the deletion collator (`augsbert.pretraining.noise`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Objective:
+    columns: tuple[str, ...]
+    pooling: str  # the source paper's pooling, used when `pretrain.pooling` is null
+    in_batch_negatives: bool  # length-grouped batches would change its negatives (grouping off by default)
+
+    @property
+    def noised(self) -> bool:
+        return "noised" in self.columns
+
+
+OBJECTIVES = {
+    "simcse": Objective(("anchor", "positive"), "cls", True),
+    "simcse_sup": Objective(("anchor", "positive", "negative"), "cls", True),
+    "ct": Objective(("sentence_A", "sentence_B", "label"), "mean", False),
+    "ct_in_batch": Objective(("sentence",), "mean", True),
+    "tsdae": Objective(("noised", "original"), "cls", False),
+    "nm": Objective(("clean", "noised"), "cls", True),
+    "mlm+simcse": Objective(("anchor", "positive"), "cls", True),
+    "mlm+nm": Objective(("clean", "noised"), "cls", True),
+    "tsdae+nm": Objective(("noised", "original"), "cls", True),
+}
+
+# Presets fill the schedule keys left null (thesis 5.4.2 vs TSDAE's own App. B / thesis 5.4.1).
+PRESETS = {
+    "thesis": {"batch_size": 64, "lr": 3e-5, "max_steps": 12500, "warmup_ratio": 0.1, "weight_decay": 0.01,
+               "scheduler": "linear"},
+    "tsdae": {"batch_size": 8, "lr": 3e-5, "max_steps": 100000, "warmup_ratio": 0.0, "weight_decay": 0.0,
+              "scheduler": "constant"},
+}
+SCHEDULE_KEYS = tuple(PRESETS["thesis"])
+
+
+def resolved(options: dict) -> dict:
+    """`pretrain` options with the preset's schedule, the objective's pooling and grouping filled in."""
+    options = dict(options)
+    objective = OBJECTIVES[options["objective"]]
+    for key in SCHEDULE_KEYS:
+        if options.get(key) is None:
+            options[key] = PRESETS[options["preset"]][key]
+    if options.get("pooling") is None:
+        options["pooling"] = objective.pooling
+    if options.get("group_by_length") is None:
+        options["group_by_length"] = not objective.in_batch_negatives
+    if not options["group_by_length"]:
+        options.pop("megabatch", None)
+    if not objective.noised:
+        options.pop("deletion_ratio", None)
+        options.pop("deletion_unit", None)
+    if not options["objective"].startswith("mlm"):
+        options.pop("mask_probability", None)
+        options.pop("masking", None)
+    if "+" not in options["objective"]:
+        options.pop("aux_weight", None)
+    if options["objective"] != "ct":
+        options.pop("ct_negatives", None)
+    if options["objective"] == "ct":
+        options.pop("temperature", None)  # CT (pairs) scores by dot product, no temperature
+    return options
+
+
+def training_rows(objective: str, sentences: list[str], seed: int, ct_negatives: int = 7,
+                  triples: list[tuple[str, str, str]] | None = None) -> dict[str, list]:
+    """The dataset columns of `objective` for `sentences` (or NLI `triples` for `simcse_sup`)."""
+    columns = OBJECTIVES[objective].columns
+    if objective == "simcse_sup":
+        if not triples:
+            raise ValueError("simcse_sup needs NLI triples (pretrain.triples)")
+        return {c: [t[i] for t in triples] for i, c in enumerate(columns)}
+    if objective == "ct":
+        # each sentence once as a positive (a, a) and with `ct_negatives` random other sentences (a, b)
+        rng = np.random.default_rng(seed)
+        n = len(sentences)
+        if n < 2:
+            raise ValueError("Contrastive Tension needs at least two sentences")
+        a, b, label = [], [], []
+        for i, text in enumerate(sentences):
+            a.append(text)
+            b.append(text)
+            label.append(1.0)
+            others = rng.integers(0, n - 1, ct_negatives)
+            for j in others + (others >= i):  # uniform over the other sentences
+                a.append(text)
+                b.append(sentences[j])
+                label.append(0.0)
+        return {"sentence_A": a, "sentence_B": b, "label": label}
+    return {c: list(sentences) for c in columns}
+
+
+def build_loss(objective: str, model, params: dict, head_source: str):
+    """The loss module of `objective` for the SentenceTransformer `model`.
+
+    `head_source` is the checkpoint TSDAE's decoder and the MLM head are built from.
+    """
+    from sentence_transformers.sentence_transformer.losses import (
+        ContrastiveTensionLoss,
+        ContrastiveTensionLossInBatchNegatives,
+        DenoisingAutoEncoderLoss,
+        MultipleNegativesRankingLoss,
+    )
+
+    from .losses import MaskedLMLoss, MultiTaskLoss, NoiseMatchingLoss
+
+    scale = 1.0 / params["temperature"] if "temperature" in params else None
+
+    def mlm():
+        return MaskedLMLoss(model, head_source, params["mask_probability"], params["masking"],
+                            params.get("config_kwargs"))
+
+    def tsdae():
+        return DenoisingAutoEncoderLoss(model, tie_encoder_decoder=True)
+
+    if objective in ("simcse", "simcse_sup"):
+        return MultipleNegativesRankingLoss(model, scale=scale)
+    if objective == "ct":
+        return ContrastiveTensionLoss(model)
+    if objective == "ct_in_batch":
+        return ContrastiveTensionLossInBatchNegatives(model, scale=scale)
+    if objective == "tsdae":
+        return tsdae()
+    if objective == "nm":
+        return NoiseMatchingLoss(model, scale=scale)
+    if objective == "mlm+simcse":
+        return MultiTaskLoss(mlm(), MultipleNegativesRankingLoss(model, scale=scale), params["aux_weight"])
+    if objective == "mlm+nm":
+        return MultiTaskLoss(mlm(), NoiseMatchingLoss(model, scale=scale), params["aux_weight"])
+    if objective == "tsdae+nm":
+        return MultiTaskLoss(tsdae(), NoiseMatchingLoss(model, scale=scale), params["aux_weight"], aux_columns=(1, 0))
+    raise ValueError(f"unknown pretrain.objective {objective!r} (one of {', '.join(OBJECTIVES)})")

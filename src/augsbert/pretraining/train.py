@@ -1,0 +1,213 @@
+"""One pre-training run: encoder, data, loss, the sentence-transformers trainer, selection, resume.
+
+The trainer is the library's own; this module adds what the library does not
+keep by itself:
+
+- the loss's own weights (the MLM head, TSDAE's cross-attention, CT's first
+  encoder) are saved into every checkpoint and restored on resume, so a
+  killed job continues with the state it had (the library checkpoints only
+  the model);
+- the held-out loss is logged at every evaluation; the checkpoint kept is the
+  best by target dev Spearman (`selection: target_dev`, as TSDAE selected), by
+  held-out loss (`held_out_loss`), or the last one (`last`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from .objectives import OBJECTIVES, build_loss, training_rows
+
+log = logging.getLogger(__name__)
+
+LOSS_STATE = "loss_state.safetensors"
+
+
+def build_encoder(base: str, pooling: str, max_length: int, device: str, config_kwargs: dict | None = None):
+    """Transformer + pooling (`cls` or `mean`) as a SentenceTransformer, from a plain or a sentence-transformers checkpoint."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+
+    transformer = Transformer(base, max_seq_length=max_length, config_kwargs=config_kwargs)
+    pool = Pooling(transformer.get_embedding_dimension(), pooling_mode=pooling)
+    return SentenceTransformer(modules=[transformer, pool], device=device)
+
+
+def loss_extra_state(loss: torch.nn.Module, model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Tensors of the loss that are not the model's (shared tensors are saved with the model)."""
+    own = {t.data_ptr() for t in model.state_dict().values()}
+    return {k: v.detach().clone().contiguous().cpu() for k, v in loss.state_dict().items() if v.data_ptr() not in own}
+
+
+def _trainer_class():
+    from safetensors.torch import load_file, save_file
+    from sentence_transformers import SentenceTransformerTrainer
+
+    class PretrainTrainer(SentenceTransformerTrainer):
+        """Checkpoints the loss's own weights too; the loss follows the model's train/eval mode."""
+
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            self.loss.train(model.training)  # CT's second encoder, decoder dropout: off while evaluating
+            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+
+        def get_batch_sampler(self, dataset, batch_size, drop_last, valid_label_columns=None, generator=None,
+                              seed=0):
+            if dataset is self.train_dataset:  # length-grouped (args.batch_sampler) for training only
+                return super().get_batch_sampler(dataset, batch_size, drop_last, valid_label_columns, generator, seed)
+            # held-out batches in a fixed order, so every evaluation sees the same batches and noise
+            return torch.utils.data.BatchSampler(range(len(dataset)), batch_size, drop_last=False)
+
+        def _save(self, output_dir=None, state_dict=None):
+            super()._save(output_dir, state_dict)
+            output_dir = output_dir if output_dir is not None else self.args.output_dir
+            extra = loss_extra_state(self.loss, self.model)
+            if extra:
+                save_file(extra, str(Path(output_dir) / LOSS_STATE))
+
+        def _load_from_checkpoint(self, checkpoint_path, *args, **kwargs):
+            super()._load_from_checkpoint(checkpoint_path)
+            path = Path(checkpoint_path) / LOSS_STATE
+            if path.is_file():
+                missing, unexpected = self.loss.load_state_dict(load_file(str(path)), strict=False)
+                if unexpected:
+                    raise RuntimeError(f"{path}: weights the loss does not have: {unexpected[:5]}")
+                log.info("restored the loss's own weights from %s", path)
+
+    return PretrainTrainer
+
+
+def _dataset(objective: str, sentences: list[str], params: dict, triples=None):
+    from datasets import Dataset
+
+    return Dataset.from_dict(training_rows(objective, sentences, params["seed"], params.get("ct_negatives", 7), triples))
+
+
+def fit(base: str, sentences: list[str], held_out: list[str], dev: pd.DataFrame | None, params: dict,
+        workdir: Path, device: str, precision: str = "auto", triples=None, held_out_triples=None,
+        callbacks: list | None = None):
+    """Pre-train an encoder from `base` with `params["objective"]`; resumable from `workdir`.
+
+    Returns (model, metrics). `dev` (sentence1, sentence2, score) is used when
+    `selection` is `target_dev`; without it the run falls back to the held-out loss.
+    """
+    from sentence_transformers import SentenceTransformerTrainingArguments
+    from sentence_transformers.sentence_transformer.data_collator import SentenceTransformerDataCollator
+    from sentence_transformers.sentence_transformer.evaluation import EmbeddingSimilarityEvaluator
+    from transformers import set_seed
+    from transformers.trainer_utils import get_last_checkpoint
+
+    from ..training import claim_workdir, precision_flags
+    from .noise import deletion_collator
+
+    objective = params["objective"]
+    claim_workdir(workdir, {"stage": "pretrain", "base": base, "params": params, "device": device,
+                            "precision": precision, "sentences": len(sentences)})
+    set_seed(params["seed"])
+    model = build_encoder(base, params["pooling"], params["max_length"], device, params.get("config_kwargs"))
+    loss = build_loss(objective, model, params, base)
+    train = _dataset(objective, sentences, params, triples)
+    evaluation = _dataset(objective, held_out, {**params, "seed": params["seed"] + 1}, held_out_triples)
+    selection = params["selection"]
+    if selection == "target_dev" and (dev is None or len(dev) < 2):
+        log.warning("selection target_dev, but the dataset has no dev split: selecting by held-out loss")
+        selection = "held_out_loss"
+    evaluator = None
+    if selection == "target_dev":
+        evaluator = EmbeddingSimilarityEvaluator(dev["sentence1"].tolist(), dev["sentence2"].tolist(),
+                                                 dev["score"].astype(float).tolist(), name="dev",
+                                                 batch_size=params.get("eval_batch_size", 64))
+    steps = params["max_steps"]
+    eval_steps = min(params["eval_steps"], steps)
+    args = dict(
+        output_dir=str(workdir / "trainer"), max_steps=steps, per_device_train_batch_size=params["batch_size"],
+        per_device_eval_batch_size=params["batch_size"], learning_rate=params["lr"],
+        warmup_steps=int(math.ceil(params["warmup_ratio"] * steps)), weight_decay=params["weight_decay"],
+        lr_scheduler_type=params["scheduler"], seed=params["seed"], data_seed=params["seed"],
+        eval_strategy="steps", eval_steps=eval_steps, save_strategy="steps", save_steps=eval_steps,
+        save_total_limit=1, logging_steps=max(1, min(50, eval_steps // 2)), report_to="none",
+        use_cpu=device == "cpu", dataloader_num_workers=0, disable_tqdm=False,
+        load_best_model_at_end=selection != "last",
+        **precision_flags(device, precision))
+    if selection == "target_dev":
+        args.update(metric_for_best_model="eval_dev_spearman_cosine", greater_is_better=True)
+    elif selection == "held_out_loss":
+        args.update(metric_for_best_model="eval_loss", greater_is_better=False)
+    if params.get("group_by_length"):
+        from ..batching import length_batch_sampler, token_counts
+
+        first = OBJECTIVES[objective].columns[0]
+        args["batch_sampler"] = length_batch_sampler(
+            [min(n, params["max_length"]) for n in token_counts(model.tokenizer, train[first])], params["megabatch"])
+    collator = None
+    if OBJECTIVES[objective].noised:
+        collator = deletion_collator(SentenceTransformerDataCollator)(
+            preprocess_fn=model.preprocess, ratio=params["deletion_ratio"], unit=params["deletion_unit"],
+            seed=params["seed"], tokenizer=model.tokenizer)
+    trainer = _trainer_class()(
+        model=model, args=SentenceTransformerTrainingArguments(**args), train_dataset=train,
+        eval_dataset=evaluation, loss=loss, evaluator=evaluator, callbacks=callbacks,
+        **({"data_collator": collator} if collator is not None else {}))
+    last = get_last_checkpoint(str(workdir / "trainer")) if (workdir / "trainer").is_dir() else None
+    if last:
+        log.info("resuming from %s", last)
+    output = trainer.train(resume_from_checkpoint=last)
+    history = [{k: v for k, v in h.items() if k in ("step", "eval_loss", "eval_dev_spearman_cosine")}
+               for h in trainer.state.log_history if "eval_loss" in h]
+    for h in history:
+        log.info("step %d: held-out loss %.4f%s", h["step"], h["eval_loss"],
+                 f", dev spearman {100 * h['eval_dev_spearman_cosine']:.2f}" if "eval_dev_spearman_cosine" in h else "")
+    best = trainer.state.best_model_checkpoint
+    metrics = {"objective": objective, "selection": selection, "train_sentences": len(train),
+               "held_out_sentences": len(evaluation), "train_loss": float(output.training_loss),
+               "steps": int(output.global_step), "history": history,
+               "best_step": int(Path(best).name.split("-")[-1]) if best and selection != "last" else int(output.global_step),
+               "resumed_from": Path(last).name if last else None}
+    if history:
+        metrics["held_out_loss"] = {"first": history[0]["eval_loss"], "chosen": next(
+            (h["eval_loss"] for h in history if h["step"] == metrics["best_step"]), history[-1]["eval_loss"])}
+    return model, loss, metrics
+
+
+def held_out_loss(model, loss, objective: str, sentences: list[str], params: dict, triples=None) -> float:
+    """Mean loss of `objective` on `sentences` in eval mode (the same batches and noise as the trainer's evaluation)."""
+    from sentence_transformers.sentence_transformer.data_collator import SentenceTransformerDataCollator
+
+    from .noise import deletion_collator
+
+    rows = training_rows(objective, sentences, params["seed"] + 1, params.get("ct_negatives", 7), triples)
+    records = [dict(zip(rows, values)) for values in zip(*rows.values())]
+    if OBJECTIVES[objective].noised:
+        collate = deletion_collator(SentenceTransformerDataCollator)(
+            preprocess_fn=model.preprocess, ratio=params["deletion_ratio"], unit=params["deletion_unit"],
+            seed=params["seed"], tokenizer=model.tokenizer)
+    else:
+        collate = SentenceTransformerDataCollator(preprocess_fn=model.preprocess)
+    was = model.training
+    model.eval()
+    loss.eval()
+    total, count = 0.0, 0
+    device = model.device
+    with torch.no_grad():
+        for start in range(0, len(records), params["batch_size"]):
+            chunk = records[start : start + params["batch_size"]]
+            batch = collate(chunk)
+            labels = batch.pop("label", None)
+            features = []
+            for column in rows:
+                if column == "label":
+                    continue
+                prefix = f"{column}_"
+                features.append({k[len(prefix):]: v.to(device) for k, v in batch.items()
+                                 if k.startswith(prefix) and isinstance(v, torch.Tensor)})
+            value = loss(features, labels.to(device) if labels is not None else None)
+            if isinstance(value, dict):
+                value = torch.stack(list(value.values())).sum()
+            total += float(value) * len(chunk)
+            count += len(chunk)
+    model.train(was)
+    return total / max(count, 1)
