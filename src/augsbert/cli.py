@@ -32,9 +32,9 @@ def _load_spec(text: str) -> dict:
 
 # Which experiment role a stage command runs by default (train-student: the student, else the lower bound).
 DEFAULT_ROLES = {"data": ["data"], "zero_shot": ["zero_shot"], "teacher": ["teacher"], "labels": ["labels"],
-                 "candidates": ["candidates"], "adapt": ["adapt"],
+                 "candidates": ["candidates"], "adapt": ["adapt"], "pretrain": ["pretrained"],
                  "student": ["student", "lower_bound"],
-                 "suite": ["student_suite", "lower_bound_suite", "zero_shot_suite"]}
+                 "suite": ["student_suite", "lower_bound_suite", "pretrained_suite", "zero_shot_suite"]}
 
 
 def _planned_spec(args, stage: str) -> tuple[dict, str]:
@@ -158,7 +158,7 @@ def _render(spec: dict, args) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .stages import adapt, candidates, labels, prepare_data, suite, train, zero_shot
+    from .stages import adapt, candidates, labels, prepare_data, pretrain, suite, train, zero_shot
 
     parser = argparse.ArgumentParser(prog="augsbert", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -173,6 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
     _stage_command(sub, "adapt-mlm", "adapt",
                    "masked-LM domain adaptation of the base model on target pairs in the CBE layout", adapt.run,
                    device=True)
+    _stage_command(sub, "pretrain", "pretrain",
+                   "unsupervised pre-training of a sentence encoder (pretrain.objective: SimCSE, CT, TSDAE, Noise "
+                   "Matching, MLM / TSDAE multi-task) on a dataset's sentences", pretrain.run, device=True)
     _stage_command(sub, "train-teacher", "teacher",
                    "train the teacher (Cross-Encoder or Cross-Bi-Encoder) on the gold train split", train.run_teacher,
                    device=True)
@@ -186,7 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
                    device=True)
     _stage_command(sub, "evaluate-suite", "suite",
                    "evaluate a Bi-Encoder on the STS suite, topic classification, USEB and alignment/uniformity "
-                   "(--role zero_shot_suite | lower_bound_suite | student_suite)", suite.run, device=True)
+                   "(--role zero_shot_suite | pretrained_suite | lower_bound_suite | student_suite)", suite.run, device=True)
     _aggregate_command(sub, "collect-results", "gather an experiment's artifact metrics into results/<experiment>.json",
                        "experiment", "results file (default results/<experiment>.json)", _collect)
     table = _aggregate_command(

@@ -31,29 +31,30 @@ RUNTIME_PARAMS = {
     "zero_shot": ("batch_size", "model"),
     "suite": ("batch_size", "model", "sts", "useb", "skipped"),  # the tasks run and their files enter by digest
     "adapt": ("checkpoint_steps", "model"),
+    "pretrain": ("eval_batch_size", "model", "triples"),  # the triples file enters by digest
     "teacher": ("eval_batch_size", "checkpoint_steps", "model"),
     "student": ("eval_batch_size", "checkpoint_steps", "model"),
     "candidates": ("batch_size", "model", "semantic_model"),
     "labels": ("batch_size",),
 }
 # semantic_model values that are not model references
-SEMANTIC_CHOICES = ("finetuned", "pretrained")
+SEMANTIC_CHOICES = ("finetuned", "pretrained", "pretrained_stage")
 
 # Bump a stage's version when its code changes what it computes: its key (and
 # every key downstream) changes, so old artifacts are not reused by mistake.
 # data 3 .. suite 2: content/identity keys, runtime settings out of keys; adapt 2, teacher 3, student 3 also:
 # length-grouped batches; labels 3: exact iterative KDE
 STAGE_VERSIONS = {"data": 3, "zero_shot": 3, "adapt": 2, "teacher": 3, "candidates": 2, "labels": 3,
-                  "student": 3, "suite": 2}
+                  "student": 3, "suite": 2, "pretrain": 1}
 
 # Bi-Encoder roles that get the evaluation suite (STS suite, topic, USEB, diagnostics).
-SUITE_ROLES = ("zero_shot", "lower_bound", "student")
+SUITE_ROLES = ("zero_shot", "pretrained", "lower_bound", "student")
 STS_TASKS_DIR = "sts_suite"
 USEB_DIR = "useb/data-eval"
 
 # Rows of a grid table, in thesis order, and their titles.
-TABLE_ROLES = ("zero_shot", "lower_bound", "teacher", "student")
-ROLE_TITLES = {"zero_shot": "Zero-shot base model", "lower_bound": "SBERT (lower bound)",
+TABLE_ROLES = ("zero_shot", "pretrained", "lower_bound", "teacher", "student")
+ROLE_TITLES = {"zero_shot": "Zero-shot base model", "pretrained": "Pre-trained", "lower_bound": "SBERT (lower bound)",
                "teacher": "{arch} (upper bound)"}
 
 
@@ -247,11 +248,15 @@ class Plan:
             # the data job checks the same when it has made the tables, before any training starts
             self.pool_checks.setdefault(data.key, []).append({"experiment": name, "sampling": {
                 k: sampling[k] for k in ("strategies", "top_k", "candidate_pool", "pool", "exclude_eval_sentences")}})
+        self._check_pretrain_use(name, exp, variant)
         for seed in plan.seeds:
             roles = {"data": data, **({"source_data": gold} if transfer else {})}
             adapted = self._adapt(exp, dataset, seed, data) if variant != "augsbert" else None
             if adapted is not None:
                 roles["adapt"] = adapted
+            pretrained = self._pretrain(name, exp, seed, data) if exp["pretrain"]["objective"] != "none" else None
+            if pretrained is not None:
+                roles["pretrained"] = pretrained
             lower_bound = self._student(exp, source, seed, {**trained_on, **self._dev_input(selection, data, transfer)},
                                         selection, gold_only=True)
             if "zero_shot" in wanted:
@@ -259,7 +264,8 @@ class Plan:
             if "lower_bound" in wanted:
                 roles["lower_bound"] = lower_bound
             if "teacher" in wanted or "student" in wanted:
-                teacher = self._teacher(exp, source, seed, {**trained_on, **({"init": adapted} if adapted else {})})
+                init = adapted or (pretrained if exp["teacher"]["base"] == "pretrained" else None)
+                teacher = self._teacher(exp, source, seed, {**trained_on, **({"init": init} if init else {})})
                 if "teacher" in wanted:
                     roles["teacher"] = teacher
             if "student" not in wanted:
@@ -268,7 +274,7 @@ class Plan:
             label_inputs = {"teacher": teacher, "gold": gold}
             if strategies:
                 roles["candidates"] = label_inputs["candidates"] = self._candidates(
-                    exp, dataset, seed, data, lower_bound, strategies)
+                    exp, dataset, seed, data, lower_bound, strategies, pretrained)
             if "target_pairs" in strategies and not transfer:
                 raise ConfigError(f"experiments.{name}.sampling.strategies: target_pairs is for domain transfer "
                                   "(`source` set); in-domain, silver.relabel_gold re-labels the train pairs")
@@ -281,6 +287,8 @@ class Plan:
             student_inputs = {**trained_on, "labels": roles["labels"], **self._dev_input(selection, data, transfer)}
             if variant == "full_domain":
                 student_inputs["init"] = adapted
+            elif exp["student"]["base"] == "pretrained":
+                student_inputs["init"] = pretrained
             roles["student"] = self._student(exp, dataset, seed, student_inputs, selection)
             plan.runs[seed] = {role: node.key for role, node in roles.items()}
         for roles in plan.runs.values():
@@ -313,8 +321,8 @@ class Plan:
         from .models.resolve import ModelResolutionError, reference_kind
 
         refs = {"base_model": exp["base_model"], "teacher.base_model": exp["teacher"]["base_model"],
-                "student.base_model": exp["student"]["base_model"]}
-        if exp["sampling"]["semantic_model"] not in ("finetuned", "pretrained"):
+                "student.base_model": exp["student"]["base_model"], "pretrain.base_model": exp["pretrain"]["base_model"]}
+        if exp["sampling"]["semantic_model"] not in SEMANTIC_CHOICES:
             refs["sampling.semantic_model"] = exp["sampling"]["semantic_model"]
         for key, ref in refs.items():
             if ref is None:
@@ -348,13 +356,15 @@ class Plan:
                 raise ConfigError(problem)
 
     def _candidates(self, exp: dict, dataset: str, seed: int, data: Node, encoder: Node,
-                    strategies: list[str]) -> Node:
+                    strategies: list[str], pretrained: Node | None = None) -> Node:
         sampling = dict(exp["sampling"])
         sampling["strategies"] = strategies
         needs_encoder = any(s.startswith("semantic_search") or s == "iterative_kde" for s in strategies)
         inputs = {"data": data}
         if needs_encoder and sampling["semantic_model"] == "finetuned":
             inputs["encoder"] = encoder
+        elif needs_encoder and sampling["semantic_model"] == "pretrained_stage":
+            inputs["encoder"] = pretrained
         if not needs_encoder:  # encoder options cannot change BM25/random/KDE/target-pair candidates
             for key in ("semantic_model", "exact", "batch_size", "max_length"):
                 sampling.pop(key)
@@ -427,11 +437,60 @@ class Plan:
                   "seed": seed}
         return self._node("adapt", f"{dataset}.mlm", params, {"data": data})
 
+    @staticmethod
+    def _from_adapted(inputs: dict[str, Node]) -> bool:
+        return "init" in inputs and inputs["init"].stage == "adapt"
+
+    @staticmethod
+    def _check_pretrain_use(name: str, exp: dict, variant: str) -> None:
+        """Later stages may start from the pretrain stage only when there is one, and not from two checkpoints."""
+        uses = {"teacher.base": exp["teacher"]["base"] == "pretrained",
+                "student.base": exp["student"]["base"] == "pretrained",
+                "sampling.semantic_model": exp["sampling"]["semantic_model"] == "pretrained_stage"}
+        if exp["pretrain"]["objective"] == "none":
+            for key, used in uses.items():
+                if used:
+                    raise ConfigError(f"experiments.{name}.{key}: starts from the pretrain stage, but "
+                                      "pretrain.objective is none; set an objective")
+        clash = {"teacher.base": variant != "augsbert", "student.base": variant == "full_domain"}
+        for key, adapted in clash.items():
+            if uses[key] and adapted:
+                raise ConfigError(f"experiments.{name}.{key}: pretrained, but adapt_mlm.variant ({variant}) already "
+                                  "starts it from the MLM-adapted checkpoint; choose one")
+        if exp["pretrain"]["objective"] == "simcse_sup" and not exp["pretrain"]["triples"]:
+            raise ConfigError(f"experiments.{name}.pretrain.triples: simcse_sup learns from NLI triples; name a "
+                              "file with columns anchor, positive, negative")
+
+    def _pretrain(self, name: str, exp: dict, seed: int, target: Node) -> Node:
+        """The pretrain node: corpus = `pretrain.dataset` (or the target), evaluated on the target (`eval`)."""
+        from .fingerprints import path_digest
+        from .pretraining.objectives import resolved
+
+        options = resolved(exp["pretrain"])
+        options["model"] = options.pop("base_model") or exp["base_model"]
+        options["eval_batch_size"] = exp["evaluation"]["batch_size"]
+        corpus = options.pop("dataset") or exp["dataset"]
+        if corpus not in self.config["datasets"]:
+            raise ConfigError(f"experiments.{name}.pretrain.dataset: unknown dataset '{corpus}' "
+                              f"(configured: {', '.join(sorted(self.config['datasets']))})")
+        if options["triples"]:
+            path = Path(self.config["data_dir"]) / options["triples"]
+            if not path.is_file():
+                raise ConfigError(f"experiments.{name}.pretrain.triples: no file {os.path.normpath(path)}")
+            options["triples"] = os.path.normpath(path)
+            options["triples_digest"] = path_digest(self.digests, path)
+        else:
+            options.pop("triples")
+        inputs = {"data": self.data_node(corpus), "eval": target}
+        return self._node("pretrain", f"{corpus}.{options['objective']}.{options['pooling']}", {**options, "seed": seed},
+                          inputs)
+
     def _teacher(self, exp: dict, dataset: str, seed: int, inputs: dict[str, Node]) -> Node:
         options = inert_grouping_dropped(exp["teacher"])
         model = options.pop("base_model") or exp["base_model"]
+        options.pop("base")  # the start point is the `init` input (pretrained) or `model`
         if options["freeze_embeddings"] is None:  # thesis 5.4.3: freeze when starting from an adapted checkpoint
-            options["freeze_embeddings"] = "init" in inputs
+            options["freeze_embeddings"] = self._from_adapted(inputs)
         if options["arch"] == "cbe":  # Cross-Encoder-only options must not change a CBE's key
             options.pop("loss")
             options.pop("activation")
@@ -442,8 +501,9 @@ class Plan:
                  gold_only: bool = False) -> Node:
         options = inert_grouping_dropped(exp["student"])
         model = options.pop("base_model") or exp["base_model"]
+        options.pop("base")  # the start point is the `init` input (pretrained / adapted) or `model`
         if options["freeze_embeddings"] is None:
-            options["freeze_embeddings"] = "init" in inputs
+            options["freeze_embeddings"] = self._from_adapted(inputs)
         if gold_only:
             options["use_gold_labels"] = True
         options["selection"] = selection

@@ -29,9 +29,9 @@ class NoiseMatchingLoss(nn.Module):
     target i (SimCSE's orientation: rows are the anchors x_i, columns the
     positives x+_j). Only the noised side receives gradient, so T(x) is pulled
     towards x and never x towards T(x): a subsequence should be like its
-    sentence, not the reverse. The clean pass runs under `no_grad` (same
-    gradient as detaching, without keeping its activations); dropout is on in
-    both passes as in SimCSE.
+    sentence, not the reverse. The clean pass runs under `no_grad` and is
+    detached (no activations kept for it); dropout is on in both passes as in
+    SimCSE.
 
     Inputs: (clean, noised) text pairs; the noised column is made by
     `augsbert.pretraining.noise` (60 % deletion). No labels.
@@ -45,8 +45,8 @@ class NoiseMatchingLoss(nn.Module):
 
     def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> Tensor:
         clean_features, noised_features = list(sentence_features)[:2]
-        with torch.no_grad():
-            clean = self.model(clean_features)["sentence_embedding"]
+        with torch.no_grad():  # sg(f(x)); detach too, for an encoder that hands back a leaf tensor
+            clean = self.model(clean_features)["sentence_embedding"].detach()
         noised = self.model(noised_features)["sentence_embedding"]
         logits = _cos_logits(clean, noised, self.scale)
         return self.cross_entropy(logits, torch.arange(len(logits), device=logits.device))

@@ -29,7 +29,7 @@ SEMANTIC = ("semantic_search", "semantic_search_least", "iterative_kde")
 def _embed(pool: list[str], params: dict, spec: dict, device: str) -> np.ndarray:
     from sentence_transformers import SentenceTransformer
 
-    if params["semantic_model"] == "finetuned":
+    if params["semantic_model"] in ("finetuned", "pretrained_stage"):  # a planned stage's encoder
         path = str(Path(spec["inputs"]["encoder"]) / "model")
     else:
         path = model_path(params, params["model"] if params["semantic_model"] == "pretrained" else params["semantic_model"])

@@ -44,14 +44,19 @@ def model_path(params: dict, ref: str) -> str:
     return resolve_model(ref, (params.get("hub_revisions") or {}).get(ref))
 
 
+def evaluation_sentences(data: str | Path) -> set[str]:
+    """The normalised dev and test sentences of a data artifact (never trained on by default)."""
+    tables = [t for t in (read_split(data, s, required=False) for s in ("dev", "test")) if t is not None]
+    return set(sentence_pool(tables))
+
+
 def target_pool(data: str | Path, kind: str, exclude_eval: bool) -> tuple[list[str], set[str], int]:
     """Sorted unique sentences of the target's train split and/or unlabeled corpus.
 
     Returns the pool, the dev/test sentences, and how many pool sentences were
     dropped for being dev/test sentences (when `exclude_eval`).
     """
-    eval_tables = [t for t in (read_split(data, s, required=False) for s in ("dev", "test")) if t is not None]
-    eval_sentences = set(sentence_pool(eval_tables))
+    eval_sentences = evaluation_sentences(data)
     pool = sentence_pool([read_split(data, "train")]) if kind != "unlabeled" else []
     if kind != "train":
         unlabeled = Path(data) / "unlabeled.parquet"

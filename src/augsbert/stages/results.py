@@ -19,6 +19,7 @@ RESULTS_SCHEMA = "schemas/results.schema.yaml"
 # What each planned role means in a results table.
 ROLE_LABELS = {
     "zero_shot": "base model, no training (zero-shot Bi-Encoder)",
+    "pretrained": "encoder after unsupervised pre-training (pretrain.objective), no labels",
     "lower_bound": "Bi-Encoder trained on gold only (SBERT, lower bound)",
     "teacher": "teacher trained on gold (Cross-Encoder / Cross-Bi-Encoder, upper bound)",
     "student": "Bi-Encoder student trained on the teacher's labels (AugSBERT)",

@@ -1,0 +1,125 @@
+"""Stage `pretrain`: unsupervised pre-training of a sentence encoder (`pretrain.objective`).
+
+Corpus: the unique sentences of the `data` input (`pretrain.pool`), without
+the evaluated dataset's dev/test sentences; a held-out slice measures the
+objective's loss. The chosen checkpoint is evaluated on the evaluated
+dataset's test split like the zero-shot model, and saved as a
+sentence-transformers model under `model/`.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..artifacts import artifact_dir, write_json
+from ..data import DataError
+from ..data.readers import read_delimited, read_jsonl, read_parquet, text_format
+from ..data.tables import RowReport, normalise_text, raw_frame
+from ..evaluation import correlations, cosine_scores
+from ..models import resolve_device
+from .common import checkpoint_dir, evaluation_sentences, model_path, precision, read_split, target_pool
+
+log = logging.getLogger(__name__)
+
+HELD_OUT_MAX = 2000
+TRIPLE_COLUMNS = ["anchor", "positive", "negative"]
+
+
+def corpus(spec: dict) -> tuple[list[str], list[str], int]:
+    """(train sentences, held-out sentences, dev/test sentences removed), all unique and in a seeded order."""
+    params, inputs = spec["params"], spec["inputs"]
+    pool, own_eval, _ = target_pool(inputs["data"], params["pool"], exclude_eval=False)
+    removed = 0
+    if params["exclude_eval_sentences"]:
+        evaluated = own_eval
+        if inputs.get("eval") and inputs["eval"] != inputs["data"]:
+            evaluated = evaluated | evaluation_sentences(inputs["eval"])
+        removed = sum(t in evaluated for t in pool)
+        pool = [t for t in pool if t not in evaluated]
+    order = np.random.default_rng(params["seed"]).permutation(len(pool))
+    n_held = min(HELD_OUT_MAX, max(1, int(round(params["held_out"] * len(pool)))))
+    if len(pool) - n_held < params["batch_size"]:
+        raise DataError(f"{inputs['data']}: the pretrain corpus has {len(pool)} sentence(s) after removing "
+                        f"{removed} dev/test sentence(s); it needs more than pretrain.batch_size "
+                        f"({params['batch_size']}) plus the held-out slice")
+    held = sorted(pool[i] for i in order[:n_held])
+    train = [pool[i] for i in np.sort(order[n_held:])]
+    return train, held, removed
+
+
+def read_triples(path: str | Path) -> list[tuple[str, str, str]]:
+    """NLI triples (anchor, entailment, contradiction) from .tsv/.csv (header), .jsonl or .parquet."""
+    path = Path(path)
+    report = RowReport(f"pretrain.triples ({path.name})")
+    fmt = text_format(path)
+    if fmt in ("csv", "tsv"):
+        rows = read_delimited(path, report, delimiter="," if fmt == "csv" else "\t", header=True,
+                              columns=TRIPLE_COLUMNS)
+        table = raw_frame(rows, TRIPLE_COLUMNS)
+    elif fmt == "jsonl":
+        table = raw_frame(read_jsonl(path, report, TRIPLE_COLUMNS), TRIPLE_COLUMNS)
+    elif fmt == "parquet":
+        table = read_parquet(path, TRIPLE_COLUMNS, TRIPLE_COLUMNS)
+    else:
+        raise DataError(f"{path}: pretrain.triples must be .tsv, .csv, .jsonl or .parquet")
+    for column in TRIPLE_COLUMNS:
+        table[column] = table[column].astype(str).map(normalise_text)
+        for _, row in table[table[column] == ""].iterrows():
+            report.add(row.get("_file", path), row.get("_line", "?"), f"empty {column}")
+    report.settle()
+    table = table[(table[TRIPLE_COLUMNS] != "").all(axis=1)]
+    return list(table[TRIPLE_COLUMNS].itertuples(index=False, name=None))
+
+
+def split_triples(triples: list[tuple], held_out: float, seed: int, evaluated: set[str]) -> tuple[list, list, int]:
+    """Triples without evaluated sentences, split into train / held-out by a seeded permutation."""
+    kept = [t for t in triples if not (set(t) & evaluated)]
+    order = np.random.default_rng(seed).permutation(len(kept))
+    n_held = min(HELD_OUT_MAX, max(1, int(round(held_out * len(kept)))))
+    return [kept[i] for i in np.sort(order[n_held:])], [kept[i] for i in np.sort(order[:n_held])], len(triples) - len(kept)
+
+
+def run(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
+    from ..pretraining.train import fit, held_out_loss
+
+    params, inputs = spec["params"], spec["inputs"]
+    evaluated = inputs.get("eval", inputs["data"])
+    test = read_split(evaluated, "test")
+    dev = read_split(evaluated, "dev", required=False)
+    triples = held_triples = None
+    if params["objective"] == "simcse_sup":
+        eval_sentences = evaluation_sentences(evaluated) if params["exclude_eval_sentences"] else set()
+        triples, held_triples, removed = split_triples(read_triples(params["triples"]), params["held_out"],
+                                                       params["seed"], eval_sentences)
+        train, held = [t[0] for t in triples], [t[0] for t in held_triples]
+    else:
+        train, held, removed = corpus(spec)
+    work = checkpoint_dir(out)
+    with artifact_dir(out, spec, force, checkpoints=work) as tmp:
+        device = resolve_device(device)
+        base = model_path(params, params["model"])
+        log.info("pretrain %s (pooling %s) from %s: %d training %s, %d held out, %d dev/test sentences removed, "
+                 "device %s", params["objective"], params["pooling"], params["model"], len(train),
+                 "triples" if triples else "sentences", len(held), removed, device)
+        model, loss, metrics = fit(base, train, held, dev, params, work, device, precision(), triples, held_triples)
+        after = held_out_loss(model, loss, params["objective"], held, params, held_triples)
+        predicted = cosine_scores(model, list(zip(test["sentence1"], test["sentence2"])),
+                                  params.get("eval_batch_size", 64))
+        test_metrics = correlations(predicted, test["score"])
+        log.info("pretrain: held-out loss of the chosen checkpoint %.4f; test spearman %.2f  pearson %.2f",
+                 after, test_metrics["spearman"], test_metrics["pearson"])
+        model.save(str(tmp / "model"))
+        pd.DataFrame({"sentence1": test["sentence1"], "sentence2": test["sentence2"], "gold": test["score"],
+                      "predicted": predicted}).to_parquet(tmp / "predictions.parquet", index=False)
+        dev_scores = [h["eval_dev_spearman_cosine"] for h in metrics["history"]
+                      if h["step"] == metrics["best_step"] and "eval_dev_spearman_cosine" in h]
+        metrics = {"model": params["model"], "device": device, "test": test_metrics,
+                   "eval_sentences_removed": removed, "held_out_loss_final": after, **metrics}
+        if dev_scores:
+            metrics["dev_spearman"] = 100 * dev_scores[0]
+        write_json(tmp / "metrics.json", metrics)
+    return metrics

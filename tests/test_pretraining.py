@@ -1,0 +1,330 @@
+"""Unsupervised pre-training objectives: the properties of ../shared/spec/unsupervised.md section 3.
+
+Each objective's loss on exact inputs (collapsed / orthonormal / zero embeddings),
+its gradients (stop-gradient, λ = 0), its masks (MLM, deletion), and a tiny run
+that lowers its own held-out loss; a killed run resumes to the same model.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from augsbert.pretraining.noise import batch_rng, delete_tokens, delete_words, keep_mask
+from augsbert.pretraining.objectives import OBJECTIVES, build_loss, resolved, training_rows
+from augsbert.pretraining.train import build_encoder, fit, held_out_loss, loss_extra_state
+
+SENTENCES = [f"the {a} {b} sat on the {c} near the old {d} today" for a, b, c, d in
+             zip(["red", "blue", "green", "small", "big", "quiet", "loud", "fast"] * 8,
+                 ["cat", "dog", "bird", "fox", "cow", "hen", "owl", "bee"] * 8,
+                 ["mat", "log", "rock", "roof", "wall", "bench", "hill", "shore"] * 8,
+                 ["tree", "house", "barn", "bridge", "tower", "mill", "gate", "well"] * 8)]
+SENTENCES = sorted(set(s + f" {i % 7}" for i, s in enumerate(SENTENCES)))
+
+
+def params_for(objective: str, **override) -> dict:
+    options = {"objective": objective, "preset": "thesis", "pooling": None, "batch_size": 8, "max_steps": 4,
+               "lr": 1e-4, "warmup_ratio": 0.0, "weight_decay": 0.0, "scheduler": "constant", "max_length": 24,
+               "temperature": 0.05, "deletion_ratio": 0.6, "deletion_unit": "word", "aux_weight": 0.1,
+               "mask_probability": 0.2, "masking": "uniform", "ct_negatives": 3, "eval_steps": 2,
+               "selection": "last", "group_by_length": None, "megabatch": 50, "seed": 3}
+    options.update(override)
+    return resolved(options)
+
+
+class Fixed(torch.nn.Module):
+    """A stand-in encoder: the sentence embedding is a tensor carried in the features."""
+
+    def forward(self, features):
+        return {"sentence_embedding": features["emb"]}
+
+
+class Const(torch.nn.Module):
+    """A stand-in encoder that returns the same embeddings for every input."""
+
+    def __init__(self, emb: torch.Tensor):
+        super().__init__()
+        self.emb = emb
+
+    def forward(self, features):
+        return {"sentence_embedding": self.emb}
+
+
+def features(emb: torch.Tensor) -> dict:
+    return {"emb": emb}
+
+
+# ---- SimCSE (unsupervised and supervised): MultipleNegativesRankingLoss with scale 1/τ
+def test_simcse_collapsed_embeddings_give_log_n():
+    loss = build_loss("simcse", Fixed(), params_for("simcse"), head_source="")
+    n = 6
+    same = torch.ones(n, 4)
+    value = loss([features(same), features(same.clone())], None)
+    assert float(value) == pytest.approx(math.log(n), abs=1e-6)
+
+
+def test_simcse_orthonormal_embeddings_at_scale_20():
+    loss = build_loss("simcse", Fixed(), params_for("simcse"), head_source="")
+    n = 5
+    eye = torch.eye(n, dtype=torch.float64)  # float32 rounds log(1 + 8e-9) to 0
+    value = loss([features(eye), features(eye.clone())], None)
+    assert float(value) == pytest.approx(math.log(1 + (n - 1) * math.exp(-20)), rel=1e-5)
+
+
+def test_simcse_two_views_equal_in_eval_and_differ_in_train(tiny_minilm):
+    model = build_encoder(tiny_minilm, "cls", 24, "cpu")
+    batch = model.tokenize(SENTENCES[:4])
+    model.eval()
+    with torch.no_grad():
+        a, b = (model(dict(batch))["sentence_embedding"] for _ in range(2))
+    assert torch.equal(a, b)
+    model.train()
+    with torch.no_grad():
+        a, b = (model(dict(batch))["sentence_embedding"] for _ in range(2))
+    assert not torch.allclose(a, b)
+
+
+def test_supervised_simcse_has_n_by_2n_logits_and_contradictions_count():
+    loss = build_loss("simcse_sup", Fixed(), params_for("simcse_sup"), head_source="")
+    torch.manual_seed(0)
+    anchor, positive = torch.randn(4, 8), torch.randn(4, 8)
+    far = -anchor  # contradiction opposite to its anchor
+    near = anchor + 0.1 * torch.randn(4, 8)  # moved towards its anchor
+    low = loss([features(anchor), features(positive), features(far)], None)
+    high = loss([features(anchor), features(positive), features(near)], None)
+    assert float(high) > float(low)
+    # N x 2N: the same value from the explicit formula
+    logits = 20 * torch.nn.functional.normalize(anchor, dim=-1) @ torch.nn.functional.normalize(
+        torch.cat([positive, near]), dim=-1).T
+    assert logits.shape == (4, 8)
+    assert float(high) == pytest.approx(float(torch.nn.functional.cross_entropy(logits, torch.arange(4))), rel=1e-5)
+
+
+# ---- Contrastive Tension
+def test_ct_zero_embeddings_give_batch_log_2_and_encoders_share_nothing(tiny_minilm):
+    model = build_encoder(tiny_minilm, "mean", 24, "cpu")
+    loss = build_loss("ct", model, params_for("ct"), head_source=tiny_minilm)
+    b = 8
+    loss.model1 = loss.model2 = Const(torch.zeros(b, 4))  # dot products are all 0
+    value = loss([{}, {}], torch.tensor([1.0, 0, 0, 0, 1, 0, 0, 0]))
+    assert float(value) == pytest.approx(b * math.log(2), rel=1e-6)
+    fresh = build_loss("ct", model, params_for("ct"), head_source=tiny_minilm)
+    ptrs1 = {p.data_ptr() for p in fresh.model1.parameters()}
+    ptrs2 = {p.data_ptr() for p in fresh.model2.parameters()}
+    assert ptrs1 and not ptrs1 & ptrs2
+
+
+def test_ct_rows_label_identical_pairs_1():
+    rows = training_rows("ct", SENTENCES[:10], seed=1, ct_negatives=3)
+    assert len(rows["label"]) == 10 * 4
+    for a, b, label in zip(rows["sentence_A"], rows["sentence_B"], rows["label"]):
+        assert label == float(a == b)
+    assert sum(rows["label"]) == 10
+
+
+# ---- Noise Matching and the deletion noise
+def test_nm_gradient_reaches_the_noised_side_only():
+    torch.manual_seed(0)
+    clean, noised = torch.randn(5, 8, requires_grad=True), torch.randn(5, 8, requires_grad=True)
+    loss = build_loss("nm", Fixed(), params_for("nm"), head_source="")
+    loss([features(clean), features(noised)], None).backward()
+    assert clean.grad is None
+    assert noised.grad is not None and noised.grad.abs().sum() > 0
+
+
+def test_deletion_keeps_an_ordered_nonempty_subsequence():
+    rng = np.random.default_rng(0)
+    for n in range(1, 30):
+        words = [f"w{i}" for i in range(n)]
+        out = delete_words(" ".join(words), 0.6, rng).split()
+        assert out and out == [w for w in words if w in set(out)]
+    assert delete_words("one", 0.99, rng) == "one"
+    kept = np.mean([keep_mask(1000, 0.6, rng).mean() for _ in range(20)])
+    assert kept == pytest.approx(0.4, abs=0.01)
+
+
+def test_token_deletion_keeps_special_tokens_and_order(tiny_minilm):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_minilm)
+    batch = tok(SENTENCES[:3], padding=True, return_tensors="pt")
+    ids, mask = delete_tokens(batch["input_ids"], batch["attention_mask"], tok.all_special_ids, 0.6,
+                              np.random.default_rng(1), tok.pad_token_id)
+    for before, bmask, after, amask in zip(batch["input_ids"], batch["attention_mask"], ids, mask):
+        real = before[bmask.bool()].tolist()
+        kept = after[amask.bool()].tolist()
+        assert kept[0] == tok.cls_token_id and kept[-1] == tok.sep_token_id and len(kept) >= 3
+        it = iter(real)
+        assert all(t in it for t in kept)  # an ordered subsequence
+        assert len(kept) < len(real)
+
+
+def test_batch_noise_depends_on_seed_and_texts_only():
+    a = batch_rng(1, ["x y", "z"]).random(3)
+    assert np.array_equal(a, batch_rng(1, ["x y", "z"]).random(3))
+    assert not np.array_equal(a, batch_rng(2, ["x y", "z"]).random(3))
+    assert not np.array_equal(a, batch_rng(1, ["z", "x y"]).random(3))
+
+
+# ---- TSDAE
+def test_tsdae_decoder_sees_one_vector(tiny_minilm):
+    model = build_encoder(tiny_minilm, "cls", 24, "cpu")
+    loss = build_loss("tsdae", model, params_for("tsdae"), head_source=tiny_minilm)
+    loss.eval()
+    model.eval()
+    target = dict(model.tokenize(SENTENCES[:2]))
+    src_a = dict(model.tokenize(["the cat sat", "a dog"]))
+    src_b = dict(model.tokenize(["entirely different words here", "b"]))
+    vector = torch.randn(2, model.get_embedding_dimension())
+    seen = []
+    original = loss.decoder.forward
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs["encoder_hidden_states"].shape)
+        return original(*args, **kwargs)
+
+    loss.decoder.forward = spy
+    loss.encoder = Const(vector)  # two inputs, one vector
+    with torch.no_grad():
+        a, b = float(loss([src_a, target], None)), float(loss([src_b, target], None))
+    assert seen[0][1] == 1  # memory length 1
+    assert a == pytest.approx(b, abs=1e-6)
+
+
+def test_tsdae_ignores_padding(tiny_minilm):
+    model = build_encoder(tiny_minilm, "cls", 24, "cpu")
+    loss = build_loss("tsdae", model, params_for("tsdae"), head_source=tiny_minilm)
+    loss.eval()
+    model.eval()
+    short = dict(model.tokenize(["a short one"]))
+    short = {k: v for k, v in short.items() if isinstance(v, torch.Tensor)}
+    padded = {k: v.clone() for k, v in short.items()}
+    pad = torch.full((1, 5), model.tokenizer.pad_token_id)
+    padded["input_ids"] = torch.cat([padded["input_ids"], pad], dim=1)
+    padded["attention_mask"] = torch.cat([padded["attention_mask"], torch.zeros(1, 5, dtype=torch.long)], dim=1)
+    if "token_type_ids" in padded:
+        padded["token_type_ids"] = torch.cat([padded["token_type_ids"], torch.zeros(1, 5, dtype=torch.long)], dim=1)
+    with torch.no_grad():
+        assert float(loss([short, short], None)) == pytest.approx(float(loss([short, padded], None)), abs=1e-5)
+
+
+# ---- multi-task combinations and the MLM term
+@pytest.mark.parametrize("objective", ["mlm+simcse", "mlm+nm", "tsdae+nm"])
+def test_zero_aux_weight_gives_the_main_gradients(tiny_minilm, objective):
+    torch.manual_seed(0)
+    model = build_encoder(tiny_minilm, "cls", 24, "cpu")
+    model.eval()  # no dropout: both runs see the same network
+    combined = build_loss(objective, model, params_for(objective, aux_weight=0.0), head_source=tiny_minilm)
+    batch = [dict(model.tokenize(SENTENCES[:4])), dict(model.tokenize(SENTENCES[4:8]))]
+
+    def grads(loss_fn):
+        model.zero_grad()
+        torch.manual_seed(1)  # the same MLM masks
+        value = loss_fn(batch, None)
+        value = torch.stack(list(value.values())).sum() if isinstance(value, dict) else value
+        value.backward()
+        return [p.grad.clone() if p.grad is not None else None for p in model.parameters()]
+
+    together, main = grads(combined), grads(combined.main)
+    assert all((a is None and b is None) or torch.equal(a, b) for a, b in zip(together, main))
+
+
+def test_mlm_loss_counts_only_masked_positions(tiny_minilm):
+    model = build_encoder(tiny_minilm, "cls", 24, "cpu")
+    loss = build_loss("mlm+simcse", model, params_for("mlm+simcse"), head_source=tiny_minilm).main
+    feats = dict(model.tokenize(SENTENCES[:4]))
+    torch.manual_seed(5)
+    masked, targets = loss.masked(feats)
+    special = torch.isin(feats["input_ids"], torch.tensor(model.tokenizer.all_special_ids))
+    chosen = targets != -100
+    assert not (chosen & (special | ~feats["attention_mask"].bool())).any()
+    assert torch.equal(masked[chosen], torch.full_like(masked[chosen], model.tokenizer.mask_token_id))
+    assert torch.equal(masked[~chosen], feats["input_ids"][~chosen])
+    model.eval()
+    with torch.no_grad():
+        torch.manual_seed(5)
+        value = loss([feats], None)
+        logits = loss.mlm(input_ids=masked, attention_mask=feats["attention_mask"],
+                          token_type_ids=feats.get("token_type_ids")).logits
+    expected = torch.nn.functional.cross_entropy(logits[chosen], targets[chosen])
+    assert float(value) == pytest.approx(float(expected), rel=1e-5)
+
+
+def test_mlm_head_is_tied_to_the_shared_encoder(tiny_minilm):
+    model = build_encoder(tiny_minilm, "cls", 24, "cpu")
+    loss = build_loss("mlm+nm", model, params_for("mlm+nm"), head_source=tiny_minilm)
+    encoder = model[0].auto_model
+    assert loss.main.mlm.get_output_embeddings().weight is encoder.get_input_embeddings().weight
+    assert getattr(loss.main.mlm, loss.main.mlm.base_model_prefix) is encoder
+    extra = loss_extra_state(loss, model)
+    assert extra and not any("word_embeddings" in k for k in extra)
+
+
+# ---- tiny runs: each objective lowers its own held-out loss
+@pytest.mark.parametrize("objective", [o for o in OBJECTIVES if o != "simcse_sup"])
+def test_tiny_run_lowers_held_out_loss(tiny_minilm, tmp_path, objective):
+    params = params_for(objective, max_steps=8, lr=3e-4, batch_size=8, eval_steps=8)
+    train, held = SENTENCES[:40], SENTENCES[40:56]
+    model, loss, metrics = fit(tiny_minilm, train, held, None, params, tmp_path / "work", "cpu")
+    base = build_encoder(tiny_minilm, params["pooling"], params["max_length"], "cpu")
+    torch.manual_seed(0)
+    before = held_out_loss(base, build_loss(objective, base, params, tiny_minilm), objective, held, params)
+    torch.manual_seed(0)
+    after = held_out_loss(model, loss, objective, held, params)
+    assert metrics["steps"] == 8
+    assert after < before, (objective, before, after)
+
+
+def test_supervised_simcse_tiny_run(tiny_minilm, tmp_path):
+    triples = [(SENTENCES[i], SENTENCES[i] + " indeed", SENTENCES[(i + 13) % len(SENTENCES)]) for i in range(48)]
+    params = params_for("simcse_sup", max_steps=6, lr=3e-4, eval_steps=6)
+    model, loss, metrics = fit(tiny_minilm, [t[0] for t in triples[:40]], [t[0] for t in triples[40:]], None, params,
+                               tmp_path / "work", "cpu", triples=triples[:40], held_out_triples=triples[40:])
+    assert metrics["steps"] == 6 and metrics["train_sentences"] == 40
+
+
+def test_killed_run_resumes_with_the_loss_weights(tiny_minilm, tmp_path):
+    """A run stopped after its step-2 checkpoint resumes to the model (and MLM head) of an uninterrupted run."""
+    from transformers import TrainerCallback
+
+    params = params_for("mlm+simcse", max_steps=4, eval_steps=2)
+    train, held = SENTENCES[:32], SENTENCES[32:40]
+    whole, whole_loss, _ = fit(tiny_minilm, train, held, None, params, tmp_path / "a", "cpu")
+
+    class Crash(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kwargs):
+            if state.global_step == 3:
+                raise KeyboardInterrupt("killed")
+
+    with pytest.raises(KeyboardInterrupt):
+        fit(tiny_minilm, train, held, None, params, tmp_path / "b", "cpu", callbacks=[Crash()])
+    assert (tmp_path / "b" / "trainer" / "checkpoint-2" / "loss_state.safetensors").is_file()
+    resumed, resumed_loss, metrics = fit(tiny_minilm, train, held, None, params, tmp_path / "b", "cpu")
+    assert metrics["resumed_from"] == "checkpoint-2"
+    for (name, a), b in zip(whole.state_dict().items(), resumed.state_dict().values()):
+        assert torch.allclose(a, b, atol=1e-6), name
+    extra_a, extra_b = loss_extra_state(whole_loss, whole), loss_extra_state(resumed_loss, resumed)
+    assert extra_a.keys() == extra_b.keys()
+    assert all(torch.allclose(extra_a[k], extra_b[k], atol=1e-6) for k in extra_a)
+
+
+def test_resolved_defaults_follow_the_presets_and_objectives():
+    thesis = resolved({"objective": "simcse", "preset": "thesis", "pooling": None, "group_by_length": None,
+                       "megabatch": 50, "temperature": 0.05, "deletion_ratio": 0.6, "deletion_unit": "word",
+                       "aux_weight": 0.1, "mask_probability": 0.2, "masking": "uniform", "ct_negatives": 7,
+                       **{k: None for k in ("batch_size", "lr", "max_steps", "warmup_ratio", "weight_decay",
+                                            "scheduler")}})
+    assert (thesis["batch_size"], thesis["lr"], thesis["max_steps"], thesis["scheduler"]) == (64, 3e-5, 12500, "linear")
+    assert thesis["pooling"] == "cls" and thesis["group_by_length"] is False
+    assert not {"deletion_ratio", "aux_weight", "mask_probability", "ct_negatives", "megabatch"} & set(thesis)
+    tsdae = resolved({**{k: v for k, v in thesis.items()}, "objective": "tsdae", "preset": "tsdae",
+                      "pooling": None, "group_by_length": None, "deletion_ratio": 0.6, "deletion_unit": "word",
+                      **{k: None for k in ("batch_size", "lr", "max_steps", "warmup_ratio", "weight_decay",
+                                           "scheduler")}})
+    assert (tsdae["batch_size"], tsdae["warmup_ratio"], tsdae["weight_decay"], tsdae["scheduler"]) == (8, 0.0, 0.0,
+                                                                                                       "constant")
+    assert tsdae["group_by_length"] is True and tsdae["deletion_ratio"] == 0.6
