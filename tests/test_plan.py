@@ -277,3 +277,68 @@ def test_descriptions_are_not_part_of_any_key():
     base = plan_for()
     other = plan_for(experiments={name: {"description": "x" * 5000} for name in base.experiments if "." not in name})
     assert all(keys(other, n) == keys(base, n) for n in base.experiments if "." not in n)
+
+
+# ---- the pretrain stage and the stages that start from it
+def test_pretrain_node_is_a_model_row_with_its_suite_and_feeds_later_stages():
+    plan = plan_for()
+    runs = keys(plan, "demo_simcse_student")
+    pretrain = plan.node(runs["pretrained"])
+    assert pretrain.stage == "pretrain" and runs["pretrained_suite"]
+    assert dict(pretrain.inputs) == {"data": runs["data"], "eval": runs["data"]}
+    assert pretrain.params["objective"] == "simcse" and pretrain.params["pooling"] == "cls"
+    assert pretrain.params["batch_size"] == 16 and pretrain.params["lr"] == 3e-5  # thesis preset fills the rest
+    student, candidates = plan.node(runs["student"]), plan.node(runs["candidates"])
+    assert dict(student.inputs)["init"] == pretrain.key
+    assert student.params["freeze_embeddings"] is False  # freezing is for MLM-adapted starts only
+    assert dict(candidates.inputs)["encoder"] == pretrain.key
+    assert "init" not in dict(plan.node(runs["lower_bound"]).inputs)  # the lower bound stays on base_model
+
+
+def test_student_settings_reuse_the_pretrain_artifact_and_pretrain_settings_rerun_downstream():
+    base = keys(plan_for(), "demo_simcse_student")
+    student_changed = keys(plan_for(experiments={"demo_simcse_student": {"student": {"lr": 1e-5}}}),
+                           "demo_simcse_student")
+    assert student_changed["pretrained"] == base["pretrained"]
+    assert student_changed["student"] != base["student"]
+    pretrain_changed = keys(plan_for(experiments={"demo_simcse_student": {"pretrain": {"max_steps": 61}}}),
+                            "demo_simcse_student")
+    assert pretrain_changed["pretrained"] != base["pretrained"]
+    assert pretrain_changed["candidates"] != base["candidates"] and pretrain_changed["student"] != base["student"]
+    assert pretrain_changed["lower_bound"] == base["lower_bound"]
+    teacher = [dict(plan_for().node(k).inputs)["teacher"] for k in (base["labels"],)]
+    changed = plan_for(experiments={"demo_simcse_student": {"pretrain": {"max_steps": 61}}})
+    assert dict(changed.node(pretrain_changed["labels"]).inputs)["teacher"] == teacher[0]  # teacher reused
+
+
+def test_inert_pretrain_options_leave_the_key():
+    base = keys(plan_for(), "demo_simcse")["pretrained"]
+    # simcse has no deletion noise, MLM term, auxiliary weight or CT negatives
+    inert = plan_for(experiments={"demo_simcse": {"pretrain": {
+        "deletion_ratio": 0.3, "aux_weight": 0.5, "mask_probability": 0.3, "ct_negatives": 3}}})
+    assert keys(inert, "demo_simcse")["pretrained"] == base
+    noisy = plan_for(experiments={"demo_tsdae": {"pretrain": {"deletion_ratio": 0.3}}})
+    assert keys(noisy, "demo_tsdae")["pretrained"] != keys(plan_for(), "demo_tsdae")["pretrained"]
+
+
+@pytest.mark.parametrize("override, message", [
+    ({"student": {"base": "pretrained"}}, "student.base: starts from the pretrain stage, but pretrain.objective is none"),
+    ({"sampling": {"semantic_model": "pretrained_stage", "strategies": ["semantic_search"]}},
+     "sampling.semantic_model: starts from the pretrain stage"),
+    ({"pretrain": {"objective": "simcse"}, "teacher": {"base": "pretrained"}, "adapt_mlm": {"variant": "domain"}},
+     "teacher.base: pretrained, but adapt_mlm.variant (domain) already starts it"),
+    ({"pretrain": {"objective": "simcse_sup"}}, "pretrain.triples: simcse_sup learns from NLI triples"),
+    ({"pretrain": {"objective": "simcse", "dataset": "nope"}}, "pretrain.dataset: unknown dataset 'nope'"),
+])
+def test_pretrain_misuse_fails_while_planning(override, message):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        plan_for(experiments={"x": {"dataset": "lee", **override}})
+
+
+def test_unsupervised_grid_rows_and_demo_grid_plan():
+    plan = plan_for()
+    spec = plan.grid_spec("demo_unsupervised")
+    labels = [r["label"] for r in spec["rows"]]
+    assert labels[0] == "Zero-shot base model"
+    assert "Pre-trained [SimCSE (CLS)]" in labels and "Pre-trained [CT (mean)]" in labels
+    assert len(labels) == 11 and spec["metrics"][0] == "spearman"

@@ -349,3 +349,50 @@ def test_transfer_uses_no_target_label(workdir, tiny_minilm):
     pd.testing.assert_frame_equal(silver_2, silver)
     pd.testing.assert_series_equal(predicted_2["predicted"], predicted["predicted"])
     pd.testing.assert_series_equal(predicted_2["sentence1"], predicted["sentence1"])
+
+
+def test_pretrain_chain_feeds_the_student_and_semantic_search(workdir, tiny_minilm):
+    """A tiny SimCSE run: its own results row, the student and semantic search start from it; a student
+    change reruns the student only, a pretrain change reruns pretrain and everything that uses it."""
+    small = workdir / "small.yaml"
+    small.write_text(
+        f"defaults:\n  base_model: {tiny_minilm}\n"
+        "  teacher: {epochs: 1, max_length: 96, batch_size: 32}\n"
+        "  student: {epochs: 1, max_length: 48, batch_size: 32}\n"
+        "  evaluation: {max_length: 48, suites: []}\n"
+        "experiments:\n  demo_simcse_student:\n    models: [zero_shot, student]\n"
+        "    pretrain: {max_steps: 4, batch_size: 8, max_length: 32, eval_steps: 2}\n")
+    args = ("--configfile", "config/config.yaml", str(small))
+    target = "results/demo_simcse_student.json"
+    assert planned(workdir, target, *args) == {
+        "prepare_data": 1, "evaluate_zero_shot": 1, "pretrain": 1, "train_teacher": 1, "sample_pairs": 1,
+        "label_pairs": 1, "train_student": 1, "collect_results": 1}
+    run(workdir, target, *args)
+    result = json.loads((workdir / target).read_text())
+    assert set(result["models"]) == {"zero_shot", "pretrained", "student"}
+    pretrained = result["models"]["pretrained"]["per_seed"]["42"]
+    assert pretrained["selection"] == "target_dev" and -100 <= pretrained["spearman"] <= 100
+    stage = next(s for s in result["stages"].values() if s["stage"] == "pretrain")
+    metrics = json.loads((workdir / stage["path"] / "metrics.json").read_text())
+    assert metrics["steps"] == 4 and [h["step"] for h in metrics["history"]] == [2, 4]
+    assert (workdir / stage["path"] / "model" / "modules.json").is_file()
+    pooling = json.loads((workdir / stage["path"] / "model" / "1_Pooling" / "config.json").read_text())
+    assert pooling["pooling_mode"] == "cls"
+    assert "held-out loss" in (workdir / "logs" / "pretrain" / f"{Path(stage['path']).name}.log").read_text()
+
+    assert planned(workdir, target, *args, "--config", "experiments={demo_simcse_student: {student: {lr: 3.0e-5}}}") \
+        == {"train_student": 1, "collect_results": 1}
+    assert planned(workdir, target, *args, "--config", "experiments={demo_simcse_student: {pretrain: {lr: 1.0e-4}}}") \
+        == {"pretrain": 1, "sample_pairs": 1, "label_pairs": 1, "train_student": 1, "collect_results": 1}
+
+
+def test_unsupervised_grid_plans_with_the_useb_titles(workdir):
+    from conftest import write_stsb_sbert
+
+    write_stsb_sbert(workdir / "data" / "raw" / "stsb")
+    (workdir / "data" / "raw" / "useb").mkdir(parents=True)
+    (workdir / "data" / "raw" / "useb" / "titles.txt").write_text("".join(f"title number {i}\n" for i in range(50)))
+    jobs = planned(workdir, "results/tables/unsupervised.md")
+    # 3 seeds: 12 objective rows; AugSBERT / DomainSBERT / FullDomainSBERT share teacher-less parts per variant
+    assert jobs["pretrain"] == 3 * 12 and jobs["adapt_mlm"] == 3 and jobs["grid_table"] == 1
+    assert jobs["collect_results"] == 15 and jobs["train_student"] == 3 * 3 + 3  # students + lower bounds

@@ -96,13 +96,11 @@ def fit(base: str, sentences: list[str], held_out: list[str], dev: pd.DataFrame 
     `selection` is `target_dev`; without it the run falls back to the held-out loss.
     """
     from sentence_transformers import SentenceTransformerTrainingArguments
-    from sentence_transformers.sentence_transformer.data_collator import SentenceTransformerDataCollator
     from sentence_transformers.sentence_transformer.evaluation import EmbeddingSimilarityEvaluator
     from transformers import set_seed
     from transformers.trainer_utils import get_last_checkpoint
 
     from ..training import claim_workdir, precision_flags
-    from .noise import deletion_collator
 
     objective = params["objective"]
     claim_workdir(workdir, {"stage": "pretrain", "base": base, "params": params, "device": device,
@@ -143,15 +141,10 @@ def fit(base: str, sentences: list[str], held_out: list[str], dev: pd.DataFrame 
         first = OBJECTIVES[objective].columns[0]
         args["batch_sampler"] = length_batch_sampler(
             [min(n, params["max_length"]) for n in token_counts(model.tokenizer, train[first])], params["megabatch"])
-    collator = None
-    if OBJECTIVES[objective].noised:
-        collator = deletion_collator(SentenceTransformerDataCollator)(
-            preprocess_fn=model.preprocess, ratio=params["deletion_ratio"], unit=params["deletion_unit"],
-            seed=params["seed"], tokenizer=model.tokenizer)
     trainer = _trainer_class()(
         model=model, args=SentenceTransformerTrainingArguments(**args), train_dataset=train,
         eval_dataset=evaluation, loss=loss, evaluator=evaluator, callbacks=callbacks,
-        **({"data_collator": collator} if collator is not None else {}))
+        data_collator=collator(objective, model, params))
     last = get_last_checkpoint(str(workdir / "trainer")) if (workdir / "trainer").is_dir() else None
     if last:
         log.info("resuming from %s", last)
@@ -173,38 +166,49 @@ def fit(base: str, sentences: list[str], held_out: list[str], dev: pd.DataFrame 
     return model, loss, metrics
 
 
-def held_out_loss(model, loss, objective: str, sentences: list[str], params: dict, triples=None) -> float:
-    """Mean loss of `objective` on `sentences` in eval mode (the same batches and noise as the trainer's evaluation)."""
+def collator(objective: str, model, params: dict):
+    """The trainer's collator for `objective`: the deletion-noise one for noised objectives."""
     from sentence_transformers.sentence_transformer.data_collator import SentenceTransformerDataCollator
 
     from .noise import deletion_collator
 
-    rows = training_rows(objective, sentences, params["seed"] + 1, params.get("ct_negatives", 7), triples)
-    records = [dict(zip(rows, values)) for values in zip(*rows.values())]
     if OBJECTIVES[objective].noised:
-        collate = deletion_collator(SentenceTransformerDataCollator)(
+        return deletion_collator(SentenceTransformerDataCollator)(
             preprocess_fn=model.preprocess, ratio=params["deletion_ratio"], unit=params["deletion_unit"],
             seed=params["seed"], tokenizer=model.tokenizer)
-    else:
-        collate = SentenceTransformerDataCollator(preprocess_fn=model.preprocess)
+    return SentenceTransformerDataCollator(preprocess_fn=model.preprocess)
+
+
+def loss_inputs(batch: dict, columns, device) -> tuple[list[dict], torch.Tensor | None]:
+    """A collated batch as the loss takes it: one feature dict per text column, and the labels."""
+    labels = batch.get("label")
+    features = []
+    for column in columns:
+        if column == "label":
+            continue
+        prefix = f"{column}_"
+        features.append({k[len(prefix):]: v.to(device) for k, v in batch.items()
+                         if k.startswith(prefix) and isinstance(v, torch.Tensor)})
+    return features, labels.to(device) if labels is not None else None
+
+
+def records(objective: str, sentences: list[str], params: dict, triples=None) -> list[dict]:
+    rows = training_rows(objective, sentences, params["seed"], params.get("ct_negatives", 7), triples)
+    return [dict(zip(rows, values)) for values in zip(*rows.values())]
+
+
+def held_out_loss(model, loss, objective: str, sentences: list[str], params: dict, triples=None) -> float:
+    """Mean loss of `objective` on `sentences` in eval mode (the same batches and noise as the trainer's evaluation)."""
+    rows = records(objective, sentences, {**params, "seed": params["seed"] + 1}, triples)
+    collate = collator(objective, model, params)
     was = model.training
     model.eval()
     loss.eval()
     total, count = 0.0, 0
-    device = model.device
     with torch.no_grad():
-        for start in range(0, len(records), params["batch_size"]):
-            chunk = records[start : start + params["batch_size"]]
-            batch = collate(chunk)
-            labels = batch.pop("label", None)
-            features = []
-            for column in rows:
-                if column == "label":
-                    continue
-                prefix = f"{column}_"
-                features.append({k[len(prefix):]: v.to(device) for k, v in batch.items()
-                                 if k.startswith(prefix) and isinstance(v, torch.Tensor)})
-            value = loss(features, labels.to(device) if labels is not None else None)
+        for start in range(0, len(rows), params["batch_size"]):
+            chunk = rows[start : start + params["batch_size"]]
+            value = loss(*loss_inputs(collate(chunk), OBJECTIVES[objective].columns, model.device))
             if isinstance(value, dict):
                 value = torch.stack(list(value.values())).sum()
             total += float(value) * len(chunk)
