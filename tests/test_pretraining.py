@@ -237,16 +237,15 @@ def test_mlm_loss_counts_only_masked_positions(tiny_minilm):
     model = build_encoder(tiny_minilm, "cls", 24, "cpu")
     loss = build_loss("mlm+simcse", model, params_for("mlm+simcse"), head_source=tiny_minilm).main
     feats = dict(model.tokenize(SENTENCES[:4]))
-    torch.manual_seed(5)
+    model.eval()  # evaluation masks come from a generator fixed by the batch: the same masks every call
     masked, targets = loss.masked(feats)
+    assert all(torch.equal(a, b) for a, b in zip((masked, targets), loss.masked(feats)))
     special = torch.isin(feats["input_ids"], torch.tensor(model.tokenizer.all_special_ids))
     chosen = targets != -100
     assert not (chosen & (special | ~feats["attention_mask"].bool())).any()
     assert torch.equal(masked[chosen], torch.full_like(masked[chosen], model.tokenizer.mask_token_id))
     assert torch.equal(masked[~chosen], feats["input_ids"][~chosen])
-    model.eval()
     with torch.no_grad():
-        torch.manual_seed(5)
         value = loss([feats], None)
         logits = loss.mlm(input_ids=masked, attention_mask=feats["attention_mask"],
                           token_type_ids=feats.get("token_type_ids")).logits
@@ -328,3 +327,24 @@ def test_resolved_defaults_follow_the_presets_and_objectives():
     assert (tsdae["batch_size"], tsdae["warmup_ratio"], tsdae["weight_decay"], tsdae["scheduler"]) == (8, 0.0, 0.0,
                                                                                                        "constant")
     assert tsdae["group_by_length"] is True and tsdae["deletion_ratio"] == 0.6
+
+
+def test_nli_triples_are_read_with_file_and_line_errors(tmp_path):
+    from augsbert.data import DataError
+    from augsbert.stages.pretrain import read_triples, split_triples
+
+    good = tmp_path / "nli.tsv"
+    good.write_text("anchor\tpositive\tnegative\nA man sleeps.\tSomeone rests.\tA man runs.\n"
+                    "Two dogs.\tAnimals.\tNo dogs.\n")
+    assert read_triples(good) == [("A man sleeps.", "Someone rests.", "A man runs."), ("Two dogs.", "Animals.", "No dogs.")]
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("anchor\tpositive\tnegative\nA\tB\tC\nonly two\tfields\n")
+    with pytest.raises(DataError, match=r"bad.tsv:3: expected 3 fields, found 2"):
+        read_triples(bad)
+    missing = tmp_path / "cols.tsv"
+    missing.write_text("premise\thypothesis\tnegative\nA\tB\tC\n")
+    with pytest.raises(DataError, match=r"cols.tsv:1: .*anchor"):
+        read_triples(missing)
+    triples = [(f"a{i}", f"p{i}", f"n{i}") for i in range(20)] + [("test sentence", "p", "n")]
+    train, held, removed = split_triples(triples, 0.1, seed=1, evaluated={"test sentence"})
+    assert removed == 1 and len(held) == 2 and len(train) == 18 and not set(train) & set(held)

@@ -57,9 +57,10 @@ class NoiseMatchingLoss(nn.Module):
     @property
     def citation(self) -> str:
         return """
-@mastersthesis{reiml2023augsbert,
-    title={Improving Augmented SBERT},
-    author={Reiml},
+@mastersthesis{reiml2023sentence,
+    title={Sentence Embeddings in Various Supervision Settings},
+    author={Reiml, Johanna},
+    school={Ludwig-Maximilians-Universit{\"a}t M{\"u}nchen},
     year={2023}
 }
 """
@@ -74,8 +75,10 @@ class MaskedLMLoss(nn.Module):
     the *shared* encoder predicts them; the loss is the mean cross-entropy
     over the masked positions only. The head comes from the checkpoint's
     masked-LM head where it has one (else a new head, decoder tied to the word
-    embeddings). Masking draws from the global torch RNG inside `forward`,
-    which the trainer checkpoints, so a resumed run masks the same way.
+    embeddings). In training, masking draws from the global torch RNG inside
+    `forward`, which the trainer checkpoints, so a resumed run masks the same
+    way; in eval mode from a generator fixed by the batch, so held-out losses
+    of different checkpoints compare.
 
     Inputs: any text column(s); only the first is used. No labels.
     """
@@ -100,7 +103,9 @@ class MaskedLMLoss(nn.Module):
     def masked(self, features: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
         ids = features["input_ids"]
         maskable = features["attention_mask"].bool() & ~torch.isin(ids, self.special_ids.to(ids.device))
-        masked, labels = mask_tokens(ids.cpu(), maskable.cpu(), self.mask_id, self.probability,
+        # evaluation masks by a generator fixed by the batch, so held-out losses compare across checkpoints
+        generator = None if self.model.training else torch.Generator().manual_seed(int(ids.sum()) + ids.numel())
+        masked, labels = mask_tokens(ids.cpu(), maskable.cpu(), self.mask_id, self.probability, generator,
                                      scheme=self.masking, vocab_size=self.vocab_size)
         return masked.to(ids.device), labels.to(ids.device)
 

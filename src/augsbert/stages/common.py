@@ -50,7 +50,8 @@ def evaluation_sentences(data: str | Path) -> set[str]:
     return set(sentence_pool(tables))
 
 
-def target_pool(data: str | Path, kind: str, exclude_eval: bool) -> tuple[list[str], set[str], int]:
+def target_pool(data: str | Path, kind: str, exclude_eval: bool,
+                option: str = "sampling.pool") -> tuple[list[str], set[str], int]:
     """Sorted unique sentences of the target's train split and/or unlabeled corpus.
 
     Returns the pool, the dev/test sentences, and how many pool sentences were
@@ -61,7 +62,7 @@ def target_pool(data: str | Path, kind: str, exclude_eval: bool) -> tuple[list[s
     if kind != "train":
         unlabeled = Path(data) / "unlabeled.parquet"
         if not unlabeled.is_file():
-            raise DataError(f"sampling.pool is {kind!r}, but {unlabeled} does not exist: give the dataset "
+            raise DataError(f"{option} is {kind!r}, but {unlabeled} does not exist: give the dataset "
                             "an `unlabeled` text file")
         texts = pd.read_parquet(unlabeled)["text"]
         pool = sorted(set(pool) | {normalise_text(t) for t in texts} - {""})

@@ -32,7 +32,7 @@ TRIPLE_COLUMNS = ["anchor", "positive", "negative"]
 def corpus(spec: dict) -> tuple[list[str], list[str], int]:
     """(train sentences, held-out sentences, dev/test sentences removed), all unique and in a seeded order."""
     params, inputs = spec["params"], spec["inputs"]
-    pool, own_eval, _ = target_pool(inputs["data"], params["pool"], exclude_eval=False)
+    pool, own_eval, _ = target_pool(inputs["data"], params["pool"], exclude_eval=False, option="pretrain.pool")
     removed = 0
     if params["exclude_eval_sentences"]:
         evaluated = own_eval
@@ -83,6 +83,24 @@ def split_triples(triples: list[tuple], held_out: float, seed: int, evaluated: s
     return [kept[i] for i in np.sort(order[n_held:])], [kept[i] for i in np.sort(order[:n_held])], len(triples) - len(kept)
 
 
+def base_held_out_loss(base: str, held: list[str], params: dict, device: str, triples=None) -> float:
+    """The objective's held-out loss of the untrained encoder (a fresh loss: new heads as training starts)."""
+    import torch
+    from transformers import set_seed
+
+    from ..pretraining.objectives import build_loss
+    from ..pretraining.train import build_encoder, held_out_loss
+
+    set_seed(params["seed"])
+    model = build_encoder(base, params["pooling"], params["max_length"], device, params.get("config_kwargs"))
+    value = held_out_loss(model, build_loss(params["objective"], model, params, base), params["objective"], held,
+                          params, triples)
+    del model
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
+    return value
+
+
 def run(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
     from ..pretraining.train import fit, held_out_loss
 
@@ -105,8 +123,10 @@ def run(spec: dict, out: str | Path, device: str | None = None, force: bool = Fa
         log.info("pretrain %s (pooling %s) from %s: %d training %s, %d held out, %d dev/test sentences removed, "
                  "device %s", params["objective"], params["pooling"], params["model"], len(train),
                  "triples" if triples else "sentences", len(held), removed, device)
+        before = base_held_out_loss(base, held, params, device, held_triples)
         model, loss, metrics = fit(base, train, held, dev, params, work, device, precision(), triples, held_triples)
         after = held_out_loss(model, loss, params["objective"], held, params, held_triples)
+        log.info("pretrain: held-out %s loss %.4f (base model) -> %.4f", params["objective"], before, after)
         predicted = cosine_scores(model, list(zip(test["sentence1"], test["sentence2"])),
                                   params.get("eval_batch_size", 64))
         test_metrics = correlations(predicted, test["score"])
@@ -118,7 +138,8 @@ def run(spec: dict, out: str | Path, device: str | None = None, force: bool = Fa
         dev_scores = [h["eval_dev_spearman_cosine"] for h in metrics["history"]
                       if h["step"] == metrics["best_step"] and "eval_dev_spearman_cosine" in h]
         metrics = {"model": params["model"], "device": device, "test": test_metrics,
-                   "eval_sentences_removed": removed, "held_out_loss_final": after, **metrics}
+                   "eval_sentences_removed": removed, "held_out_loss_base": before, "held_out_loss_final": after,
+                   **metrics}
         if dev_scores:
             metrics["dev_spearman"] = 100 * dev_scores[0]
         write_json(tmp / "metrics.json", metrics)
