@@ -469,6 +469,7 @@ class Plan:
         options = resolved(exp["pretrain"])
         options["model"] = options.pop("base_model") or exp["base_model"]
         options["eval_batch_size"] = exp["evaluation"]["batch_size"]
+        options["eval_max_length"] = exp["evaluation"]["max_length"]  # as the zero-shot row: comparable
         corpus = options.pop("dataset") or exp["dataset"]
         if corpus not in self.config["datasets"]:
             raise ConfigError(f"experiments.{name}.pretrain.dataset: unknown dataset '{corpus}' "

@@ -81,6 +81,21 @@ def _trainer_class():
     return PretrainTrainer
 
 
+def _at_length(evaluator_cls, length: int | None):
+    """`evaluator_cls` that encodes at `length` tokens (the model trains at its own max_seq_length)."""
+
+    class AtLength(evaluator_cls):
+        def __call__(self, model, *args, **kwargs):
+            trained = model.max_seq_length
+            model.max_seq_length = length or trained
+            try:
+                return super().__call__(model, *args, **kwargs)
+            finally:
+                model.max_seq_length = trained
+
+    return AtLength
+
+
 def _dataset(objective: str, sentences: list[str], params: dict, triples=None):
     from datasets import Dataset
 
@@ -92,8 +107,10 @@ def fit(base: str, sentences: list[str], held_out: list[str], dev: pd.DataFrame 
         callbacks: list | None = None):
     """Pre-train an encoder from `base` with `params["objective"]`; resumable from `workdir`.
 
-    Returns (model, metrics). `dev` (sentence1, sentence2, score) is used when
-    `selection` is `target_dev`; without it the run falls back to the held-out loss.
+    Returns (model, loss, metrics). `dev` (sentence1, sentence2, score) is used
+    when `selection` is `target_dev`; without it the run falls back to the
+    held-out loss. Dev pairs are encoded at `eval_max_length` (the length every
+    model of the experiment is evaluated at), training at `max_length`.
     """
     from sentence_transformers import SentenceTransformerTrainingArguments
     from sentence_transformers.sentence_transformer.evaluation import EmbeddingSimilarityEvaluator
@@ -116,9 +133,9 @@ def fit(base: str, sentences: list[str], held_out: list[str], dev: pd.DataFrame 
         selection = "held_out_loss"
     evaluator = None
     if selection == "target_dev":
-        evaluator = EmbeddingSimilarityEvaluator(dev["sentence1"].tolist(), dev["sentence2"].tolist(),
-                                                 dev["score"].astype(float).tolist(), name="dev",
-                                                 batch_size=params.get("eval_batch_size", 64))
+        evaluator = _at_length(EmbeddingSimilarityEvaluator, params.get("eval_max_length"))(
+            dev["sentence1"].tolist(), dev["sentence2"].tolist(), dev["score"].astype(float).tolist(), name="dev",
+            batch_size=params.get("eval_batch_size", 64))
     steps = params["max_steps"]
     eval_steps = min(params["eval_steps"], steps)
     args = dict(
@@ -155,7 +172,8 @@ def fit(base: str, sentences: list[str], held_out: list[str], dev: pd.DataFrame 
         log.info("step %d: held-out loss %.4f%s", h["step"], h["eval_loss"],
                  f", dev spearman {100 * h['eval_dev_spearman_cosine']:.2f}" if "eval_dev_spearman_cosine" in h else "")
     best = trainer.state.best_model_checkpoint
-    metrics = {"objective": objective, "selection": selection, "train_sentences": len(train),
+    metrics = {"objective": objective, "selection": selection, "train_sentences": len(sentences),
+               "train_rows": len(train),
                "held_out_sentences": len(evaluation), "train_loss": float(output.training_loss),
                "steps": int(output.global_step), "history": history,
                "best_step": int(Path(best).name.split("-")[-1]) if best and selection != "last" else int(output.global_step),

@@ -127,8 +127,11 @@ def run(spec: dict, out: str | Path, device: str | None = None, force: bool = Fa
         model, loss, metrics = fit(base, train, held, dev, params, work, device, precision(), triples, held_triples)
         after = held_out_loss(model, loss, params["objective"], held, params, held_triples)
         log.info("pretrain: held-out %s loss %.4f (base model) -> %.4f", params["objective"], before, after)
+        trained_length = model.max_seq_length
+        model.max_seq_length = params.get("eval_max_length", trained_length)  # as the zero-shot model is tested
         predicted = cosine_scores(model, list(zip(test["sentence1"], test["sentence2"])),
                                   params.get("eval_batch_size", 64))
+        model.max_seq_length = trained_length
         test_metrics = correlations(predicted, test["score"])
         log.info("pretrain: held-out loss of the chosen checkpoint %.4f; test spearman %.2f  pearson %.2f",
                  after, test_metrics["spearman"], test_metrics["pearson"])
