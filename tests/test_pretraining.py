@@ -348,3 +348,31 @@ def test_nli_triples_are_read_with_file_and_line_errors(tmp_path):
     triples = [(f"a{i}", f"p{i}", f"n{i}") for i in range(20)] + [("test sentence", "p", "n")]
     train, held, removed = split_triples(triples, 0.1, seed=1, evaluated={"test sentence"})
     assert removed == 1 and len(held) == 2 and len(train) == 18 and not set(train) & set(held)
+
+
+def test_corpus_is_unique_sentences_without_the_evaluated_dev_and_test(tmp_path):
+    import pandas as pd
+
+    from augsbert.stages.pretrain import corpus
+
+    def pairs(rows):
+        return pd.DataFrame(rows, columns=["sentence1", "sentence2", "score"])
+
+    corpus_dir, evaluated = tmp_path / "corpus", tmp_path / "target"
+    corpus_dir.mkdir()
+    evaluated.mkdir()
+    texts = [f"sentence {i}" for i in range(30)] + ["sentence  3 ", "held in test", "held in dev", "own test"]
+    pd.DataFrame({"text": texts}).to_parquet(corpus_dir / "unlabeled.parquet")  # a text_file corpus: no train split
+    pairs([("own test", "x", 0.5)]).to_parquet(corpus_dir / "test.parquet")
+    pairs([("a", "b", 1.0)]).to_parquet(evaluated / "train.parquet")
+    pairs([("held in dev", "c", 0.1)]).to_parquet(evaluated / "dev.parquet")
+    pairs([("held in test", "d", 0.2)]).to_parquet(evaluated / "test.parquet")
+    spec = {"params": {"pool": "all", "exclude_eval_sentences": True, "seed": 1, "held_out": 0.1, "batch_size": 4},
+            "inputs": {"data": str(corpus_dir), "eval": str(evaluated)}}
+    train, held, removed = corpus(spec)
+    assert removed == 3  # "own test" (the corpus' own test), "held in dev", "held in test"
+    assert sorted(train + held) == sorted(f"sentence {i}" for i in range(30))  # "sentence  3 " normalised away
+    assert len(held) == 3 and not set(train) & set(held)
+    assert corpus(spec) == (train, held, removed)  # seeded
+    kept = corpus({**spec, "params": {**spec["params"], "exclude_eval_sentences": False}})
+    assert kept[2] == 0 and len(kept[0]) + len(kept[1]) == 33

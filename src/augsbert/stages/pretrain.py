@@ -32,7 +32,11 @@ TRIPLE_COLUMNS = ["anchor", "positive", "negative"]
 def corpus(spec: dict) -> tuple[list[str], list[str], int]:
     """(train sentences, held-out sentences, dev/test sentences removed), all unique and in a seeded order."""
     params, inputs = spec["params"], spec["inputs"]
-    pool, own_eval, _ = target_pool(inputs["data"], params["pool"], exclude_eval=False, option="pretrain.pool")
+    kind = params["pool"]
+    if kind == "all":  # whatever sentences the dataset has: a text_file corpus has only an unlabeled part
+        parts = [p for p in ("train", "unlabeled") if (Path(inputs["data"]) / f"{p}.parquet").is_file()]
+        kind = "+".join(parts) or "train"
+    pool, own_eval, _ = target_pool(inputs["data"], kind, exclude_eval=False, option="pretrain.pool")
     removed = 0
     if params["exclude_eval_sentences"]:
         evaluated = own_eval
