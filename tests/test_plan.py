@@ -342,3 +342,10 @@ def test_unsupervised_grid_rows_and_demo_grid_plan():
     assert labels[0] == "Zero-shot base model"
     assert "Pre-trained [SimCSE (CLS)]" in labels and "Pre-trained [CT (mean)]" in labels
     assert len(labels) == 11 and spec["metrics"][0] == "spearman"
+
+
+def test_teacher_starts_from_the_pretrained_encoder():
+    plan = plan_for(experiments={"demo_simcse_student": {"teacher": {"base": "pretrained"}}})
+    runs = keys(plan, "demo_simcse_student")
+    teacher = plan.node(dict(plan.node(runs["labels"]).inputs)["teacher"])
+    assert dict(teacher.inputs)["init"] == runs["pretrained"] and teacher.params["freeze_embeddings"] is False
