@@ -31,7 +31,8 @@ def params_for(objective: str, **override) -> dict:
                "lr": 1e-4, "warmup_ratio": 0.0, "weight_decay": 0.0, "scheduler": "constant", "max_length": 24,
                "temperature": 0.05, "deletion_ratio": 0.6, "deletion_unit": "word", "aux_weight": 0.1,
                "mask_probability": 0.2, "masking": "uniform", "ct_negatives": 3, "eval_steps": 2,
-               "selection": "last", "group_by_length": None, "megabatch": 50, "seed": 3}
+               "selection": "last", "group_by_length": None, "megabatch": 50, "seed": 3,
+               "consert_views": ["feature_cutoff", "shuffle"], "cutoff_rate": 0.2, "dropout_rate": 0.2}
     options.update(override)
     return resolved(options)
 
@@ -376,3 +377,76 @@ def test_corpus_is_unique_sentences_without_the_evaluated_dev_and_test(tmp_path)
     assert corpus(spec) == (train, held, removed)  # seeded
     kept = corpus({**spec, "params": {**spec["params"], "exclude_eval_sentences": False}})
     assert kept[2] == 0 and len(kept[0]) + len(kept[1]) == 33
+
+
+
+# ---- ConSERT (seed 000)
+def test_nt_xent_exact_values_and_symmetry():
+    from augsbert.pretraining.losses import nt_xent
+
+    n = 4
+    same = torch.ones(n, 3, dtype=torch.float64)
+    assert float(nt_xent(same, same.clone(), 20.0)) == pytest.approx(math.log(2 * n - 1), rel=1e-9)
+    eye = torch.eye(n, dtype=torch.float64)
+    assert float(nt_xent(eye, eye.clone(), 20.0)) == pytest.approx(math.log(1 + (2 * n - 2) * math.exp(-20)),
+                                                                   rel=1e-6)
+    torch.manual_seed(0)
+    a, b = torch.randn(5, 8, dtype=torch.float64), torch.randn(5, 8, dtype=torch.float64)
+    assert float(nt_xent(a, b, 20.0)) == pytest.approx(float(nt_xent(b, a, 20.0)), rel=1e-12)
+    # equation 2.9 written out: the mean of l(i, i+) and l(i+, i) over i
+    za, zb = torch.nn.functional.normalize(a, dim=-1), torch.nn.functional.normalize(b, dim=-1)
+    total = 0.0
+    for i in range(5):
+        for anchor, positive, views in ((za[i], zb[i], (za, zb)), (zb[i], za[i], (zb, za))):
+            own, other = views
+            denominator = sum(math.exp(20 * float(anchor @ other[j])) for j in range(5))
+            denominator += sum(math.exp(20 * float(anchor @ own[j])) for j in range(5) if j != i)
+            total += -math.log(math.exp(20 * float(anchor @ positive)) / denominator)
+    assert float(nt_xent(a, b, 20.0)) == pytest.approx(total / 10, rel=1e-9)
+
+
+def test_consert_cutoffs_zero_whole_rows_and_columns():
+    from augsbert.pretraining.losses import embedding_dropout, feature_cutoff, token_cutoff
+
+    emb = torch.rand(3, 6, 10) + 0.5  # no zero before the cutoff
+    mask = torch.tensor([[1] * 6, [1] * 4 + [0] * 2, [1] * 5 + [0]])
+    rows = token_cutoff(emb, mask, 0.5, torch.Generator().manual_seed(0))
+    for b, real in enumerate(mask.sum(1).tolist()):
+        zero_rows = (rows[b] == 0).all(dim=1)
+        assert int(zero_rows.sum()) == round(0.5 * real) and not zero_rows[real:].any()
+        assert ((rows[b] == 0).any(dim=1) == zero_rows).all()  # a row is zero entirely or not at all
+    cols = feature_cutoff(emb, 0.2, torch.Generator().manual_seed(0))
+    for b in range(3):
+        zero_cols = (cols[b] == 0).all(dim=0)
+        assert int(zero_cols.sum()) == 2 and ((cols[b] == 0).any(dim=0) == zero_cols).all()
+    dropped = embedding_dropout(emb, 0.2, torch.Generator().manual_seed(0))
+    zeros = dropped == 0
+    assert 0.1 < float(zeros.float().mean()) < 0.3 and torch.equal(dropped[~zeros], emb[~zeros])
+
+
+def test_consert_views_equal_without_augmentation_and_shuffle_needs_positions(tiny_minilm):
+    model = build_encoder(tiny_minilm, "mean", 24, "cpu")
+    loss = build_loss("consert", model, params_for("consert"), head_source=tiny_minilm)
+    model.train()  # dropout is off: "none" gives the same view twice even in training
+    feats = dict(model.tokenize(SENTENCES[:3]))
+    with torch.no_grad():
+        assert torch.equal(loss.encode(feats, "none"), loss.encode(feats, "none"))
+        torch.manual_seed(0)
+        assert not torch.allclose(loss.encode(feats, "shuffle"), loss.encode(feats, "none"))
+        model[0].auto_model.embeddings.position_embeddings.weight.zero_()
+        torch.manual_seed(0)
+        assert torch.allclose(loss.encode(feats, "shuffle"), loss.encode(feats, "none"), atol=1e-6)
+        assert not torch.allclose(loss.encode(feats, "feature_cutoff"), loss.encode(feats, "none"))
+
+
+def test_shuffle_permutes_content_positions_only():
+    from augsbert.pretraining.losses import shuffled_positions
+
+    positions = torch.arange(8, dtype=torch.float32).view(1, 8, 1).expand(1, 8, 2)
+    mask = torch.tensor([[1] * 8, [1] * 6 + [0] * 2])
+    out = shuffled_positions(positions, mask, torch.Generator().manual_seed(3))
+    for b, real in enumerate([8, 6]):
+        ids = out[b, :, 0].long().tolist()
+        assert ids[0] == 0 and ids[real - 1] == real - 1 and ids[real:] == list(range(real, 8))
+        assert sorted(ids[1 : real - 1]) == list(range(1, real - 1))
+    assert out[0, :, 0].long().tolist() != list(range(8))

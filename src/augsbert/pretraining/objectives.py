@@ -11,6 +11,7 @@
 | `mlm+simcse` | anchor, positive | MaskedLMLoss + λ·SimCSE |
 | `mlm+nm` | clean, noised | MaskedLMLoss + λ·NoiseMatchingLoss |
 | `tsdae+nm` | noised, original | DenoisingAutoEncoderLoss + λ·NoiseMatchingLoss |
+| `consert` | anchor, positive (= the same text) | ConSERTLoss (augmented embedding matrices, symmetric NT-Xent) |
 
 A column named `noised` holds the clean text in the dataset and is noised per
 batch by the deletion collator (`augsbert.pretraining.noise`).
@@ -44,6 +45,7 @@ OBJECTIVES = {
     "mlm+simcse": Objective(("anchor", "positive"), "cls", True),
     "mlm+nm": Objective(("clean", "noised"), "cls", True),
     "tsdae+nm": Objective(("noised", "original"), "cls", True),
+    "consert": Objective(("anchor", "positive"), "mean", True),
 }
 
 # Presets fill the schedule keys left null (thesis 5.4.2 vs TSDAE's own App. B / thesis 5.4.1).
@@ -81,6 +83,15 @@ def resolved(options: dict) -> dict:
         options.pop("ct_negatives", None)
     if options["objective"] == "ct":
         options.pop("temperature", None)  # CT (pairs) scores by dot product, no temperature
+    if options["objective"] == "consert":
+        views = options.get("consert_views") or []
+        if not any(v in ("token_cutoff", "feature_cutoff") for v in views):
+            options.pop("cutoff_rate", None)
+        if "embedding_dropout" not in views:
+            options.pop("dropout_rate", None)
+    else:
+        for key in ("consert_views", "cutoff_rate", "dropout_rate"):
+            options.pop(key, None)
     return options
 
 
@@ -124,7 +135,7 @@ def build_loss(objective: str, model, params: dict, head_source: str):
         MultipleNegativesRankingLoss,
     )
 
-    from .losses import MaskedLMLoss, MultiTaskLoss, NoiseMatchingLoss
+    from .losses import ConSERTLoss, MaskedLMLoss, MultiTaskLoss, NoiseMatchingLoss
 
     scale = 1.0 / params["temperature"] if "temperature" in params else None
 
@@ -149,6 +160,9 @@ def build_loss(objective: str, model, params: dict, head_source: str):
         return MultiTaskLoss(mlm(), MultipleNegativesRankingLoss(model, scale=scale), params["aux_weight"])
     if objective == "mlm+nm":
         return MultiTaskLoss(mlm(), NoiseMatchingLoss(model, scale=scale), params["aux_weight"])
+    if objective == "consert":
+        return ConSERTLoss(model, tuple(params["consert_views"]), params.get("cutoff_rate", 0.2),
+                           params.get("dropout_rate", 0.2), scale)
     if objective == "tsdae+nm":
         return MultiTaskLoss(tsdae(), NoiseMatchingLoss(model, scale=scale), params["aux_weight"], aux_columns=(1, 0))
     raise ValueError(f"unknown pretrain.objective {objective!r} (one of {', '.join(OBJECTIVES)})")
