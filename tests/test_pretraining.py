@@ -32,7 +32,8 @@ def params_for(objective: str, **override) -> dict:
                "temperature": 0.05, "deletion_ratio": 0.6, "deletion_unit": "word", "aux_weight": 0.1,
                "mask_probability": 0.2, "masking": "uniform", "ct_negatives": 3, "eval_steps": 2,
                "selection": "last", "group_by_length": None, "megabatch": 50, "seed": 3,
-               "consert_views": ["feature_cutoff", "shuffle"], "cutoff_rate": 0.2, "dropout_rate": 0.2}
+               "consert_views": ["feature_cutoff", "shuffle"], "cutoff_rate": 0.2, "dropout_rate": 0.2,
+               "decoder_layers": 1, "ae_mask_probability": 0.8}
     options.update(override)
     return resolved(options)
 
@@ -450,3 +451,77 @@ def test_shuffle_permutes_content_positions_only():
         assert ids[0] == 0 and ids[real - 1] == real - 1 and ids[real:] == list(range(real, 8))
         assert sorted(ids[1 : real - 1]) == list(range(1, real - 1))
     assert out[0, :, 0].long().tolist() != list(range(8))
+
+
+# ---- seed 000's autoencoders and SimCSE + w·autoencoder
+def test_clm_autoencoder_logits_at_t_ignore_later_tokens(tiny_minilm):
+    model = build_encoder(tiny_minilm, "mean", 24, "cpu")
+    loss = build_loss("clm_ae", model, params_for("clm_ae"), head_source=tiny_minilm)
+    loss.eval()
+    feats = dict(model.tokenize(["the cat sat on the mat today"]))
+    ids = feats["input_ids"]
+    changed = ids.clone()
+    changed[0, 5:-1] = 2000  # other tokens after position 4
+    vector = torch.randn(1, model.get_embedding_dimension())
+    with torch.no_grad():
+        run = lambda x: loss.decoder(input_ids=x, attention_mask=torch.ones_like(x), encoder_hidden_states=vector[:, None],
+                                     encoder_attention_mask=torch.ones(1, 1, dtype=torch.long)).logits
+        a, b = run(ids), run(changed)
+    assert torch.allclose(a[:, :5], b[:, :5], atol=1e-5) and not torch.allclose(a[:, 5:], b[:, 5:])
+    assert loss.decoder.config.num_hidden_layers == 1 and loss.decoder.config.add_cross_attention
+
+
+def test_clm_autoencoder_loss_is_the_per_sentence_token_sum(tiny_minilm):
+    model = build_encoder(tiny_minilm, "mean", 24, "cpu")
+    loss = build_loss("clm_ae", model, params_for("clm_ae"), head_source=tiny_minilm)
+    model.eval()
+    loss.eval()
+    feats = dict(model.tokenize(["a short one", "a somewhat longer sentence than the first one"]))
+    with torch.no_grad():
+        emb = model(feats)["sentence_embedding"]
+        total = float(loss.from_embedding(emb, feats))
+        alone = [float(loss.from_embedding(emb[i : i + 1], {k: v[i : i + 1, : int(feats["attention_mask"][i].sum())]
+                                                            for k, v in feats.items() if isinstance(v, torch.Tensor)}))
+                 for i in range(2)]
+    assert total == pytest.approx(sum(alone) / 2, rel=1e-4)  # padding ignored, sum over tokens, mean over sentences
+
+
+def test_mlm_autoencoder_puts_f_x_in_slot_0(tiny_minilm):
+    model = build_encoder(tiny_minilm, "mean", 24, "cpu")
+    loss = build_loss("mlm_ae", model, params_for("mlm_ae"), head_source=tiny_minilm)
+    model.eval()
+    feats = dict(model.tokenize(SENTENCES[:4]))
+    emb = torch.randn(4, model.get_embedding_dimension())
+    embeds, labels = loss.decoder_inputs(emb, feats)
+    assert torch.equal(embeds[:, 0], emb)
+    word = loss.decoder.get_input_embeddings()
+    unmasked = labels == -100
+    unmasked[:, 0] = False
+    assert torch.equal(embeds[unmasked], word(feats["input_ids"])[unmasked])
+    maskable = feats["attention_mask"].bool() & ~torch.isin(feats["input_ids"],
+                                                           torch.tensor(model.tokenizer.all_special_ids))
+    share = float((labels != -100).sum()) / float(maskable.sum())
+    assert 0.6 < share <= 1.0 and not ((labels != -100) & ~maskable).any()
+    assert not loss.decoder.config.add_cross_attention
+
+
+@pytest.mark.parametrize("objective", ["simcse+clm_ae", "simcse+mlm_ae"])
+def test_zero_autoencoder_weight_gives_the_contrastive_gradients(tiny_minilm, objective):
+    model = build_encoder(tiny_minilm, "mean", 24, "cpu")
+    model.eval()
+    combined = build_loss(objective, model, params_for(objective, aux_weight=0.0), head_source=tiny_minilm)
+    batch = [dict(model.tokenize(SENTENCES[:4])), dict(model.tokenize(SENTENCES[:4]))]
+
+    def grads(fn):
+        model.zero_grad()
+        value = fn(batch, None)
+        value = torch.stack(list(value.values())).sum() if isinstance(value, dict) else value
+        value.backward()
+        return [p.grad.clone() if p.grad is not None else None for p in model.parameters()]
+
+    together, main = grads(combined), grads(combined.contrastive)
+    assert all((a is None and b is None) or torch.equal(a, b) for a, b in zip(together, main))
+    weighted = build_loss(objective, model, params_for(objective, aux_weight=0.5), head_source=tiny_minilm)
+    with torch.no_grad():
+        parts = weighted(batch, None)
+    assert set(parts) == {"contrastive", "autoencoder"} and float(parts["autoencoder"]) > 0

@@ -305,3 +305,135 @@ class ConSERTLoss(nn.Module):
     year={2021}
 }
 """
+
+
+def _decoder_config(base: str, layers: int, config_kwargs: dict | None, causal: bool):
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(base, **(config_kwargs or {}))
+    config.num_hidden_layers = layers
+    config.is_decoder = causal
+    config.add_cross_attention = causal
+    return config
+
+
+class CLMAutoEncoderLoss(nn.Module):
+    """CLM autoencoder (seed 000, 3.2.1, equation 3.4): reconstruct x left to right from f(x) alone.
+
+    A `decoder_layers`-layer causal Transformer decoder reads x shifted right and
+    cross-attends only to the pooled sentence embedding (memory = one vector,
+    as TSDAE); no input noise. L = -(1/N) Σ_i Σ_t log P(x_t | x_<t, f(x_i)):
+    summed over a sentence's tokens (padding excluded), averaged over sentences.
+    The decoder starts from the base checkpoint's first `decoder_layers`
+    layers and embeddings (its own copy: seed 000 states neither its
+    initialisation nor tying), cross-attention freshly initialised.
+
+    Inputs: one text column (the sentence). No labels.
+    """
+
+    def __init__(self, model, base: str, decoder_layers: int = 2, config_kwargs: dict | None = None) -> None:
+        super().__init__()
+        from transformers import AutoModelForCausalLM
+
+        self.model = model
+        config = _decoder_config(base, decoder_layers, config_kwargs, causal=True)
+        self.decoder = AutoModelForCausalLM.from_pretrained(base, config=config).to(model.device)
+
+    def from_embedding(self, embedding: Tensor, features: dict[str, Tensor]) -> Tensor:
+        ids, mask = features["input_ids"], features["attention_mask"]
+        logits = self.decoder(input_ids=ids[:, :-1], attention_mask=mask[:, :-1],
+                              encoder_hidden_states=embedding[:, None],
+                              encoder_attention_mask=torch.ones(len(ids), 1, dtype=mask.dtype, device=mask.device),
+                              use_cache=False).logits
+        nll = nn.functional.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none")
+        return (nll * mask[:, 1:]).sum() / len(ids)
+
+    def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> Tensor:
+        features = list(sentence_features)[0]
+        return self.from_embedding(self.model(features)["sentence_embedding"], features)
+
+    def get_config_dict(self) -> dict[str, Any]:
+        return {"decoder_layers": self.decoder.config.num_hidden_layers}
+
+
+class MLMAutoEncoderLoss(nn.Module):
+    """MLM autoencoder (seed 000, 3.2.2, equation 3.5): predict a heavily masked copy of x given f(x).
+
+    A copy of x has `mask_probability` (0.8) of its tokens masked; its decoder
+    word embeddings get f(x) in slot 0 (the [CLS] position); a
+    `decoder_layers`-layer Transformer without cross-attention predicts the
+    masked tokens. L = -(1/N) Σ_i Σ_{m ∈ M_i} log P(x_m | f(x_i), x \\ M_i):
+    summed over a sentence's masked tokens, averaged over sentences. The
+    decoder starts from the base checkpoint's first layers and its masked-LM
+    head where it has one (its own copy). Masks come from the global torch RNG
+    in training, from a generator fixed by the batch in eval mode.
+
+    Inputs: one text column (the sentence). No labels.
+    """
+
+    def __init__(self, model, base: str, decoder_layers: int = 2, mask_probability: float = 0.8,
+                 config_kwargs: dict | None = None) -> None:
+        super().__init__()
+        from transformers import AutoModelForMaskedLM
+
+        self.model = model
+        config = _decoder_config(base, decoder_layers, config_kwargs, causal=False)
+        self.decoder = AutoModelForMaskedLM.from_pretrained(base, config=config).to(model.device)
+        self.probability = mask_probability
+        tokenizer = model.tokenizer
+        self.mask_id = tokenizer.mask_token_id
+        self.register_buffer("special_ids", torch.tensor(sorted(set(tokenizer.all_special_ids))), persistent=False)
+
+    def decoder_inputs(self, embedding: Tensor, features: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
+        """(input embeddings with f(x) in slot 0, labels of the masked positions)."""
+        ids = features["input_ids"]
+        maskable = features["attention_mask"].bool() & ~torch.isin(ids, self.special_ids.to(ids.device))
+        generator = None if self.model.training else torch.Generator().manual_seed(int(ids.sum()) + ids.numel())
+        masked, labels = mask_tokens(ids.cpu(), maskable.cpu(), self.mask_id, self.probability, generator)
+        embeds = self.decoder.get_input_embeddings()(masked.to(ids.device))
+        embeds = torch.cat([embedding[:, None].to(embeds.dtype), embeds[:, 1:]], dim=1)
+        return embeds, labels.to(ids.device)
+
+    def from_embedding(self, embedding: Tensor, features: dict[str, Tensor]) -> Tensor:
+        embeds, labels = self.decoder_inputs(embedding, features)
+        logits = self.decoder(inputs_embeds=embeds, attention_mask=features["attention_mask"]).logits
+        nll = nn.functional.cross_entropy(logits.transpose(1, 2), labels, ignore_index=IGNORE, reduction="sum")
+        return nll / len(labels)
+
+    def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> Tensor:
+        features = list(sentence_features)[0]
+        return self.from_embedding(self.model(features)["sentence_embedding"], features)
+
+    def get_config_dict(self) -> dict[str, Any]:
+        return {"decoder_layers": self.decoder.config.num_hidden_layers, "mask_probability": self.probability}
+
+
+class ContrastiveAutoEncoderLoss(nn.Module):
+    """Seed 000's multi-task learning (3.3, equation 3.6): L = L_contrastive + w · L_autoencoder on a shared f(x_i).
+
+    The first view's embeddings f(x_i) feed both the contrastive loss (with
+    the second view f(x_i+) and the in-batch negatives) and the autoencoder's
+    decoder, as seed 000's Figure 3.5 shows: one encoder pass per view.
+    `contrastive` must offer `compute_loss_from_embeddings` (sentence-
+    transformers' MultipleNegativesRankingLoss does); `autoencoder` a
+    `from_embedding(embedding, features)` (CLMAutoEncoderLoss,
+    MLMAutoEncoderLoss). Returns the two terms as a dict (the trainer logs them).
+
+    Inputs: (anchor, positive) columns holding the same text. No labels.
+    """
+
+    def __init__(self, model, contrastive: nn.Module, autoencoder: nn.Module, weight: float) -> None:
+        super().__init__()
+        self.model, self.contrastive, self.autoencoder, self.weight = model, contrastive, autoencoder, weight
+
+    def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> dict[str, Tensor]:
+        first, second = list(sentence_features)[:2]
+        shared = self.model(first)["sentence_embedding"]
+        other = self.model(second)["sentence_embedding"]
+        out = {"contrastive": self.contrastive.compute_loss_from_embeddings([shared, other], labels)}
+        if self.weight:
+            out["autoencoder"] = self.weight * self.autoencoder.from_embedding(shared, first)
+        return out
+
+    def get_config_dict(self) -> dict[str, Any]:
+        return {"weight": self.weight}

@@ -12,6 +12,8 @@
 | `mlm+nm` | clean, noised | MaskedLMLoss + λ·NoiseMatchingLoss |
 | `tsdae+nm` | noised, original | DenoisingAutoEncoderLoss + λ·NoiseMatchingLoss |
 | `consert` | anchor, positive (= the same text) | ConSERTLoss (augmented embedding matrices, symmetric NT-Xent) |
+| `clm_ae`, `mlm_ae` | sentence | CLMAutoEncoderLoss / MLMAutoEncoderLoss (seed 000 autoencoders) |
+| `simcse+clm_ae`, `simcse+mlm_ae` | anchor, positive | ContrastiveAutoEncoderLoss (SimCSE + w·autoencoder, shared f(x)) |
 
 A column named `noised` holds the clean text in the dataset and is noised per
 batch by the deletion collator (`augsbert.pretraining.noise`).
@@ -46,7 +48,12 @@ OBJECTIVES = {
     "mlm+nm": Objective(("clean", "noised"), "cls", True),
     "tsdae+nm": Objective(("noised", "original"), "cls", True),
     "consert": Objective(("anchor", "positive"), "mean", True),
+    "clm_ae": Objective(("sentence",), "mean", False),
+    "mlm_ae": Objective(("sentence",), "mean", False),
+    "simcse+clm_ae": Objective(("anchor", "positive"), "mean", True),
+    "simcse+mlm_ae": Objective(("anchor", "positive"), "mean", True),
 }
+MLM_TERM = ("mlm+simcse", "mlm+nm")  # objectives with the thesis' MLM term (mask_probability, masking)
 
 # Presets fill the schedule keys left null (thesis 5.4.2 vs TSDAE's own App. B / thesis 5.4.1).
 PRESETS = {
@@ -74,9 +81,13 @@ def resolved(options: dict) -> dict:
     if not objective.noised:
         options.pop("deletion_ratio", None)
         options.pop("deletion_unit", None)
-    if not options["objective"].startswith("mlm"):
+    if options["objective"] not in MLM_TERM:
         options.pop("mask_probability", None)
         options.pop("masking", None)
+    if not options["objective"].endswith("_ae"):
+        options.pop("decoder_layers", None)
+    if not options["objective"].endswith("mlm_ae"):
+        options.pop("ae_mask_probability", None)
     if "+" not in options["objective"]:
         options.pop("aux_weight", None)
     if options["objective"] != "ct":
@@ -135,7 +146,15 @@ def build_loss(objective: str, model, params: dict, head_source: str):
         MultipleNegativesRankingLoss,
     )
 
-    from .losses import ConSERTLoss, MaskedLMLoss, MultiTaskLoss, NoiseMatchingLoss
+    from .losses import (
+        CLMAutoEncoderLoss,
+        ConSERTLoss,
+        ContrastiveAutoEncoderLoss,
+        MaskedLMLoss,
+        MLMAutoEncoderLoss,
+        MultiTaskLoss,
+        NoiseMatchingLoss,
+    )
 
     scale = 1.0 / params["temperature"] if "temperature" in params else None
 
@@ -160,6 +179,17 @@ def build_loss(objective: str, model, params: dict, head_source: str):
         return MultiTaskLoss(mlm(), MultipleNegativesRankingLoss(model, scale=scale), params["aux_weight"])
     if objective == "mlm+nm":
         return MultiTaskLoss(mlm(), NoiseMatchingLoss(model, scale=scale), params["aux_weight"])
+    def autoencoder(kind: str):
+        if kind == "clm_ae":
+            return CLMAutoEncoderLoss(model, head_source, params["decoder_layers"], params.get("config_kwargs"))
+        return MLMAutoEncoderLoss(model, head_source, params["decoder_layers"], params["ae_mask_probability"],
+                                  params.get("config_kwargs"))
+
+    if objective in ("clm_ae", "mlm_ae"):
+        return autoencoder(objective)
+    if objective in ("simcse+clm_ae", "simcse+mlm_ae"):
+        return ContrastiveAutoEncoderLoss(model, MultipleNegativesRankingLoss(model, scale=scale),
+                                          autoencoder(objective.split("+")[1]), params["aux_weight"])
     if objective == "consert":
         return ConSERTLoss(model, tuple(params["consert_views"]), params.get("cutoff_rate", 0.2),
                            params.get("dropout_rate", 0.2), scale)
