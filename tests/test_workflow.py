@@ -396,3 +396,14 @@ def test_unsupervised_grid_plans_with_the_useb_titles(workdir):
     # 3 seeds: 12 objective rows; AugSBERT / DomainSBERT / FullDomainSBERT share teacher-less parts per variant
     assert jobs["pretrain"] == 3 * 12 and jobs["adapt_mlm"] == 3 and jobs["grid_table"] == 1
     assert jobs["collect_results"] == 15 and jobs["train_student"] == 3 * 3 + 3  # students + lower bounds
+
+
+def test_consert_ae_grid_plans_with_the_useb_titles(workdir):
+    from conftest import write_stsb_sbert
+
+    write_stsb_sbert(workdir / "data" / "raw" / "stsb")
+    (workdir / "data" / "raw" / "useb").mkdir(parents=True)
+    (workdir / "data" / "raw" / "useb" / "titles.txt").write_text("".join(f"title number {i}\n" for i in range(50)))
+    jobs = planned(workdir, "results/tables/consert_ae.md")
+    assert jobs["pretrain"] == 3 * 13 and jobs["collect_results"] == 13 and jobs["grid_table"] == 1
+    assert jobs["evaluate_suite"] == 3 * 13 + 1  # every pre-trained encoder and the zero-shot model
