@@ -525,3 +525,17 @@ def test_zero_autoencoder_weight_gives_the_contrastive_gradients(tiny_minilm, ob
     with torch.no_grad():
         parts = weighted(batch, None)
     assert set(parts) == {"contrastive", "autoencoder"} and float(parts["autoencoder"]) > 0
+
+
+def test_masked_logits_equal_the_full_head(tiny_minilm):
+    from augsbert.models.mlm import masked_lm_from
+    from augsbert.pretraining.losses import masked_lm_logits
+
+    mlm = masked_lm_from(tiny_minilm).eval()
+    model = build_encoder(tiny_minilm, "cls", 24, "cpu")
+    feats = {k: v for k, v in model.tokenize(SENTENCES[:3]).items() if isinstance(v, torch.Tensor)}
+    chosen = torch.zeros_like(feats["input_ids"], dtype=torch.bool)
+    chosen[:, 2:5] = True
+    with torch.no_grad():
+        full = mlm(**feats).logits[chosen]
+        assert torch.allclose(masked_lm_logits(mlm, chosen, **feats), full, atol=1e-5)
