@@ -386,12 +386,17 @@ def test_pretrain_chain_feeds_the_student_and_semantic_search(workdir, tiny_mini
         == {"pretrain": 1, "sample_pairs": 1, "label_pairs": 1, "train_student": 1, "collect_results": 1}
 
 
-def test_unsupervised_grid_plans_with_the_useb_titles(workdir):
+def write_stsb_useb(workdir: Path) -> None:
+    """The `stsb_useb` dataset's files: STS-B (sbert layout) and 50 USEB-like titles."""
     from conftest import write_stsb_sbert
 
     write_stsb_sbert(workdir / "data" / "raw" / "stsb")
     (workdir / "data" / "raw" / "useb").mkdir(parents=True)
     (workdir / "data" / "raw" / "useb" / "titles.txt").write_text("".join(f"title number {i}\n" for i in range(50)))
+
+
+def test_unsupervised_grid_plans_with_the_useb_titles(workdir):
+    write_stsb_useb(workdir)
     jobs = planned(workdir, "results/tables/unsupervised.md")
     # 3 seeds: 12 objective rows; AugSBERT / DomainSBERT / FullDomainSBERT share teacher-less parts per variant
     assert jobs["pretrain"] == 3 * 12 and jobs["adapt_mlm"] == 3 and jobs["grid_table"] == 1
@@ -399,11 +404,7 @@ def test_unsupervised_grid_plans_with_the_useb_titles(workdir):
 
 
 def test_consert_ae_grid_plans_with_the_useb_titles(workdir):
-    from conftest import write_stsb_sbert
-
-    write_stsb_sbert(workdir / "data" / "raw" / "stsb")
-    (workdir / "data" / "raw" / "useb").mkdir(parents=True)
-    (workdir / "data" / "raw" / "useb" / "titles.txt").write_text("".join(f"title number {i}\n" for i in range(50)))
+    write_stsb_useb(workdir)
     jobs = planned(workdir, "results/tables/consert_ae.md")
     assert jobs["pretrain"] == 3 * 13 and jobs["collect_results"] == 13 and jobs["grid_table"] == 1
     assert jobs["evaluate_suite"] == 3 * 13 + 1  # every pre-trained encoder and the zero-shot model
