@@ -291,7 +291,7 @@ def test_grid_table_report_and_adding_a_seed(workdir, tiny_minilm):
     assert mean == pytest.approx(sum(seeds) / 2, abs=1e-3) and std == pytest.approx(abs(seeds[0] - seeds[1]) / 2 ** 0.5, abs=1e-3)
     assert f"| AugSBERT | {mean:.2f} ± {std:.2f} |" in table
     for label in ("SBERT (lower bound)", "CBE (upper bound)", "AugSBERT"):
-        assert sum(line.startswith(f"| {label} |") for line in table.splitlines()) == 2  # spearman + uniformity
+        assert sum(line.startswith(f"| {label} |") for line in table.splitlines()) == 3  # overview, spearman, uniformity
     csv = pd.read_csv(workdir / "results" / "tables" / "tiny.csv")
     assert len(csv) == 3 * 2 and set(csv["seeds"]) == {"1 2"}
     assert (workdir / "results" / "tables" / "tiny.png").stat().st_size > 5_000
