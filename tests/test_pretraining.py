@@ -56,6 +56,20 @@ class Const(torch.nn.Module):
         return {"sentence_embedding": self.emb}
 
 
+def same_gradients(model, batch, loss_a, loss_b) -> bool:
+    """Whether two losses give the model identical gradients on `batch` (dict losses are summed)."""
+    def grads(loss_fn):
+        model.zero_grad()
+        torch.manual_seed(1)  # the same random draws (MLM masks) in both runs
+        value = loss_fn(batch, None)
+        value = torch.stack(list(value.values())).sum() if isinstance(value, dict) else value
+        value.backward()
+        return [p.grad.clone() if p.grad is not None else None for p in model.parameters()]
+
+    return all((a is None and b is None) or (a is not None and b is not None and torch.equal(a, b))
+               for a, b in zip(grads(loss_a), grads(loss_b)))
+
+
 def features(emb: torch.Tensor) -> dict:
     return {"emb": emb}
 
@@ -223,16 +237,7 @@ def test_zero_aux_weight_gives_the_main_gradients(tiny_minilm, objective):
     combined = build_loss(objective, model, params_for(objective, aux_weight=0.0), head_source=tiny_minilm)
     batch = [dict(model.tokenize(SENTENCES[:4])), dict(model.tokenize(SENTENCES[4:8]))]
 
-    def grads(loss_fn):
-        model.zero_grad()
-        torch.manual_seed(1)  # the same MLM masks
-        value = loss_fn(batch, None)
-        value = torch.stack(list(value.values())).sum() if isinstance(value, dict) else value
-        value.backward()
-        return [p.grad.clone() if p.grad is not None else None for p in model.parameters()]
-
-    together, main = grads(combined), grads(combined.main)
-    assert all((a is None and b is None) or torch.equal(a, b) for a, b in zip(together, main))
+    assert same_gradients(model, batch, combined, combined.main)
 
 
 def test_mlm_loss_counts_only_masked_positions(tiny_minilm):
@@ -512,15 +517,7 @@ def test_zero_autoencoder_weight_gives_the_contrastive_gradients(tiny_minilm, ob
     combined = build_loss(objective, model, params_for(objective, aux_weight=0.0), head_source=tiny_minilm)
     batch = [dict(model.tokenize(SENTENCES[:4])), dict(model.tokenize(SENTENCES[:4]))]
 
-    def grads(fn):
-        model.zero_grad()
-        value = fn(batch, None)
-        value = torch.stack(list(value.values())).sum() if isinstance(value, dict) else value
-        value.backward()
-        return [p.grad.clone() if p.grad is not None else None for p in model.parameters()]
-
-    together, main = grads(combined), grads(combined.contrastive)
-    assert all((a is None and b is None) or torch.equal(a, b) for a, b in zip(together, main))
+    assert same_gradients(model, batch, combined, combined.contrastive)
     weighted = build_loss(objective, model, params_for(objective, aux_weight=0.5), head_source=tiny_minilm)
     with torch.no_grad():
         parts = weighted(batch, None)
