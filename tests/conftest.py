@@ -128,3 +128,30 @@ def train_params(**override) -> dict:
                   seed_optimization={"trials": 0, "fraction": 0.3}, loss="bce", activation="sigmoid")
     params.update(override)
     return params
+
+
+@pytest.fixture(scope="session")
+def bert_tokenizer(minilm_path):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(minilm_path)
+
+
+@pytest.fixture(scope="module")
+def roberta_tokenizer():
+    """A RoBERTa-style tokenizer (byte-level BPE, <s> ... </s>, its special tokens) trained here, offline.
+
+    Module scope: a test may add tokens (the topic delimiter) to it.
+    """
+    from tokenizers import ByteLevelBPETokenizer
+    from tokenizers.processors import RobertaProcessing
+    from transformers import RobertaTokenizerFast
+
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(["hello world good day to you", "a b c d e f g", "the cat sat on the mat",
+                             "abortion cloning this is a test"] * 20, vocab_size=300, min_frequency=1,
+                            special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
+    bpe._tokenizer.post_processor = RobertaProcessing(("</s>", 2), ("<s>", 0))
+    return RobertaTokenizerFast(tokenizer_object=bpe._tokenizer, bos_token="<s>", eos_token="</s>",
+                                sep_token="</s>", cls_token="<s>", unk_token="<unk>", pad_token="<pad>",
+                                mask_token="<mask>")

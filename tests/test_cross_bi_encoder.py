@@ -9,28 +9,6 @@ import torch
 from augsbert.models.cross_bi_encoder import CrossBiEncoder, PairTokenizer, truncate_lengths
 
 
-@pytest.fixture(scope="module")
-def bert_tokenizer(minilm_path):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(minilm_path)
-
-
-@pytest.fixture(scope="module")
-def roberta_tokenizer(tmp_path_factory):
-    """A small byte-level BPE tokenizer with RoBERTa's special tokens, trained here."""
-    from tokenizers import ByteLevelBPETokenizer
-    from transformers import RobertaTokenizerFast
-
-    bpe = ByteLevelBPETokenizer()
-    bpe.train_from_iterator(["hello world good day to you", "a b c d e f g", "the cat sat on the mat"] * 20,
-                            vocab_size=300, min_frequency=1,
-                            special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
-    path = tmp_path_factory.mktemp("roberta_tok")
-    bpe.save_model(str(path))
-    return RobertaTokenizerFast(vocab_file=str(path / "vocab.json"), merges_file=str(path / "merges.txt"))
-
-
 def test_bert_layout_and_segment_masks(bert_tokenizer):
     feats = PairTokenizer(bert_tokenizer, 64, use_token_types=True)(["hello world", "a"], ["good day to you", "b"])
     # [CLS]=101 hello world [SEP]=102 [CLS] good day to you [SEP]; second row padded with 0

@@ -41,9 +41,9 @@ def split_held_out(pairs: pd.DataFrame, fraction: float, seed: int) -> tuple[pd.
 
 @torch.inference_mode()
 def evaluate_mlm(model, pair_tokenizer: PairTokenizer, pairs: pd.DataFrame, probability: float,
-                 batch_size: int = 32, seed: int = 0) -> dict:
+                 batch_size: int = 32, seed: int = 0, delimiter_id: int | None = None) -> dict:
     """Masked-LM loss and masked-token accuracy on `pairs`, with a fixed (seeded) masking."""
-    collator = MLMPairCollator(pair_tokenizer, probability, seed=seed)
+    collator = MLMPairCollator(pair_tokenizer, probability, seed=seed, delimiter_id=delimiter_id)
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
@@ -81,9 +81,15 @@ def adapt(base: str, train: pd.DataFrame, params: dict, workdir: Path, device: s
     set_seed(params["seed"])
     model = masked_lm_from(base, params.get("config_kwargs"))
     tokenizer = AutoTokenizer.from_pretrained(base)
+    delimiter_id = None
+    if params.get("topic_prompt"):  # prompted pairs: the prompt (through its delimiter) is never masked
+        from .data.prompts import ensure_delimiter
+
+        delimiter_id = ensure_delimiter(tokenizer, params["topic_prompt"], model)
     pair_tokenizer = PairTokenizer(tokenizer, params["max_length"],
                                    getattr(model.config, "type_vocab_size", 0) >= 2)
-    collator = MLMPairCollator(pair_tokenizer, params["mask_probability"], params["masking"], seed=params["seed"])
+    collator = MLMPairCollator(pair_tokenizer, params["mask_probability"], params["masking"], seed=params["seed"],
+                               delimiter_id=delimiter_id)
     args = dict(
         output_dir=str(workdir / "trainer"), max_steps=params["max_steps"],
         per_device_train_batch_size=params["batch_size"], learning_rate=params["lr"],
@@ -104,5 +110,5 @@ def adapt(base: str, train: pd.DataFrame, params: dict, workdir: Path, device: s
         log.info("resuming from %s", last)
     output = trainer.train(resume_from_checkpoint=last)
     return model, tokenizer, pair_tokenizer, {"train_loss": float(output.training_loss),
-                                              "steps": int(output.global_step),
+                                              "steps": int(output.global_step), "topic_delimiter_id": delimiter_id,
                                               "resumed_from": Path(last).name if last else None}

@@ -198,6 +198,10 @@ def _build(arch, base: str, params: dict, device: str, seed: int):
 
     set_seed(seed)  # the fresh head of a Cross-Encoder is initialised here
     model = arch.build(base, params, device)
+    if params.get("topic_prompt"):  # one token for the topic delimiter, added before any freezing
+        from .data.prompts import ensure_delimiter
+
+        ensure_delimiter(model.tokenizer, params["topic_prompt"], arch.encoder(model))
     if params.get("freeze_embeddings"):
         frozen = freeze_embeddings(arch.encoder(model))
         log.info("frozen embedding layers: %s", ", ".join(frozen))

@@ -56,3 +56,21 @@ rule train_student:
         gpu=1,
     shell:
         "augsbert train-student --spec {params.spec:q} --out {output:q} >> {log:q} 2>&1"
+
+
+rule train_classifier:
+    input:
+        unpack(node_inputs),
+    output:
+        directory("artifacts/classifier/{key}"),
+    params:
+        spec=node_spec,
+    log:
+        "logs/classifier/{key}.log",
+    threads: 2
+    resources:
+        mem_mb=16000,
+        runtime=360,
+        gpu=1,
+    shell:
+        "augsbert train-classifier --spec {params.spec:q} --out {output:q} >> {log:q} 2>&1"

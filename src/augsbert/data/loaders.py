@@ -67,6 +67,13 @@ class Loader(ABC):
     def inputs(self, name: str, options: dict, data_dir: Path) -> list[Path]:
         """All raw files, including the optional unlabeled corpus; raises if one is missing."""
         paths = self.files(name, options, data_dir)
+        if options.get("topic_corpus"):
+            from .topic_corpora import corpus_inputs
+
+            if options.get("unlabeled"):
+                raise DataError(f"dataset '{name}': give either `unlabeled` or `topic_corpus`, not both "
+                                "(the topic corpus is the dataset's unlabeled corpus)")
+            paths += corpus_inputs(name, options["topic_corpus"], data_dir)
         if options.get("unlabeled"):
             paths.append(self.require(name, resolve_path(data_dir, options["unlabeled"]), "unlabeled",
                                       what="unlabeled target-domain text, one sentence per line",

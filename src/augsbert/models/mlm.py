@@ -47,18 +47,27 @@ def mask_tokens(input_ids: torch.Tensor, maskable: torch.Tensor, mask_token_id: 
     return masked, labels
 
 
-def maskable_positions(pair_tokenizer: PairTokenizer, features: dict[str, torch.Tensor]) -> torch.Tensor:
-    """Real tokens that are not special tokens ([CLS]/[SEP]/<s>/</s>, padding)."""
-    special = torch.tensor(sorted(set(pair_tokenizer.tokenizer.all_special_ids)), dtype=torch.long)
-    return features["attention_mask"].bool() & ~torch.isin(features["input_ids"], special)
+def maskable_positions(pair_tokenizer: PairTokenizer, features: dict[str, torch.Tensor],
+                       delimiter_id: int | None = None) -> torch.Tensor:
+    """Real tokens that are not special tokens ([CLS]/[SEP]/<s>/</s>, padding) nor, with a topic
+    `delimiter_id`, prompt tokens (thesis 4.4.3: MLM never masks the topic prompt)."""
+    tok = pair_tokenizer.tokenizer
+    special = torch.tensor(sorted(set(tok.all_special_ids)), dtype=torch.long)
+    maskable = features["attention_mask"].bool() & ~torch.isin(features["input_ids"], special)
+    if delimiter_id is not None:
+        from ..data.prompts import prompt_positions
+
+        maskable &= ~prompt_positions(features["input_ids"], tok.cls_token_id, delimiter_id)
+    return maskable
 
 
 class MLMPairCollator:
     """Rows {sentence1, sentence2} -> masked CBE-layout batches for a masked-LM head."""
 
     def __init__(self, pair_tokenizer: PairTokenizer, probability: float = 0.2, scheme: str = "uniform",
-                 seed: int | None = None):
+                 seed: int | None = None, delimiter_id: int | None = None):
         self.pair_tokenizer = pair_tokenizer
+        self.delimiter_id = delimiter_id  # topic prompts: positions up to it are never masked
         self.probability = probability
         self.scheme = scheme
         self.generator = torch.Generator().manual_seed(seed) if seed is not None else None
@@ -66,7 +75,7 @@ class MLMPairCollator:
     def __call__(self, rows: Sequence[dict]) -> dict[str, torch.Tensor]:
         tok = self.pair_tokenizer.tokenizer
         feats = self.pair_tokenizer([r["sentence1"] for r in rows], [r["sentence2"] for r in rows])
-        masked, labels = mask_tokens(feats["input_ids"], maskable_positions(self.pair_tokenizer, feats),
+        masked, labels = mask_tokens(feats["input_ids"], maskable_positions(self.pair_tokenizer, feats, self.delimiter_id),
                                      tok.mask_token_id, self.probability, self.generator, self.scheme,
                                      len(tok))
         batch = {"input_ids": masked, "attention_mask": feats["attention_mask"], "labels": labels}

@@ -29,11 +29,14 @@ METRIC_TITLES = {
     "twitterpara_ap": "USEB TwitterPara AP × 100 (TURL, PIT average)",
     "scidocs_map": "USEB SciDocs MAP × 100 (Cite, Co-Cite, Co-Read, Co-View average)",
     "dev_spearman": "Spearman ρ × 100 on the dev split the model was selected on",
+    "prompted_spearman": "Spearman ρ × 100 on the target test split, both sentences topic-prompted",
+    "prompted_topic_macro_f1": "Topic classification macro-F1 × 100 on topic-prompted sentences (frozen encoder)",
 }
 # Short column heads of the overview table (one dataset column, metrics side by side, as thesis Table 6.10)
 METRIC_HEADS = {"askubuntu_map": "AskU", "cqadupstack_map@100": "CQADup", "twitterpara_ap": "TwitterP",
                 "scidocs_map": "SciDocs", "useb_avg": "USEB Avg.", "sts_avg": "STS Avg.", "spearman": "Test ρ",
-                "pearson": "Test r", "dev_spearman": "Dev ρ", "topic_macro_f1": "Topic F1"}
+                "pearson": "Test r", "dev_spearman": "Dev ρ", "topic_macro_f1": "Raw F1",
+                "prompted_topic_macro_f1": "Prompted F1", "prompted_spearman": "Prompted ρ"}
 
 
 def _missing(value) -> bool:

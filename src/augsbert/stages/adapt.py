@@ -18,6 +18,10 @@ def run(spec: dict, out: str | Path, device: str | None = None, force: bool = Fa
     params = spec["params"]
     pool, _, removed = target_pool(spec["inputs"]["data"], params["pool"], params["exclude_eval_sentences"])
     pairs = mlm_pairs(pool, params["seed"])
+    if params.get("topic_prompt"):  # thesis 4.4.3: [CLS] t1 ¥ a [SEP] [CLS] t2 ¥ b [SEP]
+        from ..data.prompts import prompt_pairs, topic_map
+
+        pairs = prompt_pairs(pairs, params["topic_prompt"], topic_map(spec["inputs"]["data"]))
     train, held_out = split_held_out(pairs, params["held_out"], params["seed"])
     work = checkpoint_dir(out)
     with artifact_dir(out, spec, force, checkpoints=work) as tmp:
@@ -26,8 +30,13 @@ def run(spec: dict, out: str | Path, device: str | None = None, force: bool = Fa
         log.info("MLM adaptation of %s on %d pairs from %d target sentences (%d held out)", params["model"],
                  len(train), len(pool), len(held_out))
         model, tokenizer, pair_tokenizer, metrics = adapt(base, train, params, work, device, precision())
-        after = evaluate_mlm(model, pair_tokenizer, held_out, params["mask_probability"])
-        before = evaluate_mlm(masked_lm_from(base).to(device), pair_tokenizer, held_out, params["mask_probability"])
+        delimiter_id = metrics.pop("topic_delimiter_id")
+        after = evaluate_mlm(model, pair_tokenizer, held_out, params["mask_probability"], delimiter_id=delimiter_id)
+        base_model = masked_lm_from(base)
+        if len(tokenizer) > base_model.get_input_embeddings().num_embeddings:  # an added topic delimiter
+            base_model.resize_token_embeddings(len(tokenizer))
+        before = evaluate_mlm(base_model.to(device), pair_tokenizer, held_out, params["mask_probability"],
+                              delimiter_id=delimiter_id)
         log.info("held-out MLM loss %.3f -> %.3f, masked-token accuracy %.3f -> %.3f",
                  before["loss"], after["loss"], before["accuracy"], after["accuracy"])
         model.save_pretrained(str(tmp / "model"))

@@ -64,7 +64,10 @@ def target_pool(data: str | Path, kind: str, exclude_eval: bool,
         if not unlabeled.is_file():
             raise DataError(f"{option} is {kind!r}, but {unlabeled} does not exist: give the dataset "
                             "an `unlabeled` text file")
-        texts = pd.read_parquet(unlabeled)["text"]
+        corpus = pd.read_parquet(unlabeled)
+        if "split" in corpus.columns:  # a topic corpus (UKP / 20 Newsgroups): its train part only
+            corpus = corpus[corpus["split"].isin(["train", ""])]
+        texts = corpus["text"]
         pool = sorted(set(pool) | {normalise_text(t) for t in texts} - {""})
     removed = 0
     if exclude_eval:

@@ -41,6 +41,20 @@ def _select(strategy: str, reference: np.ndarray, scores: np.ndarray, seed: int)
     return np.arange(len(scores))
 
 
+def with_topics(pairs: pd.DataFrame, topics: dict[str, str], pair_topic: pd.Series | None = None) -> pd.DataFrame:
+    """`pairs` with `topic1` / `topic2`: the pair's own topic where given, else each text's (`topic_map`)."""
+    from ..data.tables import normalise_text
+
+    out = pairs.copy()
+    for side, column in ((1, "sentence1"), (2, "sentence2")):
+        looked_up = out[column].map(lambda t: topics.get(normalise_text(t), ""))
+        if pair_topic is not None:
+            own = pd.Series(pair_topic.fillna("").astype(str).to_numpy(), index=out.index)
+            looked_up = own.where(own != "", looked_up)
+        out[f"topic{side}"] = looked_up
+    return out
+
+
 def plot_densities(path: Path, reference: np.ndarray, pairs: pd.DataFrame, title: str) -> None:
     import matplotlib
 
@@ -80,13 +94,27 @@ def run(spec: dict, out: str | Path, device: str | None = None, force: bool = Fa
         model = arch.load(teacher_dir / "model", device)
         batch = params["batch_size"]
         gold_scored = gold[["sentence1", "sentence2"]].assign(strategy="gold", gold_score=gold["score"])
-        gold_scored["score"] = arch.predict(model, pairs_of(gold_scored), batch, teacher_params)
+        delimiter = params.get("topic_prompt")
+        topics = {}
+        if delimiter:  # thesis 5.6.1: the teacher scores ((t1, a), (t2, b)); pairs keep plain text + topics
+            from ..data.prompts import prompt_pairs, topic_map
+
+            topics = topic_map(spec["inputs"]["topics"])
+            gold_scored = with_topics(gold_scored, topics, gold.get("topic"))
+            log.info("topic prompts on (delimiter %r): %d topic-labelled sentences", delimiter, len(topics))
+
+        def shown(frame: pd.DataFrame) -> list[tuple[str, str]]:
+            return pairs_of(prompt_pairs(frame, delimiter) if delimiter else frame)
+
+        gold_scored["score"] = arch.predict(model, shown(gold_scored), batch, teacher_params)
         reference = (gold_scored["score"] if params["kde_reference"] == "teacher" else gold["score"]).to_numpy()
         parts = [gold_scored] if params["relabel_gold"] else []
         per_strategy = {}
         if candidates is not None and len(candidates):
             log.info("scoring %d candidate pairs with the %s teacher", len(candidates), arch_name)
-            candidates["score"] = arch.predict(model, pairs_of(candidates), batch, teacher_params)
+            if delimiter:
+                candidates = with_topics(candidates, topics)
+            candidates["score"] = arch.predict(model, shown(candidates), batch, teacher_params)
             for strategy, group in candidates.groupby("strategy", sort=False):
                 kept = group.iloc[_select(strategy, reference, group["score"].to_numpy(), params["seed"])]
                 parts.append(kept)

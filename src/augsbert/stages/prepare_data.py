@@ -49,6 +49,11 @@ def run(spec: dict, out: str | Path, force: bool = False) -> dict:
     report = RowReport(name, params["on_bad_rows"])
     with artifact_dir(out, spec, force) as tmp:
         prepared = loader.load(name, params, Path(params.get("data_dir", ".")), report)
+        if params.get("topic_corpus"):  # UKP Sentential / 20 Newsgroups as released: the unlabeled corpus
+            from ..data.topic_corpora import read_topic_corpus
+
+            prepared.unlabeled, prepared.info["topic_corpus"] = read_topic_corpus(
+                name, params["topic_corpus"], Path(params.get("data_dir", ".")), report)
         report.settle()
         for split in ("train", "test"):
             if split in prepared.splits and prepared.splits[split].empty:

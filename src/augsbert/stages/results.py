@@ -20,6 +20,7 @@ RESULTS_SCHEMA = "schemas/results.schema.yaml"
 ROLE_LABELS = {
     "zero_shot": "base model, no training (zero-shot Bi-Encoder)",
     "pretrained": "encoder after unsupervised pre-training (pretrain.objective), no labels",
+    "classifier": "encoder fine-tuned with a linear head on the target's topics (thesis 5.6.1 baseline)",
     "lower_bound": "Bi-Encoder trained on gold only (SBERT, lower bound)",
     "teacher": "teacher trained on gold (Cross-Encoder / Cross-Bi-Encoder, upper bound)",
     "student": "Bi-Encoder student trained on the teacher's labels (AugSBERT)",

@@ -15,8 +15,10 @@ import pandas as pd
 
 from ..artifacts import artifact_dir, write_json
 from ..data import DataError
+from ..data.prompts import prompt, prompt_pairs, topic_map
+from ..data.tables import normalise_text
 from ..evaluation.retrieval import alignment, uniformity
-from ..evaluation.similarity import Encoder
+from ..evaluation.similarity import Encoder, correlations
 from ..evaluation.sts_suite import sts_suite
 from ..evaluation.topic import linear_probe
 from ..evaluation.useb import useb_suite
@@ -30,7 +32,21 @@ UNIFORMITY_SAMPLE = 5000  # uniformity is O(n^2) in memory: a fixed random subse
 
 
 def topic_sentences(data_dir: str | Path) -> tuple[list[str], list[str]]:
-    """Unique sentences of every split with the topic of the pairs they occur in."""
+    """The sentences the topic probe classifies, with their labels.
+
+    A topic corpus (`topic_corpus`: UKP, 20 Newsgroups; or an unlabeled table
+    with topics) is the classification data, scored on its finest labels
+    (`fine_topic`: the 20 newsgroups even when prompts use the 6 parent
+    groups, as thesis Table 6.14); otherwise the unique sentences of every
+    split with the topic of the pairs they occur in (BWS).
+    """
+    unlabeled = Path(data_dir) / "unlabeled.parquet"
+    if unlabeled.is_file():
+        corpus = pd.read_parquet(unlabeled)
+        label = next((c for c in ("fine_topic", "topic") if c in corpus.columns), None)
+        if label:
+            corpus = corpus[corpus[label].astype(str) != ""].drop_duplicates("text", keep="first")
+            return corpus["text"].tolist(), corpus[label].astype(str).tolist()
     frames = [t for t in (read_split(data_dir, s, required=False) for s in ("train", "dev", "test")) if t is not None]
     table = pd.concat(frames, ignore_index=True)
     if "topic" not in table.columns:
@@ -70,15 +86,34 @@ def run(spec: dict, out: str | Path, device: str | None = None, force: bool = Fa
             summary.update({task: r["spearman"] for task, r in sts["tasks"].items()})
             summary["sts_avg"] = sts["sts_avg"]
         if params.get("topic"):
+            probe = dict(params["topic"])
+            delimiter = probe.pop("prompted", None)
             texts, topics = topic_sentences(inputs["data"])
             try:
-                topic = linear_probe(encode(texts), topics, **params["topic"])
+                topic = linear_probe(encode(texts), topics, **probe)
+                if delimiter:  # thesis Tables 6.14/6.16 "Prompted (F1)": each sentence with its true topic
+                    # prompted with the label prompts use (20 Newsgroups: the parent group), scored on the finest
+                    known = topic_map(inputs["data"])
+                    shown = [prompt(t, known.get(normalise_text(t), c), delimiter) for t, c in zip(texts, topics)]
+                    prompted = linear_probe(encode(shown), topics, **probe)
             except ValueError as err:
                 raise DataError(f"{inputs['data']}: {err}") from None
             log.info("suite: topic macro-F1 %.2f over %d topics (%d test sentences)", topic["topic_macro_f1"],
                      len(topic["topics"]), topic["n_test"])
             metrics["topic"] = topic
             summary["topic_macro_f1"] = topic["topic_macro_f1"]
+            if delimiter:
+                test = read_split(inputs["data"], "test", required=False)
+                metrics["prompted"] = {"topic": prompted, "delimiter": delimiter}
+                summary["prompted_topic_macro_f1"] = prompted["topic_macro_f1"]
+                if test is not None:  # target similarity on prompted input (thesis Table 6.16 "Prompted BWS")
+                    shown = prompt_pairs(test, delimiter, topic_map(inputs["data"]))
+                    similarity = correlations(encode.cosine(list(zip(shown["sentence1"], shown["sentence2"]))),
+                                              test["score"])
+                    metrics["prompted"]["test"] = similarity
+                    summary["prompted_spearman"] = similarity["spearman"]
+                log.info("suite: prompted input: topic macro-F1 %.2f, test spearman %s",
+                         prompted["topic_macro_f1"], summary.get("prompted_spearman"))
         if params["useb"]:
             useb = useb_suite(encode, params["useb"])
             metrics["useb"] = useb

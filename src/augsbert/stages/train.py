@@ -13,6 +13,7 @@ import pandas as pd
 
 from ..artifacts import artifact_dir, write_json
 from ..data import DataError, read_pairs
+from ..data.prompts import prompt_pairs
 from ..models import resolve_device
 from ..training import evaluate, fit, save_model, symmetrise
 from .common import checkpoint_dir, model_path, precision, read_split
@@ -44,9 +45,17 @@ def _train_and_save(arch: str, spec: dict, train: pd.DataFrame, out, device, for
     base = str(Path(spec["inputs"]["init"]) / "model") if "init" in spec["inputs"] else model_path(params, params["model"])
     log.info("%s: %d training pairs, %s dev pairs, %d test pairs, base %s, device %s", arch, len(train),
              len(dev) if dev is not None else "no", len(test), params["model"], device)
+    delimiter = params.get("topic_prompt")
+    tested = test
+    if delimiter:  # topic prompts (thesis 4.4): training and dev pairs with topics are prompted
+        train = prompt_pairs(train, delimiter)
+        dev = prompt_pairs(dev, delimiter) if dev is not None else None
+        if arch != "be":  # a teacher is tested as it is used: on prompted pairs; Bi-Encoders on raw text
+            tested = prompt_pairs(test, delimiter)  # (their prompted test score is in the suite)
+        log.info("topic prompts on (delimiter %r): e.g. %r", delimiter, train["sentence1"].iloc[0][:80])
     with artifact_dir(out, spec, force, checkpoints=work) as tmp:
         result = fit(arch, base, train, dev, params, work, device, precision())
-        test_metrics, predicted = evaluate(arch, result.model, test, params)
+        test_metrics, predicted = evaluate(arch, result.model, tested, params)
         log.info("%s: test spearman %.2f  pearson %.2f", arch, test_metrics["spearman"], test_metrics["pearson"])
         save_model(arch, result.model, tmp / "model")
         pd.DataFrame({"sentence1": test["sentence1"], "sentence2": test["sentence2"], "gold": test["score"],
@@ -70,6 +79,11 @@ def run_teacher(spec: dict, out: str | Path, device: str | None = None, force: b
     return _train_and_save(params["arch"], spec, train, out, device, force)
 
 
+def _topics(table: pd.DataFrame) -> list[str]:
+    """The topic columns a pair table carries (kept for a prompted student)."""
+    return [c for c in ("topic", "topic1", "topic2") if c in table.columns]
+
+
 def student_training_set(spec: dict) -> pd.DataFrame:
     """What the student learns from, one row per (pair, label), with its `source`.
 
@@ -88,12 +102,13 @@ def student_training_set(spec: dict) -> pd.DataFrame:
     params = spec["params"]
     parts = []
     if params["use_gold_labels"]:
-        gold = read_split(spec["inputs"]["data"], "train")[["sentence1", "sentence2", "score"]]
-        parts.append(gold.assign(source="gold"))
+        gold = read_split(spec["inputs"]["data"], "train")
+        parts.append(gold[["sentence1", "sentence2", "score", *_topics(gold)]].assign(source="gold"))
     if "labels" in spec["inputs"]:
         labelled = read_pairs(Path(spec["inputs"]["labels"]) / "pairs.parquet")
         source = labelled["strategy"].where(labelled["strategy"] != "gold", "relabelled_gold")
-        parts.append(labelled[["sentence1", "sentence2", "score"]].assign(source=source.to_numpy()))
+        parts.append(labelled[["sentence1", "sentence2", "score", *_topics(labelled)]]
+                     .assign(source=source.to_numpy()))
     if not parts:
         raise DataError("the student has no training pairs: enable student.use_gold_labels or silver labels")
     table = pd.concat(parts, ignore_index=True)
