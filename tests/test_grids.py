@@ -137,6 +137,8 @@ def test_thesis_grids_plan():
     assert [r["label"] for r in semi["rows"]][:3] == ["SBERT (lower bound)", "CE (upper bound)", "CBE (upper bound)"]
     assert "AugSBERT-CBE-S.S." in [r["label"] for r in semi["rows"]]
     distill = plan.grid_spec("distill")
-    assert [r["label"] for r in distill["rows"]] == ["SBERT (lower bound)", "Distill-CBE", "Distill-CE"]
-    transfer = plan.experiment("distill.ce.stsb2bws")
+    losses = ["cosine", "CoSENT", "AnglE", "MNRL"]  # the student.loss axis: the lower bound learns with it too
+    assert [r["label"] for r in distill["rows"]] == [f"SBERT (lower bound) [{x}]" for x in losses] + [
+        f"Distill-{t}-{x}" for t in ("CBE", "CE") for x in losses]
+    transfer = plan.experiment("distill.ce_cosine.stsb2bws")
     assert transfer.config["source"] == "stsb" and transfer.config["sampling"]["strategies"] == ["target_pairs"]

@@ -9,6 +9,8 @@ Cross-Bi-Encoder), how it scores pairs, and how it is saved and loaded. With
 
 from __future__ import annotations
 
+import logging
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -16,6 +18,8 @@ import numpy as np
 import torch
 
 from .cross_bi_encoder import SPECIALS_PER_PAIR, CrossBiEncoder, CrossBiEncoderCollator
+
+log = logging.getLogger(__name__)
 
 ACTIVATIONS = {"sigmoid": torch.nn.Sigmoid, "tanh": torch.nn.Tanh, "identity": torch.nn.Identity}
 
@@ -63,17 +67,26 @@ class BiEncoder(_SentenceTransformersModel):
         return model
 
     def trainer(self, model, args: dict, train, callbacks, params: dict):
+        from datasets import Dataset
         from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
-        from sentence_transformers.sentence_transformer.losses import CosineSimilarityLoss
 
-        if params.get("group_by_length"):  # the two sentences are padded apart: 2-D grouping, longer one first
+        from .student_losses import student_loss, student_rows
+
+        if params.get("loss", "cosine") != "cosine":  # rows of another shape (student.loss): built from the pairs
+            rows = student_rows(train.to_pandas(), params)
+            log.info("student.loss %s: %d training rows (%s)", params["loss"], len(rows), ", ".join(rows.columns))
+            train = Dataset.from_pandas(rows, preserve_index=False)
+            steps = math.ceil(len(rows) / params["batch_size"]) * params["epochs"]
+            args = {**args, "warmup_steps": int(math.ceil(params["warmup_ratio"] * steps))}  # of these rows
+        if params.get("group_by_length") and "sentence1" in train.column_names:
+            # the two sentences are padded apart: 2-D grouping, longer one first
             from ..batching import length_batch_sampler, longer_first, side_lengths
 
             lengths = side_lengths(model.tokenizer, train["sentence1"], train["sentence2"], model.max_seq_length)
             train, lengths = longer_first(train, lengths)
             args = {**args, "batch_sampler": length_batch_sampler(lengths, params["megabatch"])}
         return SentenceTransformerTrainer(model=model, args=SentenceTransformerTrainingArguments(**args),
-                                          train_dataset=train, loss=CosineSimilarityLoss(model), callbacks=callbacks)
+                                          train_dataset=train, loss=student_loss(model, params), callbacks=callbacks)
 
     def predict(self, model, pairs: Sequence[tuple[str, str]], batch_size: int, params: dict) -> np.ndarray:
         from ..evaluation.similarity import cosine_scores
