@@ -22,6 +22,7 @@ import pandas as pd
 import torch
 
 from .objectives import OBJECTIVES, build_loss, training_rows
+from .variants import weight_perturbation
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,16 @@ def _trainer_class():
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             self.loss.train(model.training)  # CT's second encoder, decoder dropout: off while evaluating
             return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+
+        weight_perturbation = None  # SAM / AWP (augsbert.pretraining.variants): two passes per optimizer step
+
+        def training_step(self, model, inputs, num_items_in_batch=None):
+            if self.weight_perturbation is None:
+                return super().training_step(model, inputs, num_items_in_batch)
+            parent = super()
+            params = {id(p): p for p in (*model.parameters(), *self.loss.parameters())}  # the loss shares the model's
+            return self.weight_perturbation.step(
+                list(params.values()), lambda: parent.training_step(model, dict(inputs), num_items_in_batch))
 
         def get_batch_sampler(self, dataset, batch_size, drop_last, valid_label_columns=None, generator=None,
                               seed=0):
@@ -162,6 +173,7 @@ def fit(base: str, sentences: list[str], held_out: list[str], dev: pd.DataFrame 
         model=model, args=SentenceTransformerTrainingArguments(**args), train_dataset=train,
         eval_dataset=evaluation, loss=loss, evaluator=evaluator, callbacks=callbacks,
         data_collator=collator(objective, model, params))
+    trainer.weight_perturbation = weight_perturbation(params)
     last = get_last_checkpoint(str(workdir / "trainer")) if (workdir / "trainer").is_dir() else None
     if last:
         log.info("resuming from %s", last)

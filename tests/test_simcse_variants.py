@@ -1,0 +1,315 @@
+"""Seed 001 (Park) SimCSE variants: the properties of ../shared/spec/unsupervised.md section 3 ("Park").
+
+Noise statistics on large tensors (GNI residual std σ, Gaussian dropout mean 1 / std σ), FGSM's
+‖δ‖∞ = ε along the gradient's sign, the N x (N + K) logits of the sampled negatives (no gradient,
+a higher loss), the memory bank's detached step t-1 entries, label smoothing against a manual
+computation, SAM / AWP restoring the weights bit-exactly and equal to plain SimCSE at ρ = γ = 0,
+and one tiny training run per group that lowers the held-out loss.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from test_pretraining import SENTENCES, Fixed
+
+from augsbert.pretraining.objectives import SIMCSE_VARIANT_KEYS, SIMCSE_VARIANTS, build_loss, resolved
+from augsbert.pretraining.train import build_encoder, fit, held_out_loss, loss_extra_state
+from augsbert.pretraining.variants import (
+    GaussianNegativesSimCSELoss,
+    GMMNegativesSimCSELoss,
+    LabelSmoothingSimCSELoss,
+    MemoryBankSimCSELoss,
+    OutputAugmentedSimCSELoss,
+    WeightPerturbation,
+    bernoulli_dropout,
+    feature_dropout,
+    gaussian_dropout,
+    gaussian_noise,
+    magnitude_mask,
+    simcse_logits,
+)
+
+VARIANT_DEFAULTS = {"simcse_variant": "none", "noise_sigma": 0.001, "noise_rate": 0.1, "noise_views": "positive",
+                    "fgsm_epsilon": 0.001, "label_smoothing": 0.1, "sam_rho": 0.05, "awp_gamma": 0.005,
+                    "extra_negatives": None, "gmm_components": 4, "gmm_history": 8}
+
+
+def params_for(variant: str, **override) -> dict:
+    options = {"objective": "simcse", "preset": "thesis", "pooling": "cls", "batch_size": 8, "max_steps": 4,
+               "lr": 3e-4, "warmup_ratio": 0.0, "weight_decay": 0.0, "scheduler": "constant", "max_length": 24,
+               "temperature": 0.05, "eval_steps": 4, "selection": "last", "group_by_length": None, "megabatch": 50,
+               "seed": 3, **VARIANT_DEFAULTS, "simcse_variant": variant}
+    options.update(override)
+    return resolved(options)
+
+
+class FixedDim(Fixed):
+    """`Fixed` (embeddings carried in the features) with the dimension and device a stateful loss asks for."""
+
+    device = torch.device("cpu")
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.dim = dim
+
+    def get_embedding_dimension(self) -> int:
+        return self.dim
+
+
+def plain_ce(anchors, positives, extra=None, scale=20.0):
+    logits = simcse_logits(anchors, positives, scale, extra)
+    return torch.nn.functional.cross_entropy(logits, torch.arange(len(anchors))), logits
+
+
+@pytest.fixture(scope="module")
+def encoder(tiny_minilm):
+    return build_encoder(tiny_minilm, "cls", 24, "cpu")
+
+
+def batch(model, n=6):
+    feats = {k: v for k, v in model.tokenize(SENTENCES[:n]).items() if isinstance(v, torch.Tensor)}
+    return [feats, {k: v.clone() for k, v in feats.items()}]
+
+
+# ---- options: inert ones are pruned, so they do not change the artifact key
+def test_resolved_keeps_only_the_variants_own_options():
+    assert not set(SIMCSE_VARIANT_KEYS) & set(params_for("none"))
+    assert set(SIMCSE_VARIANT_KEYS) & set(params_for("gni")) == {"simcse_variant", "noise_sigma", "noise_views"}
+    assert set(SIMCSE_VARIANT_KEYS) & set(params_for("awp+fgsm")) == {"simcse_variant", "awp_gamma", "fgsm_epsilon"}
+    assert params_for("gaussian_negatives")["extra_negatives"] == 8  # null = the batch size
+    assert params_for("gaussian_negatives", extra_negatives=8) == params_for("gaussian_negatives")
+    assert params_for("gni", sam_rho=0.5, extra_negatives=3) == params_for("gni")
+    other = resolved({**params_for("none"), **VARIANT_DEFAULTS, "objective": "nm", "simcse_variant": "gni",
+                      "deletion_ratio": 0.6, "deletion_unit": "word"})
+    assert not set(SIMCSE_VARIANT_KEYS) & set(other)  # simcse only
+    from augsbert.config import load_schema
+
+    enum = load_schema()["$defs"]["stage_options"]["properties"]["pretrain"]["properties"]["simcse_variant"]["enum"]
+    assert set(enum) == set(SIMCSE_VARIANTS)
+
+
+# ---- input-embedding noise (§4.1.2)
+def test_gni_and_gaussian_dropout_statistics():
+    torch.manual_seed(0)
+    e = torch.rand(1000, 1000) + 0.5
+    residual = gaussian_noise(e, 0.001) - e
+    assert float(residual.std()) == pytest.approx(0.001, rel=0.01) and abs(float(residual.mean())) < 1e-5
+    ratio = gaussian_dropout(e, 0.001) / e
+    assert float(ratio.mean()) == pytest.approx(1.0, abs=1e-5) and float(ratio.std()) == pytest.approx(0.001, rel=0.01)
+    dropped = bernoulli_dropout(e, 0.1)
+    zero = dropped == 0
+    assert float(zero.float().mean()) == pytest.approx(0.1, abs=0.002)
+    assert torch.allclose(dropped[~zero], e[~zero] / 0.9)
+    cols = feature_dropout(e.view(10, 100, 1000), 0.1)
+    zero_cols = (cols == 0).all(dim=1)  # (sentence, dimension): a dimension is dropped at every position
+    assert torch.equal((cols == 0).any(dim=1), zero_cols)
+    assert float(zero_cols.float().mean()) == pytest.approx(0.1, abs=0.02)
+
+
+def test_gni_acts_on_the_positive_word_embeddings_only(encoder):
+    loss = build_loss("simcse", encoder, params_for("gni"), head_source="")
+    words = encoder[0].auto_model.get_input_embeddings()
+    seen = []
+    handle = words.register_forward_hook(lambda m, args, out: seen.append(out - m.weight[args[0]]))  # runs after GNI
+    try:
+        torch.manual_seed(0)
+        with torch.no_grad():
+            loss(batch(encoder, 8), None)
+    finally:
+        handle.remove()
+    anchor, positive = seen
+    assert torch.equal(anchor, torch.zeros_like(anchor))  # noise_views: positive
+    assert float(positive.std()) == pytest.approx(0.001, rel=0.03) and abs(float(positive.mean())) < 5e-5
+
+
+def test_fgsm_delta_is_epsilon_along_the_gradient_sign_and_raises_the_loss(encoder):
+    loss = build_loss("simcse", encoder, params_for("fgsm", fgsm_epsilon=0.01), head_source="")
+    encoder.eval()  # no dropout: the same network in every pass
+    first, second = batch(encoder)
+    with torch.no_grad():
+        anchors = loss.embed(first)
+        delta, gradient = loss.fgsm_delta(anchors, second)
+        assert float(delta.abs().max()) == pytest.approx(0.01, rel=1e-6)
+        assert torch.equal(delta, 0.01 * gradient.sign()) and (gradient != 0).float().mean() > 0.5
+
+        def value(shift):
+            positives = loss.embed_with(second, lambda e: e + shift)
+            return float(plain_ce(anchors, positives)[0])
+
+        assert value(-delta) < value(0.0) < value(delta)  # the gradient's sign ascends the loss
+    encoder.train()
+
+
+# ---- output augmentation (§4.1.1)
+def test_output_augmentations():
+    torch.manual_seed(0)
+    h = torch.randn(4000, 4) * torch.tensor([0.5, 1.0, 2.0, 4.0])
+    gaussian = OutputAugmentedSimCSELoss(Fixed(), "output_gaussian")
+    assert torch.allclose((gaussian.augment(h) - h).std(dim=0), h.std(dim=0), rtol=0.05)
+    x = torch.tensor([[0.1, -5.0, 0.3, 2.0, -0.2, 1.0, 0.05, -3.0, 0.7, 4.0]])
+    assert torch.equal(magnitude_mask(x, 0.2, largest=False), x * torch.tensor([[0, 1, 1, 1, 1, 1, 0, 1, 1, 1.0]]))
+    assert torch.equal(magnitude_mask(x, 0.2, largest=True), x * torch.tensor([[1, 0, 1, 1, 1, 1, 1, 1, 1, 0.0]]))
+    fgsm = OutputAugmentedSimCSELoss(Fixed(), "output_fgsm", epsilon=0.05)
+    anchors = h[:6].clone().requires_grad_()
+    shifted = fgsm.augment(anchors)
+    point = h[:6].clone().requires_grad_()
+    plain_ce(h[:6], point)[0].backward()
+    assert torch.equal(shifted, h[:6] + 0.05 * point.grad.sign()) and bool((point.grad != 0).all())
+    shifted.sum().backward()
+    assert torch.equal(anchors.grad, torch.ones_like(h[:6]))  # the gradient flows through the anchor, not through δ
+
+
+# ---- stability (§4.2)
+def test_label_smoothing_equals_the_manual_value():
+    torch.manual_seed(0)
+    a, p = torch.randn(5, 8, dtype=torch.float64), torch.randn(5, 8, dtype=torch.float64)
+    value = LabelSmoothingSimCSELoss(Fixed(), smoothing=0.1)([{"emb": a}, {"emb": p}], None)
+    log_p = torch.log_softmax(simcse_logits(a, p, 20.0), dim=1)
+    expected = sum(-0.9 * log_p[i, i] - 0.1 * log_p[i].mean() for i in range(5)) / 5
+    assert float(value) == pytest.approx(float(expected), rel=1e-12)
+    assert float(value) != pytest.approx(float(plain_ce(a, p)[0]), rel=1e-3)
+
+
+def _gradients(model, loss, feats, perturbation=None):
+    def closure():
+        value = loss(feats, None)
+        value.backward()
+        return value.detach()
+
+    model.zero_grad(set_to_none=True)
+    params = list(model.parameters())
+    (perturbation.step(params, closure) if perturbation else closure())
+    return [None if p.grad is None else p.grad.clone() for p in params]  # the unused pooler has none
+
+
+def _same(a, b, exact=True) -> bool:
+    return all((x is None and y is None) or (x is not None and y is not None and
+                                             (torch.equal(x, y) if exact else torch.allclose(x, y, atol=1e-6)))
+               for x, y in zip(a, b))
+
+
+@pytest.mark.parametrize("kind", ["sam", "awp"])
+def test_weight_perturbation_restores_weights_and_is_plain_at_zero(encoder, kind):
+    model = encoder.eval()  # no dropout, so two passes on the same weights are the same computation
+    words = model[0].auto_model.get_input_embeddings().weight
+    words.requires_grad_(False)  # time: its 30k x 384 gradient would dominate the test
+    loss = build_loss("simcse", model, params_for(kind), head_source="")
+    feats = batch(model)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    plain = _gradients(model, loss, feats)
+    at_zero = _gradients(model, loss, feats, WeightPerturbation(kind, 0.0))
+    assert _same(plain, at_zero)
+    radius = 0.05 if kind == "sam" else 0.005
+    perturbed = _gradients(model, loss, feats, WeightPerturbation(kind, radius))
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in before.items())  # restored bit-exactly
+    assert not _same(plain, perturbed, exact=False)
+    # the moves: SAM ‖v‖ = ρ overall, AWP ‖v_l‖ = γ ‖w_l‖ per weight matrix (biases untouched)
+    for p, g in zip(model.parameters(), plain):
+        p.grad = g
+    moves = WeightPerturbation(kind, radius).perturbation(list(model.parameters()))
+    if kind == "sam":
+        assert float(torch.sqrt(sum((v ** 2).sum() for _, v in moves))) == pytest.approx(0.05, rel=1e-4)
+    else:
+        assert moves and all(p.dim() > 1 for p, _ in moves)
+        assert all(float(v.norm()) == pytest.approx(0.005 * float(p.detach().norm()), rel=1e-4) for p, v in moves)
+    # and the applied gradient is the one at w + v
+    with torch.no_grad():
+        for p, v in moves:
+            p.add_(v)
+    at_moved = _gradients(model, loss, feats)
+    model.load_state_dict(before)  # the module-scoped encoder, for the next test
+    model.zero_grad(set_to_none=True)
+    model.train()
+    words.requires_grad_(True)
+    assert _same(at_moved, perturbed, exact=False)
+
+
+# ---- additional negatives (§4.3)
+def test_gaussian_negatives_logits_no_gradient_and_higher_loss():
+    torch.manual_seed(0)
+    n, k = 6, 10
+    anchors = torch.randn(n, 16, requires_grad=True)
+    positives = (anchors.detach() + 0.1 * torch.randn(n, 16)).requires_grad_()
+    loss = GaussianNegativesSimCSELoss(Fixed(), "gaussian_negatives", count=k)
+    torch.manual_seed(1)
+    extra = loss.sample(anchors)
+    assert extra.shape == (k, 16) and not extra.requires_grad and extra.grad_fn is None
+    torch.manual_seed(1)
+    value = loss([{"emb": anchors}, {"emb": positives}], None)
+    expected, logits = plain_ce(anchors, positives, extra)
+    assert logits.shape == (n, n + k) and float(value.detach()) == pytest.approx(float(expected.detach()), rel=1e-6)
+    assert float(value.detach()) > float(plain_ce(anchors, positives)[0].detach())
+    value.backward()
+    assert anchors.grad is not None and positives.grad is not None
+    # the samples follow N(μ_z, diag σ_z²) / N(μ_z, Σ_z) of the batch's anchors
+    z = torch.randn(32, 4, dtype=torch.float64) @ torch.tensor([[1.0, 0.8, 0, 0], [0, 0.6, 0, 0], [0, 0, 2, 0],
+                                                                 [0, 0, 0, 0.5]], dtype=torch.float64)
+    many = GaussianNegativesSimCSELoss(Fixed(), "gaussian_negatives", count=200000).sample(z)
+    assert torch.allclose(many.mean(0), z.mean(0), atol=0.02) and torch.allclose(many.std(0), z.std(0), rtol=0.01)
+    full = GaussianNegativesSimCSELoss(Fixed(), "cov_filtering", count=200000).sample(z)
+    assert torch.allclose(torch.cov(full.T), torch.cov(z.T), atol=0.03)
+
+
+def test_memory_bank_holds_the_previous_steps_detached_positives(encoder):
+    loss = MemoryBankSimCSELoss(FixedDim(8), size=4)
+    loss.train()
+    torch.manual_seed(0)
+    steps = [(torch.randn(4, 8, requires_grad=True), torch.randn(4, 8, requires_grad=True)) for _ in range(2)]
+    first = loss([{"emb": steps[0][0]}, {"emb": steps[0][1]}], None)
+    # step 1: nothing stored yet, the plain loss
+    assert float(first.detach()) == pytest.approx(float(plain_ce(*steps[0])[0].detach()), rel=1e-6)
+    assert torch.equal(loss.entries(), steps[0][1].detach()) and not loss.entries().requires_grad
+    second = loss([{"emb": steps[1][0]}, {"emb": steps[1][1]}], None)
+    expected, logits = plain_ce(*steps[1], steps[0][1].detach())
+    assert logits.shape == (4, 8) and float(second.detach()) == pytest.approx(float(expected.detach()), rel=1e-6)
+    assert torch.equal(loss.entries(), steps[1][1].detach())
+    second.backward()
+    assert steps[0][1].grad is None  # no gradient reaches step t-1
+    loss.eval()
+    with torch.no_grad():
+        evaluated = loss([{"emb": steps[0][0]}, {"emb": steps[0][1]}], None)
+    assert float(evaluated) == pytest.approx(float(first.detach()), rel=1e-6)  # eval: no bank negatives ...
+    assert torch.equal(loss.entries(), steps[1][1].detach())  # ... and no update
+    real = build_loss("simcse", encoder, params_for("memory_bank"), head_source="")
+    assert set(loss_extra_state(real, encoder)) == {"bank", "bank_filled"}  # checkpointed with the trainer
+
+
+def test_gmm_negatives_come_from_previous_steps():
+    loss = GMMNegativesSimCSELoss(FixedDim(3), count=5, components=2, history=2, batch_size=4)
+    loss.train()
+    torch.manual_seed(0)
+    a, p = torch.randn(4, 3), torch.randn(4, 3)
+    assert float(loss([{"emb": a}, {"emb": p}], None)) == pytest.approx(float(plain_ce(a, p)[0]), rel=1e-6)
+    assert int(loss.past_filled) == 4 and torch.equal(loss.past[-4:], a)
+    torch.manual_seed(1)
+    extra = loss.sample(a)
+    torch.manual_seed(1)
+    value = loss([{"emb": a}, {"emb": p}], None)
+    assert extra.shape == (5, 3) and float(value) == pytest.approx(float(plain_ce(a, p, extra)[0]), rel=1e-6)
+
+
+# ---- tiny runs: one per group
+@pytest.mark.parametrize("variant", ["gni", "output_gaussian", "sam", "gaussian_negatives", "memory_bank"])
+def test_tiny_run_lowers_held_out_loss(tiny_minilm, tmp_path, monkeypatch, variant):
+    calls = []
+    original = WeightPerturbation.step
+    monkeypatch.setattr(WeightPerturbation, "step", lambda self, *a: calls.append(1) or original(self, *a))
+    params = params_for(variant)
+    train, held = SENTENCES[:32], SENTENCES[32:48]
+    model, loss, metrics = fit(tiny_minilm, train, held, None, params, tmp_path / "work", "cpu")
+    base = build_encoder(tiny_minilm, "cls", 24, "cpu")
+    torch.manual_seed(0)
+    before = held_out_loss(base, build_loss("simcse", base, params, tiny_minilm), "simcse", held, params)
+    torch.manual_seed(0)
+    after = held_out_loss(model, loss, "simcse", held, params)
+    assert metrics["steps"] == 4 and after < before, (variant, before, after)
+    assert len(calls) == (4 if variant == "sam" else 0)  # the trainer's two-pass step, once per step
+    if variant == "memory_bank":
+        from safetensors.torch import load_file
+
+        state = load_file(str(tmp_path / "work" / "trainer" / "checkpoint-4" / "loss_state.safetensors"))
+        assert int(state["bank_filled"]) == 8 and torch.equal(state["bank"], loss.bank)
+    assert not math.isnan(after)
