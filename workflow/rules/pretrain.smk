@@ -18,3 +18,23 @@ rule pretrain:
         gpu=1,
     shell:
         "augsbert pretrain --spec {params.spec:q} --out {output:q} >> {log:q} 2>&1"
+
+
+# Stage rcl_entropy: one entropy model of Regularized Contrastive Learning (seed 002 equation 2) per
+# pretrain.rcl_phis value, with its embeddings of every training row; the `rcl` pretrain node reads them.
+rule rcl_entropy:
+    input:
+        unpack(node_inputs),
+    output:
+        directory("artifacts/rcl_entropy/{key}"),
+    params:
+        spec=node_spec,
+    log:
+        "logs/rcl_entropy/{key}.log",
+    threads: 2
+    resources:
+        mem_mb=16000,
+        runtime=720,
+        gpu=1,
+    shell:
+        "augsbert rcl-entropy --spec {params.spec:q} --out {output:q} >> {log:q} 2>&1"

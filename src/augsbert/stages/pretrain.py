@@ -58,6 +58,9 @@ def corpus(spec: dict) -> tuple[list[str], list[str], int]:
 def read_triples(path: str | Path) -> list[tuple[str, str, str]]:
     """NLI triples (anchor, entailment, contradiction) from .tsv/.csv (header), .jsonl or .parquet."""
     path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: no such file (pretrain.triples); put the NLI triples there (columns anchor, "
+                        "positive, negative) or change pretrain.triples")
     report = RowReport(f"pretrain.triples ({path.name})")
     fmt = text_format(path)
     if fmt in ("csv", "tsv"):
@@ -118,6 +121,12 @@ def run(spec: dict, out: str | Path, device: str | None = None, force: bool = Fa
         triples, held_triples, removed = split_triples(read_triples(params["triples"]), params["held_out"],
                                                        params["seed"], eval_sentences)
         train, held = [t[0] for t in triples], [t[0] for t in held_triples]
+    elif params["objective"] == "rcl":  # rows with ids; the entropy models' embeddings of the same rows
+        from .rcl_entropy import checked_regulators, rcl_rows
+
+        triples, held_triples, removed = rcl_rows(spec)
+        train, held = [t[1] for t in triples], [t[1] for t in held_triples]
+        params = {**params, "regulators": checked_regulators(inputs, triples + held_triples)}
     else:
         train, held, removed = corpus(spec)
     work = checkpoint_dir(out)

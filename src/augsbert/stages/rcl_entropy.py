@@ -1,0 +1,137 @@
+"""Stage `rcl_entropy`: one entropy model of Regularized Contrastive Learning (seed 002, §3.2, Algorithm 1 l. 2-4).
+
+The base encoder is fine-tuned with equation 2 (weight φ) on the same training
+rows as the final `rcl` model, and stopped early as App. A describes: training
+ends once the held-out loss has not decreased for `patience` evaluations
+(every `eval_steps` steps; the paper's "3 steps" read as 3 evaluations), and
+the checkpoint with the lowest held-out loss is kept. That model then encodes
+every training (and held-out) row's query and document once; the artifact
+holds them as `query.npy` / `document.npy` (float32, row i = row id i; .npy,
+never pickle) with `rows.parquet` (id, split, anchor, positive), the model
+under `model/`, and `metrics.json` (with `rows_digest`, which the final stage
+checks against its own rows before using the embeddings).
+
+Rows: NLI triples from `pretrain.triples` (anchor, entailment, contradiction)
+or, without a triples file, the pretrain corpus' sentences twice (two dropout
+views, SimCSE-style; not the paper's setup). Ids: training rows 0..N-1 in their
+seeded order, held-out rows N..N+M-1.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..artifacts import artifact_dir, read_json, write_json
+from ..data import DataError
+from ..models import resolve_device
+from .common import checkpoint_dir, evaluation_sentences, model_path, precision
+from .pretrain import base_held_out_loss, corpus, read_triples, split_triples
+
+log = logging.getLogger(__name__)
+
+ENTROPY_INPUT = "entropy_"  # the final `rcl` node's inputs: entropy_0, entropy_1, ... (rcl_phis order)
+
+
+def rcl_rows(spec: dict) -> tuple[list[tuple], list[tuple], int]:
+    """(training rows, held-out rows, dev/test rows removed); a row is (id, anchor, positive[, negative])."""
+    params, inputs = spec["params"], spec["inputs"]
+    if params.get("triples"):
+        evaluated = inputs.get("eval", inputs.get("data"))
+        exclude = evaluation_sentences(evaluated) if params["exclude_eval_sentences"] else set()
+        train, held, removed = split_triples(read_triples(params["triples"]), params["held_out"], params["seed"],
+                                             exclude)
+    else:  # no NLI file: the corpus sentence as its own positive (dropout views)
+        sentences, held_sentences, removed = corpus(spec)
+        train, held = [(s, s) for s in sentences], [(s, s) for s in held_sentences]
+    if len(train) < 2:
+        raise DataError("rcl: fewer than two training rows")
+    n = len(train)
+    return [(i, *row) for i, row in enumerate(train)], [(n + i, *row) for i, row in enumerate(held)], removed
+
+
+def rows_digest(rows: list[tuple]) -> str:
+    """sha256 of the (id, query, document) of every row: which rows a regulator table belongs to."""
+    digest = hashlib.sha256()
+    for row in rows:
+        digest.update(json.dumps(list(row[:3]), ensure_ascii=False).encode() + b"\n")
+    return digest.hexdigest()
+
+
+def entropy_paths(inputs: dict[str, str]) -> list[str]:
+    """The entropy artifacts of a final `rcl` node, in rcl_phis order."""
+    names = sorted((k for k in inputs if k.startswith(ENTROPY_INPUT)), key=lambda k: int(k[len(ENTROPY_INPUT):]))
+    return [inputs[k] for k in names]
+
+
+def checked_regulators(inputs: dict[str, str], rows: list[tuple]) -> list[str]:
+    """The entropy artifacts, after checking each encoded exactly these rows (same file, split and order)."""
+    expected = rows_digest(rows)
+    paths = entropy_paths(inputs)
+    for path in paths:
+        found = read_json(Path(path) / "metrics.json").get("rows_digest")
+        if found != expected:
+            raise DataError(f"{path}: its embeddings belong to other training rows than this rcl run's "
+                            "(different triples file, seed, held_out or corpus); re-run that entropy model")
+    return paths
+
+
+def encode_rows(model, texts: list[str], path: Path, batch_size: int) -> int:
+    """Encode `texts` (each unique text once) into the .npy file `path`, row i = texts[i]; returns the dimension."""
+    unique = sorted(set(texts))
+    position = {text: i for i, text in enumerate(unique)}
+    embeddings = model.encode(unique, batch_size=batch_size, convert_to_numpy=True, show_progress_bar=False)
+    table = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(len(texts), embeddings.shape[1]))
+    for start in range(0, len(texts), 65536):  # chunks: no second full-size copy in memory
+        chunk = texts[start : start + 65536]
+        table[start : start + len(chunk)] = embeddings[[position[t] for t in chunk]]
+    table.flush()
+    del table
+    return int(embeddings.shape[1])
+
+
+def run(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
+    from transformers import EarlyStoppingCallback
+
+    from ..pretraining.rcl import DOCUMENT_FILE, QUERY_FILE, ROWS_FILE
+    from ..pretraining.train import fit, held_out_loss
+
+    params = spec["params"]
+    train, held, removed = rcl_rows(spec)
+    if not held:
+        raise DataError("rcl_entropy: no held-out rows, so early stopping has nothing to measure")
+    # the trainer's view: equation 2 with weight phi, best checkpoint by held-out loss
+    fit_params = {**params, "objective": "rcl_entropy", "selection": "held_out_loss"}
+    work = checkpoint_dir(out)
+    with artifact_dir(out, spec, force, checkpoints=work) as tmp:
+        device = resolve_device(device)
+        base = model_path(params, params["model"])
+        log.info("rcl_entropy phi=%g from %s: %d training rows, %d held out, %d removed (dev/test), device %s",
+                 params["phi"], params["model"], len(train), len(held), removed, device)
+        anchors, held_anchors = [r[1] for r in train], [r[1] for r in held]
+        before = base_held_out_loss(base, held_anchors, fit_params, device, held)
+        model, loss, metrics = fit(base, anchors, held_anchors, None, fit_params, work, device, precision(),
+                                   train, held, callbacks=[EarlyStoppingCallback(params["patience"])])
+        after = held_out_loss(model, loss, "rcl_entropy", held_anchors, fit_params, held)
+        log.info("rcl_entropy: held-out loss %.4f (base) -> %.4f after %d step(s)", before, after, metrics["steps"])
+        rows = train + held  # Algorithm 1 line 4: every query and index, once, with the frozen entropy model
+        batch = params.get("eval_batch_size", 64)
+        model.eval()
+        dim = encode_rows(model, [r[1] for r in rows], tmp / QUERY_FILE, batch)
+        encode_rows(model, [r[2] for r in rows], tmp / DOCUMENT_FILE, batch)
+        pd.DataFrame({"id": [r[0] for r in rows], "split": ["train"] * len(train) + ["held_out"] * len(held),
+                      "anchor": [r[1] for r in rows], "positive": [r[2] for r in rows]}).to_parquet(
+            tmp / ROWS_FILE, index=False)
+        model.save(str(tmp / "model"))
+        metrics = {"model": params["model"], "device": device, "phi": params["phi"],
+                   "rows": {"train": len(train), "held_out": len(held)}, "dim": dim,
+                   "rows_digest": rows_digest(rows), "eval_sentences_removed": removed,
+                   "stopped_early": metrics["steps"] < params["max_steps"],
+                   "held_out_loss_base": before, "held_out_loss_final": after, **metrics}
+        write_json(tmp / "metrics.json", metrics)
+    return metrics
