@@ -329,6 +329,8 @@ def test_inert_pretrain_options_leave_the_key():
      "teacher.base: pretrained, but adapt_mlm.variant (domain) already starts it"),
     ({"pretrain": {"objective": "simcse_sup"}}, "pretrain.triples: simcse_sup learns from NLI triples"),
     ({"pretrain": {"objective": "simcse", "dataset": "nope"}}, "pretrain.dataset: unknown dataset 'nope'"),
+    ({"pretrain": {"objective": "tsdae", "simcse_variant": "gni"}},
+     "pretrain.simcse_variant: gni is a variant of objective simcse"),
 ])
 def test_pretrain_misuse_fails_while_planning(override, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):

@@ -408,3 +408,24 @@ def test_consert_ae_grid_plans_with_the_useb_titles(workdir):
     jobs = planned(workdir, "results/tables/consert_ae.md")
     assert jobs["pretrain"] == 3 * 13 and jobs["collect_results"] == 13 and jobs["grid_table"] == 1
     assert jobs["evaluate_suite"] == 3 * 13 + 1  # every pre-trained encoder and the zero-shot model
+
+
+def test_simcse_variants_grid_plans_with_the_useb_titles(workdir):
+    """Seed 001 Tables 2-5: 22 rows x Park's 5 seeds, each its own pretrain job (no two rows share a key)."""
+    write_stsb_useb(workdir)
+    jobs = planned(workdir, "results/tables/simcse_variants.md")
+    assert jobs["pretrain"] == 5 * 22 and jobs["collect_results"] == 22 and jobs["grid_table"] == 1
+    assert jobs["evaluate_suite"] == 5 * 22 + 1  # every pre-trained encoder and the zero-shot model
+
+
+def test_rcl_grid_plans_one_entropy_job_per_phi_and_seed(workdir):
+    """Seed 002 Tables 3-4: entropy models shared by the rows that use them; no NLI file yet still plans
+    (the entropy jobs would stop with its path), as a missing raw data file does."""
+    from conftest import write_stsb_sbert
+
+    write_stsb_sbert(workdir / "data" / "raw" / "stsb")
+    jobs = planned(workdir, "results/tables/rcl.md")
+    # 5 seeds: phi 0.01 ... 0.05 once each; 6 final models (equation 1 alone, 1-5 entropy models)
+    assert jobs["rcl_entropy"] == 5 * 5 and jobs["pretrain"] == 5 * 6 and jobs["collect_results"] == 6
+    assert jobs["evaluate_suite"] == 5 * 6 + 1 and jobs["grid_table"] == 1
+    assert planned(workdir, "results/tables/demo_rcl.md")["rcl_entropy"] == 4

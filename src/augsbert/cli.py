@@ -33,8 +33,10 @@ def _load_spec(text: str) -> dict:
 # Which experiment role a stage command runs by default (train-student: the student, else the lower bound).
 DEFAULT_ROLES = {"data": ["data"], "zero_shot": ["zero_shot"], "teacher": ["teacher"], "labels": ["labels"],
                  "candidates": ["candidates"], "adapt": ["adapt"], "pretrain": ["pretrained"],
-                 "student": ["student", "lower_bound"],
-                 "suite": ["student_suite", "lower_bound_suite", "pretrained_suite", "zero_shot_suite"]}
+                 "rcl_entropy": ["rcl_entropy_0"],  # --role rcl_entropy_<n> for the n-th φ
+                 "student": ["student", "lower_bound"], "classifier": ["classifier"],
+                 "suite": ["student_suite", "lower_bound_suite", "pretrained_suite", "classifier_suite",
+                           "zero_shot_suite"]}
 
 
 def _planned_spec(args, stage: str) -> tuple[dict, str]:
@@ -158,7 +160,18 @@ def _render(spec: dict, args) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .stages import adapt, candidates, labels, prepare_data, pretrain, suite, train, zero_shot
+    from .stages import (
+        adapt,
+        candidates,
+        classifier,
+        labels,
+        prepare_data,
+        pretrain,
+        rcl_entropy,
+        suite,
+        train,
+        zero_shot,
+    )
 
     parser = argparse.ArgumentParser(prog="augsbert", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -176,6 +189,10 @@ def build_parser() -> argparse.ArgumentParser:
     _stage_command(sub, "pretrain", "pretrain",
                    "unsupervised pre-training of a sentence encoder (pretrain.objective: SimCSE, CT, TSDAE, Noise "
                    "Matching, MLM / TSDAE multi-task) on a dataset's sentences", pretrain.run, device=True)
+    _stage_command(sub, "rcl-entropy", "rcl_entropy",
+                   "train one entropy model of Regularized Contrastive Learning (pretrain.objective rcl, one per "
+                   "rcl_phis value) and store its embeddings of every training query and document", rcl_entropy.run,
+                   device=True)
     _stage_command(sub, "train-teacher", "teacher",
                    "train the teacher (Cross-Encoder or Cross-Bi-Encoder) on the gold train split", train.run_teacher,
                    device=True)
@@ -187,6 +204,9 @@ def build_parser() -> argparse.ArgumentParser:
     _stage_command(sub, "train-student", "student",
                    "train a Bi-Encoder on gold and/or teacher-labelled pairs (also the lower bound)", train.run_student,
                    device=True)
+    _stage_command(sub, "train-classifier", "classifier",
+                   "train the topic-classifier baseline (encoder + linear head on the target's topics) and test its "
+                   "encoder as a Bi-Encoder", classifier.run, device=True)
     _stage_command(sub, "evaluate-suite", "suite",
                    "evaluate a Bi-Encoder on the STS suite, topic classification, USEB and alignment/uniformity "
                    "(--role zero_shot_suite | pretrained_suite | lower_bound_suite | student_suite)", suite.run, device=True)

@@ -32,10 +32,12 @@ RUNTIME_PARAMS = {
     "suite": ("batch_size", "model", "sts", "useb", "skipped"),  # the tasks run and their files enter by digest
     "adapt": ("checkpoint_steps", "model"),
     "pretrain": ("eval_batch_size", "model", "triples"),  # the triples file enters by digest
+    "rcl_entropy": ("eval_batch_size", "model", "triples"),
     "teacher": ("eval_batch_size", "checkpoint_steps", "model"),
     "student": ("eval_batch_size", "checkpoint_steps", "model"),
     "candidates": ("batch_size", "model", "semantic_model"),
     "labels": ("batch_size",),
+    "classifier": ("eval_batch_size", "checkpoint_steps", "model"),
 }
 # semantic_model values that are not model references
 SEMANTIC_CHOICES = ("finetuned", "pretrained", "pretrained_stage")
@@ -45,17 +47,27 @@ SEMANTIC_CHOICES = ("finetuned", "pretrained", "pretrained_stage")
 # data 3 .. suite 2: content/identity keys, runtime settings out of keys; adapt 2, teacher 3, student 3 also:
 # length-grouped batches; labels 3: exact iterative KDE
 STAGE_VERSIONS = {"data": 3, "zero_shot": 3, "adapt": 2, "teacher": 3, "candidates": 2, "labels": 3,
-                  "student": 3, "suite": 2, "pretrain": 1}
+                  "student": 3, "suite": 2, "pretrain": 1, "classifier": 1, "rcl_entropy": 1}
 
 # Bi-Encoder roles that get the evaluation suite (STS suite, topic, USEB, diagnostics).
-SUITE_ROLES = ("zero_shot", "pretrained", "lower_bound", "student")
+SUITE_ROLES = ("zero_shot", "pretrained", "classifier", "lower_bound", "student")
 STS_TASKS_DIR = "sts_suite"
 USEB_DIR = "useb/data-eval"
 
 # Rows of a grid table, in thesis order, and their titles.
-TABLE_ROLES = ("zero_shot", "pretrained", "lower_bound", "teacher", "student")
-ROLE_TITLES = {"zero_shot": "Zero-shot base model", "pretrained": "Pre-trained", "lower_bound": "SBERT (lower bound)",
-               "teacher": "{arch} (upper bound)"}
+TABLE_ROLES = ("zero_shot", "pretrained", "classifier", "lower_bound", "teacher", "student")
+ROLE_TITLES = {"zero_shot": "Zero-shot base model", "pretrained": "Pre-trained", "classifier": "Topic classifier",
+               "lower_bound": "SBERT (lower bound)", "teacher": "{arch} (upper bound)"}
+
+
+def pairs_have_topics(definition: dict) -> bool:
+    """Whether a dataset's gold pairs carry a topic (BWS, or a pairs_file with a `topic` column)."""
+    return definition["loader"].startswith("bws") or bool((definition.get("columns") or {}).get("topic"))
+
+
+def has_topics(definition: dict) -> bool:
+    """Whether a dataset gives sentences topic labels: its pairs, or its `topic_corpus`."""
+    return pairs_have_topics(definition) or bool(definition.get("topic_corpus"))
 
 
 
@@ -65,6 +77,28 @@ def row_label(role: str, arch: str, values: list[str], student_title: str = "Aug
         return "-".join([student_title, *values])
     title = ROLE_TITLES[role].format(arch=arch)
     return f"{title} [{', '.join(values)}]" if values else title
+
+
+def student_loss_options(options: dict) -> dict:
+    """A student section without the options its `loss` does not read (the default `cosine` reads none,
+    so students planned before `student.loss` existed keep their keys)."""
+    options = dict(options)
+    loss = options.pop("loss", "cosine")
+    used = {"cosent": ("scale",), "angle": ("scale",), "mnrl": ("scale", "positive_threshold", "hard_negatives"),
+            "margin_mse": ()}.get(loss, ())
+    if loss == "mnrl" and options.get("hard_negatives"):
+        used += ("negative_threshold",)
+    for key in ("scale", "positive_threshold", "hard_negatives", "negative_threshold"):
+        if key not in used:
+            options.pop(key, None)
+    if loss != "cosine":
+        options["loss"] = loss
+    if loss in ("mnrl", "margin_mse"):
+        # mnrl: in-batch negatives, length-sorted batches would change them; margin_mse: triples, which the
+        # two-sided length grouping does not sort (random batches, said here so the key says it too)
+        options["group_by_length"] = False
+        options.pop("megabatch", None)
+    return options
 
 
 def inert_grouping_dropped(options: dict) -> dict:
@@ -249,23 +283,29 @@ class Plan:
             self.pool_checks.setdefault(data.key, []).append({"experiment": name, "sampling": {
                 k: sampling[k] for k in ("strategies", "top_k", "candidate_pool", "pool", "exclude_eval_sentences")}})
         self._check_pretrain_use(name, exp, variant)
+        prompt = self._topic_prompt(name, exp, gold)
         for seed in plan.seeds:
             roles = {"data": data, **({"source_data": gold} if transfer else {})}
-            adapted = self._adapt(exp, dataset, seed, data) if variant != "augsbert" else None
+            adapted = self._adapt(exp, dataset, seed, data, prompt) if variant != "augsbert" else None
             if adapted is not None:
                 roles["adapt"] = adapted
             pretrained = self._pretrain(name, exp, seed, data) if exp["pretrain"]["objective"] != "none" else None
             if pretrained is not None:
                 roles["pretrained"] = pretrained
+                roles.update({f"rcl_{role}": self.nodes[key] for role, key in pretrained.inputs  # RCL's entropy models
+                              if role.startswith("entropy_")})
             lower_bound = self._student(exp, source, seed, {**trained_on, **self._dev_input(selection, data, transfer)},
                                         selection, gold_only=True)
             if "zero_shot" in wanted:
                 roles["zero_shot"] = zero_shot
+            if "classifier" in wanted:
+                roles["classifier"] = self._classifier(name, exp, dataset, seed, data)
             if "lower_bound" in wanted:
                 roles["lower_bound"] = lower_bound
             if "teacher" in wanted or "student" in wanted:
                 init = adapted or (pretrained if exp["teacher"]["base"] == "pretrained" else None)
-                teacher = self._teacher(exp, source, seed, {**trained_on, **({"init": init} if init else {})})
+                teacher = self._teacher(exp, source, seed, {**trained_on, **({"init": init} if init else {})},
+                                        prompt if pairs_have_topics(self.config["datasets"][source]) else None)
                 if "teacher" in wanted:
                     roles["teacher"] = teacher
             if "student" not in wanted:
@@ -282,6 +322,9 @@ class Plan:
                 raise ConfigError(f"experiments.{name}: the student gets no teacher labels (sampling.strategies is "
                                   "[none] and silver.relabel_gold is false); it would just be the lower bound")
             labels_params = {**exp["silver"], "kde_reference": sampling["kde_reference"], "seed": seed}
+            if prompt:  # the teacher scores prompted pairs (prompted and hidden); topics of the target's texts
+                labels_params["topic_prompt"] = prompt
+                label_inputs["topics"] = data
             roles["labels"] = self._node("labels", f"{dataset}.{exp['teacher']['arch']}", labels_params, label_inputs)
             # the student's gold (use_gold_labels) and default dev split are the teacher's: the source's in transfer
             student_inputs = {**trained_on, "labels": roles["labels"], **self._dev_input(selection, data, transfer)}
@@ -289,7 +332,8 @@ class Plan:
                 student_inputs["init"] = adapted
             elif exp["student"]["base"] == "pretrained":
                 student_inputs["init"] = pretrained
-            roles["student"] = self._student(exp, dataset, seed, student_inputs, selection)
+            roles["student"] = self._student(exp, dataset, seed, student_inputs, selection,
+                                             prompt=prompt if exp["topic_prompt"] == "prompted" else None)
             plan.runs[seed] = {role: node.key for role, node in roles.items()}
         for roles in plan.runs.values():
             for role in SUITE_ROLES:
@@ -400,9 +444,10 @@ class Plan:
                 else:
                     tasks["skipped"][task] = f"no directory {os.path.normpath(path)} (unzip USEB's data-eval.zip there)"
         if "topic" in suites:
-            has_topics = dataset["loader"].startswith("bws") or bool((dataset.get("columns") or {}).get("topic"))
-            if has_topics:
-                tasks["topic"] = evaluation["topic"]
+            if has_topics(dataset):
+                tasks["topic"] = {k: v for k, v in evaluation["topic"].items() if k != "prompted"}
+                if evaluation["topic"]["prompted"]:  # a key only when on: existing suites keep their keys
+                    tasks["topic"]["prompted"] = evaluation.get("topic_delimiter", "¥")
             else:
                 tasks["skipped"]["topic"] = "the dataset has no topic labels"
         if "diagnostics" in suites:
@@ -413,7 +458,8 @@ class Plan:
         """Evaluation-suite node of one Bi-Encoder (a trained student, or the zero-shot base model)."""
         from .fingerprints import path_digest
 
-        tasks = self.suite_tasks(exp["evaluation"], self.config["datasets"][exp["dataset"]])
+        tasks = self.suite_tasks({**exp["evaluation"], "topic_delimiter": exp["topic_delimiter"]},
+                                 self.config["datasets"][exp["dataset"]])
         params = {**tasks, **{k: exp["evaluation"][k] for k in ("batch_size", "max_length")},
                   "digests": {task: path if path == "hub" else path_digest(self.digests, path)
                               for task, path in {**tasks["sts"], **tasks["useb"]}.items()}}
@@ -430,11 +476,34 @@ class Plan:
         paths = [p for p in params.get("sts", {}).values() if p != "hub"] + list(params.get("useb", {}).values())
         return sorted(paths)
 
-    def _adapt(self, exp: dict, dataset: str, seed: int, data: Node) -> Node:
+    def _topic_prompt(self, name: str, exp: dict, gold: Node) -> str | None:
+        """The topic delimiter when the experiment prompts (thesis 4.4), else None; checks the data has topics."""
+        if exp["topic_prompt"] == "none":
+            return None
+        if not has_topics(self.config["datasets"][exp["dataset"]]):
+            raise ConfigError(f"experiments.{name}.topic_prompt: {exp['topic_prompt']}, but dataset "
+                              f"'{exp['dataset']}' has no topic labels (BWS, or a pairs_file with columns.topic)")
+        return exp["topic_delimiter"]
+
+    def _classifier(self, name: str, exp: dict, dataset: str, seed: int, data: Node) -> Node:
+        """The topic-classifier baseline (thesis 5.6.1): trained on the target's topics, prompted or not."""
+        if not has_topics(self.config["datasets"][dataset]):
+            raise ConfigError(f"experiments.{name}.models: classifier learns topics, but dataset '{dataset}' has "
+                              "no topic labels (BWS, or a pairs_file with columns.topic)")
+        params = {**exp["classifier"], "model": exp["base_model"], "seed": seed,
+                  "eval_batch_size": exp["evaluation"]["batch_size"],
+                  "exclude_eval_sentences": exp["sampling"]["exclude_eval_sentences"]}
+        if exp["topic_prompt"] == "prompted":
+            params["topic_prompt"] = exp["topic_delimiter"]
+        return self._node("classifier", f"{dataset}.topics", params, {"data": data})
+
+    def _adapt(self, exp: dict, dataset: str, seed: int, data: Node, prompt: str | None = None) -> Node:
         options = inert_grouping_dropped({k: v for k, v in exp["adapt_mlm"].items() if k != "variant"})
         params = {**options, "model": exp["teacher"]["base_model"] or exp["base_model"],
                   "pool": exp["sampling"]["pool"], "exclude_eval_sentences": exp["sampling"]["exclude_eval_sentences"],
                   "seed": seed}
+        if prompt:  # MLM on prompted pairs, prompt tokens never masked (thesis 4.4.3)
+            params["topic_prompt"] = prompt
         return self._node("adapt", f"{dataset}.mlm", params, {"data": data})
 
     @staticmethod
@@ -460,6 +529,10 @@ class Plan:
         if exp["pretrain"]["objective"] == "simcse_sup" and not exp["pretrain"]["triples"]:
             raise ConfigError(f"experiments.{name}.pretrain.triples: simcse_sup learns from NLI triples; name a "
                               "file with columns anchor, positive, negative")
+        park = exp["pretrain"].get("simcse_variant", "none")  # seed 001's SimCSE variants: simcse only
+        if park != "none" and exp["pretrain"]["objective"] not in ("simcse", "none"):
+            raise ConfigError(f"experiments.{name}.pretrain.simcse_variant: {park} is a variant of objective "
+                              f"simcse (seed 001), not of {exp['pretrain']['objective']}")
 
     def _pretrain(self, name: str, exp: dict, seed: int, target: Node) -> Node:
         """The pretrain node: corpus = `pretrain.dataset` (or the target), evaluated on the target (`eval`)."""
@@ -476,17 +549,40 @@ class Plan:
                               f"(configured: {', '.join(sorted(self.config['datasets']))})")
         if options["triples"]:
             path = Path(self.config["data_dir"]) / options["triples"]
-            if not path.is_file():
-                raise ConfigError(f"experiments.{name}.pretrain.triples: no file {os.path.normpath(path)}")
             options["triples"] = os.path.normpath(path)
-            options["triples_digest"] = path_digest(self.digests, path)
+            # as a missing raw data file: its job stops with the path (a grid for NLI data not yet
+            # downloaded must not break every plan), and the file's arrival changes the key
+            options["triples_digest"] = path_digest(self.digests, path) if path.is_file() else "missing"
         else:
             options.pop("triples")
         inputs = {"data": self.data_node(corpus), "eval": target}
+        if options["objective"] == "rcl":
+            inputs.update(self._rcl_entropy(corpus, options, seed, inputs))
+            for key in ("rcl_patience", "rcl_eval_steps", "rcl_entropy_max_steps"):  # in the entropy keys only
+                options.pop(key)
         return self._node("pretrain", f"{corpus}.{options['objective']}.{options['pooling']}", {**options, "seed": seed},
                           inputs)
 
-    def _teacher(self, exp: dict, dataset: str, seed: int, inputs: dict[str, Node]) -> Node:
+    # what trains an entropy model: the final model's own options (selection, the other φ values) stay out
+    RCL_ENTROPY_KEYS = ("model", "pooling", "max_length", "batch_size", "lr", "warmup_ratio", "weight_decay",
+                        "scheduler", "group_by_length", "megabatch", "held_out", "exclude_eval_sentences",
+                        "eval_batch_size", "config_kwargs")
+
+    def _rcl_entropy(self, corpus: str, options: dict, seed: int, inputs: dict[str, Node]) -> dict[str, Node]:
+        """One `rcl_entropy` node per φ of `rcl_phis` (seed 002 Algorithm 1), as inputs entropy_0, entropy_1, ..."""
+        params = {k: options[k] for k in self.RCL_ENTROPY_KEYS if k in options}
+        params.update(seed=seed, patience=options["rcl_patience"], eval_steps=options["rcl_eval_steps"],
+                      max_steps=options["rcl_entropy_max_steps"] or options["max_steps"])
+        if "triples" in options:  # NLI rows: the corpus dataset is not read
+            params.update(triples=options["triples"], triples_digest=options["triples_digest"])
+            entropy_inputs, name = {"eval": inputs["eval"]}, Path(options["triples"]).stem
+        else:
+            params["pool"] = options["pool"]
+            entropy_inputs, name = dict(inputs), corpus
+        return {f"entropy_{i}": self._node("rcl_entropy", f"{name}.phi{phi:g}", {**params, "phi": phi}, entropy_inputs)
+                for i, phi in enumerate(options["rcl_phis"])}
+
+    def _teacher(self, exp: dict, dataset: str, seed: int, inputs: dict[str, Node], prompt: str | None = None) -> Node:
         options = inert_grouping_dropped(exp["teacher"])
         model = options.pop("base_model") or exp["base_model"]
         options.pop("base")  # the start point is the `init` input (pretrained) or `model`
@@ -496,11 +592,13 @@ class Plan:
             options.pop("loss")
             options.pop("activation")
         params = {**options, "model": model, "seed": seed}
+        if prompt:  # its gold pairs carry topics: trained and tested on prompted pairs
+            params["topic_prompt"] = prompt
         return self._node("teacher", f"{dataset}.{options['arch']}", params, inputs)
 
     def _student(self, exp: dict, dataset: str, seed: int, inputs: dict[str, Node], selection: str,
-                 gold_only: bool = False) -> Node:
-        options = inert_grouping_dropped(exp["student"])
+                 gold_only: bool = False, prompt: str | None = None) -> Node:
+        options = student_loss_options(inert_grouping_dropped(exp["student"]))
         model = options.pop("base_model") or exp["base_model"]
         options.pop("base")  # the start point is the `init` input (pretrained / adapted) or `model`
         if options["freeze_embeddings"] is None:
@@ -509,6 +607,8 @@ class Plan:
             options["use_gold_labels"] = True
         options["selection"] = selection
         params = {**options, "model": model, "seed": seed}
+        if prompt:  # `prompted`: the student sees the prompts too (`hidden`: plain texts, same scores)
+            params["topic_prompt"] = prompt
         return self._node("student", f"{dataset}.be", params, inputs)
 
     # -- lookups used by the Snakefile and the CLI

@@ -14,6 +14,9 @@
 | `consert` | anchor, positive (= the same text) | ConSERTLoss (augmented embedding matrices, symmetric NT-Xent) |
 | `clm_ae`, `mlm_ae` | sentence | CLMAutoEncoderLoss / MLMAutoEncoderLoss (seed 000 autoencoders) |
 | `simcse+clm_ae`, `simcse+mlm_ae` | anchor, positive | ContrastiveAutoEncoderLoss (SimCSE + w·autoencoder, shared f(x)) |
+| `simcse` + `simcse_variant` | anchor, positive | seed 001 (Park) variants: `augsbert.pretraining.variants` |
+| `rcl` | anchor, positive[, negative], label (= row id) | RegularizedContrastiveLoss (seed 002 Eq. 3) |
+| `rcl_entropy` (stage `rcl_entropy`) | anchor, positive[, negative], label | EntropyContrastiveLoss (seed 002 Eq. 2) |
 
 A column named `noised` holds the clean text in the dataset and is noised per
 batch by the deletion collator (`augsbert.pretraining.noise`).
@@ -52,8 +55,25 @@ OBJECTIVES = {
     "mlm_ae": Objective(("sentence",), "mean", False),
     "simcse+clm_ae": Objective(("anchor", "positive"), "mean", True),
     "simcse+mlm_ae": Objective(("anchor", "positive"), "mean", True),
+    # seed 002 RCL: rows (anchor, positive[, negative]) + `label` = row id (augsbert.pretraining.rcl)
+    "rcl": Objective(("anchor", "positive", "negative", "label"), "mean", True),
+    "rcl_entropy": Objective(("anchor", "positive", "negative", "label"), "mean", True),  # stage rcl_entropy only
 }
+RCL_KEYS = ("rcl_phis", "rcl_patience", "rcl_eval_steps", "rcl_entropy_max_steps")  # `rcl` options
 MLM_TERM = ("mlm+simcse", "mlm+nm")  # objectives with the thesis' MLM term (mask_probability, masking)
+# seed 001 (Park) variants of `simcse` (augsbert.pretraining.variants) and the options each reads; resolved()
+# drops the others, so an option a variant ignores does not change the artifact key
+_NOISE, _RATE = ("noise_sigma", "noise_views"), ("noise_rate", "noise_views")
+SIMCSE_VARIANTS = {
+    "none": (), "gni": _NOISE, "gaussian_dropout": _NOISE, "bernoulli": _RATE, "feature_bernoulli": _RATE,
+    "fgsm": ("fgsm_epsilon",), "output_gaussian": (), "output_bernoulli": ("noise_rate",),
+    "output_mask_trivial": ("noise_rate",), "output_mask_significant": ("noise_rate",),
+    "output_fgsm": ("fgsm_epsilon",), "label_smoothing": ("label_smoothing",), "sam": ("sam_rho",),
+    "awp": ("awp_gamma",), "awp+gni": ("awp_gamma", *_NOISE), "awp+fgsm": ("awp_gamma", "fgsm_epsilon"),
+    "memory_bank": (), "gaussian_negatives": ("extra_negatives",), "cov_filtering": ("extra_negatives",),
+    "anchor_noise_negatives": (), "gmm": ("extra_negatives", "gmm_components", "gmm_history"),
+}
+SIMCSE_VARIANT_KEYS = ("simcse_variant", *sorted({k for keys in SIMCSE_VARIANTS.values() for k in keys}))
 
 # Presets fill the schedule keys left null (thesis 5.4.2 vs TSDAE's own App. B / thesis 5.4.1).
 PRESETS = {
@@ -94,6 +114,11 @@ def resolved(options: dict) -> dict:
         options.pop("ct_negatives", None)
     if options["objective"] == "ct":
         options.pop("temperature", None)  # CT (pairs) scores by dot product, no temperature
+    if options["objective"] in ("rcl", "rcl_entropy"):
+        options.pop("temperature", None)  # RCL's equations 1-3 use the plain cosine
+    else:
+        for key in RCL_KEYS:
+            options.pop(key, None)
     if options["objective"] == "consert":
         views = options.get("consert_views") or []
         if not any(v in ("token_cutoff", "feature_cutoff") for v in views):
@@ -103,6 +128,13 @@ def resolved(options: dict) -> dict:
     else:
         for key in ("consert_views", "cutoff_rate", "dropout_rate"):
             options.pop(key, None)
+    variant = options.get("simcse_variant", "none") if options["objective"] == "simcse" else "none"
+    used = ("simcse_variant", *SIMCSE_VARIANTS[variant]) if variant != "none" else ()
+    for key in SIMCSE_VARIANT_KEYS:
+        if key not in used:
+            options.pop(key, None)
+    if "extra_negatives" in options and options["extra_negatives"] is None:
+        options["extra_negatives"] = options["batch_size"]  # K = the batch size unless set
     return options
 
 
@@ -110,6 +142,11 @@ def training_rows(objective: str, sentences: list[str], seed: int, ct_negatives:
                   triples: list[tuple[str, str, str]] | None = None) -> dict[str, list]:
     """The dataset columns of `objective` for `sentences` (or NLI `triples` for `simcse_sup`)."""
     columns = OBJECTIVES[objective].columns
+    if objective in ("rcl", "rcl_entropy"):
+        from .rcl import rcl_columns
+
+        # rows (id, anchor, positive[, negative]) from the rcl stages; else each sentence twice (dropout views)
+        return rcl_columns(triples if triples else [(i, s, s) for i, s in enumerate(sentences)])
     if objective == "simcse_sup":
         if not triples:
             raise ValueError("simcse_sup needs NLI triples (pretrain.triples)")
@@ -165,6 +202,21 @@ def build_loss(objective: str, model, params: dict, head_source: str):
     def tsdae():
         return DenoisingAutoEncoderLoss(model, tie_encoder_decoder=True)
 
+    if objective == "rcl_entropy":
+        from .rcl import EntropyContrastiveLoss
+
+        return EntropyContrastiveLoss(model, params["phi"])
+    if objective == "rcl":
+        from .rcl import RegularizedContrastiveLoss, load_regulators
+
+        paths = params.get("regulators", [])  # the entropy artifacts, added by the stage (not a keyed option)
+        if len(paths) != len(params.get("rcl_phis", [])):
+            raise ValueError(f"rcl: {len(params.get('rcl_phis', []))} φ value(s) but {len(paths)} entropy model(s)")
+        return RegularizedContrastiveLoss(model, load_regulators(paths))
+    if objective == "simcse" and params.get("simcse_variant", "none") != "none":
+        from .variants import variant_loss
+
+        return variant_loss(model, params, scale)
     if objective in ("simcse", "simcse_sup"):
         return MultipleNegativesRankingLoss(model, scale=scale)
     if objective == "ct":
