@@ -283,6 +283,7 @@ def load_dataset(tmp_path, definition: dict):
     from augsbert.stages import prepare_data
 
     cfg = tmp_path / "config.yaml"
+    tmp_path.mkdir(parents=True, exist_ok=True)
     import yaml
 
     cfg.write_text(yaml.safe_dump({"data_dir": str(tmp_path / "raw"), "datasets": {"corpus": definition},
@@ -376,3 +377,27 @@ def test_topic_grids_share_what_the_prompt_does_not_change():
     assert node("prompted", "student").settings.get("topic_prompt") == "¥"
     assert "topic_prompt" not in node("hidden", "student").settings
     assert node("prompted", "classifier").key != node("hidden", "classifier").key == node("original", "classifier").key
+
+
+def test_text_file_table_and_own_topic_corpus(tmp_path):
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    (raw / "corpus.tsv").write_text("text\tlabel\nfirst  sentence\tA\nsecond one\tB\n\tA\n")
+    out, _ = load_dataset(tmp_path, {"loader": "text_file", "path": "corpus.tsv", "columns": {"topic": "label"},
+                                     "on_bad_rows": "skip"})
+    table = pd.read_parquet(out / "unlabeled.parquet")
+    assert table.values.tolist() == [["first sentence", "A"], ["second one", "B"]]  # the empty row skipped
+    (raw / "lines.txt").write_text("just a line\n")
+    plain, _ = load_dataset(tmp_path / "p", {"loader": "text_file", "path": str(raw / "lines.txt")})
+    assert list(pd.read_parquet(plain / "unlabeled.parquet").columns) == ["text"]
+    (raw / "own.jsonl").write_text('{"text": "x one", "topic": "T1", "split": "test"}\n'
+                                   '{"text": "y two", "topic": "T2", "split": ""}\n')
+    own, _ = load_dataset(tmp_path / "o", {"loader": "lee",
+                                           "topic_corpus": {"format": "table", "path": str(raw / "own.jsonl")}})
+    corpus = pd.read_parquet(own / "unlabeled.parquet")
+    assert corpus.values.tolist() == [["x one", "T1", "T1", "test"], ["y two", "T2", "T2", "train"]]
+    from augsbert.data import DataError
+
+    with pytest.raises(DataError, match="not both"):
+        load_dataset(tmp_path / "b", {"loader": "text_file", "path": str(raw / "lines.txt"),
+                                      "topic_corpus": {"format": "table", "path": str(raw / "own.jsonl")}})

@@ -62,12 +62,14 @@ ROLE_TITLES = {"zero_shot": "Zero-shot base model", "pretrained": "Pre-trained",
 
 def pairs_have_topics(definition: dict) -> bool:
     """Whether a dataset's gold pairs carry a topic (BWS, or a pairs_file with a `topic` column)."""
-    return definition["loader"].startswith("bws") or bool((definition.get("columns") or {}).get("topic"))
+    return definition["loader"] == "pairs_file" and bool((definition.get("columns") or {}).get("topic")) \
+        or definition["loader"].startswith("bws")
 
 
 def has_topics(definition: dict) -> bool:
     """Whether a dataset gives sentences topic labels: its pairs, or its `topic_corpus`."""
-    return pairs_have_topics(definition) or bool(definition.get("topic_corpus"))
+    return (pairs_have_topics(definition) or bool(definition.get("topic_corpus"))
+            or bool((definition.get("columns") or {}).get("topic")))
 
 
 

@@ -70,9 +70,10 @@ class Loader(ABC):
         if options.get("topic_corpus"):
             from .topic_corpora import corpus_inputs
 
-            if options.get("unlabeled"):
-                raise DataError(f"dataset '{name}': give either `unlabeled` or `topic_corpus`, not both "
-                                "(the topic corpus is the dataset's unlabeled corpus)")
+            if options.get("unlabeled") or options.get("loader") == "text_file":
+                raise DataError(f"dataset '{name}': give either `unlabeled` (or a text_file's own `path`) or "
+                                "`topic_corpus`, not both: the topic corpus is the dataset's unlabeled corpus "
+                                "(a text_file table takes a topic column: `columns.topic`)")
             paths += corpus_inputs(name, options["topic_corpus"], data_dir)
         if options.get("unlabeled"):
             paths.append(self.require(name, resolve_path(data_dir, options["unlabeled"]), "unlabeled",
@@ -400,6 +401,9 @@ class PairsFileLoader(Loader):
         return PreparedData(splits, self.read_unlabeled(options, data_dir))
 
 
+TABLE_SUFFIXES = (".tsv", ".tab", ".csv", ".jsonl", ".json", ".ndjson", ".parquet", ".pq")
+
+
 class TextFileLoader(Loader):
     what = "a text file of your own, one sentence per line"
     source = "your own data"
@@ -408,7 +412,39 @@ class TextFileLoader(Loader):
         return [self.require(name, resolve_path(data_dir, options["path"]))]
 
     def load(self, name, options, data_dir, report):
-        return PreparedData({}, read_text_file(self.files(name, options, data_dir)[0]))
+        path = self.files(name, options, data_dir)[0]
+        suffixes = [s.lower() for s in path.suffixes if s.lower() != ".gz"]
+        if not suffixes or suffixes[-1] not in TABLE_SUFFIXES:  # any other name: one sentence per line
+            return PreparedData({}, read_text_file(path))
+        # a table: a text column and optionally a topic column (topic experiments, README "Topic information")
+        cols = options.get("columns") or {}
+        table = read_text_table(path, report, {"text": cols.get("text", "text"), "topic": cols.get("topic")})
+        return PreparedData({}, unlabeled_table(table["text"].tolist(),
+                                                table["topic"].tolist() if "topic" in table else None))
+
+
+def read_text_table(path: Path, report: RowReport, columns: dict[str, str | None]) -> pd.DataFrame:
+    """Columns `columns` (canonical name -> column in the file; None = absent) of a .tsv / .csv (header
+    row), .jsonl or .parquet file, as strings; rows with an empty text are reported."""
+    canonical = [name for name, column in columns.items() if column]
+    wanted = [columns[name] for name in canonical]
+    fmt = text_format(path)
+    if fmt in ("csv", "tsv"):
+        raw = raw_frame(read_delimited(path, report, delimiter="," if fmt == "csv" else "\t", header=True,
+                                       columns=wanted), canonical)
+    elif fmt == "jsonl":
+        raw = raw_frame(read_jsonl(path, report, wanted), canonical)
+    elif fmt == "parquet":
+        raw = read_parquet(path, wanted, canonical)
+    else:
+        raise DataError(f"{path}: a table must be .tsv, .csv, .jsonl or .parquet")
+    for file, line, text in zip(raw["_file"], raw["_line"], raw["text"]):
+        if text is None or not str(text).strip():
+            report.add(file, line, "empty text")
+    out = pd.DataFrame({name: raw[name].fillna("").astype(str).map(lambda t: " ".join(t.split())).to_numpy()
+                        for name in canonical})
+    out["_file"], out["_line"] = raw["_file"].to_numpy(), raw["_line"].to_numpy()
+    return out
 
 
 LOADERS: dict[str, Loader] = {

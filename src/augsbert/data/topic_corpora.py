@@ -11,6 +11,8 @@ pair sets (UKP: 18,341 train sentences x 4 = 73,364 pairs; 20 Newsgroups:
 - `ukp_sentential`: the UKP Sentential Argument Mining corpus (Stab et al.
   2018), one `<topic>.tsv` per topic with the header `topic retrievedUrl
   archivedUrl sentenceHash sentence annotation set` (set: train / val / test).
+- `table`: your own corpus, a .tsv / .csv (header) / .jsonl / .parquet file with
+  columns `text`, `topic` and optionally `split` (train / dev / test).
 - `newsgroups`: 20 Newsgroups "bydate" (18,846 posts), either the extracted
   `20news-bydate-train/` and `20news-bydate-test/` directories (also the
   scikit-learn cache layout `~/scikit_learn_data/20news_home/`) or the
@@ -72,6 +74,10 @@ def corpus_inputs(dataset: str, options: dict, data_dir: Path) -> list[Path]:
     from .loaders import resolve_path
 
     fmt, root = options["format"], resolve_path(data_dir, options["path"])
+    if fmt == "table":
+        if not root.is_file():
+            raise _missing(dataset, root, fmt)
+        return [root]
     if fmt == "ukp_sentential":
         files = sorted(root.glob("*.tsv")) if root.is_dir() else []
         if not files:
@@ -92,7 +98,9 @@ def read_topic_corpus(dataset: str, options: dict, data_dir: Path, report: RowRe
     """The corpus as an unlabeled table with topics and splits, and facts for metrics.json
     (texts left empty by the cleaning are dropped and counted)."""
     paths = corpus_inputs(dataset, options, data_dir)
-    if options["format"] == "ukp_sentential":
+    if options["format"] == "table":
+        table = _table(paths[0], report)
+    elif options["format"] == "ukp_sentential":
         table = _ukp(paths, report)
     else:
         table = _newsgroups(paths, options)
@@ -104,6 +112,42 @@ def read_topic_corpus(dataset: str, options: dict, data_dir: Path, report: RowRe
     info = {"format": options["format"], "texts": len(table), "empty_after_cleaning": int(empty.sum()),
             "splits": table["split"].value_counts().to_dict(), "topics": table["topic"].value_counts().to_dict()}
     return table[COLUMNS], info
+
+
+def _table(path: Path, report: RowReport) -> pd.DataFrame:
+    """Your own corpus: columns `text`, `topic` and, optionally, `split` (train / dev / test; empty = train)."""
+    from .loaders import read_text_table
+    from .readers import text_format
+
+    header = _columns_of(path, text_format(path))
+    table = read_text_table(path, report, {"text": "text", "topic": "topic",
+                                           "split": "split" if "split" in header else None})
+    if "split" not in table:
+        table["split"] = "train"
+    table["split"] = table["split"].replace("", "train")
+    for file, line, value in zip(table["_file"], table["_line"], table["split"]):
+        if value not in ("train", "dev", "test"):
+            report.add(file, line, f"split {value!r} is not train, dev or test")
+    report.settle()
+    table = table[table["split"].isin(["train", "dev", "test"]) & (table["topic"] != "")]
+    return table.assign(fine_topic=table["topic"]).reset_index(drop=True)
+
+
+def _columns_of(path: Path, fmt: str) -> list[str]:
+    """Column names of a table file (header row, first JSON object, parquet schema)."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    if fmt == "parquet":
+        return list(pq.read_schema(path).names)
+    from .readers import open_text
+
+    with open_text(path) as handle:
+        first = handle.readline()
+    if fmt == "jsonl":
+        return list(json.loads(first)) if first.strip() else []
+    return [c.strip() for c in first.rstrip("\r\n").split("," if fmt == "csv" else "\t")]
 
 
 def _ukp(files: list[Path], report: RowReport) -> pd.DataFrame:
