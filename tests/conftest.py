@@ -125,7 +125,7 @@ def train_params(**override) -> dict:
     """Training options as the plan passes them (schema defaults), made small for tests."""
     params = dict(epochs=2, batch_size=16, lr=1e-4, warmup_ratio=0.1, weight_decay=0.01, checkpoint_steps=500,
                   seed=42, max_length=32, freeze_embeddings=False, eval_batch_size=64, group_by_length=True, megabatch=50,
-                  seed_optimization={"trials": 0, "fraction": 0.3}, loss="bce", activation="sigmoid")
+                  seed_optimization={"trials": 0, "fraction": 0.3}, activation="sigmoid")  # CE loss: its default bce
     params.update(override)
     return params
 
