@@ -423,9 +423,11 @@ class TextFileLoader(Loader):
                                                 table["topic"].tolist() if "topic" in table else None))
 
 
-def read_text_table(path: Path, report: RowReport, columns: dict[str, str | None]) -> pd.DataFrame:
+def read_text_table(path: Path, report: RowReport, columns: dict[str, str | None],
+                    texts: tuple[str, ...] = ("text",), what: str = "a table") -> pd.DataFrame:
     """Columns `columns` (canonical name -> column in the file; None = absent) of a .tsv / .csv (header
-    row), .jsonl or .parquet file, as strings; rows with an empty text are reported."""
+    row), .jsonl or .parquet file, as whitespace-normalised strings; rows with an empty one of `texts`
+    are reported (file, line, which column)."""
     canonical = [name for name, column in columns.items() if column]
     wanted = [columns[name] for name in canonical]
     fmt = text_format(path)
@@ -437,10 +439,11 @@ def read_text_table(path: Path, report: RowReport, columns: dict[str, str | None
     elif fmt == "parquet":
         raw = read_parquet(path, wanted, canonical)
     else:
-        raise DataError(f"{path}: a table must be .tsv, .csv, .jsonl or .parquet")
-    for file, line, text in zip(raw["_file"], raw["_line"], raw["text"]):
-        if text is None or not str(text).strip():
-            report.add(file, line, "empty text")
+        raise DataError(f"{path}: {what} must be .tsv, .csv, .jsonl or .parquet")
+    for name in texts:
+        for file, line, text in zip(raw["_file"], raw["_line"], raw[name]):
+            if text is None or not str(text).strip():
+                report.add(file, line, f"empty {name}")
     out = pd.DataFrame({name: raw[name].fillna("").astype(str).map(lambda t: " ".join(t.split())).to_numpy()
                         for name in canonical})
     out["_file"], out["_line"] = raw["_file"].to_numpy(), raw["_line"].to_numpy()

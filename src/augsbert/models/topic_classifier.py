@@ -41,11 +41,6 @@ class TopicClassificationLoss(nn.Module):
 
     @property
     def citation(self) -> str:
-        return """
-@mastersthesis{reiml2023sentence,
-    title={Sentence Embeddings in Various Supervision Settings},
-    author={Reiml, Johanna},
-    school={Ludwig-Maximilians-Universit{\\"a}t M{\\"u}nchen},
-    year={2023}
-}
-"""
+        from ..pretraining.losses import REIML_2023
+
+        return REIML_2023

@@ -17,6 +17,17 @@ from torch import Tensor, nn
 from ..models.mlm import IGNORE, mask_tokens
 
 
+# The thesis (seed 004): Noise Matching here, the topic-classifier baseline in models/topic_classifier.py
+REIML_2023 = """
+@mastersthesis{reiml2023sentence,
+    title={Sentence Embeddings in Various Supervision Settings},
+    author={Reiml, Johanna},
+    school={Ludwig-Maximilians-Universit{\"a}t M{\"u}nchen},
+    year={2023}
+}
+"""
+
+
 def masked_lm_logits(mlm: nn.Module, chosen: Tensor, **inputs) -> Tensor:
     """Vocabulary logits of a masked-LM model at the `chosen` positions only.
 
@@ -71,14 +82,7 @@ class NoiseMatchingLoss(nn.Module):
 
     @property
     def citation(self) -> str:
-        return """
-@mastersthesis{reiml2023sentence,
-    title={Sentence Embeddings in Various Supervision Settings},
-    author={Reiml, Johanna},
-    school={Ludwig-Maximilians-Universit{\"a}t M{\"u}nchen},
-    year={2023}
-}
-"""
+        return REIML_2023
 
 
 class MaskedLMLoss(nn.Module):

@@ -338,7 +338,8 @@ class _ExtraNegatives(_SimCSE):
         self.cross_entropy = nn.CrossEntropyLoss()
 
     def extra(self, anchors: Tensor, positives: Tensor, features: dict[str, Tensor]) -> Tensor | None:
-        raise NotImplementedError
+        """The K extra negatives of this batch; each subclass draws its own (none here: plain SimCSE)."""
+        return None
 
     def loss_from_embeddings(self, anchors: Tensor, positives: Tensor, extra: Tensor | None) -> Tensor:
         logits = simcse_logits(anchors, positives, self.scale, None if extra is None else extra.detach())

@@ -17,8 +17,8 @@ import pandas as pd
 
 from ..artifacts import artifact_dir, write_json
 from ..data import DataError
-from ..data.readers import read_delimited, read_jsonl, read_parquet, text_format
-from ..data.tables import RowReport, normalise_text, raw_frame
+from ..data.loaders import read_text_table
+from ..data.tables import RowReport
 from ..evaluation import correlations, cosine_scores
 from ..models import resolve_device
 from .common import checkpoint_dir, evaluation_sentences, model_path, precision, read_split, target_pool
@@ -62,21 +62,8 @@ def read_triples(path: str | Path) -> list[tuple[str, str, str]]:
         raise DataError(f"{path}: no such file (pretrain.triples); put the NLI triples there (columns anchor, "
                         "positive, negative) or change pretrain.triples")
     report = RowReport(f"pretrain.triples ({path.name})")
-    fmt = text_format(path)
-    if fmt in ("csv", "tsv"):
-        rows = read_delimited(path, report, delimiter="," if fmt == "csv" else "\t", header=True,
-                              columns=TRIPLE_COLUMNS)
-        table = raw_frame(rows, TRIPLE_COLUMNS)
-    elif fmt == "jsonl":
-        table = raw_frame(read_jsonl(path, report, TRIPLE_COLUMNS), TRIPLE_COLUMNS)
-    elif fmt == "parquet":
-        table = read_parquet(path, TRIPLE_COLUMNS, TRIPLE_COLUMNS)
-    else:
-        raise DataError(f"{path}: pretrain.triples must be .tsv, .csv, .jsonl or .parquet")
-    for column in TRIPLE_COLUMNS:
-        table[column] = table[column].astype(str).map(normalise_text)
-        for _, row in table[table[column] == ""].iterrows():
-            report.add(row.get("_file", path), row.get("_line", "?"), f"empty {column}")
+    table = read_text_table(path, report, {c: c for c in TRIPLE_COLUMNS}, texts=tuple(TRIPLE_COLUMNS),
+                            what="pretrain.triples")
     report.settle()
     table = table[(table[TRIPLE_COLUMNS] != "").all(axis=1)]
     return list(table[TRIPLE_COLUMNS].itertuples(index=False, name=None))
