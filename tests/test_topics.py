@@ -279,7 +279,6 @@ def write_newsgroups(root, per_group: int = 5):
 
 def load_dataset(tmp_path, definition: dict):
     from augsbert.config import load_config
-    from augsbert.data.tables import RowReport
     from augsbert.stages import prepare_data
 
     cfg = tmp_path / "config.yaml"

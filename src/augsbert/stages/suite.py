@@ -107,7 +107,7 @@ def run(spec: dict, out: str | Path, device: str | None = None, force: bool = Fa
                 metrics["prompted"] = {"topic": prompted, "delimiter": delimiter}
                 summary["prompted_topic_macro_f1"] = prompted["topic_macro_f1"]
                 if test is not None:  # target similarity on prompted input (thesis Table 6.16 "Prompted BWS")
-                    shown = prompt_pairs(test, delimiter, topic_map(inputs["data"]))
+                    shown = prompt_pairs(test, delimiter, known)
                     similarity = correlations(encode.cosine(list(zip(shown["sentence1"], shown["sentence2"]))),
                                               test["score"])
                     metrics["prompted"]["test"] = similarity
