@@ -17,6 +17,12 @@ from scipy import sparse
 
 _WORD = re.compile(r"\w+")
 FREQUENT_SHARE = 50  # terms in more than 1/50 of the documents are multiplied densely (measured best)
+BLOCK_BYTES = 64 * 2**20  # one dense block of query x pool scores
+
+
+def block_rows(n: int, block_bytes: int = BLOCK_BYTES) -> int:
+    """Queries per dense block for a pool of n texts (float64 scores)."""
+    return max(1, block_bytes // (8 * n))
 
 
 def default_tokenize(text: str) -> list[str]:
@@ -64,7 +70,8 @@ def bm25_neighbors(
     b: float = 0.75,
     epsilon: float = 0.25,
     least_similar: bool = False,
-    block_bytes: int = 64 * 2**20,
+    block_bytes: int = BLOCK_BYTES,
+    rows: tuple[int, int] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The k best BM25 partners of every text (itself excluded), best first.
 
@@ -72,10 +79,19 @@ def bm25_neighbors(
     scores)`, arrays of shape (N, k). With `least_similar` the k *lowest*
     scoring partners are returned (hard negatives), lowest first. Memory:
     the sparse matrices plus one dense block of about `block_bytes`.
+
+    `rows=(start, stop)` queries only those texts (the corpus is still the
+    whole pool) and returns their stop - start rows: a shard of a large pool.
+    With `start` a multiple of `block_rows(N, block_bytes)` every query block
+    is the one the whole-pool call forms, so the rows are bit for bit those
+    of the whole-pool call (sampling.shards relies on this).
     """
     n = len(texts)
     if not 0 < k < n:
         raise ValueError(f"k must be between 1 and {n - 1} for {n} texts, got {k}")
+    first, last = rows if rows is not None else (0, n)
+    if not 0 <= first <= last <= n:
+        raise ValueError(f"rows {rows} are not a range of the {n} texts")
     counts = term_counts([tokenizer(t) for t in texts])
     weights_t = bm25_weights(counts, k1, b, epsilon).T.tocsr()  # V x N
     # Terms in many documents make the product dense: they go through BLAS as
@@ -92,17 +108,17 @@ def bm25_neighbors(
     counts_csc = counts.tocsc()
     counts_frequent = counts_csc[:, frequent].tocsr()
     counts_rare = counts_csc[:, np.flatnonzero(is_rare)].tocsr()
-    block = max(1, block_bytes // (8 * n))
-    indices = np.empty((n, k), dtype=np.int64)
-    scores = np.empty((n, k), dtype=np.float64)
-    for start in range(0, n, block):
-        stop = min(n, start + block)
+    block = block_rows(n, block_bytes)
+    indices = np.empty((last - first, k), dtype=np.int64)
+    scores = np.empty((last - first, k), dtype=np.float64)
+    for start in range(first, last, block):
+        stop = min(last, start + block)
         dense = counts_frequent[start:stop].toarray() @ dense_weights if len(frequent) else np.zeros((stop - start, n))
         rare = (counts_rare[start:stop] @ rare_weights).tocoo()
         dense[rare.row, rare.col] += rare.data  # coo from a product has no duplicate coordinates
         rows = np.arange(stop - start)
         dense[rows, rows + start] = np.inf if least_similar else -np.inf  # never the text itself
         top = torch.topk(torch.from_numpy(dense), k, dim=1, largest=not least_similar, sorted=True)
-        indices[start:stop] = top.indices.numpy()
-        scores[start:stop] = top.values.numpy()
+        indices[start - first:stop - first] = top.indices.numpy()
+        scores[start - first:stop - first] = top.values.numpy()
     return indices, scores

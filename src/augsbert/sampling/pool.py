@@ -26,15 +26,22 @@ def pair_key(a: str, b: str) -> tuple[str, str]:
     return (a, b) if a <= b else (b, a)
 
 
-def random_partners(n: int, k: int, seed: int) -> np.ndarray:
-    """k distinct random partners (never itself) for each of n items: shape (n, k)."""
+def random_partners(n: int, k: int, seed: int, rows: tuple[int, int] | None = None) -> np.ndarray:
+    """k distinct random partners (never itself) for each of n items: shape (n, k).
+
+    `rows=(start, stop)` returns only those rows (a shard), exactly as in the
+    full array: one generator draws for every item in order, so the draws of
+    the rows before `start` are made and dropped (O(stop) time, O(rows) memory).
+    """
     if not 0 < k < n:
         raise ValueError(f"need 0 < k < pool size, got k={k} for {n} sentences")
+    first, last = rows if rows is not None else (0, n)
     rng = np.random.default_rng(seed)
-    out = np.empty((n, k), dtype=np.int64)
-    for i in range(n):
+    out = np.empty((last - first, k), dtype=np.int64)
+    for i in range(last):
         choice = rng.choice(n - 1, size=k, replace=False)
-        out[i] = choice + (choice >= i)  # skip i itself
+        if i >= first:
+            out[i - first] = choice + (choice >= i)  # skip i itself
     return out
 
 

@@ -1,9 +1,16 @@
-"""Stage `sample_pairs`: candidate silver pairs from the target train sentences, by strategy.
+"""Stages `sample_pairs` (`candidates`) and `sample_pairs_shard` (`candidate_shard`): candidate silver pairs.
 
 Neighbour strategies (random, BM25, semantic search and their least-similar
 variants) emit `top_k` partners per sentence. The KDE strategies emit a
 candidate pool here (random, plus semantic search for iterative KDE) that
 `label_pairs` thins out by teacher score.
+
+Each strategy is one or more *passes*: a partner array with one row per pool
+sentence. With `sampling.shards: 1` one job computes every row of every pass.
+With N > 1 the pool and its semantic index come from a `pool_index` job,
+N `candidate_shard` jobs compute disjoint row ranges of every pass, and the
+`candidates` job merges them; both ways end in `write_candidates`, so the
+merged table is the unsharded one row for row (tests/test_shards.py).
 """
 
 from __future__ import annotations
@@ -12,18 +19,22 @@ import logging
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
-from ..artifacts import artifact_dir, write_json
+from ..artifacts import artifact_dir, read_json, write_json
 from ..data import DataError
 from ..models import resolve_device
-from ..sampling import bm25_neighbors, semantic_neighbors
-from ..sampling.pool import PairCollector, random_partners
+from ..sampling import bm25 as bm25_module
+from ..sampling import semantic as semantic_module
+from ..sampling.bm25 import block_rows, bm25_neighbors
+from ..sampling.pool import random_partners
+from ..sampling.semantic import build_index, normalised, search_rows
+from ..sampling.shards import gold_keys, select_pairs, shard_rows
 from .common import model_path, pool_too_small, read_split, target_pool
 
 log = logging.getLogger(__name__)
 
 SEMANTIC = ("semantic_search", "semantic_search_least", "iterative_kde")
+WRITE_ROWS = 1 << 18  # rows per parquet row group of candidates.parquet (labelling streams them)
 
 
 def _embed(pool: list[str], params: dict, spec: dict, device: str) -> np.ndarray:
@@ -40,55 +51,189 @@ def _embed(pool: list[str], params: dict, spec: dict, device: str) -> np.ndarray
                         show_progress_bar=True)
 
 
-def run(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
-    params = spec["params"]
-    data = spec["inputs"]["data"]
-    train = read_split(data, "train")
-    pool, eval_sentences, removed = target_pool(data, params["pool"], params["exclude_eval_sentences"])
+def passes(strategy: str, params: dict) -> list[dict]:
+    """The partner arrays a strategy is made of, in the order PairCollector sees them."""
+    k, seed, pool = params["top_k"], params["seed"], params.get("candidate_pool") or {}
+    return {
+        "random": [{"kind": "random", "k": k, "seed": seed}],
+        "bm25": [{"kind": "bm25", "k": k}],
+        "bm25_least": [{"kind": "bm25_least", "k": k}],
+        "semantic_search": [{"kind": "semantic", "k": k}],
+        "semantic_search_least": [{"kind": "semantic_least", "k": k}],
+        "kde": [{"kind": "random", "k": pool.get("random"), "seed": seed + 1}],
+        "iterative_kde": [{"kind": "random", "k": pool.get("random"), "seed": seed + 2},
+                          {"kind": "semantic", "k": pool.get("semantic_search")}],
+        "target_pairs": [],  # the target's train pairs, taken whole
+    }[strategy]
+
+
+def block_unit(kind: str, n: int) -> int:
+    """Rows per query block of a pass kind: shards are cut at multiples of it (see `shard_rows`).
+
+    Read from the sampling modules at call time, as `Searcher.rows` reads them: one block size for both.
+    """
+    bm25 = block_rows(n, bm25_module.BLOCK_BYTES)
+    return {"random": 1, "bm25": bm25, "bm25_least": bm25}.get(kind, semantic_module.QUERY_BLOCK)
+
+
+class Searcher:
+    """Computes rows of passes over one pool; semantic indexes are built (or read) once per kind."""
+
+    def __init__(self, pool: list[str], x: np.ndarray | None = None, exact: bool = True,
+                 index_dir: Path | None = None):
+        self.pool, self.x, self.exact, self.index_dir = pool, x, exact, index_dir
+        self.indexes = {}
+
+    def index(self, least: bool):
+        if least not in self.indexes:
+            name = INDEX_FILES[least]
+            if self.index_dir is not None:
+                import faiss
+
+                self.indexes[least] = faiss.read_index(str(self.index_dir / name))
+            else:
+                self.indexes[least] = build_index(self.x, self.exact, least)
+        return self.indexes[least]
+
+    def rows(self, spec: dict, rows: tuple[int, int]) -> np.ndarray:
+        n, kind, k = len(self.pool), spec["kind"], spec["k"]
+        if kind == "random":
+            return random_partners(n, k, spec["seed"], rows=rows)
+        if kind.startswith("bm25"):
+            return bm25_neighbors(self.pool, k, least_similar=kind.endswith("_least"), rows=rows,
+                                  block_bytes=bm25_module.BLOCK_BYTES)[0]
+        least = kind.endswith("_least")
+        return search_rows(self.index(least), self.x, k, rows=rows, least_similar=least,
+                           query_block=semantic_module.QUERY_BLOCK)[0]
+
+
+INDEX_FILES = {False: "index.faiss", True: "index_least.faiss"}
+
+
+def write_candidates(path: Path, pool: list[str], strategies: list[str], pass_rows: dict[str, list[np.ndarray]],
+                     train, gold) -> tuple[dict, dict]:
+    """Apply the exclusion rules to every strategy's passes and write candidates.parquet, in row groups.
+
+    Returns the candidate count and the exclusions of each strategy.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pa.schema([("sentence1", pa.string()), ("sentence2", pa.string()), ("strategy", pa.string())])
+    texts = pa.array(pool, pa.string())
+    counts, excluded = {}, {}
+    with pq.ParquetWriter(path, schema) as writer:
+        for strategy in strategies:
+            if strategy == "target_pairs":  # domain transfer: the target's train pairs, their gold labels unused
+                table = pa.table({"sentence1": pa.array(train["sentence1"].tolist(), pa.string()),
+                                  "sentence2": pa.array(train["sentence2"].tolist(), pa.string()),
+                                  "strategy": pa.array([strategy] * len(train), pa.string())}, schema=schema)
+                writer.write_table(table, row_group_size=WRITE_ROWS)
+                counts[strategy], excluded[strategy] = len(train), {}
+                log.info("%s: %d target train pairs (labels not used)", strategy, len(train))
+                continue
+            i, j, dropped = select_pairs(pass_rows[strategy], len(pool), gold)
+            for start in range(0, len(i), WRITE_ROWS):
+                stop = min(len(i), start + WRITE_ROWS)
+                writer.write_table(pa.table({
+                    "sentence1": texts.take(pa.array(i[start:stop])), "sentence2": texts.take(pa.array(j[start:stop])),
+                    "strategy": pa.array([strategy] * (stop - start), pa.string())}, schema=schema))
+            counts[strategy], excluded[strategy] = len(i), dropped
+            log.info("%s: %d candidate pairs (excluded: %s)", strategy, len(i), dropped or "none")
+    return counts, excluded
+
+
+def _pool(data: str, params: dict) -> tuple[list[str], int]:
+    pool, _, removed = target_pool(data, params["pool"], params["exclude_eval_sentences"])
     problem = pool_too_small(params, len(pool))
     if problem:  # before any encoding; the plan catches it too once the data artifact exists
         raise DataError(problem)
-    k, seed = params["top_k"], params["seed"]
-    gold_pairs = list(zip(train["sentence1"], train["sentence2"]))
+    return pool, removed
+
+
+def _finish(tmp: Path, params: dict, pool: list[str], removed: int, pass_rows: dict, train, device: str) -> dict:
+    gold = gold_keys(pool, zip(train["sentence1"], train["sentence2"]))
+    counts, excluded = write_candidates(tmp / "candidates.parquet", pool, params["strategies"], pass_rows, train, gold)
+    metrics = {"pool_sentences": len(pool), "eval_sentences_removed_from_pool": removed,
+               "candidates": counts, "excluded": excluded, "device": device}
+    write_json(tmp / "metrics.json", metrics)
+    return metrics
+
+
+def run(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
+    """Stage `candidates`: the whole pool in this job, or (sampling.shards > 1) the merge of the shards."""
+    params = spec["params"]
+    data = spec["inputs"]["data"]
+    train = read_split(data, "train")
+    if params.get("shards", 1) > 1:
+        return _merge(spec, out, train, force)
+    pool, removed = _pool(data, params)
     with artifact_dir(out, spec, force) as tmp:
         device = resolve_device(device)
         log.info("pool: %d unique train sentences (%d dev/test sentences removed)", len(pool), removed)
-        embeddings = _embed(pool, params, spec, device) if set(params["strategies"]) & set(SEMANTIC) else None
-        frames, excluded = [], {}
+        x = None
+        if set(params["strategies"]) & set(SEMANTIC):
+            x = normalised(_embed(pool, params, spec, device))
+        searcher = Searcher(pool, x, params.get("exact", True))
+        pass_rows = {s: [searcher.rows(p, (0, len(pool))) for p in passes(s, params)] for s in params["strategies"]}
+        return _finish(tmp, params, pool, removed, pass_rows, train, device)
+
+
+def read_pool(index_dir: str | Path) -> list[str]:
+    import pyarrow.parquet as pq
+
+    return pq.read_table(Path(index_dir) / "pool.parquet", columns=["sentence"]).column(0).to_pylist()
+
+
+def run_shard(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
+    """Stage `candidate_shard`: rows `shard_rows(...)` of every pass, against the shared pool index."""
+    params = spec["params"]
+    index_dir = Path(spec["inputs"]["index"])
+    pool = read_pool(index_dir)
+    n, shard, shards = len(pool), params["shard"], params["shards"]
+    problem = pool_too_small(params, n)
+    if problem:
+        raise DataError(problem)
+    x = None
+    if (index_dir / "embeddings.npy").is_file():
+        x = np.load(index_dir / "embeddings.npy", mmap_mode="r", allow_pickle=False)  # only its rows are read
+    searcher = Searcher(pool, x, index_dir=index_dir)
+    with artifact_dir(out, spec, force) as tmp:
+        ranges = {}
         for strategy in params["strategies"]:
-            if strategy == "target_pairs":  # domain transfer: the target's train pairs, their gold labels unused
-                frames.append(train[["sentence1", "sentence2"]].assign(strategy=strategy))
-                excluded[strategy] = {}
-                log.info("%s: %d target train pairs (labels not used)", strategy, len(train))
-                continue
-            collector = PairCollector(pool, gold_pairs, eval_sentences, params["exclude_eval_sentences"])
-            if strategy == "random":
-                collector.add_neighbours(strategy, random_partners(len(pool), k, seed))
-            elif strategy in ("bm25", "bm25_least"):
-                idx, _ = bm25_neighbors(pool, k, least_similar=strategy.endswith("_least"))
-                collector.add_neighbours(strategy, idx)
-            elif strategy in ("semantic_search", "semantic_search_least"):
-                idx, _ = semantic_neighbors(embeddings, k, exact=params["exact"],
-                                            least_similar=strategy.endswith("_least"))
-                collector.add_neighbours(strategy, idx)
-            elif strategy == "kde":
-                collector.add_neighbours(strategy, random_partners(len(pool), params["candidate_pool"]["random"],
-                                                                   seed + 1))
-            elif strategy == "iterative_kde":
-                collector.add_neighbours(strategy, random_partners(len(pool), params["candidate_pool"]["random"],
-                                                                   seed + 2))
-                idx, _ = semantic_neighbors(embeddings, params["candidate_pool"]["semantic_search"],
-                                            exact=params["exact"])
-                collector.add_neighbours(strategy, idx)
-            frame = collector.frame()
-            frames.append(frame)
-            excluded[strategy] = dict(collector.excluded)
-            log.info("%s: %d candidate pairs (excluded: %s)", strategy, len(frame), dict(collector.excluded) or "none")
-        candidates = pd.concat(frames, ignore_index=True)
-        candidates.to_parquet(tmp / "candidates.parquet", index=False)
-        metrics = {"pool_sentences": len(pool), "eval_sentences_removed_from_pool": removed,
-                   "candidates": {s: int((candidates["strategy"] == s).sum()) for s in params["strategies"]},
-                   "excluded": excluded, "device": device}
+            for number, p in enumerate(passes(strategy, params)):
+                rows = shard_rows(n, shards, shard, block_unit(p["kind"], n))
+                name = f"{strategy}.{number}"
+                np.save(tmp / f"{name}.npy", searcher.rows(p, rows) if rows[1] > rows[0]
+                        else np.empty((0, p["k"]), dtype=np.int64), allow_pickle=False)
+                ranges[name] = list(rows)
+                log.info("shard %d/%d, %s pass %d: rows %d-%d of %d", shard + 1, shards, strategy, number, *rows, n)
+        metrics = {"shard": shard, "shards": shards, "pool_sentences": n, "rows": ranges}
         write_json(tmp / "metrics.json", metrics)
     return metrics
 
+
+def _merge(spec: dict, out: str | Path, train, force: bool) -> dict:
+    """The shards' rows of every pass, checked to tile the pool exactly, through the same `write_candidates`."""
+    params = spec["params"]
+    index_dir = spec["inputs"]["index"]
+    pool = read_pool(index_dir)
+    removed = read_json(Path(index_dir) / "metrics.json")["eval_sentences_removed_from_pool"]
+    shard_dirs = [Path(spec["inputs"][f"shard_{s}"]) for s in range(params["shards"])]
+    with artifact_dir(out, spec, force) as tmp:
+        pass_rows = {}
+        for strategy in params["strategies"]:
+            pass_rows[strategy] = []
+            for number, _ in enumerate(passes(strategy, params)):
+                name, parts, next_row = f"{strategy}.{number}", [], 0
+                for shard_dir in shard_dirs:
+                    start, stop = read_json(shard_dir / "metrics.json")["rows"][name]
+                    if start != next_row:
+                        raise DataError(f"{shard_dir}: {name} covers rows {start}-{stop}, expected from {next_row}")
+                    parts.append(np.load(shard_dir / f"{name}.npy", allow_pickle=False))
+                    next_row = stop
+                if next_row != len(pool):
+                    raise DataError(f"the shards of {name} end at row {next_row} of {len(pool)}")
+                pass_rows[strategy].append(np.concatenate(parts))
+        log.info("merged %d shards over %d pool sentences", len(shard_dirs), len(pool))
+        return _finish(tmp, params, pool, removed, pass_rows, train, "cpu")  # the merge runs no model

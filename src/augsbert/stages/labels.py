@@ -1,4 +1,4 @@
-"""Stage `label_pairs`: the teacher scores pairs for the student ("silver" labels).
+"""Stages `label_pairs` (`labels`) and `label_pairs_shard` (`label_shard`): the teacher scores pairs ("silver" labels).
 
 Scored are the gold train pairs ("label regularisation", thesis 5.2; also the
 reference distribution of the KDE strategies) and the sampled candidates. The
@@ -6,15 +6,26 @@ KDE strategies then keep the candidates whose scores follow the gold score
 distribution. Besides `pairs.parquet` the stage writes
 `sampling_stats.json` and `score_densities.png` (gold vs every strategy, as
 thesis Figures 6.3-6.5).
+
+Candidates are read from parquet in pieces of SCORE_CHUNK rows (pyarrow
+batches) and scored piece by piece, so no job holds all candidate texts; the
+teacher sorts each piece by length as it sorted the whole list before
+(identical scores up to SCORE_CHUNK candidates). With `sampling.shards`
+N > 1, N `label_shard` jobs score disjoint ranges of whole pieces and
+`labels` merges their scores; both ways end in `write_pairs`, so the merged
+artifact is the unsharded one.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 from scipy import stats
 
 from ..artifacts import artifact_dir, read_json, write_json
@@ -23,10 +34,13 @@ from ..models import resolve_device
 from ..models.architectures import ARCHITECTURES
 from ..sampling import iterative_kde, kde_sample
 from ..sampling.pool import pair_key
+from ..sampling.shards import shard_rows
 from ..training import pairs_of
 from .common import read_split
 
 log = logging.getLogger(__name__)
+
+SCORE_CHUNK = 1 << 18  # candidate pairs read and scored per call: bounded memory, one call below it
 
 
 def _select(strategy: str, reference: np.ndarray, scores: np.ndarray, seed: int) -> np.ndarray:
@@ -78,73 +92,253 @@ def plot_densities(path: Path, reference: np.ndarray, pairs: pd.DataFrame, title
     plt.close(fig)
 
 
-def run(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
+def read_rows(path: str | Path, start: int, stop: int, chunk: int | None = None,
+              columns: list[str] | None = None) -> Iterator[tuple[int, pa.Table]]:
+    """Rows `[start, stop)` of a parquet file as `(first row, table)` pieces of at most `chunk` rows
+    (SCORE_CHUNK), cut at multiples of `chunk` counted from row 0: a shard that starts at such a multiple
+    reads the very pieces a whole read does. Only the row groups that hold the range are read."""
+    import pyarrow.parquet as pq
+
+    chunk = chunk or SCORE_CHUNK
+    if stop <= start:
+        return
+    source = pq.ParquetFile(path)
+    sizes = [source.metadata.row_group(g).num_rows for g in range(source.metadata.num_row_groups)]
+    offsets = np.cumsum([0, *sizes])
+    first = max(0, int(np.searchsorted(offsets, start, side="right")) - 1)
+    position, pending, pending_rows, emitted = int(offsets[first]), [], 0, start
+    for batch in source.iter_batches(batch_size=min(chunk, 65536), row_groups=range(first, len(sizes)),
+                                     columns=columns):
+        lo, hi = max(position, start), min(position + batch.num_rows, stop)
+        if hi > lo:
+            pending.append(batch.slice(lo - position, hi - lo))
+            pending_rows += hi - lo
+        position += batch.num_rows
+        boundary = (emitted // chunk + 1) * chunk  # the next multiple of chunk
+        while pending_rows and (emitted + pending_rows >= boundary or position >= stop):
+            table = pa.Table.from_batches(pending)
+            size = min(pending_rows, boundary - emitted)
+            yield emitted, table.slice(0, size)
+            rest = table.slice(size)
+            pending, pending_rows, emitted = rest.to_batches(), rest.num_rows, emitted + size
+            boundary = (emitted // chunk + 1) * chunk
+        if position >= stop:
+            return
+
+
+def candidate_count(path: str | Path) -> int:
+    import pyarrow.parquet as pq
+
+    return pq.ParquetFile(path).metadata.num_rows
+
+
+class Teacher:
+    """The teacher model and how it is shown a pair (topic prompts, thesis 5.6.1)."""
+
+    def __init__(self, spec: dict, device: str):
+        self.dir = Path(spec["inputs"]["teacher"])
+        self.params = read_json(self.dir / "spec.json")["params"]
+        self.arch_name = self.params["arch"]
+        self.arch = ARCHITECTURES[self.arch_name]
+        self.model = self.arch.load(self.dir / "model", device)
+        self.batch = spec["params"]["batch_size"]
+        self.delimiter = spec["params"].get("topic_prompt")
+        self.topics = {}
+        if self.delimiter:  # the teacher scores ((t1, a), (t2, b)); pairs keep plain text + topics
+            from ..data.prompts import topic_map
+
+            self.topics = topic_map(spec["inputs"]["topics"])
+            log.info("topic prompts on (delimiter %r): %d topic-labelled sentences", self.delimiter, len(self.topics))
+
+    def score(self, frame: pd.DataFrame) -> np.ndarray:
+        from ..data.prompts import prompt_pairs
+
+        shown = pairs_of(prompt_pairs(frame, self.delimiter) if self.delimiter else frame)
+        return np.asarray(self.arch.predict(self.model, shown, self.batch, self.params), dtype=np.float64)
+
+    def score_rows(self, path: str | Path, start: int, stop: int, out: np.ndarray) -> None:
+        """Scores of candidate rows `[start, stop)` into `out[0 : stop - start]`, one chunk in memory at a time."""
+        for first, table in read_rows(path, start, stop, columns=["sentence1", "sentence2"]):
+            frame = table.to_pandas()
+            if self.delimiter:
+                frame = with_topics(frame, self.topics)
+            out[first - start:first - start + len(frame)] = self.score(frame)
+            log.info("scored %d / %d candidate pairs", first - start + len(frame), stop - start)
+
+
+def _pair_hashes(pairs: Iterable[tuple[str, str]], count: int) -> np.ndarray:
+    """128-bit BLAKE2b digest of each unordered pair, as 16-byte records: deduplication without holding the
+    texts (equal digests of different pairs: probability below 1e-20 for a billion pairs)."""
+    out = np.empty(count, dtype="V16")
+    for row, (a, b) in enumerate(pairs):
+        a, b = pair_key(a, b)
+        out[row] = hashlib.blake2b(f"{len(a)}:{a}{b}".encode(), digest_size=16).digest()
+    return out
+
+
+def _candidate_hashes(path: str | Path, count: int) -> np.ndarray:
+    def pairs():
+        for _, table in read_rows(path, 0, count, columns=["sentence1", "sentence2"]):
+            yield from zip(table.column(0).to_pylist(), table.column(1).to_pylist())
+
+    return _pair_hashes(pairs(), count)
+
+
+def _kept_frames(path: Path, kept: np.ndarray) -> Iterator[pd.DataFrame]:
+    """Candidate rows `kept`, in that order, with their row number: streamed when in file order, else (iterative
+    KDE keeps in order of acceptance) read as one span of that strategy's rows."""
+    if not len(kept):
+        return
+    columns = ["sentence1", "sentence2", "strategy"]
+    lo, hi = int(kept.min()), int(kept.max()) + 1
+    if np.all(np.diff(kept) > 0):
+        for first, table in read_rows(path, lo, hi, columns=columns):
+            inside = kept[(kept >= first) & (kept < first + table.num_rows)]
+            if len(inside):
+                yield table.take(pa.array(inside - first)).to_pandas().assign(row=inside)
+        return
+    span = pa.concat_tables([table for _, table in read_rows(path, lo, hi, columns=columns)])
+    yield span.take(pa.array(kept - lo)).to_pandas().assign(row=kept)
+
+
+def write_pairs(tmp: Path, spec: dict, teacher: Teacher, gold: pd.DataFrame, gold_scored: pd.DataFrame,
+                scores: np.ndarray | None) -> dict:
+    """Select by strategy, deduplicate, write pairs.parquet piece by piece, sampling_stats.json and the plot."""
+    import pyarrow.parquet as pq
+
     params = spec["params"]
-    teacher_dir = Path(spec["inputs"]["teacher"])
-    teacher_params = read_json(teacher_dir / "spec.json")["params"]
-    arch_name = teacher_params["arch"]
+    path = Path(spec["inputs"]["candidates"]) / "candidates.parquet" if scores is not None else None
+    reference = (gold_scored["score"] if params["kde_reference"] == "teacher" else gold["score"]).to_numpy()
+    per_strategy, selected = {}, []  # selected: (strategy, kept candidate rows in order)
+    if scores is not None and len(scores):
+        column = pq.read_table(path, columns=["strategy"]).column(0).combine_chunks().dictionary_encode()
+        codes, names = column.indices.to_numpy(zero_copy_only=False), column.dictionary.to_pylist()
+        present, first_rows = np.unique(codes, return_index=True)
+        for code in present[np.argsort(first_rows)]:  # strategies in order of appearance
+            strategy, rows = names[code], np.flatnonzero(codes == code)
+            kept = rows[_select(strategy, reference, scores[rows], params["seed"])]
+            selected.append((strategy, kept))
+            per_strategy[strategy] = {"candidates": len(rows), "kept": len(kept),
+                                      "kept_fraction": round(len(kept) / len(rows), 4)}
+    # the same pair from two strategies (or twice in the gold): the first one wins
+    gold_part = gold_scored if params["relabel_gold"] else gold_scored.iloc[:0]
+    keys = [_pair_hashes(zip(gold_part["sentence1"], gold_part["sentence2"]), len(gold_part))]
+    if selected:
+        every = _candidate_hashes(path, len(scores))
+        keys += [every[kept] for _, kept in selected]
+    keys = np.concatenate(keys)
+    unique = np.zeros(len(keys), dtype=bool)
+    unique[np.unique(keys, return_index=True)[1]] = True
+    if not unique.all():
+        log.info("dropping %d pair(s) that an earlier strategy already emitted", int((~unique).sum()))
+
+    columns = ["sentence1", "sentence2", "strategy", *(["gold_score"] if params["relabel_gold"] else []),
+               *(["topic1", "topic2"] if teacher.delimiter else []), "score", "teacher"]
+    schema = pa.schema([(c, pa.float64() if c in ("gold_score", "score") else pa.string()) for c in columns])
+    final_strategy, final_score = [], []
+
+    def emit(writer, frame: pd.DataFrame) -> None:
+        frame = frame.assign(teacher=teacher.dir.name)
+        for c in columns:
+            if c not in frame:
+                frame[c] = np.nan  # gold_score of a candidate
+        writer.write_table(pa.Table.from_pandas(frame[columns], schema=schema, preserve_index=False))
+        final_strategy.append(frame["strategy"].to_numpy(dtype=object))
+        final_score.append(frame["score"].to_numpy(dtype=np.float64))
+
+    with pq.ParquetWriter(tmp / "pairs.parquet", schema) as writer:
+        emit(writer, gold_part[unique[:len(gold_part)]])
+        offset = len(gold_part)
+        for strategy, kept in selected:
+            mask, offset = unique[offset:offset + len(kept)], offset + len(kept)
+            for frame in _kept_frames(path, kept[mask]):
+                frame["score"] = scores[frame.pop("row").to_numpy()]
+                emit(writer, with_topics(frame, teacher.topics) if teacher.delimiter else frame)
+    pairs = pd.DataFrame({"strategy": np.concatenate(final_strategy), "score": np.concatenate(final_score)})
+    for strategy, group in pairs.groupby("strategy", sort=False):
+        entry = per_strategy.setdefault(strategy, {"candidates": len(group), "kept": len(group),
+                                                   "kept_fraction": 1.0})
+        entry.update(after_dedup=len(group),
+                     ks_to_gold=round(float(stats.ks_2samp(group["score"], reference).statistic), 4),
+                     score_mean=round(float(group["score"].mean()), 4),
+                     score_std=round(float(group["score"].std(ddof=0)), 4))
+    candidate_stats = read_json(Path(spec["inputs"]["candidates"]) / "metrics.json") \
+        if "candidates" in spec["inputs"] else None
+    sampling_stats = {
+        "teacher": teacher.dir.name, "teacher_arch": teacher.arch_name,
+        "gold_reference": params["kde_reference"], "reference_pairs": len(reference),
+        "strategies": per_strategy, "pairs": len(pairs),
+        "duplicates_across_strategies": int((~unique).sum()),
+        "excluded": candidate_stats["excluded"] if candidate_stats else {},
+        "pool_sentences": candidate_stats["pool_sentences"] if candidate_stats else None,
+    }
+    write_json(tmp / "sampling_stats.json", sampling_stats)
+    plot_densities(tmp / "score_densities.png", reference, pairs, f"silver vs gold scores ({teacher.arch_name} teacher)")
+    log.info("labelled %d pairs: %s", len(pairs), {k: v["kept"] for k, v in per_strategy.items()})
+    return sampling_stats
+
+
+def _gold(spec: dict, teacher: Teacher) -> tuple[pd.DataFrame, pd.DataFrame]:
     gold = read_split(spec["inputs"]["gold"], "train")  # the teacher's gold: target (in-domain) or source
-    candidates = None
-    if "candidates" in spec["inputs"]:
-        candidates = pd.read_parquet(Path(spec["inputs"]["candidates"]) / "candidates.parquet")
-        candidate_stats = read_json(Path(spec["inputs"]["candidates"]) / "metrics.json")
+    gold_scored = gold[["sentence1", "sentence2"]].assign(strategy="gold", gold_score=gold["score"])
+    if teacher.delimiter:
+        gold_scored = with_topics(gold_scored, teacher.topics, gold.get("topic"))
+    gold_scored["score"] = teacher.score(gold_scored)
+    return gold, gold_scored
+
+
+def _merged_scores(spec: dict, count: int) -> np.ndarray:
+    """The label shards' scores, checked to tile the candidates exactly."""
+    scores, next_row = np.empty(count, dtype=np.float64), 0
+    for shard in range(spec["params"]["shards"]):
+        shard_dir = Path(spec["inputs"][f"label_shard_{shard}"])
+        start, stop = read_json(shard_dir / "metrics.json")["rows"]
+        if start != next_row:
+            raise DataError(f"{shard_dir}: scores of rows {start}-{stop}, expected from row {next_row}")
+        scores[start:stop] = np.load(shard_dir / "scores.npy", allow_pickle=False)
+        next_row = stop
+    if next_row != count:
+        raise DataError(f"the label shards end at row {next_row} of {count} candidates")
+    return scores
+
+
+def run(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
+    """Stage `labels`: score every candidate here, or (sampling.shards > 1) take the label shards' scores."""
     with artifact_dir(out, spec, force) as tmp:
         device = resolve_device(device)
-        arch = ARCHITECTURES[arch_name]
-        model = arch.load(teacher_dir / "model", device)
-        batch = params["batch_size"]
-        gold_scored = gold[["sentence1", "sentence2"]].assign(strategy="gold", gold_score=gold["score"])
-        delimiter = params.get("topic_prompt")
-        topics = {}
-        if delimiter:  # thesis 5.6.1: the teacher scores ((t1, a), (t2, b)); pairs keep plain text + topics
-            from ..data.prompts import prompt_pairs, topic_map
-
-            topics = topic_map(spec["inputs"]["topics"])
-            gold_scored = with_topics(gold_scored, topics, gold.get("topic"))
-            log.info("topic prompts on (delimiter %r): %d topic-labelled sentences", delimiter, len(topics))
-
-        def shown(frame: pd.DataFrame) -> list[tuple[str, str]]:
-            return pairs_of(prompt_pairs(frame, delimiter) if delimiter else frame)
-
-        gold_scored["score"] = arch.predict(model, shown(gold_scored), batch, teacher_params)
-        reference = (gold_scored["score"] if params["kde_reference"] == "teacher" else gold["score"]).to_numpy()
-        parts = [gold_scored] if params["relabel_gold"] else []
-        per_strategy = {}
-        if candidates is not None and len(candidates):
-            log.info("scoring %d candidate pairs with the %s teacher", len(candidates), arch_name)
-            if delimiter:
-                candidates = with_topics(candidates, topics)
-            candidates["score"] = arch.predict(model, shown(candidates), batch, teacher_params)
-            for strategy, group in candidates.groupby("strategy", sort=False):
-                kept = group.iloc[_select(strategy, reference, group["score"].to_numpy(), params["seed"])]
-                parts.append(kept)
-                per_strategy[strategy] = {"candidates": len(group), "kept": len(kept),
-                                          "kept_fraction": round(len(kept) / len(group), 4)}
-        pairs = pd.concat(parts, ignore_index=True)
-        keys = [pair_key(a, b) for a, b in zip(pairs["sentence1"], pairs["sentence2"])]
-        duplicate = pd.Series(keys).duplicated().to_numpy()  # the same pair from two strategies: first one wins
-        if duplicate.any():
-            log.info("dropping %d pair(s) that an earlier strategy already emitted", int(duplicate.sum()))
-        pairs = pairs[~duplicate].reset_index(drop=True)
-        pairs["teacher"] = teacher_dir.name
-        pairs.to_parquet(tmp / "pairs.parquet", index=False)
-        for strategy, group in pairs.groupby("strategy", sort=False):
-            entry = per_strategy.setdefault(strategy, {"candidates": len(group), "kept": len(group),
-                                                       "kept_fraction": 1.0})
-            entry.update(after_dedup=len(group),
-                         ks_to_gold=round(float(stats.ks_2samp(group["score"], reference).statistic), 4),
-                         score_mean=round(float(group["score"].mean()), 4),
-                         score_std=round(float(group["score"].std(ddof=0)), 4))
-        sampling_stats = {
-            "teacher": teacher_dir.name, "teacher_arch": arch_name,
-            "gold_reference": params["kde_reference"], "reference_pairs": len(reference),
-            "strategies": per_strategy, "pairs": len(pairs),
-            "duplicates_across_strategies": int(duplicate.sum()),
-            "excluded": candidate_stats["excluded"] if candidates is not None else {},
-            "pool_sentences": candidate_stats["pool_sentences"] if candidates is not None else None,
-        }
-        write_json(tmp / "sampling_stats.json", sampling_stats)
-        plot_densities(tmp / "score_densities.png", reference, pairs, f"silver vs gold scores ({arch_name} teacher)")
-        log.info("labelled %d pairs: %s", len(pairs), {k: v["kept"] for k, v in per_strategy.items()})
-        write_json(tmp / "metrics.json", {"device": device, "pairs": len(pairs), **sampling_stats})
+        teacher = Teacher(spec, device)
+        gold, gold_scored = _gold(spec, teacher)
+        scores = None
+        if "candidates" in spec["inputs"]:
+            path = Path(spec["inputs"]["candidates"]) / "candidates.parquet"
+            count = candidate_count(path)
+            if spec["params"].get("shards", 1) > 1:
+                scores = _merged_scores(spec, count)
+                log.info("merged the scores of %d label shards", spec["params"]["shards"])
+            else:
+                log.info("scoring %d candidate pairs with the %s teacher", count, teacher.arch_name)
+                scores = np.empty(count, dtype=np.float64)
+                teacher.score_rows(path, 0, count, scores)
+        sampling_stats = write_pairs(tmp, spec, teacher, gold, gold_scored, scores)
+        write_json(tmp / "metrics.json", {"device": device, "pairs": sampling_stats["pairs"], **sampling_stats})
     return sampling_stats
+
+
+def run_shard(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
+    """Stage `label_shard`: teacher scores of whole SCORE_CHUNKs of the merged candidates, written as they come."""
+    params = spec["params"]
+    path = Path(spec["inputs"]["candidates"]) / "candidates.parquet"
+    count = candidate_count(path)
+    start, stop = shard_rows(count, params["shards"], params["shard"], SCORE_CHUNK)
+    with artifact_dir(out, spec, force) as tmp:
+        device = resolve_device(device)
+        teacher = Teacher(spec, device)
+        # scores go to disk chunk by chunk (a memory map): the job holds one chunk of texts, no score array
+        scores = np.lib.format.open_memmap(tmp / "scores.npy", mode="w+", dtype=np.float64, shape=(stop - start,))
+        teacher.score_rows(path, start, stop, scores)
+        scores.flush()
+        del scores
+        metrics = {"device": device, "shard": params["shard"], "shards": params["shards"], "rows": [start, stop],
+                   "candidates": count}
+        write_json(tmp / "metrics.json", metrics)
+    return metrics
