@@ -18,10 +18,57 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
+from huggingface_hub import ModelCard, ModelHubMixin
 from torch import nn
 
 CONFIG_NAME = "cross_bi_encoder.json"
 SPECIALS_PER_PAIR = 4  # two [CLS] and two [SEP]
+
+# What sentence-transformers reads first when a directory is given to CrossEncoder(path) or
+# SentenceTransformer(path). A CBE writes both so that neither library builds a model with a random head:
+# CrossEncoder finds model_type "CrossEncoder" and, before loading any module, checks `requirements`; ours
+# can never be met, so it stops with LOAD_MESSAGE. SentenceTransformer treats the directory as a
+# CrossEncoder save and converts it the way it converts every one (with a warning): the CBE's encoder
+# with mean pooling, each text embedded alone -- real weights, no new head, but not the CBE's scores.
+# modules.json is empty, so a CrossEncoder that ignored `requirements` would stop on an empty module list.
+ST_CONFIG_NAME = "config_sentence_transformers.json"
+ST_MODULES_NAME = "modules.json"
+LOAD_HINT = "from augsbert.models.cross_bi_encoder import CrossBiEncoder; CrossBiEncoder.from_pretrained(path)"
+LOAD_MESSAGE = ("(unsatisfiable on purpose) This directory is an augsbert Cross-Bi-Encoder, not a CrossEncoder: "
+                "its encoder has no classification head, and CrossEncoder would add one with random weights. "
+                f"Load it with `{LOAD_HINT}` and score pairs with `.predict(pairs)`.")
+
+CARD_TEMPLATE = """---
+{{ card_data }}
+---
+
+# {{ model_name }}
+
+A **Cross-Bi-Encoder** (CBE), saved by the `augsbert` package (Augmented SBERT): one forward pass of a {{ encoder_type }} encoder over the pair
+`{{ layout }}`, the mean of each segment's last hidden states, and their cosine as the score
+(in [-1, 1]). A pair is cut to {{ max_length }} tokens, its four special tokens included (longer text first).
+
+## Usage
+
+```python
+from augsbert.models.cross_bi_encoder import CrossBiEncoder
+
+model = CrossBiEncoder.from_pretrained("{{ model_id }}")
+scores = model.predict([("A man is playing a flute.", "Someone plays an instrument.")])
+```
+
+The directory is a standard one: `config.json`, `model.safetensors` and the tokenizer of the
+encoder, plus `cross_bi_encoder.json` (max length, pooling, score). Nothing is pickled and no
+remote code runs.
+
+**Not a CrossEncoder, not a SentenceTransformer.** `CrossEncoder(path)` stops with a message
+naming `CrossBiEncoder.from_pretrained` instead of adding a classification head with random
+weights. `SentenceTransformer(path)` converts it like any Cross-Encoder save: the CBE's encoder
+with mean pooling, embedding each text alone (without the other text in its context), which
+does not reproduce the CBE's scores.
+{% if training_facts %}
+{{ training_facts }}
+{% endif %}"""
 
 
 def truncate_lengths(len_a: int, len_b: int, budget: int) -> tuple[int, int]:
@@ -93,8 +140,13 @@ def masked_mean(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
 
 
-class CrossBiEncoder(nn.Module):
-    """A Hugging Face encoder scored as cos(mean(segment 1), mean(segment 2)), trained with MSE."""
+class CrossBiEncoder(nn.Module, ModelHubMixin, library_name="augsbert", model_card_template=CARD_TEMPLATE,
+                     tags=["augsbert", "cross-bi-encoder", "sentence-similarity"]):
+    """A Hugging Face encoder scored as cos(mean(segment 1), mean(segment 2)), trained with MSE.
+
+    `save_pretrained(dir)` / `CrossBiEncoder.from_pretrained(dir or hub id)` / `push_to_hub(repo)` come
+    from huggingface_hub's ModelHubMixin (safetensors, no pickle, no remote code).
+    """
 
     def __init__(self, encoder, tokenizer, max_length: int = 512):
         super().__init__()
@@ -120,24 +172,73 @@ class CrossBiEncoder(nn.Module):
 
     @classmethod
     def load(cls, path: str | Path, device: str | None = None) -> "CrossBiEncoder":
-        """Restore a CBE saved with `save` (one line: `CrossBiEncoder.load(path)`)."""
-        path = Path(path)
+        """Restore a saved CBE (the same as `CrossBiEncoder.from_pretrained(path, device=device)`)."""
+        return cls.from_pretrained(path, device=device)
+
+    @classmethod
+    def _from_pretrained(cls, *, model_id: str, revision: str | None, cache_dir, force_download: bool,
+                         local_files_only: bool, token, device: str | None = None, **from_config) -> "CrossBiEncoder":
+        """ModelHubMixin's loading hook: a local directory, or a hub repository downloaded first.
+
+        `from_config` holds whatever the mixin copied from config.json for names of `__init__` parameters;
+        config.json is the encoder's, so those are ignored: the max length comes from cross_bi_encoder.json.
+        (Older huggingface_hub releases also pass `proxies` and `resume_download`, unused here.)
+        """
+        unknown = set(from_config) - {"encoder", "tokenizer", "max_length", "proxies", "resume_download"}
+        if unknown:
+            raise TypeError(f"CrossBiEncoder.from_pretrained got unexpected arguments: {', '.join(sorted(unknown))}")
+        path = Path(model_id)
+        if not path.is_dir():
+            from huggingface_hub import snapshot_download
+
+            path = Path(snapshot_download(model_id, revision=revision, cache_dir=cache_dir, token=token,
+                                          force_download=force_download, local_files_only=local_files_only))
         meta_path = path / CONFIG_NAME
         if not meta_path.is_file():
-            raise ValueError(f"{path} is not a saved Cross-Bi-Encoder (no {CONFIG_NAME})")
+            raise ValueError(f"{model_id} is not a saved Cross-Bi-Encoder (no {CONFIG_NAME})")
         meta = json.loads(meta_path.read_text())
         model = cls.from_base(str(path), meta["max_length"])
         return model.to(device) if device else model
 
     def save(self, path: str | Path) -> None:
-        """Standard directory: safetensors weights + config, tokenizer, cross_bi_encoder.json."""
-        path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
+        """Same as `save_pretrained(path)` (kept for the training code and older callers)."""
+        self.save_pretrained(path)
+
+    def _save_pretrained(self, save_directory: Path) -> None:
+        """ModelHubMixin's saving hook: safetensors weights + config, tokenizer, cross_bi_encoder.json,
+        and the two sentence-transformers files that make CrossEncoder(path) refuse it (see ST_CONFIG_NAME)."""
+        import sentence_transformers
+
+        path = Path(save_directory)
         self.encoder.save_pretrained(str(path), safe_serialization=True)
         self.tokenizer.save_pretrained(str(path))
         (path / CONFIG_NAME).write_text(json.dumps(
             {"architecture": "CrossBiEncoder", "format_version": 1, "max_length": self.max_length,
-             "pooling": "mean per segment", "score": "cosine"}, indent=2) + "\n")
+             "pooling": "mean per segment", "score": "cosine", "load_with": LOAD_HINT}, indent=2) + "\n")
+        (path / ST_MODULES_NAME).write_text("[]\n")
+        (path / ST_CONFIG_NAME).write_text(json.dumps(
+            {"model_type": "CrossEncoder",
+             "requirements": {"python": {"specifier": "<0", "reason": LOAD_MESSAGE}},
+             "__version__": {"sentence_transformers": sentence_transformers.__version__}}, indent=2) + "\n")
+
+    def generate_model_card(self, model_name: str | None = None, model_id: str | None = None,
+                            training_facts: str | None = None, **card_data) -> ModelCard:
+        """The model card written by save_pretrained (when the directory has no README.md yet).
+
+        `training_facts` (Markdown) is appended: `augsbert export` passes the experiment's data, teacher,
+        settings and test metrics; `card_data` adds metadata such as `base_model` or `tags`.
+        """
+        from huggingface_hub import ModelCardData
+
+        info = self._hub_mixin_info.model_card_data.to_dict()
+        tags = sorted(set(info.pop("tags", None) or []) | set(card_data.pop("tags", None) or []))
+        data = ModelCardData(**{**info, **card_data, "tags": tags})
+        cls_id, sep_id = self.tokenizer.cls_token, self.tokenizer.sep_token
+        return ModelCard.from_template(
+            data, template_str=self._hub_mixin_info.model_card_template,
+            model_name=model_name or "Cross-Bi-Encoder", model_id=model_id or "path/to/model",
+            encoder_type=getattr(self.encoder.config, "model_type", "transformer"), max_length=self.max_length,
+            layout=f"{cls_id} a {sep_id} {cls_id} b {sep_id}", training_facts=training_facts)
 
     # ---------------------------------------------------------------- compute
     def forward(self, input_ids, attention_mask, segment1_mask, segment2_mask, token_type_ids=None, labels=None):

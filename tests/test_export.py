@@ -1,0 +1,256 @@
+"""`augsbert export` and the Cross-Bi-Encoder's hub format.
+
+Artifacts are built directly from the 1-layer MiniLM (nothing is trained):
+an exported model must give exactly the artifact model's outputs, and its card
+must carry the experiment's facts. The hub is never contacted (uploads are
+monkeypatched).
+"""
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from augsbert.cli import main
+from augsbert.export import MARKER, ExportError, export, push_to_hub
+from augsbert.models.architectures import ARCHITECTURES
+from augsbert.models.cross_bi_encoder import CrossBiEncoder
+
+PAIRS = [("a cat sat on the mat", "a dog lay on the rug"), ("stock prices fell", "it rained all day"),
+         ("the team won the match", "the coach was happy")]
+TEXTS = ["a cat sat on the mat", "stock prices fell sharply", "x"]
+DATA = "artifacts/data/lee-0000000000"
+TEACHER = {"ce": "artifacts/teacher/lee.ce-1111111111", "cbe": "artifacts/teacher/lee.cbe-1111111111"}
+LABELS = "artifacts/labels/lee.ce-2222222222"
+STUDENTS = {42: "artifacts/student/lee.be-3333333333", 43: "artifacts/student/lee.be-4444444444"}
+PARAMS = {"epochs": 1, "batch_size": 16, "lr": 2e-5, "warmup_ratio": 0.1, "weight_decay": 0.01, "max_length": 32,
+          "activation": "sigmoid", "model": "minilm-l6", "seed": 42, "eval_batch_size": 8}
+
+
+def _artifact(path: str, metrics: dict, params: dict, inputs: dict) -> Path:
+    root = Path(path)
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "metrics.json").write_text(json.dumps(metrics))
+    (root / "spec.json").write_text(json.dumps({"params": params, "inputs": inputs}))
+    return root
+
+
+@pytest.fixture
+def experiment(tmp_path, monkeypatch, tiny_minilm):
+    """A finished two-seed experiment (student, lower bound = student of seed 43's model, CE teacher) on disk."""
+    monkeypatch.chdir(tmp_path)
+    _artifact(DATA, {"sizes": {"train": 4, "dev": 2, "test": 3}}, {}, {})
+    torch.manual_seed(0)
+    ce = ARCHITECTURES["ce"].build(tiny_minilm, PARAMS, "cpu")
+    teacher = _artifact(TEACHER["ce"], {"arch": "ce", "test": {"spearman": 51.5, "pearson": 50.0, "n_pairs": 3}},
+                        {**PARAMS, "loss": "bce"}, {"data": DATA})
+    ARCHITECTURES["ce"].save(ce, teacher / "model")
+    labels = _artifact(LABELS, {}, {}, {"teacher": str(teacher), "gold": DATA})
+    (labels / "sampling_stats.json").write_text(json.dumps(
+        {"teacher": teacher.name, "teacher_arch": "ce", "pairs": 7,
+         "strategies": {"bm25": {"kept": 3, "after_dedup": 3}, "gold": {"kept": 4, "after_dedup": 4}}}))
+    for seed, path in STUDENTS.items():
+        student = _artifact(path, {"arch": "be", "test": {"spearman": 60.0 + seed - 42, "pearson": 61.0, "n_pairs": 3},
+                                   "train_pairs": 7, "training_set": {"relabelled_gold": 4, "bm25": 3}},
+                            {**PARAMS, "seed": seed, "selection": "target_dev", "use_gold_labels": False},
+                            {"data": DATA, "labels": LABELS})
+        shutil.copytree(tiny_minilm, student / "model")
+    runs = {str(seed): {"data": {"key": "lee-0000000000", "stage": "data", "path": DATA},
+                        "teacher": {"key": Path(TEACHER["ce"]).name, "stage": "teacher", "path": TEACHER["ce"]},
+                        "labels": {"key": Path(LABELS).name, "stage": "labels", "path": LABELS},
+                        "student": {"key": Path(path).name, "stage": "student", "path": path}}
+            for seed, path in STUDENTS.items()}
+    spec = {"experiment": "g.bm25.lee", "config": {"dataset": "lee", "source": None, "description": "a test",
+                                                   "sampling": {"strategies": ["bm25"], "top_k": 1, "pool": "train"}},
+            "dataset": {"loader": "lee"}, "config_hash": "0123456789", "seeds": [42, 43], "runs": runs}
+    Path("results").mkdir()
+    results = {"models": {
+        "student": {"per_seed": {"42": {"spearman": 60.25, "pearson": 61.5, "n_pairs": 3, "sts_avg": 70.125},
+                                 "43": {"spearman": 61.75, "pearson": 62.5, "n_pairs": 3}},
+                    "summary": {"spearman": {"mean": 61.0, "std": 1.0607, "n": 2}},
+                    "artifacts": {"42": {"model": STUDENTS[42]}, "43": {"model": STUDENTS[43]}}},
+        "teacher": {"per_seed": {"42": {"spearman": 51.5, "pearson": 50.0, "n_pairs": 3}},
+                    "summary": {}, "artifacts": {"42": {"model": TEACHER["ce"]}}}}}
+    Path("results/g.bm25.lee.json").write_text(json.dumps(results))
+    return spec
+
+
+def test_bi_encoder_export_reproduces_embeddings_and_fills_the_card(experiment, tmp_path):
+    from sentence_transformers import SentenceTransformer
+
+    out = tmp_path / "elsewhere" / "student"  # any user-named path
+    record = export(experiment, "student", out)
+    assert record["seed"] == 42 and record["key"] == "lee.be-3333333333"  # the first seed by default
+    original = SentenceTransformer(f"{STUDENTS[42]}/model", device="cpu").encode(TEXTS)
+    np.testing.assert_allclose(SentenceTransformer(str(out), device="cpu").encode(TEXTS), original, atol=1e-6)
+    card = (out / "README.md").read_text()
+    assert card.startswith("---\n") and "- augsbert\n" in card and "library_name: sentence-transformers" in card
+    assert "# augsbert g.bm25.lee: student (Bi-Encoder (SentenceTransformer), seed 42)" in card
+    for fact in ("| seed | 42 (the experiment's seeds: 42, 43; the first, exported by default) |",
+                 "| data sizes | train 4, dev 2, test 3 |",
+                 "| teacher | Cross-Encoder `lee.ce-1111111111`, test Spearman 51.50 |",
+                 "| silver pairs (teacher-labelled) | bm25 3, relabelled gold 4; 7 in total |",
+                 "| training set by source | relabelled_gold 4, bm25 3 |",
+                 "### Test metrics (from `results/g.bm25.lee.json`)",
+                 "| spearman | 60.25 | 61.00 ± 1.06 (n=2) |", "| sts_avg | 70.12 | – |",
+                 "`0123456789`", f"snakemake --cores 2 {STUDENTS[42]}",
+                 f"augsbert export --config config/config.yaml --experiment g.bm25.lee --model student --seed 42 "
+                 f"--to {out}"):
+        assert fact in card
+    assert card.index("## Training (augsbert)") < card.index("## Model Details")  # ST's card, our section first
+    assert json.loads((out / MARKER).read_text())["config_hash"] == "0123456789"
+
+
+def test_target_is_never_overwritten_without_force(experiment, tmp_path):
+    out = tmp_path / "student"
+    export(experiment, "student", out)
+    with pytest.raises(ExportError, match="not empty; refusing to overwrite"):
+        export(experiment, "student", out, seed=43)
+    assert json.loads((out / MARKER).read_text())["seed"] == 42
+    assert export(experiment, "student", out, seed=43, force=True)["key"] == "lee.be-4444444444"
+    assert json.loads((out / MARKER).read_text())["seed"] == 43
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep")
+    with pytest.raises(ExportError, match="--force replaces only a directory written by `augsbert export`"):
+        export(experiment, "student", mine, force=True)
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"]
+    assert not list(tmp_path.glob(".*partial*"))
+
+
+def test_unknown_model_seed_and_unfinished_artifact(experiment, tmp_path, capsys):
+    with pytest.raises(ExportError, match=r"has no lower_bound model \(it has: student, teacher;"):
+        export(experiment, "lower_bound", tmp_path / "x")
+    with pytest.raises(ExportError, match=r"has no seed 7 \(seeds: \[42, 43\]\)"):
+        export(experiment, "student", tmp_path / "x", seed=7)
+    shutil.rmtree(f"{STUDENTS[43]}/model")
+    assert main(["export", "--spec", json.dumps(experiment), "--seed", "43", "--to", str(tmp_path / "x")]) == 2
+    assert capsys.readouterr().err == (
+        f"augsbert export: error: {STUDENTS[43]} is not a finished artifact: train it first, e.g. "
+        f"`snakemake --cores 2 {STUDENTS[43]}` (or the experiment's results file)\n")
+    assert not (tmp_path / "x").exists()
+
+
+def test_cross_encoder_teacher_export_reproduces_scores(experiment, tmp_path):
+    from sentence_transformers import CrossEncoder
+
+    out = tmp_path / "teacher"
+    export(experiment, "teacher", out)
+    artifact = ARCHITECTURES["ce"].load(Path(TEACHER["ce"]) / "model", "cpu")
+    expected = ARCHITECTURES["ce"].predict(artifact, PAIRS, 8, PARAMS)  # as the stage evaluated it (sigmoid)
+    np.testing.assert_allclose(CrossEncoder(str(out), device="cpu").predict(PAIRS), expected, atol=1e-6)
+    card = (out / "README.md").read_text()
+    assert "# augsbert g.bm25.lee: teacher (Cross-Encoder, seed 42)" in card and "| spearman | 51.50 |" in card
+
+
+def test_metrics_fall_back_to_the_artifact_when_the_results_file_describes_another(experiment, tmp_path):
+    results = json.loads(Path("results/g.bm25.lee.json").read_text())
+    results["models"]["student"]["artifacts"]["42"]["model"] = "artifacts/student/lee.be-9999999999"
+    Path("results/g.bm25.lee.json").write_text(json.dumps(results))
+    card = (export(experiment, "student", tmp_path / "s") and (tmp_path / "s" / "README.md").read_text())
+    assert "the results file describes another artifact for this model" in card
+    assert "| spearman | 60.00 | – |" in card
+
+
+@pytest.fixture
+def cbe(tiny_minilm):
+    torch.manual_seed(0)
+    return CrossBiEncoder.from_base(tiny_minilm, 48)
+
+
+def test_cross_bi_encoder_round_trip_and_what_other_loaders_do(cbe, tmp_path):
+    from sentence_transformers import CrossEncoder, SentenceTransformer
+
+    before = cbe.predict(PAIRS)
+    cbe.save_pretrained(tmp_path / "cbe")
+    loaded = CrossBiEncoder.from_pretrained(tmp_path / "cbe")
+    np.testing.assert_array_equal(loaded.predict(PAIRS), before)
+    assert loaded.max_length == 48
+    assert "CrossBiEncoder.from_pretrained" in (tmp_path / "cbe" / "README.md").read_text()
+    # CrossEncoder would add a random head: it stops, naming the loader instead
+    with pytest.raises(ImportError, match=r"CrossBiEncoder\.from_pretrained\(path\)"):
+        CrossEncoder(str(tmp_path / "cbe"), device="cpu")
+    # SentenceTransformer converts it like any Cross-Encoder save: the CBE's own encoder, mean pooling, no new weights
+    st = SentenceTransformer(str(tmp_path / "cbe"), device="cpu")
+    features = cbe.tokenizer(TEXTS, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        hidden = cbe.encoder(**features).last_hidden_state
+    mask = features["attention_mask"].unsqueeze(-1).float()
+    np.testing.assert_allclose(st.encode(TEXTS), ((hidden * mask).sum(1) / mask.sum(1)).numpy(), atol=1e-5)
+    # a directory written before the hub format (no sentence-transformers files) still loads
+    for name in ("modules.json", "config_sentence_transformers.json", "README.md"):
+        (tmp_path / "cbe" / name).unlink()
+    np.testing.assert_array_equal(CrossBiEncoder.load(tmp_path / "cbe").predict(PAIRS), before)
+
+
+def test_cross_bi_encoder_teacher_export(cbe, experiment, tmp_path):
+    hub_base = {"model": "org/encoder", "model_identity": {"model": "hub:org/encoder@main"}}  # planned from a hub id
+    teacher = _artifact(TEACHER["cbe"], {"arch": "cbe", "test": {"spearman": 40.0, "pearson": 41.0, "n_pairs": 3}},
+                        {**PARAMS, **hub_base, "max_length": 48}, {"data": DATA})
+    cbe.save(teacher / "model")
+    for roles in experiment["runs"].values():
+        roles["teacher"] = {"key": teacher.name, "stage": "teacher", "path": str(teacher)}
+    export(experiment, "teacher", tmp_path / "t", model_id="me/cbe")
+    exported = CrossBiEncoder.from_pretrained(tmp_path / "t")
+    np.testing.assert_array_equal(exported.predict(PAIRS), cbe.predict(PAIRS))
+    card = (tmp_path / "t" / "README.md").read_text()
+    assert "# augsbert g.bm25.lee: teacher (Cross-Bi-Encoder, seed 42)" in card
+    assert 'CrossBiEncoder.from_pretrained("me/cbe")' in card and "| spearman | 40.00 | – |" in card
+    assert "\nbase_model: org/encoder\n" in card.split("---")[1]  # the card's metadata names the hub base model
+
+
+class FakeHub:
+    """Stands in for huggingface_hub.HfApi's network calls."""
+
+    def __init__(self, monkeypatch, fail: Exception | None = None):
+        import huggingface_hub
+
+        self.uploads, self.fail = [], fail
+        monkeypatch.setattr(huggingface_hub.HfApi, "create_repo", self.create_repo)
+        monkeypatch.setattr(huggingface_hub.HfApi, "upload_folder", self.upload_folder)
+
+    def create_repo(self, repo_id, **kwargs):  # set on the class as a bound method: no HfApi self
+        if self.fail:
+            raise self.fail
+        from huggingface_hub import RepoUrl
+
+        return RepoUrl(f"https://huggingface.co/{repo_id}")
+
+    def upload_folder(self, repo_id, folder_path, **kwargs):
+        self.uploads.append((repo_id, sorted(p.name for p in Path(folder_path).iterdir())))
+        return f"https://huggingface.co/{repo_id}/commit/0"
+
+
+def test_push_to_hub_uploads_the_export_and_fails_offline_with_one_message(experiment, tmp_path, monkeypatch,
+                                                                           capsys, cbe):
+    hub = FakeHub(monkeypatch)
+    out = tmp_path / "s"
+    assert main(["-q", "export", "--spec", json.dumps(experiment), "--to", str(out), "--push-to-hub", "me/s"]) == 0
+    assert hub.uploads == [("me/s", sorted(p.name for p in out.iterdir()))]
+    assert json.loads(capsys.readouterr().out)["hub_commit"] == "https://huggingface.co/me/s/commit/0"
+    cbe.push_to_hub("me/cbe")  # the CBE's own push (huggingface_hub's mixin)
+    assert hub.uploads[-1] == ("me/cbe", ["README.md", "config.json", "config_sentence_transformers.json",
+                                          "cross_bi_encoder.json", "model.safetensors", "modules.json",
+                                          "tokenizer.json", "tokenizer_config.json"])
+    FakeHub(monkeypatch, fail=ConnectionError("Failed to resolve 'huggingface.co'\nmore"))
+    with pytest.raises(ExportError) as err:
+        push_to_hub(out, "me/s")
+    assert str(err.value) == (
+        f"could not push {out} to the Hugging Face hub repository me/s (ConnectionError: Failed to resolve "
+        "'huggingface.co'). The export itself is complete; with network access and a token (`hf auth login` or "
+        f"HF_TOKEN) upload it later with `hf upload me/s {out} .`")
+
+
+@pytest.mark.workflow
+def test_rule_exports_into_models_experiment_model(tmp_path):
+    """models/<experiment>/<model>/ is one export_model job after the experiment's results file (a dry run)."""
+    from test_workflow import planned
+
+    for item in ("workflow", "config", "profiles"):
+        src = Path(__file__).resolve().parents[1] / item
+        (shutil.copytree if src.is_dir() else shutil.copy2)(src, tmp_path / item)
+    jobs = planned(tmp_path, "models/demo_cbe/teacher")
+    assert jobs["export_model"] == 1 and jobs["collect_results"] == 1 and jobs["train_teacher"] == 1
