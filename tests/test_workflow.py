@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pandas as pd
@@ -22,7 +23,7 @@ pytestmark = pytest.mark.workflow
 
 @pytest.fixture
 def workdir(tmp_path) -> Path:
-    for item in ("Snakefile", "workflow", "config", "profiles"):
+    for item in ("workflow", "config", "profiles"):
         src = REPO / item
         (shutil.copytree if src.is_dir() else shutil.copy2)(src, tmp_path / item)
     return tmp_path
@@ -110,7 +111,7 @@ def test_demo_run_and_rerun_behaviour(workdir):
     with open(workdir / "workflow" / "rules" / "data.smk", "a") as handle:
         handle.write("\n# a comment\n")
     for path in [*workdir.joinpath("workflow").rglob("*"), *workdir.joinpath("config").rglob("*"),
-                 workdir / "Snakefile", *(REPO / "src" / "augsbert").rglob("*.py")]:
+                 *(REPO / "src" / "augsbert").rglob("*.py")]:
         os.utime(path)
     assert planned(workdir, TARGET) == {}
 
@@ -303,6 +304,18 @@ def test_grid_table_report_and_adding_a_seed(workdir, tiny_minilm):
     proc = snakemake(workdir, "--report", "report.html", target, *args)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (workdir / "report.html").stat().st_size > 50_000
+    # one experiment's report holds its metrics table, training curves and silver densities
+    proc = snakemake(workdir, "--report", "experiment.zip", "results/tiny.bm25.lee.json", *args)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    with zipfile.ZipFile(workdir / "experiment.zip") as archive:
+        names = archive.namelist()
+        metrics = pd.read_csv(archive.open(next(n for n in names if n.endswith("/metrics.csv"))))
+    row = metrics[(metrics["model"] == "student") & (metrics["metric"] == "spearman")]
+    assert row["mean"].item() == pytest.approx(mean, abs=1e-3) and row["seeds"].item() == 2
+    assert set(metrics["model"]) == {"lower_bound", "teacher", "student"}
+    report_files = {n.rsplit("/", 1)[-1] for n in names}
+    assert {"training_curves.png", "silver_densities.seed1.png", "silver_densities.seed2.png",
+            "tiny.bm25.lee.json"} <= report_files
 
     # a third seed: only that seed's chain, the two results files and the table
     more = ("--config", "grids={tiny: {seeds: [1, 2, 3]}}")

@@ -20,6 +20,7 @@ from .models.cross_bi_encoder import PairTokenizer
 from .models.mlm import MLMPairCollator, masked_lm_from
 from .sampling import bm25_neighbors
 from .sampling.pool import PairCollector, random_partners
+from .tracking import callbacks as tracking_callbacks, trainer_arguments
 from .training import claim_workdir, precision_flags
 
 log = logging.getLogger(__name__)
@@ -96,7 +97,7 @@ def adapt(base: str, train: pd.DataFrame, params: dict, workdir: Path, device: s
         warmup_steps=int(math.ceil(params["warmup_ratio"] * params["max_steps"])),
         weight_decay=params["weight_decay"], lr_scheduler_type="linear", seed=params["seed"],
         data_seed=params["seed"], save_strategy="steps", save_steps=params["checkpoint_steps"], save_total_limit=1,
-        logging_steps=max(1, min(50, params["max_steps"] // 10)), report_to="none", use_cpu=device == "cpu",
+        logging_steps=max(1, min(50, params["max_steps"] // 10)), use_cpu=device == "cpu", **trainer_arguments(),
         remove_unused_columns=False, dataloader_num_workers=0, disable_tqdm=False,
         **precision_flags(device, precision))
     dataset = Dataset.from_dict({"sentence1": train["sentence1"].tolist(), "sentence2": train["sentence2"].tolist()})
@@ -104,7 +105,8 @@ def adapt(base: str, train: pd.DataFrame, params: dict, workdir: Path, device: s
         dataset, args = hf_grouping(dataset, pair_lengths(tokenizer, dataset["sentence1"], dataset["sentence2"],
                                                           pair_tokenizer.max_length, SPECIALS_PER_PAIR), args)
     trainer = LengthGroupedTrainer(model=model, args=TrainingArguments(**args), train_dataset=dataset,
-                                   data_collator=collator, callbacks=callbacks, megabatch=params.get("megabatch", 50))
+                                   data_collator=collator, callbacks=[*(callbacks or []), *tracking_callbacks()],
+                                   megabatch=params.get("megabatch", 50))
     last = get_last_checkpoint(str(workdir / "trainer")) if (workdir / "trainer").is_dir() else None
     if last:
         log.info("resuming from %s", last)

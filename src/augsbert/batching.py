@@ -227,8 +227,11 @@ class LengthGroupedTrainer(Trainer):
         if self.args.train_sampling_strategy != "group_by_length" or column not in dataset.column_names:
             return super()._get_train_sampler(train_dataset)
         seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed
-        return LengthGroupedSampler(dataset[column], self.args.train_batch_size * self.args.gradient_accumulation_steps,
-                                    self.megabatch, seed)
+        # grouped by the global batch (all processes, all accumulation steps): the data loader cuts the stream
+        # into per-process batches and accelerate deals them out in turn, so one optimizer step covers one
+        # global batch, as in a single process (augsbert.distributed)
+        batch = self.args.train_batch_size * self.args.gradient_accumulation_steps * max(1, self.args.world_size)
+        return LengthGroupedSampler(dataset[column], batch, self.megabatch, seed)
 
 
 def hf_grouping(dataset, lengths, args: dict) -> tuple[object, dict]:

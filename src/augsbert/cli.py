@@ -33,6 +33,8 @@ def _load_spec(text: str) -> dict:
 # Which experiment role a stage command runs by default (train-student: the student, else the lower bound).
 DEFAULT_ROLES = {"data": ["data"], "zero_shot": ["zero_shot"], "teacher": ["teacher"], "labels": ["labels"],
                  "candidates": ["candidates"], "adapt": ["adapt"], "pretrain": ["pretrained"],
+                 # sampling.shards > 1: --role candidate_shard_<n> / label_shard_<n> for the n-th shard
+                 "pool_index": ["pool_index"], "candidate_shard": ["candidate_shard_0"], "label_shard": ["label_shard_0"],
                  "rcl_entropy": ["rcl_entropy_0"],  # --role rcl_entropy_<n> for the n-th φ
                  "student": ["student", "lower_bound"], "classifier": ["classifier"],
                  "suite": ["student_suite", "lower_bound_suite", "pretrained_suite", "classifier_suite",
@@ -85,6 +87,11 @@ def _stage_command(sub, name: str, stage: str, help_text: str, runner: Callable,
         if not out:
             p.error("--out is required with --spec")
         kwargs = {"device": args.device} if device else {}
+        if _data_parallel(name, args, spec, out, runner, kwargs):  # a further rank of a distributed run: done
+            return
+        from .tracking import begin
+
+        begin(spec)  # names the tracker run of this stage (`tracking`; nothing when it is none)
         # One writer per artifact for the whole job: taken before the runner reads an input or touches the
         # checkpoints or a partial directory, released after the artifact is in place and its checkpoints gone.
         with writing(out), writer_lock(out, wait=args.wait_lock):
@@ -92,6 +99,51 @@ def _stage_command(sub, name: str, stage: str, help_text: str, runner: Callable,
         print(json.dumps({k: v for k, v in metrics.items() if not isinstance(v, (dict, list))}, indent=2))
 
     p.set_defaults(handler=handler)
+
+
+def _data_parallel(name: str, args, spec: dict, out: str, runner: Callable, kwargs: dict) -> bool:
+    """Run `name` data-parallel when `gpus` > 1 (augsbert.distributed); True if this process has done its part.
+
+    - launcher (`gpus` > 1, a training command, not yet under torchrun): checks
+      the devices and that no live process writes `out` (so a locked artifact
+      stops here, with the holder's name and exit code 75), then replaces itself
+      with torchrun running this same command line in `gpus` processes;
+    - torchrun worker: joins the process group on its own device; rank 0
+      returns False and goes on as a single process would (writer lock,
+      artifact, log); any other rank runs the stage's training part without
+      the lock and returns True.
+    """
+    from . import distributed
+    from .config import ConfigError
+    from .models.device import DEVICE_ENV
+
+    wanted = args.device if getattr(args, "device", None) else os.environ.get(DEVICE_ENV, "auto")
+    if distributed.in_worker() and distributed.world_size() > 1:
+        if name not in distributed.DISTRIBUTED_COMMANDS:
+            raise ConfigError(f"`augsbert {name}` runs in one process; start it without torchrun (only "
+                              f"{', '.join(sorted(distributed.DISTRIBUTED_COMMANDS))} train data-parallel)")
+        kwargs["device"] = distributed.init_worker(wanted)
+        if distributed.is_main():
+            log.info("rank 0 of %d processes (device %s, backend %s)", distributed.world_size(), kwargs["device"],
+                     distributed.backend(kwargs["device"]))
+            return False
+        runner(spec, out, force=args.force, **kwargs)
+        return True
+    nproc = distributed.requested_gpus()
+    if nproc == 1 or "device" not in kwargs:
+        return False
+    if name not in distributed.DISTRIBUTED_COMMANDS:
+        log.info("gpus is %d, but %s runs in one process on one device", nproc, name)
+        return False
+    distributed.check_devices(wanted, nproc)
+    with writing(out), writer_lock(out, wait=args.wait_lock):
+        pass  # only a probe: rank 0 takes the lock for the job
+    command = distributed.launch_argv(args.argv, nproc)
+    log.info("data-parallel over %d processes: %s", nproc, " ".join(command))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(command[0], command)
+    return True  # not reached: execv replaces this process
 
 
 def _plan_command(sub) -> None:
@@ -149,7 +201,7 @@ def _aggregate_command(sub, name: str, help_text: str, what: str, out_help: str,
 def _collect(spec: dict, args) -> str:
     from .stages import results
 
-    result = results.run(spec, args.out or f"results/{spec['experiment']}.json")
+    result = results.run(spec, args.out or f"results/{spec['experiment']}.json", args.report_dir)
     return json.dumps(result["models"], indent=2)
 
 
@@ -165,6 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
         candidates,
         classifier,
         labels,
+        pool_index,
         prepare_data,
         pretrain,
         rcl_entropy,
@@ -201,6 +254,15 @@ def build_parser() -> argparse.ArgumentParser:
                    candidates.run, device=True)
     _stage_command(sub, "label-pairs", "labels", "score pairs with the teacher (silver labels)", labels.run,
                    device=True)
+    _stage_command(sub, "index-pool", "pool_index",
+                   "sampling.shards > 1: write the sentence pool and, for semantic search, its embeddings and faiss "
+                   "index once for every shard", pool_index.run, device=True)
+    _stage_command(sub, "sample-pairs-shard", "candidate_shard",
+                   "sampling.shards > 1: partners of one range of query sentences (merged by sample-pairs)",
+                   candidates.run_shard, device=True)
+    _stage_command(sub, "label-pairs-shard", "label_shard",
+                   "sampling.shards > 1: teacher scores of one row range of the candidates, streamed from parquet "
+                   "(merged by label-pairs)", labels.run_shard, device=True)
     _stage_command(sub, "train-student", "student",
                    "train a Bi-Encoder on gold and/or teacher-labelled pairs (also the lower bound)", train.run_student,
                    device=True)
@@ -210,17 +272,36 @@ def build_parser() -> argparse.ArgumentParser:
     _stage_command(sub, "evaluate-suite", "suite",
                    "evaluate a Bi-Encoder on the STS suite, topic classification, USEB and alignment/uniformity "
                    "(--role zero_shot_suite | pretrained_suite | lower_bound_suite | student_suite)", suite.run, device=True)
-    _aggregate_command(sub, "collect-results", "gather an experiment's artifact metrics into results/<experiment>.json",
-                       "experiment", "results file (default results/<experiment>.json)", _collect)
+    collect = _aggregate_command(
+        sub, "collect-results", "gather an experiment's artifact metrics into results/<experiment>.json",
+        "experiment", "results file (default results/<experiment>.json)", _collect)
+    collect.add_argument("--report-dir", help="the experiment's report files: metrics table, training curves, silver "
+                                              "densities (default: the results file's name with .report)")
     table = _aggregate_command(
         sub, "render-table", "render a grid's finished results as the thesis' tables (rows = methods, columns = "
         "datasets, mean +- std over seeds): results/tables/<grid>.md, .csv and a .png bar chart", "grid",
         "Markdown table to write (default results/tables/<grid>.md; .csv and .png beside)", _render)
     table.add_argument("--results", default="results", help="directory holding results/<experiment>.json")
     _plan_command(sub)
+    from .export import add_command as add_export_command
+
+    add_export_command(sub)
+    fetch = sub.add_parser("fetch", help="download every hub model and dataset an experiment needs into the local "
+                                         "Hugging Face cache (run where there is internet; jobs then run offline)")
+    fetch.add_argument("--experiment", required=True, help="experiment name")
+    fetch.add_argument("--config", default="config/config.yaml", help="config file (default config/config.yaml)")
+    fetch.set_defaults(handler=_fetch)
     ref = sub.add_parser("config-reference", help="print the Markdown config reference (config/README.md)")
     ref.set_defaults(handler=lambda args: print(__import__("augsbert.config_reference", fromlist=["render"]).render(), end=""))
     return parser
+
+
+def _fetch(args) -> None:
+    from .config import load_config
+    from .fetch import fetch
+    from .plan import Plan
+
+    fetch(Plan(load_config(args.config)), args.experiment)
 
 
 def pin_one_gpu(argv: list[str]) -> None:
@@ -251,14 +332,19 @@ EXIT_LOCKED = 75
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    pin_one_gpu(argv)
+    from .distributed import is_main, parallel_job
+
+    if not parallel_job(argv):  # a data-parallel job's processes share the job's GPUs (augsbert.distributed)
+        pin_one_gpu(argv)
     from .config import ConfigError
     from .data import DataError
     from .models import ModelResolutionError
     from .artifacts import ArtifactExistsError, ArtifactLockedError, LockUnsupportedError, OutputWriteError
+    from .export import ExportError
 
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, stream=sys.stderr,
+    args.argv = argv  # a data-parallel stage re-launches this command line under torchrun
+    logging.basicConfig(level=logging.WARNING if args.quiet or not is_main() else logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # Failures a user can act on (config, data, model reference, output location) end with one message
     # and exit code 2; anything else is a bug or an environment problem and keeps its traceback.
@@ -268,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"augsbert {args.command}: error: {err}", file=sys.stderr)
         return EXIT_LOCKED
     except (ConfigError, DataError, ModelResolutionError, ArtifactExistsError, LockUnsupportedError,
-            OutputWriteError) as err:
+            OutputWriteError, ExportError) as err:
         print(f"augsbert {args.command}: error: {err}", file=sys.stderr)
         return 2
     return 0

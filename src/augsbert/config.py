@@ -376,7 +376,19 @@ def prepare_config(raw: Mapping, validate: Callable[[dict], None] | None = None)
     config = merge_experiments(config)
     (validate or validate_with_defaults)(config)
     _check_references(config)
+    _check_parallel_batches(config)
     return config
+
+
+def _check_parallel_batches(config: dict) -> None:
+    """With `gpus` > 1 the teacher's and students' global batch must split evenly (augsbert.distributed)."""
+    gpus = config.get("gpus", 1)
+    for name, exp in config.get("experiments", {}).items() if gpus > 1 else ():
+        for stage in ("teacher", "student"):
+            size = (exp.get(stage) or {}).get("batch_size")
+            if size is not None and size % gpus:
+                raise ConfigError(f"experiments.{name}.{stage}.batch_size: {size} is the global batch of {gpus} "
+                                  f"processes (gpus: {gpus}) and must be a multiple of {gpus}")
 
 
 def _check_references(config: dict) -> None:

@@ -29,7 +29,7 @@ SPECS = f"{ARTIFACTS}/.specs"  # the spec file of each job (a command line has a
 RUNTIME_PARAMS = {
     "data": ("data_dir", "path", "train", "dev", "test", "unlabeled"),
     "zero_shot": ("batch_size", "model"),
-    "suite": ("batch_size", "model", "sts", "useb", "skipped"),  # the tasks run and their files enter by digest
+    "suite": ("batch_size", "model", "sts", "useb", "mteb", "skipped"),  # the tasks run and their files enter by digest
     "adapt": ("checkpoint_steps", "model"),
     "pretrain": ("eval_batch_size", "model", "triples"),  # the triples file enters by digest
     "rcl_entropy": ("eval_batch_size", "model", "triples"),
@@ -37,6 +37,9 @@ RUNTIME_PARAMS = {
     "student": ("eval_batch_size", "checkpoint_steps", "model"),
     "candidates": ("batch_size", "model", "semantic_model"),
     "labels": ("batch_size",),
+    "pool_index": ("batch_size", "model", "semantic_model"),  # sampling.shards > 1 only
+    "candidate_shard": ("batch_size", "model", "semantic_model"),
+    "label_shard": ("batch_size",),
     "classifier": ("eval_batch_size", "checkpoint_steps", "model"),
 }
 # semantic_model values that are not model references
@@ -47,7 +50,8 @@ SEMANTIC_CHOICES = ("finetuned", "pretrained", "pretrained_stage")
 # data 3 .. suite 2: content/identity keys, runtime settings out of keys; adapt 2, teacher 3, student 3 also:
 # length-grouped batches; labels 3: exact iterative KDE
 STAGE_VERSIONS = {"data": 3, "zero_shot": 3, "adapt": 2, "teacher": 3, "candidates": 2, "labels": 3,
-                  "student": 3, "suite": 2, "pretrain": 1, "classifier": 1, "rcl_entropy": 1}
+                  "student": 3, "suite": 2, "pretrain": 1, "classifier": 1, "rcl_entropy": 1,
+                  "pool_index": 1, "candidate_shard": 1, "label_shard": 1}
 
 # Bi-Encoder roles that get the evaluation suite (STS suite, topic, USEB, diagnostics).
 SUITE_ROLES = ("zero_shot", "pretrained", "classifier", "lower_bound", "student")
@@ -327,6 +331,17 @@ class Plan:
             if prompt:  # the teacher scores prompted pairs (prompted and hidden); topics of the target's texts
                 labels_params["topic_prompt"] = prompt
                 label_inputs["topics"] = data
+            shards = sampling.get("shards", 1)
+            if strategies and shards > 1:  # N label_shard nodes score row ranges of the candidates; labels merges
+                roles["pool_index"] = self.nodes[dict(roles["candidates"].inputs)["index"]]
+                for i in range(shards):
+                    roles[f"candidate_shard_{i}"] = self.nodes[dict(roles["candidates"].inputs)[f"shard_{i}"]]
+                    roles[f"label_shard_{i}"] = label_inputs[f"label_shard_{i}"] = self._node(
+                        "label_shard", f"{dataset}.{exp['teacher']['arch']}.{i + 1}of{shards}",
+                        {**{k: labels_params[k] for k in ("batch_size", "topic_prompt") if k in labels_params},
+                         "shards": shards, "shard": i},
+                        {k: v for k, v in label_inputs.items() if k in ("teacher", "candidates", "topics")})
+                labels_params["shards"] = shards
             roles["labels"] = self._node("labels", f"{dataset}.{exp['teacher']['arch']}", labels_params, label_inputs)
             # the student's gold (use_gold_labels) and default dev split are the teacher's: the source's in transfer
             student_inputs = {**trained_on, "labels": roles["labels"], **self._dev_input(selection, data, transfer)}
@@ -417,8 +432,23 @@ class Plan:
         if not any(s in ("kde", "iterative_kde") for s in strategies):
             sampling.pop("candidate_pool")
         sampling.pop("kde_reference")  # used when labelling
+        shards = sampling.pop("shards", 1)  # a key only when > 1: unsharded candidates keep their keys
         params = {**sampling, "model": exp["base_model"], "seed": seed}
-        return self._node("candidates", f"{dataset}.{'+'.join(strategies)}", params, inputs)
+        name = f"{dataset}.{'+'.join(strategies)}"
+        if shards == 1:
+            return self._node("candidates", name, params, inputs)
+        # sampling.shards > 1: one pool (+ semantic index) node, N shard nodes over query rows, the merge
+        # keyed by what the index holds, not by the strategies: experiments that differ in those share it
+        index_params = {k: params[k] for k in ("pool", "exclude_eval_sentences", "semantic_model", "exact",
+                                               "batch_size", "max_length") if k in params}
+        if needs_encoder:
+            index_params.update(model=params["model"], least_index="semantic_search_least" in strategies)
+        index = self._node("pool_index", f"{dataset}.{params['pool']}", index_params, inputs)
+        shard_nodes = {f"shard_{i}": self._node("candidate_shard", f"{name}.{i + 1}of{shards}",
+                                                {**params, "shards": shards, "shard": i}, {"index": index})
+                       for i in range(shards)}
+        return self._node("candidates", name, {**params, "shards": shards},
+                          {"data": data, "index": index, **shard_nodes})
 
     def suite_tasks(self, evaluation: dict, dataset: dict) -> dict:
         """Which suite tasks can run, decided while planning so that adding a data file changes the key.
@@ -430,13 +460,20 @@ class Plan:
         suites = evaluation["suites"]
         tasks: dict = {"sts": {}, "useb": {}, "skipped": {}}
         if "sts" in suites:
+            from .evaluation.sts_suite import locate_task
+
             for task in evaluation["sts_tasks"]:
-                path = root / STS_TASKS_DIR / f"{task}.tsv"
-                if path.is_file():
-                    tasks["sts"][task] = os.path.normpath(path)
+                override = (evaluation.get("sts_files") or {}).get(task)
+                found, fmt = locate_task(root / STS_TASKS_DIR, root, task, override)
+                if found:
+                    tasks["sts"][task] = os.path.normpath(found)
+                    if fmt != "tsv":  # a key only for release layouts: suites of TSV files keep their keys
+                        tasks.setdefault("sts_format", {})[task] = fmt
                 elif evaluation["sts_hub"]:
                     tasks["sts"][task] = "hub"
                 else:
+                    path = root / (override if isinstance(override, str) else override["path"]) if override \
+                        else root / STS_TASKS_DIR / f"{task}.tsv"
                     tasks["skipped"][task] = f"no file {os.path.normpath(path)} (and evaluation.sts_hub is false)"
         if "useb" in suites:
             for task in evaluation["useb_tasks"]:
@@ -454,7 +491,32 @@ class Plan:
                 tasks["skipped"]["topic"] = "the dataset has no topic labels"
         if "diagnostics" in suites:
             tasks["positive_threshold"] = evaluation["positive_threshold"]
+        if "mteb" in suites:
+            tasks.update(self._mteb_tasks(evaluation.get("mteb") or {}, root, tasks["skipped"]))
         return tasks
+
+    @staticmethod
+    def _mteb_tasks(options: dict, root: Path, skipped: dict) -> dict:
+        """MTEB task -> local directory or "hub"; the mteb version enters the key (it pins the hub data
+        revisions and computes the scores). Checked here so a missing package stops the dry run."""
+        from .evaluation.mteb_suite import LOCAL_DIR, MISSING_MTEB, mteb_version
+
+        version = mteb_version()
+        if version is None:
+            raise ConfigError(MISSING_MTEB)
+        if not options.get("tasks"):
+            raise ConfigError("evaluation.suites has `mteb` but evaluation.mteb.tasks is empty: name the MTEB "
+                              "tasks to run (e.g. [STS12, SICK-R])")
+        found: dict[str, str] = {}
+        for name in options["tasks"]:
+            path = root / (options.get("local") or {}).get(name, f"{LOCAL_DIR}/{name}")
+            if path.is_dir():
+                found[name] = os.path.normpath(path)
+            elif options.get("hub", True):
+                found[name] = "hub"
+            else:
+                skipped[f"mteb:{name}"] = f"no directory {os.path.normpath(path)} (and evaluation.mteb.hub is false)"
+        return {"mteb": found, "mteb_version": version}
 
     def _suite(self, exp: dict, data: Node, model: Node) -> Node:
         """Evaluation-suite node of one Bi-Encoder (a trained student, or the zero-shot base model)."""
@@ -464,7 +526,8 @@ class Plan:
                                  self.config["datasets"][exp["dataset"]])
         params = {**tasks, **{k: exp["evaluation"][k] for k in ("batch_size", "max_length")},
                   "digests": {task: path if path == "hub" else path_digest(self.digests, path)
-                              for task, path in {**tasks["sts"], **tasks["useb"]}.items()}}
+                              for task, path in {**tasks["sts"], **tasks["useb"],
+                                                 **{f"mteb:{t}": p for t, p in tasks.get("mteb", {}).items()}}.items()}}
         inputs = {"data": data}
         if model.stage == "zero_shot":
             params["model"] = model.settings["model"]
@@ -475,7 +538,8 @@ class Plan:
     def local_files(self, key: str) -> list[str]:
         """Raw files a suite node reads (Snakemake inputs, so a replaced file reruns it)."""
         params = self.node(key).settings
-        paths = [p for p in params.get("sts", {}).values() if p != "hub"] + list(params.get("useb", {}).values())
+        paths = [p for p in [*params.get("sts", {}).values(), *params.get("mteb", {}).values()] if p != "hub"] \
+            + list(params.get("useb", {}).values())
         return sorted(paths)
 
     def _topic_prompt(self, name: str, exp: dict, gold: Node) -> str | None:
@@ -549,14 +613,19 @@ class Plan:
         if corpus not in self.config["datasets"]:
             raise ConfigError(f"experiments.{name}.pretrain.dataset: unknown dataset '{corpus}' "
                               f"(configured: {', '.join(sorted(self.config['datasets']))})")
+        if options.get("triples_format") == "auto":  # told from each file (name or first record) when read:
+            options.pop("triples_format")             # keys of configs without the option stay as they were
         if options["triples"]:
-            path = Path(self.config["data_dir"]) / options["triples"]
-            options["triples"] = os.path.normpath(path)
+            one = isinstance(options["triples"], str)  # a list (SNLI + MultiNLI): one digest per file
+            paths = [Path(self.config["data_dir"]) / f for f in ([options["triples"]] if one else options["triples"])]
             # as a missing raw data file: its job stops with the path (a grid for NLI data not yet
             # downloaded must not break every plan), and the file's arrival changes the key
-            options["triples_digest"] = path_digest(self.digests, path) if path.is_file() else "missing"
+            digests = [path_digest(self.digests, p) if p.is_file() else "missing" for p in paths]
+            options["triples"] = os.path.normpath(paths[0]) if one else [os.path.normpath(p) for p in paths]
+            options["triples_digest"] = digests[0] if one else digests
         else:
             options.pop("triples")
+            options.pop("triples_format", None)
         inputs = {"data": self.data_node(corpus), "eval": target}
         if options["objective"] == "rcl":
             inputs.update(self._rcl_entropy(corpus, options, seed, inputs))
@@ -577,7 +646,10 @@ class Plan:
                       max_steps=options["rcl_entropy_max_steps"] or options["max_steps"])
         if "triples" in options:  # NLI rows: the corpus dataset is not read
             params.update(triples=options["triples"], triples_digest=options["triples_digest"])
-            entropy_inputs, name = {"eval": inputs["eval"]}, Path(options["triples"]).stem
+            if "triples_format" in options:
+                params["triples_format"] = options["triples_format"]
+            files = [options["triples"]] if isinstance(options["triples"], str) else options["triples"]
+            entropy_inputs, name = {"eval": inputs["eval"]}, "+".join(Path(f).stem for f in files)
         else:
             params["pool"] = options["pool"]
             entropy_inputs, name = dict(inputs), corpus
@@ -639,7 +711,20 @@ class Plan:
         params, runtime = node.settings, sorted(json.loads(node.runtime_json))
         if key in self.pool_checks:  # what the planned sampling stages will need of this data
             params, runtime = {**params, "pool_checks": self.pool_checks[key]}, sorted([*runtime, "pool_checks"])
-        return {"stage": node.stage, "key": key, "params": params, "inputs": self.input_paths(key), "runtime": runtime}
+        return {"stage": node.stage, "key": key, "params": params, "inputs": self.input_paths(key), "runtime": runtime,
+                "experiments": self.users(key)}
+
+    def users(self, key: str) -> list[str]:
+        """The experiments, by name, whose runs use node `key` (tracker runs are named after the first)."""
+        if not hasattr(self, "_users"):
+            self._users: dict[str, list[str]] = {}
+            for name in sorted(self.experiments):
+                for roles in self.experiments[name].runs.values():
+                    for node_key in roles.values():
+                        users = self._users.setdefault(node_key, [])
+                        if name not in users:
+                            users.append(name)
+        return self._users.get(key, [])
 
     def spec_json(self, key: str) -> str:
         return canonical_json(self.spec(key))

@@ -13,7 +13,10 @@ callbacks only:
 - resume: the trainer checkpoints to `<workdir>/trainer/` every
   `checkpoint_steps`; a restarted job continues from the last checkpoint
   (RNG states included), so on CPU with a fixed seed it ends with the model an
-  uninterrupted run would have produced.
+  uninterrupted run would have produced;
+- several processes (`gpus` > 1, `augsbert.distributed`): every rank trains,
+  rank 0 alone claims the work directory, evaluates dev Spearman and keeps the
+  best model; the others wait for it at barriers.
 """
 
 from __future__ import annotations
@@ -28,9 +31,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from . import distributed
 from .artifacts import read_json, write_json
 from .evaluation import correlations
 from .models.architectures import ARCHITECTURES, freeze_embeddings
+from .tracking import callbacks as tracking_callbacks, log_metrics
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +99,7 @@ def _callbacks():
             entry = {"epoch": epoch, "step": state.global_step, "dev_spearman": score,
                      "train_loss": float(losses[-1]) if losses else None}
             self.record["history"].append(entry)
+            log_metrics({"dev/spearman": score, "train/epoch_loss": entry["train_loss"]}, state.global_step)
             previous = [h for h in self.record["history"][:-1] if not math.isnan(h["dev_spearman"])]
             improved = not previous or (not math.isnan(score) and score > max(h["dev_spearman"] for h in previous))
             if improved:
@@ -160,13 +166,20 @@ class FitResult:
     metrics: dict
 
 
-def training_args(params: dict, output_dir: Path, seed: int, device: str, precision: str, n_train: int) -> dict:
+def training_args(params: dict, output_dir: Path, seed: int, device: str, precision: str, n_train: int,
+                  run_part: str | None = None) -> dict:
+    from .tracking import trainer_arguments
+
+
+    # `batch_size` is the global batch: split over the processes of a distributed run (augsbert.distributed)
     steps_per_epoch = math.ceil(n_train / params["batch_size"])
     total_steps = steps_per_epoch * params["epochs"]
+    processes = distributed.world_size()
+    parallel = {"ddp_backend": distributed.backend(device)} if processes > 1 else {}
     return dict(
         output_dir=str(output_dir),
         num_train_epochs=params["epochs"],
-        per_device_train_batch_size=params["batch_size"],
+        per_device_train_batch_size=distributed.per_device_batch(params["batch_size"], processes),
         learning_rate=params["lr"],
         warmup_steps=int(math.ceil(params["warmup_ratio"] * total_steps)),  # explicit: 1.0 would mean "1 step"
         weight_decay=params["weight_decay"],
@@ -178,11 +191,12 @@ def training_args(params: dict, output_dir: Path, seed: int, device: str, precis
         save_total_limit=1,
         eval_strategy="no",
         logging_steps=max(1, min(50, steps_per_epoch // 2)),  # the loss appears in the log at least twice an epoch
-        report_to="none",
+        **trainer_arguments(run_part),  # report_to / run_name: `tracking` (a seed trial is a side run)
         use_cpu=device == "cpu",
         dataloader_num_workers=0,
         disable_tqdm=False,
         **precision_flags(device, precision),
+        **parallel,
     )
 
 
@@ -216,8 +230,8 @@ def trial_seed(seed: int, k: int) -> int:
 def _seed_search(arch, base, train, dev, params, workdir, device, precision) -> tuple[int, list[dict]]:
     opt = params["seed_optimization"]
     path = workdir / "seed_search.json"
-    if path.exists():
-        done = read_json(path)
+    done = distributed.broadcast(read_json(path) if distributed.is_main() and path.exists() else None)
+    if done is not None:
         return done["chosen"], done["trials"]
     StopAtStep, _ = _callbacks()
     steps_per_epoch = math.ceil(len(train) / params["batch_size"])
@@ -226,17 +240,21 @@ def _seed_search(arch, base, train, dev, params, workdir, device, precision) -> 
     for k in range(opt["trials"]):
         seed = trial_seed(params["seed"], k)
         model = _build(arch, base, params, device, seed)
-        args = training_args(params, workdir / f"trial-{seed}", seed, device, precision, len(train))
+        args = training_args(params, workdir / f"trial-{seed}", seed, device, precision, len(train), f"trial-{seed}")
         args.update(save_strategy="no")  # the full schedule (warm-up, decay), stopped early by StopAtStep
         arch.trainer(model, args, _dataset(train), [StopAtStep(stop)], params).train()
+        if not distributed.is_main():  # rank 0 scores the trial (every rank holds the same weights)
+            continue
         score = dev_spearman(arch, model, dev, params)
         trials.append({"seed": seed, "steps": stop, "dev_spearman": score})
         log.info("seed trial %d/%d: seed %d, %d steps, dev spearman %.2f", k + 1, opt["trials"], seed, stop, score)
         shutil.rmtree(workdir / f"trial-{seed}", ignore_errors=True)
+    if not distributed.is_main():
+        return distributed.broadcast(None)
     chosen = max(trials, key=lambda t: -math.inf if math.isnan(t["dev_spearman"]) else t["dev_spearman"])["seed"]
     write_json(path, {"chosen": chosen, "trials": trials})
     log.info("seed optimisation chose seed %d", chosen)
-    return chosen, trials
+    return distributed.broadcast((chosen, trials))
 
 
 def fit(arch_name: str, base: str, train: pd.DataFrame, dev: pd.DataFrame | None, params: dict,
@@ -244,12 +262,19 @@ def fit(arch_name: str, base: str, train: pd.DataFrame, dev: pd.DataFrame | None
     """Train `arch_name` from `base` on `train`; select the best epoch on `dev`; resume from `workdir`.
 
     `callbacks` are extra transformers TrainerCallbacks for the full training run.
+    In a distributed run every rank calls this; only rank 0's result carries
+    the best model and the dev history (the other ranks return their replica).
     """
     from transformers.trainer_utils import get_last_checkpoint
 
     arch = ARCHITECTURES[arch_name]
-    claim_workdir(workdir, {"arch": arch_name, "base": base, "params": params, "device": device,
-                             "precision": precision, "train_pairs": len(train)})
+    processes = distributed.world_size()
+    if distributed.is_main():  # the writer lock's holder tidies and claims the resume state; the others wait
+        # `processes` (only when > 1): the per-rank RNG states of another process count do not fit
+        claim_workdir(workdir, {"arch": arch_name, "base": base, "params": params, "device": device.split(":")[0],
+                                 "precision": precision, "train_pairs": len(train),
+                                 **({"processes": processes} if processes > 1 else {})})
+    distributed.barrier()
     has_dev = dev is not None and len(dev) > 1
     seed, trials = params["seed"], []
     if params["seed_optimization"]["trials"] > 0:
@@ -258,8 +283,8 @@ def fit(arch_name: str, base: str, train: pd.DataFrame, dev: pd.DataFrame | None
         seed, trials = _seed_search(arch, base, train, dev, params, workdir, device, precision)
     model = _build(arch, base, params, device, seed)
     _, BestEpoch = _callbacks()
-    callbacks = list(callbacks or [])
-    if has_dev:
+    callbacks = [*(callbacks or []), *tracking_callbacks()]
+    if has_dev and distributed.is_main():
         callbacks.append(BestEpoch(arch, dev, params, workdir / "best", workdir / "best.json"))
     trainer_dir = workdir / "trainer"
     last = get_last_checkpoint(str(trainer_dir)) if trainer_dir.is_dir() else None
@@ -270,8 +295,12 @@ def fit(arch_name: str, base: str, train: pd.DataFrame, dev: pd.DataFrame | None
     output = trainer.train(resume_from_checkpoint=last)
     metrics = {"seed": seed, "seed_trials": trials, "train_pairs": len(train),
                "train_loss": float(output.training_loss), "steps": int(output.global_step),
-               "resumed_from": Path(last).name if last else None}
-    if has_dev:
+               "resumed_from": Path(last).name if last else None,
+               # the logged training loss by step (averaged over all processes' batches)
+               "loss_log": [{"step": h["step"], "loss": h["loss"]} for h in trainer.state.log_history if "loss" in h]}
+    if processes > 1:
+        metrics.update(processes=processes, per_device_batch_size=params["batch_size"] // processes)
+    if has_dev and distributed.is_main():
         record = read_json(workdir / "best.json")
         metrics.update(dev_history=record["history"], best_epoch=record["best"]["epoch"],
                        dev_spearman=record["best"]["dev_spearman"])

@@ -6,15 +6,23 @@ rule evaluate_zero_shot:
         unpack(node_inputs),
     output:
         directory("artifacts/zero_shot/{key}"),
-    params:
-        spec=node_spec,
     log:
         "logs/zero_shot/{key}.log",
+    # many short GPU jobs: a few grouped jobs per run in the queue (profile `group-components`)
+    group:
+        "evaluation"
+    conda:
+        "../envs/models.yaml"
     threads: 2
     resources:
-        mem_mb=8000,
-        runtime=60,
-        gpu=1,
+        mem_mb=sized("mem_mb"),
+        runtime=sized("runtime"),
+        cpus_per_task=sized("cpus_per_task"),
+        gpu=sized("gpu"),
+        slurm_partition=sized("slurm_partition"),
+        gpu_model=sized("gpu_model"),
+    params:
+        spec=node_spec,
     shell:
         "augsbert evaluate-zero-shot --spec {params.spec:q} --out {output:q} >> {log:q} 2>&1"
 
@@ -27,14 +35,22 @@ rule evaluate_suite:
         files=lambda wc: [ancient(path) for path in PLAN.local_files(wc.key)],
     output:
         directory("artifacts/suite/{key}"),
-    params:
-        spec=node_spec,
     log:
         "logs/suite/{key}.log",
+    # many short GPU jobs: a few grouped jobs per run in the queue (profile `group-components`)
+    group:
+        "evaluation"
+    conda:
+        "../envs/models.yaml"
     threads: 2
     resources:
-        mem_mb=16000,
-        runtime=120,
-        gpu=1,
+        mem_mb=sized("mem_mb"),
+        runtime=sized("runtime"),
+        cpus_per_task=sized("cpus_per_task"),
+        gpu=sized("gpu"),
+        slurm_partition=sized("slurm_partition"),
+        gpu_model=sized("gpu_model"),
+    params:
+        spec=node_spec,
     shell:
         "augsbert evaluate-suite --spec {params.spec:q} --out {output:q} >> {log:q} 2>&1"

@@ -7,15 +7,22 @@ rule pretrain:
         unpack(node_inputs),
     output:
         directory("artifacts/pretrain/{key}"),
-    params:
-        spec=node_spec,
     log:
         "logs/pretrain/{key}.log",
+    # shareable between checkouts: snakemake --cache (README "Shared artifact cache")
+    cache: "omit-software"
+    conda:
+        "../envs/models.yaml"
     threads: 2
     resources:
-        mem_mb=16000,
-        runtime=720,
-        gpu=1,
+        mem_mb=sized("mem_mb"),
+        runtime=sized("runtime"),
+        cpus_per_task=sized("cpus_per_task"),
+        gpu=sized("gpu"),
+        slurm_partition=sized("slurm_partition"),
+        gpu_model=sized("gpu_model"),
+    params:
+        spec=node_spec,
     shell:
         "augsbert pretrain --spec {params.spec:q} --out {output:q} >> {log:q} 2>&1"
 
@@ -27,14 +34,21 @@ rule rcl_entropy:
         unpack(node_inputs),
     output:
         directory("artifacts/rcl_entropy/{key}"),
-    params:
-        spec=node_spec,
     log:
         "logs/rcl_entropy/{key}.log",
+    # shareable between checkouts: snakemake --cache (README "Shared artifact cache")
+    cache: "omit-software"
+    conda:
+        "../envs/models.yaml"
     threads: 2
     resources:
-        mem_mb=16000,
-        runtime=720,
-        gpu=1,
+        mem_mb=sized("mem_mb"),
+        runtime=sized("runtime"),
+        cpus_per_task=sized("cpus_per_task"),
+        gpu=sized("gpu"),
+        slurm_partition=sized("slurm_partition"),
+        gpu_model=sized("gpu_model"),
+    params:
+        spec=node_spec,
     shell:
         "augsbert rcl-entropy --spec {params.spec:q} --out {output:q} >> {log:q} 2>&1"

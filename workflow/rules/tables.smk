@@ -6,23 +6,36 @@ rule grid_table:
         lambda wc: [f"results/{e}.json" for e in PLAN.grid_spec(wc.grid)["experiments"]],
     output:
         table="results/tables/{grid}.md",
-        csv=report("results/tables/{grid}.csv", caption="../report/table.rst", category="Tables",
-                   subcategory="{grid}"),
-        chart=report("results/tables/{grid}.png", caption="../report/chart.rst", category="Tables",
-                     subcategory="{grid}"),
-        logs=report(directory("results/tables/{grid}.logs"), patterns=["{name}.log"],
-                    caption="../report/logs.rst", category="Stage logs", subcategory="{grid}"),
-        figures=report(directory("results/tables/{grid}.figures"), patterns=["{name}.png"],
-                       caption="../report/densities.rst", category="Silver-score densities",
-                       subcategory="{grid}"),
+        csv=report("results/tables/{grid}.csv", caption="../report/table.rst", category="Tables", subcategory="{grid}"),
+        chart=report(
+            "results/tables/{grid}.png", caption="../report/chart.rst", category="Tables", subcategory="{grid}"
+        ),
+        logs=report(
+            directory("results/tables/{grid}.logs"),
+            patterns=["{name}.log"],
+            caption="../report/logs.rst",
+            category="Stage logs",
+            subcategory="{grid}",
+        ),
+        figures=report(
+            directory("results/tables/{grid}.figures"),
+            patterns=["{name}.png"],
+            caption="../report/densities.rst",
+            category="Silver-score densities",
+            subcategory="{grid}",
+        ),
+    log:
+        "logs/tables/{grid}.log",
+    conda:
+        "../envs/cpu.yaml"
+    threads: 1
+    resources:
+        mem_mb=report_resources("tables")["mem_mb"],
+        runtime=report_resources("tables")["runtime"],
+        cpus_per_task=report_resources("tables")["cpus_per_task"],
+        gpu=0,
     params:
         spec=lambda wc: PLAN.grid_spec_file(wc.grid),
         digest=lambda wc: short_hash(PLAN.grid_spec(wc.grid)),
-    log:
-        "logs/tables/{grid}.log",
-    threads: 1
-    resources:
-        mem_mb=2000,
-        runtime=10,
     shell:
         "augsbert render-table --spec {params.spec:q} --out {output.table:q} >> {log:q} 2>&1"

@@ -9,15 +9,22 @@ rule train_teacher:
         unpack(node_inputs),
     output:
         directory("artifacts/teacher/{key}"),
-    params:
-        spec=node_spec,
     log:
         "logs/teacher/{key}.log",
+    # shareable between checkouts: snakemake --cache (README "Shared artifact cache")
+    cache: "omit-software"
+    conda:
+        "../envs/models.yaml"
     threads: 2
     resources:
-        mem_mb=16000,
-        runtime=720,
-        gpu=1,
+        mem_mb=sized("mem_mb"),
+        runtime=sized("runtime"),
+        cpus_per_task=sized("cpus_per_task"),
+        gpu=sized("gpu"),
+        slurm_partition=sized("slurm_partition"),
+        gpu_model=sized("gpu_model"),
+    params:
+        spec=node_spec,
     shell:
         "augsbert train-teacher --spec {params.spec:q} --out {output:q} >> {log:q} 2>&1"
 
@@ -27,15 +34,22 @@ rule label_pairs:
         unpack(node_inputs),
     output:
         directory("artifacts/labels/{key}"),
-    params:
-        spec=node_spec,
     log:
         "logs/labels/{key}.log",
+    # shareable between checkouts: snakemake --cache (README "Shared artifact cache")
+    cache: "omit-software"
+    conda:
+        "../envs/models.yaml"
     threads: 2
     resources:
-        mem_mb=8000,
-        runtime=240,
-        gpu=1,
+        mem_mb=sized("mem_mb"),
+        runtime=sized("runtime"),
+        cpus_per_task=sized("cpus_per_task"),
+        gpu=sized("gpu"),
+        slurm_partition=sized("slurm_partition"),
+        gpu_model=sized("gpu_model"),
+    params:
+        spec=node_spec,
     shell:
         "augsbert label-pairs --spec {params.spec:q} --out {output:q} >> {log:q} 2>&1"
 
@@ -45,15 +59,22 @@ rule train_student:
         unpack(node_inputs),
     output:
         directory("artifacts/student/{key}"),
-    params:
-        spec=node_spec,
     log:
         "logs/student/{key}.log",
+    # shareable between checkouts: snakemake --cache (README "Shared artifact cache")
+    cache: "omit-software"
+    conda:
+        "../envs/models.yaml"
     threads: 2
     resources:
-        mem_mb=16000,
-        runtime=720,
-        gpu=1,
+        mem_mb=sized("mem_mb"),
+        runtime=sized("runtime"),
+        cpus_per_task=sized("cpus_per_task"),
+        gpu=sized("gpu"),
+        slurm_partition=sized("slurm_partition"),
+        gpu_model=sized("gpu_model"),
+    params:
+        spec=node_spec,
     shell:
         "augsbert train-student --spec {params.spec:q} --out {output:q} >> {log:q} 2>&1"
 
@@ -63,14 +84,47 @@ rule train_classifier:
         unpack(node_inputs),
     output:
         directory("artifacts/classifier/{key}"),
-    params:
-        spec=node_spec,
     log:
         "logs/classifier/{key}.log",
+    # shareable between checkouts: snakemake --cache (README "Shared artifact cache")
+    cache: "omit-software"
+    conda:
+        "../envs/models.yaml"
     threads: 2
     resources:
-        mem_mb=16000,
-        runtime=360,
-        gpu=1,
+        mem_mb=sized("mem_mb"),
+        runtime=sized("runtime"),
+        cpus_per_task=sized("cpus_per_task"),
+        gpu=sized("gpu"),
+        slurm_partition=sized("slurm_partition"),
+        gpu_model=sized("gpu_model"),
+    params:
+        spec=node_spec,
     shell:
         "augsbert train-classifier --spec {params.spec:q} --out {output:q} >> {log:q} 2>&1"
+
+
+# sampling.shards > 1: the teacher scores one row range of the candidates (streamed from parquet);
+# label_pairs merges the shards' scores, selects (KDE) and writes the pairs.
+rule label_pairs_shard:
+    input:
+        unpack(node_inputs),
+    output:
+        directory("artifacts/label_shard/{key}"),
+    log:
+        "logs/label_shard/{key}.log",
+    # shareable between checkouts: snakemake --cache (README "Shared artifact cache")
+    cache: "omit-software"
+    conda:
+        "../envs/models.yaml"
+    threads: 2
+    resources:
+        mem_mb=8000,
+        runtime=720,
+        gpu=1,
+        slurm_partition=gpu_placement("slurm_partition"),
+        gpu_model=gpu_placement("gpu_model"),
+    params:
+        spec=node_spec,
+    shell:
+        "augsbert label-pairs-shard --spec {params.spec:q} --out {output:q} >> {log:q} 2>&1"

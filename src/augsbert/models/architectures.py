@@ -39,6 +39,40 @@ def freeze_embeddings(encoder: torch.nn.Module) -> list[str]:
     return frozen
 
 
+def shard_batches(args: dict) -> dict:
+    """Training arguments of a sentence-transformers trainer, its batches cut per process in a distributed run.
+
+    The batch sampler (length-grouped, or the library's random one) is built
+    for the global batch, and each global batch is split over the processes
+    (`augsbert.distributed.ShardedBatchSampler`): a step trains on the examples
+    one process would train on with the whole batch.
+    """
+    from .. import distributed
+
+    processes = distributed.world_size()
+    if processes == 1:
+        return args
+    inner = args.get("batch_sampler") or distributed.default_batch_sampler
+    return {**args, "batch_sampler": distributed.sharded_batch_sampler(inner, processes)}
+
+
+def main_process_saves(trainer_class):
+    """`trainer_class` whose checkpoint model files are written by the main process only.
+
+    transformers 5 moved the "main process only" check of `Trainer.save_model`
+    into `Trainer._save`; sentence-transformers overrides `_save` without it,
+    so in a distributed run every rank would write the same checkpoint files at
+    once. (One process: `should_save` is always true, nothing changes.)
+    """
+    class MainProcessSaves(trainer_class):
+        def _save(self, output_dir=None, state_dict=None):
+            if self.args.should_save:
+                super()._save(output_dir, state_dict)
+
+    MainProcessSaves.__name__ = MainProcessSaves.__qualname__ = trainer_class.__name__
+    return MainProcessSaves
+
+
 def _hf_module(st_model) -> torch.nn.Module:
     """The transformers model inside a SentenceTransformer / CrossEncoder."""
     return st_model[0].auto_model if hasattr(st_model[0], "auto_model") else st_model[0].model
@@ -85,8 +119,10 @@ class BiEncoder(_SentenceTransformersModel):
             lengths = side_lengths(model.tokenizer, train["sentence1"], train["sentence2"], model.max_seq_length)
             train, lengths = longer_first(train, lengths)
             args = {**args, "batch_sampler": length_batch_sampler(lengths, params["megabatch"])}
-        return SentenceTransformerTrainer(model=model, args=SentenceTransformerTrainingArguments(**args),
-                                          train_dataset=train, loss=student_loss(model, params), callbacks=callbacks)
+        args = shard_batches(args)
+        trainer = main_process_saves(SentenceTransformerTrainer)
+        return trainer(model=model, args=SentenceTransformerTrainingArguments(**args), train_dataset=train,
+                       loss=student_loss(model, params), callbacks=callbacks)
 
     def predict(self, model, pairs: Sequence[tuple[str, str]], batch_size: int, params: dict) -> np.ndarray:
         from ..evaluation.similarity import cosine_scores
@@ -115,6 +151,8 @@ class CrossEncoderArch(_SentenceTransformersModel):
         from sentence_transformers.cross_encoder import CrossEncoderTrainer, CrossEncoderTrainingArguments
         from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss, MSELoss
 
+        from .. import distributed
+
         loss = BinaryCrossEntropyLoss(model) if params.get("loss", "bce") == "bce" \
             else MSELoss(model, activation_fn=torch.nn.Sigmoid())
         if params.get("group_by_length"):
@@ -124,8 +162,14 @@ class CrossEncoderArch(_SentenceTransformersModel):
             lengths = pair_lengths(tok, train["sentence1"], train["sentence2"], model.max_seq_length,
                                    tok.num_special_tokens_to_add(pair=True))
             args = {**args, "batch_sampler": length_batch_sampler(lengths, params["megabatch"])}
-        return CrossEncoderTrainer(model=model, args=CrossEncoderTrainingArguments(**args), train_dataset=train,
-                                   loss=loss, callbacks=callbacks)
+        args = shard_batches(args)
+        if distributed.world_size() > 1:
+            # DDP's search for unused parameters breaks the CrossEncoder's backward ("mark a variable ready only
+            # once"); a sequence-classification model uses all its parameters, so there is nothing to search for
+            args["ddp_find_unused_parameters"] = False
+        trainer = main_process_saves(CrossEncoderTrainer)
+        return trainer(model=model, args=CrossEncoderTrainingArguments(**args), train_dataset=train, loss=loss,
+                       callbacks=callbacks)
 
     def predict(self, model, pairs, batch_size, params) -> np.ndarray:
         activation = ACTIVATIONS[params.get("activation", "sigmoid")]()

@@ -21,6 +21,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from ..tracking import callbacks as tracking_callbacks, trainer_arguments
 from .objectives import OBJECTIVES, build_loss, training_rows
 from .variants import weight_perturbation
 
@@ -155,7 +156,7 @@ def fit(base: str, sentences: list[str], held_out: list[str], dev: pd.DataFrame 
         warmup_steps=int(math.ceil(params["warmup_ratio"] * steps)), weight_decay=params["weight_decay"],
         lr_scheduler_type=params["scheduler"], seed=params["seed"], data_seed=params["seed"],
         eval_strategy="steps", eval_steps=eval_steps, save_strategy="steps", save_steps=eval_steps,
-        save_total_limit=1, logging_steps=max(1, min(50, eval_steps // 2)), report_to="none",
+        save_total_limit=1, logging_steps=max(1, min(50, eval_steps // 2)), **trainer_arguments(),
         use_cpu=device == "cpu", dataloader_num_workers=0, disable_tqdm=False,
         load_best_model_at_end=selection != "last",
         **precision_flags(device, precision))
@@ -171,7 +172,7 @@ def fit(base: str, sentences: list[str], held_out: list[str], dev: pd.DataFrame 
             [min(n, params["max_length"]) for n in token_counts(model.tokenizer, train[first])], params["megabatch"])
     trainer = _trainer_class()(
         model=model, args=SentenceTransformerTrainingArguments(**args), train_dataset=train,
-        eval_dataset=evaluation, loss=loss, evaluator=evaluator, callbacks=callbacks,
+        eval_dataset=evaluation, loss=loss, evaluator=evaluator, callbacks=[*(callbacks or []), *tracking_callbacks()],
         data_collator=collator(objective, model, params))
     trainer.weight_perturbation = weight_perturbation(params)
     last = get_last_checkpoint(str(workdir / "trainer")) if (workdir / "trainer").is_dir() else None

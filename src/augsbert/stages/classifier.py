@@ -23,6 +23,7 @@ from ..data.prompts import ensure_delimiter, prompt, topic_map
 from ..data.tables import normalise_text
 from ..evaluation import correlations, cosine_scores
 from ..models import resolve_device
+from ..tracking import callbacks as tracking_callbacks, trainer_arguments
 from .common import checkpoint_dir, evaluation_sentences, model_path, precision, read_split
 
 log = logging.getLogger(__name__)
@@ -74,9 +75,10 @@ def fit(base: str, texts: list[str], topics: list[str], params: dict, workdir: P
         per_device_train_batch_size=params["batch_size"], learning_rate=params["lr"],
         warmup_steps=int(math.ceil(params["warmup_ratio"] * steps)), seed=params["seed"], data_seed=params["seed"],
         save_strategy="steps", save_steps=params["checkpoint_steps"], save_total_limit=1,
-        logging_steps=max(1, min(50, steps // 10)), report_to="none", use_cpu=device == "cpu",
+        logging_steps=max(1, min(50, steps // 10)), use_cpu=device == "cpu", **trainer_arguments(),
         dataloader_num_workers=0, **precision_flags(device, precision_name))
-    trainer = _trainer_class()(model=model, args=args, train_dataset=train, loss=loss, callbacks=callbacks)
+    trainer = _trainer_class()(model=model, args=args, train_dataset=train, loss=loss,
+                                callbacks=[*(callbacks or []), *tracking_callbacks()])
     last = get_last_checkpoint(str(workdir / "trainer")) if (workdir / "trainer").is_dir() else None
     if last:
         log.info("resuming from %s", last)

@@ -55,12 +55,22 @@ def corpus(spec: dict) -> tuple[list[str], list[str], int]:
     return train, held, removed
 
 
-def read_triples(path: str | Path) -> list[tuple[str, str, str]]:
-    """NLI triples (anchor, entailment, contradiction) from .tsv/.csv (header), .jsonl or .parquet."""
+def read_triples(path: str | Path | list, fmt: str | None = None) -> list[tuple[str, str, str]]:
+    """NLI triples (anchor, entailment, contradiction) from .tsv/.csv (header), .jsonl or .parquet, or built
+    from SNLI / MultiNLI jsonl as released (data/nli.py); a list of files gives their triples in order.
+
+    `fmt` (pretrain.triples_format): `triples`, `nli`, or None / `auto` = told from the name or first record.
+    """
+    from ..data.nli import read_nli_triples, triples_format
+
+    if isinstance(path, (list, tuple)):
+        return [t for p in path for t in read_triples(p, fmt)]
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: no such file (pretrain.triples); put the NLI triples there (columns anchor, "
-                        "positive, negative) or change pretrain.triples")
+                        "positive, negative, or SNLI / MultiNLI jsonl as released) or change pretrain.triples")
+    if triples_format(path, fmt) == "nli":
+        return read_nli_triples(path)
     report = RowReport(f"pretrain.triples ({path.name})")
     table = read_text_table(path, report, {c: c for c in TRIPLE_COLUMNS}, texts=tuple(TRIPLE_COLUMNS),
                             what="pretrain.triples")
@@ -105,8 +115,8 @@ def run(spec: dict, out: str | Path, device: str | None = None, force: bool = Fa
     triples = held_triples = None
     if params["objective"] == "simcse_sup":
         eval_sentences = evaluation_sentences(evaluated) if params["exclude_eval_sentences"] else set()
-        triples, held_triples, removed = split_triples(read_triples(params["triples"]), params["held_out"],
-                                                       params["seed"], eval_sentences)
+        triples, held_triples, removed = split_triples(read_triples(params["triples"], params.get("triples_format")),
+                                                       params["held_out"], params["seed"], eval_sentences)
         train, held = [t[0] for t in triples], [t[0] for t in held_triples]
     elif params["objective"] == "rcl":  # rows with ids; the entropy models' embeddings of the same rows
         from .rcl_entropy import checked_regulators, rcl_rows

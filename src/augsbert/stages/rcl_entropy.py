@@ -44,8 +44,8 @@ def rcl_rows(spec: dict) -> tuple[list[tuple], list[tuple], int]:
     if params.get("triples"):
         evaluated = inputs.get("eval", inputs.get("data"))
         exclude = evaluation_sentences(evaluated) if params["exclude_eval_sentences"] else set()
-        train, held, removed = split_triples(read_triples(params["triples"]), params["held_out"], params["seed"],
-                                             exclude)
+        train, held, removed = split_triples(read_triples(params["triples"], params.get("triples_format")),
+                                             params["held_out"], params["seed"], exclude)
     else:  # no NLI file: the corpus sentence as its own positive (dropout views)
         sentences, held_sentences, removed = corpus(spec)
         train, held = [(s, s) for s in sentences], [(s, s) for s in held_sentences]

@@ -27,7 +27,7 @@ ROLE_LABELS = {
 }
 METRICS = ("spearman", "pearson")
 PACKAGES = ("augsbert", "torch", "transformers", "sentence-transformers", "snakemake",
-            "numpy", "pandas", "scipy", "scikit-learn", "faiss-cpu", "rank-bm25")
+            "numpy", "pandas", "scipy", "scikit-learn", "faiss-cpu", "rank-bm25", "mteb")  # mteb: optional extra
 
 
 def package_versions() -> dict[str, str | None]:
@@ -62,16 +62,22 @@ def _model_entry(role: str, per_seed: dict[str, dict], skipped: dict[str, str], 
     }
 
 
-def run(spec: dict, out: str | Path) -> dict:
+def run(spec: dict, out: str | Path, report_dir: str | Path | None = None) -> dict:
     """Read every planned artifact of the experiment and write the results file (see results.schema.yaml).
 
-    Under the file's writer lock, which also sweeps temporary files of killed writes.
+    `report_dir` (default: the results file's name with `.report`) gets the
+    experiment's report files (reporting/experiment.py). Under the results
+    file's writer lock, which also sweeps temporary files of killed writes.
     """
+    from ..reporting import experiment as experiment_report
+
+    report_dir = Path(report_dir) if report_dir else Path(out).with_suffix(".report")
     with writing(out):  # a read-only or full results directory: one message naming the path
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         with writer_lock(out):
             result = _results(spec)
-            write_json(out, result)
+            experiment_report.write(result, spec, report_dir)
+            write_json(out, result)  # last: the results file is what marks the experiment finished
     return result
 
 
@@ -119,7 +125,7 @@ def _results(spec: dict) -> dict:
         "config_hash": spec["config_hash"],
         "seeds": spec["seeds"],
         "metrics_note": ("spearman / pearson: correlation x 100 with gold on the target test split (cosine for "
-                         "Bi-Encoders, the teacher's score for CE / CBE); sts*, topic_*, USEB figures x 100; "
+                         "Bi-Encoders, the teacher's score for CE / CBE); sts*, topic_*, USEB, mteb_* figures x 100; "
                          "summary = mean and sample std over seeds"),
         "models": models,
         "data": {"sizes": data_metrics["sizes"], "skipped_rows": data_metrics["skipped_rows"]["total"]},

@@ -1,4 +1,4 @@
-"""Stage `evaluate_suite`: one Bi-Encoder on the STS suite, topic classification, USEB and diagnostics.
+"""Stage `evaluate_suite`: one Bi-Encoder on the STS suite, topic classification, USEB, MTEB and diagnostics.
 
 Which tasks run was decided while planning (a task whose data is absent is in
 `params.skipped` with the reason); this stage evaluates the rest and writes
@@ -80,7 +80,7 @@ def run(spec: dict, out: str | Path, device: str | None = None, force: bool = Fa
         summary: dict[str, float | None] = {}
         metrics: dict = {"device": device, "skipped": dict(params["skipped"])}
         if params["sts"]:
-            sts = sts_suite(encode.cosine, params["sts"])
+            sts = sts_suite(encode.cosine, params["sts"], params.get("sts_format"))
             metrics["sts"] = sts
             metrics["skipped"].update(sts["skipped"])
             summary.update({task: r["spearman"] for task, r in sts["tasks"].items()})
@@ -119,6 +119,14 @@ def run(spec: dict, out: str | Path, device: str | None = None, force: bool = Fa
             metrics["useb"] = useb
             metrics["skipped"].update(useb["skipped"])
             summary.update(useb["summary"])
+        if params.get("mteb"):
+            from ..evaluation.mteb_suite import mteb_suite
+
+            result = mteb_suite(encode.model, params["mteb"], params["batch_size"], tmp / "mteb")
+            metrics["mteb"] = result
+            metrics["skipped"].update({f"mteb:{t}": reason for t, reason in result["skipped"].items()})
+            summary.update({f"mteb_{t}": r["main_score"] for t, r in result["tasks"].items()})
+            summary["mteb_avg"] = result["mteb_avg"]
         if "positive_threshold" in params:
             diag = diagnostics(encode, read_split(inputs["data"], "test"), params["positive_threshold"])
             log.info("suite: alignment %s, uniformity %.4f", diag["alignment"], diag["uniformity"])

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from .. import distributed
 from ..artifacts import artifact_dir, write_json
 from ..data import DataError, read_pairs
 from ..data.prompts import prompt_pairs
@@ -53,6 +54,9 @@ def _train_and_save(arch: str, spec: dict, train: pd.DataFrame, out, device, for
         if arch != "be":  # a teacher is tested as it is used: on prompted pairs; Bi-Encoders on raw text
             tested = prompt_pairs(test, delimiter)  # (their prompted test score is in the suite)
         log.info("topic prompts on (delimiter %r): e.g. %r", delimiter, train["sentence1"].iloc[0][:80])
+    if not distributed.is_main():  # a further process of a distributed run: it trains; rank 0 writes the artifact
+        fit(arch, base, train, dev, params, work, device, precision())
+        return {}
     with artifact_dir(out, spec, force, checkpoints=work) as tmp:
         result = fit(arch, base, train, dev, params, work, device, precision())
         test_metrics, predicted = evaluate(arch, result.model, tested, params)
