@@ -147,7 +147,7 @@ def job_items(plan, key: str) -> int:
         return label_pairs(plan, key)
     if node.stage == "student" and "labels" in inputs:
         return label_pairs(plan, inputs["labels"])
-    if node.stage in ("candidates", "adapt", "pretrain", "rcl_entropy"):
+    if node.stage in ("candidates", "adapt", "pretrain", "rcl_entropy") and "data" in inputs:
         return pool_sentences(plan.nodes[inputs["data"]])
     if "data" in inputs:  # training on gold, or evaluating: the train pairs stand for the data's size
         return data_sizes(plan.nodes[inputs["data"]])["train"]
