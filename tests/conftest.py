@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import gzip
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -95,7 +96,45 @@ def tiny_minilm(tmp_path_factory, minilm_path) -> str:
     model = SentenceTransformer(minilm_path, device="cpu", config_kwargs={"num_hidden_layers": 1})
     path = tmp_path_factory.mktemp("models") / "minilm-1layer"
     model.save(str(path))
+    shutil.rmtree(raw)
     return str(path)
+
+
+TINY_BERT = dict(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
+                 max_position_embeddings=512, type_vocab_size=2)
+
+
+def save_tiny_model(path: Path, tokenizer_source: str, seed: int = 0) -> str:
+    """A random-initialised BERT (~0.5M parameters, BERT_TINY above) with `tokenizer_source`'s tokenizer,
+    saved as a sentence-transformers model (Transformer + mean pooling + Normalize, as all-MiniLM-L6-v2).
+
+    For tests that check behaviour (what runs, what is written, what is reused), not model quality: a
+    step costs a few milliseconds, so a whole chain trains in seconds. Tests that compare a value with a
+    reference keep the packaged MiniLM and say why.
+    """
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.models import Normalize, Pooling, Transformer
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_source)
+    torch.manual_seed(seed)
+    bert = BertModel(BertConfig(vocab_size=tokenizer.vocab_size, **TINY_BERT))
+    raw = path.parent / f".{path.name}-bert"
+    bert.save_pretrained(raw)
+    tokenizer.save_pretrained(raw)
+    encoder = Transformer(str(raw), max_seq_length=256)
+    model = SentenceTransformer(modules=[encoder, Pooling(encoder.get_word_embedding_dimension(), "mean"),
+                                         Normalize()], device="cpu")
+    model.save(str(path))
+    shutil.rmtree(raw)
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory, minilm_path) -> str:
+    """The random tiny BERT of `save_tiny_model`, saved once per session (MiniLM's tokenizer)."""
+    return save_tiny_model(tmp_path_factory.mktemp("models") / "tiny-bert", minilm_path)
 
 
 def theme_pairs(n: int, seed: int, words: tuple[int, int] | None = None):
