@@ -74,6 +74,29 @@ def write_jsonl(path: Path, records: list[dict]) -> Path:
     return path
 
 
+def plan_shipped(override: dict | None = None, *, grids: bool = True, plan=("demo_zeroshot",)):
+    """A Plan of the shipped config/config.yaml with `override` deep-merged over it (`grids: False` drops the
+    paper grids first).
+
+    Planning is lazy, as in the workflow: `demo_zeroshot`, the experiments `override` names and those a test
+    later looks up are validated and planned, not the ~200 of the shipped grids (seconds per Plan). So a
+    config error in `defaults` or in a named experiment is raised here, as it was when everything was planned.
+    """
+    import yaml
+
+    from augsbert.config import deep_merge, prepare_config
+    from augsbert.plan import Plan
+
+    raw = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    if not grids:
+        raw["grids"] = {}
+    override = override or {}
+    result = Plan(prepare_config(deep_merge(raw, override), lazy=True))
+    for name in (*plan, *(override.get("experiments") or {})):
+        result.experiment(name)
+    return result
+
+
 @pytest.fixture
 def data_dir(tmp_path) -> Path:
     d = tmp_path / "raw"
@@ -96,7 +119,6 @@ def tiny_minilm(tmp_path_factory, minilm_path) -> str:
     model = SentenceTransformer(minilm_path, device="cpu", config_kwargs={"num_hidden_layers": 1})
     path = tmp_path_factory.mktemp("models") / "minilm-1layer"
     model.save(str(path))
-    shutil.rmtree(raw)
     return str(path)
 
 
@@ -124,7 +146,7 @@ def save_tiny_model(path: Path, tokenizer_source: str, seed: int = 0) -> str:
     bert.save_pretrained(raw)
     tokenizer.save_pretrained(raw)
     encoder = Transformer(str(raw), max_seq_length=256)
-    model = SentenceTransformer(modules=[encoder, Pooling(encoder.get_word_embedding_dimension(), "mean"),
+    model = SentenceTransformer(modules=[encoder, Pooling(encoder.get_embedding_dimension(), "mean"),
                                          Normalize()], device="cpu")
     model.save(str(path))
     shutil.rmtree(raw)

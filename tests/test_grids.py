@@ -6,7 +6,7 @@ import yaml
 from augsbert.config import ConfigError, deep_merge, prepare_config
 from augsbert.grids import experiment_name
 from augsbert.plan import Plan, row_label
-from conftest import REPO
+from conftest import REPO, plan_shipped
 
 GRID = {
     "seeds": [1, 2],
@@ -20,9 +20,7 @@ GRID = {
 
 
 def plan_for(**override):
-    raw = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    raw["grids"] = {}
-    return Plan(prepare_config(deep_merge(raw, override)))
+    return plan_shipped(override, grids=False)
 
 
 def test_grid_expands_to_named_experiments_with_options_axes_and_columns():

@@ -12,7 +12,7 @@ from augsbert.config import ConfigError, deep_merge, prepare_config
 from augsbert.data import DataError
 from augsbert.evaluation import mteb_suite as mteb_module
 from augsbert.plan import Plan
-from conftest import REPO
+from conftest import REPO, plan_shipped
 
 PAIRS = [("a dog runs in the park", "a dog is running outside", 4.8), ("a cat sleeps", "the stock market fell", 0.2),
          ("it rains today", "the weather is wet", 3.5), ("he plays the piano", "he plays the guitar", 2.6),
@@ -20,11 +20,8 @@ PAIRS = [("a dog runs in the park", "a dog is running outside", 4.8), ("a cat sl
 
 
 def plan_for(tmp_path, mteb: dict, **evaluation):
-    raw = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    raw["grids"] = {}
-    config = deep_merge(raw, {"data_dir": str(tmp_path), "defaults": {"evaluation": {
-        "suites": ["mteb"], "mteb": mteb, **evaluation}}})
-    plan = Plan(prepare_config(config))
+    plan = plan_shipped({"data_dir": str(tmp_path), "defaults": {"evaluation": {
+        "suites": ["mteb"], "mteb": mteb, **evaluation}}}, grids=False)
     return plan, plan.experiment("demo_zeroshot").runs[42]["zero_shot_suite"]
 
 
@@ -73,7 +70,7 @@ def test_plan_takes_local_task_data_then_the_hub_and_keys_the_version(tmp_path, 
                                                "(and evaluation.mteb.hub is false)"}
 
 
-def test_mteb_sts_task_on_local_files_scores_the_cosine_spearman(tmp_path, tiny_minilm, monkeypatch):
+def test_mteb_sts_task_on_local_files_scores_the_cosine_spearman(tmp_path, tiny_model, monkeypatch):
     pytest.importorskip("mteb", reason="the optional extra augsbert[mteb] is not installed")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # local data only: a hub request would fail the test
     monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf-datasets"))
@@ -83,11 +80,11 @@ def test_mteb_sts_task_on_local_files_scores_the_cosine_spearman(tmp_path, tiny_
     from augsbert.stages import results, suite
 
     write_sts_task(tmp_path / "mteb" / "STS12")
-    params = {"sts": {}, "useb": {}, "skipped": {}, "batch_size": 4, "max_length": 32, "model": tiny_minilm,
+    params = {"sts": {}, "useb": {}, "skipped": {}, "batch_size": 4, "max_length": 32, "model": tiny_model,
               "mteb": {"STS12": str(tmp_path / "mteb" / "STS12")}}
     metrics = suite.run({"params": params, "inputs": {"data": str(tmp_path)}}, tmp_path / "out", device="cpu")
     # the score MTEB computed on the six local pairs = the Spearman of cosine against gold, computed here
-    model = SentenceTransformer(tiny_minilm, device="cpu")
+    model = SentenceTransformer(tiny_model, device="cpu")
     expected = correlations(Encoder(model).cosine([(a, b) for a, b, _ in PAIRS]), [s for *_, s in PAIRS])["spearman"]
     task = metrics["mteb"]["tasks"]["STS12"]
     assert task["main_metric"] == "cosine_spearman" and task["main_score"] == pytest.approx(expected, abs=1e-6)

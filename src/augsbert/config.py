@@ -229,6 +229,18 @@ def _default_filling_validator(schema: dict):
     return cls(schema)
 
 
+_VALIDATORS: dict[int, Any] = {}
+
+
+def _experiment_validator(schema_id: int, schema: dict):
+    """One default-filling validator per schema object, reused for every experiment (building one, and
+    resolving its `$ref`s afresh, costs more than validating an experiment)."""
+    if schema_id not in _VALIDATORS:
+        _VALIDATORS.clear()  # schemas are module-level singletons (load_schema); keep at most one
+        _VALIDATORS[schema_id] = (schema, _default_filling_validator(schema))
+    return _VALIDATORS[schema_id][1]
+
+
 def _format_path(path) -> str:
     return ".".join(str(p) for p in path) or "<top level>"
 
@@ -358,12 +370,17 @@ def merge_experiments(config: dict) -> dict:
     return out
 
 
-def prepare_config(raw: Mapping, validate: Callable[[dict], None] | None = None) -> dict:
+def prepare_config(raw: Mapping, validate: Callable[[dict], None] | None = None, lazy: bool = False) -> dict:
     """Coerce, check names, expand grids, merge and validate a raw config; return the effective config.
 
     `validate` defaults to the package's own default-filling validator, which the
     Snakefile uses too: a misspelt key reads the same in both (path + suggestion),
     where `snakemake.utils.validate` would print the schema.
+
+    `lazy`: validate everything but the experiments now, and each experiment when it is first
+    planned (`Plan` calls `validated_experiment`). The shipped config expands to ~200 experiments
+    whose validation costs seconds; a dry run of one target validates and plans that target's
+    experiments only, so an experiment nobody asked for never costs time or stops a run.
     """
     from .grids import expand_grids
 
@@ -373,11 +390,37 @@ def prepare_config(raw: Mapping, validate: Callable[[dict], None] | None = None)
     config = expand_grids(config)
     # grid axes and columns are free-form overrides: coerce them once they are experiments
     config["experiments"] = coerce(config["experiments"], schema["properties"]["experiments"], schema)
-    config = merge_experiments(config)
-    (validate or validate_with_defaults)(config)
+    config = merge_experiments(config)  # over the raw `defaults`, before the top level's defaults are filled
+    if lazy:
+        experiments = config.pop("experiments")
+        (validate or validate_with_defaults)(config)  # the top level: datasets, defaults, grids, ...
+        config["experiments"] = experiments
+        return config
+    (validate or validate_with_defaults)(config)  # one pass over everything: faster than one per experiment
     _check_references(config)
     _check_parallel_batches(config)
     return config
+
+
+def validated_experiment(config: dict, name: str, schema: dict | None = None) -> dict:
+    """Validate experiment `name` of a prepared config in place (defaults filled) and return it.
+
+    Idempotent: validating a filled experiment again changes nothing. Errors name the key where
+    the user wrote it (the experiment, `defaults` or a grid's options / axis value / column).
+    """
+    schema = schema or load_schema()
+    exp = experiment_config(config, name)
+    # the root schema resolves the experiment's `$ref`s; the wrapper's own top-level defaults are discarded
+    wrapper = {"experiments": {name: exp}}
+    validator = _experiment_validator(id(schema), schema)
+    list(validator.iter_errors(wrapper))
+    errors = list(validator.iter_errors(wrapper))
+    if errors:
+        raise ConfigError(describe_errors(errors, schema, config))
+    one = {**config, "experiments": {name: exp}}
+    _check_references(one)
+    _check_parallel_batches(one)
+    return exp
 
 
 def _check_parallel_batches(config: dict) -> None:
@@ -402,7 +445,7 @@ def _check_references(config: dict) -> None:
                 )
 
 
-def load_config(path: str | Path, overrides: Mapping | None = None) -> dict:
+def load_config(path: str | Path, overrides: Mapping | None = None, lazy: bool = False) -> dict:
     """Read a YAML config file (plus optional overrides merged over it) and prepare it."""
     path = Path(path)
     try:
@@ -413,7 +456,7 @@ def load_config(path: str | Path, overrides: Mapping | None = None) -> dict:
         raise ConfigError(f"{path}: not valid YAML: {err}") from None
     if overrides:
         raw = deep_merge(raw, overrides)
-    return prepare_config(raw)
+    return prepare_config(raw, lazy=lazy)
 
 
 def experiment_config(config: dict, name: str) -> dict:

@@ -348,7 +348,7 @@ def add_command(sub) -> None:
             if not args.experiment:
                 p.error("--config needs --experiment")
             check_name(args.experiment, "--experiment")
-            spec = Plan(load_config(args.config)).experiment_spec(args.experiment)
+            spec = Plan(load_config(args.config, lazy=True)).experiment_spec(args.experiment)
         record = export(spec, args.model, args.to, seed=args.seed, force=args.force, results_path=args.results,
                         model_id=args.push_to_hub)
         if args.push_to_hub:

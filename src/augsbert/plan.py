@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -196,22 +197,53 @@ class ExperimentPlan:
         return short_hash({"experiment": self.config, "dataset": self.dataset, "seeds": self.seeds})
 
 
+class Experiments(Mapping):
+    """The configured experiments by name; each is validated and planned when first looked up."""
+
+    def __init__(self, plan: "Plan"):
+        self._plan = plan
+
+    def __getitem__(self, name: str) -> ExperimentPlan:
+        if name not in self:
+            raise KeyError(name)
+        return self._plan.experiment(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in (self._plan.config.get("experiments") or {})
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._plan.config.get("experiments") or {})
+
+    def __len__(self) -> int:
+        return len(self._plan.config.get("experiments") or {})
+
+
 class Plan:
-    """All nodes of all experiments, indexed by key."""
+    """The nodes of the experiments asked for, indexed by key.
+
+    Planning is lazy: an experiment is validated and planned when it is first looked up
+    (`experiment`, `experiments[name]`, a grid's cells), so a dry run of one target reads the
+    data and models of that target only. A key nobody has planned yet (a job started by key,
+    as on a cluster) plans every experiment once to find it.
+    """
 
     def __init__(self, config: dict):
         from .fingerprints import DigestCache
 
         self.config = config
         self.nodes: dict[str, Node] = {}
-        self.experiments: dict[str, ExperimentPlan] = {}
+        self.planned: dict[str, ExperimentPlan] = {}
+        self.experiments = Experiments(self)
         self.digests = DigestCache()
         self._identities: dict[str, str] = {}
         self._pool_sizes: dict[tuple, int | None] = {}  # (data key, pool, exclude_eval) -> unique sentences
         self.pool_checks: dict[str, list[dict]] = {}  # data key -> sampling needs of the experiments using it
-        for name, exp in config.get("experiments", {}).items():
-            self.experiments[name] = self._plan_experiment(name, exp)
-        self.digests.save()
+        self._users: dict[str, set[str]] = {}  # node key -> planned experiments that use it
+
+    def plan_all(self) -> None:
+        """Plan every configured experiment (what `node` falls back to for an unknown key)."""
+        for name in self.experiments:
+            self.experiment(name)
 
     # -- building
     def _add(self, node: Node) -> Node:
@@ -687,6 +719,8 @@ class Plan:
 
     # -- lookups used by the Snakefile and the CLI
     def node(self, key: str) -> Node:
+        if key not in self.nodes and len(self.planned) < len(self.experiments):
+            self.plan_all()
         try:
             return self.nodes[key]
         except KeyError:
@@ -696,11 +730,20 @@ class Plan:
             ) from None
 
     def experiment(self, name: str) -> ExperimentPlan:
-        try:
-            return self.experiments[name]
-        except KeyError:
-            known = ", ".join(sorted(self.experiments)) or "none"
-            raise ConfigError(f"unknown experiment '{name}' (configured: {known})") from None
+        """The plan of experiment `name`, validated and planned on first use."""
+        if name not in self.planned:
+            from .config import validated_experiment
+
+            if name not in self.experiments:
+                known = ", ".join(sorted(self.experiments)) or "none"
+                raise ConfigError(f"unknown experiment '{name}' (configured: {known})")
+            plan = self._plan_experiment(name, validated_experiment(self.config, name))
+            self.planned[name] = plan
+            for roles in plan.runs.values():
+                for key in roles.values():
+                    self._users.setdefault(key, set()).add(name)
+            self.digests.save()
+        return self.planned[name]
 
     def input_paths(self, key: str) -> dict[str, str]:
         return {role: self.nodes[k].path for role, k in self.node(key).inputs}
@@ -715,16 +758,8 @@ class Plan:
                 "experiments": self.users(key)}
 
     def users(self, key: str) -> list[str]:
-        """The experiments, by name, whose runs use node `key` (tracker runs are named after the first)."""
-        if not hasattr(self, "_users"):
-            self._users: dict[str, list[str]] = {}
-            for name in sorted(self.experiments):
-                for roles in self.experiments[name].runs.values():
-                    for node_key in roles.values():
-                        users = self._users.setdefault(node_key, [])
-                        if name not in users:
-                            users.append(name)
-        return self._users.get(key, [])
+        """The planned experiments, by name, whose runs use node `key` (tracker runs are named after the first)."""
+        return sorted(self._users.get(key, ()))
 
     def spec_json(self, key: str) -> str:
         return canonical_json(self.spec(key))

@@ -138,7 +138,7 @@ def needs_gpu(node) -> bool:
 
 def job_items(plan, key: str) -> int:
     """What a job iterates over, before epochs: pairs (training, labelling, evaluation) or sentences."""
-    node = plan.nodes[key]
+    node = plan.node(key)
     inputs = dict(node.inputs)
     if node.stage == "data":
         sizes = DATASET_SIZES.get(node.params.get("dataset"), DEFAULT_SIZE)
@@ -157,7 +157,7 @@ def job_items(plan, key: str) -> int:
 
 
 def job_work(plan, key: str) -> int:
-    node = plan.nodes[key]
+    node = plan.node(key)
     params = node.params
     if params.get("max_steps") and params.get("batch_size"):
         return int(params["max_steps"]) * int(params["batch_size"])
@@ -211,7 +211,7 @@ def cluster_placement(gpu: bool, env: Mapping[str, str] | None = None,
 def job_resources(plan, key: str, env: Mapping[str, str] | None = None,
                   default_partition: str | None = None) -> dict[str, int | str | None]:
     """runtime (minutes), mem_mb, cpus_per_task, gpu, slurm_partition, gpu_model of the job of node `key`."""
-    node = plan.nodes[key]
+    node = plan.node(key)
     gpu = needs_gpu(node)
     items = job_items(plan, key)
     work = job_work(plan, key)

@@ -16,7 +16,7 @@ from augsbert.tracking import TRACKING_DIR_ENV, TRACKING_ENV
 # the `augsbert` CLI (key path + suggestion) instead of a dump of the schema; exiting with the message
 # keeps Snakemake from adding a traceback to an error the user fixes in the config.
 try:
-    _effective = prepare_config(config)
+    _effective = prepare_config(config, lazy=True)  # each experiment is validated when planned
     config.clear()
     config.update(_effective)
     PLAN = Plan(config)

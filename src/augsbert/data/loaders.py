@@ -11,7 +11,7 @@ import csv
 import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from importlib import resources
+import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -102,7 +102,12 @@ def read_text_file(path: Path) -> pd.DataFrame:
 
 # ------------------------------------------------------------------ Lee
 def _gensim_data() -> Path:
-    return Path(str(resources.files("gensim").joinpath("test", "test_data")))
+    # find_spec locates the installed package without running gensim's __init__ (seconds of scipy imports
+    # for a dry run that only needs the files' paths); the corpus is plain text read below
+    spec = importlib.util.find_spec("gensim")
+    if spec is None or not spec.submodule_search_locations:
+        raise MissingDataError("the Lee corpus ships inside the gensim wheel: pip install gensim==4.4.0")
+    return Path(list(spec.submodule_search_locations)[0]) / "test" / "test_data"
 
 
 def group_sizes(n: int, fractions: list[float]) -> list[int]:

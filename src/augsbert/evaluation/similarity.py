@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import stats
 
 
 def correlations(predicted, gold) -> dict[str, float]:
@@ -14,6 +13,8 @@ def correlations(predicted, gold) -> dict[str, float]:
     Spearman uses average ranks for ties (scipy); a constant input has no
     defined correlation and gives NaN, reported as null in JSON.
     """
+    from scipy import stats  # here, not at import: planning imports this package and needs no scipy (~1 s)
+
     predicted = np.asarray(predicted, dtype=np.float64)
     gold = np.asarray(gold, dtype=np.float64)
     if predicted.shape != gold.shape or predicted.ndim != 1:
