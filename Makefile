@@ -43,7 +43,7 @@ demo: setup
 	esac; done
 
 test: setup
-	$(VENV)/bin/python -m pytest -q --durations=15
+	$(VENV)/bin/python -m pytest -q --durations=25  # the 25 slowest tests, to keep the suite fast
 
 clean-venv:
 	rm -rf $(VENV)

@@ -30,6 +30,9 @@ from typing import Any
 import yaml
 
 SCHEMA_RESOURCE = "schemas/config.schema.yaml"
+# libyaml's safe loader where PyYAML was built with it: the same documents, ~8x faster on the schema,
+# which every dry run and CLI call reads
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class ConfigError(ValueError):
@@ -40,7 +43,7 @@ class ConfigError(ValueError):
 def load_schema(resource: str = SCHEMA_RESOURCE) -> dict:
     """A JSON schema shipped in the package (mirrored in workflow/schemas): the config's by default."""
     text = resources.files("augsbert").joinpath(resource).read_text()
-    return yaml.safe_load(text)
+    return yaml.load(text, Loader=SAFE_LOADER)
 
 
 def schema_path() -> Path:
@@ -449,7 +452,7 @@ def load_config(path: str | Path, overrides: Mapping | None = None, lazy: bool =
     """Read a YAML config file (plus optional overrides merged over it) and prepare it."""
     path = Path(path)
     try:
-        raw = yaml.safe_load(path.read_text()) or {}
+        raw = yaml.load(path.read_text(), Loader=SAFE_LOADER) or {}
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path}") from None
     except yaml.YAMLError as err:
