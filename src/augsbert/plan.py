@@ -20,39 +20,17 @@ from functools import cached_property
 from pathlib import Path
 
 from .config import ConfigError, canonical_json, short_hash
+from .stages.base import STAGES
 
 ARTIFACTS = "artifacts"
 SPECS = f"{ARTIFACTS}/.specs"  # the spec file of each job (a command line has a length limit)
 
-# Settings that cannot change what a stage computes: passed to its job, never part of its key,
-# so changing them reruns nothing. Data locations are here because the data enter keys by content
-# (the sha256 of every raw file), and model references because models enter keys by identity.
-RUNTIME_PARAMS = {
-    "data": ("data_dir", "path", "train", "dev", "test", "unlabeled"),
-    "zero_shot": ("batch_size", "model"),
-    "suite": ("batch_size", "model", "sts", "useb", "mteb", "skipped"),  # the tasks run and their files enter by digest
-    "adapt": ("checkpoint_steps", "model"),
-    "pretrain": ("eval_batch_size", "model", "triples"),  # the triples file enters by digest
-    "rcl_entropy": ("eval_batch_size", "model", "triples"),
-    "teacher": ("eval_batch_size", "checkpoint_steps", "model"),
-    "student": ("eval_batch_size", "checkpoint_steps", "model"),
-    "candidates": ("batch_size", "model", "semantic_model"),
-    "labels": ("batch_size",),
-    "pool_index": ("batch_size", "model", "semantic_model"),  # sampling.shards > 1 only
-    "candidate_shard": ("batch_size", "model", "semantic_model"),
-    "label_shard": ("batch_size",),
-    "classifier": ("eval_batch_size", "checkpoint_steps", "model"),
-}
+# Settings that cannot change what a stage computes, and each stage's code version: declared once per
+# stage in augsbert.stages.base (the registry), read here as plain tables.
+RUNTIME_PARAMS = {stage.name: stage.runtime for stage in STAGES}
+STAGE_VERSIONS = {stage.name: stage.version for stage in STAGES}
 # semantic_model values that are not model references
 SEMANTIC_CHOICES = ("finetuned", "pretrained", "pretrained_stage")
-
-# Bump a stage's version when its code changes what it computes: its key (and
-# every key downstream) changes, so old artifacts are not reused by mistake.
-# data 3 .. suite 2: content/identity keys, runtime settings out of keys; adapt 2, teacher 3, student 3 also:
-# length-grouped batches; labels 3: exact iterative KDE
-STAGE_VERSIONS = {"data": 3, "zero_shot": 3, "adapt": 2, "teacher": 3, "candidates": 2, "labels": 3,
-                  "student": 3, "suite": 2, "pretrain": 1, "classifier": 1, "rcl_entropy": 1,
-                  "pool_index": 1, "candidate_shard": 1, "label_shard": 1}
 
 # Bi-Encoder roles that get the evaluation suite (STS suite, topic, USEB, diagnostics).
 SUITE_ROLES = ("zero_shot", "pretrained", "classifier", "lower_bound", "student")

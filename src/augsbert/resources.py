@@ -44,6 +44,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from .stages.base import STAGES
+
 # train pairs and unlabeled sentences of the corpora config/config.yaml defines (README "Real data")
 DATASET_SIZES = {
     "lee": {"train": 300, "unlabeled": 300},
@@ -60,23 +62,18 @@ MIN_RUNTIME = 30  # minutes: below this a queue slot is not worth cutting finer
 MAX_RUNTIME = 2880  # minutes (48 h); longer jobs resume from checkpoints (README "Cluster use")
 LARGE_ITEMS = 50000
 
-DATA_PARALLEL_STAGES = ("teacher", "student")  # their commands: augsbert.distributed.DISTRIBUTED_COMMANDS
-GPU_STAGES = ("zero_shot", "suite", "adapt", "pretrain", "rcl_entropy", "teacher", "student", "labels", "classifier")
-# seconds per item and pass (pair, sentence or training example)
-SECONDS_PER_ITEM = {
-    "data": 0.001, "zero_shot": 0.002, "suite": 0.002, "adapt": 0.01, "pretrain": 0.01, "rcl_entropy": 0.01,
-    "teacher": 0.02, "student": 0.01, "labels": 0.004, "classifier": 0.01,
-    "candidates": 0.002, "results": 0.0, "tables": 0.0,
-}
-BASE_MEM_MB = {
-    "data": 4000, "zero_shot": 8000, "suite": 16000, "adapt": 16000, "pretrain": 16000, "rcl_entropy": 16000,
-    "teacher": 16000, "student": 16000, "labels": 8000, "classifier": 16000, "candidates": 4000,
-    "results": 1000, "tables": 2000,
-}
-# a stage not listed (a rule added later): sized as a training stage until it gets its own figures
+# Per-stage figures live in the stage registry (augsbert.stages.base); the report jobs are not stages.
+# seconds per item and pass (pair, sentence or training example); base memory; data held per item (a pair
+# table row, or a sentence's BM25 postings plus its float32 embedding)
+DATA_PARALLEL_STAGES = tuple(s.name for s in STAGES if s.data_parallel)  # augsbert.distributed trains them
+# the stages whose job runs a model (sampling: only when a strategy encodes, see needs_gpu); stages with
+# fixed sizes (the shards) state their GPU in `fixed_resources`
+GPU_STAGES = tuple(s.name for s in STAGES if s.gpu and not s.fixed_resources and s.name != "candidates")
+SECONDS_PER_ITEM = {**{s.name: s.seconds_per_item for s in STAGES}, "results": 0.0, "tables": 0.0}
+BASE_MEM_MB = {**{s.name: s.base_mem_mb for s in STAGES}, "results": 1000, "tables": 2000}
+MB_PER_ITEM = {s.name: s.mb_per_item for s in STAGES if s.mb_per_item}
+# a rule that is not a stage: sized as a training stage
 DEFAULT_SECONDS_PER_ITEM, DEFAULT_BASE_MEM_MB = 0.02, 16000
-# data held per item: a pair table row, or a sentence's BM25 postings plus its float32 embedding
-MB_PER_ITEM = {"data": 0.002, "candidates": 0.008, "labels": 0.002, "student": 0.002, "teacher": 0.002}
 
 ENCODING_STRATEGIES = ("semantic_search", "iterative_kde")
 
