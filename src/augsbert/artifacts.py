@@ -31,6 +31,10 @@ from typing import Any, Iterator
 
 log = logging.getLogger(__name__)
 
+# Hub models resolved by this process: reference -> commit (models/resolve.py adds them; artifact_dir
+# records them in the stage's metrics.json).
+RESOLVED_COMMITS: dict[str, str] = {}
+
 
 class ArtifactExistsError(FileExistsError):
     pass
@@ -77,14 +81,14 @@ def writing(path: str | Path) -> Iterator[None]:
         raise OutputWriteError(f"cannot write {path}: {err.strerror or os.strerror(err.errno)}{detail}") from err
 
 
-def _finite(obj: Any) -> Any:
+def nan_to_null(obj: Any) -> Any:
     """NaN/inf -> None, so the file is strict JSON (an undefined metric reads as null)."""
     if isinstance(obj, float) and not math.isfinite(obj):
         return None
     if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
+        return {k: nan_to_null(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
+        return [nan_to_null(v) for v in obj]
     return obj
 
 
@@ -103,7 +107,7 @@ def write_text(path: str | Path, text: str) -> None:
 
 def write_json(path: str | Path, obj: Any) -> None:
     """Write strict JSON atomically (temp file + rename)."""
-    write_text(path, json.dumps(_finite(obj), indent=2, ensure_ascii=False, allow_nan=False) + "\n")
+    write_text(path, json.dumps(nan_to_null(obj), indent=2, ensure_ascii=False, allow_nan=False) + "\n")
 
 
 def read_json(path: str | Path) -> Any:
@@ -276,8 +280,6 @@ def artifact_dir(out: str | Path, spec: dict, force: bool = False, checkpoints: 
             metrics_path = tmp / "metrics.json"
             metrics = read_json(metrics_path) if metrics_path.exists() else {}
             metrics["wall_time_s"] = round(time.time() - start, 3)
-            from .models.resolve import RESOLVED_COMMITS
-
             if RESOLVED_COMMITS:  # pins hub models (id@revision -> commit) for the results file
                 metrics["resolved_models"] = dict(RESOLVED_COMMITS)
             write_json(metrics_path, metrics)

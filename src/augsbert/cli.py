@@ -17,17 +17,11 @@ from pathlib import Path
 
 from . import __version__
 from .artifacts import writer_lock, writing
+from .errors import ConfigError
+from .export import ExportError, add_command as add_export_command
+from .specs import load_spec
 
 log = logging.getLogger("augsbert")
-
-
-def _load_spec(text: str) -> dict:
-    if text.startswith("@"):
-        text = Path(text[1:]).read_text()
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as err:
-        raise SystemExit(f"--spec is not valid JSON ({err})") from None
 
 
 # Which experiment role a stage command runs by default (train-student: the student, else the lower bound).
@@ -78,7 +72,7 @@ def _stage_command(sub, name: str, stage: str, help_text: str, runner: Callable,
 
     def handler(args) -> None:
         if args.spec:
-            spec, default_out = _load_spec(args.spec), None
+            spec, default_out = load_spec(args.spec), None
         else:
             if not args.experiment:
                 p.error("--config needs --experiment")
@@ -114,7 +108,6 @@ def _data_parallel(name: str, args, spec: dict, out: str, runner: Callable, kwar
       the lock and returns True.
     """
     from . import distributed
-    from .config import ConfigError
     from .models.device import DEVICE_ENV
 
     wanted = args.device if getattr(args, "device", None) else os.environ.get(DEVICE_ENV, "auto")
@@ -177,7 +170,7 @@ def _aggregate_command(sub, name: str, help_text: str, what: str, out_help: str,
         from .config import check_name
 
         if args.spec:
-            spec = _load_spec(args.spec)
+            spec = load_spec(args.spec)
             # A spec is not checked by the config schema, and its names make the default output path
             # (results/<experiment>.json) and the results files a table reads: `../../x` must not escape.
             check_name(spec.get(what), f"--spec: {what}")
@@ -283,8 +276,6 @@ def build_parser() -> argparse.ArgumentParser:
         "Markdown table to write (default results/tables/<grid>.md; .csv and .png beside)", _render)
     table.add_argument("--results", default="results", help="directory holding results/<experiment>.json")
     _plan_command(sub)
-    from .export import add_command as add_export_command
-
     add_export_command(sub)
     fetch = sub.add_parser("fetch", help="download every hub model and dataset an experiment needs into the local "
                                          "Hugging Face cache (run where there is internet; jobs then run offline)")
@@ -336,11 +327,9 @@ def main(argv: list[str] | None = None) -> int:
 
     if not parallel_job(argv):  # a data-parallel job's processes share the job's GPUs (augsbert.distributed)
         pin_one_gpu(argv)
-    from .config import ConfigError
     from .data import DataError
     from .models import ModelResolutionError
     from .artifacts import ArtifactExistsError, ArtifactLockedError, LockUnsupportedError, OutputWriteError
-    from .export import ExportError
 
     args = build_parser().parse_args(argv)
     args.argv = argv  # a data-parallel stage re-launches this command line under torchrun

@@ -29,14 +29,16 @@ from typing import Any
 
 import yaml
 
+# ConfigError and deep_merge live in modules of their own that grids can import without importing this
+# one back; they are re-exported here, where every caller has always found them.
+from .errors import ConfigError
+from .grids import cells, expand_grids
+from .merging import deep_merge
+
 SCHEMA_RESOURCE = "schemas/config.schema.yaml"
 # libyaml's safe loader where PyYAML was built with it: the same documents, ~8x faster on the schema,
 # which every dry run and CLI call reads
 SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-class ConfigError(ValueError):
-    """The configuration is invalid; the message names the offending key."""
 
 
 @cache
@@ -67,17 +69,6 @@ def canonical_json(obj: Any) -> str:
 
 def short_hash(obj: Any, length: int = 10) -> str:
     return hashlib.sha256(canonical_json(obj).encode("utf-8")).hexdigest()[:length]
-
-
-def deep_merge(base: Mapping, override: Mapping) -> dict:
-    """Recursively merge `override` over `base` (new dict; mappings merge, all else replaces)."""
-    out = copy.deepcopy(dict(base))
-    for key, value in override.items():
-        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
-            out[key] = deep_merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
 
 
 # ---------------------------------------------------------------- names
@@ -306,8 +297,6 @@ def source_path(config: Mapping, path: list) -> list:
     in_defaults, default = _lookup(config.get("defaults"), rest)
     if in_defaults and default == value:
         return ["defaults", *rest]
-    from .grids import cells
-
     for grid_name, grid in (config.get("grids") or {}).items():
         for cell in cells(grid_name, grid) if isinstance(grid, Mapping) and isinstance(grid.get("columns"), Mapping) else ():
             if cell.experiment != name:
@@ -385,8 +374,6 @@ def prepare_config(raw: Mapping, validate: Callable[[dict], None] | None = None,
     whose validation costs seconds; a dry run of one target validates and plans that target's
     experiments only, so an experiment nobody asked for never costs time or stops a run.
     """
-    from .grids import expand_grids
-
     schema = load_schema()
     config = coerce(copy.deepcopy(dict(raw)), schema)
     _check_names(config)

@@ -47,7 +47,7 @@ from functools import partial
 
 import numpy as np
 
-from .config import ConfigError
+from .errors import ConfigError
 
 GPUS_ENV = "AUGSBERT_GPUS"
 # CLI commands whose stage trains data-parallel; every other command runs in one process.

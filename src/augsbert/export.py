@@ -28,6 +28,7 @@ from pathlib import Path
 import yaml
 
 from .artifacts import partial_name, read_json, write_json
+from .specs import load_spec
 
 log = logging.getLogger(__name__)
 
@@ -336,11 +337,10 @@ def add_command(sub) -> None:
     p.add_argument("--private", action="store_true", help="with --push-to-hub: create the repository private")
 
     def handler(args: argparse.Namespace) -> None:
-        from .cli import _load_spec
         from .config import check_name
 
         if args.spec:
-            spec = _load_spec(args.spec)
+            spec = load_spec(args.spec)
         else:
             from .config import load_config
             from .plan import Plan

@@ -16,7 +16,8 @@ import copy
 import itertools
 from dataclasses import dataclass
 
-from .config import ConfigError, deep_merge
+from .errors import ConfigError
+from .merging import deep_merge
 
 
 @dataclass(frozen=True)

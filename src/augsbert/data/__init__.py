@@ -1,6 +1,7 @@
 """Data layer: loaders for every supported corpus and the canonical parquet tables."""
 
-from .loaders import LOADERS, PreparedData, get_loader, resolve_path
+from .loaders import LOADERS, PreparedData, get_loader
+from .readers import resolve_path
 from .tables import (
     PAIR_COLUMNS,
     SPLITS,

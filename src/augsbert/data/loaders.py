@@ -8,7 +8,6 @@ read them (`load`). Formats and splits follow shared/spec/datasets.md.
 from __future__ import annotations
 
 import csv
-import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 import importlib.util
@@ -17,7 +16,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .readers import read_all_lines, read_delimited, read_jsonl, read_lines, read_parquet, text_format
+from .readers import (
+    read_all_lines,
+    read_delimited,
+    read_jsonl,
+    read_lines,
+    read_parquet,
+    read_text_table,
+    resolve_path,
+    text_format,
+)
 from .tables import (
     PAIR_COLUMNS,
     SPLITS,
@@ -28,6 +36,7 @@ from .tables import (
     unlabeled_table,
     validate_pairs,
 )
+from .topic_corpora import corpus_inputs
 
 
 @dataclass
@@ -37,11 +46,6 @@ class PreparedData:
     splits: dict[str, pd.DataFrame]
     unlabeled: pd.DataFrame | None = None
     info: dict = field(default_factory=dict)
-
-
-def resolve_path(data_dir: str | Path, path: str | Path) -> Path:
-    path = Path(os.path.expanduser(str(path)))
-    return path if path.is_absolute() else Path(data_dir) / path
 
 
 def missing_file(dataset: str, path: Path, what: str, source: str, key: str) -> MissingDataError:
@@ -68,8 +72,6 @@ class Loader(ABC):
         """All raw files, including the optional unlabeled corpus; raises if one is missing."""
         paths = self.files(name, options, data_dir)
         if options.get("topic_corpus"):
-            from .topic_corpora import corpus_inputs
-
             if options.get("unlabeled") or options.get("loader") == "text_file":
                 raise DataError(f"dataset '{name}': give either `unlabeled` (or a text_file's own `path`) or "
                                 "`topic_corpus`, not both: the topic corpus is the dataset's unlabeled corpus "
@@ -426,33 +428,6 @@ class TextFileLoader(Loader):
         table = read_text_table(path, report, {"text": cols.get("text", "text"), "topic": cols.get("topic")})
         return PreparedData({}, unlabeled_table(table["text"].tolist(),
                                                 table["topic"].tolist() if "topic" in table else None))
-
-
-def read_text_table(path: Path, report: RowReport, columns: dict[str, str | None],
-                    texts: tuple[str, ...] = ("text",), what: str = "a table") -> pd.DataFrame:
-    """Columns `columns` (canonical name -> column in the file; None = absent) of a .tsv / .csv (header
-    row), .jsonl or .parquet file, as whitespace-normalised strings; rows with an empty one of `texts`
-    are reported (file, line, which column)."""
-    canonical = [name for name, column in columns.items() if column]
-    wanted = [columns[name] for name in canonical]
-    fmt = text_format(path)
-    if fmt in ("csv", "tsv"):
-        raw = raw_frame(read_delimited(path, report, delimiter="," if fmt == "csv" else "\t", header=True,
-                                       columns=wanted), canonical)
-    elif fmt == "jsonl":
-        raw = raw_frame(read_jsonl(path, report, wanted), canonical)
-    elif fmt == "parquet":
-        raw = read_parquet(path, wanted, canonical)
-    else:
-        raise DataError(f"{path}: {what} must be .tsv, .csv, .jsonl or .parquet")
-    for name in texts:
-        for file, line, text in zip(raw["_file"], raw["_line"], raw[name]):
-            if text is None or not str(text).strip():
-                report.add(file, line, f"empty {name}")
-    out = pd.DataFrame({name: raw[name].fillna("").astype(str).map(lambda t: " ".join(t.split())).to_numpy()
-                        for name in canonical})
-    out["_file"], out["_line"] = raw["_file"].to_numpy(), raw["_line"].to_numpy()
-    return out
 
 
 LOADERS: dict[str, Loader] = {

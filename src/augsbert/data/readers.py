@@ -9,6 +9,10 @@ problem, but never echo the file's content: a structural problem (no such
 column, wrong field count, not JSON, not UTF-8, not parquet) shows no field
 at all, only names close to the expected column; a bad value in an otherwise
 well-formed row shows at most a short repr of that one field (`short_repr`).
+
+`resolve_path` (a configured path, relative to the data directory) and
+`read_text_table` (named text columns of any table format) are here, below
+both the loaders and the topic corpora, because both read files with them.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import difflib
 import gzip
 import io
 import json
+import os
 import sys
 import zlib
 from collections.abc import Collection, Iterator
@@ -26,9 +31,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from .tables import DataError, RowReport, short_repr
+from .tables import DataError, RowReport, raw_frame, short_repr
 
 csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # long documents are fine
+
+
+def resolve_path(data_dir: str | Path, path: str | Path) -> Path:
+    path = Path(os.path.expanduser(str(path)))
+    return path if path.is_absolute() else Path(data_dir) / path
 
 
 def open_text(path: Path, encoding: str = "utf-8") -> io.TextIOBase:
@@ -268,3 +278,30 @@ def read_all_lines(path: Path, encoding: str = "utf-8") -> list[str]:
 def read_lines(path: Path, encoding: str = "utf-8") -> list[tuple[int, str]]:
     """Non-empty lines with their line numbers."""
     return [(i, line) for i, line in enumerate(read_all_lines(path, encoding), start=1) if line.strip()]
+
+
+def read_text_table(path: Path, report: RowReport, columns: dict[str, str | None],
+                    texts: tuple[str, ...] = ("text",), what: str = "a table") -> pd.DataFrame:
+    """Columns `columns` (canonical name -> column in the file; None = absent) of a .tsv / .csv (header
+    row), .jsonl or .parquet file, as whitespace-normalised strings; rows with an empty one of `texts`
+    are reported (file, line, which column)."""
+    canonical = [name for name, column in columns.items() if column]
+    wanted = [columns[name] for name in canonical]
+    fmt = text_format(path)
+    if fmt in ("csv", "tsv"):
+        raw = raw_frame(read_delimited(path, report, delimiter="," if fmt == "csv" else "\t", header=True,
+                                       columns=wanted), canonical)
+    elif fmt == "jsonl":
+        raw = raw_frame(read_jsonl(path, report, wanted), canonical)
+    elif fmt == "parquet":
+        raw = read_parquet(path, wanted, canonical)
+    else:
+        raise DataError(f"{path}: {what} must be .tsv, .csv, .jsonl or .parquet")
+    for name in texts:
+        for file, line, text in zip(raw["_file"], raw["_line"], raw[name]):
+            if text is None or not str(text).strip():
+                report.add(file, line, f"empty {name}")
+    out = pd.DataFrame({name: raw[name].fillna("").astype(str).map(lambda t: " ".join(t.split())).to_numpy()
+                        for name in canonical})
+    out["_file"], out["_line"] = raw["_file"].to_numpy(), raw["_line"].to_numpy()
+    return out

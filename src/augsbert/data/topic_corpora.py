@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .readers import read_delimited
+from .readers import open_text, read_delimited, read_text_table, resolve_path, text_format
 from .tables import DataError, MissingDataError, RowReport, normalise_text, raw_frame
 
 # thesis Table 3.9: the six overarching groups of the 20 newsgroups
@@ -71,8 +71,6 @@ def _missing(dataset: str, path: Path, fmt: str) -> MissingDataError:
 
 def corpus_inputs(dataset: str, options: dict, data_dir: Path) -> list[Path]:
     """The files / directories the corpus is read from (keyed by content); raises when absent."""
-    from .loaders import resolve_path
-
     fmt, root = options["format"], resolve_path(data_dir, options["path"])
     if fmt == "table":
         if not root.is_file():
@@ -116,9 +114,6 @@ def read_topic_corpus(dataset: str, options: dict, data_dir: Path, report: RowRe
 
 def _table(path: Path, report: RowReport) -> pd.DataFrame:
     """Your own corpus: columns `text`, `topic` and, optionally, `split` (train / dev / test; empty = train)."""
-    from .loaders import read_text_table
-    from .readers import text_format
-
     header = _columns_of(path, text_format(path))
     table = read_text_table(path, report, {"text": "text", "topic": "topic",
                                            "split": "split" if "split" in header else None})
@@ -141,8 +136,6 @@ def _columns_of(path: Path, fmt: str) -> list[str]:
 
     if fmt == "parquet":
         return list(pq.read_schema(path).names)
-    from .readers import open_text
-
     with open_text(path) as handle:
         first = handle.readline()
     if fmt == "jsonl":

@@ -25,6 +25,7 @@ import pandas as pd
 from ..data import DataError
 from ..data.readers import iter_delimited, read_all_lines, read_delimited, reading
 from ..data.tables import RowReport, raw_frame, short_repr, validate_pairs
+from ..errors import ConfigError
 from .similarity import correlations
 
 log = logging.getLogger(__name__)
@@ -98,8 +99,6 @@ def locate_task(suite_dir: str | Path, data_dir: str | Path, task: str, override
     it the first of `task_candidates` present under `suite_dir` is taken. The format is decided here, while
     planning, so an ambiguous file stops the dry run with the key to set.
     """
-    from ..config import ConfigError
-
     if override:
         spec = override if isinstance(override, dict) else {"path": override}
         candidates, explicit = [Path(data_dir) / spec["path"]], spec.get("format")

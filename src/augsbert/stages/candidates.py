@@ -37,7 +37,7 @@ SEMANTIC = ("semantic_search", "semantic_search_least", "iterative_kde")
 WRITE_ROWS = 1 << 18  # rows per parquet row group of candidates.parquet (labelling streams them)
 
 
-def _embed(pool: list[str], params: dict, spec: dict, device: str) -> np.ndarray:
+def embed_pool(pool: list[str], params: dict, spec: dict, device: str) -> np.ndarray:
     from sentence_transformers import SentenceTransformer
 
     if params["semantic_model"] in ("finetuned", "pretrained_stage"):  # a planned stage's encoder
@@ -173,7 +173,7 @@ def run(spec: dict, out: str | Path, device: str | None = None, force: bool = Fa
         log.info("pool: %d unique train sentences (%d dev/test sentences removed)", len(pool), removed)
         x = None
         if set(params["strategies"]) & set(SEMANTIC):
-            x = normalised(_embed(pool, params, spec, device))
+            x = normalised(embed_pool(pool, params, spec, device))
         searcher = Searcher(pool, x, params.get("exact", True))
         pass_rows = {s: [searcher.rows(p, (0, len(pool))) for p in passes(s, params)] for s in params["strategies"]}
         return _finish(tmp, params, pool, removed, pass_rows, train, device)

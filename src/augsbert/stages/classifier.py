@@ -52,7 +52,7 @@ def fit(base: str, texts: list[str], topics: list[str], params: dict, workdir: P
     from transformers.trainer_utils import get_last_checkpoint
 
     from ..models.topic_classifier import TopicClassificationLoss
-    from ..pretraining.train import _trainer_class, build_encoder
+    from ..pretraining.train import build_encoder, trainer_class
     from ..training import claim_workdir, precision_flags
 
     classes = sorted(set(topics))
@@ -77,7 +77,7 @@ def fit(base: str, texts: list[str], topics: list[str], params: dict, workdir: P
         save_strategy="steps", save_steps=params["checkpoint_steps"], save_total_limit=1,
         logging_steps=max(1, min(50, steps // 10)), use_cpu=device == "cpu", **trainer_arguments(),
         dataloader_num_workers=0, **precision_flags(device, precision_name))
-    trainer = _trainer_class()(model=model, args=args, train_dataset=train, loss=loss,
+    trainer = trainer_class()(model=model, args=args, train_dataset=train, loss=loss,
                                 callbacks=[*(callbacks or []), *tracking_callbacks()])
     last = get_last_checkpoint(str(workdir / "trainer")) if (workdir / "trainer").is_dir() else None
     if last:

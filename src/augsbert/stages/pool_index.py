@@ -23,7 +23,7 @@ import numpy as np
 from ..artifacts import artifact_dir, write_json
 from ..models import resolve_device
 from ..sampling.semantic import build_index, normalised
-from .candidates import INDEX_FILES, _embed
+from .candidates import INDEX_FILES, embed_pool
 from .common import target_pool
 
 log = logging.getLogger(__name__)
@@ -41,7 +41,7 @@ def run(spec: dict, out: str | Path, device: str | None = None, force: bool = Fa
         pq.write_table(pa.table({"sentence": pa.array(pool, pa.string())}), tmp / "pool.parquet")
         metrics = {"pool_sentences": len(pool), "eval_sentences_removed_from_pool": removed, "device": device}
         if "semantic_model" in params:  # planned with semantic settings only when a strategy searches
-            x = normalised(_embed(pool, params, spec, device))
+            x = normalised(embed_pool(pool, params, spec, device))
             np.save(tmp / "embeddings.npy", x, allow_pickle=False)
             kinds = [False] + ([True] if params["least_index"] else [])
             for least in kinds:

@@ -19,66 +19,20 @@ seeded order, held-out rows N..N+M-1.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from ..artifacts import artifact_dir, read_json, write_json
+from ..artifacts import artifact_dir, write_json
 from ..data import DataError
 from ..models import resolve_device
-from .common import checkpoint_dir, evaluation_sentences, model_path, precision
-from .pretrain import base_held_out_loss, corpus, read_triples, split_triples
+from .common import checkpoint_dir, model_path, precision
+from .pretrain import base_held_out_loss
+from .pretrain_rows import rcl_rows, rows_digest
 
 log = logging.getLogger(__name__)
-
-ENTROPY_INPUT = "entropy_"  # the final `rcl` node's inputs: entropy_0, entropy_1, ... (rcl_phis order)
-
-
-def rcl_rows(spec: dict) -> tuple[list[tuple], list[tuple], int]:
-    """(training rows, held-out rows, dev/test rows removed); a row is (id, anchor, positive[, negative])."""
-    params, inputs = spec["params"], spec["inputs"]
-    if params.get("triples"):
-        evaluated = inputs.get("eval", inputs.get("data"))
-        exclude = evaluation_sentences(evaluated) if params["exclude_eval_sentences"] else set()
-        train, held, removed = split_triples(read_triples(params["triples"], params.get("triples_format")),
-                                             params["held_out"], params["seed"], exclude)
-    else:  # no NLI file: the corpus sentence as its own positive (dropout views)
-        sentences, held_sentences, removed = corpus(spec)
-        train, held = [(s, s) for s in sentences], [(s, s) for s in held_sentences]
-    if len(train) < 2:
-        raise DataError("rcl: fewer than two training rows")
-    n = len(train)
-    return [(i, *row) for i, row in enumerate(train)], [(n + i, *row) for i, row in enumerate(held)], removed
-
-
-def rows_digest(rows: list[tuple]) -> str:
-    """sha256 of the (id, query, document) of every row: which rows a regulator table belongs to."""
-    digest = hashlib.sha256()
-    for row in rows:
-        digest.update(json.dumps(list(row[:3]), ensure_ascii=False).encode() + b"\n")
-    return digest.hexdigest()
-
-
-def entropy_paths(inputs: dict[str, str]) -> list[str]:
-    """The entropy artifacts of a final `rcl` node, in rcl_phis order."""
-    names = sorted((k for k in inputs if k.startswith(ENTROPY_INPUT)), key=lambda k: int(k[len(ENTROPY_INPUT):]))
-    return [inputs[k] for k in names]
-
-
-def checked_regulators(inputs: dict[str, str], rows: list[tuple]) -> list[str]:
-    """The entropy artifacts, after checking each encoded exactly these rows (same file, split and order)."""
-    expected = rows_digest(rows)
-    paths = entropy_paths(inputs)
-    for path in paths:
-        found = read_json(Path(path) / "metrics.json").get("rows_digest")
-        if found != expected:
-            raise DataError(f"{path}: its embeddings belong to other training rows than this rcl run's "
-                            "(different triples file, seed, held_out or corpus); re-run that entropy model")
-    return paths
 
 
 def encode_rows(model, texts: list[str], path: Path, batch_size: int) -> int:

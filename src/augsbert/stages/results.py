@@ -11,7 +11,7 @@ from pathlib import Path
 
 import json
 
-from ..artifacts import _finite, read_json, write_json, writer_lock, writing
+from ..artifacts import nan_to_null, read_json, write_json, writer_lock, writing
 from ..config import format_errors, load_schema
 
 RESULTS_SCHEMA = "schemas/results.schema.yaml"
@@ -155,6 +155,6 @@ def validate_results(result: dict) -> None:
     """Check a results document against workflow/schemas/results.schema.yaml (raises ValueError)."""
     from jsonschema import Draft202012Validator
 
-    errors = list(Draft202012Validator(load_schema(RESULTS_SCHEMA)).iter_errors(json.loads(json.dumps(_finite(result)))))
+    errors = list(Draft202012Validator(load_schema(RESULTS_SCHEMA)).iter_errors(json.loads(json.dumps(nan_to_null(result)))))
     if errors:
         raise ValueError("results document does not match results.schema.yaml:\n" + format_errors(errors))
