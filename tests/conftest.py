@@ -136,7 +136,7 @@ def save_tiny_model(path: Path, tokenizer_source: str, seed: int = 0) -> str:
     """
     import torch
     from sentence_transformers import SentenceTransformer
-    from sentence_transformers.models import Normalize, Pooling, Transformer
+    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
     from transformers import AutoTokenizer, BertConfig, BertModel
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_source)

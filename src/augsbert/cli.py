@@ -20,19 +20,9 @@ from .artifacts import writer_lock, writing
 from .errors import ConfigError
 from .export import ExportError, add_command as add_export_command
 from .specs import load_spec
+from .stages.base import REGISTRY, STAGES, Stage
 
 log = logging.getLogger("augsbert")
-
-
-# Which experiment role a stage command runs by default (train-student: the student, else the lower bound).
-DEFAULT_ROLES = {"data": ["data"], "zero_shot": ["zero_shot"], "teacher": ["teacher"], "labels": ["labels"],
-                 "candidates": ["candidates"], "adapt": ["adapt"], "pretrain": ["pretrained"],
-                 # sampling.shards > 1: --role candidate_shard_<n> / label_shard_<n> for the n-th shard
-                 "pool_index": ["pool_index"], "candidate_shard": ["candidate_shard_0"], "label_shard": ["label_shard_0"],
-                 "rcl_entropy": ["rcl_entropy_0"],  # --role rcl_entropy_<n> for the n-th φ
-                 "student": ["student", "lower_bound"], "classifier": ["classifier"],
-                 "suite": ["student_suite", "lower_bound_suite", "pretrained_suite", "classifier_suite",
-                           "zero_shot_suite"]}
 
 
 def _planned_spec(args, stage: str) -> tuple[dict, str]:
@@ -46,7 +36,7 @@ def _planned_spec(args, stage: str) -> tuple[dict, str]:
     if seed not in exp.runs:
         raise SystemExit(f"experiment '{args.experiment}' has no seed {seed} (seeds: {exp.seeds})")
     roles = {role: key for role, key in exp.runs[seed].items() if plan.nodes[key].stage == stage}
-    wanted = [args.role] if args.role else DEFAULT_ROLES[stage]
+    wanted = [args.role] if args.role else list(REGISTRY[stage].roles)
     role = next((r for r in wanted if r in roles), None)
     if role is None:
         raise SystemExit(f"experiment '{args.experiment}' plans no {stage} stage for role(s) {wanted} "
@@ -54,8 +44,10 @@ def _planned_spec(args, stage: str) -> tuple[dict, str]:
     return plan.spec(roles[role]), plan.nodes[roles[role]].path
 
 
-def _stage_command(sub, name: str, stage: str, help_text: str, runner: Callable, device: bool = False) -> None:
-    p = sub.add_parser(name, help=help_text, description=help_text)
+def _stage_command(sub, stage: Stage) -> None:
+    """`augsbert <stage>` (the stage's name, hyphenated), with its former names as aliases for one release."""
+    p = sub.add_parser(stage.command, aliases=list(stage.aliases), help=stage.summary, description=stage.summary)
+    name = stage.command
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--spec", help="planned node as JSON, or @file.json (what the workflow passes)")
     src.add_argument("--config", help="config YAML to plan from (standalone use; needs --experiment)")
@@ -67,7 +59,7 @@ def _stage_command(sub, name: str, stage: str, help_text: str, runner: Callable,
     p.add_argument("--wait-lock", type=float, default=0, metavar="SECONDS",
                    help="if another process is writing the same artifact, wait this long for it (default: stop at "
                         "once, naming that process)")
-    if device:
+    if stage.device:
         p.add_argument("--device", help="torch device (auto|cpu|cuda|cuda:N|mps); default $AUGSBERT_DEVICE or auto")
 
     def handler(args) -> None:
@@ -76,11 +68,12 @@ def _stage_command(sub, name: str, stage: str, help_text: str, runner: Callable,
         else:
             if not args.experiment:
                 p.error("--config needs --experiment")
-            spec, default_out = _planned_spec(args, stage)
+            spec, default_out = _planned_spec(args, stage.name)
         out = args.out or default_out
         if not out:
             p.error("--out is required with --spec")
-        kwargs = {"device": args.device} if device else {}
+        kwargs = {"device": args.device} if stage.device else {}
+        runner = stage.load_runner()  # imported here: `augsbert --help` loads no model library
         if _data_parallel(name, args, spec, out, runner, kwargs):  # a further rank of a distributed run: done
             return
         from .tracking import begin
@@ -205,66 +198,13 @@ def _render(spec: dict, args) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .stages import (
-        adapt,
-        candidates,
-        classifier,
-        labels,
-        pool_index,
-        prepare_data,
-        pretrain,
-        rcl_entropy,
-        suite,
-        train,
-        zero_shot,
-    )
-
     parser = argparse.ArgumentParser(prog="augsbert", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"augsbert {__version__}")
     parser.add_argument("-q", "--quiet", action="store_true", help="only warnings and errors in the log")
     sub = parser.add_subparsers(dest="command", required=True, metavar="<command>")
-    _stage_command(sub, "prepare-data", "data", "read a dataset's raw files into canonical parquet splits",
-                   prepare_data.run)
-    _stage_command(sub, "evaluate-zero-shot", "zero_shot",
-                   "evaluate the untrained base model (cosine of mean-pooled embeddings) on the test split",
-                   zero_shot.run, device=True)
-    _stage_command(sub, "adapt-mlm", "adapt",
-                   "masked-LM domain adaptation of the base model on target pairs in the CBE layout", adapt.run,
-                   device=True)
-    _stage_command(sub, "pretrain", "pretrain",
-                   "unsupervised pre-training of a sentence encoder (pretrain.objective: SimCSE, CT, TSDAE, Noise "
-                   "Matching, MLM / TSDAE multi-task) on a dataset's sentences", pretrain.run, device=True)
-    _stage_command(sub, "rcl-entropy", "rcl_entropy",
-                   "train one entropy model of Regularized Contrastive Learning (pretrain.objective rcl, one per "
-                   "rcl_phis value) and store its embeddings of every training query and document", rcl_entropy.run,
-                   device=True)
-    _stage_command(sub, "train-teacher", "teacher",
-                   "train the teacher (Cross-Encoder or Cross-Bi-Encoder) on the gold train split", train.run_teacher,
-                   device=True)
-    _stage_command(sub, "sample-pairs", "candidates",
-                   "draw candidate silver pairs (random, BM25, semantic search, KDE pools) from the target sentences",
-                   candidates.run, device=True)
-    _stage_command(sub, "label-pairs", "labels", "score pairs with the teacher (silver labels)", labels.run,
-                   device=True)
-    _stage_command(sub, "index-pool", "pool_index",
-                   "sampling.shards > 1: write the sentence pool and, for semantic search, its embeddings and faiss "
-                   "index once for every shard", pool_index.run, device=True)
-    _stage_command(sub, "sample-pairs-shard", "candidate_shard",
-                   "sampling.shards > 1: partners of one range of query sentences (merged by sample-pairs)",
-                   candidates.run_shard, device=True)
-    _stage_command(sub, "label-pairs-shard", "label_shard",
-                   "sampling.shards > 1: teacher scores of one row range of the candidates, streamed from parquet "
-                   "(merged by label-pairs)", labels.run_shard, device=True)
-    _stage_command(sub, "train-student", "student",
-                   "train a Bi-Encoder on gold and/or teacher-labelled pairs (also the lower bound)", train.run_student,
-                   device=True)
-    _stage_command(sub, "train-classifier", "classifier",
-                   "train the topic-classifier baseline (encoder + linear head on the target's topics) and test its "
-                   "encoder as a Bi-Encoder", classifier.run, device=True)
-    _stage_command(sub, "evaluate-suite", "suite",
-                   "evaluate a Bi-Encoder on the STS suite, topic classification, USEB and alignment/uniformity "
-                   "(--role zero_shot_suite | pretrained_suite | lower_bound_suite | student_suite)", suite.run, device=True)
+    for stage in STAGES:  # one command per stage of the registry (augsbert.stages.base)
+        _stage_command(sub, stage)
     collect = _aggregate_command(
         sub, "collect-results", "gather an experiment's artifact metrics into results/<experiment>.json",
         "experiment", "results file (default results/<experiment>.json)", _collect)

@@ -48,10 +48,13 @@ from functools import partial
 import numpy as np
 
 from .errors import ConfigError
+from .stages.base import STAGES
 
 GPUS_ENV = "AUGSBERT_GPUS"
-# CLI commands whose stage trains data-parallel; every other command runs in one process.
-DISTRIBUTED_COMMANDS = frozenset({"train-teacher", "train-student"})
+# CLI commands (and their former names) whose stage trains data-parallel (the registry's `data_parallel`);
+# every other command runs in one process.
+DISTRIBUTED_COMMANDS = frozenset(name for stage in STAGES if stage.data_parallel
+                                 for name in (stage.command, *stage.aliases))
 
 
 def requested_gpus() -> int:
