@@ -60,10 +60,11 @@ def sharded_candidates(tmp_path, spec, shards=SHARDS):
 
 @pytest.mark.parametrize("strategies", [("random", "bm25", "bm25_least", "kde"),
                                         ("semantic_search", "semantic_search_least", "iterative_kde")])
-def test_sharded_candidates_equal_the_unsharded_run(tmp_path, small_blocks, tiny_minilm, strategies):
+def test_sharded_candidates_equal_the_unsharded_run(tmp_path, small_blocks, tiny_model, strategies):
     data = make_data(tmp_path)
     semantic = strategies[0].startswith("semantic")
-    spec = candidate_spec(data, strategies, tiny_minilm if semantic else None)
+    # equality with the unsharded run holds for any encoder: the random tiny BERT embeds the pool
+    spec = candidate_spec(data, strategies, tiny_model if semantic else None)
     whole = candidates.run(spec, tmp_path / "whole", device="cpu")
     merged, table = sharded_candidates(tmp_path, spec)
     pd.testing.assert_frame_equal(table, pd.read_parquet(tmp_path / "whole" / "candidates.parquet"))
@@ -100,24 +101,25 @@ def test_shard_rows_tile_the_range_at_block_boundaries():
     assert [shard_rows(5, 3, s, 8) for s in range(3)] == [(0, 5), (5, 5), (5, 5)]
 
 
-def write_teacher(tmp_path, tiny_minilm):
+def write_teacher(tmp_path, base):
+    """A Cross-Bi-Encoder teacher artifact on `base` (untrained: the tests compare two ways of scoring)."""
     from augsbert.models.architectures import ARCHITECTURES
 
     teacher = tmp_path / "teacher"
     params = {"arch": "cbe", "max_length": 32}
-    ARCHITECTURES["cbe"].save(ARCHITECTURES["cbe"].build(tiny_minilm, params, "cpu"), teacher / "model")
+    ARCHITECTURES["cbe"].save(ARCHITECTURES["cbe"].build(base, params, "cpu"), teacher / "model")
     (teacher / "spec.json").write_text(json.dumps({"params": params}))
     return teacher
 
 
-def test_sharded_labels_equal_the_unsharded_run(tmp_path, small_blocks, tiny_minilm):
+def test_sharded_labels_equal_the_unsharded_run(tmp_path, small_blocks, tiny_model):
     data = make_data(tmp_path)
     spec = candidate_spec(data, ("bm25", "kde"), top_k=1)
     spec["params"]["candidate_pool"]["random"] = 1
     candidates.run(spec, tmp_path / "cands")
     count = labels.candidate_count(tmp_path / "cands" / "candidates.parquet")
     assert count > 2 * 16 * SHARDS  # more than one chunk per shard
-    teacher = write_teacher(tmp_path, tiny_minilm)
+    teacher = write_teacher(tmp_path, tiny_model)  # sharded vs whole: any teacher, the tiny random one
     params = {"relabel_gold": True, "batch_size": 16, "kde_reference": "teacher", "seed": 1}
     inputs = {"teacher": str(teacher), "gold": str(data), "candidates": str(tmp_path / "cands")}
     whole = labels.run({"stage": "labels", "key": "t-0000000000", "params": params, "inputs": inputs},
@@ -137,8 +139,8 @@ def test_sharded_labels_equal_the_unsharded_run(tmp_path, small_blocks, tiny_min
     assert rows[0][0] == 0 and rows[-1][1] == count and all(r[0] % 16 == 0 for r in rows) and rows[1][0] > 0
 
 
-def test_streaming_scores_equal_the_in_memory_path(tmp_path, tiny_minilm, monkeypatch):
-    teacher_dir = write_teacher(tmp_path, tiny_minilm)
+def test_streaming_scores_equal_the_in_memory_path(tmp_path, tiny_model, monkeypatch):
+    teacher_dir = write_teacher(tmp_path, tiny_model)  # streamed vs in memory: any teacher, the tiny random one
     rng = np.random.default_rng(2)
     words = [f"w{i}" for i in range(25)]
     text = lambda: " ".join(rng.choice(words, rng.integers(2, 12)))  # noqa: E731 - varied lengths
