@@ -44,7 +44,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from .stages.base import STAGES
+from .stages.base import REGISTRY, STAGES
 
 # train pairs and unlabeled sentences of the corpora config/config.yaml defines (README "Real data")
 DATASET_SIZES = {
@@ -209,6 +209,10 @@ def job_resources(plan, key: str, env: Mapping[str, str] | None = None,
                   default_partition: str | None = None) -> dict[str, int | str | None]:
     """runtime (minutes), mem_mb, cpus_per_task, gpu, slurm_partition, gpu_model of the job of node `key`."""
     node = plan.node(key)
+    fixed = REGISTRY[node.stage].fixed_resources
+    if fixed:  # sized for the largest pool a shard is meant for, not from the plan (README "Large pools")
+        return {"runtime": fixed["runtime"], "mem_mb": fixed["mem_mb"], "cpus_per_task": None, "gpu": fixed["gpu"],
+                **cluster_placement(bool(fixed["gpu"]), env, default_partition)}
     gpu = needs_gpu(node)
     items = job_items(plan, key)
     work = job_work(plan, key)

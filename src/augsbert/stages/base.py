@@ -42,7 +42,14 @@ class Stage:
     mb_per_item: float = 0.0
     fixed_resources: dict = field(default_factory=dict)  # rules with fixed sizes (shards), not from the plan
     aliases: tuple[str, ...] = ()  # former command names, accepted for one release (README "Stages")
-    rule_alias: str | None = None  # the former rule name (README "Stages")
+    rule_alias: str | None = None  # the former rule name: its --set-resources still apply, one release
+    # the rule (workflow/rules/stages.smk): software environment (workflow/envs/<env>.yaml), threads,
+    # job group (many short GPU jobs share a queue slot: profile `group-components`), and whether its
+    # artifacts may be shared between checkouts (`snakemake --cache`, README "Shared artifact cache")
+    env: str = "models"
+    threads: int = 2
+    group: str | None = None
+    cache: bool = True
 
     @property
     def command(self) -> str:
@@ -59,10 +66,11 @@ STAGES = (
     Stage("data", 3, "read a dataset's raw files into canonical parquet splits", "augsbert.stages.prepare_data:run",
           runtime=("data_dir", "path", "train", "dev", "test", "unlabeled"), roles=("data",), gpu=False, device=False,
           seconds_per_item=0.001, base_mem_mb=4000, mb_per_item=0.002, aliases=("prepare-data",),
-          rule_alias="prepare_data"),
+          rule_alias="prepare_data", env="cpu", threads=1, cache=False),
     Stage("zero_shot", 3, "evaluate the untrained base model (cosine of mean-pooled embeddings) on the test split",
           "augsbert.stages.zero_shot:run", runtime=("batch_size", "model"), roles=("zero_shot",),
-          seconds_per_item=0.002, base_mem_mb=8000, aliases=("evaluate-zero-shot",), rule_alias="evaluate_zero_shot"),
+          seconds_per_item=0.002, base_mem_mb=8000, aliases=("evaluate-zero-shot",), rule_alias="evaluate_zero_shot",
+          group="evaluation", cache=False),
     Stage("adapt", 2, "masked-LM domain adaptation of the base model on target pairs in the CBE layout",
           "augsbert.stages.adapt:run", runtime=("checkpoint_steps", "model"), roles=("adapt",),
           seconds_per_item=0.01, aliases=("adapt-mlm",), rule_alias="adapt_mlm"),
@@ -113,7 +121,8 @@ STAGES = (
           # the tasks run and their files enter the key by digest
           runtime=("batch_size", "model", "sts", "useb", "mteb", "skipped"),
           roles=("student_suite", "lower_bound_suite", "pretrained_suite", "classifier_suite", "zero_shot_suite"),
-          seconds_per_item=0.002, aliases=("evaluate-suite",), rule_alias="evaluate_suite"),
+          seconds_per_item=0.002, aliases=("evaluate-suite",), rule_alias="evaluate_suite", group="evaluation",
+          cache=False),
 )
 
 REGISTRY: dict[str, Stage] = {stage.name: stage for stage in STAGES}
