@@ -1,0 +1,77 @@
+"""The stage registry (augsbert.stages.base) is the one place a stage is declared: every stage has a command,
+an entry point, job sizes, a config section and a rule, all under its one name."""
+
+import argparse
+import re
+
+import pytest
+
+from augsbert.cli import build_parser
+from augsbert.config import load_schema
+from augsbert.distributed import DISTRIBUTED_COMMANDS
+from augsbert.plan import RUNTIME_PARAMS, STAGE_VERSIONS
+from augsbert.resources import DATA_PARALLEL_STAGES, GPU_STAGES, job_resources
+from augsbert.stages.base import REGISTRY, STAGES, stage
+from conftest import REPO
+
+
+def commands() -> dict[str, argparse.ArgumentParser]:
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(sub.choices)
+
+
+def test_names_are_unique_and_safe_and_the_tables_are_the_registry():
+    assert len(REGISTRY) == len(STAGES)
+    for s in STAGES:
+        assert re.fullmatch(r"[a-z][a-z_]*", s.name), s.name  # a rule name, a folder, a CLI word
+        assert s.command == s.name.replace("_", "-")
+    assert STAGE_VERSIONS == {s.name: s.version for s in STAGES}
+    assert RUNTIME_PARAMS == {s.name: s.runtime for s in STAGES}
+    assert set(DATA_PARALLEL_STAGES) == {"teacher", "student"}
+    assert DISTRIBUTED_COMMANDS == {"teacher", "student", "train-teacher", "train-student"}
+    with pytest.raises(KeyError, match="unknown stage 'nope'"):
+        stage("nope")
+
+
+@pytest.mark.parametrize("declared", STAGES, ids=lambda s: s.name)
+def test_every_stage_has_a_command_an_entry_point_sizes_and_a_config_section(declared):
+    parsers = commands()
+    # one command, named as the stage; its former names are aliases of the same parser
+    assert declared.command in parsers
+    for alias in declared.aliases:
+        assert parsers[alias] is parsers[declared.command]
+    options = {o for action in parsers[declared.command]._actions for o in action.option_strings}
+    assert {"--spec", "--config", "--out", "--force"} <= options
+    assert ("--device" in options) == declared.device
+    assert callable(declared.load_runner())
+    # sized: from the plan (per-item figures) or fixed (shards); GPU only for stages that run a model
+    if declared.fixed_resources:
+        assert set(declared.fixed_resources) == {"mem_mb", "runtime", "gpu"}
+    else:
+        assert declared.seconds_per_item > 0 and declared.base_mem_mb > 0
+        assert (declared.name in GPU_STAGES) == (declared.gpu and declared.name != "candidates")
+    # its options come from a section of the schema (`datasets`, or one of `defaults`)
+    schema = load_schema()
+    sections = {"datasets", *schema["$defs"]["stage_options"]["properties"]}
+    assert declared.section in sections
+    assert declared.roles and declared.env in ("models", "cpu")
+    assert (REPO / "workflow" / "envs" / f"{declared.env}.yaml").is_file()
+
+
+def test_fixed_size_stages_are_sized_by_job_resources(monkeypatch):
+    class Node:
+        stage, inputs, params = "label_shard", (), {}
+
+    class Plan:
+        config = {"gpus": 4}
+
+        @staticmethod
+        def node(key):
+            return Node
+
+    monkeypatch.delenv("AUGSBERT_SLURM_PARTITION", raising=False)
+    monkeypatch.setenv("AUGSBERT_SLURM_GPU_PARTITION", "gpu")
+    assert job_resources(Plan, "x") == {"runtime": 720, "mem_mb": 8000, "cpus_per_task": None, "gpu": 1,
+                                        "slurm_partition": "gpu", "gpu_model": None}
+    Node.stage = "candidate_shard"
+    assert job_resources(Plan, "x")["gpu"] == 0 and job_resources(Plan, "x")["slurm_partition"] is None
