@@ -92,7 +92,7 @@ def test_semantic_search_sampling_asks_for_a_gpu(tmp_path, monkeypatch):
     res = job_resources(plan, roles(plan, "demo_augsbert_cbe")["candidates"], {"AUGSBERT_SLURM_PARTITION": "p1"})
     assert (res["gpu"], res["slurm_partition"], res["gpu_model"]) == (1, "p1", None)  # no GPU partition: the partition
     # sharded (sampling.shards: 2): the merge of the shards encodes nothing, so it runs on CPU (the shared
-    # index, rule index_pool, asks for its GPU itself)
+    # index, stage pool_index, asks for its GPU itself)
     exp = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["experiments"]["demo_augsbert_cbe"]
     plan = Plan(repo_config(sharded={**exp, "sampling": {**exp["sampling"], "shards": 2}}))
     assert job_resources(plan, roles(plan, "sharded")["candidates"], {})["gpu"] == 0
@@ -317,7 +317,7 @@ def test_demo_and_a_tiny_grid_through_a_fake_slurm(tmp_path, tiny_model, stop_fa
         "  teacher: {epochs: 1, max_length: 48, batch_size: 32}\n"
         "  student: {epochs: 1, max_length: 48, batch_size: 32}\n"
         "  sampling: {pool: train+unlabeled, top_k: 1}\n"
-        "  evaluation: {max_length: 48, suites: []}\n"  # the demo's zero-shot suite stands for evaluate_suite
+        "  evaluation: {max_length: 48, suites: []}\n"  # the demo's zero-shot suite stands for the suite rule
         "columns: {lee: {dataset: lee}}\n"
         "axes: {sampling: {bm25: {sampling: {strategies: [bm25]}}}}\n"
         "metrics: [spearman]\n")}
@@ -341,15 +341,15 @@ def test_demo_and_a_tiny_grid_through_a_fake_slurm(tmp_path, tiny_model, stop_fa
     assert len(ids) == len(set(ids))
     jobs = submitted(state)
     # results are a local rule; the evaluations (the demo's zero-shot and its suite) go as one group job
-    assert set(jobs) == {"prepare_data", "train_teacher", "sample_pairs", "label_pairs", "train_student",
+    assert set(jobs) == {"data", "teacher", "candidates", "labels", "student",
                          "grid_table", "evaluation"}
     assert all(len(argvs) == 1 for argvs in jobs.values())
     for rule, partition, gpus, runtime, mem in [
-            ("train_teacher", "gpu_part", "a100:1", "30", "16000"),
-            ("train_student", "gpu_part", "a100:1", "30", "16000"),
-            ("label_pairs", "gpu_part", "a100:1", "30", "8000"),
-            ("sample_pairs", "cpu_part", None, "30", "4000"),  # BM25: CPU
-            ("prepare_data", "cpu_part", None, "30", "4000"),
+            ("teacher", "gpu_part", "a100:1", "30", "16000"),
+            ("student", "gpu_part", "a100:1", "30", "16000"),
+            ("labels", "gpu_part", "a100:1", "30", "8000"),
+            ("candidates", "cpu_part", None, "30", "4000"),  # BM25: CPU
+            ("data", "cpu_part", None, "30", "4000"),
             ("grid_table", "cpu_part", None, "30", "2000")]:
         argv = jobs[rule][0]
         assert (flag(argv, "-p"), flag(argv, "--gpus"), flag(argv, "-t"), flag(argv, "--mem")) == \
@@ -359,7 +359,7 @@ def test_demo_and_a_tiny_grid_through_a_fake_slurm(tmp_path, tiny_model, stop_fa
     # the group's members: one of each evaluation rule (the grid has no suites, so no student suite joins them)
     wrap = next(a for a in group if a.startswith("--wrap="))
     targets = wrap.split("--target-jobs ")[1].split(" --")[0].split()
-    assert sorted(t.strip("'").split(":")[0] for t in targets) == ["evaluate_suite", "evaluate_zero_shot"]
+    assert sorted(t.strip("'").split(":")[0] for t in targets) == ["suite", "zero_shot"]
     # one GPU for the whole group: its jobs run one after the other (gpu is scoped per job), times add up
     assert (flag(group, "-p"), flag(group, "--gpus")) == ("gpu_part", "a100:1")
     assert int(flag(group, "-t")) == 2 * 30

@@ -110,11 +110,11 @@ def test_topics_grid_plans_with_the_bws_file(tmp_path):
     jobs = planned(tmp_path, "results/tables/topics.md")
     seeds = 3
     # MLM adaptation: plain pairs and prompted pairs (prompted and hidden share it); teachers likewise
-    assert jobs["adapt_mlm"] == 2 * seeds and jobs["train_teacher"] == 2 * seeds
+    assert jobs["adapt"] == 2 * seeds and jobs["teacher"] == 2 * seeds
     # labels: one per teacher; students: 2 variants x 3 prompt settings; classifiers: plain and prompted
-    assert jobs["label_pairs"] == 2 * seeds and jobs["train_student"] == 6 * seeds
-    assert jobs["train_classifier"] == 2 * seeds and jobs["sample_pairs"] == seeds
-    assert jobs["evaluate_suite"] == 6 * seeds + 2 * seeds + 1  # students, classifiers, the zero-shot model
+    assert jobs["labels"] == 2 * seeds and jobs["student"] == 6 * seeds
+    assert jobs["classifier"] == 2 * seeds and jobs["candidates"] == seeds
+    assert jobs["suite"] == 6 * seeds + 2 * seeds + 1  # students, classifiers, the zero-shot model
     assert jobs["collect_results"] == 6 and jobs["grid_table"] == 1
 
 

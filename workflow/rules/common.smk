@@ -61,11 +61,27 @@ def node_inputs(wildcards):
     return PLAN.input_paths(wildcards.key)
 
 
+def local_files(wildcards):
+    # a suite node's local task files, by content like raw data (a touched file reruns nothing)
+    return [ancient(path) for path in PLAN.local_files(wildcards.key)]
+
+
+def stage_inputs(stage):
+    if stage.name == "data":  # raw files, by content (see raw_files)
+        return lambda wildcards: {"raw": raw_files(wildcards)}
+    if stage.name == "suite":
+        # local STS-suite files and USEB folders: they enter the key by content, so a replaced
+        # file gets a new key and a touched one nothing
+        return lambda wildcards: {**node_inputs(wildcards), "files": local_files(wildcards)}
+    return node_inputs
+
+
 # Job resources (runtime, mem_mb, cpus_per_task, gpu; on SLURM also partition and GPU model) sized
 # from the plan: epochs, pairs, sentences (src/augsbert/resources.py has the formula). A None value
 # leaves the resource out (no GPU model given; no partition given anywhere: SLURM's default one).
 # Override any of them with --set-resources, or with `set-resources` in a profile.
-from augsbert.resources import cluster_placement, job_resources, profile_value, report_resources
+from augsbert.resources import job_resources, profile_value, report_resources
+from augsbert.stages.base import REGISTRY, STAGES
 
 # A rule's slurm_partition replaces the default-resources one, so that one is passed on as the fallback.
 DEFAULT_PARTITION = profile_value(
@@ -73,13 +89,35 @@ DEFAULT_PARTITION = profile_value(
 )
 
 
-def sized(name):
+# Stages' former rule names, e.g. train_student before 0.2. A --set-resources or --set-threads given
+# for one still applies to the stage's rule, for one release, with a warning (README "Stages").
+FORMER_RESOURCES, FORMER_THREADS = {}, {}
+for _stage in STAGES:
+    for _given, _found in (
+        (workflow.resource_settings.overwrite_resources, FORMER_RESOURCES),
+        (workflow.resource_settings.overwrite_threads, FORMER_THREADS),
+    ):
+        if _stage.rule_alias in (_given or {}):
+            _found[_stage.name] = _given[_stage.rule_alias]
+# Snakemake has parsed them already (Resource objects); a rule takes plain values
+FORMER_RESOURCES = {
+    stage: {name: getattr(value, "raw", value) for name, value in dict(given).items()}
+    for stage, given in FORMER_RESOURCES.items()
+}
+FORMER_THREADS = {stage: getattr(value, "raw", value) for stage, value in FORMER_THREADS.items()}
+for _name in sorted({*FORMER_RESOURCES, *FORMER_THREADS}):
+    print(
+        f"augsbert: warning: {REGISTRY[_name].rule_alias} is now named {_name}; the settings given for "
+        f"{REGISTRY[_name].rule_alias} apply to it in this release only",
+        file=sys.stderr,
+    )
+
+
+def sized(name, stage):
+    """The resource `name` of a stage's job: a former rule name's override, else computed from the plan."""
+    if name in FORMER_RESOURCES.get(stage, {}):
+        return FORMER_RESOURCES[stage][name]
     return lambda wildcards: job_resources(PLAN, wildcards.key, default_partition=DEFAULT_PARTITION)[name]
-
-
-def gpu_placement(name):
-    # slurm_partition / gpu_model of a rule with fixed sizes that always asks for a GPU
-    return lambda wildcards: cluster_placement(True, default_partition=DEFAULT_PARTITION)[name]
 
 
 # Seconds-long bookkeeping runs where Snakemake runs (login node or driver job), never in the queue.

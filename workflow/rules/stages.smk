@@ -1,0 +1,35 @@
+# One rule per stage of the registry (src/augsbert/stages/base.py). A stage's rule, its `augsbert`
+# command (the name hyphenated), its artifacts (artifacts/<stage>/<key>/) and its logs share one name,
+# and everything that differs between stages is read from its declaration, so a rule cannot drift
+# from its stage. Each job runs `augsbert <stage> --spec @<spec file>`: the planned node as JSON.
+# Every rule appends to its log (`>>`): a rerun that finds an orphaned job still writing the same key
+# stops on its lock, and must not have emptied the live job's log first.
+
+for _stage in STAGES:
+
+    rule:
+        name:
+            _stage.name
+        input:
+            unpack(stage_inputs(_stage)),
+        output:
+            directory(f"artifacts/{_stage.name}/{{key}}"),
+        log:
+            f"logs/{_stage.name}/{{key}}.log",
+        cache: "omit-software" if _stage.cache else False
+        group:
+            _stage.group
+        conda:
+            f"../envs/{_stage.env}.yaml"
+        threads: FORMER_THREADS.get(_stage.name, _stage.threads)
+        resources:
+            mem_mb=sized("mem_mb", _stage.name),
+            runtime=sized("runtime", _stage.name),
+            cpus_per_task=sized("cpus_per_task", _stage.name),
+            gpu=sized("gpu", _stage.name),
+            slurm_partition=sized("slurm_partition", _stage.name),
+            gpu_model=sized("gpu_model", _stage.name),
+        params:
+            spec=node_spec,
+        shell:
+            f"augsbert {_stage.command} --spec {{params.spec:q}} --out {{output:q}} >> {{log:q}} 2>&1"
