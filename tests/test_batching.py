@@ -99,14 +99,14 @@ PAIRS = pd.DataFrame({"sentence1": ["a cat", "short one here", LONG, "x y z", LO
 
 
 @pytest.mark.parametrize("arch", ["ce", "cbe", "be"])
-def test_lengths_are_the_tokens_the_model_sees(arch, tiny_minilm, tmp_path):
+def test_lengths_are_the_tokens_the_model_sees(arch, tiny_model, tmp_path):
     """Counted lengths equal the real (unpadded) tokens of each input after truncation."""
     from augsbert.models.architectures import ARCHITECTURES
     from augsbert.training import _dataset, training_args
 
     params = train_params(max_length=24, group_by_length=True, megabatch=2)
     adapter = ARCHITECTURES[arch]
-    model = adapter.build(tiny_minilm, params, "cpu")
+    model = adapter.build(tiny_model, params, "cpu")
     trainer = adapter.trainer(model, training_args(params, tmp_path, 42, "cpu", "fp32", len(PAIRS)),
                               _dataset(PAIRS), [], params)
     data = trainer.train_dataset
@@ -130,14 +130,14 @@ def test_lengths_are_the_tokens_the_model_sees(arch, tiny_minilm, tmp_path):
     assert np.max(lengths) == 24  # truncated like the model truncates
 
 
-def test_mlm_lengths_are_the_tokens_the_model_sees(tiny_minilm):
+def test_mlm_lengths_are_the_tokens_the_model_sees(tiny_model):
     from transformers import AutoTokenizer
 
     from augsbert.batching import pair_lengths
     from augsbert.models.cross_bi_encoder import SPECIALS_PER_PAIR, PairTokenizer
     from augsbert.models.mlm import MLMPairCollator
 
-    tokenizer = AutoTokenizer.from_pretrained(tiny_minilm)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
     collator = MLMPairCollator(PairTokenizer(tokenizer, 24, True), 0.2, seed=0)
     seen = collator(PAIRS[["sentence1", "sentence2"]].to_dict("records"))["attention_mask"].sum(1)
     np.testing.assert_array_equal(seen.numpy(), pair_lengths(tokenizer, PAIRS.sentence1, PAIRS.sentence2, 24,
@@ -145,7 +145,7 @@ def test_mlm_lengths_are_the_tokens_the_model_sees(tiny_minilm):
 
 
 @pytest.mark.parametrize("arch", ["cbe", "be"])
-def test_trainers_consume_the_grouped_order_of_each_epoch(arch, tiny_minilm, tmp_path):
+def test_trainers_consume_the_grouped_order_of_each_epoch(arch, tiny_model, tmp_path):
     """The trainer's batches are exactly `length_grouped_batches` of epoch 0, then of epoch 1 (set_epoch arrives)."""
     from augsbert.models.architectures import ARCHITECTURES
     from augsbert.training import _dataset, training_args
@@ -157,7 +157,7 @@ def test_trainers_consume_the_grouped_order_of_each_epoch(arch, tiny_minilm, tmp
                           "score": rng.random(40)})
     params = train_params(epochs=2, batch_size=8, megabatch=2)
     adapter = ARCHITECTURES[arch]
-    trainer = adapter.trainer(adapter.build(tiny_minilm, params, "cpu"),
+    trainer = adapter.trainer(adapter.build(tiny_model, params, "cpu"),
                               training_args(params, tmp_path, 42, "cpu", "fp32", len(table)), _dataset(table), [], params)
     seen = []
 

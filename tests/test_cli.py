@@ -35,11 +35,11 @@ def test_prepare_data_standalone_and_no_overwrite(tmp_path, capsys):
     assert (out / "test.parquet").read_bytes() == before
 
 
-def test_zero_shot_stage_matches_direct_computation(tmp_path, tiny_minilm):
+def test_zero_shot_stage_matches_direct_computation(tmp_path, tiny_model):
     data = tmp_path / "data"
     main(["-q", "prepare-data", "--config", CONFIG, "--experiment", "demo_zeroshot", "--out", str(data)])
     spec = {"stage": "zero_shot", "key": "t-0000000000", "inputs": {"data": str(data)},
-            "params": {"model": tiny_minilm, "batch_size": 16, "max_length": 128}}
+            "params": {"model": tiny_model, "batch_size": 16, "max_length": 128}}
     out = tmp_path / "zs"
     assert main(["-q", "evaluate-zero-shot", "--spec", json.dumps(spec), "--out", str(out), "--device", "cpu"]) == 0
     metrics = json.loads((out / "metrics.json").read_text())
@@ -48,7 +48,7 @@ def test_zero_shot_stage_matches_direct_computation(tmp_path, tiny_minilm):
     assert metrics["test"]["spearman"] == pytest.approx(correlations(pred["predicted"], pred["gold"])["spearman"])
 
     from sentence_transformers import SentenceTransformer
-    model = SentenceTransformer(tiny_minilm, device="cpu")
+    model = SentenceTransformer(tiny_model, device="cpu")
     model.max_seq_length = 128
     row = pred.iloc[3]
     a, b = model.encode([row["sentence1"], row["sentence2"]], normalize_embeddings=True)
@@ -59,7 +59,7 @@ def test_zero_shot_stage_matches_direct_computation(tmp_path, tiny_minilm):
     sts.write_text("sentence1\tsentence2\tscore\n" + "".join(
         f"{r.sentence1}\t{r.sentence2}\t{5 * r.gold}\n" for r in pred.itertuples()))
     suite_spec = {"stage": "suite", "key": "s-0000000000", "inputs": {"data": str(data)},
-                  "params": {"model": tiny_minilm, "batch_size": 16, "max_length": 128, "sts": {"sts12": str(sts)},
+                  "params": {"model": tiny_model, "batch_size": 16, "max_length": 128, "sts": {"sts12": str(sts)},
                              "useb": {}, "skipped": {"topic": "the dataset has no topic labels"},
                              "positive_threshold": 0.8}}
     assert main(["-q", "evaluate-suite", "--spec", json.dumps(suite_spec), "--out", str(tmp_path / "suite"),

@@ -21,7 +21,7 @@ from augsbert.pretraining.rcl import (
     RegulatorTable,
     rcl_columns,
 )
-from conftest import REPO
+from conftest import REPO, TINY_BERT
 
 
 class Fixed(torch.nn.Module):
@@ -183,7 +183,7 @@ def write_target(path):
     return str(path)
 
 
-def test_entropy_and_final_stage_run_and_store_the_embeddings(tiny_minilm, tmp_path):
+def test_entropy_and_final_stage_run_and_store_the_embeddings(tiny_model, tmp_path):
     from augsbert.data import DataError
     from augsbert.pretraining.rcl import DOCUMENT_FILE, QUERY_FILE, ROWS_FILE
     from augsbert.stages import pretrain, rcl_entropy
@@ -195,7 +195,7 @@ def test_entropy_and_final_stage_run_and_store_the_embeddings(tiny_minilm, tmp_p
     triples_file = tmp_path / "nli.tsv"
     triples_file.write_text("anchor\tpositive\tnegative\n" + "".join("\t".join(t) + "\n" for t in triples))
     target = write_target(tmp_path / "target")
-    common = {"model": tiny_minilm, "pooling": "mean", "max_length": 24, "batch_size": 8, "lr": 1e-4,
+    common = {"model": tiny_model, "pooling": "mean", "max_length": 24, "batch_size": 8, "lr": 1e-4,
               "warmup_ratio": 0.0, "weight_decay": 0.0, "scheduler": "constant", "held_out": 0.2,
               "exclude_eval_sentences": True, "seed": 3, "triples": str(triples_file), "triples_digest": "x",
               "eval_batch_size": 16}
@@ -207,7 +207,8 @@ def test_entropy_and_final_stage_run_and_store_the_embeddings(tiny_minilm, tmp_p
     assert metrics["rows"] == {"train": 24, "held_out": 6} and metrics["steps"] == 4
     assert metrics["held_out_loss_final"] < metrics["held_out_loss_base"]
     query, document = np.load(entropy_out / QUERY_FILE), np.load(entropy_out / DOCUMENT_FILE)
-    assert query.shape == document.shape == (n, 384) and query.dtype == np.float32
+    width = TINY_BERT["hidden_size"]  # the mean-pooled embedding of the tiny model
+    assert query.shape == document.shape == (n, width) and query.dtype == np.float32
     rows = pd.read_parquet(entropy_out / ROWS_FILE)
     assert rows["id"].tolist() == list(range(n)) and (rows["split"] == "train").sum() == 24
     # row i's stored query embedding is the saved entropy model's embedding of row i's anchor

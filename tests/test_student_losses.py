@@ -31,10 +31,10 @@ def test_rows_per_loss():
 
 
 @pytest.fixture(scope="module")
-def model(tiny_minilm):
+def model(tiny_model):
     from sentence_transformers import SentenceTransformer
 
-    m = SentenceTransformer(tiny_minilm, device="cpu")
+    m = SentenceTransformer(tiny_model, device="cpu")
     m.eval()  # no dropout: the loss and the manual value see the same embeddings
     return m
 
@@ -110,7 +110,7 @@ def test_plan_keys_keep_cosine_students_and_prune_inert_options():
 
 
 @pytest.mark.parametrize("loss", ["mnrl", "margin_mse"])
-def test_student_trains_on_the_rows_of_its_loss(tmp_path, tiny_minilm, loss):
+def test_student_trains_on_the_rows_of_its_loss(tmp_path, tiny_model, loss):
     from conftest import theme_pairs, train_params
 
     from augsbert.training import fit
@@ -120,6 +120,6 @@ def test_student_trains_on_the_rows_of_its_loss(tmp_path, tiny_minilm, loss):
     params = train_params(epochs=1, batch_size=8, loss=loss, scale=20.0, positive_threshold=0.7,
                           hard_negatives=False, group_by_length=False)
     rows = student_rows(train, params)
-    result = fit("be", tiny_minilm, train, dev, params, tmp_path / "work", "cpu", "fp32")
+    result = fit("be", tiny_model, train, dev, params, tmp_path / "work", "cpu", "fp32")
     assert result.metrics["steps"] == -(-len(rows) // 8)  # one epoch over the loss's rows, not the pairs
     assert result.metrics["train_loss"] > 0

@@ -10,6 +10,7 @@ import textwrap
 import numpy as np
 import pytest
 import torch
+from transformers import set_seed
 
 from augsbert.models.architectures import ARCHITECTURES, freeze_embeddings
 from augsbert.training import evaluate, fit, symmetrise
@@ -19,9 +20,9 @@ PAIRS = [("a cat sat on the mat", "a dog lay on the rug"), ("stock prices fell",
 
 
 @pytest.fixture(scope="module")
-def tiny_ce(tiny_minilm):
+def tiny_ce(tiny_model):
     torch.manual_seed(0)
-    return ARCHITECTURES["ce"].build(tiny_minilm, train_params(), "cpu")
+    return ARCHITECTURES["ce"].build(tiny_model, train_params(), "cpu")
 
 
 def test_cross_encoder_activations_map_to_their_ranges(tiny_ce):
@@ -37,15 +38,15 @@ def test_cross_encoder_activations_map_to_their_ranges(tiny_ce):
 
 
 @pytest.mark.parametrize("arch", ["be", "ce"])
-def test_freeze_embeddings_in_sentence_transformers_models(arch, tiny_minilm):
-    model = ARCHITECTURES[arch].build(tiny_minilm, train_params(), "cpu")
+def test_freeze_embeddings_in_sentence_transformers_models(arch, tiny_model):
+    model = ARCHITECTURES[arch].build(tiny_model, train_params(), "cpu")
     freeze_embeddings(ARCHITECTURES[arch].encoder(model))
     frozen = [n for n, p in model.named_parameters() if not p.requires_grad]
     assert len(frozen) == 3 and all("embeddings" in n for n in frozen)
 
 
-def test_freeze_embeddings_freezes_exactly_the_embedding_tables(tiny_minilm):
-    model = ARCHITECTURES["cbe"].build(tiny_minilm, train_params(), "cpu")
+def test_freeze_embeddings_freezes_exactly_the_embedding_tables(tiny_model):
+    model = ARCHITECTURES["cbe"].build(tiny_model, train_params(), "cpu")
     assert freeze_embeddings(model.encoder) == ["word_embeddings", "position_embeddings", "token_type_embeddings"]
     frozen = {n for n, p in model.named_parameters() if not p.requires_grad}
     assert frozen == {"encoder.embeddings.word_embeddings.weight", "encoder.embeddings.position_embeddings.weight",
@@ -59,20 +60,30 @@ def test_symmetrise_adds_both_orders():
     assert both.iloc[3]["score"] == table.iloc[0]["score"]
 
 
-@pytest.mark.parametrize("arch,override", [
-    ("cbe", {}),
-    ("be", {}),
+@pytest.mark.parametrize("arch,override,base", [
+    # the random tiny model learns the theme matrix from scratch: it needs a larger step than a pretrained
+    # encoder (Spearman gains of 39-50 for the Bi-Encoder, 72-86 for the Cross-Bi-Encoder on tiny models of
+    # seeds 0-2; at lr 1e-4 both stay within 1 point of where they started)
+    ("cbe", {"lr": 3e-3, "epochs": 6}, "tiny_model"),
+    ("be", {"lr": 3e-3}, "tiny_model"),
     # a freshly initialised head needs a few more steps; even so this toy Cross-Encoder learns in about half of
     # the random batch orders (seed 42: random order yes, grouped no; seed 43 the reverse; the lengths are all
-    # equal here, so grouping is just another random order): keep the order the case was tuned on
-    ("ce", {"epochs": 4, "lr": 3e-4, "group_by_length": False}),
+    # equal here, so grouping is just another random order): keep the order the case was tuned on.
+    # It keeps the pretrained 1-layer MiniLM: on the random tiny model the new head reads a [CLS] vector that is
+    # nearly the same for every pair; its gain stayed at 1-15 points for lr 3e-4 to 1e-2 and 2 to 8 epochs
+    ("ce", {"epochs": 4, "lr": 3e-4, "group_by_length": False}, "tiny_minilm"),
 ])
-def test_training_raises_dev_spearman(arch, override, tiny_minilm, tmp_path):
+def test_training_raises_dev_spearman(arch, override, base, request, tmp_path):
+    base = request.getfixturevalue(base)
     train, dev = theme_pairs(192, 1), theme_pairs(80, 2)
     params = train_params(**override)
-    untrained = ARCHITECTURES[arch].build(tiny_minilm, params, "cpu")
+    # the model `fit` starts from: a Cross-Encoder's new head drawn after set_seed(seed), as `fit` draws it. Drawn
+    # from whatever state earlier tests left the global generator in, "before" depended on which tests ran first
+    # (the ce case alone started at 7.3 and failed; after the whole file it passed)
+    set_seed(params["seed"])
+    untrained = ARCHITECTURES[arch].build(base, params, "cpu")
     before = evaluate(arch, untrained, dev, params)[0]["spearman"]
-    result = fit(arch, tiny_minilm, train, dev, params, tmp_path / "work", "cpu", "fp32")
+    result = fit(arch, base, train, dev, params, tmp_path / "work", "cpu", "fp32")
     after = evaluate(arch, result.model, dev, params)[0]["spearman"]
     assert after > before + 15, (before, after)
     history = result.metrics["dev_history"]
@@ -81,10 +92,10 @@ def test_training_raises_dev_spearman(arch, override, tiny_minilm, tmp_path):
     assert after == pytest.approx(result.metrics["dev_spearman"], abs=1e-3)  # the best epoch is what we get
 
 
-def test_seed_optimisation_tries_seeds_for_a_fraction_of_an_epoch(tiny_minilm, tmp_path):
+def test_seed_optimisation_tries_seeds_for_a_fraction_of_an_epoch(tiny_model, tmp_path):
     train, dev = theme_pairs(160, 3), theme_pairs(40, 4)
     params = train_params(epochs=1, seed_optimization={"trials": 3, "fraction": 0.4})
-    result = fit("be", tiny_minilm, train, dev, params, tmp_path / "work", "cpu", "fp32")
+    result = fit("be", tiny_model, train, dev, params, tmp_path / "work", "cpu", "fp32")
     trials = result.metrics["seed_trials"]
     assert [t["seed"] for t in trials] == [42, 42001, 42002]  # disjoint from the trials of run seed 43
     assert all(t["steps"] == 4 for t in trials)  # 0.4 x 10 steps, stopped by the trainer's control
@@ -117,6 +128,31 @@ RESUME_SCRIPT = textwrap.dedent("""
 """)
 
 
+def run_resume_script(root, model, work, out, arch, group, env):
+    """RESUME_SCRIPT in a fresh interpreter: trains `model` in root/work, saves its dev predictions to root/out."""
+    script = root / "train.py"
+    if not script.exists():
+        script.write_text(RESUME_SCRIPT.format(tests=str(REPO / "tests")))
+    return subprocess.run([sys.executable, str(script), model, str(root / work), str(root / out)],
+                          env={**os.environ, "ARCH": arch, "GROUP": group, **env}, capture_output=True, text=True,
+                          timeout=600)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory, tiny_model):
+    """The uninterrupted reference run of an (architecture, grouping), run once and shared by the cases that kill
+    the same training at different steps or with different signals (it reads nothing they write)."""
+    runs = {}
+
+    def reference(arch, group):
+        if (arch, group) not in runs:
+            root = tmp_path_factory.mktemp(f"reference-{arch}-{group}")
+            runs[arch, group] = run_resume_script(root, tiny_model, "ref", "ref.npy", arch, group, {}), root / "ref.npy"
+        return runs[arch, group]
+
+    return reference
+
+
 @pytest.mark.parametrize("signal_name,die_at,checkpoint,arch,group", [
     ("SIGKILL", 11, 8, "cbe", "0"),   # mid epoch 2: resumes from checkpoint-8
     ("SIGTERM", 11, 8, "cbe", "0"),
@@ -124,14 +160,10 @@ RESUME_SCRIPT = textwrap.dedent("""
     ("SIGKILL", 11, 8, "cbe", "1"),   # length-grouped batches (Hugging Face Trainer): the resumed epoch keeps its order
     ("SIGKILL", 11, 8, "be", "1"),    # length-grouped batches (sentence-transformers trainer)
 ])
-def test_killed_training_resumes_to_the_same_model(signal_name, die_at, checkpoint, arch, group, tiny_minilm,
-                                                   tmp_path):
-    script = tmp_path / "train.py"
-    script.write_text(RESUME_SCRIPT.format(tests=str(REPO / "tests")))
-    run = lambda work, out, env: subprocess.run(
-        [sys.executable, str(script), tiny_minilm, str(tmp_path / work), str(tmp_path / out)],
-        env={**os.environ, "ARCH": arch, "GROUP": group, **env}, capture_output=True, text=True, timeout=600)
-    reference = run("ref", "ref.npy", {})
+def test_killed_training_resumes_to_the_same_model(signal_name, die_at, checkpoint, arch, group, tiny_model,
+                                                   uninterrupted, tmp_path):
+    run = lambda work, out, env: run_resume_script(tmp_path, tiny_model, work, out, arch, group, env)
+    reference, reference_predictions = uninterrupted(arch, group)
     assert reference.returncode == 0, reference.stderr[-3000:]
     # 16 steps in 2 epochs of 8, a checkpoint every 4 steps (save_total_limit 1 keeps the last)
     killed = run("work", "out.npy", {"DIE_AT_STEP": str(die_at), "DIE_WITH": signal_name})
@@ -142,7 +174,7 @@ def test_killed_training_resumes_to_the_same_model(signal_name, die_at, checkpoi
     assert f"RESUMED_FROM checkpoint-{checkpoint}" in resumed.stdout
     history = json.loads((tmp_path / "work" / "best.json").read_text())["history"]
     assert [h["epoch"] for h in history] == [1, 2]
-    np.testing.assert_allclose(np.load(tmp_path / "out.npy"), np.load(tmp_path / "ref.npy"), atol=1e-5)
+    np.testing.assert_allclose(np.load(tmp_path / "out.npy"), np.load(reference_predictions), atol=1e-5)
 
 
 def test_warmup_is_a_ratio_of_all_steps(tmp_path):
@@ -154,13 +186,13 @@ def test_warmup_is_a_ratio_of_all_steps(tmp_path):
                          95)["warmup_steps"] == 3
 
 
-def test_resume_state_of_another_configuration_is_discarded(tiny_minilm, tmp_path):
+def test_resume_state_of_another_configuration_is_discarded(tiny_model, tmp_path):
     train, dev = theme_pairs(32, 7), theme_pairs(16, 8)
     work = tmp_path / "work"
-    fit("be", tiny_minilm, train, dev, train_params(epochs=1, checkpoint_steps=1), work, "cpu", "fp32")
+    fit("be", tiny_model, train, dev, train_params(epochs=1, checkpoint_steps=1), work, "cpu", "fp32")
     assert (work / "trainer").is_dir()
     (work / "best.json").write_text(json.dumps({"history": [{"epoch": 1, "dev_spearman": 99.0}], "best": None}))
-    result = fit("be", tiny_minilm, train, dev, train_params(epochs=1, lr=5e-5, checkpoint_steps=1), work, "cpu",
+    result = fit("be", tiny_model, train, dev, train_params(epochs=1, lr=5e-5, checkpoint_steps=1), work, "cpu",
                  "fp32")
     assert result.metrics["resumed_from"] is None
     assert [h["dev_spearman"] for h in result.metrics["dev_history"]] != [99.0]
