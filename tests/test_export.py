@@ -1,11 +1,13 @@
 """`augsbert export` and the Cross-Bi-Encoder's hub format.
 
-Artifacts are built directly from the 1-layer MiniLM (nothing is trained):
-an exported model must give exactly the artifact model's outputs, and its card
-must carry the experiment's facts. The hub is never contacted (uploads are
-monkeypatched).
+Artifacts are built directly from the random tiny BERT of conftest's
+`tiny_model` (nothing is trained): an exported model must give exactly the
+artifact model's outputs, and its card must carry the experiment's facts, so
+no test depends on what the model has learnt. The hub is never contacted
+(uploads are monkeypatched).
 """
 
+import copy
 import json
 import shutil
 from pathlib import Path
@@ -38,13 +40,12 @@ def _artifact(path: str, metrics: dict, params: dict, inputs: dict) -> Path:
     return root
 
 
-@pytest.fixture
-def experiment(tmp_path, monkeypatch, tiny_minilm):
-    """A finished two-seed experiment (student, lower bound = student of seed 43's model, CE teacher) on disk."""
-    monkeypatch.chdir(tmp_path)
+def write_experiment(tiny_model: str) -> dict:
+    """A finished two-seed experiment (student, lower bound = student of seed 43's model, CE teacher), written
+    into the working directory; returns its spec."""
     _artifact(DATA, {"sizes": {"train": 4, "dev": 2, "test": 3}}, {}, {})
     torch.manual_seed(0)
-    ce = ARCHITECTURES["ce"].build(tiny_minilm, PARAMS, "cpu")
+    ce = ARCHITECTURES["ce"].build(tiny_model, PARAMS, "cpu")
     teacher = _artifact(TEACHER["ce"], {"arch": "ce", "test": {"spearman": 51.5, "pearson": 50.0, "n_pairs": 3}},
                         {**PARAMS, "loss": "bce"}, {"data": DATA})
     ARCHITECTURES["ce"].save(ce, teacher / "model")
@@ -57,7 +58,7 @@ def experiment(tmp_path, monkeypatch, tiny_minilm):
                                    "train_pairs": 7, "training_set": {"relabelled_gold": 4, "bm25": 3}},
                             {**PARAMS, "seed": seed, "selection": "target_dev", "use_gold_labels": False},
                             {"data": DATA, "labels": LABELS})
-        shutil.copytree(tiny_minilm, student / "model")
+        shutil.copytree(tiny_model, student / "model")
     runs = {str(seed): {"data": {"key": "lee-0000000000", "stage": "data", "path": DATA},
                         "teacher": {"key": Path(TEACHER["ce"]).name, "stage": "teacher", "path": TEACHER["ce"]},
                         "labels": {"key": Path(LABELS).name, "stage": "labels", "path": LABELS},
@@ -76,6 +77,24 @@ def experiment(tmp_path, monkeypatch, tiny_minilm):
                     "summary": {}, "artifacts": {"42": {"model": TEACHER["ce"]}}}}}
     Path("results/g.bm25.lee.json").write_text(json.dumps(results))
     return spec
+
+
+@pytest.fixture(scope="module")
+def finished_experiment(tmp_path_factory, tiny_model) -> tuple[Path, dict]:
+    """`write_experiment`'s files, written once per module (building the CE teacher is the slow part)."""
+    root = tmp_path_factory.mktemp("experiment")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(root)
+        return root, write_experiment(tiny_model)
+
+
+@pytest.fixture
+def experiment(finished_experiment, tmp_path, monkeypatch) -> dict:
+    """The finished experiment copied into this test's directory, the working directory: tests change it."""
+    root, spec = finished_experiment
+    shutil.copytree(root, tmp_path, dirs_exist_ok=True)
+    monkeypatch.chdir(tmp_path)
+    return copy.deepcopy(spec)
 
 
 def test_bi_encoder_export_reproduces_embeddings_and_fills_the_card(experiment, tmp_path):
@@ -156,9 +175,9 @@ def test_metrics_fall_back_to_the_artifact_when_the_results_file_describes_anoth
 
 
 @pytest.fixture
-def cbe(tiny_minilm):
+def cbe(tiny_model):
     torch.manual_seed(0)
-    return CrossBiEncoder.from_base(tiny_minilm, 48)
+    return CrossBiEncoder.from_base(tiny_model, 48)
 
 
 def test_cross_bi_encoder_round_trip_and_what_other_loaders_do(cbe, tmp_path):
@@ -247,10 +266,8 @@ def test_push_to_hub_uploads_the_export_and_fails_offline_with_one_message(exper
 @pytest.mark.workflow
 def test_rule_exports_into_models_experiment_model(tmp_path):
     """models/<experiment>/<model>/ is one export_model job after the experiment's results file (a dry run)."""
-    from test_workflow import planned
+    from workflow_helpers import checkout, keep_experiments, planned
 
-    for item in ("workflow", "config", "profiles"):
-        src = Path(__file__).resolve().parents[1] / item
-        (shutil.copytree if src.is_dir() else shutil.copy2)(src, tmp_path / item)
+    keep_experiments(checkout(tmp_path), "demo_cbe")  # the one experiment this dry run plans
     jobs = planned(tmp_path, "models/demo_cbe/teacher")
-    assert jobs["export_model"] == 1 and jobs["collect_results"] == 1 and jobs["train_teacher"] == 1
+    assert jobs["export_model"] == 1 and jobs["collect_results"] == 1 and jobs["teacher"] == 1

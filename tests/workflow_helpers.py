@@ -1,0 +1,90 @@
+"""Helpers for the tests that drive the workflow through the `snakemake` command line.
+
+A test works on its own copy of the workflow (a "checkout" in a temporary directory) and runs
+`python -m snakemake` in a subprocess, so `--config` parsing, the workflow profile and exit codes are
+the ones a user gets. Jobs run on the CPU and never contact the hub.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from conftest import REPO
+
+CHECKOUT = ("workflow", "config", "profiles")
+
+
+def checkout(root: Path, items: tuple[str, ...] = CHECKOUT) -> Path:
+    """Copy the workflow's files (`items` of the repository) into `root`, as a fresh clone has them."""
+    root.mkdir(parents=True, exist_ok=True)
+    for item in items:
+        src = REPO / item
+        if src.is_dir():
+            shutil.copytree(src, root / item, symlinks=True)
+        else:
+            shutil.copy2(src, root / item)
+    return root
+
+
+def keep_experiments(workdir: Path, *names: str) -> None:
+    """Cut the checkout's config/config.yaml to the experiments `names` and no grids.
+
+    For tests of one small experiment's planning: every dry run otherwise validates and plans the
+    ~200 experiments of the shipped grids, which the grid tests check on their own. Datasets and
+    defaults stay as shipped, and an artifact key depends only on its experiment's settings, so the
+    jobs planned for `names` are those the full config plans.
+    """
+    path = workdir / "config" / "config.yaml"
+    config = yaml.safe_load(path.read_text())
+    missing = set(names) - set(config["experiments"])
+    assert not missing, f"not in the shipped config: {sorted(missing)}"
+    config["experiments"] = {name: config["experiments"][name] for name in names}
+    config["grids"] = {}
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+
+
+def snakemake(workdir: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "AUGSBERT_DEVICE": "cpu", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=workdir, env=env,
+                          capture_output=True, text=True, timeout=900)
+
+
+def job_stats(out: str) -> dict[str, int]:
+    """The jobs Snakemake schedules, by rule, from the "Job stats" table it prints before the first job
+    ({} when nothing is to be done)."""
+    if "Nothing to be done" in out:
+        return {}
+    lines = out[out.index("Job stats:"):].splitlines()[3:]
+    jobs = {}
+    for line in lines:
+        name, count = line.split()
+        if name == "total":
+            return jobs
+        jobs[name] = int(count)
+    raise AssertionError(out)
+
+
+def planned(workdir: Path, *args: str) -> dict[str, int]:
+    """Jobs a dry run schedules, by rule ({} when nothing is to be done)."""
+    proc = snakemake(workdir, "-n", *args)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    return job_stats(out)
+
+
+def run(workdir: Path, *args: str) -> dict[str, int]:
+    """Run the workflow; return the jobs it scheduled, by rule, as `planned` gives them.
+
+    A run prints the same table as a dry run before it starts, so a test that checks what a run
+    schedules and then runs it needs one Snakemake call, not two.
+    """
+    proc = snakemake(workdir, "--cores", "2", *args)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    return job_stats(out)
