@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from workflow_helpers import checkout, keep_experiments, snakemake
+from workflow_helpers import JOB_SLOTS, checkout, keep_experiments, snakemake
 
 pytestmark = pytest.mark.workflow
 
 
 def cached_run(workdir: Path, cache: Path, *args: str) -> subprocess.CompletedProcess:
     # `--cache` last: it takes rule names, and a target after it would be read as one
-    proc = snakemake(workdir, "--cores", "2", *args, "--cache", env={"SNAKEMAKE_OUTPUT_CACHE": str(cache)})
+    proc = snakemake(workdir, *JOB_SLOTS, *args, "--cache", env={"SNAKEMAKE_OUTPUT_CACHE": str(cache)})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc
 
@@ -27,7 +27,9 @@ def test_second_checkout_takes_trained_models_from_the_shared_cache(tmp_path, ti
         f"defaults:\n  base_model: {tiny_model}\n"
         "  teacher: {epochs: 1, max_length: 64, batch_size: 32}\n"
         "  student: {epochs: 1, max_length: 48, batch_size: 32}\n"
-        "  evaluation: {max_length: 48, suites: []}\n")
+        "  evaluation: {max_length: 48, suites: []}\n"
+        # the two models the cache holds (the zero-shot evaluation is no cached rule)
+        "experiments:\n  demo_cbe: {models: [lower_bound, teacher]}\n")
     target = "results/demo_cbe.json"
     args = (target, "--configfile", "config/config.yaml", str(small))
 

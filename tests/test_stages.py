@@ -75,3 +75,16 @@ def test_fixed_size_stages_are_sized_by_job_resources(monkeypatch):
                                         "slurm_partition": "gpu", "gpu_model": None}
     Node.stage = "candidate_shard"
     assert job_resources(Plan, "x")["gpu"] == 0 and job_resources(Plan, "x")["slurm_partition"] is None
+
+
+def test_the_rules_call_each_stage_by_its_name():
+    """workflow/rules/stages.smk runs `augsbert {rule}`: every stage's name reaches its own command."""
+    from augsbert.cli import stage_names_as_commands
+
+    parsers = commands()
+    for s in STAGES:
+        argv = stage_names_as_commands(["-q", s.name, "--spec", "{}"])
+        assert argv == ["-q", s.command, "--spec", "{}"]
+        assert parsers[argv[1]].get_default("handler").__closure__  # a stage command, not another one
+    assert stage_names_as_commands(["plan", "--config", "x"]) == ["plan", "--config", "x"]
+    assert 'shell:\n            "augsbert {rule} --spec' in (REPO / "workflow" / "rules" / "stages.smk").read_text()

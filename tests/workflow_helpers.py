@@ -78,13 +78,21 @@ def planned(workdir: Path, *args: str) -> dict[str, int]:
     return job_stats(out)
 
 
+# Two jobs at a time. A tiny-model job spends most of its seconds starting Python and importing torch
+# and transformers, on one core, so two independent jobs overlap on a 2-core machine; the workflow
+# profile's `gpu=1` (one GPU job at a time on a workstation) would hold every model job to one slot,
+# on the CPU too. `--resources=gpu=2` is one word: the option takes several values and would read a
+# target after it as one more.
+JOB_SLOTS = ("--cores", "4", "--resources=gpu=2")
+
+
 def run(workdir: Path, *args: str) -> dict[str, int]:
     """Run the workflow; return the jobs it scheduled, by rule, as `planned` gives them.
 
     A run prints the same table as a dry run before it starts, so a test that checks what a run
     schedules and then runs it needs one Snakemake call, not two.
     """
-    proc = snakemake(workdir, "--cores", "2", *args)
+    proc = snakemake(workdir, *JOB_SLOTS, *args)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     return job_stats(out)

@@ -197,6 +197,17 @@ def _render(spec: dict, args) -> str:
     return tables.run(spec, args.results, Path(args.out or f"results/tables/{spec['grid']}.md"))
 
 
+def stage_names_as_commands(argv: list[str]) -> list[str]:
+    """A stage's name is also accepted as its command (`augsbert zero_shot` runs `zero-shot`): the rules,
+    generated from the registry, call `augsbert {rule}`."""
+    for i, word in enumerate(argv):
+        if not word.startswith("-"):  # the command: the first word that is not an option
+            if word in REGISTRY:
+                argv = [*argv[:i], REGISTRY[word].command, *argv[i + 1:]]
+            break
+    return argv
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="augsbert", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -262,7 +273,7 @@ EXIT_LOCKED = 75
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = stage_names_as_commands(list(sys.argv[1:] if argv is None else argv))
     from .distributed import is_main, parallel_job
 
     if not parallel_job(argv):  # a data-parallel job's processes share the job's GPUs (augsbert.distributed)

@@ -31,5 +31,7 @@ for _stage in STAGES:
             gpu_model=sized("gpu_model", _stage.name),
         params:
             spec=node_spec,
+        # `{rule}`, not the loop variable: a shell directive is evaluated when the job runs, after the loop
+        # (`augsbert zero_shot` runs the command `zero-shot`)
         shell:
-            f"augsbert {_stage.command} --spec {{params.spec:q}} --out {{output:q}} >> {{log:q}} 2>&1"
+            "augsbert {rule} --spec {params.spec:q} --out {output:q} >> {log:q} 2>&1"
