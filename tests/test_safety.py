@@ -7,6 +7,7 @@ every rule constrains its wildcards to it and quotes every shell placeholder.
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 import yaml
@@ -103,13 +104,15 @@ def test_collect_results_spec_cannot_write_outside_the_project(tmp_path, monkeyp
 
 def shell_commands(text: str) -> list[str]:
     """The string literals of every `shell:` directive of a rules file."""
+    # rules at the top level (4 spaces) or inside the loop of rules/stages.smk (8 spaces)
     return [" ".join(re.findall(r'"((?:[^"\\]|\\.)*)"', block))
-            for block in re.findall(r"\n    shell:\n((?:        .*\n?)+)", text)]
+            for indent, block in re.findall(r"\n( {4}| {8})shell:\n((?:\1    .*\n?)+)", text)]
 
 
 def test_every_shell_placeholder_is_quoted():
     commands = [(smk.name, cmd) for smk in RULES for cmd in shell_commands(smk.read_text())]
-    assert len(commands) == 17  # one per rule: the parser found them all
+    # one per rule: the parser found them all (rules/stages.smk: one rule for every registered stage)
+    assert len(commands) == 4 and sum(smk.name == "stages.smk" for smk, _ in [(Path(n), c) for n, c in commands]) == 1
     unquoted = [(name, field) for name, cmd in commands for field in re.findall(r"\{([^{}]*)\}", cmd)
                 if not field.endswith(":q")]
     assert unquoted == []
@@ -119,10 +122,16 @@ def test_every_wildcard_is_constrained():
     common = (REPO / "workflow" / "rules" / "common.smk").read_text()
     block = re.search(r"\nwildcard_constraints:\n((?:    .*\n)+)", common).group(1)
     constrained = set(re.findall(r"^    (\w+)=", block, re.M))
-    used = set()
+    used, inline = set(), {}
     for smk in RULES:
-        for directive in re.findall(r"\n    (?:output|log):\n((?:        .*\n)+)", smk.read_text()):
-            # wildcards of paths, not the `{name}` of report(patterns=[...]) inside them
-            used |= set(re.findall(r"\{(\w+)\}", re.sub(r"patterns=\[[^\]]*\]", "", directive)))
-    assert used == {"key", "experiment", "grid", "model"}
-    assert used <= constrained
+        for _, directive in re.findall(r"\n( {4}| {8})(?:output|log):\n((?:\1    .*\n)+)", smk.read_text()):
+            # wildcards of paths, not the `{name}` of report(patterns=[...]) inside them; in the f-strings of
+            # rules/stages.smk a wildcard is written `{{name}}`, or `{{name,regex}}` when the rule constrains it
+            paths = re.sub(r"patterns=\[[^\]]*\]", "", directive).replace("{{", "{").replace("}}", "}")
+            used |= set(re.findall(r"\{(\w+)\}", paths))
+            inline.update(re.findall(r"\{\{(\w+),\{([\w.]+)\}\}\}", directive))
+    # `stage` (rules/stages.smk) is constrained in the rule itself, to exactly that rule's stage name
+    assert inline == {"stage": "_stage.name"}
+    used |= set(inline)
+    assert used == {"key", "experiment", "grid", "model", "stage"}
+    assert used - {"stage"} <= constrained

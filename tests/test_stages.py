@@ -78,7 +78,7 @@ def test_fixed_size_stages_are_sized_by_job_resources(monkeypatch):
 
 
 def test_the_rules_call_each_stage_by_its_name():
-    """workflow/rules/stages.smk runs `augsbert {rule}`: every stage's name reaches its own command."""
+    """workflow/rules/stages.smk runs `augsbert {wildcards.stage}`: every stage's name reaches its own command."""
     from augsbert.cli import stage_names_as_commands
 
     parsers = commands()
@@ -87,4 +87,4 @@ def test_the_rules_call_each_stage_by_its_name():
         assert argv == ["-q", s.command, "--spec", "{}"]
         assert parsers[argv[1]].get_default("handler").__closure__  # a stage command, not another one
     assert stage_names_as_commands(["plan", "--config", "x"]) == ["plan", "--config", "x"]
-    assert 'shell:\n            "augsbert {rule} --spec' in (REPO / "workflow" / "rules" / "stages.smk").read_text()
+    assert 'shell:\n            "augsbert {wildcards.stage:q} --spec' in (REPO / "workflow" / "rules" / "stages.smk").read_text()

@@ -13,9 +13,10 @@ for _stage in STAGES:
         input:
             unpack(stage_inputs(_stage)),
         output:
-            directory(f"artifacts/{_stage.name}/{{key}}"),
+            # the stage is a wildcard fixed to this rule's stage, so that the shell command can name it
+            directory(f"artifacts/{{stage,{_stage.name}}}/{{key}}"),
         log:
-            f"logs/{_stage.name}/{{key}}.log",
+            "logs/{stage}/{key}.log",
         cache: "omit-software" if _stage.cache else False
         group:
             _stage.group
@@ -31,7 +32,7 @@ for _stage in STAGES:
             gpu_model=sized("gpu_model", _stage.name),
         params:
             spec=node_spec,
-        # `{rule}`, not the loop variable: a shell directive is evaluated when the job runs, after the loop
-        # (`augsbert zero_shot` runs the command `zero-shot`)
+        # the wildcard, not the loop variable: a shell directive is evaluated when the job runs, after the
+        # loop (`augsbert zero_shot` runs the command `zero-shot`)
         shell:
-            "augsbert {rule} --spec {params.spec:q} --out {output:q} >> {log:q} 2>&1"
+            "augsbert {wildcards.stage:q} --spec {params.spec:q} --out {output:q} >> {log:q} 2>&1"
