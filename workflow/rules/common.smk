@@ -45,6 +45,16 @@ wildcard_constraints:
     model=MODEL_WILDCARD,  # models/<experiment>/<model>/ (export.smk): student, teacher or lower_bound
 
 
+def planned(lookup, name):
+    # Experiments are validated when first planned, inside an input function: a config error there ends
+    # with the same two lines and exit code as at start-up, not Snakemake's InputFunctionException
+    try:
+        return lookup(name)
+    except ConfigError as err:
+        print(f"augsbert: error: {err}", file=sys.stderr)
+        sys.exit(2)
+
+
 def node_spec(wildcards):
     # `@artifacts/.specs/<stage>/<key>.json`: the path depends on the key alone, so settings that
     # leave the key (batch sizes, checkpoint interval, data locations) never trigger a params rerun

@@ -4,7 +4,7 @@
 
 rule collect_results:
     input:
-        lambda wc: PLAN.experiment_inputs(wc.experiment),
+        lambda wc: planned(PLAN.experiment_inputs, wc.experiment),
     output:
         results=report(
             "results/{experiment}.json",

@@ -3,7 +3,7 @@
 
 rule grid_table:
     input:
-        lambda wc: [f"results/{e}.json" for e in PLAN.grid_spec(wc.grid)["experiments"]],
+        lambda wc: [f"results/{e}.json" for e in planned(PLAN.grid_spec, wc.grid)["experiments"]],
     output:
         table="results/tables/{grid}.md",
         csv=report("results/tables/{grid}.csv", caption="../report/table.rst", category="Tables", subcategory="{grid}"),
