@@ -5,7 +5,8 @@ import pytest
 import yaml
 
 from augsbert.config import ConfigError, deep_merge, prepare_config
-from augsbert.plan import STAGE_VERSIONS, Plan
+from augsbert.plan import Plan
+from augsbert.planning import stage
 from conftest import REPO, plan_shipped
 
 
@@ -21,7 +22,7 @@ def test_key_is_name_plus_hash_of_stage_params_and_inputs():
     plan = plan_for()
     data_key = keys(plan)["data"]
     node = plan.node(data_key)
-    material = {"stage": "data", "version": STAGE_VERSIONS["data"], "params": node.params, "inputs": {}}
+    material = {"stage": "data", "version": stage("data").version, "params": node.params, "inputs": {}}
     digest = hashlib.sha256(json.dumps(material, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
     assert data_key == f"lee-{digest[:10]}"
     zs = plan.node(keys(plan)["zero_shot"])
@@ -374,7 +375,7 @@ def shipped_keys(data_dir) -> dict:
 
 
 def write_shipped_keys() -> None:
-    """Regenerate the reference after a deliberate key change (a STAGE_VERSIONS bump, a new experiment):
+    """Regenerate the reference after a deliberate key change (a stage version bump, a new experiment):
     python -c "import sys; sys.path[:0] = ['tests']; import test_plan; test_plan.write_shipped_keys()"."""
     import tempfile
 

@@ -1,4 +1,4 @@
-"""The stage registry (augsbert.stages.base) is the one place a stage is declared: every stage has a command,
+"""The stage registry (augsbert.planning) is the one place a stage is declared: every stage has a command,
 an entry point, job sizes, a config section and a rule, all under its one name."""
 
 import argparse
@@ -9,9 +9,8 @@ import pytest
 from augsbert.cli import build_parser
 from augsbert.config import load_schema
 from augsbert.distributed import DISTRIBUTED_COMMANDS
-from augsbert.plan import RUNTIME_PARAMS, STAGE_VERSIONS
-from augsbert.resources import DATA_PARALLEL_STAGES, GPU_STAGES, job_resources
-from augsbert.stages.base import REGISTRY, STAGES, stage
+from augsbert.planning import REGISTRY, STAGES, stage
+from augsbert.resources import job_resources, needs_gpu
 from conftest import REPO
 
 
@@ -25,9 +24,7 @@ def test_names_are_unique_and_safe_and_the_tables_are_the_registry():
     for s in STAGES:
         assert re.fullmatch(r"[a-z][a-z_]*", s.name), s.name  # a rule name, a folder, a CLI word
         assert s.command == s.name.replace("_", "-")
-    assert STAGE_VERSIONS == {s.name: s.version for s in STAGES}
-    assert RUNTIME_PARAMS == {s.name: s.runtime for s in STAGES}
-    assert set(DATA_PARALLEL_STAGES) == {"teacher", "student"}
+    assert {s.name for s in STAGES if s.data_parallel} == {"teacher", "student"}
     assert DISTRIBUTED_COMMANDS == {"teacher", "student", "train-teacher", "train-student"}
     with pytest.raises(KeyError, match="unknown stage 'nope'"):
         stage("nope")
@@ -49,7 +46,8 @@ def test_every_stage_has_a_command_an_entry_point_sizes_and_a_config_section(dec
         assert set(declared.fixed_resources) == {"mem_mb", "runtime", "gpu"}
     else:
         assert declared.seconds_per_item > 0 and declared.base_mem_mb > 0
-        assert (declared.name in GPU_STAGES) == (declared.gpu and declared.name != "candidates")
+        node = type("Node", (), {"stage": declared.name, "inputs": (), "params": {"strategies": ["bm25"]}})
+        assert needs_gpu(node) == (declared.gpu and declared.name != "candidates")  # BM25 encodes nothing
     # its options come from a section of the schema (`datasets`, or one of `defaults`)
     schema = load_schema()
     sections = {"datasets", *schema["$defs"]["stage_options"]["properties"]}

@@ -350,7 +350,7 @@ def test_ukp_sentential_as_released(tmp_path):
 
     assert training_sentences(out, exclude_eval=True)[0] == pool  # the classifier never sees val / test either
     # and the plan sees its topics: prompting is allowed
-    from augsbert.plan import has_topics
+    from augsbert.planning.prepare_data import has_topics
 
     assert has_topics({"loader": "lee", "topic_corpus": {"format": "ukp_sentential"}})
 

@@ -20,7 +20,8 @@ from .artifacts import writer_lock, writing
 from .errors import ConfigError
 from .export import ExportError, add_command as add_export_command
 from .specs import load_spec
-from .stages.base import REGISTRY, STAGES, Stage
+from .planning import REGISTRY
+from .stages.base import Stage
 
 log = logging.getLogger("augsbert")
 
@@ -214,7 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"augsbert {__version__}")
     parser.add_argument("-q", "--quiet", action="store_true", help="only warnings and errors in the log")
     sub = parser.add_subparsers(dest="command", required=True, metavar="<command>")
-    for stage in STAGES:  # one command per stage of the registry (augsbert.stages.base)
+    for stage in REGISTRY.values():  # one command per stage of the registry (augsbert.planning)
         _stage_command(sub, stage)
     collect = _aggregate_command(
         sub, "collect-results", "gather an experiment's artifact metrics into results/<experiment>.json",

@@ -45,15 +45,13 @@ import signal
 import sys
 from functools import partial
 
-import numpy as np
-
 from .errors import ConfigError
-from .stages.base import STAGES
+from .planning import REGISTRY
 
 GPUS_ENV = "AUGSBERT_GPUS"
 # CLI commands (and their former names) whose stage trains data-parallel (the registry's `data_parallel`);
 # every other command runs in one process.
-DISTRIBUTED_COMMANDS = frozenset(name for stage in STAGES if stage.data_parallel
+DISTRIBUTED_COMMANDS = frozenset(name for stage in REGISTRY.values() if stage.data_parallel
                                  for name in (stage.command, *stage.aliases))
 
 
@@ -249,8 +247,12 @@ class ShardedBatchSampler:
                 first = batch
             while len(batch) < self.parts:
                 batch += first[: self.parts - len(batch)]
-            for part in np.array_split(np.asarray(batch), self.parts):
-                yield part.tolist()
+            size, extra = divmod(len(batch), self.parts)  # as numpy.array_split: the first `extra` parts one longer
+            start = 0
+            for i in range(self.parts):
+                end = start + size + (i < extra)
+                yield batch[start:end]
+                start = end
 
 
 def _sharded(dataset, batch_size: int, drop_last: bool, valid_label_columns=None, generator=None, seed: int = 0, *,

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from .data import DataError
 from .models import ModelResolutionError
 from .models.resolve import reference_kind
-from .plan import SEMANTIC_CHOICES
+from .graph import SEMANTIC_CHOICES
 
 # loader -> hub dataset of its `download: true` layout (src/augsbert/data/loaders.py)
 HUB_DATASET_OF_LOADER = {"stsb": "sentence-transformers/stsb"}

@@ -13,9 +13,9 @@ Everything here is an estimate made *before* the job runs, from what the plan kn
 Formula (our choice; constants below, per stage):
 
     work      = items × epochs                     (or max_steps × batch_size)
-    runtime   = clamp(ceil(SAFETY × (SETUP_S + work × SECONDS_PER_ITEM[stage]) / 60),
+    runtime   = clamp(ceil(SAFETY × (SETUP_S + work × seconds_per_item) / 60),
                       MIN_RUNTIME, MAX_RUNTIME)    minutes
-    mem_mb    = BASE_MEM_MB[stage] + items × MB_PER_ITEM[stage], the second term rounded up to
+    mem_mb    = base_mem_mb + items × mb_per_item, the second term rounded up to
                 whole GB and left out below 100 MB
     cpus      = 4 for GPU jobs (tokenisation and data loading keep the GPU fed),
                 4 for CPU jobs over LARGE_ITEMS items or more, else 2
@@ -24,7 +24,7 @@ Formula (our choice; constants below, per stage):
                 and student training jobs ask for config `gpus` (data-parallel, augsbert.distributed),
                 and 4 CPUs per GPU
 
-SECONDS_PER_ITEM are GPU figures for a BERT-base-sized model at max length 128 with the default
+The seconds_per_item figures are GPU figures for a BERT-base-sized model at max length 128 with the default
 batch sizes, rounded up; SAFETY = 2 absorbs slower GPUs and evaluation passes. Every number can
 be overridden per rule without editing the repository: `--set-resources train_student:runtime=600`
 on the command line, or `set-resources:` in a profile (README "Cluster use").
@@ -44,7 +44,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from .stages.base import REGISTRY, STAGES
+from .planning import REGISTRY
 
 # train pairs and unlabeled sentences of the corpora config/config.yaml defines (README "Real data")
 DATASET_SIZES = {
@@ -62,17 +62,11 @@ MIN_RUNTIME = 30  # minutes: below this a queue slot is not worth cutting finer
 MAX_RUNTIME = 2880  # minutes (48 h); longer jobs resume from checkpoints (README "Cluster use")
 LARGE_ITEMS = 50000
 
-# Per-stage figures live in the stage registry (augsbert.stages.base); the report jobs are not stages.
-# seconds per item and pass (pair, sentence or training example); base memory; data held per item (a pair
-# table row, or a sentence's BM25 postings plus its float32 embedding)
-DATA_PARALLEL_STAGES = tuple(s.name for s in STAGES if s.data_parallel)  # augsbert.distributed trains them
-# the stages whose job runs a model (sampling: only when a strategy encodes, see needs_gpu); stages with
-# fixed sizes (the shards) state their GPU in `fixed_resources`
-GPU_STAGES = tuple(s.name for s in STAGES if s.gpu and not s.fixed_resources and s.name != "candidates")
-SECONDS_PER_ITEM = {**{s.name: s.seconds_per_item for s in STAGES}, "results": 0.0, "tables": 0.0}
-BASE_MEM_MB = {**{s.name: s.base_mem_mb for s in STAGES}, "results": 1000, "tables": 2000}
-MB_PER_ITEM = {s.name: s.mb_per_item for s in STAGES if s.mb_per_item}
-# a rule that is not a stage: sized as a training stage
+# Per-stage figures live in the stage registry (augsbert.planning): seconds per item and pass (pair,
+# sentence or training example), base memory, data held per item (a pair table row, or a sentence's BM25
+# postings plus its float32 embedding). The report jobs are not stages; a rule that is neither is sized
+# as a training stage.
+REPORT_SIZES = {"results": (0.0, 1000), "tables": (0.0, 2000)}  # seconds per item, base memory
 DEFAULT_SECONDS_PER_ITEM, DEFAULT_BASE_MEM_MB = 0.02, 16000
 
 ENCODING_STRATEGIES = ("semantic_search", "iterative_kde")
@@ -130,7 +124,8 @@ def needs_gpu(node) -> bool:
         if "index" in dict(node.inputs):  # sampling.shards > 1: the merge of the shards encodes nothing
             return False
         return any(s.startswith(ENCODING_STRATEGIES) for s in node.params.get("strategies") or [])
-    return node.stage in GPU_STAGES
+    declared = REGISTRY[node.stage]  # stages with fixed sizes (the shards) state their GPU in `fixed_resources`
+    return declared.gpu and not declared.fixed_resources
 
 
 def job_items(plan, key: str) -> int:
@@ -161,15 +156,23 @@ def job_work(plan, key: str) -> int:
     return job_items(plan, key) * int(params.get("epochs") or 1)
 
 
+def seconds_per_item(stage: str) -> float:
+    if stage in REGISTRY:
+        return REGISTRY[stage].seconds_per_item
+    return REPORT_SIZES.get(stage, (DEFAULT_SECONDS_PER_ITEM,))[0]
+
+
 def runtime_minutes(stage: str, work: int) -> int:
-    seconds = SAFETY * (SETUP_S + work * SECONDS_PER_ITEM.get(stage, DEFAULT_SECONDS_PER_ITEM))
+    seconds = SAFETY * (SETUP_S + work * seconds_per_item(stage))
     return min(MAX_RUNTIME, max(MIN_RUNTIME, math.ceil(seconds / 60)))
 
 
 def mem_mb(stage: str, items: int) -> int:
-    extra = items * MB_PER_ITEM.get(stage, 0.0)
+    declared = REGISTRY.get(stage)
+    extra = items * (declared.mb_per_item if declared else 0.0)
+    base = declared.base_mem_mb if declared else REPORT_SIZES.get(stage, (0, DEFAULT_BASE_MEM_MB))[1]
     # under 100 MB of data fits in the base figure; above, whole GB steps
-    return BASE_MEM_MB.get(stage, DEFAULT_BASE_MEM_MB) + (1000 * math.ceil(extra / 1000) if extra >= 100 else 0)
+    return base + (1000 * math.ceil(extra / 1000) if extra >= 100 else 0)
 
 
 def profile_value(raw: str | None) -> str | None:
@@ -217,7 +220,7 @@ def job_resources(plan, key: str, env: Mapping[str, str] | None = None,
     items = job_items(plan, key)
     work = job_work(plan, key)
     # `gpus` GPUs (and 4 CPUs each) for the stages that train data-parallel (augsbert.distributed); one elsewhere
-    gpus = int(plan.config.get("gpus", 1)) if gpu and node.stage in DATA_PARALLEL_STAGES else int(gpu)
+    gpus = int(plan.config.get("gpus", 1)) if gpu and REGISTRY[node.stage].data_parallel else int(gpu)
     return {
         "runtime": runtime_minutes(node.stage, work),
         "mem_mb": mem_mb(node.stage, items),

@@ -6,9 +6,9 @@ import sys
 from augsbert.config import ConfigError, name_pattern, prepare_config, short_hash
 from augsbert.export import MODEL_WILDCARD
 from augsbert.distributed import GPUS_ENV
-from augsbert.models.device import DEVICE_ENV
-from augsbert.plan import KEY_PATTERN, Plan
-from augsbert.stages.common import PRECISION_ENV
+from augsbert.models.device import DEVICE_ENV, PRECISION_ENV
+from augsbert.graph import KEY_PATTERN
+from augsbert.plan import Plan
 from augsbert.tracking import TRACKING_DIR_ENV, TRACKING_ENV
 
 # Coerce --config strings, merge experiments over `defaults`, validate with defaults filled, plan.
@@ -91,7 +91,7 @@ def stage_inputs(stage):
 # leaves the resource out (no GPU model given; no partition given anywhere: SLURM's default one).
 # Override any of them with --set-resources, or with `set-resources` in a profile.
 from augsbert.resources import job_resources, profile_value, report_resources
-from augsbert.stages.base import REGISTRY, STAGES
+from augsbert.planning import REGISTRY
 
 # A rule's slurm_partition replaces the default-resources one, so that one is passed on as the fallback.
 DEFAULT_PARTITION = profile_value(
@@ -102,7 +102,7 @@ DEFAULT_PARTITION = profile_value(
 # Stages' former rule names, e.g. train_student before 0.2. A --set-resources or --set-threads given
 # for one still applies to the stage's rule, for one release, with a warning (README "Stages").
 FORMER_RESOURCES, FORMER_THREADS = {}, {}
-for _stage in STAGES:
+for _stage in REGISTRY.values():
     for _given, _found in (
         (workflow.resource_settings.overwrite_resources, FORMER_RESOURCES),
         (workflow.resource_settings.overwrite_threads, FORMER_THREADS),

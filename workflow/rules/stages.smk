@@ -1,11 +1,11 @@
-# One rule per stage of the registry (src/augsbert/stages/base.py). A stage's rule, its `augsbert`
+# One rule per stage of the registry (src/augsbert/planning/). A stage's rule, its `augsbert`
 # command (the name hyphenated), its artifacts (artifacts/<stage>/<key>/) and its logs share one name,
 # and everything that differs between stages is read from its declaration, so a rule cannot drift
 # from its stage. Each job runs `augsbert <stage> --spec @<spec file>`: the planned node as JSON.
 # Every rule appends to its log (`>>`): a rerun that finds an orphaned job still writing the same key
 # stops on its lock, and must not have emptied the live job's log first.
 
-for _stage in STAGES:
+for _stage in REGISTRY.values():
 
     rule:
         name:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 DEVICE_ENV = "AUGSBERT_DEVICE"
+PRECISION_ENV = "AUGSBERT_PRECISION"  # auto | fp32 | fp16 | bf16 (the Snakefile sets it from the config)
 
 
 def resolve_device(preference: str | None = None) -> str:

@@ -11,8 +11,7 @@ from ..artifacts import stage_sidecar
 from ..data import DataError, read_pairs
 from ..data.tables import normalise_text, sentence_pool
 from ..models import resolve_model
-
-PRECISION_ENV = "AUGSBERT_PRECISION"
+from ..models.device import PRECISION_ENV
 
 
 def read_split(data_dir: str | Path, split: str, required: bool = True) -> pd.DataFrame | None:

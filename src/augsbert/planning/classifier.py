@@ -1,0 +1,27 @@
+"""The `classifier` stage: the topic-classifier baseline (thesis 5.6.1; job: augsbert.stages.classifier)."""
+
+from __future__ import annotations
+
+from ..errors import ConfigError
+from ..graph import Graph, Node
+from ..stages.base import MODEL_SETTINGS, Stage
+from .prepare_data import has_topics
+
+CLASSIFIER = Stage("classifier", 1, "train the topic-classifier baseline (encoder + linear head on the target's "
+                   "topics) and test its encoder as a Bi-Encoder", "augsbert.stages.classifier:run",
+                   section="classifier", runtime=MODEL_SETTINGS, roles=("classifier",), seconds_per_item=0.01,
+                   aliases=("train-classifier",), rule_alias="train_classifier")
+STAGES = (CLASSIFIER,)
+
+
+def classifier(graph: Graph, name: str, exp: dict, dataset: str, seed: int, data: Node) -> Node:
+    """Trained on the target's topics, prompted or not."""
+    if not has_topics(graph.config["datasets"][dataset]):
+        raise ConfigError(f"experiments.{name}.models: classifier learns topics, but dataset '{dataset}' has "
+                          "no topic labels (BWS, or a pairs_file with columns.topic)")
+    params = {**exp["classifier"], "model": exp["base_model"], "seed": seed,
+              "eval_batch_size": exp["evaluation"]["batch_size"],
+              "exclude_eval_sentences": exp["sampling"]["exclude_eval_sentences"]}
+    if exp["topic_prompt"] == "prompted":
+        params["topic_prompt"] = exp["topic_delimiter"]
+    return graph.add(CLASSIFIER, f"{dataset}.topics", params, {"data": data})

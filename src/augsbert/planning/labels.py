@@ -1,0 +1,40 @@
+"""The labelling stages: `labels` (the teacher's silver scores) and, with `sampling.shards > 1`, `label_shard`
+(job: augsbert.stages.labels)."""
+
+from __future__ import annotations
+
+from ..graph import Graph, Node
+from ..stages.base import Stage
+
+LABELS = Stage("labels", 3, "score pairs with the teacher (silver labels)", "augsbert.stages.labels:run",
+               section="silver", runtime=("batch_size",), roles=("labels",), seconds_per_item=0.004,
+               base_mem_mb=8000, mb_per_item=0.002, aliases=("label-pairs",), rule_alias="label_pairs")
+LABEL_SHARD = Stage("label_shard", 1, "sampling.shards > 1: teacher scores of one row range of the candidates, "
+                    "streamed from parquet (merged by labels)", "augsbert.stages.labels:run_shard", section="silver",
+                    runtime=("batch_size",), roles=("label_shard_0",),
+                    fixed_resources={"mem_mb": 8000, "runtime": 720, "gpu": 1}, aliases=("label-pairs-shard",),
+                    rule_alias="label_pairs_shard")
+STAGES = (LABELS, LABEL_SHARD)
+
+
+def labels(graph: Graph, exp: dict, dataset: str, seed: int, inputs: dict[str, Node], roles: dict[str, Node],
+           data: Node, prompt: str | None = None) -> Node:
+    """The labels node of `inputs` (teacher, gold, candidates); with shards, its shard nodes go into `roles` too."""
+    sampling = exp["sampling"]
+    inputs = dict(inputs)
+    params = {**exp["silver"], "kde_reference": sampling["kde_reference"], "seed": seed}
+    if prompt:  # the teacher scores prompted pairs (prompted and hidden); topics of the target's texts
+        params["topic_prompt"] = prompt
+        inputs["topics"] = data
+    shards = sampling.get("shards", 1)
+    if "candidates" in inputs and shards > 1:  # N label_shard nodes score row ranges of the candidates; labels merges
+        candidates = dict(inputs["candidates"].inputs)
+        roles["pool_index"] = graph.nodes[candidates["index"]]
+        for i in range(shards):
+            roles[f"candidate_shard_{i}"] = graph.nodes[candidates[f"shard_{i}"]]
+            roles[f"label_shard_{i}"] = inputs[f"label_shard_{i}"] = graph.add(
+                LABEL_SHARD, f"{dataset}.{exp['teacher']['arch']}.{i + 1}of{shards}",
+                {**{k: params[k] for k in ("batch_size", "topic_prompt") if k in params}, "shards": shards, "shard": i},
+                {k: v for k, v in inputs.items() if k in ("teacher", "candidates", "topics")})
+        params["shards"] = shards
+    return graph.add(LABELS, f"{dataset}.{exp['teacher']['arch']}", params, inputs)

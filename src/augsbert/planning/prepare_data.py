@@ -1,0 +1,52 @@
+"""The `data` stage: a dataset's raw files read into canonical parquet splits (job: augsbert.stages.prepare_data)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..graph import Graph, Node
+from ..stages.base import Stage
+
+DATA = Stage("data", 3, "read a dataset's raw files into canonical parquet splits", "augsbert.stages.prepare_data:run",
+             section="datasets", runtime=("data_dir", "path", "train", "dev", "test", "unlabeled"), roles=("data",),
+             gpu=False, device=False, seconds_per_item=0.001, base_mem_mb=4000, mb_per_item=0.002,
+             aliases=("prepare-data",), rule_alias="prepare_data", env="cpu", threads=1, cache=False)
+STAGES = (DATA,)
+
+
+def pairs_have_topics(definition: dict) -> bool:
+    """Whether a dataset's gold pairs carry a topic (BWS, or a pairs_file with a `topic` column)."""
+    return definition["loader"] == "pairs_file" and bool((definition.get("columns") or {}).get("topic")) \
+        or definition["loader"].startswith("bws")
+
+
+def has_topics(definition: dict) -> bool:
+    """Whether a dataset gives sentences topic labels: its pairs, or its `topic_corpus`."""
+    return (pairs_have_topics(definition) or bool(definition.get("topic_corpus"))
+            or bool((definition.get("columns") or {}).get("topic")))
+
+
+def data_node(graph: Graph, dataset: str) -> Node:
+    """Raw data enter the key by content (sha256 of each file), not by where they lie or when they were copied."""
+    from ..data import MissingDataError, get_loader
+    from ..fingerprints import path_digest
+
+    definition = graph.config["datasets"][dataset]
+    settings = {"dataset": dataset, **definition, "data_dir": os.path.normpath(graph.config["data_dir"])}
+    try:
+        files = get_loader(definition["loader"]).inputs(dataset, settings, Path(settings["data_dir"]))
+    except MissingDataError:
+        settings["files"] = "missing"  # the data job (if it is needed) stops with instructions
+    else:
+        settings["files"] = [[Path(f).name, path_digest(graph.digests, f)] for f in files]
+    return graph.add(DATA, dataset, settings)
+
+
+def raw_inputs(node: Node) -> list[str]:
+    """Raw files a data node reads; raises MissingDataError (with instructions) if one is absent."""
+    from ..data import get_loader
+
+    params = node.settings
+    loader = get_loader(params["loader"])
+    return [str(p) for p in loader.inputs(params["dataset"], params, Path(params.get("data_dir", ".")))]

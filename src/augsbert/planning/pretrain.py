@@ -1,0 +1,79 @@
+"""The `pretrain` stage: unsupervised pre-training of a sentence encoder (job: augsbert.stages.pretrain)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..graph import Graph, Node
+from ..stages.base import Stage
+from .prepare_data import data_node
+from .rcl_entropy import rcl_entropy
+
+PRETRAIN = Stage("pretrain", 1, "unsupervised pre-training of a sentence encoder (pretrain.objective: SimCSE, CT, "
+                 "TSDAE, Noise Matching, MLM / TSDAE multi-task) on a dataset's sentences",
+                 "augsbert.stages.pretrain:run",
+                 # the triples file enters by digest
+                 section="pretrain", runtime=("eval_batch_size", "model", "triples"), roles=("pretrained",),
+                 seconds_per_item=0.01)
+STAGES = (PRETRAIN,)
+
+
+def check_pretrain_use(name: str, exp: dict, variant: str) -> None:
+    """Later stages may start from the pretrain stage only when there is one, and not from two checkpoints."""
+    uses = {"teacher.base": exp["teacher"]["base"] == "pretrained",
+            "student.base": exp["student"]["base"] == "pretrained",
+            "sampling.semantic_model": exp["sampling"]["semantic_model"] == "pretrained_stage"}
+    if exp["pretrain"]["objective"] == "none":
+        for key, used in uses.items():
+            if used:
+                raise ConfigError(f"experiments.{name}.{key}: starts from the pretrain stage, but "
+                                  "pretrain.objective is none; set an objective")
+    clash = {"teacher.base": variant != "augsbert", "student.base": variant == "full_domain"}
+    for key, adapted in clash.items():
+        if uses[key] and adapted:
+            raise ConfigError(f"experiments.{name}.{key}: pretrained, but adapt_mlm.variant ({variant}) already "
+                              "starts it from the MLM-adapted checkpoint; choose one")
+    if exp["pretrain"]["objective"] == "simcse_sup" and not exp["pretrain"]["triples"]:
+        raise ConfigError(f"experiments.{name}.pretrain.triples: simcse_sup learns from NLI triples; name a "
+                          "file with columns anchor, positive, negative")
+    park = exp["pretrain"].get("simcse_variant", "none")  # seed 001's SimCSE variants: simcse only
+    if park != "none" and exp["pretrain"]["objective"] not in ("simcse", "none"):
+        raise ConfigError(f"experiments.{name}.pretrain.simcse_variant: {park} is a variant of objective "
+                          f"simcse (seed 001), not of {exp['pretrain']['objective']}")
+
+
+def pretrain(graph: Graph, name: str, exp: dict, seed: int, target: Node) -> Node:
+    """The pretrain node: corpus = `pretrain.dataset` (or the target), evaluated on the target (`eval`)."""
+    from ..fingerprints import path_digest
+    from ..pretraining.objectives import resolved
+
+    options = resolved(exp["pretrain"])
+    options["model"] = options.pop("base_model") or exp["base_model"]
+    options["eval_batch_size"] = exp["evaluation"]["batch_size"]
+    options["eval_max_length"] = exp["evaluation"]["max_length"]  # as the zero-shot row: comparable
+    corpus = options.pop("dataset") or exp["dataset"]
+    if corpus not in graph.config["datasets"]:
+        raise ConfigError(f"experiments.{name}.pretrain.dataset: unknown dataset '{corpus}' "
+                          f"(configured: {', '.join(sorted(graph.config['datasets']))})")
+    if options.get("triples_format") == "auto":  # told from each file (name or first record) when read:
+        options.pop("triples_format")             # keys of configs without the option stay as they were
+    if options["triples"]:
+        one = isinstance(options["triples"], str)  # a list (SNLI + MultiNLI): one digest per file
+        paths = [Path(graph.config["data_dir"]) / f for f in ([options["triples"]] if one else options["triples"])]
+        # as a missing raw data file: its job stops with the path (a grid for NLI data not yet
+        # downloaded must not break every plan), and the file's arrival changes the key
+        digests = [path_digest(graph.digests, p) if p.is_file() else "missing" for p in paths]
+        options["triples"] = os.path.normpath(paths[0]) if one else [os.path.normpath(p) for p in paths]
+        options["triples_digest"] = digests[0] if one else digests
+    else:
+        options.pop("triples")
+        options.pop("triples_format", None)
+    inputs = {"data": data_node(graph, corpus), "eval": target}
+    if options["objective"] == "rcl":
+        inputs.update(rcl_entropy(graph, corpus, options, seed, inputs))
+        for key in ("rcl_patience", "rcl_eval_steps", "rcl_entropy_max_steps"):  # in the entropy keys only
+            options.pop(key)
+    return graph.add(PRETRAIN, f"{corpus}.{options['objective']}.{options['pooling']}", {**options, "seed": seed},
+                     inputs)

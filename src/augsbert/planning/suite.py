@@ -1,0 +1,122 @@
+"""The `suite` stage: a Bi-Encoder on the STS suite, topic classification, USEB, MTEB and alignment/uniformity
+(job: augsbert.stages.suite)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..graph import Graph, Node
+from ..stages.base import Stage
+from .prepare_data import has_topics
+
+SUITE = Stage("suite", 2, "evaluate a Bi-Encoder on the STS suite, topic classification, USEB and "
+              "alignment/uniformity (--role zero_shot_suite | pretrained_suite | lower_bound_suite | student_suite)",
+              "augsbert.stages.suite:run",
+              # the tasks run and their files enter the key by digest
+              section="evaluation", runtime=("batch_size", "model", "sts", "useb", "mteb", "skipped"),
+              roles=("student_suite", "lower_bound_suite", "pretrained_suite", "classifier_suite", "zero_shot_suite"),
+              seconds_per_item=0.002, aliases=("evaluate-suite",), rule_alias="evaluate_suite", group="evaluation",
+              cache=False)
+STAGES = (SUITE,)
+
+# Bi-Encoder roles that get the evaluation suite (STS suite, topic, USEB, diagnostics).
+SUITE_ROLES = ("zero_shot", "pretrained", "classifier", "lower_bound", "student")
+STS_TASKS_DIR = "sts_suite"
+USEB_DIR = "useb/data-eval"
+
+
+def suite_tasks(config: dict, evaluation: dict, dataset: dict) -> dict:
+    """Which suite tasks can run, decided while planning so that adding a data file changes the key.
+
+    Each task maps to its local file or directory, "hub" (STS from mteb), or
+    None with the reason it is skipped in `skipped`.
+    """
+    root = Path(config["data_dir"])
+    suites = evaluation["suites"]
+    tasks: dict = {"sts": {}, "useb": {}, "skipped": {}}
+    if "sts" in suites:
+        from ..evaluation.sts_suite import locate_task
+
+        for task in evaluation["sts_tasks"]:
+            override = (evaluation.get("sts_files") or {}).get(task)
+            found, fmt = locate_task(root / STS_TASKS_DIR, root, task, override)
+            if found:
+                tasks["sts"][task] = os.path.normpath(found)
+                if fmt != "tsv":  # a key only for release layouts: suites of TSV files keep their keys
+                    tasks.setdefault("sts_format", {})[task] = fmt
+            elif evaluation["sts_hub"]:
+                tasks["sts"][task] = "hub"
+            else:
+                path = root / (override if isinstance(override, str) else override["path"]) if override \
+                    else root / STS_TASKS_DIR / f"{task}.tsv"
+                tasks["skipped"][task] = f"no file {os.path.normpath(path)} (and evaluation.sts_hub is false)"
+    if "useb" in suites:
+        for task in evaluation["useb_tasks"]:
+            path = root / USEB_DIR / task
+            if path.is_dir():
+                tasks["useb"][task] = os.path.normpath(path)
+            else:
+                tasks["skipped"][task] = f"no directory {os.path.normpath(path)} (unzip USEB's data-eval.zip there)"
+    if "topic" in suites:
+        if has_topics(dataset):
+            tasks["topic"] = {k: v for k, v in evaluation["topic"].items() if k != "prompted"}
+            if evaluation["topic"]["prompted"]:  # a key only when on: existing suites keep their keys
+                tasks["topic"]["prompted"] = evaluation.get("topic_delimiter", "¥")
+        else:
+            tasks["skipped"]["topic"] = "the dataset has no topic labels"
+    if "diagnostics" in suites:
+        tasks["positive_threshold"] = evaluation["positive_threshold"]
+    if "mteb" in suites:
+        tasks.update(mteb_tasks(evaluation.get("mteb") or {}, root, tasks["skipped"]))
+    return tasks
+
+
+def mteb_tasks(options: dict, root: Path, skipped: dict) -> dict:
+    """MTEB task -> local directory or "hub"; the mteb version enters the key (it pins the hub data
+    revisions and computes the scores). Checked here so a missing package stops the dry run."""
+    from ..evaluation.mteb_suite import LOCAL_DIR, MISSING_MTEB, mteb_version
+
+    version = mteb_version()
+    if version is None:
+        raise ConfigError(MISSING_MTEB)
+    if not options.get("tasks"):
+        raise ConfigError("evaluation.suites has `mteb` but evaluation.mteb.tasks is empty: name the MTEB "
+                          "tasks to run (e.g. [STS12, SICK-R])")
+    found: dict[str, str] = {}
+    for name in options["tasks"]:
+        path = root / (options.get("local") or {}).get(name, f"{LOCAL_DIR}/{name}")
+        if path.is_dir():
+            found[name] = os.path.normpath(path)
+        elif options.get("hub", True):
+            found[name] = "hub"
+        else:
+            skipped[f"mteb:{name}"] = f"no directory {os.path.normpath(path)} (and evaluation.mteb.hub is false)"
+    return {"mteb": found, "mteb_version": version}
+
+
+def suite(graph: Graph, exp: dict, data: Node, model: Node) -> Node:
+    """Evaluation-suite node of one Bi-Encoder (a trained student, or the zero-shot base model)."""
+    from ..fingerprints import path_digest
+
+    tasks = suite_tasks(graph.config, {**exp["evaluation"], "topic_delimiter": exp["topic_delimiter"]},
+                        graph.config["datasets"][exp["dataset"]])
+    params = {**tasks, **{k: exp["evaluation"][k] for k in ("batch_size", "max_length")},
+              "digests": {task: path if path == "hub" else path_digest(graph.digests, path)
+                          for task, path in {**tasks["sts"], **tasks["useb"],
+                                             **{f"mteb:{t}": p for t, p in tasks.get("mteb", {}).items()}}.items()}}
+    inputs = {"data": data}
+    if model.stage == "zero_shot":
+        params["model"] = model.settings["model"]
+    else:
+        inputs["model"] = model
+    return graph.add(SUITE, f"{data.name}.{model.name}", params, inputs)
+
+
+def local_files(node: Node) -> list[str]:
+    """Raw files a suite node reads (Snakemake inputs, so a replaced file reruns it)."""
+    params = node.settings
+    paths = [p for p in [*params.get("sts", {}).values(), *params.get("mteb", {}).values()] if p != "hub"] \
+        + list(params.get("useb", {}).values())
+    return sorted(paths)

@@ -1,0 +1,104 @@
+"""The `teacher` and `student` stages: the pair model and the Bi-Encoder (job: augsbert.stages.train).
+
+The student stage also trains the lower bound (the same Bi-Encoder on gold labels only).
+"""
+
+from __future__ import annotations
+
+from ..errors import ConfigError
+from ..graph import Graph, Node
+from ..stages.base import MODEL_SETTINGS, Stage
+
+TEACHER = Stage("teacher", 3, "train the teacher (Cross-Encoder or Cross-Bi-Encoder) on the gold train split",
+                "augsbert.stages.train:run_teacher", section="teacher", runtime=MODEL_SETTINGS, roles=("teacher",),
+                data_parallel=True, seconds_per_item=0.02, mb_per_item=0.002, aliases=("train-teacher",),
+                rule_alias="train_teacher")
+STUDENT = Stage("student", 3, "train a Bi-Encoder on gold and/or teacher-labelled pairs (also the lower bound)",
+                "augsbert.stages.train:run_student", section="student", runtime=MODEL_SETTINGS,
+                roles=("student", "lower_bound"), data_parallel=True, seconds_per_item=0.01, mb_per_item=0.002,
+                aliases=("train-student",), rule_alias="train_student")
+STAGES = (TEACHER, STUDENT)
+
+
+def inert_grouping_dropped(options: dict) -> dict:
+    """A copy of a training section without `megabatch` when `group_by_length` is off (it changes nothing then)."""
+    options = dict(options)
+    if not options.get("group_by_length", False):
+        options.pop("megabatch", None)
+    return options
+
+
+def student_loss_options(options: dict) -> dict:
+    """A student section without the options its `loss` does not read (the default `cosine` reads none,
+    so students planned before `student.loss` existed keep their keys)."""
+    options = dict(options)
+    loss = options.pop("loss", "cosine")
+    used = {"cosent": ("scale",), "angle": ("scale",), "mnrl": ("scale", "positive_threshold", "hard_negatives"),
+            "margin_mse": ()}.get(loss, ())
+    if loss == "mnrl" and options.get("hard_negatives"):
+        used += ("negative_threshold",)
+    for key in ("scale", "positive_threshold", "hard_negatives", "negative_threshold"):
+        if key not in used:
+            options.pop(key, None)
+    if loss != "cosine":
+        options["loss"] = loss
+    if loss in ("mnrl", "margin_mse"):
+        # mnrl: in-batch negatives, length-sorted batches would change them; margin_mse: triples, which the
+        # two-sided length grouping does not sort (random batches, said here so the key says it too)
+        options["group_by_length"] = False
+        options.pop("megabatch", None)
+    return options
+
+
+def student_selection(name: str, exp: dict) -> str:
+    """How Bi-Encoders pick their epoch: `target_dev`, `source_dev` (transfer default) or `last`."""
+    transfer = bool(exp["source"]) and exp["source"] != exp["dataset"]
+    selection = exp["student"]["selection"] or ("source_dev" if transfer else "target_dev")
+    if selection == "source_dev" and not transfer:
+        selection = "target_dev"  # in-domain the teacher's data is the target: one and the same split
+    if selection == "last" and exp["student"]["seed_optimization"]["trials"] > 0:
+        raise ConfigError(f"experiments.{name}.student.seed_optimization.trials: seed optimisation compares "
+                          "seeds on a dev split, but student.selection is `last`; set trials to 0 or choose "
+                          "a dev split")
+    return selection
+
+
+def dev_input(selection: str, target: Node, transfer: bool) -> dict[str, Node]:
+    """A transfer model selected by `target_dev` reads the target's dev split (else that of `data`)."""
+    return {"dev": target} if selection == "target_dev" and transfer else {}
+
+
+def from_adapted(inputs: dict[str, Node]) -> bool:
+    return "init" in inputs and inputs["init"].stage == "adapt"
+
+
+def teacher(graph: Graph, exp: dict, dataset: str, seed: int, inputs: dict[str, Node],
+            prompt: str | None = None) -> Node:
+    options = inert_grouping_dropped(exp["teacher"])
+    model = options.pop("base_model") or exp["base_model"]
+    options.pop("base")  # the start point is the `init` input (pretrained) or `model`
+    if options["freeze_embeddings"] is None:  # thesis 5.4.3: freeze when starting from an adapted checkpoint
+        options["freeze_embeddings"] = from_adapted(inputs)
+    if options["arch"] == "cbe":  # Cross-Encoder-only options must not change a CBE's key
+        options.pop("loss")
+        options.pop("activation")
+    params = {**options, "model": model, "seed": seed}
+    if prompt:  # its gold pairs carry topics: trained and tested on prompted pairs
+        params["topic_prompt"] = prompt
+    return graph.add(TEACHER, f"{dataset}.{options['arch']}", params, inputs)
+
+
+def student(graph: Graph, exp: dict, dataset: str, seed: int, inputs: dict[str, Node], selection: str,
+            gold_only: bool = False, prompt: str | None = None) -> Node:
+    options = student_loss_options(inert_grouping_dropped(exp["student"]))
+    model = options.pop("base_model") or exp["base_model"]
+    options.pop("base")  # the start point is the `init` input (pretrained / adapted) or `model`
+    if options["freeze_embeddings"] is None:
+        options["freeze_embeddings"] = from_adapted(inputs)
+    if gold_only:
+        options["use_gold_labels"] = True
+    options["selection"] = selection
+    params = {**options, "model": model, "seed": seed}
+    if prompt:  # `prompted`: the student sees the prompts too (`hidden`: plain texts, same scores)
+        params["topic_prompt"] = prompt
+    return graph.add(STUDENT, f"{dataset}.be", params, inputs)

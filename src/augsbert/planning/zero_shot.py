@@ -1,0 +1,18 @@
+"""The `zero_shot` stage: the untrained base model tested on the target (job: augsbert.stages.zero_shot)."""
+
+from __future__ import annotations
+
+from ..graph import Graph, Node, slug
+from ..stages.base import Stage
+
+ZERO_SHOT = Stage("zero_shot", 3, "evaluate the untrained base model (cosine of mean-pooled embeddings) on the test "
+                  "split", "augsbert.stages.zero_shot:run", section="evaluation", runtime=("batch_size", "model"),
+                  roles=("zero_shot",), seconds_per_item=0.002, base_mem_mb=8000, aliases=("evaluate-zero-shot",),
+                  rule_alias="evaluate_zero_shot", group="evaluation", cache=False)
+STAGES = (ZERO_SHOT,)
+
+
+def zero_shot(graph: Graph, exp: dict, dataset: str, data: Node) -> Node:
+    encoding = {k: exp["evaluation"][k] for k in ("batch_size", "max_length")}
+    return graph.add(ZERO_SHOT, f"{dataset}.{slug(exp['base_model'])}", {"model": exp["base_model"], **encoding},
+                     {"data": data})
