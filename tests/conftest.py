@@ -89,10 +89,10 @@ def plan_shipped(override: dict | None = None, *, grids: bool = True, plan=("dem
     """
     import yaml
 
-    from augsbert.config import deep_merge, prepare_config
+    from augsbert.config import deep_merge, prepare_config, read_config
     from augsbert.plan import Plan
 
-    raw = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    raw = read_config(REPO / "config" / "config.yaml")
     if not grids:
         raw["grids"] = {}
     override = override or {}

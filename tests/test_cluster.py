@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from augsbert.config import prepare_config
+from augsbert.config import prepare_config, read_config
 from augsbert.models import ModelResolutionError
 from augsbert.plan import Plan
 from augsbert.resources import cluster_placement, job_resources, mem_mb, profile_value, runtime_minutes
@@ -27,7 +27,7 @@ CLUSTER_ENV = {"AUGSBERT_SLURM_ACCOUNT": "proj42", "AUGSBERT_SLURM_PARTITION": "
 def repo_config(keep: tuple[str, ...] = (), **experiments) -> dict:
     """The repository's config with only the Lee corpus, the experiments `keep` and the new `experiments`
     (planning every configured experiment would cost each test seconds)."""
-    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    config = read_config(REPO / "config" / "config.yaml")
     config["datasets"] = {"lee": config["datasets"]["lee"]}
     config["experiments"] = {**{name: config["experiments"][name] for name in keep}, **experiments}
     config["grids"] = {}
@@ -93,7 +93,7 @@ def test_semantic_search_sampling_asks_for_a_gpu(tmp_path, monkeypatch):
     assert (res["gpu"], res["slurm_partition"], res["gpu_model"]) == (1, "p1", None)  # no GPU partition: the partition
     # sharded (sampling.shards: 2): the merge of the shards encodes nothing, so it runs on CPU (the shared
     # index, stage pool_index, asks for its GPU itself)
-    exp = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["experiments"]["demo_augsbert_cbe"]
+    exp = read_config(REPO / "config" / "config.yaml")["experiments"]["demo_augsbert_cbe"]
     plan = Plan(repo_config(sharded={**exp, "sampling": {**exp["sampling"], "shards": 2}}))
     assert job_resources(plan, roles(plan, "sharded")["candidates"], {})["gpu"] == 0
 
@@ -307,7 +307,7 @@ def test_demo_and_a_tiny_grid_through_a_fake_slurm(tmp_path, tiny_model, stop_fa
     # only what the run needs: every job starts Snakemake twice (the plugin's sbatch --wrap runs its jobstep
     # executor, which runs each rule with `srun python -m snakemake`), and each start plans the config. The
     # checks are on what is submitted, not on what is learnt: the random tiny BERT trains and evaluates.
-    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    config = read_config(REPO / "config" / "config.yaml")
     config["defaults"]["base_model"] = tiny_model
     config["datasets"] = {"lee": config["datasets"]["lee"]}
     config["experiments"] = {"demo_zeroshot": config["experiments"]["demo_zeroshot"]}

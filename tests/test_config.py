@@ -3,7 +3,7 @@ import copy
 import pytest
 import yaml
 
-from augsbert.config import ConfigError, canonical_json, coerce, deep_merge, load_config, load_schema, prepare_config
+from augsbert.config import ConfigError, canonical_json, coerce, deep_merge, load_config, load_schema, prepare_config, read_config
 from augsbert.plan import Plan
 from conftest import REPO
 
@@ -12,7 +12,7 @@ from conftest import REPO
 def raw_config():
     """The shipped config with one of its grids (`demo`): validating the ~200 experiments of all the paper
     grids costs seconds per test and checks nothing more here (tests/test_plan.py plans them all once)."""
-    raw = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    raw = read_config(REPO / "config" / "config.yaml")
     raw["grids"] = {"demo": raw["grids"]["demo"]}
     return raw
 
@@ -185,3 +185,21 @@ def test_every_schema_key_has_description_and_default():
 
     walk(schema, "")
     assert missing == []
+
+
+def test_grid_files_are_read_beside_the_config_and_merge_under_its_grids(tmp_path):
+    from augsbert.config import with_grid_files
+
+    shipped = read_config(REPO / "config" / "config.yaml")
+    assert "grids" not in yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    assert set(shipped["grids"]) == {p.stem for p in (REPO / "config" / "grids").glob("*.yaml")}
+    (tmp_path / "grids").mkdir()
+    (tmp_path / "grids" / "mine.yaml").write_text("description: x\nseeds: [1, 2]\ncolumns: {lee: {dataset: lee}}\n")
+    (tmp_path / "config.yaml").write_text("seeds: [42]\ngrids: {mine: {seeds: [3]}, other: {description: y}}\n")
+    assert read_config(tmp_path / "config.yaml")["grids"] == {
+        "mine": {"description": "x", "seeds": [3], "columns": {"lee": {"dataset": "lee"}}},
+        "other": {"description": "y"}}
+    assert with_grid_files({"seeds": [1]}, [tmp_path / "nowhere"]) == {"seeds": [1]}
+    (tmp_path / "grids" / "bad.yaml").write_text("- a list\n")
+    with pytest.raises(ConfigError, match=r"bad\.yaml: a grid file holds one grid"):
+        read_config(tmp_path / "config.yaml")

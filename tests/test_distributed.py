@@ -162,13 +162,13 @@ def test_a_batch_smaller_than_the_processes_is_topped_up_and_the_global_batch_mu
 def test_gpus_sizes_the_training_jobs_and_must_divide_their_batches(tmp_path, monkeypatch):
     import yaml
 
-    from augsbert.config import ConfigError, prepare_config
+    from augsbert.config import ConfigError, prepare_config, read_config
     from augsbert.plan import Plan
     from augsbert.resources import job_resources
     from conftest import REPO
 
     monkeypatch.chdir(tmp_path)
-    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    config = read_config(REPO / "config" / "config.yaml")
     exp = {"dataset": "lee", "models": ["teacher", "student", "lower_bound"], "sampling": {"strategies": ["bm25"], "top_k": 1},
            "seeds": [1], "teacher": {"batch_size": 18}}
     config.update(gpus=2, datasets={"lee": config["datasets"]["lee"]}, grids={}, experiments={"exp": exp})

@@ -3,7 +3,7 @@
 import pytest
 import yaml
 
-from augsbert.config import ConfigError, deep_merge, prepare_config
+from augsbert.config import ConfigError, deep_merge, prepare_config, read_config
 from augsbert.grids import experiment_name
 from augsbert.plan import Plan, row_label
 from conftest import REPO, plan_shipped
@@ -128,7 +128,7 @@ def test_no_suites_means_no_suite_jobs_and_bws_gets_topics():
 
 
 def test_thesis_grids_plan():
-    plan = Plan(prepare_config(yaml.safe_load((REPO / "config" / "config.yaml").read_text())))
+    plan = Plan(prepare_config(read_config(REPO / "config" / "config.yaml")))
     semi = plan.grid_spec("augsbert_semi")
     assert semi["columns"] == ["spanish_sts", "bws_cross_topic", "bws_in_topic"]
     assert len(semi["experiments"]) == 2 * 5 * 3

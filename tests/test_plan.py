@@ -4,7 +4,7 @@ import json
 import pytest
 import yaml
 
-from augsbert.config import ConfigError, deep_merge, prepare_config
+from augsbert.config import ConfigError, deep_merge, prepare_config, read_config
 from augsbert.plan import Plan
 from augsbert.planning import stage
 from conftest import REPO, plan_shipped
@@ -32,7 +32,7 @@ def test_key_is_name_plus_hash_of_stage_params_and_inputs():
 
 def test_keys_are_stable_across_builds_and_orderings():
     a = plan_for()
-    raw = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    raw = read_config(REPO / "config" / "config.yaml")
     raw["experiments"] = dict(reversed(list(raw["experiments"].items())))
     b = Plan(prepare_config(raw, lazy=True))
     assert keys(a) == keys(b)
@@ -368,7 +368,7 @@ def shipped_keys(data_dir) -> dict:
     """experiment -> seed -> role -> artifact key of every experiment of the shipped config (grids included),
     with an empty `data_dir`: only the Lee corpus (inside the pinned gensim wheel) and the packaged model
     enter keys by content, so the keys depend on the code and the config alone."""
-    raw = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    raw = read_config(REPO / "config" / "config.yaml")
     plan = Plan(prepare_config({**raw, "data_dir": str(data_dir)}))
     plan.plan_all()
     return {name: {str(seed): roles for seed, roles in plan.experiment(name).runs.items()} for name in plan.experiments}

@@ -15,6 +15,7 @@ import pytest
 import torch
 import yaml
 
+from augsbert.config import read_config
 from augsbert.pretraining.rcl import (
     EntropyContrastiveLoss,
     RegularizedContrastiveLoss,
@@ -144,7 +145,7 @@ def rcl_plan(**pretrain):
     from augsbert.config import prepare_config
     from augsbert.plan import Plan
 
-    raw = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    raw = read_config(REPO / "config" / "config.yaml")
     raw["grids"] = {}
     raw["experiments"] = {"r": {"dataset": "lee", "models": ["zero_shot"],
                                 "pretrain": {"objective": "rcl", "pool": "unlabeled", "max_steps": 30, **pretrain}}}

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from augsbert.cli import main
-from augsbert.config import NAME_RULE, ConfigError, check_name, deep_merge, load_schema, prepare_config
+from augsbert.config import NAME_RULE, ConfigError, check_name, deep_merge, load_schema, prepare_config, read_config
 from augsbert.config import validate_with_defaults
 from conftest import REPO
 
@@ -21,7 +21,7 @@ RULES = sorted((REPO / "workflow" / "rules").glob("*.smk"))
 
 
 def raw_config(**override) -> dict:
-    raw = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    raw = read_config(REPO / "config" / "config.yaml")
     return deep_merge(raw, override)
 
 

@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from augsbert.config import prepare_config
+from augsbert.config import prepare_config, read_config
 from augsbert.plan import Plan
 from augsbert.sampling import bm25 as bm25_module
 from augsbert.sampling import semantic as semantic_module
@@ -171,7 +171,7 @@ def test_one_shard_keeps_every_key_and_more_shards_change_only_sampling_and_labe
                 "sampling": {"strategies": ["bm25", "random"], "shards": shards}}
 
     def plan_of(experiments):  # the repository config with only these experiments (planning all is slow)
-        raw = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+        raw = read_config(REPO / "config" / "config.yaml")
         return prepare_config({**raw, "experiments": experiments, "grids": {}})
 
     plan = Plan(plan_of({"one": distill(1), "three": distill(3), "four": distill(4)}))

@@ -47,6 +47,7 @@ def keep_experiments(workdir: Path, *names: str) -> None:
     config["experiments"] = {name: config["experiments"][name] for name in names}
     config["grids"] = {}
     path.write_text(yaml.safe_dump(config, sort_keys=False))
+    shutil.rmtree(workdir / "config" / "grids", ignore_errors=True)  # the shipped grids (config/grids/*.yaml)
 
 
 def snakemake(workdir: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

@@ -435,15 +435,45 @@ def _check_references(config: dict) -> None:
                 )
 
 
-def load_config(path: str | Path, overrides: Mapping | None = None, lazy: bool = False) -> dict:
-    """Read a YAML config file (plus optional overrides merged over it) and prepare it."""
-    path = Path(path)
+GRIDS_DIR = "grids"  # beside a config file: one YAML file per grid, named as the grid
+
+
+def _read_yaml(path: Path):
     try:
-        raw = yaml.load(path.read_text(), Loader=SAFE_LOADER) or {}
+        return yaml.load(path.read_text(), Loader=SAFE_LOADER)
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path}") from None
     except yaml.YAMLError as err:
         raise ConfigError(f"{path}: not valid YAML: {err}") from None
+
+
+def with_grid_files(raw: dict, directories: list[Path]) -> dict:
+    """`raw` with the grids of `<directory>/<grid>.yaml` files; the config's own `grids:` merge over them.
+
+    The shipped grids live in config/grids/, read with config/config.yaml by the workflow and the CLI, so
+    a user's `grids:` (in the config or another --configfile) adds grids or changes a shipped one.
+    """
+    files: dict = {}
+    for directory in directories:
+        for path in sorted(Path(directory).glob("*.yaml")):
+            body = _read_yaml(path)
+            if not isinstance(body, dict):
+                raise ConfigError(f"{path}: a grid file holds one grid, a mapping (description, columns, axes, ...)")
+            files[path.stem] = body
+    if not files or not isinstance(raw, dict) or not isinstance(raw.get("grids", {}) or {}, dict):
+        return raw  # nothing to add, or a config the schema rejects with its own message
+    return {**raw, "grids": deep_merge(files, raw.get("grids") or {})}
+
+
+def read_config(path: str | Path) -> dict:
+    """A config file as written, with the grid files beside it (config/grids/*.yaml), not yet validated."""
+    path = Path(path)
+    return with_grid_files(_read_yaml(path) or {}, [path.parent / GRIDS_DIR])
+
+
+def load_config(path: str | Path, overrides: Mapping | None = None, lazy: bool = False) -> dict:
+    """Read a YAML config file and its grid files (plus optional overrides merged over them) and prepare it."""
+    raw = read_config(path)
     if overrides:
         raw = deep_merge(raw, overrides)
     return prepare_config(raw, lazy=lazy)

@@ -3,7 +3,7 @@
 import os
 import sys
 
-from augsbert.config import ConfigError, name_pattern, prepare_config, short_hash
+from augsbert.config import GRIDS_DIR, ConfigError, name_pattern, prepare_config, short_hash, with_grid_files
 from augsbert.export import MODEL_WILDCARD
 from augsbert.distributed import GPUS_ENV
 from augsbert.models.device import DEVICE_ENV, PRECISION_ENV
@@ -16,7 +16,9 @@ from augsbert.tracking import TRACKING_DIR_ENV, TRACKING_ENV
 # the `augsbert` CLI (key path + suggestion) instead of a dump of the schema; exiting with the message
 # keeps Snakemake from adding a traceback to an error the user fixes in the config.
 try:
-    _effective = prepare_config(config, lazy=True)  # each experiment is validated when planned
+    # the grid files beside each config file read (config/grids/*.yaml), under the configs' own `grids:`
+    _grid_dirs = [os.path.join(os.path.dirname(f), GRIDS_DIR) for f in dict.fromkeys(workflow.configfiles)]
+    _effective = prepare_config(with_grid_files(config, _grid_dirs), lazy=True)  # experiments validated when planned
     config.clear()
     config.update(_effective)
     PLAN = Plan(config)
