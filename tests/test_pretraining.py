@@ -543,3 +543,16 @@ def test_masked_logits_equal_the_full_head(tiny_model):
     with torch.no_grad():
         full = mlm(**feats).logits[chosen]
         assert torch.allclose(masked_lm_logits(mlm, chosen, **feats), full, atol=1e-5)
+
+
+def test_the_schema_offers_exactly_the_registered_objectives():
+    """An objective is its OBJECTIVES entry (columns, pooling, options, loss builder) and its loss class; the schema's
+    `pretrain.objective` enum names the same set (rcl_entropy is the rcl_entropy stage's, not a choice)."""
+    from augsbert.config import load_schema
+    from augsbert.pretraining.objectives import OBJECTIVE_OPTIONS
+
+    pretrain = load_schema()["$defs"]["stage_options"]["properties"]["pretrain"]["properties"]
+    assert set(pretrain["objective"]["enum"]) == {"none", *OBJECTIVES} - {"rcl_entropy"}
+    assert set(OBJECTIVE_OPTIONS) <= set(pretrain)  # every option an objective reads is a pretrain option
+    for name, objective in OBJECTIVES.items():
+        assert set(objective.options) <= set(OBJECTIVE_OPTIONS) and callable(objective.build), name

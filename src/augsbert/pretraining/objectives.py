@@ -25,42 +25,155 @@ batch by the deletion collator (`augsbert.pretraining.noise`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Callable
 
 import numpy as np
 
 
 @dataclass(frozen=True)
 class Objective:
+    """One `pretrain.objective`: its dataset columns, the source paper's pooling, whether its batches
+    hold in-batch negatives, the objective-specific options it reads (the others leave its artifact
+    key) and `build(model, params, head_source, scale)`, which makes its loss module."""
+
     columns: tuple[str, ...]
     pooling: str  # the source paper's pooling, used when `pretrain.pooling` is null
     in_batch_negatives: bool  # length-grouped batches would change its negatives (grouping off by default)
+    options: tuple[str, ...]  # of OBJECTIVE_OPTIONS
+    build: Callable[..., Any]
 
     @property
     def noised(self) -> bool:
         return "noised" in self.columns
 
 
-OBJECTIVES = {
-    "simcse": Objective(("anchor", "positive"), "cls", True),
-    "simcse_sup": Objective(("anchor", "positive", "negative"), "cls", True),
-    "ct": Objective(("sentence_A", "sentence_B", "label"), "mean", False),
-    "ct_in_batch": Objective(("sentence",), "mean", True),
-    "tsdae": Objective(("noised", "original"), "cls", False),
-    "nm": Objective(("clean", "noised"), "cls", True),
-    "mlm+simcse": Objective(("anchor", "positive"), "cls", True),
-    "mlm+nm": Objective(("clean", "noised"), "cls", True),
-    "tsdae+nm": Objective(("noised", "original"), "cls", True),
-    "consert": Objective(("anchor", "positive"), "mean", True),
-    "clm_ae": Objective(("sentence",), "mean", False),
-    "mlm_ae": Objective(("sentence",), "mean", False),
-    "simcse+clm_ae": Objective(("anchor", "positive"), "mean", True),
-    "simcse+mlm_ae": Objective(("anchor", "positive"), "mean", True),
-    # seed 002 RCL: rows (anchor, positive[, negative]) + `label` = row id (augsbert.pretraining.rcl)
-    "rcl": Objective(("anchor", "positive", "negative", "label"), "mean", True),
-    "rcl_entropy": Objective(("anchor", "positive", "negative", "label"), "mean", True),  # stage rcl_entropy only
-}
+# -- loss builders: sentence-transformers' losses and ours (augsbert.pretraining.losses), imported when built
+def _mnrl(model, params, head_source, scale):
+    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+
+    return MultipleNegativesRankingLoss(model, scale=scale)
+
+
+def _simcse(model, params, head_source, scale):
+    if params.get("simcse_variant", "none") != "none":  # seed 001 (Park) variants
+        from .variants import variant_loss
+
+        return variant_loss(model, params, scale)
+    return _mnrl(model, params, head_source, scale)
+
+
+def _ct(model, params, head_source, scale):
+    from sentence_transformers.sentence_transformer.losses import ContrastiveTensionLoss
+
+    return ContrastiveTensionLoss(model)
+
+
+def _ct_in_batch(model, params, head_source, scale):
+    from sentence_transformers.sentence_transformer.losses import ContrastiveTensionLossInBatchNegatives
+
+    return ContrastiveTensionLossInBatchNegatives(model, scale=scale)
+
+
+def _tsdae(model, params, head_source, scale):
+    from sentence_transformers.sentence_transformer.losses import DenoisingAutoEncoderLoss
+
+    return DenoisingAutoEncoderLoss(model, tie_encoder_decoder=True)
+
+
+def _nm(model, params, head_source, scale):
+    from .losses import NoiseMatchingLoss
+
+    return NoiseMatchingLoss(model, scale=scale)
+
+
+def _mlm(model, params, head_source):
+    from .losses import MaskedLMLoss
+
+    return MaskedLMLoss(model, head_source, params["mask_probability"], params["masking"], params.get("config_kwargs"))
+
+
+def _multi_task(main, aux, **kwargs):
+    def build(model, params, head_source, scale):
+        from .losses import MultiTaskLoss
+
+        first = _mlm(model, params, head_source) if main == "mlm" else _tsdae(model, params, head_source, scale)
+        return MultiTaskLoss(first, aux(model, params, head_source, scale), params["aux_weight"], **kwargs)
+
+    return build
+
+
+def _autoencoder(model, params, head_source, kind: str):
+    from .losses import CLMAutoEncoderLoss, MLMAutoEncoderLoss
+
+    if kind == "clm_ae":
+        return CLMAutoEncoderLoss(model, head_source, params["decoder_layers"], params.get("config_kwargs"))
+    return MLMAutoEncoderLoss(model, head_source, params["decoder_layers"], params["ae_mask_probability"],
+                              params.get("config_kwargs"))
+
+
+def _ae(kind: str, contrastive: bool = False):
+    def build(model, params, head_source, scale):
+        if not contrastive:
+            return _autoencoder(model, params, head_source, kind)
+        from .losses import ContrastiveAutoEncoderLoss
+
+        return ContrastiveAutoEncoderLoss(model, _mnrl(model, params, head_source, scale),
+                                          _autoencoder(model, params, head_source, kind), params["aux_weight"])
+
+    return build
+
+
+def _consert(model, params, head_source, scale):
+    from .losses import ConSERTLoss
+
+    return ConSERTLoss(model, tuple(params["consert_views"]), params.get("cutoff_rate", 0.2),
+                       params.get("dropout_rate", 0.2), scale)
+
+
+def _rcl(model, params, head_source, scale):
+    from .rcl import RegularizedContrastiveLoss, load_regulators
+
+    paths = params.get("regulators", [])  # the entropy artifacts, added by the stage (not a keyed option)
+    if len(paths) != len(params.get("rcl_phis", [])):
+        raise ValueError(f"rcl: {len(params.get('rcl_phis', []))} φ value(s) but {len(paths)} entropy model(s)")
+    return RegularizedContrastiveLoss(model, load_regulators(paths))
+
+
+def _rcl_entropy(model, params, head_source, scale):
+    from .rcl import EntropyContrastiveLoss
+
+    return EntropyContrastiveLoss(model, params["phi"])
+
+
 RCL_KEYS = ("rcl_phis", "rcl_patience", "rcl_eval_steps", "rcl_entropy_max_steps")  # `rcl` options
-MLM_TERM = ("mlm+simcse", "mlm+nm")  # objectives with the thesis' MLM term (mask_probability, masking)
+_T, _DELETION, _MLM, _AUX = ("temperature",), ("deletion_ratio", "deletion_unit"), ("mask_probability", "masking"), \
+    ("aux_weight",)
+_AE, _CONSERT = ("decoder_layers",), ("consert_views", "cutoff_rate", "dropout_rate")
+_PAIR, _SENTENCE = ("anchor", "positive"), ("sentence",)
+_RCL_ROWS = ("anchor", "positive", "negative", "label")  # seed 002: (anchor, positive[, negative]) + row id
+
+OBJECTIVES = {
+    "simcse": Objective(_PAIR, "cls", True, _T, _simcse),
+    "simcse_sup": Objective(("anchor", "positive", "negative"), "cls", True, _T, _mnrl),
+    "ct": Objective(("sentence_A", "sentence_B", "label"), "mean", False, ("ct_negatives",), _ct),
+    "ct_in_batch": Objective(_SENTENCE, "mean", True, _T, _ct_in_batch),
+    "tsdae": Objective(("noised", "original"), "cls", False, _T + _DELETION, _tsdae),
+    "nm": Objective(("clean", "noised"), "cls", True, _T + _DELETION, _nm),
+    "mlm+simcse": Objective(_PAIR, "cls", True, _T + _MLM + _AUX, _multi_task("mlm", _mnrl)),
+    "mlm+nm": Objective(("clean", "noised"), "cls", True, _T + _DELETION + _MLM + _AUX, _multi_task("mlm", _nm)),
+    "tsdae+nm": Objective(("noised", "original"), "cls", True, _T + _DELETION + _AUX,
+                          _multi_task("tsdae", _nm, aux_columns=(1, 0))),
+    "consert": Objective(_PAIR, "mean", True, _T + _CONSERT, _consert),
+    "clm_ae": Objective(_SENTENCE, "mean", False, _T + _AE, _ae("clm_ae")),
+    "mlm_ae": Objective(_SENTENCE, "mean", False, _T + _AE + ("ae_mask_probability",), _ae("mlm_ae")),
+    "simcse+clm_ae": Objective(_PAIR, "mean", True, _T + _AE + _AUX, _ae("clm_ae", contrastive=True)),
+    "simcse+mlm_ae": Objective(_PAIR, "mean", True, _T + _AE + _AUX + ("ae_mask_probability",),
+                               _ae("mlm_ae", contrastive=True)),
+    "rcl": Objective(_RCL_ROWS, "mean", True, RCL_KEYS, _rcl),
+    "rcl_entropy": Objective(_RCL_ROWS, "mean", True, RCL_KEYS, _rcl_entropy),  # stage rcl_entropy only
+}
+# the objective-specific options: an objective's artifact key holds those of its `options` only
+OBJECTIVE_OPTIONS = tuple(sorted({key for objective in OBJECTIVES.values() for key in objective.options}))
 # seed 001 (Park) variants of `simcse` (augsbert.pretraining.variants) and the options each reads; resolved()
 # drops the others, so an option a variant ignores does not change the artifact key
 _NOISE, _RATE = ("noise_sigma", "noise_views"), ("noise_rate", "noise_views")
@@ -98,36 +211,15 @@ def resolved(options: dict) -> dict:
         options["group_by_length"] = not objective.in_batch_negatives
     if not options["group_by_length"]:
         options.pop("megabatch", None)
-    if not objective.noised:
-        options.pop("deletion_ratio", None)
-        options.pop("deletion_unit", None)
-    if options["objective"] not in MLM_TERM:
-        options.pop("mask_probability", None)
-        options.pop("masking", None)
-    if not options["objective"].endswith("_ae"):
-        options.pop("decoder_layers", None)
-    if not options["objective"].endswith("mlm_ae"):
-        options.pop("ae_mask_probability", None)
-    if "+" not in options["objective"]:
-        options.pop("aux_weight", None)
-    if options["objective"] != "ct":
-        options.pop("ct_negatives", None)
-    if options["objective"] == "ct":
-        options.pop("temperature", None)  # CT (pairs) scores by dot product, no temperature
-    if options["objective"] in ("rcl", "rcl_entropy"):
-        options.pop("temperature", None)  # RCL's equations 1-3 use the plain cosine
-    else:
-        for key in RCL_KEYS:
+    for key in OBJECTIVE_OPTIONS:
+        if key not in objective.options:
             options.pop(key, None)
-    if options["objective"] == "consert":
+    if options["objective"] == "consert":  # the rate of a view it does not use
         views = options.get("consert_views") or []
         if not any(v in ("token_cutoff", "feature_cutoff") for v in views):
             options.pop("cutoff_rate", None)
         if "embedding_dropout" not in views:
             options.pop("dropout_rate", None)
-    else:
-        for key in ("consert_views", "cutoff_rate", "dropout_rate"):
-            options.pop(key, None)
     variant = options.get("simcse_variant", "none") if options["objective"] == "simcse" else "none"
     used = ("simcse_variant", *SIMCSE_VARIANTS[variant]) if variant != "none" else ()
     for key in SIMCSE_VARIANT_KEYS:
@@ -176,75 +268,7 @@ def build_loss(objective: str, model, params: dict, head_source: str):
 
     `head_source` is the checkpoint TSDAE's decoder and the MLM head are built from.
     """
-    from sentence_transformers.sentence_transformer.losses import (
-        ContrastiveTensionLoss,
-        ContrastiveTensionLossInBatchNegatives,
-        DenoisingAutoEncoderLoss,
-        MultipleNegativesRankingLoss,
-    )
-
-    from .losses import (
-        CLMAutoEncoderLoss,
-        ConSERTLoss,
-        ContrastiveAutoEncoderLoss,
-        MaskedLMLoss,
-        MLMAutoEncoderLoss,
-        MultiTaskLoss,
-        NoiseMatchingLoss,
-    )
-
+    if objective not in OBJECTIVES:
+        raise ValueError(f"unknown pretrain.objective {objective!r} (one of {', '.join(OBJECTIVES)})")
     scale = 1.0 / params["temperature"] if "temperature" in params else None
-
-    def mlm():
-        return MaskedLMLoss(model, head_source, params["mask_probability"], params["masking"],
-                            params.get("config_kwargs"))
-
-    def tsdae():
-        return DenoisingAutoEncoderLoss(model, tie_encoder_decoder=True)
-
-    if objective == "rcl_entropy":
-        from .rcl import EntropyContrastiveLoss
-
-        return EntropyContrastiveLoss(model, params["phi"])
-    if objective == "rcl":
-        from .rcl import RegularizedContrastiveLoss, load_regulators
-
-        paths = params.get("regulators", [])  # the entropy artifacts, added by the stage (not a keyed option)
-        if len(paths) != len(params.get("rcl_phis", [])):
-            raise ValueError(f"rcl: {len(params.get('rcl_phis', []))} φ value(s) but {len(paths)} entropy model(s)")
-        return RegularizedContrastiveLoss(model, load_regulators(paths))
-    if objective == "simcse" and params.get("simcse_variant", "none") != "none":
-        from .variants import variant_loss
-
-        return variant_loss(model, params, scale)
-    if objective in ("simcse", "simcse_sup"):
-        return MultipleNegativesRankingLoss(model, scale=scale)
-    if objective == "ct":
-        return ContrastiveTensionLoss(model)
-    if objective == "ct_in_batch":
-        return ContrastiveTensionLossInBatchNegatives(model, scale=scale)
-    if objective == "tsdae":
-        return tsdae()
-    if objective == "nm":
-        return NoiseMatchingLoss(model, scale=scale)
-    if objective == "mlm+simcse":
-        return MultiTaskLoss(mlm(), MultipleNegativesRankingLoss(model, scale=scale), params["aux_weight"])
-    if objective == "mlm+nm":
-        return MultiTaskLoss(mlm(), NoiseMatchingLoss(model, scale=scale), params["aux_weight"])
-    def autoencoder(kind: str):
-        if kind == "clm_ae":
-            return CLMAutoEncoderLoss(model, head_source, params["decoder_layers"], params.get("config_kwargs"))
-        return MLMAutoEncoderLoss(model, head_source, params["decoder_layers"], params["ae_mask_probability"],
-                                  params.get("config_kwargs"))
-
-    if objective in ("clm_ae", "mlm_ae"):
-        return autoencoder(objective)
-    if objective in ("simcse+clm_ae", "simcse+mlm_ae"):
-        return ContrastiveAutoEncoderLoss(model, MultipleNegativesRankingLoss(model, scale=scale),
-                                          autoencoder(objective.split("+")[1]), params["aux_weight"])
-    if objective == "consert":
-        return ConSERTLoss(model, tuple(params["consert_views"]), params.get("cutoff_rate", 0.2),
-                           params.get("dropout_rate", 0.2), scale)
-    if objective == "tsdae+nm":
-        return MultiTaskLoss(tsdae(), NoiseMatchingLoss(model, scale=scale), params["aux_weight"], aux_columns=(1, 0))
-    raise ValueError(f"unknown pretrain.objective {objective!r} (one of {', '.join(OBJECTIVES)})")
+    return OBJECTIVES[objective].build(model, params, head_source, scale)
