@@ -21,7 +21,7 @@ from .models.mlm import MLMPairCollator, masked_lm_from
 from .sampling import bm25_neighbors
 from .sampling.pool import PairCollector, random_partners
 from .tracking import callbacks as tracking_callbacks, trainer_arguments
-from .training import claim_workdir, precision_flags
+from .training import claim_workdir, precision_flags, train_resuming
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,6 @@ def adapt(base: str, train: pd.DataFrame, params: dict, workdir: Path, device: s
     """
     from datasets import Dataset
     from transformers import AutoTokenizer, TrainingArguments, set_seed
-    from transformers.trainer_utils import get_last_checkpoint
 
     from .batching import LengthGroupedTrainer, hf_grouping, pair_lengths
     from .models.cross_bi_encoder import SPECIALS_PER_PAIR
@@ -107,10 +106,7 @@ def adapt(base: str, train: pd.DataFrame, params: dict, workdir: Path, device: s
     trainer = LengthGroupedTrainer(model=model, args=TrainingArguments(**args), train_dataset=dataset,
                                    data_collator=collator, callbacks=[*(callbacks or []), *tracking_callbacks()],
                                    megabatch=params.get("megabatch", 50))
-    last = get_last_checkpoint(str(workdir / "trainer")) if (workdir / "trainer").is_dir() else None
-    if last:
-        log.info("resuming from %s", last)
-    output = trainer.train(resume_from_checkpoint=last)
+    output, resumed_from = train_resuming(trainer, workdir / "trainer")
     return model, tokenizer, pair_tokenizer, {"train_loss": float(output.training_loss),
                                               "steps": int(output.global_step), "topic_delimiter_id": delimiter_id,
-                                              "resumed_from": Path(last).name if last else None}
+                                              "resumed_from": resumed_from}

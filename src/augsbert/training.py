@@ -147,6 +147,20 @@ def claim_workdir(workdir: Path, fingerprint: dict) -> None:
     write_json(marker, fingerprint)
 
 
+def train_resuming(trainer, trainer_dir: Path):
+    """`trainer.train()`, resumed from the newest checkpoint in `trainer_dir` if a killed run left one.
+
+    Returns the trainer's output and the checkpoint's name (None for a fresh start), which every
+    trained stage reports as `resumed_from`.
+    """
+    from transformers.trainer_utils import get_last_checkpoint
+
+    last = get_last_checkpoint(str(trainer_dir)) if Path(trainer_dir).is_dir() else None
+    if last:
+        log.info("resuming from %s", last)
+    return trainer.train(resume_from_checkpoint=last), Path(last).name if last else None
+
+
 def _recover_killed_writes(workdir: Path) -> None:
     """Remove temporary files of killed writes; undo a best-model swap that a kill cut in half."""
     for stale in workdir.glob(".*.partial-*"):  # write_json's temp files (best.json, seed_search.json, ...)
@@ -265,7 +279,6 @@ def fit(arch_name: str, base: str, train: pd.DataFrame, dev: pd.DataFrame | None
     In a distributed run every rank calls this; only rank 0's result carries
     the best model and the dev history (the other ranks return their replica).
     """
-    from transformers.trainer_utils import get_last_checkpoint
 
     arch = ARCHITECTURES[arch_name]
     processes = distributed.world_size()
@@ -287,15 +300,12 @@ def fit(arch_name: str, base: str, train: pd.DataFrame, dev: pd.DataFrame | None
     if has_dev and distributed.is_main():
         callbacks.append(BestEpoch(arch, dev, params, workdir / "best", workdir / "best.json"))
     trainer_dir = workdir / "trainer"
-    last = get_last_checkpoint(str(trainer_dir)) if trainer_dir.is_dir() else None
-    if last:
-        log.info("resuming from %s", last)
     trainer = arch.trainer(model, training_args(params, trainer_dir, seed, device, precision, len(train)), _dataset(train),
                            callbacks, params)
-    output = trainer.train(resume_from_checkpoint=last)
+    output, resumed_from = train_resuming(trainer, trainer_dir)
     metrics = {"seed": seed, "seed_trials": trials, "train_pairs": len(train),
                "train_loss": float(output.training_loss), "steps": int(output.global_step),
-               "resumed_from": Path(last).name if last else None,
+               "resumed_from": resumed_from,
                # the logged training loss by step (averaged over all processes' batches)
                "loss_log": [{"step": h["step"], "loss": h["loss"]} for h in trainer.state.log_history if "loss" in h]}
     if processes > 1:

@@ -129,9 +129,8 @@ def fit(base: str, sentences: list[str], held_out: list[str], dev: pd.DataFrame 
     from sentence_transformers import SentenceTransformerTrainingArguments
     from sentence_transformers.sentence_transformer.evaluation import EmbeddingSimilarityEvaluator
     from transformers import set_seed
-    from transformers.trainer_utils import get_last_checkpoint
 
-    from ..training import claim_workdir, precision_flags
+    from ..training import claim_workdir, precision_flags, train_resuming
 
     objective = params["objective"]
     claim_workdir(workdir, {"stage": "pretrain", "base": base, "params": params, "device": device,
@@ -177,10 +176,7 @@ def fit(base: str, sentences: list[str], held_out: list[str], dev: pd.DataFrame 
         eval_dataset=evaluation, loss=loss, evaluator=evaluator, callbacks=[*(callbacks or []), *tracking_callbacks()],
         data_collator=collator(objective, model, params))
     trainer.weight_perturbation = weight_perturbation(params)
-    last = get_last_checkpoint(str(workdir / "trainer")) if (workdir / "trainer").is_dir() else None
-    if last:
-        log.info("resuming from %s", last)
-    output = trainer.train(resume_from_checkpoint=last)
+    output, resumed_from = train_resuming(trainer, workdir / "trainer")
     history = [{k: v for k, v in h.items() if k in ("step", "eval_loss", "eval_dev_spearman_cosine")}
                for h in trainer.state.log_history if "eval_loss" in h]
     for h in history:
@@ -192,7 +188,7 @@ def fit(base: str, sentences: list[str], held_out: list[str], dev: pd.DataFrame 
                "held_out_sentences": len(evaluation), "train_loss": float(output.training_loss),
                "steps": int(output.global_step), "history": history,
                "best_step": int(Path(best).name.split("-")[-1]) if best and selection != "last" else int(output.global_step),
-               "resumed_from": Path(last).name if last else None}
+               "resumed_from": resumed_from}
     if history:
         metrics["held_out_loss"] = {"first": history[0]["eval_loss"], "chosen": next(
             (h["eval_loss"] for h in history if h["step"] == metrics["best_step"]), history[-1]["eval_loss"])}

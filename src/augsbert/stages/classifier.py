@@ -49,11 +49,10 @@ def fit(base: str, texts: list[str], topics: list[str], params: dict, workdir: P
     from datasets import Dataset
     from sentence_transformers import SentenceTransformerTrainingArguments
     from transformers import set_seed
-    from transformers.trainer_utils import get_last_checkpoint
 
     from ..models.topic_classifier import TopicClassificationLoss
     from ..pretraining.train import build_encoder, trainer_class
-    from ..training import claim_workdir, precision_flags
+    from ..training import claim_workdir, precision_flags, train_resuming
 
     classes = sorted(set(topics))
     if len(classes) < 2:
@@ -79,16 +78,13 @@ def fit(base: str, texts: list[str], topics: list[str], params: dict, workdir: P
         dataloader_num_workers=0, **precision_flags(device, precision_name))
     trainer = trainer_class()(model=model, args=args, train_dataset=train, loss=loss,
                                 callbacks=[*(callbacks or []), *tracking_callbacks()])
-    last = get_last_checkpoint(str(workdir / "trainer")) if (workdir / "trainer").is_dir() else None
-    if last:
-        log.info("resuming from %s", last)
-    output = trainer.train(resume_from_checkpoint=last)
+    output, resumed_from = train_resuming(trainer, workdir / "trainer")
     embeddings = model.encode(texts, batch_size=params.get("eval_batch_size", 64), convert_to_tensor=True)
     predicted = loss.predict(embeddings).cpu().numpy()
     accuracy = float(100 * np.mean(predicted == np.array([index[t] for t in topics])))
     metrics = {"train_loss": float(output.training_loss), "steps": int(output.global_step),
                "train_accuracy": accuracy, "topics": classes, "train_sentences": len(texts),
-               "resumed_from": Path(last).name if last else None}
+               "resumed_from": resumed_from}
     return model, loss, classes, metrics
 
 
