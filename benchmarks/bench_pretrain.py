@@ -52,7 +52,7 @@ def run_one(objective: str, steps: int, batch: int, length: int) -> dict:
 
     from augsbert.models import resolve_model
     from augsbert.pretraining.objectives import OBJECTIVES as TABLE, build_loss, resolved
-    from augsbert.pretraining.train import build_encoder, collator, loss_inputs, records
+    from augsbert.training.pretrain import build_encoder, collator, loss_inputs, records
 
     torch.manual_seed(0)
     name = "simcse" if objective == "nm_reference_mnrl" else objective

@@ -9,7 +9,7 @@ seconds per epoch >= 1.6x lower with grouping for CE, CBE and BE on 2 cores.
 
 For each data sample and trainer (Cross-Encoder, Cross-Bi-Encoder, Bi-Encoder,
 MLM adaptation) the real trainer of the package (`ARCHITECTURES[...].trainer`,
-`adaptation.adapt`) runs `--steps` optimiser steps with `group_by_length` off
+`training.mlm.adapt`) runs `--steps` optimiser steps with `group_by_length` off
 and on, in this one process, on the packaged all-MiniLM-L6-v2. Printed:
 
 - padding share of a whole epoch, from the token lengths and the batch order
@@ -55,7 +55,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from augsbert.batching import length_grouped_batches, padding_share, pair_lengths, side_lengths  # noqa: E402
 from augsbert.models.architectures import ARCHITECTURES  # noqa: E402
 from augsbert.models.cross_bi_encoder import SPECIALS_PER_PAIR  # noqa: E402
-from augsbert.training import training_args  # noqa: E402
+from augsbert.training.pairs import training_args  # noqa: E402
 
 TRAINERS = ("ce", "cbe", "be", "mlm")
 MEGABATCH = {"ce": 50, "cbe": 50, "be": 400, "mlm": 50}  # the schema defaults
@@ -183,7 +183,7 @@ def run_pair_model(trainer: str, base: str, table: pd.DataFrame, grouped: bool, 
 
 
 def run_mlm(base: str, table: pd.DataFrame, grouped: bool, max_length: int, args: argparse.Namespace, workdir: Path):
-    import augsbert.adaptation as adaptation
+    import augsbert.training.mlm as adaptation
 
     params = dict(seed=args.seed, config_kwargs=None, max_length=max_length, mask_probability=0.2, masking="uniform",
                   batch_size=args.batch_size, lr=2e-5, warmup_ratio=0.1, max_steps=args.steps, weight_decay=0.01,

@@ -102,7 +102,7 @@ PAIRS = pd.DataFrame({"sentence1": ["a cat", "short one here", LONG, "x y z", LO
 def test_lengths_are_the_tokens_the_model_sees(arch, tiny_model, tmp_path):
     """Counted lengths equal the real (unpadded) tokens of each input after truncation."""
     from augsbert.models.architectures import ARCHITECTURES
-    from augsbert.training import _dataset, training_args
+    from augsbert.training.pairs import _dataset, training_args
 
     params = train_params(max_length=24, group_by_length=True, megabatch=2)
     adapter = ARCHITECTURES[arch]
@@ -148,7 +148,7 @@ def test_mlm_lengths_are_the_tokens_the_model_sees(tiny_model):
 def test_trainers_consume_the_grouped_order_of_each_epoch(arch, tiny_model, tmp_path):
     """The trainer's batches are exactly `length_grouped_batches` of epoch 0, then of epoch 1 (set_epoch arrives)."""
     from augsbert.models.architectures import ARCHITECTURES
-    from augsbert.training import _dataset, training_args
+    from augsbert.training.pairs import _dataset, training_args
 
     rng = np.random.default_rng(3)
     words = "cat dog bird fish horse sheep cow goat".split()

@@ -32,7 +32,7 @@ NO_DROPOUT = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
 KILL_HOOK = '''
 import os, signal
 if os.environ.get("RANK") == "0" and os.environ.get("DIE_AT_STEP"):
-    import augsbert.training as training
+    import augsbert.training.pairs as training
     from transformers import TrainerCallback
 
     class KillJob(TrainerCallback):

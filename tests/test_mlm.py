@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 import torch
 
-from augsbert.adaptation import adapt, evaluate_mlm, mlm_pairs, split_held_out
+from augsbert.training.mlm import adapt, evaluate_mlm, mlm_pairs, split_held_out
 from augsbert.models.cross_bi_encoder import PairTokenizer
 from augsbert.models.mlm import IGNORE, MLMPairCollator, mask_tokens, maskable_positions
 from conftest import theme_pairs

@@ -16,7 +16,7 @@ import torch
 
 from augsbert.pretraining.noise import batch_rng, delete_tokens, delete_words, keep_mask
 from augsbert.pretraining.objectives import OBJECTIVES, build_loss, resolved, training_rows
-from augsbert.pretraining.train import build_encoder, fit, held_out_loss, loss_extra_state
+from augsbert.training.pretrain import build_encoder, fit, held_out_loss, loss_extra_state
 
 SENTENCES = [f"the {a} {b} sat on the {c} near the old {d} today" for a, b, c, d in
              zip(["red", "blue", "green", "small", "big", "quiet", "loud", "fast"] * 8,

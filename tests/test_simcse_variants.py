@@ -16,7 +16,7 @@ import torch
 from test_pretraining import SENTENCES, Fixed
 
 from augsbert.pretraining.objectives import SIMCSE_VARIANT_KEYS, SIMCSE_VARIANTS, build_loss, resolved
-from augsbert.pretraining.train import build_encoder, fit, held_out_loss, loss_extra_state
+from augsbert.training.pretrain import build_encoder, fit, held_out_loss, loss_extra_state
 from augsbert.pretraining.variants import (
     GaussianNegativesSimCSELoss,
     GMMNegativesSimCSELoss,

@@ -113,7 +113,7 @@ def test_plan_keys_keep_cosine_students_and_prune_inert_options():
 def test_student_trains_on_the_rows_of_its_loss(tmp_path, tiny_model, loss):
     from conftest import theme_pairs, train_params
 
-    from augsbert.training import fit
+    from augsbert.training.pairs import fit
 
     train, dev = theme_pairs(36, 1), theme_pairs(12, 2)
     train["sentence1"] = train["sentence1"].iloc[::3].repeat(3).to_numpy()  # 3 partners per anchor, as silver

@@ -49,7 +49,7 @@ def test_unknown_tracker_or_missing_package_is_one_message(tracking_env, monkeyp
 def test_tensorboard_run_holds_params_loss_and_dev_spearman(tracking_env, tiny_model, tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from augsbert.training import fit
+    from augsbert.training.pairs import fit
 
     run_dir = tracking_env("tensorboard")
     train, dev = theme_pairs(48, 0), theme_pairs(16, 1)

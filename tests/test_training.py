@@ -13,7 +13,7 @@ import torch
 from transformers import set_seed
 
 from augsbert.models.architectures import ARCHITECTURES, freeze_embeddings
-from augsbert.training import evaluate, fit, symmetrise
+from augsbert.training.pairs import evaluate, fit, symmetrise
 from conftest import REPO, theme_pairs, train_params
 
 PAIRS = [("a cat sat on the mat", "a dog lay on the rug"), ("stock prices fell", "it rained all day")]
@@ -109,7 +109,7 @@ RESUME_SCRIPT = textwrap.dedent("""
     sys.path.insert(0, {tests!r})
     import numpy as np
     from transformers import TrainerCallback
-    from augsbert.training import fit, evaluate
+    from augsbert.training.pairs import fit, evaluate
     from conftest import theme_pairs, train_params
 
     class Die(TrainerCallback):
@@ -178,7 +178,7 @@ def test_killed_training_resumes_to_the_same_model(signal_name, die_at, checkpoi
 
 
 def test_warmup_is_a_ratio_of_all_steps(tmp_path):
-    from augsbert.training import training_args
+    from augsbert.training.pairs import training_args
 
     args = training_args(train_params(warmup_ratio=1, epochs=3, batch_size=10), tmp_path, 1, "cpu", "auto", 95)
     assert args["warmup_steps"] == 30  # 10 steps x 3 epochs, not "1 step"
@@ -199,7 +199,7 @@ def test_resume_state_of_another_configuration_is_discarded(tiny_model, tmp_path
 
 
 def test_resume_state_is_tidied_after_a_killed_write(tmp_path):
-    from augsbert.training import claim_workdir
+    from augsbert.training.common import claim_workdir
 
     work = tmp_path / "work"
     claim_workdir(work, {"arch": "be"})

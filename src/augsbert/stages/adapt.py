@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from ..adaptation import adapt, evaluate_mlm, mlm_pairs, split_held_out
+from ..training.mlm import adapt, evaluate_mlm, mlm_pairs, split_held_out
 from ..artifacts import artifact_dir, write_json
 from ..models import resolve_device
 from ..models.mlm import masked_lm_from

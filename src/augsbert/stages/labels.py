@@ -35,7 +35,7 @@ from ..models.architectures import ARCHITECTURES
 from ..sampling import iterative_kde, kde_sample
 from ..sampling.pool import pair_key
 from ..sampling.shards import shard_rows
-from ..training import pairs_of
+from ..training.pairs import pairs_of
 from .common import read_split
 
 log = logging.getLogger(__name__)

@@ -29,7 +29,7 @@ def base_held_out_loss(base: str, held: list[str], params: dict, device: str, tr
     from transformers import set_seed
 
     from ..pretraining.objectives import build_loss
-    from ..pretraining.train import build_encoder, held_out_loss
+    from ..training.pretrain import build_encoder, held_out_loss
 
     set_seed(params["seed"])
     model = build_encoder(base, params["pooling"], params["max_length"], device, params.get("config_kwargs"))
@@ -42,7 +42,7 @@ def base_held_out_loss(base: str, held: list[str], params: dict, device: str, tr
 
 
 def run(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
-    from ..pretraining.train import fit, held_out_loss
+    from ..training.pretrain import fit, held_out_loss
 
     params, inputs = spec["params"], spec["inputs"]
     evaluated = inputs.get("eval", inputs["data"])

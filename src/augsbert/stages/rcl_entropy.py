@@ -53,7 +53,7 @@ def run(spec: dict, out: str | Path, device: str | None = None, force: bool = Fa
     from transformers import EarlyStoppingCallback
 
     from ..pretraining.rcl import DOCUMENT_FILE, QUERY_FILE, ROWS_FILE
-    from ..pretraining.train import fit, held_out_loss
+    from ..training.pretrain import fit, held_out_loss
 
     params = spec["params"]
     train, held, removed = rcl_rows(spec)

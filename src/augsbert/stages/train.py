@@ -16,7 +16,7 @@ from ..artifacts import artifact_dir, write_json
 from ..data import DataError, read_pairs
 from ..data.prompts import prompt_pairs
 from ..models import resolve_device
-from ..training import evaluate, fit, save_model, symmetrise
+from ..training.pairs import evaluate, fit, save_model, symmetrise
 from .common import checkpoint_dir, model_path, precision, read_split
 
 log = logging.getLogger(__name__)

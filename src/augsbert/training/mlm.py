@@ -16,12 +16,12 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .models.cross_bi_encoder import PairTokenizer
-from .models.mlm import MLMPairCollator, masked_lm_from
-from .sampling import bm25_neighbors
-from .sampling.pool import PairCollector, random_partners
-from .tracking import callbacks as tracking_callbacks, trainer_arguments
-from .training import claim_workdir, precision_flags, train_resuming
+from ..models.cross_bi_encoder import PairTokenizer
+from ..models.mlm import MLMPairCollator, masked_lm_from
+from ..sampling import bm25_neighbors
+from ..sampling.pool import PairCollector, random_partners
+from ..tracking import callbacks as tracking_callbacks, trainer_arguments
+from .common import claim_workdir, precision_flags, train_resuming
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +73,8 @@ def adapt(base: str, train: pd.DataFrame, params: dict, workdir: Path, device: s
     from datasets import Dataset
     from transformers import AutoTokenizer, TrainingArguments, set_seed
 
-    from .batching import LengthGroupedTrainer, hf_grouping, pair_lengths
-    from .models.cross_bi_encoder import SPECIALS_PER_PAIR
+    from ..batching import LengthGroupedTrainer, hf_grouping, pair_lengths
+    from ..models.cross_bi_encoder import SPECIALS_PER_PAIR
 
     claim_workdir(workdir, {"stage": "adapt_mlm", "base": base, "params": params, "device": device,
                              "precision": precision, "train_pairs": len(train)})
@@ -83,7 +83,7 @@ def adapt(base: str, train: pd.DataFrame, params: dict, workdir: Path, device: s
     tokenizer = AutoTokenizer.from_pretrained(base)
     delimiter_id = None
     if params.get("topic_prompt"):  # prompted pairs: the prompt (through its delimiter) is never masked
-        from .data.prompts import ensure_delimiter
+        from ..data.prompts import ensure_delimiter
 
         delimiter_id = ensure_delimiter(tokenizer, params["topic_prompt"], model)
     pair_tokenizer = PairTokenizer(tokenizer, params["max_length"],

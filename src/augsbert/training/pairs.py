@@ -31,25 +31,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import distributed
-from .artifacts import read_json, write_json
-from .evaluation import correlations
-from .models.architectures import ARCHITECTURES, freeze_embeddings
-from .tracking import callbacks as tracking_callbacks, log_metrics
+from .. import distributed
+from ..artifacts import read_json, write_json
+from ..evaluation import correlations
+from ..models.architectures import ARCHITECTURES, freeze_embeddings
+from ..tracking import callbacks as tracking_callbacks, log_metrics
+from .common import claim_workdir, precision_flags, train_resuming
 
 log = logging.getLogger(__name__)
-
-
-def precision_flags(device: str, precision: str) -> dict:
-    """TrainingArguments flags for `precision` (auto = bf16/fp16 on CUDA, fp32 elsewhere)."""
-    if precision == "auto":
-        if not device.startswith("cuda"):
-            return {}
-        import torch
-
-        native_bf16 = torch.cuda.is_bf16_supported(including_emulation=False)  # emulated bf16 (T4, V100) is slow
-        return {"bf16": True} if native_bf16 else {"fp16": True}
-    return {"fp16": precision == "fp16", "bf16": precision == "bf16"}
 
 
 def pairs_of(table: pd.DataFrame) -> list[tuple[str, str]]:
@@ -128,52 +117,6 @@ def _callbacks():
     return StopAtStep, BestEpoch
 
 
-def claim_workdir(workdir: Path, fingerprint: dict) -> None:
-    """Reuse resume state only if it was made by the same computation; otherwise start afresh.
-
-    Reused state is first tidied up after a killed job. The caller holds the
-    artifact's writer lock, so whatever a write left half-done here is a dead
-    job's, never a live one's.
-    """
-    from . import __version__
-
-    fingerprint = {**fingerprint, "augsbert": __version__}
-    marker = workdir / "fingerprint.json"
-    if workdir.exists() and (not marker.exists() or read_json(marker) != fingerprint):
-        log.warning("discarding resume state in %s: it belongs to another configuration or version", workdir)
-        shutil.rmtree(workdir)
-    workdir.mkdir(parents=True, exist_ok=True)
-    _recover_killed_writes(workdir)
-    write_json(marker, fingerprint)
-
-
-def train_resuming(trainer, trainer_dir: Path):
-    """`trainer.train()`, resumed from the newest checkpoint in `trainer_dir` if a killed run left one.
-
-    Returns the trainer's output and the checkpoint's name (None for a fresh start), which every
-    trained stage reports as `resumed_from`.
-    """
-    from transformers.trainer_utils import get_last_checkpoint
-
-    last = get_last_checkpoint(str(trainer_dir)) if Path(trainer_dir).is_dir() else None
-    if last:
-        log.info("resuming from %s", last)
-    return trainer.train(resume_from_checkpoint=last), Path(last).name if last else None
-
-
-def _recover_killed_writes(workdir: Path) -> None:
-    """Remove temporary files of killed writes; undo a best-model swap that a kill cut in half."""
-    for stale in workdir.glob(".*.partial-*"):  # write_json's temp files (best.json, seed_search.json, ...)
-        stale.unlink(missing_ok=True)
-    best, new, old = workdir / "best", workdir / "best.partial", workdir / "best.old"
-    shutil.rmtree(new, ignore_errors=True)
-    if old.exists():
-        if best.exists():  # killed after the swap: `old` is garbage
-            shutil.rmtree(old)
-        else:  # killed between the two renames: `old` is still the model best.json describes
-            os.replace(old, best)
-
-
 @dataclass
 class FitResult:
     model: object
@@ -182,7 +125,7 @@ class FitResult:
 
 def training_args(params: dict, output_dir: Path, seed: int, device: str, precision: str, n_train: int,
                   run_part: str | None = None) -> dict:
-    from .tracking import trainer_arguments
+    from ..tracking import trainer_arguments
 
 
     # `batch_size` is the global batch: split over the processes of a distributed run (augsbert.distributed)
@@ -227,7 +170,7 @@ def _build(arch, base: str, params: dict, device: str, seed: int):
     set_seed(seed)  # the fresh head of a Cross-Encoder is initialised here
     model = arch.build(base, params, device)
     if params.get("topic_prompt"):  # one token for the topic delimiter, added before any freezing
-        from .data.prompts import ensure_delimiter
+        from ..data.prompts import ensure_delimiter
 
         ensure_delimiter(model.tokenizer, params["topic_prompt"], arch.encoder(model))
     if params.get("freeze_embeddings"):

@@ -21,9 +21,9 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from ..pretraining.objectives import OBJECTIVES, build_loss, training_rows
+from ..pretraining.variants import weight_perturbation
 from ..tracking import callbacks as tracking_callbacks, trainer_arguments
-from .objectives import OBJECTIVES, build_loss, training_rows
-from .variants import weight_perturbation
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +130,7 @@ def fit(base: str, sentences: list[str], held_out: list[str], dev: pd.DataFrame 
     from sentence_transformers.sentence_transformer.evaluation import EmbeddingSimilarityEvaluator
     from transformers import set_seed
 
-    from ..training import claim_workdir, precision_flags, train_resuming
+    from .common import claim_workdir, precision_flags, train_resuming
 
     objective = params["objective"]
     claim_workdir(workdir, {"stage": "pretrain", "base": base, "params": params, "device": device,
@@ -199,7 +199,7 @@ def collator(objective: str, model, params: dict):
     """The trainer's collator for `objective`: the deletion-noise one for noised objectives."""
     from sentence_transformers.sentence_transformer.data_collator import SentenceTransformerDataCollator
 
-    from .noise import deletion_collator
+    from ..pretraining.noise import deletion_collator
 
     if OBJECTIVES[objective].noised:
         return deletion_collator(SentenceTransformerDataCollator)(

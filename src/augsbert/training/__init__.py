@@ -1,0 +1,13 @@
+"""Every trainer of the workflow, and what they share.
+
+- `pairs`: pair models (Cross-Encoder, Cross-Bi-Encoder, Bi-Encoder): seed optimisation, best epoch on
+  dev Spearman (stages teacher and student);
+- `mlm`: masked-LM domain adaptation on target pairs (stage adapt);
+- `pretrain`: unsupervised pre-training with an objective of `augsbert.pretraining` (stages pretrain and
+  rcl_entropy);
+- `classifier`: the topic-classifier baseline (stage classifier);
+- `common`: the resumable work directory, resuming from the newest checkpoint, precision flags.
+
+Batching (`augsbert.batching`), several GPUs (`augsbert.distributed`) and experiment trackers
+(`augsbert.tracking`) are shared with the inference stages and live beside this package.
+"""
