@@ -31,6 +31,39 @@ def test_failure_leaves_nothing_and_existing_artifact_is_kept(tmp_path):
     assert read_json(out / "spec.json") == {"v": 1}
 
 
+def test_force_replaces_only_an_artifact_of_the_same_stage(tmp_path, monkeypatch):
+    """Issue 26 case 1: `--force` emptied any folder (a user's files, `..`); now only a finished artifact of the
+    same stage is replaced, and everything else is refused whatever the flags, its files left as they were."""
+    from augsbert.cli import main
+
+    mine = tmp_path / "my_files"
+    mine.mkdir()
+    (mine / "thesis.tex").write_text("years of work")
+    other = tmp_path / "other"
+    with artifact_dir(other, {"stage": "teacher", "key": "k"}):
+        pass
+    (tmp_path / "notes.txt").write_text("a file")
+    for out, what in [(mine, "is not an artifact"), (other, "is an artifact of stage teacher"),
+                      (tmp_path / "notes.txt", "is not an artifact"), (tmp_path, "is not an artifact")]:
+        with pytest.raises(ArtifactExistsError, match=what + ".*even with --force"):
+            with artifact_dir(out, {"stage": "data", "key": "k"}, force=True):
+                pass
+    assert (mine / "thesis.tex").read_text() == "years of work" and (tmp_path / "notes.txt").is_file()
+    assert read_json(other / "spec.json")["stage"] == "teacher"
+    # through the command line, as in the report: `--out .. --force` and `--out DIR --force`, exit 2, nothing lost
+    work = tmp_path / "work" / "sub"
+    work.mkdir(parents=True)
+    monkeypatch.chdir(work)
+    spec = json.dumps({"stage": "data", "key": "k", "params": {}, "inputs": {}})
+    for out in ("..", str(mine)):
+        assert main(["-q", "data", "--spec", spec, "--out", out, "--force"]) == 2
+    assert (mine / "thesis.tex").is_file() and work.is_dir()
+    # the same stage's finished artifact: refused without --force, replaced with it
+    with artifact_dir(other, {"stage": "teacher", "key": "k2"}, force=True):
+        pass
+    assert read_json(other / "spec.json")["key"] == "k2"
+
+
 def test_write_json_is_strict(tmp_path):
     write_json(tmp_path / "m.json", {"spearman": float("nan"), "x": [float("inf"), 1.5]})
     assert json.loads((tmp_path / "m.json").read_text()) == {"spearman": None, "x": [None, 1.5]}
@@ -223,3 +256,20 @@ def test_read_only_directory_for_real(tmp_path):
                 pass
     finally:
         ro.chmod(0o755)
+
+
+def test_a_damaged_json_file_is_named(tmp_path, capsys):
+    """Issue 26 case 5: a truncated metrics.json raised a bare JSONDecodeError without the file's name."""
+    from augsbert.artifacts import DamagedArtifactError
+    from augsbert.cli import main
+
+    path = tmp_path / "metrics.json"
+    path.write_text('{"test": {"spear')
+    with pytest.raises(DamagedArtifactError, match=f"{path}: not valid JSON .* the file is damaged"):
+        read_json(path)
+    # where a command reads it: one message and exit code 2
+    spec = {"experiment": "x", "config": {}, "dataset": {}, "config_hash": "0", "seeds": [42],
+            "runs": {"42": {"zero_shot": {"key": "k", "stage": "zero_shot", "path": str(tmp_path)}}}}
+    code = main(["collect-results", "--spec", json.dumps(spec), "--out", str(tmp_path / "r.json")])
+    err = capsys.readouterr().err
+    assert code == 2 and f"{path}: not valid JSON" in err and "Traceback" not in err

@@ -57,7 +57,7 @@ def make_data(tmp_path, shuffle_seed=None):
 
 
 def spec_for(data, strategies=("random", "bm25")):
-    return {"stage": "candidates", "key": "t-0000000000", "inputs": {"data": str(data)},
+    return {"stage": "candidates", "key": "t", "inputs": {"data": str(data)},
             "params": {"strategies": list(strategies), "top_k": 3, "pool": "train", "exclude_eval_sentences": True,
                        "candidate_pool": {"random": 3, "semantic_search": 3}, "model": "minilm-l6", "seed": 42}}
 

@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 
 from augsbert.cli import main
+from augsbert.config import ConfigError
 from augsbert.evaluation import correlations
 from conftest import REPO
 
@@ -38,7 +39,7 @@ def test_prepare_data_standalone_and_no_overwrite(tmp_path, capsys):
 def test_zero_shot_stage_matches_direct_computation(tmp_path, tiny_model):
     data = tmp_path / "data"
     main(["-q", "prepare-data", "--config", CONFIG, "--experiment", "demo_zeroshot", "--out", str(data)])
-    spec = {"stage": "zero_shot", "key": "t-0000000000", "inputs": {"data": str(data)},
+    spec = {"stage": "zero_shot", "key": "t", "inputs": {"data": str(data)},
             "params": {"model": tiny_model, "batch_size": 16, "max_length": 128}}
     out = tmp_path / "zs"
     assert main(["-q", "evaluate-zero-shot", "--spec", json.dumps(spec), "--out", str(out), "--device", "cpu"]) == 0
@@ -58,7 +59,7 @@ def test_zero_shot_stage_matches_direct_computation(tmp_path, tiny_model):
     sts = tmp_path / "sts12.tsv"
     sts.write_text("sentence1\tsentence2\tscore\n" + "".join(
         f"{r.sentence1}\t{r.sentence2}\t{5 * r.gold}\n" for r in pred.itertuples()))
-    suite_spec = {"stage": "suite", "key": "s-0000000000", "inputs": {"data": str(data)},
+    suite_spec = {"stage": "suite", "key": "s", "inputs": {"data": str(data)},
                   "params": {"model": tiny_model, "batch_size": 16, "max_length": 128, "sts": {"sts12": str(sts)},
                              "useb": {}, "skipped": {"topic": "the dataset has no topic labels"},
                              "positive_threshold": 0.8}}
@@ -80,8 +81,13 @@ def test_bad_spec_and_missing_data_are_clear(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "missing file" in err and "BWS_Argument_Similarity_Corpus.csv" in err
     assert not (tmp_path / "o").exists()
-    with pytest.raises(SystemExit):
-        main(["prepare-data", "--spec", "{not json", "--out", str(tmp_path / "o")])
+    assert main(["prepare-data", "--spec", "{not json", "--out", str(tmp_path / "o")]) == 2
+    assert "augsbert prepare-data: error: --spec: not valid JSON" in capsys.readouterr().err
+    # issue 26 case 5: a missing @file and a spec that is not an object end the same way, not with a traceback
+    assert main(["prepare-data", "--spec", f"@{tmp_path / 'nope.json'}", "--out", str(tmp_path / "o")]) == 2
+    assert f"--spec @{tmp_path / 'nope.json'}: cannot read the spec file (FileNotFoundError" in capsys.readouterr().err
+    assert main(["prepare-data", "--spec", "[1, 2]", "--out", str(tmp_path / "o")]) == 2
+    assert "a spec is a JSON object" in capsys.readouterr().err and not (tmp_path / "o").exists()
 
 
 def test_plan_command_prints_keys(capsys):
@@ -131,3 +137,27 @@ def test_stage_job_holds_the_artifact_lock_before_its_runner_starts(tmp_path, mo
     assert second.returncode == EXIT_LOCKED, second.stderr
     assert f"augsbert prepare-data: error: {out} is being written by pid {os.getpid()} on host " in second.stderr
     assert "Traceback" not in second.stderr
+
+
+def test_a_spec_must_be_its_stages_and_match_its_key(tmp_path, capsys):
+    """Issue 26 cases 5 and 7: another stage's spec was run, and a spec with changed params was computed and
+    stored under its old key."""
+    from augsbert.specs import check_stage_spec
+    from conftest import plan_shipped
+
+    plan = plan_shipped({}, plan=("demo_cbe",))
+    for key in plan.experiment("demo_cbe").runs[42].values():  # every planned spec passes
+        check_stage_spec(plan.spec(key), plan.node(key).stage)
+    teacher = plan.spec(plan.experiment("demo_cbe").runs[42]["teacher"])
+    with pytest.raises(ConfigError, match="a spec of stage 'teacher', given to `augsbert student`"):
+        check_stage_spec(teacher, "student")
+    edited = {**teacher, "params": {**teacher["params"], "lr": 1.0}}
+    with pytest.raises(ConfigError, match="not those its key .* was made from"):
+        check_stage_spec(edited, "teacher")
+    runtime_only = {**teacher, "params": {**teacher["params"], "eval_batch_size": 7}}  # leaves the key
+    check_stage_spec(runtime_only, "teacher")
+    spec_file = tmp_path / "t.json"
+    spec_file.write_text(json.dumps(edited))
+    assert main(["-q", "teacher", "--spec", f"@{spec_file}", "--out", str(tmp_path / "t")]) == 2
+    assert f"--spec @{spec_file}: its params or inputs are not those" in capsys.readouterr().err
+    assert not (tmp_path / "t").exists()

@@ -1,4 +1,5 @@
 import copy
+import re
 
 import pytest
 import yaml
@@ -203,3 +204,81 @@ def test_grid_files_are_read_beside_the_config_and_merge_under_its_grids(tmp_pat
     (tmp_path / "grids" / "bad.yaml").write_text("- a list\n")
     with pytest.raises(ConfigError, match=r"bad\.yaml: a grid file holds one grid"):
         read_config(tmp_path / "config.yaml")
+
+
+@pytest.mark.parametrize("override, where", [
+    ({"defaults": {"teacher": {"lr": float("nan")}}}, "defaults.teacher.lr: nan"),
+    ({"defaults": {"teacher": {"warmup_ratio": float("nan")}}}, "defaults.teacher.warmup_ratio: nan"),
+    ({"experiments": {"demo_cbe": {"student": {"lr": float("inf")}}}}, "experiments.demo_cbe.student.lr: inf"),
+    ({"datasets": {"mine": {"loader": "pairs_file", "path": "x.tsv", "score_range": [0, float("inf")]}}},
+     "datasets.mine.score_range[1]: inf"),
+    ({"datasets": {"mine": {"loader": "pairs_file", "path": "x.tsv",
+                            "score_range": [float("-inf"), float("inf")]}}}, "datasets.mine.score_range[0]: -inf"),
+])
+def test_non_finite_numbers_are_refused_where_they_are_written(raw_config, override, where):
+    """Issue 26 case 2: NaN passes every schema bound (comparisons with NaN are false) and an infinite score
+    range rescales every score to 0 or NaN; both were planned into jobs. Seen failing before: no error."""
+    with pytest.raises(ConfigError, match="^" + re.escape(where) + " is not a finite number"):
+        prepare_config(deep_merge(raw_config, override))
+
+
+def test_a_nan_given_on_the_command_line_is_refused_too(raw_config):
+    """Snakemake reads `--config` values as YAML (`.nan` is a float NaN); as a string it is not a number."""
+    for value, message in ((float("nan"), "nan is not a finite number"), (".nan", "'.nan' is not of type 'number'")):
+        with pytest.raises(ConfigError, match=re.escape(f"defaults.student.lr: {message}")):
+            prepare_config(deep_merge(raw_config, {"defaults": {"student": {"lr": value}}}))
+
+
+@pytest.mark.parametrize("override, message", [
+    ({"defaults": [1, 2]}, "defaults: a mapping of stage sections, not list"),
+    ({"experiments": ["x"]}, "experiments: a mapping of name -> experiment, not list"),
+    ({"experiments": {"x": 3}}, "experiments.x: each experiment is a mapping of options, not int"),
+    ({"grids": {"g": "text"}}, "grids.g: each grid is a mapping of options, not str"),
+])
+def test_shapes_are_checked_before_merging(raw_config, override, message):
+    """Issue 26 case 5: these crashed deep_merge / expand_grids with a traceback. Seen failing before."""
+    raw = {**raw_config, **override}
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        prepare_config(raw)
+
+
+def test_a_yaml_bomb_is_refused_without_walking_or_printing_it(raw_config, tmp_path):
+    """Issue 26 case 6: a 326-byte "billion laughs" under `description:` gave a 52 MB error message."""
+    lines = ["a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 9)]
+    bomb = tmp_path / "config.yaml"
+    bomb.write_text("\n".join(lines) + "\nexperiments:\n  demo_cbe:\n    description: *a8\n")
+    assert bomb.stat().st_size < 600
+    from augsbert.config import load_config
+
+    with pytest.raises(ConfigError, match="expands to more than 1,000,000 values") as err:
+        load_config(bomb)
+    assert len(str(err.value)) < 300
+    # a long wrong value is named, not echoed whole
+    raw = deep_merge(raw_config, {"experiments": {"demo_cbe": {"description": ["x" * 50] * 100}}})
+    with pytest.raises(ConfigError) as err:
+        prepare_config(raw)
+    assert "experiments.demo_cbe.description" in str(err.value) and len(str(err.value)) < 400
+
+
+def test_the_workflow_schemas_mirror_the_package_ones():
+    """workflow/schemas/ (the catalog layout) holds copies of the package's schemas: they must not drift."""
+    for name in ("config.schema.yaml", "results.schema.yaml"):
+        assert (REPO / "workflow" / "schemas" / name).read_text() == \
+            (REPO / "src" / "augsbert" / "schemas" / name).read_text(), f"cp src/augsbert/schemas/{name} workflow/schemas/"
+
+
+@pytest.mark.parametrize("override, message", [
+    ({"seeds": [-1]}, "seeds.0: -1 is less than the minimum of 0"),
+    ({"seeds": [2 ** 32]}, "seeds.0: 4294967296 is greater than the maximum of 4294967295"),
+    ({"seeds": [42, 42]}, "has non-unique elements"),
+    ({"datasets": {"lee": {"loader": "lee", "split_seed": -1}}}, "datasets.lee.split_seed: -1 is less than"),
+    ({"experiments": {"x" * 151: {"dataset": "lee"}}}, "a name of 151 characters; at most 150"),
+])
+def test_seeds_and_names_have_bounds_a_job_can_use(raw_config, override, message):
+    """Issue 26 cases 5 and 7: negative seeds, seeds >= 2^32 and 300-character names passed validation and failed
+    inside a job (numpy seeds are 32-bit; a file name has 255 bytes); a repeated seed counted as two runs."""
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        prepare_config({**raw_config, **{k: v for k, v in override.items() if k != "datasets"},
+                        **({"datasets": deep_merge(raw_config["datasets"], override["datasets"])}
+                           if "datasets" in override else {})})

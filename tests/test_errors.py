@@ -54,7 +54,7 @@ def candidates_spec(tmp: Path, **params) -> str:
     base = {"strategies": ["semantic_search"], "top_k": 3, "pool": "train", "semantic_model": "pretrained",
             "exact": True, "batch_size": 64, "max_length": 64, "exclude_eval_sentences": True,
             "candidate_pool": {"random": 3, "semantic_search": 3}, "model": str(tmp / "no-such-model"), "seed": 42}
-    return json.dumps({"stage": "candidates", "key": "c-0123456789", "inputs": {"data": lee_path()},
+    return json.dumps({"stage": "candidates", "key": "c", "inputs": {"data": lee_path()},
                        "params": {**base, **params}})
 
 

@@ -56,8 +56,18 @@ def test_device_selection(monkeypatch):
     assert resolve_device("cpu") == "cpu"
     monkeypatch.setenv("AUGSBERT_DEVICE", "cpu")
     assert resolve_device() == "cpu"
+    from augsbert.config import ConfigError
+
     if not torch.cuda.is_available():
-        with pytest.raises(RuntimeError, match="no CUDA GPU"):
+        with pytest.raises(ConfigError, match="no CUDA GPU"):
             resolve_device("cuda")
         monkeypatch.setenv("AUGSBERT_DEVICE", "auto")
         assert resolve_device() in {"cpu", "mps"}
+    # issue 26 case 5: `cuda:99` was accepted and failed later with a message that said `cuda`
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert resolve_device("cuda:1") == "cuda:1"
+    for wrong in ("cuda:2", "cuda:99", "cuda:x"):
+        with pytest.raises(ConfigError, match=f"device '{wrong}' requested, but torch sees 2 CUDA GPU\\(s\\): "
+                                              "cuda:0 to cuda:1"):
+            resolve_device(wrong)

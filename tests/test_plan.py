@@ -179,7 +179,14 @@ def test_data_keys_follow_file_content_not_location_or_timestamps(tmp_path):
     shutil.copytree(a, tmp_path / "b")  # the same bytes elsewhere, with new timestamps
     os.utime(tmp_path / "b" / "stsb" / "sts-dev.csv", (1, 1))
     assert plan_for(data_dir=str(tmp_path / "b")).data_node("stsb").key == key
-    write(a, score="0.7")  # one score changed
+    # issue 26 case 3: a same-size correction that keeps its mtime (cp -p, rsync -a, touch -r) reused the old
+    # digest from the cache (keyed by size + mtime); the change time and inode are in the stamp now
+    files = sorted((a / "stsb").iterdir())
+    before = {f: f.stat() for f in files}
+    write(a, score="0.7")  # one score changed in each split, same sizes
+    for f in files:
+        os.utime(f, ns=(before[f].st_atime_ns, before[f].st_mtime_ns))
+        assert (f.stat().st_size, f.stat().st_mtime_ns) == (before[f].st_size, before[f].st_mtime_ns)
     assert plan_for(data_dir=str(a)).data_node("stsb").key != key
 
 

@@ -110,8 +110,9 @@ def test_missing_real_data_fails_fast_then_runs(workdir):
     # a quality value of that model's frozen embeddings.
     keep_experiments(workdir, "bws_zeroshot")
     proc = snakemake(workdir, "-n", "results/bws_zeroshot.json")
-    assert proc.returncode != 0
     err = proc.stdout + proc.stderr
+    # issue 26 case 7: one clean message and exit code 2, as the README says, not InputFunctionException (exit 1)
+    assert proc.returncode == 2 and "InputFunctionException" not in err and "Traceback" not in err
     assert "missing file data/raw/bws/BWS_Argument_Similarity_Corpus.csv" in err
     assert "where to get it" in err and "where to put it" in err
 

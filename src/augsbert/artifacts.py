@@ -110,8 +110,20 @@ def write_json(path: str | Path, obj: Any) -> None:
     write_text(path, json.dumps(nan_to_null(obj), indent=2, ensure_ascii=False, allow_nan=False) + "\n")
 
 
+class DamagedArtifactError(ValueError):
+    """A JSON file of an artifact (or a spec) cannot be parsed: cut short, or edited by hand."""
+
+
 def read_json(path: str | Path) -> Any:
-    return json.loads(Path(path).read_text())
+    """The JSON in `path`; a file that does not parse raises DamagedArtifactError naming it (a truncated
+    metrics.json once surfaced as a bare JSONDecodeError, no file named)."""
+    text = Path(path).read_text()
+    try:
+        return json.loads(text)
+    except ValueError as err:
+        raise DamagedArtifactError(
+            f"{path}: not valid JSON ({err}); the file is damaged. Delete the folder it is in if that is an "
+            "artifact (Snakemake then rebuilds it), or repair the file") from None
 
 
 def sweep_partials(out: str | Path) -> list[Path]:
@@ -256,6 +268,25 @@ def _remove_checkpoints(work: Path) -> None:
             pass  # not empty (another job is training) or already gone
 
 
+def replaceable(out: Path, spec: dict, force: bool) -> None:
+    """Raise unless `out`, which exists, may be replaced: with `force`, and only if it is a finished artifact of
+    the same stage (a folder whose spec.json names that stage). Anything else (a folder of your own files, a
+    file, a link, `.` or `..`) is refused whatever the flags, so `--force` can never empty what the workflow
+    did not write."""
+    stage = spec.get("stage") if isinstance(spec, dict) else None
+    try:
+        written = read_json(out / "spec.json") if out.is_dir() and not out.is_symlink() else None
+    except (OSError, ValueError):
+        written = None
+    if not isinstance(written, dict) or (stage is not None and written.get("stage") != stage):
+        what = f"an artifact of stage {written.get('stage')}" if isinstance(written, dict) and written.get("stage") \
+            else "not an artifact (no spec.json of a finished stage job in it)"
+        raise ArtifactExistsError(f"{out} exists and is {what}; refusing to write {'stage ' + stage if stage else 'it'} "
+                                  "there, even with --force: name a new or artifact folder with --out")
+    if not force:
+        raise ArtifactExistsError(f"{out} already exists; refusing to overwrite a finished artifact (use --force)")
+
+
 @contextmanager
 def artifact_dir(out: str | Path, spec: dict, force: bool = False, checkpoints: Path | None = None) -> Iterator[Path]:
     """Yield a temporary directory that becomes `out` (with spec.json) on success.
@@ -268,8 +299,8 @@ def artifact_dir(out: str | Path, spec: dict, force: bool = False, checkpoints: 
     """
     out = Path(out)
     with writing(out), writer_lock(out):  # a read-only or full location fails with its path, before any work
-        if out.exists() and not force:
-            raise ArtifactExistsError(f"{out} already exists; refusing to overwrite a finished artifact (use --force)")
+        if out.exists() or out.is_symlink():
+            replaceable(out, spec, force)
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = partial_name(out)
         tmp.mkdir()

@@ -16,10 +16,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import __version__
-from .artifacts import writer_lock, writing
+from .artifacts import replaceable, writer_lock, writing
 from .errors import ConfigError
 from .export import ExportError, add_command as add_export_command
-from .specs import load_spec
+from .specs import check_stage_spec, load_spec
 from .planning import REGISTRY
 from .stages.base import Stage
 
@@ -66,6 +66,7 @@ def _stage_command(sub, stage: Stage) -> None:
     def handler(args) -> None:
         if args.spec:
             spec, default_out = load_spec(args.spec), None
+            check_stage_spec(spec, stage.name, f"--spec {args.spec}" if args.spec.startswith("@") else "--spec")
         else:
             if not args.experiment:
                 p.error("--config needs --experiment")
@@ -73,6 +74,8 @@ def _stage_command(sub, stage: Stage) -> None:
         out = args.out or default_out
         if not out:
             p.error("--out is required with --spec")
+        if Path(out).exists() or Path(out).is_symlink():  # before any input is read (artifact_dir checks again)
+            replaceable(Path(out), spec, args.force)
         kwargs = {"device": args.device} if stage.device else {}
         runner = stage.load_runner()  # imported here: `augsbert --help` loads no model library
         if _data_parallel(name, args, spec, out, runner, kwargs):  # a further rank of a distributed run: done
@@ -281,7 +284,8 @@ def main(argv: list[str] | None = None) -> int:
         pin_one_gpu(argv)
     from .data import DataError
     from .models import ModelResolutionError
-    from .artifacts import ArtifactExistsError, ArtifactLockedError, LockUnsupportedError, OutputWriteError
+    from .artifacts import (ArtifactExistsError, ArtifactLockedError, DamagedArtifactError, LockUnsupportedError,
+                            OutputWriteError)
 
     args = build_parser().parse_args(argv)
     args.argv = argv  # a data-parallel stage re-launches this command line under torchrun
@@ -295,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"augsbert {args.command}: error: {err}", file=sys.stderr)
         return EXIT_LOCKED
     except (ConfigError, DataError, ModelResolutionError, ArtifactExistsError, LockUnsupportedError,
-            OutputWriteError, ExportError) as err:
+            OutputWriteError, ExportError, DamagedArtifactError) as err:
         print(f"augsbert {args.command}: error: {err}", file=sys.stderr)
         return 2
     return 0

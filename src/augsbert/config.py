@@ -20,6 +20,7 @@ import copy
 import difflib
 import hashlib
 import json
+import math
 import re
 from collections.abc import Callable, Mapping
 from functools import cache
@@ -91,8 +92,51 @@ def check_name(name: Any, where: str) -> str:
     if not isinstance(name, str):  # YAML reads `1:` or `yes:` as a number or boolean key
         raise ConfigError(f"{where}: invalid name {name!r}: a name is a string (quote it in YAML); use {NAME_RULE}")
     if not re.fullmatch(name_pattern(), name):
-        raise ConfigError(f"{where}: invalid name {name!r}: use {NAME_RULE}")
+        raise ConfigError(f"{where}: invalid name {name[:60]!r}{'...' if len(name) > 60 else ''}: use {NAME_RULE}")
+    longest = load_schema()["$defs"]["name"]["maxLength"]  # files are named after it (a file name has 255 bytes)
+    if len(name) > longest:
+        where = where if len(where) <= 80 else where[:77] + "..."
+        raise ConfigError(f"{where}: a name of {len(name)} characters; at most {longest}")
     return name
+
+
+MAX_CONFIG_VALUES = 1_000_000  # the shipped config with all grids holds ~20,000
+
+
+def _check_size(config: Any) -> None:
+    """Refuse a config that expands to more than MAX_CONFIG_VALUES values: YAML aliases can make a few hundred
+    bytes stand for gigabytes once walked or printed (a "billion laughs"), and an error message echoing such a
+    value took 52 MB. Counting stops at the limit, so the check itself stays cheap."""
+    count, stack = 0, [config]
+    while stack:
+        value = stack.pop()
+        count += 1
+        if count > MAX_CONFIG_VALUES:
+            raise ConfigError(f"the config expands to more than {MAX_CONFIG_VALUES:,} values (YAML anchors and "
+                              "aliases repeated into a huge structure?); refusing to read it")
+        if isinstance(value, Mapping):
+            stack.extend(value.values())
+        elif isinstance(value, (list, tuple)):
+            stack.extend(value)
+
+
+def _check_shapes(config: Any) -> None:
+    """The shapes merging and grid expansion rely on, before they run (else `defaults: [1, 2]` or
+    `experiments: [x]` end in a traceback from deep_merge / expand_grids instead of a message)."""
+    if not isinstance(config, Mapping):
+        raise ConfigError(f"the config is a mapping of sections (datasets, defaults, experiments, ...), "
+                          f"not {type(config).__name__}")
+    if config.get("defaults") is not None and not isinstance(config["defaults"], Mapping):
+        raise ConfigError(f"defaults: a mapping of stage sections, not {type(config['defaults']).__name__}")
+    for section, noun in (("datasets", "dataset"), ("experiments", "experiment"), ("grids", "grid")):
+        entries = config.get(section)
+        if entries is None:
+            continue
+        if not isinstance(entries, Mapping):
+            raise ConfigError(f"{section}: a mapping of name -> {noun}, not {type(entries).__name__}")
+        for name, entry in entries.items():
+            if not isinstance(entry, Mapping):
+                raise ConfigError(f"{section}.{name}: each {noun} is a mapping of options, not {type(entry).__name__}")
 
 
 def _check_names(config: Mapping) -> None:
@@ -245,7 +289,7 @@ def _error_line(error) -> str:
             check_name(error.instance, _format_path([*error.absolute_path, error.instance]))
         except ConfigError as err:
             return str(err)
-    return f"{_format_path(error.absolute_path)}: {error.message}"
+    return f"{_format_path(error.absolute_path)}: {_short(error.message)}"
 
 
 def format_errors(errors, limit: int = 10) -> str:
@@ -311,6 +355,11 @@ def source_path(config: Mapping, path: list) -> list:
     return path
 
 
+def _short(message: str, limit: int = 300) -> str:
+    """A schema message cut to `limit` characters: they start with the offending value's repr, which can be long."""
+    return message if len(message) <= limit else f"{message[:limit - 40]} ... ({len(message):,} characters)"
+
+
 def describe_errors(errors, schema: dict, config: Mapping | None = None, limit: int = 10) -> str:
     """The schema errors as a user reads them: an unknown key as its path and a suggestion, the rest one line each.
 
@@ -332,7 +381,8 @@ def describe_errors(errors, schema: dict, config: Mapping | None = None, limit: 
             problems.setdefault(_format_path([*error.absolute_path, error.instance]), _error_line(error))
         else:
             path = source_path(config, list(error.absolute_path))
-            problems.setdefault(f"{_format_path(path)}: {error.message}", f"{_format_path(path)}: {error.message}")
+            line = f"{_format_path(path)}: {_short(error.message)}"
+            problems.setdefault(line, line)
     messages = [problems[k] for k in sorted(problems)]
     if len(messages) == 1:
         return messages[0]
@@ -375,12 +425,16 @@ def prepare_config(raw: Mapping, validate: Callable[[dict], None] | None = None,
     experiments only, so an experiment nobody asked for never costs time or stops a run.
     """
     schema = load_schema()
+    _check_size(raw)
+    _check_shapes(raw)
     config = coerce(copy.deepcopy(dict(raw)), schema)
+    _check_shapes(config)
     _check_names(config)
     config = expand_grids(config)
     # grid axes and columns are free-form overrides: coerce them once they are experiments
     config["experiments"] = coerce(config["experiments"], schema["properties"]["experiments"], schema)
     config = merge_experiments(config)  # over the raw `defaults`, before the top level's defaults are filled
+    _check_finite(config)
     if lazy:
         experiments = config.pop("experiments")
         (validate or validate_with_defaults)(config)  # the top level: datasets, defaults, grids, ...
@@ -390,6 +444,19 @@ def prepare_config(raw: Mapping, validate: Callable[[dict], None] | None = None,
     _check_references(config)
     _check_parallel_batches(config)
     return config
+
+
+def _check_finite(value: Any, path: str = "") -> None:
+    """Refuse NaN and infinities anywhere (YAML's .nan / .inf): a schema bound compares false with NaN, so
+    `lr: .nan` would pass it and train on NaN, and `score_range: [0, .inf]` would rescale every score to 0."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{path or 'config'}: {value} is not a finite number")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _check_finite(item, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_finite(item, f"{path}[{i}]")
 
 
 def validated_experiment(config: dict, name: str, schema: dict | None = None) -> dict:

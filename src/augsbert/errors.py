@@ -10,3 +10,11 @@ from __future__ import annotations
 
 class ConfigError(ValueError):
     """The configuration is invalid; the message names the offending key."""
+
+
+class DataError(ValueError):
+    """Bad or missing input data; the message names file, line and field."""
+
+
+class MissingDataError(DataError, FileNotFoundError):
+    """A raw data file is absent; the message says where it comes from and where to put it."""

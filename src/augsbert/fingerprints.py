@@ -12,9 +12,12 @@ references by their resolved identity:
   pin a commit there to make the key exact).
 
 Hashing a large file costs seconds, so digests are cached by (absolute path,
-size, mtime_ns) in `artifacts/.cache/file-digests.json`: a dry run re-hashes
-only what changed. A touched-but-identical file is re-hashed once, gets the
-same digest, and so the same keys.
+size, mtime_ns, ctime_ns, inode) in `artifacts/.cache/file-digests.json`: a dry
+run re-hashes only what changed. A touched-but-identical file is re-hashed once,
+gets the same digest, and so the same keys. The change time and inode are in
+the stamp because the modification time alone can be set back: a same-size
+correction copied with `cp -p`, `rsync -a` or `touch -r` keeps its old mtime,
+but the system sets its ctime (and a replaced file has a new inode).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ MODEL_FILE_SUFFIXES = (".json", ".safetensors", ".bin", ".txt", ".model", ".pt",
 
 
 class DigestCache:
-    """sha256 digests of files, memoised on disk by (path, size, mtime_ns)."""
+    """sha256 digests of files, memoised on disk by (path, size, mtime_ns, ctime_ns, inode)."""
 
     def __init__(self, path: Path = CACHE_PATH):
         self.path = path
@@ -46,10 +49,10 @@ class DigestCache:
     def file(self, path: str | Path) -> str:
         path = Path(path).resolve()
         st = path.stat()
-        stamp = [st.st_size, st.st_mtime_ns]
+        stamp = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
         cached = self.entries.get(str(path))
-        if cached and cached[:2] == stamp:
-            return cached[2]
+        if cached and cached[:-1] == stamp:  # entries of the former (size, mtime) format re-hash once
+            return cached[-1]
         digest = hashlib.sha256()
         with open(path, "rb") as handle:
             for block in iter(lambda: handle.read(1 << 20), b""):

@@ -10,11 +10,58 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from .errors import ConfigError
+
 
 def load_spec(text: str) -> dict:
+    """The spec as a dict; a missing or unreadable @file, invalid JSON or a non-object is a ConfigError
+    (one message naming the file, exit code 2)."""
+    where = "--spec"
     if text.startswith("@"):
-        text = Path(text[1:]).read_text()
+        where = f"--spec {text}"
+        try:
+            text = Path(text[1:]).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            raise ConfigError(f"{where}: cannot read the spec file ({err.__class__.__name__}: "
+                              f"{getattr(err, 'strerror', None) or err})") from None
     try:
-        return json.loads(text)
+        spec = json.loads(text)
     except json.JSONDecodeError as err:
-        raise SystemExit(f"--spec is not valid JSON ({err})") from None
+        raise ConfigError(f"{where}: not valid JSON ({err})") from None
+    if not isinstance(spec, dict):
+        raise ConfigError(f"{where}: a spec is a JSON object (what the workflow writes to artifacts/.specs/), "
+                          f"not {type(spec).__name__}")
+    return spec
+
+
+def check_stage_spec(spec: dict, stage: str, where: str = "--spec") -> None:
+    """A stage job's spec is that stage's, and a spec carrying a content key still has the content it names.
+
+    The workflow writes specs whose `key` is `<name>-<hash>` of the stage, its version, the keyed params and
+    the input keys: a spec edited by hand (or written by another version of a stage) would otherwise be
+    computed and stored under a key that says something else. Specs without such a key (written by hand for
+    a standalone run) are checked for their shape only.
+    """
+    import re
+
+    from .config import short_hash
+    from .graph import KEY_PATTERN
+    from .planning import REGISTRY
+
+    named = spec.get("stage")
+    if named is not None and named != stage:
+        raise ConfigError(f"{where}: a spec of stage {named!r}, given to `augsbert {stage.replace('_', '-')}`")
+    for field, kind in (("params", dict), ("inputs", dict)):
+        if field in spec and not isinstance(spec[field], kind):
+            raise ConfigError(f"{where}: `{field}` is a JSON object, not {type(spec[field]).__name__}")
+    key = spec.get("key")
+    if not (isinstance(key, str) and re.fullmatch(KEY_PATTERN, key) and "params" in spec and named in REGISTRY):
+        return
+    runtime = set(spec.get("runtime") or ())
+    material = {"stage": named, "version": REGISTRY[named].version,
+                "params": {k: v for k, v in spec["params"].items() if k not in runtime},
+                "inputs": {role: Path(path).name for role, path in (spec.get("inputs") or {}).items()}}
+    if key.rsplit("-", 1)[1] != short_hash(material):
+        raise ConfigError(f"{where}: its params or inputs are not those its key {key} was made from (edited by "
+                          "hand, or written by another version of the stage): plan it again (`snakemake ...` "
+                          "rewrites artifacts/.specs/) rather than editing a spec")

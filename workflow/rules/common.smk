@@ -6,6 +6,7 @@ import sys
 from augsbert.config import GRIDS_DIR, ConfigError, name_pattern, prepare_config, short_hash, with_grid_files
 from augsbert.export import MODEL_WILDCARD
 from augsbert.distributed import GPUS_ENV
+from augsbert.errors import MissingDataError
 from augsbert.models.device import DEVICE_ENV, PRECISION_ENV
 from augsbert.graph import KEY_PATTERN
 from augsbert.plan import Plan
@@ -66,7 +67,14 @@ def node_spec(wildcards):
 def raw_files(wildcards):
     # Raw data enter the data stage's key by content; their timestamps must not rerun it
     # (re-copying or touching an identical file plans nothing).
-    return [ancient(path) for path in PLAN.raw_inputs(wildcards.key)]
+    # A missing file ends with the data stage's instructions and exit code 2, as a config error does, not
+    # wrapped in Snakemake's InputFunctionException (exit 1).
+    try:
+        paths = PLAN.raw_inputs(wildcards.key)
+    except MissingDataError as err:
+        print(f"augsbert: error: {err}", file=sys.stderr)
+        sys.exit(2)
+    return [ancient(path) for path in paths]
 
 
 def node_inputs(wildcards):

@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..errors import DataError, MissingDataError  # defined there: the workflow catches them without pandas
+
 log = logging.getLogger(__name__)
 
 PAIR_COLUMNS = ["sentence1", "sentence2", "score"]
@@ -38,14 +40,6 @@ def short_repr(value, limit: int = 24) -> str:
     """repr of one field cut to `limit` characters: enough to find the cell, never a line of an unrelated file."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-class DataError(ValueError):
-    """Bad or missing input data; the message names file, line and field."""
-
-
-class MissingDataError(DataError, FileNotFoundError):
-    """A raw data file is absent; the message says where it comes from and where to put it."""
 
 
 @dataclass

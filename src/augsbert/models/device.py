@@ -24,8 +24,15 @@ def resolve_device(preference: str | None = None) -> str:
         if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
             return "mps"
         return "cpu"
+    from ..errors import ConfigError
+
     if pref.startswith("cuda") and not torch.cuda.is_available():
-        raise RuntimeError(f"device '{pref}' requested, but torch sees no CUDA GPU (set device: auto or cpu)")
+        raise ConfigError(f"device '{pref}' requested, but torch sees no CUDA GPU (set device: auto or cpu)")
+    if pref.startswith("cuda:"):
+        index, count = pref.removeprefix("cuda:"), torch.cuda.device_count()
+        if not index.isdigit() or int(index) >= count:
+            raise ConfigError(f"device '{pref}' requested, but torch sees {count} CUDA GPU(s): cuda:0 to "
+                              f"cuda:{count - 1} (CUDA_VISIBLE_DEVICES renumbers them from 0)")
     if pref == "mps" and not torch.backends.mps.is_available():
-        raise RuntimeError("device 'mps' requested, but it is not available (set device: auto or cpu)")
+        raise ConfigError("device 'mps' requested, but it is not available (set device: auto or cpu)")
     return pref
