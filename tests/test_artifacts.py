@@ -273,3 +273,91 @@ def test_a_damaged_json_file_is_named(tmp_path, capsys):
     code = main(["collect-results", "--spec", json.dumps(spec), "--out", str(tmp_path / "r.json")])
     err = capsys.readouterr().err
     assert code == 2 and f"{path}: not valid JSON" in err and "Traceback" not in err
+
+
+def test_every_artifact_ends_with_a_manifest_that_finds_damage(tmp_path, monkeypatch):
+    """Issue 26 case 4: a file deleted from an artifact, or cut short, went unnoticed until a stage read it."""
+    import augsbert.manifests as manifests
+    from augsbert.manifests import MANIFEST, problems
+
+    out = tmp_path / "teacher" / "k-0123456789"
+    with artifact_dir(out, {"stage": "teacher"}) as tmp:
+        (tmp / "model").mkdir()
+        (tmp / "model" / "weights.bin").write_bytes(bytes(range(256)) * 40)
+        (tmp / "predictions.parquet").write_bytes(b"PAR1" + b"x" * 100)
+        write_json(tmp / "metrics.json", {"x": 1})
+    manifest = read_json(out / MANIFEST)
+    assert set(manifest["files"]) == {"spec.json", "metrics.json", "model/weights.bin", "predictions.parquet"}
+    assert manifest["files"]["model/weights.bin"]["size"] == 10240
+    assert manifest["files"]["model/weights.bin"]["digest"].startswith("sha256:")
+    assert problems(out) == []
+    weights = out / "model" / "weights.bin"
+    original = weights.read_bytes()
+    weights.write_bytes(original[:-1] + b"\x00")  # same size, one byte changed
+    assert problems(out) == ["model/weights.bin changed since it was written (same size, other content)"]
+    weights.write_bytes(original[:100])
+    assert problems(out) == ["model/weights.bin has 100 bytes, 10240 when written"]
+    weights.write_bytes(original)
+    (out / "predictions.parquet").unlink()
+    assert problems(out) == ["predictions.parquet is missing"]
+    # above FULL_HASH_BYTES the first and last MiB and the size stand for a file
+    monkeypatch.setattr(manifests, "FULL_HASH_BYTES", 1000)
+    monkeypatch.setattr(manifests, "EDGE_BYTES", 100)
+    big = tmp_path / "big"
+    with artifact_dir(big, {"stage": "labels"}) as tmp:
+        (tmp / "pairs.parquet").write_bytes(bytes(range(256)) * 20)
+    assert read_json(big / MANIFEST)["files"]["pairs.parquet"]["digest"].startswith("edges-sha256:")
+    data = (big / "pairs.parquet").read_bytes()
+    (big / "pairs.parquet").write_bytes(data[:-1] + b"\x00")  # the last MiB changed (it ended in 0xff)
+    assert problems(big) == ["pairs.parquet changed since it was written (same size, other content)"]
+    # an artifact written before manifests existed is accepted as it is
+    old = tmp_path / "old"
+    old.mkdir()
+    write_json(old / "spec.json", {"stage": "data"})
+    assert problems(old) == []
+
+
+def test_a_stage_refuses_a_damaged_input_and_verify_repairs(tmp_path, capsys):
+    """Every file of a real data artifact, deleted or cut short in turn, stops the next stage before it reads
+    anything, naming the input and the file; `augsbert verify --repair` deletes exactly the damaged artifacts."""
+    import shutil
+
+    from augsbert.cli import main
+    from augsbert.manifests import MANIFEST
+
+    root = tmp_path / "artifacts"
+    data = root / "data" / "lee-0123456789"
+    config = str(Path(__file__).parents[1] / "config" / "config.yaml")
+    assert main(["-q", "data", "--config", config, "--experiment", "demo_zeroshot", "--out", str(data)]) == 0
+    spec = json.dumps({"stage": "zero_shot", "key": "z", "inputs": {"data": str(data)},
+                       "params": {"model": "no-such-model", "batch_size": 8, "max_length": 32}})
+    pristine = tmp_path / "pristine"
+    shutil.copytree(data, pristine)
+    names = sorted(p.relative_to(data).as_posix() for p in data.rglob("*") if p.is_file() and p.name != MANIFEST)
+    assert {"train.parquet", "dev.parquet", "test.parquet", "spec.json", "metrics.json"} <= set(names)
+    for name in names:
+        for damage, expected in (("delete", f"{name} is missing"), ("truncate", f"{name} has 0 bytes")):
+            if damage == "delete":
+                (data / name).unlink()
+            else:
+                (data / name).write_bytes(b"")
+            capsys.readouterr()
+            assert main(["-q", "zero-shot", "--spec", spec, "--out", str(tmp_path / "zs"), "--device", "cpu"]) == 2
+            err = capsys.readouterr().err
+            assert f"input `data` {data} is damaged: {expected}" in err and "augsbert verify --repair" in err, err
+            shutil.copy2(pristine / name, data / name)
+    # verify: one damaged artifact among intact ones, a folder of your own files left alone
+    intact = root / "zero_shot" / "z-0123456789"
+    with artifact_dir(intact, {"stage": "zero_shot"}):
+        pass
+    (root / "notes").mkdir()
+    (root / "notes" / "mine.txt").write_text("x")
+    (data / "dev.parquet").unlink()
+    capsys.readouterr()
+    assert main(["verify", "--artifacts", str(root)]) == 1
+    out = capsys.readouterr().out
+    assert f"{data}: dev.parquet is missing" in out and "2 artifact(s) checked" in out and "1 damaged" in out
+    assert data.is_dir()  # only reported without --repair
+    assert main(["verify", "--artifacts", str(root), "--repair"]) == 0
+    assert not data.exists() and intact.is_dir() and (root / "notes" / "mine.txt").is_file()
+    assert main(["verify", "--artifacts", str(root)]) == 0

@@ -29,6 +29,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+from .manifests import write_manifest
+
 log = logging.getLogger(__name__)
 
 # Hub models resolved by this process: reference -> commit (models/resolve.py adds them; artifact_dir
@@ -314,6 +316,7 @@ def artifact_dir(out: str | Path, spec: dict, force: bool = False, checkpoints: 
             if RESOLVED_COMMITS:  # pins hub models (id@revision -> commit) for the results file
                 metrics["resolved_models"] = dict(RESOLVED_COMMITS)
             write_json(metrics_path, metrics)
+            write_manifest(tmp)  # last: what the artifact holds, checked by every stage that reads it
             if out.exists():  # only with force
                 shutil.rmtree(out)
             os.replace(tmp, out)

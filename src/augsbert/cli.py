@@ -76,6 +76,7 @@ def _stage_command(sub, stage: Stage) -> None:
             p.error("--out is required with --spec")
         if Path(out).exists() or Path(out).is_symlink():  # before any input is read (artifact_dir checks again)
             replaceable(Path(out), spec, args.force)
+        check_inputs(spec)
         kwargs = {"device": args.device} if stage.device else {}
         runner = stage.load_runner()  # imported here: `augsbert --help` loads no model library
         if _data_parallel(name, args, spec, out, runner, kwargs):  # a further rank of a distributed run: done
@@ -90,6 +91,40 @@ def _stage_command(sub, stage: Stage) -> None:
         print(json.dumps({k: v for k, v in metrics.items() if not isinstance(v, (dict, list))}, indent=2))
 
     p.set_defaults(handler=handler)
+
+
+def check_inputs(spec: dict) -> None:
+    """Refuse to start on an input artifact whose files no longer match its manifest (augsbert.manifests)."""
+    from .artifacts import DamagedArtifactError
+    from .manifests import problems
+
+    for role, path in (spec.get("inputs") or {}).items():
+        if isinstance(path, str) and Path(path).is_dir():  # a missing input: the stage says what it needed
+            found = problems(path)
+            if found:
+                raise DamagedArtifactError(
+                    f"input `{role}` {path} is damaged: {'; '.join(found)}. Delete it (`rm -r {path}`) or run "
+                    "`augsbert verify --repair`; Snakemake then rebuilds it and what depends on it")
+
+
+def _verify(args) -> int:
+    import shutil
+
+    from .manifests import artifact_folders, problems
+
+    root = Path(args.artifacts)
+    folders = artifact_folders(root)
+    damaged = {folder: found for folder in folders if (found := problems(folder))}
+    for folder, found in damaged.items():
+        print(f"{folder}: {'; '.join(found)}")
+        if args.repair:
+            if root.resolve() not in folder.resolve().parents:  # never outside the folder named
+                raise ConfigError(f"{folder} is not below {root}")
+            shutil.rmtree(folder)
+            print(f"  deleted: Snakemake rebuilds it and what depends on it")
+    print(f"{len(folders)} artifact(s) checked under {root}, {len(damaged)} damaged"
+          + (", deleted" if damaged and args.repair else ""))
+    return 1 if damaged and not args.repair else 0
 
 
 def _data_parallel(name: str, args, spec: dict, out: str, runner: Callable, kwargs: dict) -> bool:
@@ -237,6 +272,11 @@ def build_parser() -> argparse.ArgumentParser:
     fetch.add_argument("--experiment", required=True, help="experiment name")
     fetch.add_argument("--config", default="config/config.yaml", help="config file (default config/config.yaml)")
     fetch.set_defaults(handler=_fetch)
+    verify = sub.add_parser("verify", help="check every artifact's files against its manifest; --repair deletes the "
+                                           "damaged ones so that Snakemake rebuilds them (exit 1: damage found)")
+    verify.add_argument("--artifacts", default="artifacts", help="the artifacts folder (default artifacts)")
+    verify.add_argument("--repair", action="store_true", help="delete each damaged artifact folder")
+    verify.set_defaults(handler=_verify)
     ref = sub.add_parser("config-reference", help="print the Markdown config reference (config/README.md)")
     ref.set_defaults(handler=lambda args: print(__import__("augsbert.config_reference", fromlist=["render"]).render(), end=""))
     return parser
@@ -294,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     # Failures a user can act on (config, data, model reference, output location) end with one message
     # and exit code 2; anything else is a bug or an environment problem and keeps its traceback.
     try:
-        args.handler(args)
+        code = args.handler(args)
     except ArtifactLockedError as err:
         print(f"augsbert {args.command}: error: {err}", file=sys.stderr)
         return EXIT_LOCKED
@@ -302,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
             OutputWriteError, ExportError, DamagedArtifactError) as err:
         print(f"augsbert {args.command}: error: {err}", file=sys.stderr)
         return 2
-    return 0
+    return code if isinstance(code, int) else 0
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -45,7 +45,9 @@ def check_pool(graph: Graph, name: str, sampling: dict, data: Node) -> None:
     if pool not in graph.pool_sizes:
         try:
             graph.pool_sizes[pool] = len(target_pool(data.path, *pool[1:])[0])
-        except DataError:  # e.g. no unlabeled corpus: the sampling stage says so with its own message
+        except (DataError, ValueError, OSError):
+            # no unlabeled corpus, or a damaged data artifact (a 0-byte parquet file): planning goes on, and the
+            # sampling job stops with its own message (its input check names the damaged artifact)
             graph.pool_sizes[pool] = None
     if graph.pool_sizes[pool] is not None:
         problem = pool_too_small(sampling, graph.pool_sizes[pool], prefix=f"experiments.{name}.")
