@@ -4,6 +4,8 @@ import pytest
 
 from augsbert.artifacts import ArtifactExistsError, artifact_dir, read_json, write_json
 
+MINIMAL_SPEC = json.dumps({"stage": "data", "params": {}, "inputs": {}})  # what a lock test needs of a spec
+
 
 def test_artifact_appears_only_when_complete(tmp_path):
     out = tmp_path / "stage" / "k-0123456789"
@@ -124,7 +126,7 @@ def test_second_writer_stops_naming_the_live_one_and_leaves_its_files(tmp_path, 
     first, partial = start_first_writer(out)
     try:
         # the CLI, as a rerun of the job would start it: it stops before reading its (here empty) spec
-        assert main(["-q", "prepare-data", "--spec", "{}", "--out", str(out)]) == EXIT_LOCKED
+        assert main(["-q", "prepare-data", "--spec", MINIMAL_SPEC, "--out", str(out)]) == EXIT_LOCKED
         err = capsys.readouterr().err
         assert f"{out} is being written by pid {first.pid} on host {socket.gethostname()}, since " in err
         assert f"(`kill {first.pid}`)" in err and str(lock_path(out)) in err

@@ -10,6 +10,7 @@ from augsbert.evaluation import correlations
 from conftest import REPO
 
 CONFIG = str(REPO / "config" / "config.yaml")
+MINIMAL_SPEC = json.dumps({"stage": "data", "params": {}, "inputs": {}})  # what a lock test needs of a spec
 
 
 def test_every_command_has_help(capsys):
@@ -88,6 +89,8 @@ def test_bad_spec_and_missing_data_are_clear(tmp_path, capsys):
     assert f"--spec @{tmp_path / 'nope.json'}: cannot read the spec file (FileNotFoundError" in capsys.readouterr().err
     assert main(["prepare-data", "--spec", "[1, 2]", "--out", str(tmp_path / "o")]) == 2
     assert "a spec is a JSON object" in capsys.readouterr().err and not (tmp_path / "o").exists()
+    assert main(["prepare-data", "--spec", "{}", "--out", str(tmp_path / "o")]) == 2
+    assert "a stage spec holds `params` and `inputs` as JSON objects; `params` is missing" in capsys.readouterr().err
 
 
 def test_plan_command_prints_keys(capsys):
@@ -127,12 +130,12 @@ def test_stage_job_holds_the_artifact_lock_before_its_runner_starts(tmp_path, mo
 
     def runner(spec, out_, force=False):  # no artifact_dir yet: only the CLI's lock can stop the second process
         seen["second"] = subprocess.run(
-            [sys.executable, "-m", "augsbert", "-q", "prepare-data", "--spec", "{}", "--out", str(out)],
+            [sys.executable, "-m", "augsbert", "-q", "prepare-data", "--spec", MINIMAL_SPEC, "--out", str(out)],
             capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(Path(augsbert.__file__).parents[1])})
         return {}
 
     monkeypatch.setattr(prepare_data, "run", runner)
-    assert main(["-q", "prepare-data", "--spec", "{}", "--out", str(out)]) == 0
+    assert main(["-q", "prepare-data", "--spec", MINIMAL_SPEC, "--out", str(out)]) == 0
     second = seen["second"]
     assert second.returncode == EXIT_LOCKED, second.stderr
     assert f"augsbert prepare-data: error: {out} is being written by pid {os.getpid()} on host " in second.stderr

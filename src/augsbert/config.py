@@ -46,7 +46,13 @@ SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 def load_schema(resource: str = SCHEMA_RESOURCE) -> dict:
     """A JSON schema shipped in the package (mirrored in workflow/schemas): the config's by default."""
     text = resources.files("augsbert").joinpath(resource).read_text()
-    return yaml.load(text, Loader=SAFE_LOADER)
+    schema = yaml.load(text, Loader=SAFE_LOADER)
+    if resource == SCHEMA_RESOURCE:  # the choices a registry declares (one place per objective)
+        from .pretraining.objectives import OBJECTIVES
+
+        objective = schema["$defs"]["stage_options"]["properties"]["pretrain"]["properties"]["objective"]
+        objective["enum"] = ["none", *(name for name, o in OBJECTIVES.items() if o.choice)]
+    return schema
 
 
 def schema_path() -> Path:

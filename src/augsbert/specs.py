@@ -51,9 +51,11 @@ def check_stage_spec(spec: dict, stage: str, where: str = "--spec") -> None:
     named = spec.get("stage")
     if named is not None and named != stage:
         raise ConfigError(f"{where}: a spec of stage {named!r}, given to `augsbert {stage.replace('_', '-')}`")
-    for field, kind in (("params", dict), ("inputs", dict)):
-        if field in spec and not isinstance(spec[field], kind):
-            raise ConfigError(f"{where}: `{field}` is a JSON object, not {type(spec[field]).__name__}")
+    for field in ("params", "inputs"):
+        if not isinstance(spec.get(field), dict):
+            found = "missing" if field not in spec else f"a {type(spec[field]).__name__}"
+            raise ConfigError(f"{where}: a stage spec holds `params` and `inputs` as JSON objects; `{field}` is "
+                              f"{found} (the workflow writes specs to artifacts/.specs/; or plan one with --config)")
     key = spec.get("key")
     if not (isinstance(key, str) and re.fullmatch(KEY_PATTERN, key) and "params" in spec and named in REGISTRY):
         return

@@ -27,8 +27,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-import numpy as np
-
 
 @dataclass(frozen=True)
 class Objective:
@@ -41,6 +39,7 @@ class Objective:
     in_batch_negatives: bool  # length-grouped batches would change its negatives (grouping off by default)
     options: tuple[str, ...]  # of OBJECTIVE_OPTIONS
     build: Callable[..., Any]
+    choice: bool = True  # offered as `pretrain.objective` (rcl_entropy is the rcl_entropy stage's own)
 
     @property
     def noised(self) -> bool:
@@ -170,7 +169,7 @@ OBJECTIVES = {
     "simcse+mlm_ae": Objective(_PAIR, "mean", True, _T + _AE + _AUX + ("ae_mask_probability",),
                                _ae("mlm_ae", contrastive=True)),
     "rcl": Objective(_RCL_ROWS, "mean", True, RCL_KEYS, _rcl),
-    "rcl_entropy": Objective(_RCL_ROWS, "mean", True, RCL_KEYS, _rcl_entropy),  # stage rcl_entropy only
+    "rcl_entropy": Objective(_RCL_ROWS, "mean", True, RCL_KEYS, _rcl_entropy, choice=False),  # stage rcl_entropy
 }
 # the objective-specific options: an objective's artifact key holds those of its `options` only
 OBJECTIVE_OPTIONS = tuple(sorted({key for objective in OBJECTIVES.values() for key in objective.options}))
@@ -245,6 +244,8 @@ def training_rows(objective: str, sentences: list[str], seed: int, ct_negatives:
         return {c: [t[i] for t in triples] for i, c in enumerate(columns)}
     if objective == "ct":
         # each sentence once as a positive (a, a) and with `ct_negatives` random other sentences (a, b)
+        import numpy as np  # here: the schema reads OBJECTIVES when it is loaded, before any job
+
         rng = np.random.default_rng(seed)
         n = len(sentences)
         if n < 2:
