@@ -34,6 +34,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 DEMO ?= results/tables/demo.md
+TEST_WORKERS ?= 2
 
 demo: setup
 	$(VENV)/bin/snakemake --cores $(CORES) $(DEMO)
@@ -46,7 +47,8 @@ test: setup
 	# bytecode of the package, once: every job the workflow tests start imports it (about 0.7 s each without;
 	# environments that set PYTHONDONTWRITEBYTECODE never cache it otherwise)
 	$(VENV)/bin/python -m compileall -q src
-	$(VENV)/bin/python -m pytest -q --durations=25  # the 25 slowest tests, to keep the suite fast
+	# TEST_WORKERS pytest-xdist workers (0: one process); the 25 slowest tests are printed, to keep the suite fast
+	$(VENV)/bin/python -m pytest -q -n $(TEST_WORKERS) --durations=25
 
 clean-venv:
 	rm -rf $(VENV)

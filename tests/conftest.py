@@ -15,6 +15,19 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import pytest
 
+# Under pytest-xdist (`make test` runs two workers) the files of the longest tests go first, so that the
+# workers finish together instead of one running the last long workflow tests alone (longest first); a
+# one-process run keeps the usual order.
+LONGEST_FIRST = ("test_workflow.py", "test_cluster.py", "test_training.py", "test_distributed.py", "test_cache.py",
+                 "test_catalog.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    if getattr(config.option, "numprocesses", None):
+        rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+        items.sort(key=lambda item: rank.get(item.path.name, len(LONGEST_FIRST)))
+
+
 REPO = Path(__file__).resolve().parents[1]
 
 BWS_TOPICS = [
