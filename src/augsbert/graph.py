@@ -36,6 +36,11 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.+-]+", "_", last)[:60]
 
 
+def key_hash(stage: str, version: int, params: dict, inputs: dict[str, str]) -> str:
+    """The hash part of a key: stage, its version, the keyed params and the input keys (role -> key)."""
+    return short_hash({"stage": stage, "version": version, "params": params, "inputs": inputs})
+
+
 @dataclass(frozen=True)
 class Node:
     stage: str
@@ -58,9 +63,7 @@ class Node:
 
     @cached_property
     def key(self) -> str:
-        material = {"stage": self.stage, "version": self.version, "params": self.params,
-                    "inputs": dict(self.inputs)}
-        return f"{self.name}-{short_hash(material)}"
+        return f"{self.name}-{key_hash(self.stage, self.version, self.params, dict(self.inputs))}"
 
     @property
     def path(self) -> str:

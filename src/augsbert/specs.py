@@ -44,8 +44,7 @@ def check_stage_spec(spec: dict, stage: str, where: str = "--spec") -> None:
     """
     import re
 
-    from .config import short_hash
-    from .graph import KEY_PATTERN
+    from .graph import KEY_PATTERN, key_hash
     from .planning import REGISTRY
 
     named = spec.get("stage")
@@ -60,10 +59,9 @@ def check_stage_spec(spec: dict, stage: str, where: str = "--spec") -> None:
     if not (isinstance(key, str) and re.fullmatch(KEY_PATTERN, key) and "params" in spec and named in REGISTRY):
         return
     runtime = set(spec.get("runtime") or ())
-    material = {"stage": named, "version": REGISTRY[named].version,
-                "params": {k: v for k, v in spec["params"].items() if k not in runtime},
-                "inputs": {role: Path(path).name for role, path in (spec.get("inputs") or {}).items()}}
-    if key.rsplit("-", 1)[1] != short_hash(material):
+    keyed = {k: v for k, v in spec["params"].items() if k not in runtime}
+    inputs = {role: Path(path).name for role, path in (spec.get("inputs") or {}).items()}  # paths end in keys
+    if key.rsplit("-", 1)[1] != key_hash(named, REGISTRY[named].version, keyed, inputs):
         raise ConfigError(f"{where}: its params or inputs are not those its key {key} was made from (edited by "
                           "hand, or written by another version of the stage): plan it again (`snakemake ...` "
                           "rewrites artifacts/.specs/) rather than editing a spec")
