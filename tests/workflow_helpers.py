@@ -3,14 +3,22 @@
 A test works on its own copy of the workflow (a "checkout" in a temporary directory) and runs
 `python -m snakemake` in a subprocess, so `--config` parsing, the workflow profile and exit codes are
 the ones a user gets. Jobs run on the CPU and never contact the hub.
+
+The command lines run in children of one fork server per test process (snakemake_server.py), which
+imports Snakemake and the package once instead of once per call.
 """
 
 from __future__ import annotations
 
+import atexit
+import json
 import os
+import select
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import yaml
@@ -50,10 +58,44 @@ def keep_experiments(workdir: Path, *names: str) -> None:
     shutil.rmtree(workdir / "config" / "grids", ignore_errors=True)  # the shipped grids (config/grids/*.yaml)
 
 
-def snakemake(workdir: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+_server: subprocess.Popen | None = None
+
+
+def _fork_server() -> subprocess.Popen:
+    global _server
+    if _server is None or _server.poll() is not None:
+        _server = subprocess.Popen([sys.executable, str(Path(__file__).with_name("snakemake_server.py"))],
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        atexit.register(_server.stdin.close)  # the server ends when its input does
+    return _server
+
+
+def _reply(server: subprocess.Popen, timeout: float) -> dict:
+    if not select.select([server.stdout], [], [], timeout)[0]:
+        raise TimeoutError
+    line = server.stdout.readline()
+    assert line, "the snakemake fork server stopped"
+    return json.loads(line)
+
+
+def snakemake(workdir: Path, *args: str, env: dict[str, str] | None = None,
+              timeout: float = 900) -> subprocess.CompletedProcess:
+    """`python -m snakemake *args` in `workdir`, as a user runs it (in a fork of the server, see above)."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "AUGSBERT_DEVICE": "cpu", **(env or {})}
-    return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=workdir, env=env,
-                          capture_output=True, text=True, timeout=900)
+    server = _fork_server()
+    with tempfile.TemporaryDirectory() as streams:
+        out, err = Path(streams) / "stdout", Path(streams) / "stderr"
+        request = {"args": list(args), "cwd": str(workdir), "env": env, "stdout": str(out), "stderr": str(err)}
+        server.stdin.write(json.dumps(request) + "\n")
+        server.stdin.flush()
+        pid = _reply(server, 60)["pid"]
+        try:
+            returncode = _reply(server, timeout)["returncode"]
+        except TimeoutError:
+            os.killpg(pid, signal.SIGKILL)  # the call and the jobs it started (its own process group)
+            _reply(server, 60)
+            raise subprocess.TimeoutExpired(["snakemake", *args], timeout) from None
+        return subprocess.CompletedProcess(["snakemake", *args], returncode, out.read_text(), err.read_text())
 
 
 def job_stats(out: str) -> dict[str, int]:
