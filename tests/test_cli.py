@@ -10,7 +10,7 @@ from augsbert.evaluation import correlations
 from conftest import REPO
 
 CONFIG = str(REPO / "config" / "config.yaml")
-MINIMAL_SPEC = json.dumps({"stage": "data", "params": {}, "inputs": {}})  # what a lock test needs of a spec
+MINIMAL_SPEC = json.dumps({"stage": "data", "params": {"dataset": "x", "loader": "lee"}, "inputs": {}})  # what a lock test needs of a spec
 
 
 def test_every_command_has_help(capsys):

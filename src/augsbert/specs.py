@@ -35,7 +35,8 @@ def load_spec(text: str) -> dict:
 
 
 def check_stage_spec(spec: dict, stage: str, where: str = "--spec") -> None:
-    """A stage job's spec is that stage's, and a spec carrying a content key still has the content it names.
+    """A stage job's spec is that stage's, its params are those its stage declares (names and types,
+    `Stage.params`), and a spec carrying a content key still has the content it names.
 
     The workflow writes specs whose `key` is `<name>-<hash>` of the stage, its version, the keyed params and
     the input keys: a spec edited by hand (or written by another version of a stage) would otherwise be
@@ -55,6 +56,8 @@ def check_stage_spec(spec: dict, stage: str, where: str = "--spec") -> None:
             found = "missing" if field not in spec else f"a {type(spec[field]).__name__}"
             raise ConfigError(f"{where}: a stage spec holds `params` and `inputs` as JSON objects; `{field}` is "
                               f"{found} (the workflow writes specs to artifacts/.specs/; or plan one with --config)")
+    if stage in REGISTRY and REGISTRY[stage].params is not None:  # the stage's own parameter types
+        REGISTRY[stage].params.from_json(spec["params"], f"{where} params")
     key = spec.get("key")
     if not (isinstance(key, str) and re.fullmatch(KEY_PATTERN, key) and "params" in spec and named in REGISTRY):
         return

@@ -2,13 +2,31 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Literal
+
 from ..graph import Graph, Node
+from ..params import TrainingParams
 from ..stages.base import Stage
 from .train import inert_grouping_dropped
 
+
+@dataclass(frozen=True, kw_only=True)
+class AdaptParams(TrainingParams):
+    """The `adapt_mlm` section (but `variant`, which says where the adapted model is used) and the pool."""
+
+    max_steps: int
+    mask_probability: float
+    masking: Literal["uniform", "bert"]
+    held_out: float
+    pool: Literal["train", "train+unlabeled", "unlabeled"]
+    exclude_eval_sentences: bool
+
+
 ADAPT = Stage("adapt", 2, "masked-LM domain adaptation of the base model on target pairs in the CBE layout",
               "augsbert.stages.adapt:run", section="adapt_mlm", runtime=("checkpoint_steps", "model"),
-              roles=("adapt",), seconds_per_item=0.01, aliases=("adapt-mlm",), rule_alias="adapt_mlm")
+              roles=("adapt",), seconds_per_item=0.01, aliases=("adapt-mlm",), rule_alias="adapt_mlm",
+              params=AdaptParams)
 STAGES = (ADAPT,)
 
 

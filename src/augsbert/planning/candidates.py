@@ -3,29 +3,84 @@ and `candidate_shard` (jobs: augsbert.stages.candidates, augsbert.stages.pool_in
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from ..errors import ConfigError
 from ..graph import Graph, Node
+from ..params import ModelParams, Params
 from ..stages.base import Stage
+
+Pool = Literal["train", "train+unlabeled", "unlabeled"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class CandidatePool(Params):
+    """KDE strategies: how many random / semantic-search partners per sentence they choose from."""
+
+    random: int
+    semantic_search: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class CandidatesParams(ModelParams):
+    """The `sampling` section as a candidates node keeps it: the encoder options only when a strategy
+    encodes (`semantic_model` ... `max_length`), `candidate_pool` only for the KDE strategies."""
+
+    strategies: list[str]
+    top_k: int
+    pool: Pool
+    exclude_eval_sentences: bool
+    seed: int
+    semantic_model: str | None = None  # finetuned | pretrained_stage | pretrained | a model reference
+    exact: bool = True
+    batch_size: int = 64
+    max_length: int = 256
+    candidate_pool: CandidatePool | None = None
+    shards: int = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class CandidateShardParams(CandidatesParams):
+    shard: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class PoolIndexParams(Params):
+    """The pool of a sharded sampling and, when a strategy searches, the encoder options of its index."""
+
+    pool: Pool
+    exclude_eval_sentences: bool
+    model: str | None = None
+    model_identity: dict[str, str] = field(default_factory=dict)
+    hub_revisions: dict[str, str] = field(default_factory=dict)
+    semantic_model: str | None = None
+    exact: bool = True
+    batch_size: int = 64
+    max_length: int = 256
+    least_index: bool = False
+
 
 SAMPLING_RUNTIME = ("batch_size", "model", "semantic_model")
 CANDIDATES = Stage("candidates", 2, "draw candidate silver pairs (random, BM25, semantic search, KDE pools) from the "
                    "target sentences", "augsbert.stages.candidates:run", section="sampling", runtime=SAMPLING_RUNTIME,
                    roles=("candidates",), seconds_per_item=0.002, base_mem_mb=4000, mb_per_item=0.008,
-                   aliases=("sample-pairs",), rule_alias="sample_pairs")  # GPU only when a strategy encodes
+                   aliases=("sample-pairs",), rule_alias="sample_pairs",
+                   params=CandidatesParams)  # GPU only when a strategy encodes
 # sampling.shards > 1 (README "Large pools"): fixed sizes, one shard of a 10-million sentence pool
 POOL_INDEX = Stage("pool_index", 1, "sampling.shards > 1: write the sentence pool and, for semantic search, its "
                    "embeddings and faiss index once for every shard", "augsbert.stages.pool_index:run",
                    section="sampling", runtime=SAMPLING_RUNTIME, roles=("pool_index",),
                    fixed_resources={"mem_mb": 32000, "runtime": 480, "gpu": 1}, aliases=("index-pool",),
-                   rule_alias="index_pool")
+                   rule_alias="index_pool", params=PoolIndexParams)
 CANDIDATE_SHARD = Stage("candidate_shard", 1, "sampling.shards > 1: partners of one range of query sentences (merged "
                         "by candidates)", "augsbert.stages.candidates:run_shard", section="sampling",
                         runtime=SAMPLING_RUNTIME,
                         roles=("candidate_shard_0",),  # --role candidate_shard_<n> for the n-th shard
                         gpu=False, fixed_resources={"mem_mb": 32000, "runtime": 480, "gpu": 0},
-                        aliases=("sample-pairs-shard",), rule_alias="sample_pairs_shard")
+                        aliases=("sample-pairs-shard",), rule_alias="sample_pairs_shard",
+                        params=CandidateShardParams)
 STAGES = (CANDIDATES, POOL_INDEX, CANDIDATE_SHARD)
 
 

@@ -2,15 +2,28 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..errors import ConfigError
 from ..graph import Graph, Node
+from ..params import TrainingParams
 from ..stages.base import MODEL_SETTINGS, Stage
 from .prepare_data import has_topics
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClassifierParams(TrainingParams):
+    """The `classifier` section; `eval_batch_size` is the evaluation batch size."""
+
+    epochs: int
+    exclude_eval_sentences: bool
+
 
 CLASSIFIER = Stage("classifier", 1, "train the topic-classifier baseline (encoder + linear head on the target's "
                    "topics) and test its encoder as a Bi-Encoder", "augsbert.stages.classifier:run",
                    section="classifier", runtime=MODEL_SETTINGS, roles=("classifier",), seconds_per_item=0.01,
-                   aliases=("train-classifier",), rule_alias="train_classifier")
+                   aliases=("train-classifier",), rule_alias="train_classifier",
+                   params=ClassifierParams)
 STAGES = (CLASSIFIER,)
 
 

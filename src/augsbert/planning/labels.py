@@ -3,17 +3,44 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
+from dataclasses import dataclass
+
 from ..graph import Graph, Node
+from ..params import Params
 from ..stages.base import Stage
+
+
+@dataclass(frozen=True, kw_only=True)
+class LabelsParams(Params):
+    """The `silver` section, the KDE reference of `sampling`, and the shard layout (`sampling.shards`)."""
+
+    batch_size: int
+    relabel_gold: bool
+    kde_reference: Literal["teacher", "gold"]
+    seed: int
+    topic_prompt: str | None = None
+    shards: int = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class LabelShardParams(Params):
+    batch_size: int
+    shards: int
+    shard: int
+    topic_prompt: str | None = None
+
 
 LABELS = Stage("labels", 3, "score pairs with the teacher (silver labels)", "augsbert.stages.labels:run",
                section="silver", runtime=("batch_size",), roles=("labels",), seconds_per_item=0.004,
-               base_mem_mb=8000, mb_per_item=0.002, aliases=("label-pairs",), rule_alias="label_pairs")
+               base_mem_mb=8000, mb_per_item=0.002, aliases=("label-pairs",), rule_alias="label_pairs",
+               params=LabelsParams)
 LABEL_SHARD = Stage("label_shard", 1, "sampling.shards > 1: teacher scores of one row range of the candidates, "
                     "streamed from parquet (merged by labels)", "augsbert.stages.labels:run_shard", section="silver",
                     runtime=("batch_size",), roles=("label_shard_0",),
                     fixed_resources={"mem_mb": 8000, "runtime": 720, "gpu": 1}, aliases=("label-pairs-shard",),
-                    rule_alias="label_pairs_shard")
+                    rule_alias="label_pairs_shard", params=LabelShardParams)
 STAGES = (LABELS, LABEL_SHARD)
 
 

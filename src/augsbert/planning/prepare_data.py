@@ -3,15 +3,40 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Literal
 
 from ..graph import Graph, Node
+from ..params import Params
 from ..stages.base import Stage
+
+
+@dataclass(frozen=True, kw_only=True)
+class DataParams(Params):
+    """A dataset definition (config `datasets.<name>`) with its name, data folder and file digests.
+
+    What the stage itself reads is typed here; each loader's own options (`path`, `columns`, split sizes,
+    topics, ...) stay in `options`, checked by the config schema per loader and read by the loader.
+    """
+
+    OPEN = True
+    dataset: str
+    loader: str
+    on_bad_rows: Literal["error", "skip"] = "error"
+    data_dir: str = "."
+    files: list[list[str]] | str = "missing"  # [name, digest] per raw file, or "missing"
+    unlabeled: str | None = None
+    topic_corpus: dict[str, Any] | None = None
+    pool_checks: list[dict[str, Any]] = field(default_factory=list)  # what planned sampling stages need
+    options: dict[str, Any] = field(default_factory=dict)
+
 
 DATA = Stage("data", 3, "read a dataset's raw files into canonical parquet splits", "augsbert.stages.prepare_data:run",
              section="datasets", runtime=("data_dir", "path", "train", "dev", "test", "unlabeled"), roles=("data",),
              gpu=False, device=False, seconds_per_item=0.001, base_mem_mb=4000, mb_per_item=0.002,
-             aliases=("prepare-data",), rule_alias="prepare_data", env="cpu", threads=1, cache=False)
+             aliases=("prepare-data",), rule_alias="prepare_data", env="cpu", threads=1, cache=False,
+             params=DataParams)
 STAGES = (DATA,)
 
 

@@ -3,17 +3,39 @@ job: augsbert.stages.rcl_entropy)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from ..graph import Graph, Node
+from ..params import TrainingParams
 from ..stages.base import Stage
+
+
+@dataclass(frozen=True, kw_only=True)
+class RclEntropyParams(TrainingParams):
+    """One entropy model: the final model's schedule (RCL_ENTROPY_KEYS), its φ, and its own stopping."""
+
+    phi: float
+    max_steps: int
+    patience: int
+    eval_steps: int
+    pooling: Literal["cls", "mean"]
+    scheduler: str
+    held_out: float
+    exclude_eval_sentences: bool
+    pool: str | None = None  # the corpus' sentences, or
+    triples: str | list[str] | None = None  # NLI rows (anchors and positives) from these files
+    triples_digest: str | list[str] | None = None
+    triples_format: Literal["triples", "nli"] | None = None
+
 
 RCL_ENTROPY = Stage("rcl_entropy", 1, "train one entropy model of Regularized Contrastive Learning (pretrain.objective "
                     "rcl, one per rcl_phis value) and store its embeddings of every training query and document",
                     "augsbert.stages.rcl_entropy:run", section="pretrain",
                     runtime=("eval_batch_size", "model", "triples"),
                     roles=("rcl_entropy_0",),  # --role rcl_entropy_<n> for the n-th φ
-                    seconds_per_item=0.01)
+                    seconds_per_item=0.01, params=RclEntropyParams)
 STAGES = (RCL_ENTROPY,)
 
 # what trains an entropy model: the final model's own options (selection, the other φ values) stay out

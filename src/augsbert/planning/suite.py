@@ -4,12 +4,48 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ConfigError
 from ..graph import Graph, Node
+from ..params import Params
 from ..stages.base import Stage
 from .prepare_data import has_topics
+
+
+@dataclass(frozen=True, kw_only=True)
+class TopicTask(Params):
+    """`evaluation.topic`: logistic regression on frozen embeddings; `prompted` = the delimiter when on."""
+
+    epochs: int
+    lr: float
+    batch_size: int
+    test_fraction: float
+    seed: int | None = None
+    prompted: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SuiteParams(Params):
+    """The tasks `suite_tasks` found (task -> file, directory or "hub"; the others in `skipped`, with why),
+    their digests, and the encoding options. `model` only for the zero-shot model (else the `model` input)."""
+
+    batch_size: int
+    max_length: int
+    sts: dict[str, str] = field(default_factory=dict)
+    useb: dict[str, str] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+    digests: dict[str, str] = field(default_factory=dict)  # key material: a task file's content
+    sts_format: dict[str, str] = field(default_factory=dict)
+    topic: TopicTask | None = None
+    positive_threshold: float | None = None  # the diagnostics (alignment / uniformity) when set
+    mteb: dict[str, str] | None = None
+    mteb_version: str | None = None
+    model: str | None = None
+    model_identity: dict[str, str] = field(default_factory=dict)
+    hub_revisions: dict[str, str] = field(default_factory=dict)
+
 
 SUITE = Stage("suite", 2, "evaluate a Bi-Encoder on the STS suite, topic classification, USEB and "
               "alignment/uniformity (--role zero_shot_suite | pretrained_suite | lower_bound_suite | student_suite)",
@@ -18,7 +54,7 @@ SUITE = Stage("suite", 2, "evaluate a Bi-Encoder on the STS suite, topic classif
               section="evaluation", runtime=("batch_size", "model", "sts", "useb", "mteb", "skipped"),
               roles=("student_suite", "lower_bound_suite", "pretrained_suite", "classifier_suite", "zero_shot_suite"),
               seconds_per_item=0.002, aliases=("evaluate-suite",), rule_alias="evaluate_suite", group="evaluation",
-              cache=False)
+              cache=False, params=SuiteParams)
 STAGES = (SUITE,)
 
 # Bi-Encoder roles that get the evaluation suite (STS suite, topic, USEB, diagnostics).

@@ -5,18 +5,42 @@ The student stage also trains the lower bound (the same Bi-Encoder on gold label
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Literal
+
 from ..errors import ConfigError
 from ..graph import Graph, Node
+from ..params import PairTrainingParams
 from ..stages.base import MODEL_SETTINGS, Stage
+
+
+@dataclass(frozen=True, kw_only=True)
+class TeacherParams(PairTrainingParams):
+    """The `teacher` section (the Cross-Encoder's `loss` and `activation` only for arch ce)."""
+
+    arch: Literal["ce", "cbe"]
+    symmetric: bool
+    loss: Literal["bce", "mse"] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class StudentParams(PairTrainingParams):
+    """The `student` section; `selection` is how it picks its epoch (planning.train.student_selection)."""
+
+    use_gold_labels: bool
+    selection: Literal["source_dev", "target_dev", "last"]
+    loss: Literal["cosine", "cosent", "angle", "mnrl", "margin_mse"] | None = None
+
 
 TEACHER = Stage("teacher", 3, "train the teacher (Cross-Encoder or Cross-Bi-Encoder) on the gold train split",
                 "augsbert.stages.train:run_teacher", section="teacher", runtime=MODEL_SETTINGS, roles=("teacher",),
                 data_parallel=True, seconds_per_item=0.02, mb_per_item=0.002, aliases=("train-teacher",),
-                rule_alias="train_teacher")
+                rule_alias="train_teacher", params=TeacherParams)
 STUDENT = Stage("student", 3, "train a Bi-Encoder on gold and/or teacher-labelled pairs (also the lower bound)",
                 "augsbert.stages.train:run_student", section="student", runtime=MODEL_SETTINGS,
                 roles=("student", "lower_bound"), data_parallel=True, seconds_per_item=0.01, mb_per_item=0.002,
-                aliases=("train-student",), rule_alias="train_student")
+                aliases=("train-student",), rule_alias="train_student",
+                params=StudentParams)
 STAGES = (TEACHER, STUDENT)
 
 

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..graph import Graph, Node, slug
+from ..params import ModelParams
 from ..stages.base import Stage
+
+
+@dataclass(frozen=True, kw_only=True)
+class ZeroShotParams(ModelParams):
+    max_length: int
+    batch_size: int
+
 
 ZERO_SHOT = Stage("zero_shot", 3, "evaluate the untrained base model (cosine of mean-pooled embeddings) on the test "
                   "split", "augsbert.stages.zero_shot:run", section="evaluation", runtime=("batch_size", "model"),
                   roles=("zero_shot",), seconds_per_item=0.002, base_mem_mb=8000, aliases=("evaluate-zero-shot",),
-                  rule_alias="evaluate_zero_shot", group="evaluation", cache=False)
+                  rule_alias="evaluate_zero_shot", group="evaluation", cache=False,
+                  params=ZeroShotParams)
 STAGES = (ZERO_SHOT,)
 
 

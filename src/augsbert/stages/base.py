@@ -17,6 +17,8 @@ command line and the job sizing need to know of a stage is read from here, so th
 - `roles`: the experiment roles it fills, in the order `--config` standalone runs pick one.
 - `runner`: "module:function" of the entry point, imported only when the stage runs, so that
   `augsbert --help` and planning import no model library.
+- `params`: the class of its spec's `params` (an `augsbert.params.Params` dataclass): the command
+  checks a spec against it before running, and the runner reads its parameters through it.
 - `plan`: for a stage outside the built-in chain, the hook that says, per seed of every planned
   experiment, which roles (nodes) it adds: `plan(SeedPlan) -> {role: Node}` (empty when the
   experiment does not use it; `augsbert.graph.SeedPlan`). The built-in stages are wired by `augsbert.plan`.
@@ -57,6 +59,8 @@ class Stage:
     group: str | None = None
     cache: bool = True
     plan: Callable[[Any], dict[str, Any]] | None = None  # augsbert.graph.SeedPlan -> {role: Node}
+    # its spec's `params` as a typed class (augsbert.params.Params): checked by the command before it runs
+    params: type | None = None
 
     @property
     def command(self) -> str:

@@ -1,0 +1,211 @@
+"""Typed stage parameters: the `params` of a stage spec as a frozen dataclass, checked when it is read.
+
+A stage declares its parameters as a subclass of `Params` beside its declaration
+(`augsbert.planning.<module>`); the job reads them with `Spec.read(spec)` (or `<Class>.from_json`) and
+its code uses attributes (`params.lr`), so a misspelt name fails when the module is imported or
+linted, not in the middle of a run. Reading checks every value against the field's annotation and
+refuses unknown and missing names, naming the spec and the parameter: a spec written by another
+version of a stage, or edited by hand, stops before anything is computed.
+
+The planning hooks still write plain JSON (the artifact keys are made from it, and stay unchanged);
+a test plans the shipped config and reads every spec back through its stage's class, so the two
+cannot drift.
+
+Annotations understood: int, float (an int is accepted and converted), bool, str, `X | None`,
+`list[X]`, `tuple[X, ...]`, `dict[str, X]`, `Literal[...]`, `Any`, and nested `Params` classes.
+A field with a default may be absent from the JSON; a field without one must be present.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+import types
+import typing
+from typing import Any, Literal, TypeVar, get_args, get_origin, get_type_hints
+
+from .errors import ConfigError
+
+P = TypeVar("P", bound="Params")
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    if cls not in _HINTS:
+        _HINTS[cls] = get_type_hints(cls)
+    return _HINTS[cls]
+
+
+def _describe(tp: Any) -> str:
+    if isinstance(tp, type):
+        return tp.__name__
+    return str(tp).replace("typing.", "")
+
+
+def _check(tp: Any, value: Any, where: str) -> Any:
+    """`value` as annotation `tp` says (ints become floats where a float is asked), or a ConfigError."""
+    if tp is Any:
+        return value
+    origin, args = get_origin(tp), get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        options = [a for a in args if a is not type(None)]
+        errors = []
+        for option in options:
+            try:
+                return _check(option, value, where)
+            except ConfigError as err:
+                errors.append(err)
+        raise errors[-1] if len(options) == 1 else ConfigError(
+            f"{where}: expected {_describe(tp)}, got {type(value).__name__} {_short(value)}")
+    if origin is Literal:
+        if value in args and not isinstance(value, bool):
+            return value
+        raise ConfigError(f"{where}: expected one of {', '.join(map(repr, args))}, got {_short(value)}")
+    if origin in (list, tuple):
+        if not isinstance(value, list | tuple):
+            raise ConfigError(f"{where}: expected a list, got {type(value).__name__} {_short(value)}")
+        item = args[0] if args else Any
+        if origin is tuple and len(args) != 2 or (origin is tuple and args[1] is not Ellipsis):
+            raise TypeError(f"unsupported annotation {tp}: use tuple[X, ...]")
+        return origin(_check(item, v, f"{where}[{i}]") for i, v in enumerate(value))
+    if origin is dict or tp is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: expected an object, got {type(value).__name__} {_short(value)}")
+        item = args[1] if args else Any
+        return {k: _check(item, v, f"{where}.{k}") for k, v in value.items()}
+    if isinstance(tp, type) and issubclass(tp, Params):
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: expected an object, got {type(value).__name__} {_short(value)}")
+        return tp.from_json(value, where)
+    if tp is float:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+    elif tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif tp in (bool, str):
+        if isinstance(value, tp):
+            return value
+    else:
+        raise TypeError(f"unsupported annotation {tp!r} at {where}")
+    raise ConfigError(f"{where}: expected {_describe(tp)}, got {type(value).__name__} {_short(value)}")
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+@dataclass(frozen=True, kw_only=True)
+class Params:
+    """Base of the stages' parameter classes (frozen, keyword-only dataclasses).
+
+    A class with `OPEN = True` keeps names it does not declare in its `options` field (a dict) instead
+    of refusing them: the data stage, whose loaders each take their own options (the config schema
+    checks those, per loader).
+    """
+
+    OPEN: typing.ClassVar[bool] = False
+
+    @classmethod
+    def from_json(cls: type[P], data: dict, where: str = "params") -> P:
+        if not isinstance(data, dict):
+            raise ConfigError(f"{where}: expected an object, got {type(data).__name__}")
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - set(fields))
+        if cls.OPEN:
+            data = {**{k: v for k, v in data.items() if k not in unknown}, "options": {k: data[k] for k in unknown}}
+        elif unknown:
+            raise ConfigError(f"{where}: unknown parameter {unknown[0]!r} for {cls.__name__} (written by another "
+                              "version of the stage? plan it again)")
+        missing = [name for name, f in fields.items() if name not in data
+                   and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+        if missing:
+            raise ConfigError(f"{where}: missing parameter {missing[0]!r} for {cls.__name__}")
+        hints = _hints(cls)
+        return cls(**{name: _check(hints[name], value, f"{where}.{name}") for name, value in data.items()})
+
+    def to_json(self) -> dict:
+        """The parameters as JSON values (nested classes as objects, tuples as lists)."""
+        def plain(value):
+            if isinstance(value, Params):
+                return value.to_json()
+            if isinstance(value, list | tuple):
+                return [plain(v) for v in value]
+            if isinstance(value, dict):
+                return {k: plain(v) for k, v in value.items()}
+            return value
+        values = {f.name: plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        if self.OPEN:
+            values.update(values.pop("options"))
+        return values
+
+    def replace(self: P, **changes) -> P:
+        return dataclasses.replace(self, **changes)
+
+
+def read_params(cls: type[P], spec: dict, where: str = "spec") -> P:
+    """The `params` of a stage `spec` as `cls`, checked (a ConfigError names the spec and the parameter)."""
+    return cls.from_json(spec.get("params"), f"{where} params")
+
+
+# What several stages share. A stage's class lists every parameter its planning hook can write: the
+# config section it copies (the schema says each option) plus what the hook adds.
+
+@dataclass(frozen=True, kw_only=True)
+class ModelParams(Params):
+    """A stage that loads a model: its reference (path, alias or hub id) and what the plan recorded of it."""
+
+    model: str
+    model_identity: dict[str, str] = field(default_factory=dict)  # what enters the key for `model` (by content)
+    hub_revisions: dict[str, str] = field(default_factory=dict)  # ref -> the revision the config pins
+    config_kwargs: dict[str, Any] | None = None  # model config overrides (for tests and standalone specs)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SeedOptimization(Params):
+    """Thesis 5.1: `trials` seeds each train `fraction` of an epoch; the best on dev trains fully (0: off)."""
+
+    trials: int = 0
+    fraction: float = 0.3
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainingParams(ModelParams):
+    """The optimiser schedule every trained stage has."""
+
+    batch_size: int
+    lr: float
+    warmup_ratio: float
+    weight_decay: float = 0.0
+    max_length: int
+    seed: int
+    checkpoint_steps: int = 500
+    eval_batch_size: int = 64
+    group_by_length: bool = False
+    megabatch: int = 50  # length-grouped batches: sentences sorted within chunks of `megabatch` batches
+    topic_prompt: str | None = None  # the topic delimiter when the texts carry topic prompts (thesis 4.4)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PairTrainingParams(TrainingParams):
+    """What fitting a pair model reads (augsbert.training.pairs.fit), for every architecture; the teacher's
+    and the student's classes (augsbert.planning.train) add what their stage reads.
+
+    `loss` and its options: a Cross-Encoder's `bce` (default) or `mse`, with its `activation`; a
+    Bi-Encoder's `cosine` (default), `cosent`, `angle`, `mnrl` or `margin_mse`, with the options that loss
+    reads (the planner drops the others: None here).
+    """
+
+    epochs: int
+    freeze_embeddings: bool = False
+    seed_optimization: SeedOptimization = field(default_factory=SeedOptimization)
+    loss: str | None = None
+    activation: Literal["sigmoid", "tanh", "identity"] = "sigmoid"
+    scale: float | None = None
+    positive_threshold: float | None = None
+    hard_negatives: bool = False
+    negative_threshold: float | None = None
