@@ -1,8 +1,10 @@
-"""Render the config schema as the Markdown reference in config/README.md.
+"""Render the config schema as the Markdown configuration reference.
 
-The schema is the single source of every key's description and default; the
-reference is generated from it (`augsbert config-reference > config/README.md`)
-and a test fails when the two drift apart.
+The schema is the single source of every key's description and default. The
+reference page of the documentation (reference/configuration.md) is generated
+from it while the site is built (docs/hooks/config_reference.py, a MkDocs
+hook); `augsbert config-reference` prints the same page. Nothing keeps a copy.
+A key without a description stops the rendering, and so the docs build.
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ from .config import load_schema, resolve_ref
 
 HEADER = """# Configuration reference
 
-Generated from `workflow/schemas/config.schema.yaml` by
-`augsbert config-reference > config/README.md`; do not edit by hand.
+Generated from the config schema (`src/augsbert/schemas/config.schema.yaml`,
+mirrored in `workflow/schemas/`) each time the documentation is built; the same
+page is printed by `augsbert config-reference`. Change a description in the
+schema, not here.
 
 `config/config.yaml` holds the defaults and the named experiments. Each
 experiment deep-merges its own section over `defaults`. Override from the
@@ -37,15 +41,21 @@ def _type(schema: dict) -> str:
     return text
 
 
-def _rows(properties: dict, prefix: str, root: dict) -> list[str]:
+class MissingDescription(ValueError):
+    """Schema keys without a description: the reference would show an empty row for them."""
+
+
+def _rows(properties: dict, prefix: str, root: dict, missing: list[str]) -> list[str]:
     rows = []
     for name, sub in properties.items():
         sub = resolve_ref(sub, root)
         key = f"{prefix}{name}"
         desc = " ".join(str(sub.get("description", "")).split()).replace("|", "\\|")
+        if not desc:
+            missing.append(key)
         rows.append(f"| `{key}` | {_type(sub)} | {_fmt(sub.get('default'))} | {desc} |")
         if sub.get("type") == "object" and "properties" in sub:
-            rows.extend(_rows(sub["properties"], f"{key}.", root))
+            rows.extend(_rows(sub["properties"], f"{key}.", root, missing))
     return rows
 
 
@@ -54,20 +64,25 @@ def _table(title: str, intro: str, rows: list[str]) -> str:
     return f"\n## {title}\n\n{intro}\n\n{head}\n" + "\n".join(rows) + "\n"
 
 
-def render() -> str:
-    schema = load_schema()
+def render(schema: dict | None = None) -> str:
+    """The reference page of `schema` (default: the package's config schema).
+
+    Raises MissingDescription naming every key that has no description.
+    """
+    schema = load_schema() if schema is None else schema
+    missing: list[str] = []
     defs = schema["$defs"]
     top = {k: v for k, v in schema["properties"].items() if k not in ("defaults", "experiments", "datasets")}
-    out = [HEADER, _table("Top level", " ".join(schema["description"].split()), _rows(top, "", schema))]
+    out = [HEADER, _table("Top level", " ".join(schema["description"].split()), _rows(top, "", schema, missing))]
     out.append(_table("Stage options (`defaults.*`, or per experiment)",
                       "Set under `defaults:` for all experiments or inside one experiment.",
-                      _rows(defs["stage_options"]["properties"], "", schema)))
+                      _rows(defs["stage_options"]["properties"], "", schema, missing)))
     out.append(_table("Experiment-only keys (`experiments.<name>.*`)",
                       " ".join(defs["experiment"]["description"].split()),
-                      _rows(defs["experiment"]["properties"], "", schema)))
+                      _rows(defs["experiment"]["properties"], "", schema, missing)))
     dataset = defs["dataset"]
     out.append(_table("Datasets (`datasets.<name>.*`): keys of every loader",
-                      " ".join(dataset["description"].split()), _rows(dataset["properties"], "", schema)))
+                      " ".join(dataset["description"].split()), _rows(dataset["properties"], "", schema, missing)))
     for branch in dataset["allOf"]:
         cond = branch["if"]["properties"]["loader"]
         loaders = cond.get("enum") or [cond["const"]]
@@ -75,5 +90,8 @@ def render() -> str:
         intro = f"Loader {', '.join(f'`{x}`' for x in loaders)}." + (
             f" Required: {', '.join(f'`{r}`' for r in required)}." if required else "")
         out.append(_table(f"Dataset keys for {' / '.join(loaders)}", intro,
-                          _rows(branch["then"]["properties"], "", schema)))
+                          _rows(branch["then"]["properties"], "", schema, missing)))
+    if missing:
+        raise MissingDescription("config schema keys without a description (add one to "
+                                 "src/augsbert/schemas/config.schema.yaml): " + ", ".join(missing))
     return "".join(out)
