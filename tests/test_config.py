@@ -282,3 +282,29 @@ def test_seeds_and_names_have_bounds_a_job_can_use(raw_config, override, message
         prepare_config({**raw_config, **{k: v for k, v in override.items() if k != "datasets"},
                         **({"datasets": deep_merge(raw_config["datasets"], override["datasets"])}
                            if "datasets" in override else {})})
+
+
+def test_a_key_written_twice_is_refused_naming_file_line_and_key(tmp_path):
+    """Issue 26 case 7: a duplicate YAML key silently kept the last value (`lr: 1e-5` ... `lr: 3e-5`). Seen failing
+    before: both files read without an error, with the last value."""
+    config = tmp_path / "config.yaml"
+    config.write_text("seeds: [42]\nexperiments:\n  x:\n    student:\n      lr: 1.0e-5\n      epochs: 2\n"
+                      "      lr: 3.0e-5\n")
+    with pytest.raises(ConfigError) as err:
+        read_config(config)
+    assert str(err.value) == (f"{config}:7: duplicate key experiments.x.student.lr (first written at line 5); YAML "
+                              "would silently keep only the last one: remove or merge one of them")
+    # in a grid file beside it, in a list, and at the top level; quoting a key does not make it another one
+    config.write_text("seeds: [42]\n")
+    (tmp_path / "grids").mkdir()
+    (tmp_path / "grids" / "g.yaml").write_text("columns:\n  lee: {dataset: lee}\naxes:\n  m: [{a: 1, 'a': 2}]\n")
+    with pytest.raises(ConfigError, match=re.escape(f"{tmp_path / 'grids' / 'g.yaml'}:4: duplicate key axes.m[0].a "
+                                                    "(first written at line 4)")):
+        read_config(config)
+    (tmp_path / "grids" / "g.yaml").unlink()
+    config.write_text("seeds: [42]\ndata_dir: a\nseeds: [1]\n")
+    with pytest.raises(ConfigError, match=re.escape(f"{config}:3: duplicate key seeds (first written at line 1)")):
+        load_config(config)
+    # a merge key (`<<: *anchor`) is not a duplicate: explicit keys override merged ones by design
+    config.write_text("base: &b {lr: 1, epochs: 2}\nover:\n  <<: *b\n  lr: 3\n")
+    assert read_config(config)["over"] == {"lr": 3, "epochs": 2}

@@ -147,6 +147,15 @@ def test_config_errors_name_the_key(workdir):
     assert "Failed validating" not in proc.stderr and "Traceback" not in proc.stderr
     proc = snakemake(workdir, "-n", "results/nope.json")
     assert proc.returncode != 0 and "unknown experiment 'nope'" in proc.stdout + proc.stderr
+    # issue 26 case 7: a key written twice in the config file (Snakemake's own reading keeps the last one)
+    config = workdir / "config" / "config.yaml"
+    lines = config.read_text().splitlines()
+    first = next(i for i, line in enumerate(lines, start=1) if line.startswith("data_dir:"))
+    config.write_text("\n".join([*lines, "data_dir: elsewhere"]) + "\n")
+    proc = snakemake(workdir, "-n", TARGET)
+    assert proc.returncode == 2 and proc.stderr.endswith(
+        f"augsbert: error: config/config.yaml:{len(lines) + 1}: duplicate key data_dir (first written at line "
+        f"{first}); YAML would silently keep only the last one: remove or merge one of them\n"), proc.stderr
 
 
 def test_demo_cbe_trains_and_a_student_lr_change_reruns_only_the_student(workdir, tiny_model):

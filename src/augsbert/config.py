@@ -511,13 +511,77 @@ def _check_references(config: dict) -> None:
 GRIDS_DIR = "grids"  # beside a config file: one YAML file per grid, named as the grid
 
 
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+def _duplicate_key(node, path: str = "", seen: set | None = None) -> tuple[int, str, int] | None:
+    """The first key written twice in one mapping of the node tree: (line, key path, line of its first use).
+
+    YAML keeps the last of two equal keys without a word, so a setting changed further down a long file
+    would silently replace (or be replaced by) one written earlier. Anchored nodes are walked once (an alias
+    bomb stays cheap); `<<` merge keys are not duplicates (explicit keys override merged ones by design).
+    """
+    seen = set() if seen is None else seen
+    if id(node) in seen or not isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
+        return None
+    seen.add(id(node))
+    if isinstance(node, yaml.SequenceNode):
+        children = [(f"{path}[{i}]", item) for i, item in enumerate(node.value)]
+    else:
+        first: dict = {}
+        children = []
+        for key, value in node.value:
+            if key.tag == _MERGE_TAG:
+                children.append((path, value))
+                continue
+            name = key.value if isinstance(key, yaml.ScalarNode) else None
+            where = f"{path}.{name}" if path and name is not None else (name if name is not None else path)
+            if name is not None:
+                line = key.start_mark.line + 1
+                if (key.tag, name) in first:
+                    return line, where, first[(key.tag, name)]
+                first[(key.tag, name)] = line
+            children.append((where, value))
+    for where, child in children:
+        found = _duplicate_key(child, where, seen)
+        if found:
+            return found
+    return None
+
+
+def _load_yaml(text: str, path: Path):
+    """`text` as YAML (the safe loader), refusing a key written twice in one mapping (naming file, line, key)."""
+    loader = SAFE_LOADER(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        duplicate = _duplicate_key(node)
+        if duplicate:
+            line, key, first = duplicate
+            key = key if len(key) <= 80 else key[:77] + "..."
+            raise ConfigError(f"{path}:{line}: duplicate key {key} (first written at line {first}); YAML would "
+                              "silently keep only the last one: remove or merge one of them")
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
 def _read_yaml(path: Path):
     try:
-        return yaml.load(path.read_text(), Loader=SAFE_LOADER)
+        return _load_yaml(path.read_text(), path)
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path}") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a directory, not a config file") from None
     except yaml.YAMLError as err:
         raise ConfigError(f"{path}: not valid YAML: {err}") from None
+
+
+def check_duplicate_keys(path: str | Path) -> None:
+    """Raise ConfigError if the YAML file `path` writes a key twice in one mapping (Snakemake's own reading of
+    a --configfile keeps the last one silently; the workflow calls this for each config file it read)."""
+    _read_yaml(Path(path))
 
 
 def with_grid_files(raw: dict, directories: list[Path]) -> dict:

@@ -3,7 +3,8 @@
 import os
 import sys
 
-from augsbert.config import GRIDS_DIR, ConfigError, name_pattern, prepare_config, short_hash, with_grid_files
+from augsbert.config import (GRIDS_DIR, ConfigError, check_duplicate_keys, name_pattern, prepare_config, short_hash,
+                             with_grid_files)
 from augsbert.export import MODEL_WILDCARD
 from augsbert.distributed import GPUS_ENV
 from augsbert.errors import MissingDataError
@@ -19,6 +20,8 @@ from augsbert.tracking import TRACKING_DIR_ENV, TRACKING_ENV
 try:
     # the grid files beside each config file read (config/grids/*.yaml), under the configs' own `grids:`
     _grid_dirs = [os.path.join(os.path.dirname(f), GRIDS_DIR) for f in dict.fromkeys(workflow.configfiles)]
+    for _file in dict.fromkeys(workflow.configfiles):  # Snakemake read them keeping the last of duplicate keys
+        check_duplicate_keys(_file)
     _effective = prepare_config(with_grid_files(config, _grid_dirs), lazy=True)  # experiments validated when planned
     config.clear()
     config.update(_effective)
