@@ -2,6 +2,7 @@
 
 import csv
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -363,3 +364,58 @@ def test_a_file_that_is_not_gzip(data_dir):
     with pytest.raises(DataError) as err:
         load("pairs_file", data_dir, train="p.csv.gz", test="p.csv.gz")
     assert str(err.value) == f"{data_dir / 'p.csv.gz'}: not a valid gzip file (the name ends in .gz)"
+
+
+def test_a_nul_byte_in_text_is_refused_naming_file_and_line(data_dir):
+    """Issue 26 case 7: NUL bytes were kept in the text. A text file holding one is refused whole (a UTF-16 file
+    decodes as "valid" UTF-8 with a NUL after every ASCII character); a NUL character in a parquet string or a JSON
+    `\\u0000` escape is a bad row. Seen failing before: all loaded without an error, NULs in the sentences."""
+    (data_dir / "p.csv").write_text("sentence1,sentence2,score\na,b,1\n\"c\nc\x00\",d,1\n")
+    with pytest.raises(DataError) as err:
+        load("pairs_file", data_dir, train="p.csv", test="p.csv")
+    assert str(err.value) == (f"{data_dir / 'p.csv'}:4: a NUL byte (\\x00) in the text: a UTF-16 or binary file? "
+                              "convert the file to utf-8 text")
+    (data_dir / "u.tsv").write_bytes("sentence1\tsentence2\tscore\na\tb\t1\n".encode("utf-16-le"))
+    with pytest.raises(DataError, match=re.escape(f"{data_dir / 'u.tsv'}:1: a NUL byte (\\x00) in the text")):
+        load("pairs_file", data_dir, train="u.tsv", test="u.tsv")
+    (data_dir / "corpus.txt").write_text("first\nsecond\nthi\x00rd\n")
+    with pytest.raises(DataError, match=re.escape(f"{data_dir / 'corpus.txt'}:3: a NUL byte (\\x00) in the text")):
+        load("text_file", data_dir, path="corpus.txt")
+    (data_dir / "p.jsonl").write_text('{"sentence1": "a", "sentence2": "b", "score": 1}\n'
+                                      '{"sentence1": "a\\u0000", "sentence2": "b", "score": 1}\n')
+    prepared, report = load("pairs_file", data_dir, policy="skip", train="p.jsonl", test="p.jsonl")
+    assert [str(i) for i in report.issues] == [f"{data_dir / 'p.jsonl'}:2: key 'sentence1' holds a NUL character "
+                                               "(\\u0000)"] * 2
+    assert prepared.splits["test"]["sentence1"].tolist() == ["a"]
+    pd.DataFrame({"sentence1": ["a", "b\x00"], "sentence2": ["c", "d"], "score": [1.0, 1.0]}).to_parquet(
+        data_dir / "p.parquet")
+    prepared, report = load("pairs_file", data_dir, policy="skip", train="p.parquet", test="p.parquet")
+    assert str(report.issues[0]) == f"{data_dir / 'p.parquet'}:row 2: a NUL character (\\x00) in sentence1"
+    assert prepared.splits["test"]["sentence1"].tolist() == ["a"]
+
+
+def test_a_data_path_at_a_directory_or_a_device_says_so_and_is_never_read(data_dir):
+    """Issue 26 case 7: a directory or /dev/zero given as a data file was reported as a "missing file" (and a
+    reader opening /dev/zero or a pipe would read or wait forever). Seen failing before: "missing file"."""
+    import os
+
+    from augsbert.fingerprints import DigestCache
+
+    (data_dir / "folder.csv").mkdir()
+    (data_dir / "zero.csv").symlink_to("/dev/zero")
+    os.mkfifo(data_dir / "pipe.csv")
+    (data_dir / "t.csv").write_text("sentence1,sentence2,score\na,b,1\n")
+    what = "  what it is: a pairs file of your own (csv, tsv, jsonl or parquet)"
+    for name, kind in (("folder.csv", "is a directory, not a file"),
+                       ("zero.csv", "is not a regular file (a character device)"),
+                       ("pipe.csv", "is not a regular file (a named pipe)")):
+        expected = (f"dataset 'x': {data_dir / name} {kind}; point `datasets.x.train` (or `data_dir`) at the data "
+                    f"file\n{what}")
+        with pytest.raises(MissingDataError) as err:  # planning (the workflow's raw inputs)
+            get_loader("pairs_file").inputs("x", options("pairs_file", train=name, test="t.csv"), data_dir)
+        assert str(err.value) == expected
+        with pytest.raises(DataError) as err:  # a reader given it directly
+            load("pairs_file", data_dir, train=name, test="t.csv")
+        assert str(err.value) == f"{data_dir / name} {kind}; give the path of a data file"
+    with pytest.raises(DataError, match="^/dev/zero is not a regular file; a data file is hashed by its content$"):
+        DigestCache(data_dir / "cache.json").file("/dev/zero")

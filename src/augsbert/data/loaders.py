@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from .readers import (
+    not_a_file,
     read_all_lines,
     read_delimited,
     read_jsonl,
@@ -49,6 +50,10 @@ class PreparedData:
 
 
 def missing_file(dataset: str, path: Path, what: str, source: str, key: str) -> MissingDataError:
+    kind = not_a_file(path)
+    if kind:  # a directory, /dev/zero, a pipe: never read, and not reported as missing
+        return MissingDataError(f"dataset '{dataset}': {path} {kind}; point `datasets.{dataset}.{key}` (or "
+                                f"`data_dir`) at the data file\n  what it is: {what}")
     return MissingDataError(
         f"dataset '{dataset}': missing file {path}\n"
         f"  what it is: {what}\n"

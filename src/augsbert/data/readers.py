@@ -41,8 +41,36 @@ def resolve_path(data_dir: str | Path, path: str | Path) -> Path:
     return path if path.is_absolute() else Path(data_dir) / path
 
 
+def not_a_file(path: Path) -> str | None:
+    """What `path` is when it exists but is no regular file ("is a directory, not a file", "is not a regular file
+    (a character device)"); None for a regular file or nothing at all. A data path at /dev/zero or a FIFO would
+    be read forever, a directory fails with a misleading "missing file": both are refused by what they are."""
+    import stat
+
+    try:
+        mode = path.stat().st_mode
+    except OSError:  # absent, a dangling link, no permission to look: the caller's "missing" applies
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "is a directory, not a file"
+    kinds = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+             (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"))
+    return "is not a regular file" + next((f" ({name})" for test, name in kinds if test(mode)), "")
+
+
+def require_regular(path: Path) -> None:
+    """Raise a DataError if `path` is a directory, a device or a pipe: checked before opening it (opening a pipe
+    blocks, /dev/zero reads forever)."""
+    kind = not_a_file(path)
+    if kind:
+        raise DataError(f"{path} {kind}; give the path of a data file")
+
+
 def open_text(path: Path, encoding: str = "utf-8") -> io.TextIOBase:
     """Open a text file, transparently un-gzipping `.gz` (UTF-8 files may start with a BOM)."""
+    require_regular(path)
     encoding = "utf-8-sig" if encoding.lower() in ("utf-8", "utf8") else encoding
     if path.suffix == ".gz":
         return io.TextIOWrapper(gzip.open(path, "rb"), encoding=encoding, newline="")
@@ -81,6 +109,20 @@ def undecodable(path: Path, encoding: str) -> DataError:
                              f"{offset + err.start}); convert the file to {encoding}")
         offset += len(raw)
     return DataError(f"{path}: not valid {encoding} text; convert the file to {encoding}")
+
+
+def nul_byte(path: Path, line: int | str) -> DataError:
+    """A NUL byte in a text file: refused, not stripped. Text never holds one; a UTF-16 file (every other byte of
+    ASCII text is NUL, and it decodes as "valid" UTF-8) or a binary file does, and its sentences would be wrong."""
+    return DataError(f"{path}:{line}: a NUL byte (\\x00) in the text: a UTF-16 or binary file? convert the file "
+                     "to utf-8 text")
+
+
+def check_no_nul(path: Path, text: str, first_line: int = 1) -> None:
+    """Raise `nul_byte` naming the line of the first NUL in `text` (which starts at line `first_line`)."""
+    at = text.find("\x00")
+    if at >= 0:
+        raise nul_byte(path, first_line + text.count("\n", 0, at))
 
 
 @contextmanager
@@ -126,6 +168,7 @@ def iter_delimited(
                 start = 1
                 for fields in reader:
                     if fields and any(f.strip() for f in fields):
+                        check_no_nul(path, delimiter.join(fields), start)  # (quoted fields may span lines)
                         yield start, fields
                     start = reader.line_num + 1
         except csv.Error as err:  # e.g. "field larger than field limit", "line contains NUL": no content
@@ -205,7 +248,9 @@ def read_jsonl(path: Path, report: RowReport, columns: list[str], numeric: Colle
     """Raw rows from a JSON-lines file; `numeric` names the keys that hold numbers (the score)."""
     with reading(path):
         with open_text(path) as handle:
-            lines = handle.read().split("\n")
+            text = handle.read()
+    check_no_nul(path, text)
+    lines = text.split("\n")
     rows = []
     for line_no, line in enumerate(lines, start=1):
         if not line.strip():
@@ -228,6 +273,10 @@ def read_jsonl(path: Path, report: RowReport, columns: list[str], numeric: Colle
             c, problem = problems[0]
             report.add(path, line_no, f"key {c!r} holds {problem}, expected {'a number' if c in numeric else 'a string'}")
             continue
+        escaped = [c for c in dict.fromkeys(columns) if isinstance(record[c], str) and "\x00" in record[c]]
+        if escaped:  # written as the escape \u0000 (a NUL byte itself is not valid JSON)
+            report.add(path, line_no, f"key {escaped[0]!r} holds a NUL character (\\u0000)")
+            continue
         rows.append((str(path), line_no, *(record[c] for c in columns)))
     return rows
 
@@ -240,6 +289,7 @@ def read_parquet(path: Path, columns: list[str], names: list[str]) -> pd.DataFra
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    require_regular(path)
     with reading(path):
         try:
             schema = pq.read_schema(path)
@@ -269,7 +319,9 @@ def read_all_lines(path: Path, encoding: str = "utf-8") -> list[str]:
     U+2028 and friends; a final newline does not start another line; \r is dropped."""
     with reading(path, encoding):
         with open_text(path, encoding) as handle:
-            lines = handle.read().split("\n")
+            text = handle.read()
+    check_no_nul(path, text)
+    lines = text.split("\n")
     if lines[-1] == "":
         lines.pop()
     return [line.rstrip("\r") for line in lines]
@@ -301,6 +353,8 @@ def read_text_table(path: Path, report: RowReport, columns: dict[str, str | None
         for file, line, text in zip(raw["_file"], raw["_line"], raw[name]):
             if text is None or not str(text).strip():
                 report.add(file, line, f"empty {name}")
+            elif "\x00" in str(text):  # a parquet string (text files are refused whole, `nul_byte`)
+                report.add(file, line, f"a NUL character (\\x00) in {name}")
     out = pd.DataFrame({name: raw[name].fillna("").astype(str).map(lambda t: " ".join(t.split())).to_numpy()
                         for name in canonical})
     out["_file"], out["_line"] = raw["_file"].to_numpy(), raw["_line"].to_numpy()

@@ -116,6 +116,9 @@ def validate_pairs(
     for col in ("sentence1", "sentence2"):
         text = frame[col].to_numpy()
         flag((text == None) | (text == ""), f"empty or missing text in {col}")  # noqa: E711
+    for col in ("sentence1", "sentence2"):  # from a parquet file (a text file holding one is refused whole)
+        nul = np.array([isinstance(t, str) and "\x00" in t for t in frame[col].to_numpy()], dtype=bool)
+        flag(nul, f"a NUL character (\\x00) in {col}")
     flag(np.isnan(score), lambda i: f"score {short_repr(raw_score[i])} is not a number")
     tol = 1e-9 * (hi - lo)
     flag((score < lo - tol) | (score > hi + tol),

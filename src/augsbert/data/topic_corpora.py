@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .readers import open_text, read_delimited, read_text_table, resolve_path, text_format
+from .readers import not_a_file, open_text, read_delimited, read_text_table, resolve_path, text_format
 from .tables import DataError, MissingDataError, RowReport, normalise_text, raw_frame
 
 # thesis Table 3.9: the six overarching groups of the 20 newsgroups
@@ -63,6 +63,10 @@ WHERE = {
 
 def _missing(dataset: str, path: Path, fmt: str) -> MissingDataError:
     what, source = WHERE[fmt]
+    kind = not_a_file(path) if fmt == "table" else None  # (the other formats are folders)
+    if kind:
+        return MissingDataError(f"dataset '{dataset}': {path} {kind} (topic_corpus, format {fmt}); point "
+                                f"`datasets.{dataset}.topic_corpus.path` at the data file\n  what it is: {what}")
     return MissingDataError(
         f"dataset '{dataset}': missing {path} (topic_corpus, format {fmt})\n"
         f"  what it is: {what}\n  where to get it: {source}\n"

@@ -47,6 +47,7 @@ def run(spec: dict, out: str | Path, force: bool = False) -> dict:
     name = params["dataset"]
     loader = get_loader(params["loader"])
     report = RowReport(name, params["on_bad_rows"])
+    loader.inputs(name, params, Path(params.get("data_dir", ".")))  # each raw file there and a file, or one message
     with artifact_dir(out, spec, force) as tmp:
         prepared = loader.load(name, params, Path(params.get("data_dir", ".")), report)
         if params.get("topic_corpus"):  # UKP Sentential / 20 Newsgroups as released: the unlabeled corpus
