@@ -4,11 +4,11 @@ import pytest
 
 from augsbert.artifacts import ArtifactExistsError, artifact_dir, read_json, write_json
 
-MINIMAL_SPEC = json.dumps({"stage": "data", "params": {}, "inputs": {}})  # what a lock test needs of a spec
+MINIMAL_SPEC = json.dumps({"stage": "data", "params": {"dataset": "x", "loader": "lee"}, "inputs": {}})  # what a lock test needs of a spec
 
 
 def test_artifact_appears_only_when_complete(tmp_path):
-    out = tmp_path / "stage" / "k-0123456789"
+    out = tmp_path / "artifacts" / "stage" / "k-0123456789"
     with artifact_dir(out, {"key": "k"}) as tmp:
         assert not out.exists() and tmp.name.startswith(".k-0123456789.partial-")
         write_json(tmp / "metrics.json", {"x": 1})
@@ -24,7 +24,7 @@ def test_failure_leaves_nothing_and_existing_artifact_is_kept(tmp_path):
         with artifact_dir(out, {}) as tmp:
             (tmp / "half.parquet").write_text("partial")
             raise RuntimeError("killed")
-    assert list(tmp_path.iterdir()) == []
+    assert [p.name for p in tmp_path.iterdir()] == [".locks"]  # its writer lock (empty), nothing else
     with artifact_dir(out, {"v": 1}):
         pass
     with pytest.raises(ArtifactExistsError, match="refusing to overwrite"):
@@ -78,7 +78,7 @@ def test_partial_directories_of_killed_jobs_are_swept(tmp_path):
     (stale / "half.bin").write_text("x")
     with artifact_dir(out, {}):
         pass
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["k-0123456789"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".locks", "k-0123456789"]
 
 
 # --- one writer per artifact -------------------------------------------------------------------------------------
@@ -122,7 +122,7 @@ def start_first_writer(out: Path) -> tuple[subprocess.Popen, Path]:
 
 
 def test_second_writer_stops_naming_the_live_one_and_leaves_its_files(tmp_path, capsys):
-    out = tmp_path / "teacher" / "k-0123456789"
+    out = tmp_path / "artifacts" / "teacher" / "k-0123456789"
     first, partial = start_first_writer(out)
     try:
         # the CLI, as a rerun of the job would start it: it stops before reading its (here empty) spec
@@ -187,7 +187,7 @@ def test_partial_files_of_killed_json_writes_are_swept_by_the_next_writer(tmp_pa
     (out.parent / ".y.json.partial-99999").write_text("another file's")  # not x.json's: kept
     with writer_lock(out):
         write_json(out, {"x": 1})
-    assert sorted(p.name for p in out.parent.iterdir()) == [".y.json.partial-99999", "x.json"]
+    assert sorted(p.name for p in out.parent.iterdir()) == [".locks", ".y.json.partial-99999", "x.json"]
 
 
 def test_resume_state_is_kept_after_a_failure_and_removed_with_success(tmp_path):
@@ -218,7 +218,7 @@ def test_read_only_full_or_forbidden_output_names_the_path(tmp_path, monkeypatch
         return real_mkdir(path, *args, **kwargs)
 
     monkeypatch.setattr(os, "mkdir", read_only_mkdir)
-    out = tmp_path / "ro" / "data" / "k-0123456789"
+    out = tmp_path / "ro" / "artifacts" / "data" / "k-0123456789"
     with pytest.raises(OutputWriteError) as err:
         with artifact_dir(out, {}):
             raise AssertionError("the stage must not start")
@@ -234,9 +234,9 @@ def test_read_only_full_or_forbidden_output_names_the_path(tmp_path, monkeypatch
         with artifact_dir(out, {}) as tmp:
             monkeypatch.setattr(type(tmp), "write_text", full)
             write_json(tmp / "metrics.json", {})
-    assert str(err.value) == f"cannot write {out}: No space left on device"
+    assert str(err.value) == f"cannot write {out}: No space left on device ({out / 'metrics.json'})"
     monkeypatch.undo()
-    assert list((tmp_path / "full").iterdir()) == []  # the partial directory is gone
+    assert [p.name for p in (tmp_path / "full").iterdir()] == [".locks"]  # the partial directory is gone
 
     # a permission error elsewhere (an input, a model) is not an output problem: it keeps its traceback
     with pytest.raises(PermissionError):
@@ -363,3 +363,101 @@ def test_a_stage_refuses_a_damaged_input_and_verify_repairs(tmp_path, capsys):
     assert main(["verify", "--artifacts", str(root), "--repair"]) == 0
     assert not data.exists() and intact.is_dir() and (root / "notes" / "mine.txt").is_file()
     assert main(["verify", "--artifacts", str(root)]) == 0
+
+
+def test_locks_and_resume_state_stay_in_the_folder_the_output_goes_to(tmp_path):
+    """Issue 26 case 7: the lock of `--out DIR` was `DIR/../../.locks/...`: `/.locks/` for an absolute `--out` two
+    levels below the file system root, and above the folder named for any other `--out`. Now the artifacts folder
+    of the workflow's layout holds its locks and checkpoints; any other output has them beside it. Seen failing
+    before: `/.locks/data/lee-0123456789.lock`, and `.locks` written to tmp_path itself."""
+    from augsbert.artifacts import lock_path, stage_sidecar
+
+    assert lock_path("artifacts/teacher/k-0123456789") == Path("artifacts/.locks/teacher/k-0123456789.lock")
+    assert stage_sidecar("/p/artifacts/teacher/k", "checkpoints") == Path("/p/artifacts/.checkpoints/teacher/k")
+    assert lock_path("/data/lee-0123456789") == Path("/data/.locks/lee-0123456789.lock")
+    assert stage_sidecar("/data/lee-0123456789", "checkpoints") == Path("/data/.checkpoints/lee-0123456789")
+    assert lock_path("results/tables/g.md") == Path("results/tables/.locks/g.md.lock")
+    # a real write two levels below a folder: nothing is created above the folder the output goes to
+    top = tmp_path / "top"
+    out = top / "mine" / "model"
+    work = stage_sidecar(out, "checkpoints")
+    (work / "trainer").mkdir(parents=True)
+    with artifact_dir(out, {}, checkpoints=work):
+        pass
+    assert [p.name for p in tmp_path.iterdir()] == ["top"] and [p.name for p in top.iterdir()] == ["mine"]
+    assert sorted(p.name for p in (top / "mine").iterdir()) == [".locks", "model"]  # checkpoints removed
+    assert (top / "mine" / ".locks" / "model.lock").is_file()
+    # `--out ..` (refused: not an artifact) creates no lock anywhere
+    (tmp_path / "work").mkdir()
+    with pytest.raises(ArtifactExistsError):
+        with artifact_dir(tmp_path / "work" / "..", {"stage": "data"}, force=True):
+            pass
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["top", "work"]
+
+
+def test_out_must_be_named_after_the_specs_content_key(tmp_path, monkeypatch, capsys):
+    """Issue 26 case 7: a spec was computed into any `--out` folder, under a name that says another content.
+    Seen failing before: exit 0, the data artifact written to `elsewhere`."""
+    from augsbert.cli import main
+    from augsbert.config import load_config
+    from augsbert.plan import Plan
+
+    monkeypatch.chdir(tmp_path)
+    config = Path(__file__).parents[1] / "config" / "config.yaml"
+    plan = Plan(load_config(config, lazy=True))
+    key = plan.experiment("demo_zeroshot").runs[42]["data"]
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps(plan.spec(key)))
+    capsys.readouterr()
+    for out in (tmp_path / "elsewhere", tmp_path / "artifacts" / "data" / "lee-0123456789"):
+        assert main(["-q", "data", "--spec", f"@{spec}", "--out", str(out)]) == 2
+        assert capsys.readouterr().err == (
+            f"augsbert data: error: --out {out}: the spec's key is {key}, so the folder must be named after it "
+            f"(artifacts/data/{key}, as the workflow writes it); refusing to run\n")
+    # refused before anything was written: no output, partial folder or lock (the planning's digest cache aside)
+    assert not (tmp_path / "elsewhere").exists() and not (tmp_path / "artifacts" / "data").exists()
+    assert not list(tmp_path.rglob("*.lock")) and not list(tmp_path.rglob("*partial*"))
+    out = tmp_path / "artifacts" / "data" / key
+    assert main(["-q", "data", "--spec", f"@{spec}", "--out", str(out)]) == 0
+    assert read_json(out / "spec.json")["key"] == key
+
+
+def test_a_write_cut_short_by_a_full_disk_leaves_no_partial_file_and_names_the_file(tmp_path, monkeypatch):
+    """Issue 26 case 7: disk full left `.<name>.partial-<pid>` behind, and the OSError of a failing write()
+    names no file. Seen failing before: the partial file stayed, and the message was only `[Errno 28] No space
+    left on device`."""
+    import errno
+    import os
+    import pathlib
+
+    from augsbert.artifacts import OutputWriteError, write_text, writing
+    from augsbert.fingerprints import DigestCache
+
+    real = pathlib.Path.write_text
+
+    def half_then_full(self, text, *args, **kwargs):  # the file is created, part of it written, then ENOSPC
+        real(self, text[: len(text) // 2], *args, **kwargs)
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    out = tmp_path / "results" / "x.json"
+    out.parent.mkdir()
+    out.write_text('{"old": "results"}')
+    monkeypatch.setattr(pathlib.Path, "write_text", half_then_full)
+    with pytest.raises(OSError) as err:
+        write_text(out, '{"new": "results"}')
+    assert str(err.value) == f"[Errno 28] No space left on device: '{out}'"
+    with pytest.raises(OutputWriteError) as err:  # as a command reports it
+        with writing(out):
+            write_json(out, {"new": "results"})
+    assert str(err.value) == f"cannot write {out}: No space left on device"
+    from augsbert.graph import write_spec
+
+    with pytest.raises(OSError):  # a planned job's spec (artifacts/.specs/...)
+        write_spec(tmp_path / "cache" / "x.json", "{}")
+    cache = DigestCache(tmp_path / "cache" / "file-digests.json")
+    cache.entries, cache.dirty = {"/a": [1, 2, 3, 4, "digest"]}, True
+    cache.save()  # a planning step: a cache it cannot write only costs a re-hash next time
+    monkeypatch.undo()
+    assert sorted(p.name for p in out.parent.iterdir()) == ["x.json"]  # no partial file left
+    assert out.read_text() == '{"old": "results"}'  # and nothing already produced is lost
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == []

@@ -153,6 +153,23 @@ def _disk_full(tmp, mp):
     return ["prepare-data", "--config", str(CONFIG), "--experiment", "demo_zeroshot"]
 
 
+def _duplicate_key(tmp, mp):
+    (tmp / "c.yaml").write_text("seeds: [42]\ndata_dir: data\nseeds: [1]\n")
+    return ["plan", "--config", str(tmp / "c.yaml")]
+
+
+def _nul_byte(tmp, mp):
+    (tmp / "p.csv").write_bytes(b"sentence1,sentence2,score\na,b,1\nc\x00d,b,1\n")
+    return ["prepare-data", "--config", mine(tmp, train="p.csv", test="p.csv"), "--experiment", "e"]
+
+
+def _not_a_file(path):
+    def setup(tmp, mp):
+        (tmp / "folder").mkdir()
+        return ["prepare-data", "--config", mine(tmp, train=path, test=path), "--experiment", "e"]
+    return setup
+
+
 CASES = [
     Case("misspelt config key",
          lambda tmp, mp: ["plan", "--config", config(tmp, experiments={"demo_zeroshot": {"studnet": {"epochs": 1}}})],
@@ -203,7 +220,21 @@ CASES = [
     Case("read-only artifact directory", _read_only,
          "augsbert prepare-data: error: cannot write {lee}: Read-only file system (artifacts/.locks/data)\n"),
     Case("full disk under the artifact directory", _disk_full,
-         "augsbert prepare-data: error: cannot write {lee}: No space left on device\n"),
+         "augsbert prepare-data: error: cannot write {lee}: No space left on device ({lee}/spec.json)\n"),
+    Case("a key written twice in a config file", _duplicate_key,
+         "augsbert plan: error: {tmp}/c.yaml:3: duplicate key seeds (first written at line 1); YAML would silently "
+         "keep only the last one: remove or merge one of them\n"),
+    Case("a NUL byte in a text file", _nul_byte,
+         "augsbert prepare-data: error: {tmp}/p.csv:3: a NUL byte (\\x00) in the text: a UTF-16 or binary file? "
+         "convert the file to utf-8 text\n"),
+    Case("a data path at a directory", _not_a_file("folder"),
+         "augsbert prepare-data: error: dataset 'mine': {tmp}/folder is a directory, not a file; point "
+         "`datasets.mine.train` (or `data_dir`) at the data file\n"
+         "  what it is: a pairs file of your own (csv, tsv, jsonl or parquet)\n"),
+    Case("a data path at /dev/zero", _not_a_file("/dev/zero"),
+         "augsbert prepare-data: error: dataset 'mine': /dev/zero is not a regular file (a character device); point "
+         "`datasets.mine.train` (or `data_dir`) at the data file\n"
+         "  what it is: a pairs file of your own (csv, tsv, jsonl or parquet)\n"),
 ]
 
 

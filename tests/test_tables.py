@@ -62,4 +62,4 @@ def test_rendering_sweeps_a_killed_render_and_writes_the_table_atomically(tmp_pa
     (out.parent / ".g.md.partial-99999").write_text("| Method | a")  # a render killed while writing the table
     text = tables.run(SPEC, tmp_path, out)
     assert out.read_text() == text
-    assert sorted(p.name for p in out.parent.iterdir()) == ["g.csv", "g.figures", "g.logs", "g.md", "g.png"]
+    assert sorted(p.name for p in out.parent.iterdir()) == [".locks", "g.csv", "g.figures", "g.logs", "g.md", "g.png"]

@@ -5,7 +5,8 @@ leaves only `.<name>.partial-<pid>` behind, which no later stage can mistake
 for a result. A finished artifact is never overwritten.
 
 Every output has one writer at a time: `writer_lock` takes an exclusive lock
-on `<dir>/.locks/<stage>/<key>.lock` for the whole job. A job whose Snakemake
+on `artifacts/.locks/<stage>/<key>.lock` (another output's beside it, in
+`<its folder>/.locks/`: `stage_sidecar`) for the whole job. A job whose Snakemake
 was killed can live on as an orphan; a rerun then stops with a message naming
 that process instead of deleting its partial files and sharing its
 checkpoints. Holding the lock is also what makes it safe to sweep the
@@ -79,8 +80,18 @@ def writing(path: str | Path) -> Iterator[None]:
     except OSError as err:
         if not (err.errno in FULL_OR_READ_ONLY or (err.errno in FORBIDDEN and _concerns(err.filename, path))):
             raise
-        detail = f" ({err.filename})" if err.filename and os.path.abspath(err.filename) != os.path.abspath(path) else ""
+        detail = f" ({_shown(err.filename, path)})" if err.filename and os.path.abspath(err.filename) != \
+            os.path.abspath(path) else ""
         raise OutputWriteError(f"cannot write {path}: {err.strerror or os.strerror(err.errno)}{detail}") from err
+
+
+def _shown(filename, path: str | Path) -> str:
+    """`filename` as a reader knows it: a file of `path`'s partial directory (the artifact being written) is
+    named as it will be in the finished artifact, `<path>/metrics.json`, not by its temporary folder."""
+    target, tmp = Path(os.path.abspath(filename)), Path(os.path.abspath(partial_name(path)))
+    if tmp in target.parents:
+        return str(Path(path) / target.relative_to(tmp))
+    return str(filename)
 
 
 def nan_to_null(obj: Any) -> Any:
@@ -101,10 +112,23 @@ def partial_name(path: str | Path) -> Path:
 
 
 def write_text(path: str | Path, text: str) -> None:
-    """Write a file atomically (temp file + rename): readers see the old or the new file, never half of one."""
+    """Write a file atomically (temp file + rename): readers see the old or the new file, never half of one.
+
+    A failed write (a full disk) removes its temporary file, and its error names `path`: the OSError of a
+    failing write() names no file.
+    """
     tmp = partial_name(path)
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except BaseException as err:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        if isinstance(err, OSError) and err.errno and not err.filename:
+            raise OSError(err.errno, err.strerror or os.strerror(err.errno), str(path)) from err
+        raise
 
 
 def write_json(path: str | Path, obj: Any) -> None:
@@ -146,19 +170,32 @@ def sweep_partials(out: str | Path) -> list[Path]:
     return stale
 
 
-def stage_sidecar(out: str | Path, kind: str) -> Path:
-    """`<dir>/<stage>/<key>` -> `<dir>/.<kind>/<stage>/<key>`: state of an output kept beside, not inside, it.
+ARTIFACTS_ROOT = "artifacts"  # the workflow's artifacts folder (augsbert.graph.ARTIFACTS): its state lives in it
 
-    Snakemake deletes a job's declared outputs before it starts, and listing
-    `artifacts/<stage>/` should show artifacts only; so checkpoints and locks
-    live in hidden trees beside the stage folders.
+
+def stage_sidecar(out: str | Path, kind: str) -> Path:
+    """State of output `out` (`kind`: locks, checkpoints) kept beside, not inside, it, and never outside what the
+    user named:
+
+    - `.../artifacts/<stage>/<key>` (the workflow's layout) -> `.../artifacts/.<kind>/<stage>/<key>`: in the
+      artifacts folder, so that listing `artifacts/<stage>/` shows artifacts only;
+    - any other `--out` (`results/x.json`, `/scratch/mine`) -> `<its folder>/.<kind>/<name>`: beside it, in the
+      folder that receives the output anyway. (Taking `<out>/../..` as the root put locks into `/.locks/` for
+      an absolute `--out` two levels below the file system root.)
+
+    Snakemake deletes a job's declared outputs before it starts, so checkpoints cannot live inside them.
     """
     out = Path(out)
-    return out.parent.parent / f".{kind}" / out.parent.name / out.name
+    if out.name in ("", ".", ".."):  # `--out .` or `--out ..` (refused later, as existing folders): a real name
+        out = Path(os.path.abspath(out))
+    if out.parent.parent.name == ARTIFACTS_ROOT:
+        return out.parent.parent / f".{kind}" / out.parent.name / out.name
+    return out.parent / f".{kind}" / out.name
 
 
 def lock_path(out: str | Path) -> Path:
-    """`artifacts/teacher/<key>` -> `artifacts/.locks/teacher/<key>.lock`."""
+    """`artifacts/teacher/<key>` -> `artifacts/.locks/teacher/<key>.lock`; `results/x.json` ->
+    `results/.locks/x.json.lock` (see `stage_sidecar`)."""
     side = stage_sidecar(out, "locks")
     return side.with_name(side.name + ".lock")
 
@@ -263,11 +300,20 @@ def writer_lock(out: str | Path, wait: float = 0) -> Iterator[None]:
 
 def _remove_checkpoints(work: Path) -> None:
     shutil.rmtree(work, ignore_errors=True)
-    for parent in (work.parent, work.parent.parent):  # drop empty .checkpoints/<stage>/ folders
+    sidecars = []  # the emptied .checkpoints/<stage>/ and .checkpoints/ folders (stage_sidecar), nothing above
+    for parent in work.parents:
+        sidecars.append(parent)
+        if parent.name == ".checkpoints":
+            break
+    else:
+        sidecars = []  # not a stage_sidecar: only `work` itself is removed
+    for parent in sidecars:
         try:
             parent.rmdir()
+        except FileNotFoundError:
+            continue
         except OSError:
-            pass  # not empty (another job is training) or already gone
+            break  # not empty: another job is training
 
 
 def replaceable(out: Path, spec: dict, force: bool) -> None:
@@ -300,6 +346,8 @@ def artifact_dir(out: str | Path, spec: dict, force: bool = False, checkpoints: 
     complete, still under the lock.
     """
     out = Path(out)
+    if out.exists() or out.is_symlink():  # `.`, `..`, a folder of your own: refused before a lock file is made
+        replaceable(out, spec, force)
     with writing(out), writer_lock(out):  # a read-only or full location fails with its path, before any work
         if out.exists() or out.is_symlink():
             replaceable(out, spec, force)

@@ -74,6 +74,8 @@ def _stage_command(sub, stage: Stage) -> None:
         out = args.out or default_out
         if not out:
             p.error("--out is required with --spec")
+        if args.spec:
+            check_out_key(spec, out, stage.name)
         if Path(out).exists() or Path(out).is_symlink():  # before any input is read (artifact_dir checks again)
             replaceable(Path(out), spec, args.force)
         check_inputs(spec)
@@ -91,6 +93,20 @@ def _stage_command(sub, stage: Stage) -> None:
         print(json.dumps({k: v for k, v in metrics.items() if not isinstance(v, (dict, list))}, indent=2))
 
     p.set_defaults(handler=handler)
+
+
+def check_out_key(spec: dict, out: str, stage: str) -> None:
+    """A spec carrying a content key (`<name>-<hash>`, checked against its content by check_stage_spec) is written
+    to a folder of that name, as the workflow's `artifacts/<stage>/<key>`: stages, `collect-results` and
+    Snakemake find an artifact by its folder's name, which must not say something other than its content."""
+    import re
+
+    from .graph import KEY_PATTERN
+
+    key = spec.get("key")
+    if isinstance(key, str) and re.fullmatch(KEY_PATTERN, key) and Path(out).name != key:
+        raise ConfigError(f"--out {out}: the spec's key is {key}, so the folder must be named after it "
+                          f"(artifacts/{stage}/{key}, as the workflow writes it); refusing to run")
 
 
 def check_inputs(spec: dict) -> None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 from pathlib import Path
 
 CACHE_PATH = Path("artifacts/.cache/file-digests.json")
@@ -49,6 +50,11 @@ class DigestCache:
     def file(self, path: str | Path) -> str:
         path = Path(path).resolve()
         st = path.stat()
+        if not stat.S_ISREG(st.st_mode):  # /dev/zero or a pipe would be hashed forever, a directory fails later
+            from .errors import DataError
+
+            raise DataError(f"{path} {'is a directory' if stat.S_ISDIR(st.st_mode) else 'is not a regular file'}; "
+                            "a data file is hashed by its content")
         stamp = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
         cached = self.entries.get(str(path))
         if cached and cached[:-1] == stamp:  # entries of the former (size, mtime) format re-hash once
@@ -78,22 +84,26 @@ class DigestCache:
         """Write the cache atomically (merged with what another process may have written meanwhile)."""
         if not self.dirty:
             return
+        tmp = self.path.with_name(f".{self.path.name}.partial-{os.getpid()}")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             try:
                 merged = {**json.loads(self.path.read_text()), **self.entries}
             except (OSError, ValueError):
                 merged = self.entries
-            tmp = self.path.with_name(f".{self.path.name}.partial-{os.getpid()}")
             tmp.write_text(json.dumps(merged, indent=0, sort_keys=True))
             os.replace(tmp, self.path)
             self.dirty = False
-        except OSError:
-            pass  # a read-only project still plans; it only re-hashes next time
+        except OSError:  # a read-only or full project still plans; it only re-hashes next time
+            try:
+                tmp.unlink(missing_ok=True)  # a write cut short by a full disk leaves no partial file
+            except OSError:
+                pass
 
 
 def path_digest(cache: DigestCache, path: str | Path) -> str:
-    """Digest of a file or directory; `missing` if it does not exist (the data stage then says what to do)."""
+    """Digest of a file or directory; `missing` if it does not exist, or is neither (a device such as /dev/zero,
+    a pipe: never read; the data stage then says what it is and what to do)."""
     path = Path(path)
     if path.is_file():
         return cache.file(path)

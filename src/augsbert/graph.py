@@ -79,8 +79,12 @@ def write_spec(path: Path, text: str) -> str:
         pass
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.partial-{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a write cut short (a full disk) leaves no partial file behind
+        raise
     return str(path)
 
 
