@@ -200,13 +200,23 @@ def theme_pairs(n: int, seed: int, words: tuple[int, int] | None = None):
     return pd.DataFrame(rows, columns=["sentence1", "sentence2", "score"])
 
 
-def train_params(**override) -> dict:
-    """Training options as the plan passes them (schema defaults), made small for tests."""
-    params = dict(epochs=2, batch_size=16, lr=1e-4, warmup_ratio=0.1, weight_decay=0.01, checkpoint_steps=500,
-                  seed=42, max_length=32, freeze_embeddings=False, eval_batch_size=64, group_by_length=True, megabatch=50,
-                  seed_optimization={"trials": 0, "fraction": 0.3}, activation="sigmoid")  # CE loss: its default bce
+def train_params(**override):
+    """Pair-training parameters (augsbert.params.PairTrainingParams) as the plan passes them (schema defaults),
+    made small for tests; `.to_json()` gives them as a spec holds them."""
+    from augsbert.params import PairTrainingParams
+
+    params = dict(model="tiny", epochs=2, batch_size=16, lr=1e-4, warmup_ratio=0.1, weight_decay=0.01,
+                  checkpoint_steps=500, seed=42, max_length=32, freeze_embeddings=False, eval_batch_size=64,
+                  group_by_length=True, megabatch=50, seed_optimization={"trials": 0, "fraction": 0.3},
+                  activation="sigmoid")  # CE loss: its default bce
     params.update(override)
-    return params
+    return PairTrainingParams.from_json(params)
+
+
+def teacher_spec_params(**override) -> dict:
+    """A teacher artifact's spec params (augsbert.planning.train.TeacherParams as JSON), for tests that write
+    a teacher artifact by hand."""
+    return {**train_params().to_json(), "arch": "cbe", "symmetric": True, **override}
 
 
 @pytest.fixture(scope="session")

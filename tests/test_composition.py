@@ -34,32 +34,36 @@ def counts(table):
 
 
 def test_thesis_default_each_gold_pair_once_with_the_teachers_score(inputs):
-    table = student_training_set({"params": {"use_gold_labels": False}, "inputs": inputs})
+    table = student_training_set(inputs, False)
     assert counts(table) == {"relabelled_gold": 3, "bm25": 2, "kde": 1}
     assert table.loc[table["source"] == "relabelled_gold", "score"].tolist() == [0.2, 0.4, 0.8]
 
 
 def test_gold_labels_and_relabelled_gold_give_each_gold_pair_twice(inputs):
-    table = student_training_set({"params": {"use_gold_labels": True}, "inputs": inputs})
+    table = student_training_set(inputs, True)
     assert counts(table) == {"gold": 3, "relabelled_gold": 3, "bm25": 2, "kde": 1}
     gold = table[table["source"] == "gold"]
     assert gold[["sentence1", "sentence2", "score"]].reset_index(drop=True).equals(GOLD)
 
 
 def test_gold_only_and_nothing(inputs):
-    table = student_training_set({"params": {"use_gold_labels": True}, "inputs": {"data": inputs["data"]}})
+    table = student_training_set({"data": inputs["data"]}, True)
     assert counts(table) == {"gold": 3}
     with pytest.raises(DataError, match="no training pairs"):
-        student_training_set({"params": {"use_gold_labels": False}, "inputs": {"data": inputs["data"]}})
+        student_training_set({"data": inputs["data"]}, False)
 
 
 def test_labels_deduplicate_across_strategies_and_honour_relabel_gold(tmp_path, tiny_model):
     from augsbert.models.architectures import ARCHITECTURES
 
     teacher = tmp_path / "teacher"
-    params = {"arch": "cbe", "max_length": 32}
+    from augsbert.planning.train import TeacherParams
+    from conftest import teacher_spec_params
+
+    params = teacher_spec_params(max_length=32)
     # which pairs are kept and how they are counted, not their scores: the random tiny BERT as teacher
-    ARCHITECTURES["cbe"].save(ARCHITECTURES["cbe"].build(tiny_model, params, "cpu"), teacher / "model")
+    ARCHITECTURES["cbe"].save(ARCHITECTURES["cbe"].build(tiny_model, TeacherParams.from_json(params), "cpu"),
+                              teacher / "model")
     (teacher / "spec.json").write_text(json.dumps({"params": params}))
     gold = tmp_path / "gold"
     gold.mkdir()
@@ -83,5 +87,5 @@ def test_labels_deduplicate_across_strategies_and_honour_relabel_gold(tmp_path, 
     assert stats["duplicates_across_strategies"] == 1 and stats["strategies"]["random"]["after_dedup"] == 1
     stats, pairs = label(False, "without_gold")
     assert pairs["strategy"].value_counts().to_dict() == {"bm25": 2, "random": 1}
-    spec = {"params": {"use_gold_labels": False}, "inputs": {"data": str(gold), "labels": str(tmp_path / "without_gold")}}
-    assert counts(student_training_set(spec)) == {"bm25": 2, "random": 1}
+    inputs = {"data": str(gold), "labels": str(tmp_path / "without_gold")}
+    assert counts(student_training_set(inputs, False)) == {"bm25": 2, "random": 1}

@@ -57,7 +57,7 @@ def data(tmp_path_factory) -> Path:
 
 
 def _spec(stage: str, data: Path, model: str, **extra) -> dict:
-    params = train_params(epochs=2, batch_size=16, checkpoint_steps=2, megabatch=2, config_kwargs=NO_DROPOUT)
+    params = train_params(epochs=2, batch_size=16, checkpoint_steps=2, megabatch=2, config_kwargs=NO_DROPOUT).to_json()
     params.update(model=model, **extra)
     return {"stage": stage, "key": "k", "params": params, "inputs": {"data": str(data)}}
 
@@ -86,7 +86,7 @@ def test_student_on_two_processes_matches_one_process_with_the_whole_batch(data,
     """Bi-Encoder, length-grouped batches (its default): the global batches are cut per process."""
     from augsbert.stages.train import run_student
 
-    spec = _spec("student", data, tiny_model, use_gold_labels=True)
+    spec = _spec("student", data, tiny_model, use_gold_labels=True, selection="target_dev")
     out = tmp_path / "artifacts" / "student" / "two"
     run = _cli("train-student", spec, out, tmp_path)
     assert run.returncode == 0, run.stderr[-3000:]
@@ -187,7 +187,7 @@ def test_a_locked_artifact_stops_the_launcher_before_torchrun(tmp_path):
     from augsbert.cli import EXIT_LOCKED
 
     out = tmp_path / "artifacts" / "student" / "k"
-    spec = {"stage": "student", "key": "k", "params": {}, "inputs": {}}
+    spec = _spec("student", tmp_path, "m", use_gold_labels=True, selection="target_dev")
     with writer_lock(out):  # this test process is the live writer
         run = _cli("train-student", spec, out, tmp_path)
     assert run.returncode == EXIT_LOCKED, run.stderr[-3000:]
@@ -201,7 +201,10 @@ def test_a_one_process_stage_under_torchrun_refuses_to_run(monkeypatch, tmp_path
     monkeypatch.setenv("RANK", "1")
     monkeypatch.setenv("WORLD_SIZE", "2")
     spec = tmp_path / "spec.json"
-    spec.write_text(json.dumps({"stage": "adapt", "key": "k", "params": {}, "inputs": {}}))
+    adapt = {"model": "m", "batch_size": 8, "lr": 3e-5, "warmup_ratio": 0.1, "max_length": 32, "seed": 1,
+             "max_steps": 4, "mask_probability": 0.2, "masking": "uniform", "held_out": 0.05, "pool": "train",
+             "exclude_eval_sentences": True}
+    spec.write_text(json.dumps({"stage": "adapt", "key": "k", "params": adapt, "inputs": {}}))
     assert main(["adapt-mlm", "--spec", f"@{spec}", "--out", str(tmp_path / "adapt" / "k")]) == 2
     assert not (tmp_path / "adapt").exists() and not (tmp_path / ".locks").exists()
     # started by its former name (as workflow/rules/adapt.smk does); the message names the stage's command

@@ -20,6 +20,7 @@ from augsbert.cli import main
 from augsbert.export import MARKER, ExportError, export, push_to_hub
 from augsbert.models.architectures import ARCHITECTURES
 from augsbert.models.cross_bi_encoder import CrossBiEncoder
+from conftest import train_params
 
 PAIRS = [("a cat sat on the mat", "a dog lay on the rug"), ("stock prices fell", "it rained all day"),
          ("the team won the match", "the coach was happy")]
@@ -45,7 +46,7 @@ def write_experiment(tiny_model: str) -> dict:
     into the working directory; returns its spec."""
     _artifact(DATA, {"sizes": {"train": 4, "dev": 2, "test": 3}}, {}, {})
     torch.manual_seed(0)
-    ce = ARCHITECTURES["ce"].build(tiny_model, PARAMS, "cpu")
+    ce = ARCHITECTURES["ce"].build(tiny_model, train_params(**PARAMS), "cpu")
     teacher = _artifact(TEACHER["ce"], {"arch": "ce", "test": {"spearman": 51.5, "pearson": 50.0, "n_pairs": 3}},
                         {**PARAMS, "loss": "bce"}, {"data": DATA})
     ARCHITECTURES["ce"].save(ce, teacher / "model")
@@ -159,7 +160,7 @@ def test_cross_encoder_teacher_export_reproduces_scores(experiment, tmp_path):
     out = tmp_path / "teacher"
     export(experiment, "teacher", out)
     artifact = ARCHITECTURES["ce"].load(Path(TEACHER["ce"]) / "model", "cpu")
-    expected = ARCHITECTURES["ce"].predict(artifact, PAIRS, 8, PARAMS)  # as the stage evaluated it (sigmoid)
+    expected = ARCHITECTURES["ce"].predict(artifact, PAIRS, 8, train_params(**PARAMS))  # as the stage evaluated it (sigmoid)
     np.testing.assert_allclose(CrossEncoder(str(out), device="cpu").predict(PAIRS), expected, atol=1e-6)
     card = (out / "README.md").read_text()
     assert "# augsbert g.bm25.lee: teacher (Cross-Encoder, seed 42)" in card and "| spearman | 51.50 |" in card

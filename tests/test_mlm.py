@@ -8,6 +8,7 @@ import torch
 from augsbert.training.mlm import adapt, evaluate_mlm, mlm_pairs, split_held_out
 from augsbert.models.cross_bi_encoder import PairTokenizer
 from augsbert.models.mlm import IGNORE, MLMPairCollator, mask_tokens, maskable_positions
+from augsbert.planning.adapt import AdaptParams
 from conftest import theme_pairs
 
 
@@ -68,12 +69,13 @@ def test_tiny_adaptation_lowers_held_out_loss(tiny_model, tmp_path):
     train, held_out = split_held_out(mlm_pairs(pool, seed=0), 0.1, seed=0)
     # the random tiny model (its MLM head new, as MiniLM's is) learns the toy vocabulary at a larger step: held-out
     # loss 10.3 -> 4.2-4.4 on tiny models of seeds 0-2 (at lr 2e-4 it falls by only 0.1 in 40 steps)
-    params = {"max_steps": 40, "batch_size": 16, "lr": 1e-2, "warmup_ratio": 0.1, "weight_decay": 0.01,
-              "max_length": 32, "mask_probability": 0.2, "masking": "uniform", "seed": 42, "checkpoint_steps": 100,
-              "group_by_length": True, "megabatch": 50, "config_kwargs": {"num_hidden_layers": 1}}
+    params = AdaptParams(model=tiny_model, max_steps=40, batch_size=16, lr=1e-2, warmup_ratio=0.1, weight_decay=0.01,
+                         max_length=32, mask_probability=0.2, masking="uniform", seed=42, checkpoint_steps=100,
+                         group_by_length=True, megabatch=50, config_kwargs={"num_hidden_layers": 1}, held_out=0.1,
+                         pool="train", exclude_eval_sentences=True)
     from augsbert.models.mlm import masked_lm_from
 
-    base = masked_lm_from(tiny_model, params["config_kwargs"])
+    base = masked_lm_from(tiny_model, params.config_kwargs)
     from transformers import AutoTokenizer
 
     pt = PairTokenizer(AutoTokenizer.from_pretrained(tiny_model), 32, True)

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from augsbert.pretraining.noise import batch_rng, delete_tokens, delete_words, keep_mask
+from augsbert.pretraining.params import PretrainParams
 from augsbert.pretraining.objectives import OBJECTIVES, build_loss, resolved, training_rows
 from augsbert.training.pretrain import build_encoder, fit, held_out_loss, loss_extra_state
 
@@ -26,7 +27,7 @@ SENTENCES = [f"the {a} {b} sat on the {c} near the old {d} today" for a, b, c, d
 SENTENCES = sorted(set(s + f" {i % 7}" for i, s in enumerate(SENTENCES)))
 
 
-def params_for(objective: str, **override) -> dict:
+def params_for(objective: str, **override) -> PretrainParams:
     options = {"objective": objective, "preset": "thesis", "pooling": None, "batch_size": 8, "max_steps": 4,
                "lr": 1e-4, "warmup_ratio": 0.0, "weight_decay": 0.0, "scheduler": "constant", "max_length": 24,
                "temperature": 0.05, "deletion_ratio": 0.6, "deletion_unit": "word", "aux_weight": 0.1,
@@ -35,7 +36,9 @@ def params_for(objective: str, **override) -> dict:
                "consert_views": ["feature_cutoff", "shuffle"], "cutoff_rate": 0.2, "dropout_rate": 0.2,
                "decoder_layers": 1, "ae_mask_probability": 0.8}
     options.update(override)
-    return resolved(options)
+    # the job's view of a planned pretrain spec: what the plan adds (model, corpus options) around them
+    return PretrainParams.from_json({"model": "tiny", "exclude_eval_sentences": True, "held_out": 0.1,
+                                     **resolved(options)})
 
 
 class Fixed(torch.nn.Module):
@@ -283,7 +286,7 @@ def test_tiny_run_lowers_held_out_loss(request, tmp_path, objective):
     params = params_for(objective, max_steps=8, lr=3e-4, batch_size=8, eval_steps=8)
     train, held = SENTENCES[:40], SENTENCES[40:56]
     model, loss, metrics = fit(base_model, train, held, None, params, tmp_path / "work", "cpu")
-    base = build_encoder(base_model, params["pooling"], params["max_length"], "cpu")
+    base = build_encoder(base_model, params.pooling, params.max_length, "cpu")
     torch.manual_seed(0)
     before = held_out_loss(base, build_loss(objective, base, params, base_model), objective, held, params)
     torch.manual_seed(0)
@@ -381,14 +384,14 @@ def test_corpus_is_unique_sentences_without_the_evaluated_dev_and_test(tmp_path)
     pairs([("a", "b", 1.0)]).to_parquet(evaluated / "train.parquet")
     pairs([("held in dev", "c", 0.1)]).to_parquet(evaluated / "dev.parquet")
     pairs([("held in test", "d", 0.2)]).to_parquet(evaluated / "test.parquet")
-    spec = {"params": {"pool": "all", "exclude_eval_sentences": True, "seed": 1, "held_out": 0.1, "batch_size": 4},
-            "inputs": {"data": str(corpus_dir), "eval": str(evaluated)}}
-    train, held, removed = corpus(spec)
+    spec = {"inputs": {"data": str(corpus_dir), "eval": str(evaluated)}}
+    params = params_for("simcse").replace(pool="all", exclude_eval_sentences=True, seed=1, held_out=0.1, batch_size=4)
+    train, held, removed = corpus(spec, params)
     assert removed == 3  # "own test" (the corpus' own test), "held in dev", "held in test"
     assert sorted(train + held) == sorted(f"sentence {i}" for i in range(30))  # "sentence  3 " normalised away
     assert len(held) == 3 and not set(train) & set(held)
-    assert corpus(spec) == (train, held, removed)  # seeded
-    kept = corpus({**spec, "params": {**spec["params"], "exclude_eval_sentences": False}})
+    assert corpus(spec, params) == (train, held, removed)  # seeded
+    kept = corpus(spec, params.replace(exclude_eval_sentences=False))
     assert kept[2] == 0 and len(kept[0]) + len(kept[1]) == 33
 
 

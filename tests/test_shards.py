@@ -106,8 +106,12 @@ def write_teacher(tmp_path, base):
     from augsbert.models.architectures import ARCHITECTURES
 
     teacher = tmp_path / "teacher"
-    params = {"arch": "cbe", "max_length": 32}
-    ARCHITECTURES["cbe"].save(ARCHITECTURES["cbe"].build(base, params, "cpu"), teacher / "model")
+    from augsbert.planning.train import TeacherParams
+    from conftest import teacher_spec_params
+
+    params = teacher_spec_params(max_length=32)
+    model = ARCHITECTURES["cbe"].build(base, TeacherParams.from_json(params), "cpu")
+    ARCHITECTURES["cbe"].save(model, teacher / "model")
     (teacher / "spec.json").write_text(json.dumps({"params": params}))
     return teacher
 
@@ -148,7 +152,10 @@ def test_streaming_scores_equal_the_in_memory_path(tmp_path, tiny_model, monkeyp
                           "strategy": "bm25"})
     path = tmp_path / "candidates.parquet"
     pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path, row_group_size=23)  # groups != chunks
-    teacher = labels.Teacher({"inputs": {"teacher": str(teacher_dir)}, "params": {"batch_size": 16}}, "cpu")
+    from augsbert.planning.labels import LabelShardParams
+
+    teacher = labels.Teacher({"inputs": {"teacher": str(teacher_dir)}},
+                             LabelShardParams(batch_size=16, shards=1, shard=0), "cpu")
     in_memory = teacher.arch.predict(teacher.model, list(zip(frame.sentence1, frame.sentence2)), 16, teacher.params)
     streamed = np.empty(60)
     teacher.score_rows(path, 0, 60, streamed)  # SCORE_CHUNK > 60: one call, as the in-memory path

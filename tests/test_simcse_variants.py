@@ -15,6 +15,7 @@ import pytest
 import torch
 from test_pretraining import SENTENCES, Fixed
 
+from augsbert.pretraining.params import PretrainParams
 from augsbert.pretraining.objectives import SIMCSE_VARIANT_KEYS, SIMCSE_VARIANTS, build_loss, resolved
 from augsbert.training.pretrain import build_encoder, fit, held_out_loss, loss_extra_state
 from augsbert.pretraining.variants import (
@@ -37,13 +38,20 @@ VARIANT_DEFAULTS = {"simcse_variant": "none", "noise_sigma": 0.001, "noise_rate"
                     "extra_negatives": None, "gmm_components": 4, "gmm_history": 8}
 
 
-def params_for(variant: str, **override) -> dict:
+def resolved_for(variant: str, **override) -> dict:
+    """The planner's `pretrain` options of `variant` (pretraining.objectives.resolved), as a spec holds them."""
     options = {"objective": "simcse", "preset": "thesis", "pooling": "cls", "batch_size": 8, "max_steps": 4,
                "lr": 3e-4, "warmup_ratio": 0.0, "weight_decay": 0.0, "scheduler": "constant", "max_length": 24,
                "temperature": 0.05, "eval_steps": 4, "selection": "last", "group_by_length": None, "megabatch": 50,
                "seed": 3, **VARIANT_DEFAULTS, "simcse_variant": variant}
     options.update(override)
     return resolved(options)
+
+
+def params_for(variant: str, **override) -> PretrainParams:
+    """The job's view of a planned pretrain spec: what the plan adds (model, corpus options) around them."""
+    return PretrainParams.from_json({"model": "tiny", "exclude_eval_sentences": True, "held_out": 0.1,
+                                     **resolved_for(variant, **override)})
 
 
 class FixedDim(Fixed):
@@ -78,13 +86,13 @@ def batch(model, n=6):
 
 # ---- options: inert ones are pruned, so they do not change the artifact key
 def test_resolved_keeps_only_the_variants_own_options():
-    assert not set(SIMCSE_VARIANT_KEYS) & set(params_for("none"))
-    assert set(SIMCSE_VARIANT_KEYS) & set(params_for("gni")) == {"simcse_variant", "noise_sigma", "noise_views"}
-    assert set(SIMCSE_VARIANT_KEYS) & set(params_for("awp+fgsm")) == {"simcse_variant", "awp_gamma", "fgsm_epsilon"}
-    assert params_for("gaussian_negatives")["extra_negatives"] == 8  # null = the batch size
-    assert params_for("gaussian_negatives", extra_negatives=8) == params_for("gaussian_negatives")
-    assert params_for("gni", sam_rho=0.5, extra_negatives=3) == params_for("gni")
-    other = resolved({**params_for("none"), **VARIANT_DEFAULTS, "objective": "nm", "simcse_variant": "gni",
+    assert not set(SIMCSE_VARIANT_KEYS) & set(resolved_for("none"))
+    assert set(SIMCSE_VARIANT_KEYS) & set(resolved_for("gni")) == {"simcse_variant", "noise_sigma", "noise_views"}
+    assert set(SIMCSE_VARIANT_KEYS) & set(resolved_for("awp+fgsm")) == {"simcse_variant", "awp_gamma", "fgsm_epsilon"}
+    assert resolved_for("gaussian_negatives")["extra_negatives"] == 8  # null = the batch size
+    assert resolved_for("gaussian_negatives", extra_negatives=8) == resolved_for("gaussian_negatives")
+    assert resolved_for("gni", sam_rho=0.5, extra_negatives=3) == resolved_for("gni")
+    other = resolved({**resolved_for("none"), **VARIANT_DEFAULTS, "objective": "nm", "simcse_variant": "gni",
                       "deletion_ratio": 0.6, "deletion_unit": "word"})
     assert not set(SIMCSE_VARIANT_KEYS) & set(other)  # simcse only
     from augsbert.config import load_schema

@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from augsbert.models.student_losses import student_loss, student_rows
+from conftest import train_params
 
 PAIRS = pd.DataFrame({"sentence1": ["a", "a", "b", "c"], "sentence2": ["b", "c", "d", "d"],
                       "score": [0.9, 0.1, 0.85, 0.5]})
@@ -15,19 +16,19 @@ PAIRS = pd.DataFrame({"sentence1": ["a", "a", "b", "c"], "sentence2": ["b", "c",
 
 def test_rows_per_loss():
     for loss in ("cosine", "cosent", "angle"):
-        assert student_rows(PAIRS, {"loss": loss}).equals(PAIRS[["sentence1", "sentence2", "score"]])
-    mnrl = student_rows(PAIRS, {"loss": "mnrl", "positive_threshold": 0.8})
+        assert student_rows(PAIRS, train_params(**{"loss": loss})).equals(PAIRS[["sentence1", "sentence2", "score"]])
+    mnrl = student_rows(PAIRS, train_params(**{"loss": "mnrl", "positive_threshold": 0.8}))
     assert mnrl.values.tolist() == [["a", "b"], ["b", "d"]]
-    hard = student_rows(PAIRS, {"loss": "mnrl", "positive_threshold": 0.8, "hard_negatives": True,
-                                "negative_threshold": 0.2})
+    hard = student_rows(PAIRS, train_params(**{"loss": "mnrl", "positive_threshold": 0.8, "hard_negatives": True,
+                                "negative_threshold": 0.2}))
     assert hard.values.tolist() == [["a", "b", "c"]]  # b has no partner scored below 0.2: dropped
-    margin = student_rows(PAIRS, {"loss": "margin_mse"})
+    margin = student_rows(PAIRS, train_params(**{"loss": "margin_mse"}))
     # per sentence: its best partner against each lower-scored one (pairs count from both sides)
     assert margin[["anchor", "positive", "negative"]].values.tolist() == [
         ["a", "b", "c"], ["b", "a", "d"], ["c", "d", "a"], ["d", "b", "c"]]
     assert margin["label"].tolist() == pytest.approx([0.8, 0.05, 0.4, 0.35])
     with pytest.raises(ValueError, match="positive_threshold"):
-        student_rows(PAIRS, {"loss": "mnrl", "positive_threshold": 0.95})
+        student_rows(PAIRS, train_params(**{"loss": "mnrl", "positive_threshold": 0.95}))
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +41,7 @@ def model(tiny_model):
 
 
 def value(model, name: str, columns: list[list[str]], labels, **params) -> tuple[torch.Tensor, list[torch.Tensor]]:
-    loss = student_loss(model, {"loss": name, "scale": 20.0, **params})
+    loss = student_loss(model, train_params(**{"loss": name, "scale": 20.0, **params}))
     features = [model.tokenize(texts) for texts in columns]
     with torch.no_grad():
         out = loss(features, torch.tensor(labels, dtype=torch.float32) if labels is not None else None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import pandas as pd
 import pytest
 
@@ -149,7 +150,7 @@ def student_spec(tmp_path, prompt_on: bool) -> dict:
                   "topic2": ["Cooking", "Cooking"]}).to_parquet(labels / "pairs.parquet", index=False)
     from conftest import train_params
 
-    params = {**train_params(), "use_gold_labels": True, "selection": "target_dev", "model": "minilm-l6"}
+    params = {**train_params().to_json(), "use_gold_labels": True, "selection": "target_dev", "model": "minilm-l6"}
     if prompt_on:
         params["topic_prompt"] = "¥"
     return {"stage": "student", "params": params, "inputs": {"data": str(data), "labels": str(labels)}}
@@ -187,7 +188,9 @@ def test_labels_score_prompted_pairs_and_keep_plain_text(tmp_path, monkeypatch):
     write_topic_data(data)
     teacher = tmp_path / "teacher"
     teacher.mkdir()
-    (teacher / "spec.json").write_text('{"params": {"arch": "cbe"}}')
+    from conftest import teacher_spec_params
+
+    (teacher / "spec.json").write_text(json.dumps({"params": teacher_spec_params()}))
     candidates = tmp_path / "candidates"
     candidates.mkdir()
     pd.DataFrame({"sentence1": ["bake bread oven flour 2"], "sentence2": ["football match goal team 2"],
@@ -225,8 +228,10 @@ def test_classifier_beats_chance_on_separable_topics(tmp_path, tiny_minilm):
     write_topic_data(data, n_per_topic=12)
     texts, topics = classifier.training_sentences(data, exclude_eval=True)
     assert set(topics) == {"Sport", "Cooking"} and len(texts) == 16  # train-split sentences only
-    params = {"epochs": 3, "batch_size": 8, "lr": 5e-4, "warmup_ratio": 0.0, "max_length": 32,
-              "checkpoint_steps": 100, "seed": 0}
+    from augsbert.planning.classifier import ClassifierParams
+
+    params = ClassifierParams(model=tiny_minilm, epochs=3, batch_size=8, lr=5e-4, warmup_ratio=0.0, max_length=32,
+                              checkpoint_steps=100, seed=0, exclude_eval_sentences=True)
     model, loss, classes, metrics = classifier.fit(tiny_minilm, texts, topics, params, tmp_path / "work", "cpu")
     assert classes == ["Cooking", "Sport"] and metrics["steps"] == 6
     assert metrics["train_accuracy"] > 75  # chance is 50

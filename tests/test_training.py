@@ -27,9 +27,9 @@ def tiny_ce(tiny_model):
 
 def test_cross_encoder_activations_map_to_their_ranges(tiny_ce):
     ce = ARCHITECTURES["ce"]
-    logits = ce.predict(tiny_ce, PAIRS, 8, {"activation": "identity"})
-    sig = ce.predict(tiny_ce, PAIRS, 8, {"activation": "sigmoid"})
-    tanh = ce.predict(tiny_ce, PAIRS, 8, {"activation": "tanh"})
+    logits = ce.predict(tiny_ce, PAIRS, 8, train_params(activation="identity"))
+    sig = ce.predict(tiny_ce, PAIRS, 8, train_params(activation="sigmoid"))
+    tanh = ce.predict(tiny_ce, PAIRS, 8, train_params(activation="tanh"))
     np.testing.assert_allclose(sig, 1 / (1 + np.exp(-logits)), rtol=1e-5)
     np.testing.assert_allclose(tanh, np.tanh(logits), rtol=1e-5)
     assert np.all((sig > 0) & (sig < 1)) and np.all((tanh > -1) & (tanh < 1))
@@ -80,14 +80,14 @@ def test_training_raises_dev_spearman(arch, override, base, request, tmp_path):
     # the model `fit` starts from: a Cross-Encoder's new head drawn after set_seed(seed), as `fit` draws it. Drawn
     # from whatever state earlier tests left the global generator in, "before" depended on which tests ran first
     # (the ce case alone started at 7.3 and failed; after the whole file it passed)
-    set_seed(params["seed"])
+    set_seed(params.seed)
     untrained = ARCHITECTURES[arch].build(base, params, "cpu")
     before = evaluate(arch, untrained, dev, params)[0]["spearman"]
     result = fit(arch, base, train, dev, params, tmp_path / "work", "cpu", "fp32")
     after = evaluate(arch, result.model, dev, params)[0]["spearman"]
     assert after > before + 15, (before, after)
     history = result.metrics["dev_history"]
-    assert [h["epoch"] for h in history] == list(range(1, params["epochs"] + 1))
+    assert [h["epoch"] for h in history] == list(range(1, params.epochs + 1))
     assert result.metrics["dev_spearman"] == pytest.approx(max(h["dev_spearman"] for h in history))
     assert after == pytest.approx(result.metrics["dev_spearman"], abs=1e-3)  # the best epoch is what we get
 

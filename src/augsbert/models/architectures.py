@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..params import PairTrainingParams
 from .cross_bi_encoder import SPECIALS_PER_PAIR, CrossBiEncoder, CrossBiEncoderCollator
 
 log = logging.getLogger(__name__)
@@ -93,38 +94,38 @@ class BiEncoder(_SentenceTransformersModel):
 
     name = "be"
 
-    def build(self, base: str, params: dict, device: str):
+    def build(self, base: str, params: PairTrainingParams, device: str):
         from sentence_transformers import SentenceTransformer
 
-        model = SentenceTransformer(base, device=device, config_kwargs=params.get("config_kwargs"))
-        model.max_seq_length = params["max_length"]
+        model = SentenceTransformer(base, device=device, config_kwargs=params.config_kwargs)
+        model.max_seq_length = params.max_length
         return model
 
-    def trainer(self, model, args: dict, train, callbacks, params: dict):
+    def trainer(self, model, args: dict, train, callbacks, params: PairTrainingParams):
         from datasets import Dataset
         from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
 
         from .student_losses import student_loss, student_rows
 
-        if params.get("loss", "cosine") != "cosine":  # rows of another shape (student.loss): built from the pairs
+        if (params.loss or "cosine") != "cosine":  # rows of another shape (student.loss): built from the pairs
             rows = student_rows(train.to_pandas(), params)
-            log.info("student.loss %s: %d training rows (%s)", params["loss"], len(rows), ", ".join(rows.columns))
+            log.info("student.loss %s: %d training rows (%s)", params.loss, len(rows), ", ".join(rows.columns))
             train = Dataset.from_pandas(rows, preserve_index=False)
-            steps = math.ceil(len(rows) / params["batch_size"]) * params["epochs"]
-            args = {**args, "warmup_steps": int(math.ceil(params["warmup_ratio"] * steps))}  # of these rows
-        if params.get("group_by_length") and "sentence1" in train.column_names:
+            steps = math.ceil(len(rows) / params.batch_size) * params.epochs
+            args = {**args, "warmup_steps": int(math.ceil(params.warmup_ratio * steps))}  # of these rows
+        if params.group_by_length and "sentence1" in train.column_names:
             # the two sentences are padded apart: 2-D grouping, longer one first
             from ..batching import length_batch_sampler, longer_first, side_lengths
 
             lengths = side_lengths(model.tokenizer, train["sentence1"], train["sentence2"], model.max_seq_length)
             train, lengths = longer_first(train, lengths)
-            args = {**args, "batch_sampler": length_batch_sampler(lengths, params["megabatch"])}
+            args = {**args, "batch_sampler": length_batch_sampler(lengths, params.megabatch)}
         args = shard_batches(args)
         trainer = main_process_saves(SentenceTransformerTrainer)
         return trainer(model=model, args=SentenceTransformerTrainingArguments(**args), train_dataset=train,
                        loss=student_loss(model, params), callbacks=callbacks)
 
-    def predict(self, model, pairs: Sequence[tuple[str, str]], batch_size: int, params: dict) -> np.ndarray:
+    def predict(self, model, pairs: Sequence[tuple[str, str]], batch_size: int, params: PairTrainingParams) -> np.ndarray:
         from ..evaluation.similarity import cosine_scores
 
         return cosine_scores(model, pairs, batch_size, show_progress=False)
@@ -140,28 +141,28 @@ class CrossEncoderArch(_SentenceTransformersModel):
 
     name = "ce"
 
-    def build(self, base: str, params: dict, device: str):
+    def build(self, base: str, params: PairTrainingParams, device: str):
         from sentence_transformers import CrossEncoder
 
-        return CrossEncoder(base, num_labels=1, max_length=params["max_length"], device=device,
-                            activation_fn=ACTIVATIONS[params.get("activation", "sigmoid")](),
-                            config_kwargs=params.get("config_kwargs"))
+        return CrossEncoder(base, num_labels=1, max_length=params.max_length, device=device,
+                            activation_fn=ACTIVATIONS[params.activation](),
+                            config_kwargs=params.config_kwargs)
 
-    def trainer(self, model, args: dict, train, callbacks, params: dict):
+    def trainer(self, model, args: dict, train, callbacks, params: PairTrainingParams):
         from sentence_transformers.cross_encoder import CrossEncoderTrainer, CrossEncoderTrainingArguments
         from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss, MSELoss
 
         from .. import distributed
 
-        loss = BinaryCrossEntropyLoss(model) if params.get("loss", "bce") == "bce" \
+        loss = BinaryCrossEntropyLoss(model) if (params.loss or "bce") == "bce" \
             else MSELoss(model, activation_fn=torch.nn.Sigmoid())
-        if params.get("group_by_length"):
+        if params.group_by_length:
             from ..batching import length_batch_sampler, pair_lengths
 
             tok = model.tokenizer
             lengths = pair_lengths(tok, train["sentence1"], train["sentence2"], model.max_seq_length,
                                    tok.num_special_tokens_to_add(pair=True))
-            args = {**args, "batch_sampler": length_batch_sampler(lengths, params["megabatch"])}
+            args = {**args, "batch_sampler": length_batch_sampler(lengths, params.megabatch)}
         args = shard_batches(args)
         if distributed.world_size() > 1:
             # DDP's search for unused parameters breaks the CrossEncoder's backward ("mark a variable ready only
@@ -172,7 +173,7 @@ class CrossEncoderArch(_SentenceTransformersModel):
                        callbacks=callbacks)
 
     def predict(self, model, pairs, batch_size, params) -> np.ndarray:
-        activation = ACTIVATIONS[params.get("activation", "sigmoid")]()
+        activation = ACTIVATIONS[params.activation]()
         return np.asarray(model.predict(list(pairs), batch_size=batch_size, activation_fn=activation,
                                         show_progress_bar=False, convert_to_numpy=True), dtype=np.float64)
 
@@ -187,24 +188,24 @@ class CrossBiEncoderArch:
 
     name = "cbe"
 
-    def build(self, base: str, params: dict, device: str):
-        return CrossBiEncoder.from_base(base, params["max_length"], params.get("config_kwargs")).to(device)
+    def build(self, base: str, params: PairTrainingParams, device: str):
+        return CrossBiEncoder.from_base(base, params.max_length, params.config_kwargs).to(device)
 
     def encoder(self, model):
         return model.encoder
 
-    def trainer(self, model, args: dict, train, callbacks, params: dict):
+    def trainer(self, model, args: dict, train, callbacks, params: PairTrainingParams):
         from transformers import TrainingArguments
 
         from ..batching import LengthGroupedTrainer, hf_grouping, pair_lengths
 
-        if params.get("group_by_length"):
+        if params.group_by_length:
             lengths = pair_lengths(model.tokenizer, train["sentence1"], train["sentence2"], model.max_length,
                                    SPECIALS_PER_PAIR)
             train, args = hf_grouping(train, lengths, args)
         return LengthGroupedTrainer(model=model, args=TrainingArguments(remove_unused_columns=False, **args),
                                     train_dataset=train, data_collator=CrossBiEncoderCollator(model.pair_tokenizer),
-                                    callbacks=callbacks, megabatch=params.get("megabatch", 50))
+                                    callbacks=callbacks, megabatch=params.megabatch)
 
     def predict(self, model, pairs, batch_size, params) -> np.ndarray:
         return model.predict(list(pairs), batch_size=batch_size).astype(np.float64)

@@ -17,6 +17,8 @@ import logging
 
 import pandas as pd
 
+from ..params import PairTrainingParams
+
 log = logging.getLogger(__name__)
 
 LOSSES = ("cosine", "cosent", "angle", "mnrl", "margin_mse")
@@ -30,24 +32,24 @@ def _long(table: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([forward, backward], ignore_index=True)
 
 
-def student_rows(table: pd.DataFrame, params: dict) -> pd.DataFrame:
-    """The training rows `params["loss"]` learns from, built from pairs with scores (see the module table)."""
-    loss = params.get("loss", "cosine")
+def student_rows(table: pd.DataFrame, params: PairTrainingParams) -> pd.DataFrame:
+    """The training rows `params.loss` learns from, built from pairs with scores (see the module table)."""
+    loss = params.loss or "cosine"
     if loss in ("cosine", "cosent", "angle"):
         return table[["sentence1", "sentence2", "score"]].reset_index(drop=True)
     if loss == "mnrl":
-        positives = table[table["score"] >= params["positive_threshold"]]
+        positives = table[table["score"] >= params.positive_threshold]
         rows = positives[["sentence1", "sentence2"]].set_axis(["anchor", "positive"], axis=1).reset_index(drop=True)
-        if params.get("hard_negatives"):
-            low = _long(table[table["score"] < params["negative_threshold"]])
+        if params.hard_negatives:
+            low = _long(table[table["score"] < params.negative_threshold])
             hardest = low.sort_values(["anchor", "score", "partner"], kind="stable").drop_duplicates("anchor")
             rows = rows.merge(hardest.set_axis(["anchor", "negative", "_s"], axis=1), on="anchor", how="inner")
             rows = rows.drop(columns="_s")
             log.info("mnrl: %d of %d positive pairs have a hard negative (score < %s) and are kept",
-                     len(rows), len(positives), params["negative_threshold"])
+                     len(rows), len(positives), params.negative_threshold)
         if rows.empty:
-            raise ValueError(f"student.loss mnrl: no pair scores >= positive_threshold {params['positive_threshold']}"
-                             + (" with a hard negative" if params.get("hard_negatives") else ""))
+            raise ValueError(f"student.loss mnrl: no pair scores >= positive_threshold {params.positive_threshold}"
+                             + (" with a hard negative" if params.hard_negatives else ""))
         return rows
     if loss == "margin_mse":
         long = _long(table).drop_duplicates(["anchor", "partner"])
@@ -63,20 +65,20 @@ def student_rows(table: pd.DataFrame, params: dict) -> pd.DataFrame:
     raise ValueError(f"unknown student.loss {loss!r} (one of {', '.join(LOSSES)})")
 
 
-def student_loss(model, params: dict):
-    """The sentence-transformers loss object of `params["loss"]` for `model`."""
+def student_loss(model, params: PairTrainingParams):
+    """The sentence-transformers loss object of `params.loss` for `model`."""
     from sentence_transformers import util
     from sentence_transformers.sentence_transformer import losses
 
-    loss = params.get("loss", "cosine")
+    loss = params.loss or "cosine"
     if loss == "cosine":
         return losses.CosineSimilarityLoss(model)
     if loss == "cosent":
-        return losses.CoSENTLoss(model, scale=params["scale"])
+        return losses.CoSENTLoss(model, scale=params.scale)
     if loss == "angle":
-        return losses.AnglELoss(model, scale=params["scale"])
+        return losses.AnglELoss(model, scale=params.scale)
     if loss == "mnrl":
-        return losses.MultipleNegativesRankingLoss(model, scale=params["scale"])
+        return losses.MultipleNegativesRankingLoss(model, scale=params.scale)
     if loss == "margin_mse":  # cosine, as the teacher scores are cosine-scale
         return losses.MarginMSELoss(model, similarity_fct=util.pairwise_cos_sim)
     raise ValueError(f"unknown student.loss {loss!r} (one of {', '.join(LOSSES)})")

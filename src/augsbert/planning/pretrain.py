@@ -3,68 +3,14 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 from ..errors import ConfigError
 from ..graph import Graph, Node
-from ..params import TrainingParams
+from ..pretraining.params import PretrainParams
 from ..stages.base import Stage
 from .prepare_data import data_node
 from .rcl_entropy import rcl_entropy
-
-
-@dataclass(frozen=True, kw_only=True)
-class PretrainParams(TrainingParams):
-    """The `pretrain` section as `pretraining.objectives.resolved` leaves it: the schedule filled from the
-    preset, and only the options the objective (and SimCSE variant) reads; the rest are None here.
-
-    `eval_batch_size` / `eval_max_length` encode the target's dev split (checkpoint selection and the
-    results row), as the zero-shot row does; `regulators` is set by the job (RCL: its entropy inputs).
-    """
-
-    objective: str
-    preset: str
-    max_steps: int
-    scheduler: str
-    pooling: Literal["cls", "mean"]
-    pool: Literal["all", "train", "unlabeled", "train+unlabeled"]
-    exclude_eval_sentences: bool
-    held_out: float
-    eval_steps: int
-    eval_max_length: int
-    selection: Literal["target_dev", "held_out_loss", "last"]
-    triples: str | list[str] | None = None
-    triples_digest: str | list[str] | None = None
-    triples_format: Literal["triples", "nli"] | None = None
-    # objective options (pretraining.objectives.OBJECTIVE_OPTIONS), present when the objective reads them
-    temperature: float | None = None
-    deletion_ratio: float | None = None
-    deletion_unit: Literal["word", "token"] | None = None
-    aux_weight: float | None = None
-    mask_probability: float | None = None
-    masking: Literal["uniform", "bert"] | None = None
-    decoder_layers: int | None = None
-    ae_mask_probability: float | None = None
-    consert_views: list[str] | None = None
-    cutoff_rate: float | None = None
-    dropout_rate: float | None = None
-    ct_negatives: int | None = None
-    rcl_phis: list[float] | None = None
-    regulators: list[str] | None = None
-    # seed 001's SimCSE variants (pretraining.objectives.SIMCSE_VARIANTS says which option each reads)
-    simcse_variant: str = "none"
-    noise_sigma: float | None = None
-    noise_rate: float | None = None
-    noise_views: Literal["positive", "both"] | None = None
-    fgsm_epsilon: float | None = None
-    label_smoothing: float | None = None
-    sam_rho: float | None = None
-    awp_gamma: float | None = None
-    extra_negatives: int | None = None
-    gmm_components: int | None = None
-    gmm_history: int | None = None
 
 
 PRETRAIN = Stage("pretrain", 1, "unsupervised pre-training of a sentence encoder (pretrain.objective: SimCSE, CT, "

@@ -22,7 +22,7 @@ class TopicTask(Params):
     lr: float
     batch_size: int
     test_fraction: float
-    seed: int | None = None
+    seed: int = 0
     prompted: str | None = None
 
 

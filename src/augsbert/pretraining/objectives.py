@@ -27,6 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from .params import PretrainParams
+
 
 @dataclass(frozen=True)
 class Objective:
@@ -54,7 +56,7 @@ def _mnrl(model, params, head_source, scale):
 
 
 def _simcse(model, params, head_source, scale):
-    if params.get("simcse_variant", "none") != "none":  # seed 001 (Park) variants
+    if params.simcse_variant != "none":  # seed 001 (Park) variants
         from .variants import variant_loss
 
         return variant_loss(model, params, scale)
@@ -88,7 +90,7 @@ def _nm(model, params, head_source, scale):
 def _mlm(model, params, head_source):
     from .losses import MaskedLMLoss
 
-    return MaskedLMLoss(model, head_source, params["mask_probability"], params["masking"], params.get("config_kwargs"))
+    return MaskedLMLoss(model, head_source, params.mask_probability, params.masking, params.config_kwargs)
 
 
 def _multi_task(main, aux, **kwargs):
@@ -96,7 +98,7 @@ def _multi_task(main, aux, **kwargs):
         from .losses import MultiTaskLoss
 
         first = _mlm(model, params, head_source) if main == "mlm" else _tsdae(model, params, head_source, scale)
-        return MultiTaskLoss(first, aux(model, params, head_source, scale), params["aux_weight"], **kwargs)
+        return MultiTaskLoss(first, aux(model, params, head_source, scale), params.aux_weight, **kwargs)
 
     return build
 
@@ -105,9 +107,9 @@ def _autoencoder(model, params, head_source, kind: str):
     from .losses import CLMAutoEncoderLoss, MLMAutoEncoderLoss
 
     if kind == "clm_ae":
-        return CLMAutoEncoderLoss(model, head_source, params["decoder_layers"], params.get("config_kwargs"))
-    return MLMAutoEncoderLoss(model, head_source, params["decoder_layers"], params["ae_mask_probability"],
-                              params.get("config_kwargs"))
+        return CLMAutoEncoderLoss(model, head_source, params.decoder_layers, params.config_kwargs)
+    return MLMAutoEncoderLoss(model, head_source, params.decoder_layers, params.ae_mask_probability,
+                              params.config_kwargs)
 
 
 def _ae(kind: str, contrastive: bool = False):
@@ -117,7 +119,7 @@ def _ae(kind: str, contrastive: bool = False):
         from .losses import ContrastiveAutoEncoderLoss
 
         return ContrastiveAutoEncoderLoss(model, _mnrl(model, params, head_source, scale),
-                                          _autoencoder(model, params, head_source, kind), params["aux_weight"])
+                                          _autoencoder(model, params, head_source, kind), params.aux_weight)
 
     return build
 
@@ -125,23 +127,23 @@ def _ae(kind: str, contrastive: bool = False):
 def _consert(model, params, head_source, scale):
     from .losses import ConSERTLoss
 
-    return ConSERTLoss(model, tuple(params["consert_views"]), params.get("cutoff_rate", 0.2),
-                       params.get("dropout_rate", 0.2), scale)
+    return ConSERTLoss(model, tuple(params.consert_views), params.cutoff_rate,
+                       params.dropout_rate, scale)
 
 
 def _rcl(model, params, head_source, scale):
     from .rcl import RegularizedContrastiveLoss, load_regulators
 
-    paths = params.get("regulators", [])  # the entropy artifacts, added by the stage (not a keyed option)
-    if len(paths) != len(params.get("rcl_phis", [])):
-        raise ValueError(f"rcl: {len(params.get('rcl_phis', []))} φ value(s) but {len(paths)} entropy model(s)")
+    paths = params.regulators  # the entropy artifacts, added by the stage (not a keyed option)
+    if len(paths) != len(params.rcl_phis):
+        raise ValueError(f"rcl: {len(params.rcl_phis)} φ value(s) but {len(paths)} entropy model(s)")
     return RegularizedContrastiveLoss(model, load_regulators(paths))
 
 
 def _rcl_entropy(model, params, head_source, scale):
     from .rcl import EntropyContrastiveLoss
 
-    return EntropyContrastiveLoss(model, params["phi"])
+    return EntropyContrastiveLoss(model, params.phi)
 
 
 RCL_KEYS = ("rcl_phis", "rcl_patience", "rcl_eval_steps", "rcl_entropy_max_steps")  # `rcl` options
@@ -264,12 +266,12 @@ def training_rows(objective: str, sentences: list[str], seed: int, ct_negatives:
     return {c: list(sentences) for c in columns}
 
 
-def build_loss(objective: str, model, params: dict, head_source: str):
+def build_loss(objective: str, model, params: PretrainParams, head_source: str):
     """The loss module of `objective` for the SentenceTransformer `model`.
 
     `head_source` is the checkpoint TSDAE's decoder and the MLM head are built from.
     """
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown pretrain.objective {objective!r} (one of {', '.join(OBJECTIVES)})")
-    scale = 1.0 / params["temperature"] if "temperature" in params else None
+    scale = 1.0 / params.temperature if params.temperature is not None else None
     return OBJECTIVES[objective].build(model, params, head_source, scale)

@@ -29,6 +29,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from .params import PretrainParams
+
 PARK_CITATION = """
 @mastersthesis{park2023data,
     title={Data Augmentation, Stabilization and Negative Sample Generation Methods for Improving Sentence Embeddings of SimCSE},
@@ -491,37 +493,37 @@ class GMMNegativesSimCSELoss(_ExtraNegatives):
 WEIGHT_PERTURBED = {"sam": "sam", "awp": "awp", "awp+gni": "awp", "awp+fgsm": "awp"}
 
 
-def variant_loss(model, params: dict, scale: float):
-    """The loss of `simcse` with `params["simcse_variant"]` (SAM / AWP add a trainer hook, `weight_perturbation`)."""
+def variant_loss(model, params: PretrainParams, scale: float):
+    """The loss of `simcse` with `params.simcse_variant` (SAM / AWP add a trainer hook, `weight_perturbation`)."""
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
-    variant = params.get("simcse_variant", "none")
+    variant = params.simcse_variant
     noise = variant.split("+")[-1]  # awp+gni -> gni
     if variant in ("none", "sam", "awp"):
         return MultipleNegativesRankingLoss(model, scale=scale)
     if noise in (*INPUT_NOISE, "fgsm"):
-        return InputNoiseSimCSELoss(model, noise, scale, sigma=params.get("noise_sigma", 0.001),
-                                    rate=params.get("noise_rate", 0.1), epsilon=params.get("fgsm_epsilon", 0.001),
-                                    views=params.get("noise_views", "positive"))
+        return InputNoiseSimCSELoss(model, noise, scale, sigma=params.noise_sigma,
+                                    rate=params.noise_rate, epsilon=params.fgsm_epsilon,
+                                    views=params.noise_views)
     if variant in OutputAugmentedSimCSELoss.KINDS:
-        return OutputAugmentedSimCSELoss(model, variant, scale, rate=params.get("noise_rate", 0.1),
-                                         epsilon=params.get("fgsm_epsilon", 0.001))
+        return OutputAugmentedSimCSELoss(model, variant, scale, rate=params.noise_rate,
+                                         epsilon=params.fgsm_epsilon)
     if variant == "label_smoothing":
-        return LabelSmoothingSimCSELoss(model, scale, params.get("label_smoothing", 0.1))
-    count = params.get("extra_negatives") or params["batch_size"]
+        return LabelSmoothingSimCSELoss(model, scale, params.label_smoothing)
+    count = params.extra_negatives or params.batch_size
     if variant == "memory_bank":
-        return MemoryBankSimCSELoss(model, params["batch_size"], scale)
+        return MemoryBankSimCSELoss(model, params.batch_size, scale)
     if variant in GaussianNegativesSimCSELoss.KINDS:
         return GaussianNegativesSimCSELoss(model, variant, count, scale)
     if variant == "gmm":
-        return GMMNegativesSimCSELoss(model, count, params.get("gmm_components", 4), params.get("gmm_history", 8),
-                                      params["batch_size"], scale)
+        return GMMNegativesSimCSELoss(model, count, params.gmm_components, params.gmm_history,
+                                      params.batch_size, scale)
     raise ValueError(f"unknown pretrain.simcse_variant {variant!r}")
 
 
-def weight_perturbation(params: dict) -> WeightPerturbation | None:
-    """The SAM / AWP trainer hook of `params["simcse_variant"]`, or None."""
-    kind = WEIGHT_PERTURBED.get(params.get("simcse_variant", "none")) if params["objective"] == "simcse" else None
+def weight_perturbation(params: PretrainParams) -> WeightPerturbation | None:
+    """The SAM / AWP trainer hook of `params.simcse_variant`, or None."""
+    kind = WEIGHT_PERTURBED.get(params.simcse_variant) if params.objective == "simcse" else None
     if kind is None:
         return None
-    return WeightPerturbation(kind, params["sam_rho"] if kind == "sam" else params["awp_gamma"])
+    return WeightPerturbation(kind, params.sam_rho if kind == "sam" else params.awp_gamma)

@@ -9,33 +9,35 @@ from ..training.mlm import adapt, evaluate_mlm, mlm_pairs, split_held_out
 from ..artifacts import artifact_dir, write_json
 from ..models import resolve_device
 from ..models.mlm import masked_lm_from
+from ..params import read_params
+from ..planning.adapt import AdaptParams
 from .common import checkpoint_dir, model_path, precision, target_pool
 
 log = logging.getLogger(__name__)
 
 
 def run(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
-    params = spec["params"]
-    pool, _, removed = target_pool(spec["inputs"]["data"], params["pool"], params["exclude_eval_sentences"])
-    pairs = mlm_pairs(pool, params["seed"])
-    if params.get("topic_prompt"):  # thesis 4.4.3: [CLS] t1 ¥ a [SEP] [CLS] t2 ¥ b [SEP]
+    params = read_params(AdaptParams, spec)
+    pool, _, removed = target_pool(spec["inputs"]["data"], params.pool, params.exclude_eval_sentences)
+    pairs = mlm_pairs(pool, params.seed)
+    if params.topic_prompt:  # thesis 4.4.3: [CLS] t1 ¥ a [SEP] [CLS] t2 ¥ b [SEP]
         from ..data.prompts import prompt_pairs, topic_map
 
-        pairs = prompt_pairs(pairs, params["topic_prompt"], topic_map(spec["inputs"]["data"]))
-    train, held_out = split_held_out(pairs, params["held_out"], params["seed"])
+        pairs = prompt_pairs(pairs, params.topic_prompt, topic_map(spec["inputs"]["data"]))
+    train, held_out = split_held_out(pairs, params.held_out, params.seed)
     work = checkpoint_dir(out)
     with artifact_dir(out, spec, force, checkpoints=work) as tmp:
         device = resolve_device(device)
-        base = model_path(params, params["model"])
-        log.info("MLM adaptation of %s on %d pairs from %d target sentences (%d held out)", params["model"],
+        base = model_path(params, params.model)
+        log.info("MLM adaptation of %s on %d pairs from %d target sentences (%d held out)", params.model,
                  len(train), len(pool), len(held_out))
         model, tokenizer, pair_tokenizer, metrics = adapt(base, train, params, work, device, precision())
         delimiter_id = metrics.pop("topic_delimiter_id")
-        after = evaluate_mlm(model, pair_tokenizer, held_out, params["mask_probability"], delimiter_id=delimiter_id)
+        after = evaluate_mlm(model, pair_tokenizer, held_out, params.mask_probability, delimiter_id=delimiter_id)
         base_model = masked_lm_from(base)
         if len(tokenizer) > base_model.get_input_embeddings().num_embeddings:  # an added topic delimiter
             base_model.resize_token_embeddings(len(tokenizer))
-        before = evaluate_mlm(base_model.to(device), pair_tokenizer, held_out, params["mask_probability"],
+        before = evaluate_mlm(base_model.to(device), pair_tokenizer, held_out, params.mask_probability,
                               delimiter_id=delimiter_id)
         log.info("held-out MLM loss %.3f -> %.3f, masked-token accuracy %.3f -> %.3f",
                  before["loss"], after["loss"], before["accuracy"], after["accuracy"])

@@ -23,6 +23,8 @@ import numpy as np
 from ..artifacts import artifact_dir, read_json, write_json
 from ..data import DataError
 from ..models import resolve_device
+from ..params import read_params
+from ..planning.candidates import CandidateShardParams, CandidatesParams, PoolIndexParams
 from ..sampling import bm25 as bm25_module
 from ..sampling import semantic as semantic_module
 from ..sampling.bm25 import block_rows, bm25_neighbors
@@ -37,32 +39,33 @@ SEMANTIC = ("semantic_search", "semantic_search_least", "iterative_kde")
 WRITE_ROWS = 1 << 18  # rows per parquet row group of candidates.parquet (labelling streams them)
 
 
-def embed_pool(pool: list[str], params: dict, spec: dict, device: str) -> np.ndarray:
+def embed_pool(pool: list[str], params: CandidatesParams | PoolIndexParams, spec: dict, device: str) -> np.ndarray:
     from sentence_transformers import SentenceTransformer
 
-    if params["semantic_model"] in ("finetuned", "pretrained_stage"):  # a planned stage's encoder
+    if params.semantic_model in ("finetuned", "pretrained_stage"):  # a planned stage's encoder
         path = str(Path(spec["inputs"]["encoder"]) / "model")
     else:
-        path = model_path(params, params["model"] if params["semantic_model"] == "pretrained" else params["semantic_model"])
+        path = model_path(params, params.model if params.semantic_model == "pretrained" else params.semantic_model)
     model = SentenceTransformer(path, device=device)
-    model.max_seq_length = params["max_length"]
+    model.max_seq_length = params.max_length
     log.info("encoding %d pool sentences with %s", len(pool), path)
-    return model.encode(pool, batch_size=params["batch_size"], convert_to_numpy=True, normalize_embeddings=True,
+    return model.encode(pool, batch_size=params.batch_size, convert_to_numpy=True, normalize_embeddings=True,
                         show_progress_bar=True)
 
 
-def passes(strategy: str, params: dict) -> list[dict]:
+def passes(strategy: str, params: CandidatesParams) -> list[dict]:
     """The partner arrays a strategy is made of, in the order PairCollector sees them."""
-    k, seed, pool = params["top_k"], params["seed"], params.get("candidate_pool") or {}
+    k, seed, pool = params.top_k, params.seed, params.candidate_pool
+    random_k, semantic_k = (pool.random, pool.semantic_search) if pool else (None, None)
     return {
         "random": [{"kind": "random", "k": k, "seed": seed}],
         "bm25": [{"kind": "bm25", "k": k}],
         "bm25_least": [{"kind": "bm25_least", "k": k}],
         "semantic_search": [{"kind": "semantic", "k": k}],
         "semantic_search_least": [{"kind": "semantic_least", "k": k}],
-        "kde": [{"kind": "random", "k": pool.get("random"), "seed": seed + 1}],
-        "iterative_kde": [{"kind": "random", "k": pool.get("random"), "seed": seed + 2},
-                          {"kind": "semantic", "k": pool.get("semantic_search")}],
+        "kde": [{"kind": "random", "k": random_k, "seed": seed + 1}],
+        "iterative_kde": [{"kind": "random", "k": random_k, "seed": seed + 2},
+                          {"kind": "semantic", "k": semantic_k}],
         "target_pairs": [],  # the target's train pairs, taken whole
     }[strategy]
 
@@ -143,17 +146,17 @@ def write_candidates(path: Path, pool: list[str], strategies: list[str], pass_ro
     return counts, excluded
 
 
-def _pool(data: str, params: dict) -> tuple[list[str], int]:
-    pool, _, removed = target_pool(data, params["pool"], params["exclude_eval_sentences"])
-    problem = pool_too_small(params, len(pool))
+def _pool(data: str, params: CandidatesParams) -> tuple[list[str], int]:
+    pool, _, removed = target_pool(data, params.pool, params.exclude_eval_sentences)
+    problem = pool_too_small(params.to_json(), len(pool))
     if problem:  # before any encoding; the plan catches it too once the data artifact exists
         raise DataError(problem)
     return pool, removed
 
 
-def _finish(tmp: Path, params: dict, pool: list[str], removed: int, pass_rows: dict, train, device: str) -> dict:
+def _finish(tmp: Path, params: CandidatesParams, pool: list[str], removed: int, pass_rows: dict, train, device: str) -> dict:
     gold = gold_keys(pool, zip(train["sentence1"], train["sentence2"]))
-    counts, excluded = write_candidates(tmp / "candidates.parquet", pool, params["strategies"], pass_rows, train, gold)
+    counts, excluded = write_candidates(tmp / "candidates.parquet", pool, params.strategies, pass_rows, train, gold)
     metrics = {"pool_sentences": len(pool), "eval_sentences_removed_from_pool": removed,
                "candidates": counts, "excluded": excluded, "device": device}
     write_json(tmp / "metrics.json", metrics)
@@ -162,20 +165,20 @@ def _finish(tmp: Path, params: dict, pool: list[str], removed: int, pass_rows: d
 
 def run(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
     """Stage `candidates`: the whole pool in this job, or (sampling.shards > 1) the merge of the shards."""
-    params = spec["params"]
+    params = read_params(CandidatesParams, spec)
     data = spec["inputs"]["data"]
     train = read_split(data, "train")
-    if params.get("shards", 1) > 1:
-        return _merge(spec, out, train, force)
+    if params.shards > 1:
+        return _merge(spec, params, out, train, force)
     pool, removed = _pool(data, params)
     with artifact_dir(out, spec, force) as tmp:
         device = resolve_device(device)
         log.info("pool: %d unique train sentences (%d dev/test sentences removed)", len(pool), removed)
         x = None
-        if set(params["strategies"]) & set(SEMANTIC):
+        if set(params.strategies) & set(SEMANTIC):
             x = normalised(embed_pool(pool, params, spec, device))
-        searcher = Searcher(pool, x, params.get("exact", True))
-        pass_rows = {s: [searcher.rows(p, (0, len(pool))) for p in passes(s, params)] for s in params["strategies"]}
+        searcher = Searcher(pool, x, params.exact)
+        pass_rows = {s: [searcher.rows(p, (0, len(pool))) for p in passes(s, params)] for s in params.strategies}
         return _finish(tmp, params, pool, removed, pass_rows, train, device)
 
 
@@ -187,11 +190,11 @@ def read_pool(index_dir: str | Path) -> list[str]:
 
 def run_shard(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
     """Stage `candidate_shard`: rows `shard_rows(...)` of every pass, against the shared pool index."""
-    params = spec["params"]
+    params = read_params(CandidateShardParams, spec)
     index_dir = Path(spec["inputs"]["index"])
     pool = read_pool(index_dir)
-    n, shard, shards = len(pool), params["shard"], params["shards"]
-    problem = pool_too_small(params, n)
+    n, shard, shards = len(pool), params.shard, params.shards
+    problem = pool_too_small(params.to_json(), n)
     if problem:
         raise DataError(problem)
     x = None
@@ -200,7 +203,7 @@ def run_shard(spec: dict, out: str | Path, device: str | None = None, force: boo
     searcher = Searcher(pool, x, index_dir=index_dir)
     with artifact_dir(out, spec, force) as tmp:
         ranges = {}
-        for strategy in params["strategies"]:
+        for strategy in params.strategies:
             for number, p in enumerate(passes(strategy, params)):
                 rows = shard_rows(n, shards, shard, block_unit(p["kind"], n))
                 name = f"{strategy}.{number}"
@@ -213,16 +216,15 @@ def run_shard(spec: dict, out: str | Path, device: str | None = None, force: boo
     return metrics
 
 
-def _merge(spec: dict, out: str | Path, train, force: bool) -> dict:
+def _merge(spec: dict, params: CandidatesParams, out: str | Path, train, force: bool) -> dict:
     """The shards' rows of every pass, checked to tile the pool exactly, through the same `write_candidates`."""
-    params = spec["params"]
     index_dir = spec["inputs"]["index"]
     pool = read_pool(index_dir)
     removed = read_json(Path(index_dir) / "metrics.json")["eval_sentences_removed_from_pool"]
-    shard_dirs = [Path(spec["inputs"][f"shard_{s}"]) for s in range(params["shards"])]
+    shard_dirs = [Path(spec["inputs"][f"shard_{s}"]) for s in range(params.shards)]
     with artifact_dir(out, spec, force) as tmp:
         pass_rows = {}
-        for strategy in params["strategies"]:
+        for strategy in params.strategies:
             pass_rows[strategy] = []
             for number, _ in enumerate(passes(strategy, params)):
                 name, parts, next_row = f"{strategy}.{number}", [], 0

@@ -21,6 +21,8 @@ from ..data.tables import normalise_text
 from ..evaluation import correlations, cosine_scores
 from ..models import resolve_device
 from ..training.classifier import fit
+from ..params import read_params
+from ..planning.classifier import ClassifierParams
 from .common import checkpoint_dir, evaluation_sentences, model_path, precision, read_split
 
 log = logging.getLogger(__name__)
@@ -43,19 +45,19 @@ def training_sentences(data: str | Path, exclude_eval: bool) -> tuple[list[str],
 def run(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
     from safetensors.torch import save_file
 
-    params, data = spec["params"], spec["inputs"]["data"]
+    params, data = read_params(ClassifierParams, spec), spec["inputs"]["data"]
     test = read_split(data, "test")
-    texts, topics = training_sentences(data, params["exclude_eval_sentences"])
+    texts, topics = training_sentences(data, params.exclude_eval_sentences)
     work = checkpoint_dir(out)
     with artifact_dir(out, spec, force, checkpoints=work) as tmp:
         device = resolve_device(device)
-        log.info("topic classifier from %s: %d sentences, %d topics, prompted %s, device %s", params["model"],
-                 len(texts), len(set(topics)), bool(params.get("topic_prompt")), device)
-        model, loss, classes, metrics = fit(model_path(params, params["model"]), texts, topics, params, work,
+        log.info("topic classifier from %s: %d sentences, %d topics, prompted %s, device %s", params.model,
+                 len(texts), len(set(topics)), bool(params.topic_prompt), device)
+        model, loss, classes, metrics = fit(model_path(params, params.model), texts, topics, params, work,
                                             device, precision())
         log.info("classifier: training accuracy %.2f after %d steps", metrics["train_accuracy"], metrics["steps"])
         predicted = cosine_scores(model, list(zip(test["sentence1"], test["sentence2"])),
-                                  params.get("eval_batch_size", 64))
+                                  params.eval_batch_size)
         test_metrics = correlations(predicted, test["score"])
         log.info("classifier: test spearman %.2f  pearson %.2f", test_metrics["spearman"], test_metrics["pearson"])
         model.save(str(tmp / "model"))
@@ -63,6 +65,6 @@ def run(spec: dict, out: str | Path, device: str | None = None, force: bool = Fa
                   str(tmp / "head.safetensors"))
         pd.DataFrame({"sentence1": test["sentence1"], "sentence2": test["sentence2"], "gold": test["score"],
                       "predicted": predicted}).to_parquet(tmp / "predictions.parquet", index=False)
-        metrics = {"model": params["model"], "device": device, "test": test_metrics, **metrics}
+        metrics = {"model": params.model, "device": device, "test": test_metrics, **metrics}
         write_json(tmp / "metrics.json", metrics)
     return metrics

@@ -12,6 +12,7 @@ from ..data import DataError, read_pairs
 from ..data.tables import normalise_text, sentence_pool
 from ..models import resolve_model
 from ..models.device import PRECISION_ENV
+from ..params import ModelParams
 
 
 def read_split(data_dir: str | Path, split: str, required: bool = True) -> pd.DataFrame | None:
@@ -38,9 +39,9 @@ def checkpoint_dir(out: str | Path) -> Path:
     return stage_sidecar(out, "checkpoints")
 
 
-def model_path(params: dict, ref: str) -> str:
+def model_path(params: ModelParams, ref: str) -> str:
     """Local directory of model `ref`, at the hub revision the config pins for it (`hub_revisions`)."""
-    return resolve_model(ref, (params.get("hub_revisions") or {}).get(ref))
+    return resolve_model(ref, params.hub_revisions.get(ref))
 
 
 def evaluation_sentences(data: str | Path) -> set[str]:

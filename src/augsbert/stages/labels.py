@@ -32,6 +32,9 @@ from ..artifacts import artifact_dir, read_json, write_json
 from ..data import DataError
 from ..models import resolve_device
 from ..models.architectures import ARCHITECTURES
+from ..params import read_params
+from ..planning.labels import LabelShardParams, LabelsParams
+from ..planning.train import TeacherParams
 from ..sampling import iterative_kde, kde_sample
 from ..sampling.pool import pair_key
 from ..sampling.shards import shard_rows
@@ -135,14 +138,14 @@ def candidate_count(path: str | Path) -> int:
 class Teacher:
     """The teacher model and how it is shown a pair (topic prompts, thesis 5.6.1)."""
 
-    def __init__(self, spec: dict, device: str):
+    def __init__(self, spec: dict, params: LabelsParams | LabelShardParams, device: str):
         self.dir = Path(spec["inputs"]["teacher"])
-        self.params = read_json(self.dir / "spec.json")["params"]
-        self.arch_name = self.params["arch"]
+        self.params = TeacherParams.from_json(read_json(self.dir / "spec.json")["params"], f"{self.dir}/spec.json params")
+        self.arch_name = self.params.arch
         self.arch = ARCHITECTURES[self.arch_name]
         self.model = self.arch.load(self.dir / "model", device)
-        self.batch = spec["params"]["batch_size"]
-        self.delimiter = spec["params"].get("topic_prompt")
+        self.batch = params.batch_size
+        self.delimiter = params.topic_prompt
         self.topics = {}
         if self.delimiter:  # the teacher scores ((t1, a), (t2, b)); pairs keep plain text + topics
             from ..data.prompts import topic_map
@@ -201,14 +204,13 @@ def _kept_frames(path: Path, kept: np.ndarray) -> Iterator[pd.DataFrame]:
     yield span.take(pa.array(kept - lo)).to_pandas().assign(row=kept)
 
 
-def write_pairs(tmp: Path, spec: dict, teacher: Teacher, gold: pd.DataFrame, gold_scored: pd.DataFrame,
-                scores: np.ndarray | None) -> dict:
+def write_pairs(tmp: Path, spec: dict, params: LabelsParams, teacher: Teacher, gold: pd.DataFrame,
+                gold_scored: pd.DataFrame, scores: np.ndarray | None) -> dict:
     """Select by strategy, deduplicate, write pairs.parquet piece by piece, sampling_stats.json and the plot."""
     import pyarrow.parquet as pq
 
-    params = spec["params"]
     path = Path(spec["inputs"]["candidates"]) / "candidates.parquet" if scores is not None else None
-    reference = (gold_scored["score"] if params["kde_reference"] == "teacher" else gold["score"]).to_numpy()
+    reference = (gold_scored["score"] if params.kde_reference == "teacher" else gold["score"]).to_numpy()
     per_strategy, selected = {}, []  # selected: (strategy, kept candidate rows in order)
     if scores is not None and len(scores):
         column = pq.read_table(path, columns=["strategy"]).column(0).combine_chunks().dictionary_encode()
@@ -216,12 +218,12 @@ def write_pairs(tmp: Path, spec: dict, teacher: Teacher, gold: pd.DataFrame, gol
         present, first_rows = np.unique(codes, return_index=True)
         for code in present[np.argsort(first_rows)]:  # strategies in order of appearance
             strategy, rows = names[code], np.flatnonzero(codes == code)
-            kept = rows[_select(strategy, reference, scores[rows], params["seed"])]
+            kept = rows[_select(strategy, reference, scores[rows], params.seed)]
             selected.append((strategy, kept))
             per_strategy[strategy] = {"candidates": len(rows), "kept": len(kept),
                                       "kept_fraction": round(len(kept) / len(rows), 4)}
     # the same pair from two strategies (or twice in the gold): the first one wins
-    gold_part = gold_scored if params["relabel_gold"] else gold_scored.iloc[:0]
+    gold_part = gold_scored if params.relabel_gold else gold_scored.iloc[:0]
     keys = [_pair_hashes(zip(gold_part["sentence1"], gold_part["sentence2"]), len(gold_part))]
     if selected:
         every = _candidate_hashes(path, len(scores))
@@ -232,7 +234,7 @@ def write_pairs(tmp: Path, spec: dict, teacher: Teacher, gold: pd.DataFrame, gol
     if not unique.all():
         log.info("dropping %d pair(s) that an earlier strategy already emitted", int((~unique).sum()))
 
-    columns = ["sentence1", "sentence2", "strategy", *(["gold_score"] if params["relabel_gold"] else []),
+    columns = ["sentence1", "sentence2", "strategy", *(["gold_score"] if params.relabel_gold else []),
                *(["topic1", "topic2"] if teacher.delimiter else []), "score", "teacher"]
     schema = pa.schema([(c, pa.float64() if c in ("gold_score", "score") else pa.string()) for c in columns])
     final_strategy, final_score = [], []
@@ -266,7 +268,7 @@ def write_pairs(tmp: Path, spec: dict, teacher: Teacher, gold: pd.DataFrame, gol
         if "candidates" in spec["inputs"] else None
     sampling_stats = {
         "teacher": teacher.dir.name, "teacher_arch": teacher.arch_name,
-        "gold_reference": params["kde_reference"], "reference_pairs": len(reference),
+        "gold_reference": params.kde_reference, "reference_pairs": len(reference),
         "strategies": per_strategy, "pairs": len(pairs),
         "duplicates_across_strategies": int((~unique).sum()),
         "excluded": candidate_stats["excluded"] if candidate_stats else {},
@@ -287,10 +289,10 @@ def _gold(spec: dict, teacher: Teacher) -> tuple[pd.DataFrame, pd.DataFrame]:
     return gold, gold_scored
 
 
-def _merged_scores(spec: dict, count: int) -> np.ndarray:
+def _merged_scores(spec: dict, shards: int, count: int) -> np.ndarray:
     """The label shards' scores, checked to tile the candidates exactly."""
     scores, next_row = np.empty(count, dtype=np.float64), 0
-    for shard in range(spec["params"]["shards"]):
+    for shard in range(shards):
         shard_dir = Path(spec["inputs"][f"label_shard_{shard}"])
         start, stop = read_json(shard_dir / "metrics.json")["rows"]
         if start != next_row:
@@ -304,41 +306,42 @@ def _merged_scores(spec: dict, count: int) -> np.ndarray:
 
 def run(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
     """Stage `labels`: score every candidate here, or (sampling.shards > 1) take the label shards' scores."""
+    params = read_params(LabelsParams, spec)
     with artifact_dir(out, spec, force) as tmp:
         device = resolve_device(device)
-        teacher = Teacher(spec, device)
+        teacher = Teacher(spec, params, device)
         gold, gold_scored = _gold(spec, teacher)
         scores = None
         if "candidates" in spec["inputs"]:
             path = Path(spec["inputs"]["candidates"]) / "candidates.parquet"
             count = candidate_count(path)
-            if spec["params"].get("shards", 1) > 1:
-                scores = _merged_scores(spec, count)
-                log.info("merged the scores of %d label shards", spec["params"]["shards"])
+            if params.shards > 1:
+                scores = _merged_scores(spec, params.shards, count)
+                log.info("merged the scores of %d label shards", params.shards)
             else:
                 log.info("scoring %d candidate pairs with the %s teacher", count, teacher.arch_name)
                 scores = np.empty(count, dtype=np.float64)
                 teacher.score_rows(path, 0, count, scores)
-        sampling_stats = write_pairs(tmp, spec, teacher, gold, gold_scored, scores)
+        sampling_stats = write_pairs(tmp, spec, params, teacher, gold, gold_scored, scores)
         write_json(tmp / "metrics.json", {"device": device, "pairs": sampling_stats["pairs"], **sampling_stats})
     return sampling_stats
 
 
 def run_shard(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
     """Stage `label_shard`: teacher scores of whole SCORE_CHUNKs of the merged candidates, written as they come."""
-    params = spec["params"]
+    params = read_params(LabelShardParams, spec)
     path = Path(spec["inputs"]["candidates"]) / "candidates.parquet"
     count = candidate_count(path)
-    start, stop = shard_rows(count, params["shards"], params["shard"], SCORE_CHUNK)
+    start, stop = shard_rows(count, params.shards, params.shard, SCORE_CHUNK)
     with artifact_dir(out, spec, force) as tmp:
         device = resolve_device(device)
-        teacher = Teacher(spec, device)
+        teacher = Teacher(spec, params, device)
         # scores go to disk chunk by chunk (a memory map): the job holds one chunk of texts, no score array
         scores = np.lib.format.open_memmap(tmp / "scores.npy", mode="w+", dtype=np.float64, shape=(stop - start,))
         teacher.score_rows(path, start, stop, scores)
         scores.flush()
         del scores
-        metrics = {"device": device, "shard": params["shard"], "shards": params["shards"], "rows": [start, stop],
+        metrics = {"device": device, "shard": params.shard, "shards": params.shards, "rows": [start, stop],
                    "candidates": count}
         write_json(tmp / "metrics.json", metrics)
     return metrics

@@ -23,6 +23,8 @@ import numpy as np
 from ..artifacts import artifact_dir, write_json
 from ..models import resolve_device
 from ..sampling.semantic import build_index, normalised
+from ..params import read_params
+from ..planning.candidates import PoolIndexParams
 from .candidates import INDEX_FILES, embed_pool
 from .common import target_pool
 
@@ -34,20 +36,20 @@ def run(spec: dict, out: str | Path, device: str | None = None, force: bool = Fa
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    params = spec["params"]
-    pool, _, removed = target_pool(spec["inputs"]["data"], params["pool"], params["exclude_eval_sentences"])
+    params = read_params(PoolIndexParams, spec)
+    pool, _, removed = target_pool(spec["inputs"]["data"], params.pool, params.exclude_eval_sentences)
     with artifact_dir(out, spec, force) as tmp:
         device = resolve_device(device)
         pq.write_table(pa.table({"sentence": pa.array(pool, pa.string())}), tmp / "pool.parquet")
         metrics = {"pool_sentences": len(pool), "eval_sentences_removed_from_pool": removed, "device": device}
-        if "semantic_model" in params:  # planned with semantic settings only when a strategy searches
+        if params.semantic_model is not None:  # planned with semantic settings only when a strategy searches
             x = normalised(embed_pool(pool, params, spec, device))
             np.save(tmp / "embeddings.npy", x, allow_pickle=False)
-            kinds = [False] + ([True] if params["least_index"] else [])
+            kinds = [False] + ([True] if params.least_index else [])
             for least in kinds:
-                faiss.write_index(build_index(x, params["exact"], least), str(tmp / INDEX_FILES[least]))
-            metrics.update(embedding_dim=int(x.shape[1]), exact=params["exact"],
+                faiss.write_index(build_index(x, params.exact, least), str(tmp / INDEX_FILES[least]))
+            metrics.update(embedding_dim=int(x.shape[1]), exact=params.exact,
                            indexes=[INDEX_FILES[least] for least in kinds])
-            log.info("indexed %d x %d embeddings (%s)", *x.shape, "flat" if params["exact"] else "HNSW")
+            log.info("indexed %d x %d embeddings (%s)", *x.shape, "flat" if params.exact else "HNSW")
         write_json(tmp / "metrics.json", metrics)
     return metrics

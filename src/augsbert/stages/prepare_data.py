@@ -10,6 +10,8 @@ import pandas as pd
 from ..artifacts import artifact_dir, write_json
 from ..data import DataError, RowReport, get_loader
 from ..data.tables import duplicate_report, write_table
+from ..params import read_params
+from ..planning.prepare_data import DataParams
 
 log = logging.getLogger(__name__)
 
@@ -43,18 +45,18 @@ def check_pools(data: Path, checks: list[dict]) -> None:
 
 def run(spec: dict, out: str | Path, force: bool = False) -> dict:
     """Load the dataset the spec names, validate it and write train/dev/test(/unlabeled).parquet."""
-    params = spec["params"]
-    name = params["dataset"]
-    loader = get_loader(params["loader"])
-    report = RowReport(name, params["on_bad_rows"])
-    loader.inputs(name, params, Path(params.get("data_dir", ".")))  # each raw file there and a file, or one message
+    params = read_params(DataParams, spec)
+    name = params.dataset
+    loader = get_loader(params.loader)
+    report = RowReport(name, params.on_bad_rows)
+    loader.inputs(name, spec["params"], Path(params.data_dir))  # each raw file there and a file, or one message
     with artifact_dir(out, spec, force) as tmp:
-        prepared = loader.load(name, params, Path(params.get("data_dir", ".")), report)
-        if params.get("topic_corpus"):  # UKP Sentential / 20 Newsgroups as released: the unlabeled corpus
+        prepared = loader.load(name, spec["params"], Path(params.data_dir), report)  # its own options too
+        if params.topic_corpus:  # UKP Sentential / 20 Newsgroups as released: the unlabeled corpus
             from ..data.topic_corpora import read_topic_corpus
 
             prepared.unlabeled, prepared.info["topic_corpus"] = read_topic_corpus(
-                name, params["topic_corpus"], Path(params.get("data_dir", ".")), report)
+                name, params.topic_corpus, Path(params.data_dir), report)
         report.settle()
         for split in ("train", "test"):
             if split in prepared.splits and prepared.splits[split].empty:
@@ -68,14 +70,14 @@ def run(spec: dict, out: str | Path, force: bool = False) -> dict:
             write_table(table, tmp / f"{split}.parquet")
         if prepared.unlabeled is not None:
             write_table(prepared.unlabeled, tmp / "unlabeled.parquet")
-        check_pools(tmp, params.get("pool_checks", []))
+        check_pools(tmp, params.pool_checks)
         sizes = {split: len(t) for split, t in prepared.splits.items()}
         if prepared.unlabeled is not None:
             sizes["unlabeled"] = len(prepared.unlabeled)
         duplicates = duplicate_report(prepared.splits)
         metrics = {
             "dataset": name,
-            "loader": params["loader"],
+            "loader": params.loader,
             "sizes": sizes,
             "skipped_rows": {"total": len(report.issues), "by_file": report.counts(),
                              "first": [str(i) for i in report.issues[:20]]},

@@ -19,6 +19,8 @@ from ..artifacts import read_json
 from ..data import DataError
 from ..data.readers import read_text_table
 from ..data.tables import RowReport
+from ..pretraining.params import PretrainParams
+from ..planning.rcl_entropy import RclEntropyParams
 from .common import evaluation_sentences, target_pool
 
 HELD_OUT_MAX = 2000
@@ -26,27 +28,27 @@ TRIPLE_COLUMNS = ["anchor", "positive", "negative"]
 ENTROPY_INPUT = "entropy_"  # the final `rcl` node's inputs: entropy_0, entropy_1, ... (rcl_phis order)
 
 
-def corpus(spec: dict) -> tuple[list[str], list[str], int]:
+def corpus(spec: dict, params: PretrainParams | RclEntropyParams) -> tuple[list[str], list[str], int]:
     """(train sentences, held-out sentences, dev/test sentences removed), all unique and in a seeded order."""
-    params, inputs = spec["params"], spec["inputs"]
-    kind = params["pool"]
+    inputs = spec["inputs"]
+    kind = params.pool
     if kind == "all":  # whatever sentences the dataset has: a text_file corpus has only an unlabeled part
         parts = [p for p in ("train", "unlabeled") if (Path(inputs["data"]) / f"{p}.parquet").is_file()]
         kind = "+".join(parts) or "train"
     pool, own_eval, _ = target_pool(inputs["data"], kind, exclude_eval=False, option="pretrain.pool")
     removed = 0
-    if params["exclude_eval_sentences"]:
+    if params.exclude_eval_sentences:
         evaluated = own_eval
         if inputs.get("eval") and inputs["eval"] != inputs["data"]:
             evaluated = evaluated | evaluation_sentences(inputs["eval"])
         removed = sum(t in evaluated for t in pool)
         pool = [t for t in pool if t not in evaluated]
-    order = np.random.default_rng(params["seed"]).permutation(len(pool))
-    n_held = min(HELD_OUT_MAX, max(1, int(round(params["held_out"] * len(pool)))))
-    if len(pool) - n_held < params["batch_size"]:
+    order = np.random.default_rng(params.seed).permutation(len(pool))
+    n_held = min(HELD_OUT_MAX, max(1, int(round(params.held_out * len(pool)))))
+    if len(pool) - n_held < params.batch_size:
         raise DataError(f"{inputs['data']}: the pretrain corpus has {len(pool)} sentence(s) after removing "
                         f"{removed} dev/test sentence(s); it needs more than pretrain.batch_size "
-                        f"({params['batch_size']}) plus the held-out slice")
+                        f"({params.batch_size}) plus the held-out slice")
     held = sorted(pool[i] for i in order[:n_held])
     train = [pool[i] for i in np.sort(order[n_held:])]
     return train, held, removed
@@ -84,16 +86,16 @@ def split_triples(triples: list[tuple], held_out: float, seed: int, evaluated: s
     return [kept[i] for i in np.sort(order[n_held:])], [kept[i] for i in np.sort(order[:n_held])], len(triples) - len(kept)
 
 
-def rcl_rows(spec: dict) -> tuple[list[tuple], list[tuple], int]:
+def rcl_rows(spec: dict, params: PretrainParams | RclEntropyParams) -> tuple[list[tuple], list[tuple], int]:
     """(training rows, held-out rows, dev/test rows removed); a row is (id, anchor, positive[, negative])."""
-    params, inputs = spec["params"], spec["inputs"]
-    if params.get("triples"):
+    inputs = spec["inputs"]
+    if params.triples:
         evaluated = inputs.get("eval", inputs.get("data"))
-        exclude = evaluation_sentences(evaluated) if params["exclude_eval_sentences"] else set()
-        train, held, removed = split_triples(read_triples(params["triples"], params.get("triples_format")),
-                                             params["held_out"], params["seed"], exclude)
+        exclude = evaluation_sentences(evaluated) if params.exclude_eval_sentences else set()
+        train, held, removed = split_triples(read_triples(params.triples, params.triples_format),
+                                             params.held_out, params.seed, exclude)
     else:  # no NLI file: the corpus sentence as its own positive (dropout views)
-        sentences, held_sentences, removed = corpus(spec)
+        sentences, held_sentences, removed = corpus(spec, params)
         train, held = [(s, s) for s in sentences], [(s, s) for s in held_sentences]
     if len(train) < 2:
         raise DataError("rcl: fewer than two training rows")

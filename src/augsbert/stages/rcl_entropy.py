@@ -28,6 +28,9 @@ import pandas as pd
 from ..artifacts import artifact_dir, write_json
 from ..data import DataError
 from ..models import resolve_device
+from ..params import read_params
+from ..pretraining.params import PretrainParams
+from ..planning.rcl_entropy import RclEntropyParams
 from .common import checkpoint_dir, model_path, precision
 from .pretrain import base_held_out_loss
 from .pretrain_rows import rcl_rows, rows_digest
@@ -55,26 +58,28 @@ def run(spec: dict, out: str | Path, device: str | None = None, force: bool = Fa
     from ..pretraining.rcl import DOCUMENT_FILE, QUERY_FILE, ROWS_FILE
     from ..training.pretrain import fit, held_out_loss
 
-    params = spec["params"]
-    train, held, removed = rcl_rows(spec)
+    params = read_params(RclEntropyParams, spec)
+    train, held, removed = rcl_rows(spec, params)
     if not held:
         raise DataError("rcl_entropy: no held-out rows, so early stopping has nothing to measure")
     # the trainer's view: equation 2 with weight phi, best checkpoint by held-out loss
-    fit_params = {**params, "objective": "rcl_entropy", "selection": "held_out_loss"}
+    fit_params = PretrainParams.from_json({
+        **{k: v for k, v in params.to_json().items() if k not in ("patience", "pool")},
+        "objective": "rcl_entropy", "selection": "held_out_loss", "preset": "rcl_entropy"})
     work = checkpoint_dir(out)
     with artifact_dir(out, spec, force, checkpoints=work) as tmp:
         device = resolve_device(device)
-        base = model_path(params, params["model"])
+        base = model_path(params, params.model)
         log.info("rcl_entropy phi=%g from %s: %d training rows, %d held out, %d removed (dev/test), device %s",
-                 params["phi"], params["model"], len(train), len(held), removed, device)
+                 params.phi, params.model, len(train), len(held), removed, device)
         anchors, held_anchors = [r[1] for r in train], [r[1] for r in held]
         before = base_held_out_loss(base, held_anchors, fit_params, device, held)
         model, loss, metrics = fit(base, anchors, held_anchors, None, fit_params, work, device, precision(),
-                                   train, held, callbacks=[EarlyStoppingCallback(params["patience"])])
+                                   train, held, callbacks=[EarlyStoppingCallback(params.patience)])
         after = held_out_loss(model, loss, "rcl_entropy", held_anchors, fit_params, held)
         log.info("rcl_entropy: held-out loss %.4f (base) -> %.4f after %d step(s)", before, after, metrics["steps"])
         rows = train + held  # Algorithm 1 line 4: every query and index, once, with the frozen entropy model
-        batch = params.get("eval_batch_size", 64)
+        batch = params.eval_batch_size
         model.eval()
         dim = encode_rows(model, [r[1] for r in rows], tmp / QUERY_FILE, batch)
         encode_rows(model, [r[2] for r in rows], tmp / DOCUMENT_FILE, batch)
@@ -82,10 +87,10 @@ def run(spec: dict, out: str | Path, device: str | None = None, force: bool = Fa
                       "anchor": [r[1] for r in rows], "positive": [r[2] for r in rows]}).to_parquet(
             tmp / ROWS_FILE, index=False)
         model.save(str(tmp / "model"))
-        metrics = {"model": params["model"], "device": device, "phi": params["phi"],
+        metrics = {"model": params.model, "device": device, "phi": params.phi,
                    "rows": {"train": len(train), "held_out": len(held)}, "dim": dim,
                    "rows_digest": rows_digest(rows), "eval_sentences_removed": removed,
-                   "stopped_early": metrics["steps"] < params["max_steps"],
+                   "stopped_early": metrics["steps"] < params.max_steps,
                    "held_out_loss_base": before, "held_out_loss_final": after, **metrics}
         write_json(tmp / "metrics.json", metrics)
     return metrics

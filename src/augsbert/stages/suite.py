@@ -23,6 +23,8 @@ from ..evaluation.sts_suite import sts_suite
 from ..evaluation.topic import linear_probe
 from ..evaluation.useb import useb_suite
 from ..models import resolve_device
+from ..params import read_params
+from ..planning.suite import SuiteParams
 from .common import model_path, read_split
 from .zero_shot import load_bi_encoder
 
@@ -71,23 +73,23 @@ def diagnostics(encode: Encoder, test: pd.DataFrame, threshold: float) -> dict:
 
 
 def run(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
-    params, inputs = spec["params"], spec["inputs"]
-    model_dir = str(Path(inputs["model"]) / "model") if "model" in inputs else model_path(params, params["model"])
+    params, inputs = read_params(SuiteParams, spec), spec["inputs"]
+    model_dir = str(Path(inputs["model"]) / "model") if "model" in inputs else model_path(params, params.model)
     device = resolve_device(device)
     with artifact_dir(out, spec, force) as tmp:
-        log.info("suite: model %s (device %s)", inputs.get("model", params.get("model")), device)
-        encode = Encoder(load_bi_encoder(model_dir, device, params["max_length"]), params["batch_size"])
+        log.info("suite: model %s (device %s)", inputs.get("model", params.model), device)
+        encode = Encoder(load_bi_encoder(model_dir, device, params.max_length), params.batch_size)
         summary: dict[str, float | None] = {}
-        metrics: dict = {"device": device, "skipped": dict(params["skipped"])}
-        if params["sts"]:
-            sts = sts_suite(encode.cosine, params["sts"], params.get("sts_format"))
+        metrics: dict = {"device": device, "skipped": dict(params.skipped)}
+        if params.sts:
+            sts = sts_suite(encode.cosine, params.sts, params.sts_format)
             metrics["sts"] = sts
             metrics["skipped"].update(sts["skipped"])
             summary.update({task: r["spearman"] for task, r in sts["tasks"].items()})
             summary["sts_avg"] = sts["sts_avg"]
-        if params.get("topic"):
-            probe = dict(params["topic"])
-            delimiter = probe.pop("prompted", None)
+        if params.topic:
+            probe = {k: v for k, v in params.topic.to_json().items() if k != "prompted"}
+            delimiter = params.topic.prompted
             texts, topics = topic_sentences(inputs["data"])
             try:
                 topic = linear_probe(encode(texts), topics, **probe)
@@ -114,21 +116,21 @@ def run(spec: dict, out: str | Path, device: str | None = None, force: bool = Fa
                     summary["prompted_spearman"] = similarity["spearman"]
                 log.info("suite: prompted input: topic macro-F1 %.2f, test spearman %s",
                          prompted["topic_macro_f1"], summary.get("prompted_spearman"))
-        if params["useb"]:
-            useb = useb_suite(encode, params["useb"])
+        if params.useb:
+            useb = useb_suite(encode, params.useb)
             metrics["useb"] = useb
             metrics["skipped"].update(useb["skipped"])
             summary.update(useb["summary"])
-        if params.get("mteb"):
+        if params.mteb:
             from ..evaluation.mteb_suite import mteb_suite
 
-            result = mteb_suite(encode.model, params["mteb"], params["batch_size"], tmp / "mteb")
+            result = mteb_suite(encode.model, params.mteb, params.batch_size, tmp / "mteb")
             metrics["mteb"] = result
             metrics["skipped"].update({f"mteb:{t}": reason for t, reason in result["skipped"].items()})
             summary.update({f"mteb_{t}": r["main_score"] for t, r in result["tasks"].items()})
             summary["mteb_avg"] = result["mteb_avg"]
-        if "positive_threshold" in params:
-            diag = diagnostics(encode, read_split(inputs["data"], "test"), params["positive_threshold"])
+        if params.positive_threshold is not None:
+            diag = diagnostics(encode, read_split(inputs["data"], "test"), params.positive_threshold)
             log.info("suite: alignment %s, uniformity %.4f", diag["alignment"], diag["uniformity"])
             metrics["diagnostics"] = diag
             summary.update({"alignment": diag["alignment"], "uniformity": diag["uniformity"]})

@@ -16,37 +16,40 @@ from ..artifacts import artifact_dir, write_json
 from ..data import DataError, read_pairs
 from ..data.prompts import prompt_pairs
 from ..models import resolve_device
+from ..params import PairTrainingParams, read_params
+from ..planning.train import StudentParams, TeacherParams
 from ..training.pairs import evaluate, fit, save_model, symmetrise
 from .common import checkpoint_dir, model_path, precision, read_split
 
 log = logging.getLogger(__name__)
 
 
-def selection_dev(spec: dict) -> pd.DataFrame | None:
+def selection_dev(spec: dict, selection: str | None) -> pd.DataFrame | None:
     """The dev split that picks the best epoch, or None (`selection: last`).
 
     Teachers and in-domain Bi-Encoders read the dev split of the data they
     learn; a transfer student the source's (`source_dev`, its default) or, only
     when asked for, the target's (`target_dev`, the planned `dev` input).
     """
-    params, inputs = spec["params"], spec["inputs"]
-    if params.get("selection") == "last":
+    inputs = spec["inputs"]
+    if selection == "last":
         return None
     return read_split(inputs.get("dev", inputs["data"]), "dev", required=False)
 
 
-def _train_and_save(arch: str, spec: dict, train: pd.DataFrame, out, device, force) -> dict:
-    params = spec["params"]
+def _train_and_save(arch: str, spec: dict, params: PairTrainingParams, train: pd.DataFrame, out, device,
+                    force) -> dict:
     data = spec["inputs"]["data"]
-    dev = selection_dev(spec)
+    selection = params.selection if isinstance(params, StudentParams) else None  # teachers: their own dev
+    dev = selection_dev(spec, selection)
     test = read_split(spec["inputs"].get("eval", data), "test")  # domain transfer: the target's test split
     device = resolve_device(device)
     work = checkpoint_dir(out)
     # an MLM-adapted checkpoint (domain / full_domain variants) replaces the base model
-    base = str(Path(spec["inputs"]["init"]) / "model") if "init" in spec["inputs"] else model_path(params, params["model"])
+    base = str(Path(spec["inputs"]["init"]) / "model") if "init" in spec["inputs"] else model_path(params, params.model)
     log.info("%s: %d training pairs, %s dev pairs, %d test pairs, base %s, device %s", arch, len(train),
-             len(dev) if dev is not None else "no", len(test), params["model"], device)
-    delimiter = params.get("topic_prompt")
+             len(dev) if dev is not None else "no", len(test), params.model, device)
+    delimiter = params.topic_prompt
     tested = test
     if delimiter:  # topic prompts (thesis 4.4): training and dev pairs with topics are prompted
         train = prompt_pairs(train, delimiter)
@@ -65,8 +68,8 @@ def _train_and_save(arch: str, spec: dict, train: pd.DataFrame, out, device, for
         pd.DataFrame({"sentence1": test["sentence1"], "sentence2": test["sentence2"], "gold": test["score"],
                       "predicted": predicted}).to_parquet(tmp / "predictions.parquet", index=False)
         metrics = {"arch": arch, "device": device, "test": test_metrics, **result.metrics}
-        if "selection" in params:
-            metrics["selection"] = params["selection"]
+        if selection:
+            metrics["selection"] = selection
         if "source" in train:
             metrics["training_set"] = {str(k): int(v) for k, v in train["source"].value_counts(sort=False).items()}
         if "eval" in spec["inputs"]:
@@ -76,11 +79,11 @@ def _train_and_save(arch: str, spec: dict, train: pd.DataFrame, out, device, for
 
 
 def run_teacher(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
-    params = spec["params"]
+    params = read_params(TeacherParams, spec)
     train = read_split(spec["inputs"]["data"], "train")
-    if params["symmetric"]:
+    if params.symmetric:
         train = symmetrise(train)
-    return _train_and_save(params["arch"], spec, train, out, device, force)
+    return _train_and_save(params.arch, spec, params, train, out, device, force)
 
 
 def _topics(table: pd.DataFrame) -> list[str]:
@@ -88,7 +91,7 @@ def _topics(table: pd.DataFrame) -> list[str]:
     return [c for c in ("topic", "topic1", "topic2") if c in table.columns]
 
 
-def student_training_set(spec: dict) -> pd.DataFrame:
+def student_training_set(inputs: dict[str, str], use_gold_labels: bool) -> pd.DataFrame:
     """What the student learns from, one row per (pair, label), with its `source`.
 
     - `gold`: the gold train pairs with their gold scores (`student.use_gold_labels`);
@@ -103,13 +106,12 @@ def student_training_set(spec: dict) -> pd.DataFrame:
     once per label, as in the AugSBERT paper's gold + silver set plus label
     regularisation.
     """
-    params = spec["params"]
     parts = []
-    if params["use_gold_labels"]:
-        gold = read_split(spec["inputs"]["data"], "train")
+    if use_gold_labels:
+        gold = read_split(inputs["data"], "train")
         parts.append(gold[["sentence1", "sentence2", "score", *_topics(gold)]].assign(source="gold"))
-    if "labels" in spec["inputs"]:
-        labelled = read_pairs(Path(spec["inputs"]["labels"]) / "pairs.parquet")
+    if "labels" in inputs:
+        labelled = read_pairs(Path(inputs["labels"]) / "pairs.parquet")
         source = labelled["strategy"].where(labelled["strategy"] != "gold", "relabelled_gold")
         parts.append(labelled[["sentence1", "sentence2", "score", *_topics(labelled)]]
                      .assign(source=source.to_numpy()))
@@ -121,5 +123,6 @@ def student_training_set(spec: dict) -> pd.DataFrame:
 
 
 def run_student(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
-    train = student_training_set(spec)
-    return _train_and_save("be", spec, train, out, device, force)
+    params = read_params(StudentParams, spec)
+    train = student_training_set(spec["inputs"], params.use_gold_labels)
+    return _train_and_save("be", spec, params, train, out, device, force)

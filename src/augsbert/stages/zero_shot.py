@@ -10,6 +10,8 @@ import pandas as pd
 from ..artifacts import artifact_dir, write_json
 from ..evaluation import correlations, cosine_scores
 from ..models import resolve_device
+from ..params import read_params
+from ..planning.zero_shot import ZeroShotParams
 from .common import model_path, read_split
 
 log = logging.getLogger(__name__)
@@ -25,14 +27,14 @@ def load_bi_encoder(ref: str, device: str, max_length: int):
 
 
 def run(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
-    params = spec["params"]
+    params = read_params(ZeroShotParams, spec)
     test = read_split(spec["inputs"]["data"], "test")
     with artifact_dir(out, spec, force) as tmp:
         device = resolve_device(device)
-        log.info("zero-shot: model %s on %d test pairs (device %s)", params["model"], len(test), device)
-        model = load_bi_encoder(model_path(params, params["model"]), device, params["max_length"])
-        predicted = cosine_scores(model, list(zip(test["sentence1"], test["sentence2"])), params["batch_size"])
-        metrics = {"model": params["model"], "device": device, "test": correlations(predicted, test["score"])}
+        log.info("zero-shot: model %s on %d test pairs (device %s)", params.model, len(test), device)
+        model = load_bi_encoder(model_path(params, params.model), device, params.max_length)
+        predicted = cosine_scores(model, list(zip(test["sentence1"], test["sentence2"])), params.batch_size)
+        metrics = {"model": params.model, "device": device, "test": correlations(predicted, test["score"])}
         log.info("zero-shot: test spearman %.2f  pearson %.2f", metrics["test"]["spearman"], metrics["test"]["pearson"])
         pd.DataFrame({"sentence1": test["sentence1"], "sentence2": test["sentence2"],
                       "gold": test["score"], "predicted": predicted}).to_parquet(tmp / "predictions.parquet", index=False)

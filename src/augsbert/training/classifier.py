@@ -10,12 +10,13 @@ import numpy as np
 
 from ..data import DataError
 from ..data.prompts import ensure_delimiter, prompt
+from ..planning.classifier import ClassifierParams
 from ..tracking import callbacks as tracking_callbacks, trainer_arguments
 from .common import claim_workdir, precision_flags, train_resuming
 from .pretrain import build_encoder, trainer_class
 
 
-def fit(base: str, texts: list[str], topics: list[str], params: dict, workdir: Path, device: str,
+def fit(base: str, texts: list[str], topics: list[str], params: ClassifierParams, workdir: Path, device: str,
         precision_name: str = "auto", callbacks: list | None = None):
     """Train encoder + head; returns (model, loss, classes, metrics). Resumable from `workdir`."""
     from datasets import Dataset
@@ -27,29 +28,29 @@ def fit(base: str, texts: list[str], topics: list[str], params: dict, workdir: P
     classes = sorted(set(topics))
     if len(classes) < 2:
         raise DataError(f"the topic classifier needs at least two topics, found {classes}")
-    claim_workdir(workdir, {"stage": "classifier", "base": base, "params": params, "device": device,
+    claim_workdir(workdir, {"stage": "classifier", "base": base, "params": params.to_json(), "device": device,
                             "precision": precision_name, "sentences": len(texts)})
-    set_seed(params["seed"])
-    model = build_encoder(base, "mean", params["max_length"], device)
-    delimiter = params.get("topic_prompt")
+    set_seed(params.seed)
+    model = build_encoder(base, "mean", params.max_length, device)
+    delimiter = params.topic_prompt
     if delimiter:
         ensure_delimiter(model.tokenizer, delimiter, model[0].auto_model)
         texts = [prompt(t, topic, delimiter) for t, topic in zip(texts, topics)]
     loss = TopicClassificationLoss(model, len(classes))
     index = {c: i for i, c in enumerate(classes)}
     train = Dataset.from_dict({"text": texts, "label": [index[t] for t in topics]})
-    steps = params["epochs"] * math.ceil(len(texts) / params["batch_size"])
+    steps = params.epochs * math.ceil(len(texts) / params.batch_size)
     args = SentenceTransformerTrainingArguments(
-        output_dir=str(workdir / "trainer"), num_train_epochs=params["epochs"],
-        per_device_train_batch_size=params["batch_size"], learning_rate=params["lr"],
-        warmup_steps=int(math.ceil(params["warmup_ratio"] * steps)), seed=params["seed"], data_seed=params["seed"],
-        save_strategy="steps", save_steps=params["checkpoint_steps"], save_total_limit=1,
+        output_dir=str(workdir / "trainer"), num_train_epochs=params.epochs,
+        per_device_train_batch_size=params.batch_size, learning_rate=params.lr,
+        warmup_steps=int(math.ceil(params.warmup_ratio * steps)), seed=params.seed, data_seed=params.seed,
+        save_strategy="steps", save_steps=params.checkpoint_steps, save_total_limit=1,
         logging_steps=max(1, min(50, steps // 10)), use_cpu=device == "cpu", **trainer_arguments(),
         dataloader_num_workers=0, **precision_flags(device, precision_name))
     trainer = trainer_class()(model=model, args=args, train_dataset=train, loss=loss,
                                 callbacks=[*(callbacks or []), *tracking_callbacks()])
     output, resumed_from = train_resuming(trainer, workdir / "trainer")
-    embeddings = model.encode(texts, batch_size=params.get("eval_batch_size", 64), convert_to_tensor=True)
+    embeddings = model.encode(texts, batch_size=params.eval_batch_size, convert_to_tensor=True)
     predicted = loss.predict(embeddings).cpu().numpy()
     accuracy = float(100 * np.mean(predicted == np.array([index[t] for t in topics])))
     metrics = {"train_loss": float(output.training_loss), "steps": int(output.global_step),

@@ -18,6 +18,7 @@ import torch
 
 from ..models.cross_bi_encoder import PairTokenizer
 from ..models.mlm import MLMPairCollator, masked_lm_from
+from ..planning.adapt import AdaptParams
 from ..sampling import bm25_neighbors
 from ..sampling.pool import PairCollector, random_partners
 from ..tracking import callbacks as tracking_callbacks, trainer_arguments
@@ -64,7 +65,7 @@ def evaluate_mlm(model, pair_tokenizer: PairTokenizer, pairs: pd.DataFrame, prob
     return {"loss": total_loss / max(count, 1), "accuracy": correct / max(count, 1), "masked_tokens": count}
 
 
-def adapt(base: str, train: pd.DataFrame, params: dict, workdir: Path, device: str, precision: str = "auto",
+def adapt(base: str, train: pd.DataFrame, params: AdaptParams, workdir: Path, device: str, precision: str = "auto",
           callbacks: list | None = None):
     """Continue masked-LM training of `base` on `train` pairs; resumable from `workdir`.
 
@@ -76,36 +77,36 @@ def adapt(base: str, train: pd.DataFrame, params: dict, workdir: Path, device: s
     from ..batching import LengthGroupedTrainer, hf_grouping, pair_lengths
     from ..models.cross_bi_encoder import SPECIALS_PER_PAIR
 
-    claim_workdir(workdir, {"stage": "adapt_mlm", "base": base, "params": params, "device": device,
+    claim_workdir(workdir, {"stage": "adapt_mlm", "base": base, "params": params.to_json(), "device": device,
                              "precision": precision, "train_pairs": len(train)})
-    set_seed(params["seed"])
-    model = masked_lm_from(base, params.get("config_kwargs"))
+    set_seed(params.seed)
+    model = masked_lm_from(base, params.config_kwargs)
     tokenizer = AutoTokenizer.from_pretrained(base)
     delimiter_id = None
-    if params.get("topic_prompt"):  # prompted pairs: the prompt (through its delimiter) is never masked
+    if params.topic_prompt:  # prompted pairs: the prompt (through its delimiter) is never masked
         from ..data.prompts import ensure_delimiter
 
-        delimiter_id = ensure_delimiter(tokenizer, params["topic_prompt"], model)
-    pair_tokenizer = PairTokenizer(tokenizer, params["max_length"],
+        delimiter_id = ensure_delimiter(tokenizer, params.topic_prompt, model)
+    pair_tokenizer = PairTokenizer(tokenizer, params.max_length,
                                    getattr(model.config, "type_vocab_size", 0) >= 2)
-    collator = MLMPairCollator(pair_tokenizer, params["mask_probability"], params["masking"], seed=params["seed"],
+    collator = MLMPairCollator(pair_tokenizer, params.mask_probability, params.masking, seed=params.seed,
                                delimiter_id=delimiter_id)
     args = dict(
-        output_dir=str(workdir / "trainer"), max_steps=params["max_steps"],
-        per_device_train_batch_size=params["batch_size"], learning_rate=params["lr"],
-        warmup_steps=int(math.ceil(params["warmup_ratio"] * params["max_steps"])),
-        weight_decay=params["weight_decay"], lr_scheduler_type="linear", seed=params["seed"],
-        data_seed=params["seed"], save_strategy="steps", save_steps=params["checkpoint_steps"], save_total_limit=1,
-        logging_steps=max(1, min(50, params["max_steps"] // 10)), use_cpu=device == "cpu", **trainer_arguments(),
+        output_dir=str(workdir / "trainer"), max_steps=params.max_steps,
+        per_device_train_batch_size=params.batch_size, learning_rate=params.lr,
+        warmup_steps=int(math.ceil(params.warmup_ratio * params.max_steps)),
+        weight_decay=params.weight_decay, lr_scheduler_type="linear", seed=params.seed,
+        data_seed=params.seed, save_strategy="steps", save_steps=params.checkpoint_steps, save_total_limit=1,
+        logging_steps=max(1, min(50, params.max_steps // 10)), use_cpu=device == "cpu", **trainer_arguments(),
         remove_unused_columns=False, dataloader_num_workers=0, disable_tqdm=False,
         **precision_flags(device, precision))
     dataset = Dataset.from_dict({"sentence1": train["sentence1"].tolist(), "sentence2": train["sentence2"].tolist()})
-    if params.get("group_by_length"):
+    if params.group_by_length:
         dataset, args = hf_grouping(dataset, pair_lengths(tokenizer, dataset["sentence1"], dataset["sentence2"],
                                                           pair_tokenizer.max_length, SPECIALS_PER_PAIR), args)
     trainer = LengthGroupedTrainer(model=model, args=TrainingArguments(**args), train_dataset=dataset,
                                    data_collator=collator, callbacks=[*(callbacks or []), *tracking_callbacks()],
-                                   megabatch=params.get("megabatch", 50))
+                                   megabatch=params.megabatch)
     output, resumed_from = train_resuming(trainer, workdir / "trainer")
     return model, tokenizer, pair_tokenizer, {"train_loss": float(output.training_loss),
                                               "steps": int(output.global_step), "topic_delimiter_id": delimiter_id,

@@ -35,6 +35,7 @@ from .. import distributed
 from ..artifacts import read_json, write_json
 from ..evaluation import correlations
 from ..models.architectures import ARCHITECTURES, freeze_embeddings
+from ..params import PairTrainingParams
 from ..tracking import callbacks as tracking_callbacks, log_metrics
 from .common import claim_workdir, precision_flags, train_resuming
 
@@ -45,7 +46,7 @@ def pairs_of(table: pd.DataFrame) -> list[tuple[str, str]]:
     return list(zip(table["sentence1"].tolist(), table["sentence2"].tolist()))
 
 
-def dev_spearman(arch, model, dev: pd.DataFrame, params: dict) -> float:
+def dev_spearman(arch, model, dev: pd.DataFrame, params: PairTrainingParams) -> float:
     return evaluate(arch.name, model, dev, params)[0]["spearman"]
 
 
@@ -123,28 +124,28 @@ class FitResult:
     metrics: dict
 
 
-def training_args(params: dict, output_dir: Path, seed: int, device: str, precision: str, n_train: int,
+def training_args(params: PairTrainingParams, output_dir: Path, seed: int, device: str, precision: str, n_train: int,
                   run_part: str | None = None) -> dict:
     from ..tracking import trainer_arguments
 
 
     # `batch_size` is the global batch: split over the processes of a distributed run (augsbert.distributed)
-    steps_per_epoch = math.ceil(n_train / params["batch_size"])
-    total_steps = steps_per_epoch * params["epochs"]
+    steps_per_epoch = math.ceil(n_train / params.batch_size)
+    total_steps = steps_per_epoch * params.epochs
     processes = distributed.world_size()
     parallel = {"ddp_backend": distributed.backend(device)} if processes > 1 else {}
     return dict(
         output_dir=str(output_dir),
-        num_train_epochs=params["epochs"],
-        per_device_train_batch_size=distributed.per_device_batch(params["batch_size"], processes),
-        learning_rate=params["lr"],
-        warmup_steps=int(math.ceil(params["warmup_ratio"] * total_steps)),  # explicit: 1.0 would mean "1 step"
-        weight_decay=params["weight_decay"],
+        num_train_epochs=params.epochs,
+        per_device_train_batch_size=distributed.per_device_batch(params.batch_size, processes),
+        learning_rate=params.lr,
+        warmup_steps=int(math.ceil(params.warmup_ratio * total_steps)),  # explicit: 1.0 would mean "1 step"
+        weight_decay=params.weight_decay,
         lr_scheduler_type="linear",
         seed=seed,
         data_seed=seed,
         save_strategy="steps",
-        save_steps=params["checkpoint_steps"],
+        save_steps=params.checkpoint_steps,
         save_total_limit=1,
         eval_strategy="no",
         logging_steps=max(1, min(50, steps_per_epoch // 2)),  # the loss appears in the log at least twice an epoch
@@ -164,16 +165,16 @@ def _dataset(table: pd.DataFrame):
                               "score": table["score"].astype(float).tolist()})
 
 
-def _build(arch, base: str, params: dict, device: str, seed: int):
+def _build(arch, base: str, params: PairTrainingParams, device: str, seed: int):
     from transformers import set_seed
 
     set_seed(seed)  # the fresh head of a Cross-Encoder is initialised here
     model = arch.build(base, params, device)
-    if params.get("topic_prompt"):  # one token for the topic delimiter, added before any freezing
+    if params.topic_prompt:  # one token for the topic delimiter, added before any freezing
         from ..data.prompts import ensure_delimiter
 
-        ensure_delimiter(model.tokenizer, params["topic_prompt"], arch.encoder(model))
-    if params.get("freeze_embeddings"):
+        ensure_delimiter(model.tokenizer, params.topic_prompt, arch.encoder(model))
+    if params.freeze_embeddings:
         frozen = freeze_embeddings(arch.encoder(model))
         log.info("frozen embedding layers: %s", ", ".join(frozen))
     return model
@@ -185,17 +186,17 @@ def trial_seed(seed: int, k: int) -> int:
 
 
 def _seed_search(arch, base, train, dev, params, workdir, device, precision) -> tuple[int, list[dict]]:
-    opt = params["seed_optimization"]
+    opt = params.seed_optimization
     path = workdir / "seed_search.json"
     done = distributed.broadcast(read_json(path) if distributed.is_main() and path.exists() else None)
     if done is not None:
         return done["chosen"], done["trials"]
     StopAtStep, _ = _callbacks()
-    steps_per_epoch = math.ceil(len(train) / params["batch_size"])
-    stop = max(1, int(opt["fraction"] * steps_per_epoch))
+    steps_per_epoch = math.ceil(len(train) / params.batch_size)
+    stop = max(1, int(opt.fraction * steps_per_epoch))
     trials = []
-    for k in range(opt["trials"]):
-        seed = trial_seed(params["seed"], k)
+    for k in range(opt.trials):
+        seed = trial_seed(params.seed, k)
         model = _build(arch, base, params, device, seed)
         args = training_args(params, workdir / f"trial-{seed}", seed, device, precision, len(train), f"trial-{seed}")
         args.update(save_strategy="no")  # the full schedule (warm-up, decay), stopped early by StopAtStep
@@ -204,7 +205,7 @@ def _seed_search(arch, base, train, dev, params, workdir, device, precision) -> 
             continue
         score = dev_spearman(arch, model, dev, params)
         trials.append({"seed": seed, "steps": stop, "dev_spearman": score})
-        log.info("seed trial %d/%d: seed %d, %d steps, dev spearman %.2f", k + 1, opt["trials"], seed, stop, score)
+        log.info("seed trial %d/%d: seed %d, %d steps, dev spearman %.2f", k + 1, opt.trials, seed, stop, score)
         shutil.rmtree(workdir / f"trial-{seed}", ignore_errors=True)
     if not distributed.is_main():
         return distributed.broadcast(None)
@@ -214,7 +215,7 @@ def _seed_search(arch, base, train, dev, params, workdir, device, precision) -> 
     return distributed.broadcast((chosen, trials))
 
 
-def fit(arch_name: str, base: str, train: pd.DataFrame, dev: pd.DataFrame | None, params: dict,
+def fit(arch_name: str, base: str, train: pd.DataFrame, dev: pd.DataFrame | None, params: PairTrainingParams,
         workdir: Path, device: str, precision: str = "auto", callbacks: list | None = None) -> FitResult:
     """Train `arch_name` from `base` on `train`; select the best epoch on `dev`; resume from `workdir`.
 
@@ -227,13 +228,13 @@ def fit(arch_name: str, base: str, train: pd.DataFrame, dev: pd.DataFrame | None
     processes = distributed.world_size()
     if distributed.is_main():  # the writer lock's holder tidies and claims the resume state; the others wait
         # `processes` (only when > 1): the per-rank RNG states of another process count do not fit
-        claim_workdir(workdir, {"arch": arch_name, "base": base, "params": params, "device": device.split(":")[0],
+        claim_workdir(workdir, {"arch": arch_name, "base": base, "params": params.to_json(), "device": device.split(":")[0],
                                  "precision": precision, "train_pairs": len(train),
                                  **({"processes": processes} if processes > 1 else {})})
     distributed.barrier()
     has_dev = dev is not None and len(dev) > 1
-    seed, trials = params["seed"], []
-    if params["seed_optimization"]["trials"] > 0:
+    seed, trials = params.seed, []
+    if params.seed_optimization.trials > 0:
         if not has_dev:
             raise ValueError("seed optimisation needs a dev split")
         seed, trials = _seed_search(arch, base, train, dev, params, workdir, device, precision)
@@ -252,7 +253,7 @@ def fit(arch_name: str, base: str, train: pd.DataFrame, dev: pd.DataFrame | None
                # the logged training loss by step (averaged over all processes' batches)
                "loss_log": [{"step": h["step"], "loss": h["loss"]} for h in trainer.state.log_history if "loss" in h]}
     if processes > 1:
-        metrics.update(processes=processes, per_device_batch_size=params["batch_size"] // processes)
+        metrics.update(processes=processes, per_device_batch_size=params.batch_size // processes)
     if has_dev and distributed.is_main():
         record = read_json(workdir / "best.json")
         metrics.update(dev_history=record["history"], best_epoch=record["best"]["epoch"],
@@ -267,8 +268,8 @@ def symmetrise(table: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([table, swapped[table.columns]], ignore_index=True)
 
 
-def evaluate(arch_name: str, model, table: pd.DataFrame, params: dict) -> tuple[dict, np.ndarray]:
-    pred = ARCHITECTURES[arch_name].predict(model, pairs_of(table), params.get("eval_batch_size", 64), params)
+def evaluate(arch_name: str, model, table: pd.DataFrame, params: PairTrainingParams) -> tuple[dict, np.ndarray]:
+    pred = ARCHITECTURES[arch_name].predict(model, pairs_of(table), params.eval_batch_size, params)
     return correlations(pred, table["score"].to_numpy()), pred
 
 

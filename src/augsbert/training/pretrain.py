@@ -22,6 +22,7 @@ import pandas as pd
 import torch
 
 from ..pretraining.objectives import OBJECTIVES, build_loss, training_rows
+from ..pretraining.params import PretrainParams
 from ..pretraining.variants import weight_perturbation
 from ..tracking import callbacks as tracking_callbacks, trainer_arguments
 
@@ -110,16 +111,16 @@ def _at_length(evaluator_cls, length: int | None):
     return AtLength
 
 
-def _dataset(objective: str, sentences: list[str], params: dict, triples=None):
+def _dataset(objective: str, sentences: list[str], params: PretrainParams, triples=None):
     from datasets import Dataset
 
-    return Dataset.from_dict(training_rows(objective, sentences, params["seed"], params.get("ct_negatives", 7), triples))
+    return Dataset.from_dict(training_rows(objective, sentences, params.seed, params.ct_negatives, triples))
 
 
-def fit(base: str, sentences: list[str], held_out: list[str], dev: pd.DataFrame | None, params: dict,
+def fit(base: str, sentences: list[str], held_out: list[str], dev: pd.DataFrame | None, params: PretrainParams,
         workdir: Path, device: str, precision: str = "auto", triples=None, held_out_triples=None,
         callbacks: list | None = None):
-    """Pre-train an encoder from `base` with `params["objective"]`; resumable from `workdir`.
+    """Pre-train an encoder from `base` with `params.objective`; resumable from `workdir`.
 
     Returns (model, loss, metrics). `dev` (sentence1, sentence2, score) is used
     when `selection` is `target_dev`; without it the run falls back to the
@@ -132,30 +133,30 @@ def fit(base: str, sentences: list[str], held_out: list[str], dev: pd.DataFrame 
 
     from .common import claim_workdir, precision_flags, train_resuming
 
-    objective = params["objective"]
-    claim_workdir(workdir, {"stage": "pretrain", "base": base, "params": params, "device": device,
+    objective = params.objective
+    claim_workdir(workdir, {"stage": "pretrain", "base": base, "params": params.to_json(), "device": device,
                             "precision": precision, "sentences": len(sentences)})
-    set_seed(params["seed"])
-    model = build_encoder(base, params["pooling"], params["max_length"], device, params.get("config_kwargs"))
+    set_seed(params.seed)
+    model = build_encoder(base, params.pooling, params.max_length, device, params.config_kwargs)
     loss = build_loss(objective, model, params, base)
     train = _dataset(objective, sentences, params, triples)
-    evaluation = _dataset(objective, held_out, {**params, "seed": params["seed"] + 1}, held_out_triples)
-    selection = params["selection"]
+    evaluation = _dataset(objective, held_out, params.replace(seed=params.seed + 1), held_out_triples)
+    selection = params.selection
     if selection == "target_dev" and (dev is None or len(dev) < 2):
         log.warning("selection target_dev, but the dataset has no dev split: selecting by held-out loss")
         selection = "held_out_loss"
     evaluator = None
     if selection == "target_dev":
-        evaluator = _at_length(EmbeddingSimilarityEvaluator, params.get("eval_max_length"))(
+        evaluator = _at_length(EmbeddingSimilarityEvaluator, params.eval_max_length)(
             dev["sentence1"].tolist(), dev["sentence2"].tolist(), dev["score"].astype(float).tolist(), name="dev",
-            batch_size=params.get("eval_batch_size", 64))
-    steps = params["max_steps"]
-    eval_steps = min(params["eval_steps"], steps)
+            batch_size=params.eval_batch_size)
+    steps = params.max_steps
+    eval_steps = min(params.eval_steps, steps)
     args = dict(
-        output_dir=str(workdir / "trainer"), max_steps=steps, per_device_train_batch_size=params["batch_size"],
-        per_device_eval_batch_size=params["batch_size"], learning_rate=params["lr"],
-        warmup_steps=int(math.ceil(params["warmup_ratio"] * steps)), weight_decay=params["weight_decay"],
-        lr_scheduler_type=params["scheduler"], seed=params["seed"], data_seed=params["seed"],
+        output_dir=str(workdir / "trainer"), max_steps=steps, per_device_train_batch_size=params.batch_size,
+        per_device_eval_batch_size=params.batch_size, learning_rate=params.lr,
+        warmup_steps=int(math.ceil(params.warmup_ratio * steps)), weight_decay=params.weight_decay,
+        lr_scheduler_type=params.scheduler, seed=params.seed, data_seed=params.seed,
         eval_strategy="steps", eval_steps=eval_steps, save_strategy="steps", save_steps=eval_steps,
         save_total_limit=1, logging_steps=max(1, min(50, eval_steps // 2)), **trainer_arguments(),
         use_cpu=device == "cpu", dataloader_num_workers=0, disable_tqdm=False,
@@ -165,12 +166,12 @@ def fit(base: str, sentences: list[str], held_out: list[str], dev: pd.DataFrame 
         args.update(metric_for_best_model="eval_dev_spearman_cosine", greater_is_better=True)
     elif selection == "held_out_loss":
         args.update(metric_for_best_model="eval_loss", greater_is_better=False)
-    if params.get("group_by_length"):
+    if params.group_by_length:
         from ..batching import length_batch_sampler, token_counts
 
         first = OBJECTIVES[objective].columns[0]
         args["batch_sampler"] = length_batch_sampler(
-            [min(n, params["max_length"]) for n in token_counts(model.tokenizer, train[first])], params["megabatch"])
+            [min(n, params.max_length) for n in token_counts(model.tokenizer, train[first])], params.megabatch)
     trainer = trainer_class()(
         model=model, args=SentenceTransformerTrainingArguments(**args), train_dataset=train,
         eval_dataset=evaluation, loss=loss, evaluator=evaluator, callbacks=[*(callbacks or []), *tracking_callbacks()],
@@ -195,7 +196,7 @@ def fit(base: str, sentences: list[str], held_out: list[str], dev: pd.DataFrame 
     return model, loss, metrics
 
 
-def collator(objective: str, model, params: dict):
+def collator(objective: str, model, params: PretrainParams):
     """The trainer's collator for `objective`: the deletion-noise one for noised objectives."""
     from sentence_transformers.sentence_transformer.data_collator import SentenceTransformerDataCollator
 
@@ -203,8 +204,8 @@ def collator(objective: str, model, params: dict):
 
     if OBJECTIVES[objective].noised:
         return deletion_collator(SentenceTransformerDataCollator)(
-            preprocess_fn=model.preprocess, ratio=params["deletion_ratio"], unit=params["deletion_unit"],
-            seed=params["seed"], tokenizer=model.tokenizer)
+            preprocess_fn=model.preprocess, ratio=params.deletion_ratio, unit=params.deletion_unit,
+            seed=params.seed, tokenizer=model.tokenizer)
     return SentenceTransformerDataCollator(preprocess_fn=model.preprocess)
 
 
@@ -221,22 +222,22 @@ def loss_inputs(batch: dict, columns, device) -> tuple[list[dict], torch.Tensor 
     return features, labels.to(device) if labels is not None else None
 
 
-def records(objective: str, sentences: list[str], params: dict, triples=None) -> list[dict]:
-    rows = training_rows(objective, sentences, params["seed"], params.get("ct_negatives", 7), triples)
+def records(objective: str, sentences: list[str], params: PretrainParams, triples=None) -> list[dict]:
+    rows = training_rows(objective, sentences, params.seed, params.ct_negatives, triples)
     return [dict(zip(rows, values)) for values in zip(*rows.values())]
 
 
-def held_out_loss(model, loss, objective: str, sentences: list[str], params: dict, triples=None) -> float:
+def held_out_loss(model, loss, objective: str, sentences: list[str], params: PretrainParams, triples=None) -> float:
     """Mean loss of `objective` on `sentences` in eval mode (the same batches and noise as the trainer's evaluation)."""
-    rows = records(objective, sentences, {**params, "seed": params["seed"] + 1}, triples)
+    rows = records(objective, sentences, params.replace(seed=params.seed + 1), triples)
     collate = collator(objective, model, params)
     was = model.training
     model.eval()
     loss.eval()
     total, count = 0.0, 0
     with torch.no_grad():
-        for start in range(0, len(rows), params["batch_size"]):
-            chunk = rows[start : start + params["batch_size"]]
+        for start in range(0, len(rows), params.batch_size):
+            chunk = rows[start : start + params.batch_size]
             value = loss(*loss_inputs(collate(chunk), OBJECTIVES[objective].columns, model.device))
             if isinstance(value, dict):
                 value = torch.stack(list(value.values())).sum()
