@@ -1,7 +1,11 @@
 """Sampling functions against reference implementations (rank_bm25, brute force, the literal Algorithm 1)."""
 
+import ast
+import tomllib
+
 import numpy as np
 import pytest
+from conftest import REPO
 from rank_bm25 import BM25Okapi
 from scipy import stats
 from threadpoolctl import threadpool_limits
@@ -28,6 +32,19 @@ def test_bm25_scores_and_ranking_equal_rank_bm25():
         np.testing.assert_allclose(scores[i], np.sort(s)[::-1][:4], rtol=1e-9)
         np.testing.assert_allclose(s[idx[i]], scores[i], rtol=1e-9)  # the indices hold those scores
         assert np.all(np.diff(scores[i]) <= 0)
+
+
+def test_rank_bm25_is_a_test_dependency_only():
+    """rank_bm25 is the reference scorer of the test above, never imported by the package."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    named = lambda reqs: [r for r in reqs if r.split("=")[0].split(">")[0].strip() == "rank-bm25"]  # noqa: E731
+    assert named(project["dependencies"]) == []
+    assert named(project["optional-dependencies"]["test"]) == ["rank-bm25==0.2.2"]
+    for path in (REPO / "src" / "augsbert").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            assert not any(n.split(".")[0] == "rank_bm25" for n in names), path
 
 
 def test_bm25_least_similar_and_bad_k():

@@ -27,7 +27,7 @@ ROLE_LABELS = {
 }
 METRICS = ("spearman", "pearson")
 PACKAGES = ("augsbert", "torch", "transformers", "sentence-transformers", "snakemake",
-            "numpy", "pandas", "scipy", "scikit-learn", "faiss-cpu", "rank-bm25", "mteb")  # mteb: optional extra
+            "numpy", "pandas", "scipy", "scikit-learn", "faiss-cpu", "mteb")  # mteb: optional extra
 
 
 def package_versions() -> dict[str, str | None]:
