@@ -86,6 +86,24 @@ def test_job_sizes_follow_the_plan_and_the_data_artifact(tmp_path, monkeypatch):
         "runtime": 30, "mem_mb": 6000, "cpus_per_task": 4, "gpu": 0, "slurm_partition": None, "gpu_model": None}
 
 
+def test_device_cpu_jobs_ask_for_no_gpu(tmp_path, monkeypatch):
+    """Issue 25/30: under `device: cpu` a model job held the profile's one GPU slot (one model job at a time on a
+    CPU machine) and asked SLURM for a GPU (sbatch refused it on a GPU-less node)."""
+    monkeypatch.chdir(tmp_path)
+    exp = read_config(REPO / "config" / "config.yaml")["experiments"]["demo_augsbert_cbe"]
+    sharded = {**exp, "sampling": {**exp["sampling"], "shards": 2}}
+    for device, gpu in (("auto", 1), ("cuda:0", 1), ("cpu", 0)):
+        plan = Plan(prepare_config({**repo_config(keep=("demo_augsbert_cbe",), sharded=sharded), "device": device}))
+        run, shards = roles(plan, "demo_augsbert_cbe"), roles(plan, "sharded")
+        for role in ("zero_shot", "teacher", "student", "candidates", "labels"):
+            res = job_resources(plan, run[role], CLUSTER_ENV)
+            assert res["gpu"] == gpu, (device, role)
+            assert res["slurm_partition"] == ("gpu_part" if gpu else "cpu_part"), (device, role)
+            assert res["gpu_model"] == ("a100" if gpu else None), (device, role)
+        assert job_resources(plan, shards["pool_index"], CLUSTER_ENV)["gpu"] == gpu  # fixed sizes, the same rule
+        assert job_resources(plan, shards["label_shard_0"], CLUSTER_ENV)["gpu"] == gpu
+
+
 def test_semantic_search_sampling_asks_for_a_gpu(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     plan = Plan(repo_config(keep=("demo_augsbert_cbe",)))

@@ -19,7 +19,9 @@ Formula (our choice; constants below, per stage):
                 whole GB and left out below 100 MB
     cpus      = 4 for GPU jobs (tokenisation and data loading keep the GPU fed),
                 4 for CPU jobs over LARGE_ITEMS items or more, else 2
-    gpu       = 1 for every stage that runs a neural model; sampling only when a strategy encodes
+    gpu       = 0 for every job under `device: cpu` (it would hold a GPU slot, locally the profile's
+                `gpu=1`, or ask SLURM for a GPU, for nothing); else
+                1 for every stage that runs a neural model; sampling only when a strategy encodes
                 (semantic search, iterative KDE): BM25, random and KDE run on CPU; the teacher
                 and student training jobs ask for config `gpus` (data-parallel, augsbert.distributed),
                 and 4 CPUs per GPU
@@ -212,11 +214,13 @@ def job_resources(plan, key: str, env: Mapping[str, str] | None = None,
                   default_partition: str | None = None) -> dict[str, int | str | None]:
     """runtime (minutes), mem_mb, cpus_per_task, gpu, slurm_partition, gpu_model of the job of node `key`."""
     node = plan.node(key)
+    on_cpu = str(plan.config.get("device", "auto")) == "cpu"  # `device: cpu`: no job asks for a GPU
     fixed = REGISTRY[node.stage].fixed_resources
     if fixed:  # sized for the largest pool a shard is meant for, not from the plan (README "Large pools")
-        return {"runtime": fixed["runtime"], "mem_mb": fixed["mem_mb"], "cpus_per_task": None, "gpu": fixed["gpu"],
-                **cluster_placement(bool(fixed["gpu"]), env, default_partition)}
-    gpu = needs_gpu(node)
+        gpu = 0 if on_cpu else fixed["gpu"]
+        return {"runtime": fixed["runtime"], "mem_mb": fixed["mem_mb"], "cpus_per_task": None, "gpu": gpu,
+                **cluster_placement(bool(gpu), env, default_partition)}
+    gpu = needs_gpu(node) and not on_cpu
     items = job_items(plan, key)
     work = job_work(plan, key)
     # `gpus` GPUs (and 4 CPUs each) for the stages that train data-parallel (augsbert.distributed); one elsewhere
