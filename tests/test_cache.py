@@ -52,3 +52,22 @@ def test_second_checkout_takes_trained_models_from_the_shared_cache(tmp_path, ti
         assert (first / "artifacts" / stage / key).is_symlink()
         model = second / "artifacts" / stage / key / "model"
         assert model.is_symlink() and model.resolve().parent.parent == cache.resolve()
+
+
+def test_only_a_run_with_cache_declares_cached_rules(tmp_path):
+    """Without --cache a run prints no per-rule "eligible for caching" notice (the stages declare their
+    `cache:` directive only under --cache); with it, the dry run plans the cached stages' cache writes."""
+    workdir = checkout(tmp_path / "ck")
+    keep_experiments(workdir, "demo_zeroshot", "demo_cbe")
+    plain = snakemake(workdir, "-n", "results/demo_zeroshot.json")
+    out = plain.stdout + plain.stderr
+    assert plain.returncode == 0, out
+    assert "eligible for caching" not in out and "between-workflow cache" not in out, out
+    cached = snakemake(workdir, "-n", "results/demo_cbe.json", "--cache",
+                       env={"SNAKEMAKE_OUTPUT_CACHE": str(tmp_path / "cache")})
+    out = cached.stdout + cached.stderr
+    assert cached.returncode == 0, out
+    assert "eligible for caching" not in out
+    written = sorted(line.split()[2].split("/")[1] for line in out.splitlines()
+                     if line.endswith("will be written to global between-workflow cache."))
+    assert written == ["student", "teacher"], out

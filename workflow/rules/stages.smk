@@ -4,6 +4,8 @@
 # from its stage. Each job runs `augsbert <stage> --spec @<spec file>`: the planned node as JSON.
 # Every rule appends to its log (`>>`): a rerun that finds an orphaned job still writing the same key
 # stops on its lock, and must not have emptied the live job's log first.
+# A stage declared cacheable gets its `cache:` directive only when the run asks for `--cache`
+# (workflow.enable_cache): Snakemake prints a notice for every rule that declares one in a run without it.
 
 for _stage in REGISTRY.values():
 
@@ -17,7 +19,7 @@ for _stage in REGISTRY.values():
             directory(f"artifacts/{{stage,{_stage.name}}}/{{key}}"),
         log:
             "logs/{stage}/{key}.log",
-        cache: "omit-software" if _stage.cache else False
+        cache: "omit-software" if _stage.cache and workflow.enable_cache else False
         group:
             _stage.group
         conda:
