@@ -140,3 +140,38 @@ def test_thesis_grids_plan():
         f"Distill-{t}-{x}" for t in ("CBE", "CE") for x in losses]
     transfer = plan.experiment("distill.ce_cosine.stsb2bws")
     assert transfer.config["source"] == "stsb" and transfer.config["sampling"]["strategies"] == ["target_pairs"]
+
+
+# ---- checkpoint selection of the paper grids (issue 28): as each source selected, read from the planned specs
+PAPER_SELECTION = {"unsupervised": "last",          # TSDAE App. B fixed steps; thesis 5.4.2 12.5K steps
+                   "consert_ae": "held_out_loss",   # seed 000 5.2.2: validation loss every 250 steps
+                   "simcse_variants": "target_dev",  # seed 001 5.1: best on STS-B dev
+                   "rcl": "target_dev"}              # seed 002 App. A: STS-B dev every 10 %
+
+
+def pretrain_specs(plan, grid: str) -> list[dict]:
+    """The params of every pretrain node the grid plans (each cell, each seed)."""
+    spec = plan.grid_spec(grid)
+    nodes = {key for name in spec["experiments"] for roles in plan.experiment(name).runs.values()
+             for key in [roles.get("pretrained")] if key}
+    return [plan.node(key).params for key in sorted(nodes)]
+
+
+@pytest.mark.parametrize("grid", sorted(PAPER_SELECTION))
+def test_paper_grid_selects_checkpoints_as_its_source(grid):
+    plan = Plan(prepare_config(read_config(REPO / "config" / "config.yaml"), lazy=True))
+    specs = pretrain_specs(plan, grid)
+    assert specs and {s["selection"] for s in specs} == {PAPER_SELECTION[grid]}
+    if grid == "consert_ae":
+        assert {s["eval_steps"] for s in specs} == {250}
+
+
+def test_no_paper_grid_leaves_selection_to_the_schema_default():
+    """`target_dev` is a choice a paper grid states, never the silent default: every grid that pre-trains
+    (demo grids aside) sets `pretrain.selection` in its shared options."""
+    raw = read_config(REPO / "config" / "config.yaml")
+    for name, grid in raw["grids"].items():
+        pretrains = any((value or {}).get("pretrain", {}).get("objective") for axis in grid.get("axes", {}).values()
+                        for value in axis.values()) or grid.get("options", {}).get("pretrain", {}).get("objective")
+        if pretrains and not name.startswith("demo"):
+            assert "selection" in grid["options"]["pretrain"], name

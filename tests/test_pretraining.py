@@ -561,3 +561,40 @@ def test_the_schema_offers_exactly_the_registered_objectives():
     assert set(OBJECTIVE_OPTIONS) <= set(pretrain)  # every option an objective reads is a pretrain option
     for name, objective in OBJECTIVES.items():
         assert set(objective.options) <= set(OBJECTIVE_OPTIONS) and callable(objective.build), name
+
+
+# ---- held-out loss of dropout-view objectives (the selection criterion of seed 000's rows)
+def test_dropout_view_held_out_loss_uses_train_mode_views_under_a_fixed_seed(tiny_minilm):
+    """SimCSE's positive is a second dropout pass: in eval mode both views are one vector, so the held-out loss
+    is taken in train mode, with the same masks at every evaluation; the encoder is left in eval mode."""
+    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+
+    assert [o for o, spec in OBJECTIVES.items() if spec.dropout_views] == [
+        "simcse", "mlm+simcse", "simcse+clm_ae", "simcse+mlm_ae"]
+    params = params_for("simcse", batch_size=8)
+    model = build_encoder(tiny_minilm, "cls", 24, "cpu")
+    loss = build_loss("simcse", model, params, tiny_minilm)
+    held = SENTENCES[:16]
+    model.eval()
+    torch.manual_seed(0)
+    first = held_out_loss(model, loss, "simcse", held, params)
+    torch.manual_seed(1)  # the global random state does not enter it
+    assert held_out_loss(model, loss, "simcse", held, params) == first
+    assert not model.training  # restored
+    # eval-mode views (the old measure): both views equal, a different and smaller loss
+    same = MultipleNegativesRankingLoss(model, scale=20.0)
+    from augsbert.training.pretrain import collator, loss_inputs
+
+    with torch.no_grad():
+        eval_mode = np.mean([float(same(*loss_inputs(collator("simcse", model, params)(
+            [{"anchor": s, "positive": s} for s in held[i:i + 8]]), ("anchor", "positive"), "cpu"))) for i in (0, 8)])
+    assert first > eval_mode + 1e-3
+
+
+def test_trainer_eval_loss_of_a_dropout_view_objective_is_held_out_loss(tiny_minilm, tmp_path):
+    """The trainer's logged held-out loss (what `selection: held_out_loss` compares) is the same measure, same seeds."""
+    params = params_for("simcse", max_steps=2, eval_steps=2, batch_size=8, lr=1e-4)
+    held = SENTENCES[40:56]
+    model, loss, metrics = fit(tiny_minilm, SENTENCES[:40], held, None, params, tmp_path / "work", "cpu")
+    logged = metrics["history"][-1]["eval_loss"]
+    assert held_out_loss(model, loss, "simcse", held, params) == pytest.approx(logged, abs=1e-5)

@@ -42,6 +42,9 @@ class Objective:
     options: tuple[str, ...]  # of OBJECTIVE_OPTIONS
     build: Callable[..., Any]
     choice: bool = True  # offered as `pretrain.objective` (rcl_entropy is the rcl_entropy stage's own)
+    # its positive is a second dropout pass of the same text: in eval mode the two views are equal, so its
+    # held-out loss is measured with the encoder in train mode under a fixed seed (training.pretrain.dropout_views)
+    dropout_views: bool = False
 
     @property
     def noised(self) -> bool:
@@ -154,22 +157,23 @@ _PAIR, _SENTENCE = ("anchor", "positive"), ("sentence",)
 _RCL_ROWS = ("anchor", "positive", "negative", "label")  # seed 002: (anchor, positive[, negative]) + row id
 
 OBJECTIVES = {
-    "simcse": Objective(_PAIR, "cls", True, _T, _simcse),
+    "simcse": Objective(_PAIR, "cls", True, _T, _simcse, dropout_views=True),
     "simcse_sup": Objective(("anchor", "positive", "negative"), "cls", True, _T, _mnrl),
     "ct": Objective(("sentence_A", "sentence_B", "label"), "mean", False, ("ct_negatives",), _ct),
     "ct_in_batch": Objective(_SENTENCE, "mean", True, _T, _ct_in_batch),
     "tsdae": Objective(("noised", "original"), "cls", False, _T + _DELETION, _tsdae),
     "nm": Objective(("clean", "noised"), "cls", True, _T + _DELETION, _nm),
-    "mlm+simcse": Objective(_PAIR, "cls", True, _T + _MLM + _AUX, _multi_task("mlm", _mnrl)),
+    "mlm+simcse": Objective(_PAIR, "cls", True, _T + _MLM + _AUX, _multi_task("mlm", _mnrl), dropout_views=True),
     "mlm+nm": Objective(("clean", "noised"), "cls", True, _T + _DELETION + _MLM + _AUX, _multi_task("mlm", _nm)),
     "tsdae+nm": Objective(("noised", "original"), "cls", True, _T + _DELETION + _AUX,
                           _multi_task("tsdae", _nm, aux_columns=(1, 0))),
     "consert": Objective(_PAIR, "mean", True, _T + _CONSERT, _consert),
     "clm_ae": Objective(_SENTENCE, "mean", False, _T + _AE, _ae("clm_ae")),
     "mlm_ae": Objective(_SENTENCE, "mean", False, _T + _AE + ("ae_mask_probability",), _ae("mlm_ae")),
-    "simcse+clm_ae": Objective(_PAIR, "mean", True, _T + _AE + _AUX, _ae("clm_ae", contrastive=True)),
+    "simcse+clm_ae": Objective(_PAIR, "mean", True, _T + _AE + _AUX, _ae("clm_ae", contrastive=True),
+                               dropout_views=True),
     "simcse+mlm_ae": Objective(_PAIR, "mean", True, _T + _AE + _AUX + ("ae_mask_probability",),
-                               _ae("mlm_ae", contrastive=True)),
+                               _ae("mlm_ae", contrastive=True), dropout_views=True),
     "rcl": Objective(_RCL_ROWS, "mean", True, RCL_KEYS, _rcl),
     "rcl_entropy": Objective(_RCL_ROWS, "mean", True, RCL_KEYS, _rcl_entropy, choice=False),  # stage rcl_entropy
 }

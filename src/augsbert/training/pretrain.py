@@ -8,12 +8,17 @@ keep by itself:
   killed job continues with the state it had (the library checkpoints only
   the model);
 - the held-out loss is logged at every evaluation; the checkpoint kept is the
-  best by target dev Spearman (`selection: target_dev`, as TSDAE selected), by
-  held-out loss (`held_out_loss`), or the last one (`last`).
+  best by target dev Spearman (`selection: target_dev`: Park, RCL), by held-out
+  loss (`held_out_loss`: Wang), or the last one (`last`: TSDAE's fixed steps);
+- for objectives whose positive is a second dropout pass (SimCSE and its
+  combinations) the held-out loss is taken with the encoder in train mode under
+  a fixed seed per batch (`dropout_views`): in eval mode both views are the same
+  vector and the loss measures only how far apart the sentences are.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 from pathlib import Path
@@ -29,6 +34,21 @@ from ..tracking import callbacks as tracking_callbacks, trainer_arguments
 log = logging.getLogger(__name__)
 
 LOSS_STATE = "loss_state.safetensors"
+
+
+@contextlib.contextmanager
+def dropout_views(model: torch.nn.Module, seed: int):
+    """The encoder in train mode (dropout on) with the random state fixed to `seed`, restored afterwards:
+    a held-out loss of a dropout-view objective that is the same at every evaluation for the same weights."""
+    devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
+    was = model.training
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed)
+        model.train(True)
+        try:
+            yield
+        finally:
+            model.train(was)
 
 
 def build_encoder(base: str, pooling: str, max_length: int, device: str, config_kwargs: dict | None = None):
@@ -56,7 +76,19 @@ def trainer_class():
     class PretrainTrainer(SentenceTransformerTrainer):
         """Checkpoints the loss's own weights too; the loss follows the model's train/eval mode."""
 
+        views_seed = None  # dropout-view objectives: the held-out loss's seed (train-mode views, fixed masks)
+        _eval_batch = 0
+
+        def evaluate(self, *args, **kwargs):
+            self._eval_batch = 0  # every evaluation draws the same dropout masks batch by batch
+            return super().evaluate(*args, **kwargs)
+
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            if not model.training and self.views_seed is not None:
+                self._eval_batch += 1
+                self.loss.train(False)  # the loss's own modules as in held_out_loss; the encoder's dropout on
+                with dropout_views(model, self.views_seed + self._eval_batch):
+                    return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
             self.loss.train(model.training)  # CT's second encoder, decoder dropout: off while evaluating
             return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
 
@@ -177,6 +209,7 @@ def fit(base: str, sentences: list[str], held_out: list[str], dev: pd.DataFrame 
         eval_dataset=evaluation, loss=loss, evaluator=evaluator, callbacks=[*(callbacks or []), *tracking_callbacks()],
         data_collator=collator(objective, model, params))
     trainer.weight_perturbation = weight_perturbation(params)
+    trainer.views_seed = params.seed + 1 if OBJECTIVES[objective].dropout_views else None
     output, resumed_from = train_resuming(trainer, workdir / "trainer")
     history = [{k: v for k, v in h.items() if k in ("step", "eval_loss", "eval_dev_spearman_cosine")}
                for h in trainer.state.log_history if "eval_loss" in h]
@@ -228,7 +261,8 @@ def records(objective: str, sentences: list[str], params: PretrainParams, triple
 
 
 def held_out_loss(model, loss, objective: str, sentences: list[str], params: PretrainParams, triples=None) -> float:
-    """Mean loss of `objective` on `sentences` in eval mode (the same batches and noise as the trainer's evaluation)."""
+    """Mean loss of `objective` on `sentences` in eval mode (the same batches and noise as the trainer's evaluation;
+    a dropout-view objective's views are train-mode passes under the trainer's fixed seeds)."""
     rows = records(objective, sentences, params.replace(seed=params.seed + 1), triples)
     collate = collator(objective, model, params)
     was = model.training
@@ -238,7 +272,10 @@ def held_out_loss(model, loss, objective: str, sentences: list[str], params: Pre
     with torch.no_grad():
         for start in range(0, len(rows), params.batch_size):
             chunk = rows[start : start + params.batch_size]
-            value = loss(*loss_inputs(collate(chunk), OBJECTIVES[objective].columns, model.device))
+            views = (dropout_views(model, params.seed + 1 + start // params.batch_size + 1)
+                     if OBJECTIVES[objective].dropout_views else contextlib.nullcontext())
+            with views:
+                value = loss(*loss_inputs(collate(chunk), OBJECTIVES[objective].columns, model.device))
             if isinstance(value, dict):
                 value = torch.stack(list(value.values())).sum()
             total += float(value) * len(chunk)
