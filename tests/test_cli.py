@@ -15,7 +15,7 @@ MINIMAL_SPEC = json.dumps({"stage": "data", "params": {"dataset": "x", "loader":
 
 def test_every_command_has_help(capsys):
     for command in ["prepare-data", "evaluate-zero-shot", "adapt-mlm", "train-teacher", "sample-pairs", "label-pairs",
-                    "train-student", "evaluate-suite", "collect-results", "render-table", "plan", "export",
+                    "train-student", "evaluate-suite", "collect-results", "render-table", "plan", "list", "export",
                     "fetch", "config-reference"]:
         with pytest.raises(SystemExit) as exit_:
             main([command, "--help"])
@@ -94,9 +94,76 @@ def test_bad_spec_and_missing_data_are_clear(tmp_path, capsys):
 
 
 def test_plan_command_prints_keys(capsys):
-    assert main(["plan", "--config", CONFIG, "--experiment", "demo_zeroshot"]) == 0
+    assert main(["plan", "--config", CONFIG, "--experiment", "demo_zeroshot", "--json"]) == 0
     plan = json.loads(capsys.readouterr().out)
     assert set(plan["demo_zeroshot"]["runs"]["42"]) == {"data", "zero_shot", "zero_shot_suite"}
+
+
+LIST_CONFIG = """\
+data_dir: {tmp}/raw
+datasets:
+  lee: {{loader: lee}}
+  mine: {{loader: pairs_file, train: train.csv, test: test.csv}}
+experiments:
+  demo: {{dataset: lee, models: [zero_shot], description: "Lee,   zero-shot"}}
+  transfer: {{dataset: lee, source: mine, models: [zero_shot, lower_bound]}}
+grids:
+  g: {{description: two columns, columns: {{lee: {{dataset: lee}}, mine: {{dataset: mine}}}}, axes: {{k: {{a: {{}}}}}}}}
+"""
+
+
+def words(out: str) -> list[list[str]]:
+    """The output's lines split at runs of two or more spaces (its columns)."""
+    import re
+
+    return [re.split(r"\s{2,}", line) for line in out.splitlines()]
+
+
+def test_list_names_each_item_with_its_data_and_whether_it_is_present(tmp_path, capsys):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(LIST_CONFIG.format(tmp=tmp_path))
+    assert main(["list", "experiments", "--config", str(cfg)]) == 0
+    assert words(capsys.readouterr().out) == [
+        ["EXPERIMENT", "DATA", "DESCRIPTION"],
+        ["demo", "lee: present", "Lee, zero-shot"],
+        ["transfer", "lee: present, mine: MISSING"],  # domain transfer: the target and the source
+        ["g.a.lee", "lee: present", "grid g: k=a, column lee"],
+        ["g.a.mine", "mine: MISSING", "grid g: k=a, column mine"]]
+    assert main(["list", "grids", "--config", str(cfg)]) == 0
+    assert words(capsys.readouterr().out) == [["GRID", "DATA", "DESCRIPTION"],
+                                              ["g", "lee: present, mine: MISSING", "two columns"]]
+    assert main(["list", "datasets", "--config", str(cfg)]) == 0
+    rows = words(capsys.readouterr().out)
+    assert rows[0] == ["DATASET", "LOADER", "DATA", "DESCRIPTION"] and rows[1][:3] == ["lee", "lee", "present"]
+    assert rows[2] == ["mine", "pairs_file", f"MISSING (missing file {tmp_path}/raw/train.csv)",
+                       "a pairs file of your own (csv, tsv, jsonl or parquet)"]
+    (tmp_path / "raw").mkdir()
+    for name in ("train.csv", "test.csv"):  # present = every file the loader reads is there
+        (tmp_path / "raw" / name).write_text("sentence1,sentence2,score\n")
+    assert main(["list", "--config", str(cfg)]) == 0
+    out = capsys.readouterr().out
+    assert "MISSING" not in out and out.startswith("# experiments (4)\n") and "\n# grids (1)\n" in out
+    assert "\n# datasets (2)\n" in out and ["mine", "pairs_file", "present"] in [r[:3] for r in words(out)]
+    with pytest.raises(SystemExit):
+        main(["list", "models", "--config", str(cfg)])
+    assert "invalid choice: 'models'" in capsys.readouterr().err
+
+
+def test_plan_prints_a_table_of_artifacts_and_whether_they_are_built(tmp_path, capsys, monkeypatch):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(LIST_CONFIG.format(tmp=tmp_path))
+    monkeypatch.chdir(tmp_path)
+    assert main(["plan", "--config", str(cfg), "--experiment", "transfer", "--json"]) == 0
+    runs = json.loads(capsys.readouterr().out)["transfer"]["runs"]["42"]
+    Path(runs["data"]["path"]).mkdir(parents=True)  # a finished artifact folder
+    assert main(["plan", "--config", str(cfg), "--experiment", "transfer"]) == 0
+    rows = words(capsys.readouterr().out)
+    assert rows[0][0].startswith("experiment transfer (config ") and rows[0][0].endswith(", seeds 42)")
+    assert rows[1] == ["SEED", "ROLE", "STAGE", "ARTIFACT", "BUILT"]
+    assert rows[2:] == [["42", role, run["stage"], run["path"], "yes" if role == "data" else "no"]
+                        for role, run in runs.items()]
+    assert [r[1] for r in rows[2:]] == ["data", "source_data", "zero_shot", "lower_bound", "zero_shot_suite",
+                                        "lower_bound_suite"]
 
 
 def test_role_and_seed_select_the_planned_node():

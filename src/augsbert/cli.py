@@ -1,4 +1,5 @@
-"""Command line: `augsbert <stage>` runs one stage on its own; `augsbert plan` shows the plan.
+"""Command line: `augsbert <stage>` runs one stage on its own; `augsbert plan` shows the plan; `augsbert list`
+the experiments, grids and datasets.
 
 Inside the workflow every stage receives its planned node as `--spec` (JSON).
 Standalone, give `--config FILE --experiment NAME` instead: the stage's node
@@ -189,17 +190,40 @@ def _data_parallel(name: str, args, spec: dict, out: str, runner: Callable, kwar
 
 def _plan_command(sub) -> None:
     p = sub.add_parser("plan", help="show the planned stage nodes of a config",
-                       description="Print the nodes (stage, key, params, inputs) the config plans.")
+                       description="Print the artifacts (seed, role, stage, path, whether built) the config plans per "
+                                   "experiment; --json prints each experiment's spec (config, keys, paths) instead.")
     p.add_argument("--config", default="config/config.yaml")
     p.add_argument("--experiment", help="only this experiment")
+    p.add_argument("--json", action="store_true", help="the experiments' specs as JSON (what collect-results reads)")
 
     def handler(args) -> None:
         from .config import load_config
+        from .listing import render_plan
         from .plan import Plan
 
         plan = Plan(load_config(args.config, lazy=True))
         names = [args.experiment] if args.experiment else sorted(plan.experiments)
-        print(json.dumps({n: plan.experiment_spec(n) for n in names}, indent=2))
+        specs = {n: plan.experiment_spec(n) for n in names}
+        print(json.dumps(specs, indent=2) if args.json else render_plan(specs))
+
+    p.set_defaults(handler=handler)
+
+
+def _list_command(sub) -> None:
+    from .listing import KINDS
+
+    p = sub.add_parser("list", help="list the configured experiments, grids and datasets, one line each, with the "
+                                    "datasets each needs and whether their raw files are present",
+                       description="One line per experiment, grid or dataset of the config: its name, the datasets "
+                                   "it reads (present or MISSING) and its description. Without a kind, all three.")
+    p.add_argument("kind", nargs="?", choices=KINDS, help="what to list (default: all three)")
+    p.add_argument("--config", default="config/config.yaml")
+
+    def handler(args) -> None:
+        from .config import load_config
+        from .listing import render_list
+
+        print(render_list(load_config(args.config, lazy=True), (args.kind,) if args.kind else KINDS))
 
     p.set_defaults(handler=handler)
 
@@ -282,6 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Markdown table to write (default results/tables/<grid>.md; .csv and .png beside)", _render)
     table.add_argument("--results", default="results", help="directory holding results/<experiment>.json")
     _plan_command(sub)
+    _list_command(sub)
     add_export_command(sub)
     fetch = sub.add_parser("fetch", help="download every hub model and dataset an experiment needs into the local "
                                          "Hugging Face cache (run where there is internet; jobs then run offline)")

@@ -52,15 +52,24 @@ def has_topics(definition: dict) -> bool:
             or bool((definition.get("columns") or {}).get("topic")))
 
 
+def dataset_settings(config: dict, dataset: str) -> dict:
+    """A data node's settings before its file digests: the dataset's definition, its name and the data folder."""
+    return {"dataset": dataset, **config["datasets"][dataset], "data_dir": os.path.normpath(config["data_dir"])}
+
+
+def dataset_inputs(config: dict, dataset: str) -> list[str]:
+    """Raw files dataset `dataset` of `config` reads; raises MissingDataError (with instructions) if one is absent."""
+    return _loader_inputs(dataset_settings(config, dataset))
+
+
 def data_node(graph: Graph, dataset: str) -> Node:
     """Raw data enter the key by content (sha256 of each file), not by where they lie or when they were copied."""
-    from ..data import MissingDataError, get_loader
+    from ..data import MissingDataError
     from ..fingerprints import path_digest
 
-    definition = graph.config["datasets"][dataset]
-    settings = {"dataset": dataset, **definition, "data_dir": os.path.normpath(graph.config["data_dir"])}
+    settings = dataset_settings(graph.config, dataset)
     try:
-        files = get_loader(definition["loader"]).inputs(dataset, settings, Path(settings["data_dir"]))
+        files = _loader_inputs(settings)
     except MissingDataError:
         settings["files"] = "missing"  # the data job (if it is needed) stops with instructions
     else:
@@ -70,8 +79,12 @@ def data_node(graph: Graph, dataset: str) -> Node:
 
 def raw_inputs(node: Node) -> list[str]:
     """Raw files a data node reads; raises MissingDataError (with instructions) if one is absent."""
+    return _loader_inputs(node.settings)
+
+
+def _loader_inputs(params: dict) -> list[str]:
+    """The raw files of a data node's settings (`dataset_settings`), as its loader's `inputs` finds them."""
     from ..data import get_loader
 
-    params = node.settings
     loader = get_loader(params["loader"])
     return [str(p) for p in loader.inputs(params["dataset"], params, Path(params.get("data_dir", ".")))]
