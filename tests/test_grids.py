@@ -175,3 +175,17 @@ def test_no_paper_grid_leaves_selection_to_the_schema_default():
                         for value in axis.values()) or grid.get("options", {}).get("pretrain", {}).get("objective")
         if pretrains and not name.startswith("demo"):
             assert "selection" in grid["options"]["pretrain"], name
+
+
+def test_unsupervised_lambda_axis_plans_both_readings_for_the_multi_task_rows_only():
+    plan = Plan(prepare_config(read_config(REPO / "config" / "config.yaml"), lazy=True))
+    specs = pretrain_specs(plan, "unsupervised")
+    multi = {(s["objective"], s["pooling"], s["aux_weight"], s.get("aux_weight_on", "contrastive")) for s in specs
+             if s["objective"] in ("mlm+simcse", "mlm+nm", "tsdae+nm")}
+    assert multi == {(o, p, 0.1, on) for o in ("mlm+simcse", "mlm+nm", "tsdae+nm") for p in ("cls", "mean")
+                     for on in ("contrastive", "main")}
+    others = [s for s in specs if s["objective"] not in ("mlm+simcse", "mlm+nm", "tsdae+nm")]
+    assert others and not any("aux_weight" in s or "aux_weight_on" in s for s in others)
+    # a single-objective row is one artifact in both cells of the λ axis
+    simcse = plan.experiment("unsupervised.simcse_cls_lc01.useb").runs[42]["pretrained"]
+    assert plan.experiment("unsupervised.simcse_cls_lm01.useb").runs[42]["pretrained"] == simcse

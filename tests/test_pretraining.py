@@ -598,3 +598,30 @@ def test_trainer_eval_loss_of_a_dropout_view_objective_is_held_out_loss(tiny_min
     model, loss, metrics = fit(tiny_minilm, SENTENCES[:40], held, None, params, tmp_path / "work", "cpu")
     logged = metrics["history"][-1]["eval_loss"]
     assert held_out_loss(model, loss, "simcse", held, params) == pytest.approx(logged, abs=1e-5)
+
+
+# ---- λ of the thesis' multi-task objectives: which term it weights (aux_weight_on)
+class _Value(torch.nn.Module):
+    def __init__(self, value: float):
+        super().__init__()
+        self.value, self.model = value, torch.nn.Linear(1, 1)
+
+    def forward(self, features, labels=None):
+        return torch.tensor(self.value)
+
+
+@pytest.mark.parametrize("weight_on, expected", [("contrastive", {"main": 2.0, "aux": 0.3}),
+                                                 ("main", {"main": 0.2, "aux": 3.0})])
+def test_multi_task_weight_applies_to_the_term_named(weight_on, expected):
+    from augsbert.pretraining.losses import MultiTaskLoss
+
+    loss = MultiTaskLoss(_Value(2.0), _Value(3.0), 0.1, weight_on=weight_on)
+    assert {k: round(float(v), 6) for k, v in loss([{}, {}]).items()} == expected
+
+
+def test_aux_weight_on_is_keyed_only_when_it_is_not_the_default():
+    assert "aux_weight_on" not in resolved({"objective": "mlm+simcse", "preset": "thesis", "aux_weight": 0.1,
+                                            "aux_weight_on": "contrastive"})
+    assert resolved({"objective": "mlm+nm", "preset": "thesis", "aux_weight_on": "main"})["aux_weight_on"] == "main"
+    assert "aux_weight_on" not in resolved({"objective": "simcse", "preset": "thesis", "aux_weight_on": "main"})
+    assert params_for("tsdae+nm", aux_weight_on="main").aux_weight_on == "main"

@@ -146,7 +146,8 @@ class MaskedLMLoss(nn.Module):
 
 
 class MultiTaskLoss(nn.Module):
-    """L = L_main + weight * L_aux on the same batch (thesis 5.4.2: MLM+SimCSE, MLM+NM, TSDAE+NM).
+    """L = L_main + weight * L_aux on the same batch (thesis 5.4.2: MLM+SimCSE, MLM+NM, TSDAE+NM), or with
+    `weight_on="main"` L = weight * L_main + L_aux (SimCSE's reading: its auxiliary MLM term is the weighted one).
 
     The auxiliary objective is the "low-loss" contrastive term (SimCSE or NM);
     the main one MLM or TSDAE. `aux_columns` picks and orders the batch's text
@@ -157,13 +158,22 @@ class MultiTaskLoss(nn.Module):
     logs separately.
     """
 
-    def __init__(self, main: nn.Module, aux: nn.Module, weight: float, aux_columns: tuple[int, ...] = (0, 1)) -> None:
+    def __init__(self, main: nn.Module, aux: nn.Module, weight: float, aux_columns: tuple[int, ...] = (0, 1),
+                 weight_on: str = "contrastive") -> None:
         super().__init__()
+        if weight_on not in ("contrastive", "main"):
+            raise ValueError(f"weight_on: 'contrastive' or 'main', not {weight_on!r}")
         self.main, self.aux, self.weight, self.aux_columns = main, aux, weight, tuple(aux_columns)
+        self.weight_on = weight_on
         self.model = getattr(main, "model", None) or getattr(main, "encoder")
 
     def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> dict[str, Tensor]:
         features = list(sentence_features)
+        if self.weight_on == "main":
+            aux = self.aux([features[i] for i in self.aux_columns], labels)
+            if self.weight == 0:
+                return {"aux": aux}
+            return {"main": self.weight * self.main(features, labels), "aux": aux}
         main = self.main(features, labels)
         if self.weight == 0:
             return {"main": main}
@@ -171,7 +181,7 @@ class MultiTaskLoss(nn.Module):
         return {"main": main, "aux": self.weight * aux}
 
     def get_config_dict(self) -> dict[str, Any]:
-        return {"weight": self.weight, "aux_columns": list(self.aux_columns)}
+        return {"weight": self.weight, "weight_on": self.weight_on, "aux_columns": list(self.aux_columns)}
 
 
 CONSERT_AUGMENTATIONS = ("none", "shuffle", "token_cutoff", "feature_cutoff", "embedding_dropout")

@@ -101,7 +101,8 @@ def _multi_task(main, aux, **kwargs):
         from .losses import MultiTaskLoss
 
         first = _mlm(model, params, head_source) if main == "mlm" else _tsdae(model, params, head_source, scale)
-        return MultiTaskLoss(first, aux(model, params, head_source, scale), params.aux_weight, **kwargs)
+        return MultiTaskLoss(first, aux(model, params, head_source, scale), params.aux_weight,
+                             weight_on=params.aux_weight_on, **kwargs)
 
     return build
 
@@ -152,6 +153,7 @@ def _rcl_entropy(model, params, head_source, scale):
 RCL_KEYS = ("rcl_phis", "rcl_patience", "rcl_eval_steps", "rcl_entropy_max_steps")  # `rcl` options
 _T, _DELETION, _MLM, _AUX = ("temperature",), ("deletion_ratio", "deletion_unit"), ("mask_probability", "masking"), \
     ("aux_weight",)
+_LAMBDA = _AUX + ("aux_weight_on",)  # the thesis' multi-task rows: which term λ weights
 _AE, _CONSERT = ("decoder_layers",), ("consert_views", "cutoff_rate", "dropout_rate")
 _PAIR, _SENTENCE = ("anchor", "positive"), ("sentence",)
 _RCL_ROWS = ("anchor", "positive", "negative", "label")  # seed 002: (anchor, positive[, negative]) + row id
@@ -163,9 +165,9 @@ OBJECTIVES = {
     "ct_in_batch": Objective(_SENTENCE, "mean", True, _T, _ct_in_batch),
     "tsdae": Objective(("noised", "original"), "cls", False, _T + _DELETION, _tsdae),
     "nm": Objective(("clean", "noised"), "cls", True, _T + _DELETION, _nm),
-    "mlm+simcse": Objective(_PAIR, "cls", True, _T + _MLM + _AUX, _multi_task("mlm", _mnrl), dropout_views=True),
-    "mlm+nm": Objective(("clean", "noised"), "cls", True, _T + _DELETION + _MLM + _AUX, _multi_task("mlm", _nm)),
-    "tsdae+nm": Objective(("noised", "original"), "cls", True, _T + _DELETION + _AUX,
+    "mlm+simcse": Objective(_PAIR, "cls", True, _T + _MLM + _LAMBDA, _multi_task("mlm", _mnrl), dropout_views=True),
+    "mlm+nm": Objective(("clean", "noised"), "cls", True, _T + _DELETION + _MLM + _LAMBDA, _multi_task("mlm", _nm)),
+    "tsdae+nm": Objective(("noised", "original"), "cls", True, _T + _DELETION + _LAMBDA,
                           _multi_task("tsdae", _nm, aux_columns=(1, 0))),
     "consert": Objective(_PAIR, "mean", True, _T + _CONSERT, _consert),
     "clm_ae": Objective(_SENTENCE, "mean", False, _T + _AE, _ae("clm_ae")),
@@ -219,6 +221,8 @@ def resolved(options: dict) -> dict:
     for key in OBJECTIVE_OPTIONS:
         if key not in objective.options:
             options.pop(key, None)
+    if options.get("aux_weight_on") == "contrastive":  # the default reading: keys planned before the option stay
+        options.pop("aux_weight_on")
     if options["objective"] == "consert":  # the rate of a view it does not use
         views = options.get("consert_views") or []
         if not any(v in ("token_cutoff", "feature_cutoff") for v in views):

@@ -37,6 +37,7 @@ class PretrainParams(TrainingParams):
     deletion_ratio: float | None = None
     deletion_unit: Literal["word", "token"] | None = None
     aux_weight: float | None = None
+    aux_weight_on: Literal["contrastive", "main"] = "contrastive"  # which term of mlm+simcse / mlm+nm / tsdae+nm λ weights
     mask_probability: float | None = None
     masking: Literal["uniform", "bert"] | None = None
     decoder_layers: int | None = None
