@@ -625,3 +625,40 @@ def test_aux_weight_on_is_keyed_only_when_it_is_not_the_default():
     assert resolved({"objective": "mlm+nm", "preset": "thesis", "aux_weight_on": "main"})["aux_weight_on"] == "main"
     assert "aux_weight_on" not in resolved({"objective": "simcse", "preset": "thesis", "aux_weight_on": "main"})
     assert params_for("tsdae+nm", aux_weight_on="main").aux_weight_on == "main"
+
+
+# ---- the `ct` preset: CT as seed 003 App. B trained it (RMSProp, segmented-constant lr)
+def test_ct_preset_fills_rmsprop_and_the_stepped_schedule():
+    options = resolved({"objective": "ct", "preset": "ct"})
+    assert {k: options[k] for k in ("batch_size", "lr", "max_steps", "warmup_ratio", "weight_decay", "scheduler",
+                                    "optimizer")} == {"batch_size": 8, "lr": 1e-5, "max_steps": 100000,
+                                                      "warmup_ratio": 0.0, "weight_decay": 0.0,
+                                                      "scheduler": "ct_stepped", "optimizer": "rmsprop"}
+    assert "optimizer" not in resolved({"objective": "ct", "preset": "thesis"})  # AdamW: keys as before
+
+
+def test_ct_trainer_builds_rmsprop_and_steps_the_learning_rate(tiny_model, tmp_path):
+    from transformers import TrainerCallback
+
+    seen = {}
+
+    class Capture(TrainerCallback):
+        def on_step_end(self, args, state, control, optimizer=None, lr_scheduler=None, **kwargs):
+            seen.setdefault("optimizer", optimizer)
+            seen.setdefault("scheduler", lr_scheduler)
+            seen.setdefault("lrs", []).append(optimizer.param_groups[0]["lr"])
+
+    params = params_for("ct", preset="ct", lr=None, batch_size=None, max_steps=3, warmup_ratio=None,
+                        weight_decay=None, scheduler=None, eval_steps=3)
+    assert params.optimizer == "rmsprop" and params.scheduler == "ct_stepped"
+    fit(tiny_model, SENTENCES[:24], SENTENCES[24:32], None, params.replace(max_steps=3), tmp_path / "w", "cpu",
+        callbacks=[Capture()])
+    optimizer = seen["optimizer"]
+    optimizer = getattr(optimizer, "optimizer", optimizer)  # accelerate's wrapper
+    assert type(optimizer) is torch.optim.RMSprop
+    assert seen["lrs"] == [1e-5, 1e-5, 1e-5]  # steps 1-3 (lr after each step: still in steps 1-500)
+    factor = seen["scheduler"].lr_lambdas[0]  # the scheduler the trainer built: lr of the (k + 1)-th step / 1e-5
+    lrs = {step: round(1e-5 * factor(step - 1), 12) for step in (1, 500, 501, 1000, 1001, 1500, 1501, 2000, 2001,
+                                                                   100000)}
+    assert lrs == {1: 1e-5, 500: 1e-5, 501: 8e-6, 1000: 8e-6, 1001: 6e-6, 1500: 6e-6, 1501: 4e-6, 2000: 4e-6,
+                   2001: 2e-6, 100000: 2e-6}

@@ -195,14 +195,25 @@ SIMCSE_VARIANTS = {
 }
 SIMCSE_VARIANT_KEYS = ("simcse_variant", *sorted({k for keys in SIMCSE_VARIANTS.values() for k in keys}))
 
-# Presets fill the schedule keys left null (thesis 5.4.2 vs TSDAE's own App. B / thesis 5.4.1).
+# Presets fill the schedule keys left null (thesis 5.4.2 vs TSDAE's own App. B / thesis 5.4.1; CT as TSDAE App. B
+# trained it: RMSProp, 1e-5 for steps 1-500, 8e-6, 6e-6, 4e-6 for each next 500, then 2e-6; batch 8, 100K steps).
 PRESETS = {
     "thesis": {"batch_size": 64, "lr": 3e-5, "max_steps": 12500, "warmup_ratio": 0.1, "weight_decay": 0.01,
-               "scheduler": "linear"},
+               "scheduler": "linear", "optimizer": "adamw"},
     "tsdae": {"batch_size": 8, "lr": 3e-5, "max_steps": 100000, "warmup_ratio": 0.0, "weight_decay": 0.0,
-              "scheduler": "constant"},
+              "scheduler": "constant", "optimizer": "adamw"},
+    "ct": {"batch_size": 8, "lr": 1e-5, "max_steps": 100000, "warmup_ratio": 0.0, "weight_decay": 0.0,
+           "scheduler": "ct_stepped", "optimizer": "rmsprop"},
 }
 SCHEDULE_KEYS = tuple(PRESETS["thesis"])
+# `ct_stepped`: the factor of the base lr after `step` optimizer steps (TSDAE App. B: 1e-5 for steps 1 to 500,
+# 8e-6 for 501 to 1000, 6e-6 for 1001 to 1500, 4e-6 for 1501 to 2000, 2e-6 for the others)
+CT_STEPS = ((500, 1.0), (1000, 0.8), (1500, 0.6), (2000, 0.4))
+
+
+def ct_stepped(step: int) -> float:
+    """LambdaLR factor for the (step + 1)-th optimizer step of the `ct_stepped` schedule."""
+    return next((factor for end, factor in CT_STEPS if step < end), 0.2)
 
 
 def resolved(options: dict) -> dict:
@@ -221,6 +232,8 @@ def resolved(options: dict) -> dict:
     for key in OBJECTIVE_OPTIONS:
         if key not in objective.options:
             options.pop(key, None)
+    if options.get("optimizer") == "adamw":  # the default: keys planned before the option stay
+        options.pop("optimizer")
     if options.get("aux_weight_on") == "contrastive":  # the default reading: keys planned before the option stay
         options.pop("aux_weight_on")
     if options["objective"] == "consert":  # the rate of a view it does not use

@@ -26,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from ..pretraining.objectives import OBJECTIVES, build_loss, training_rows
+from ..pretraining.objectives import OBJECTIVES, build_loss, ct_stepped, training_rows
 from ..pretraining.params import PretrainParams
 from ..pretraining.variants import weight_perturbation
 from ..tracking import callbacks as tracking_callbacks, trainer_arguments
@@ -93,6 +93,13 @@ def trainer_class():
             return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
 
         weight_perturbation = None  # SAM / AWP (augsbert.pretraining.variants): two passes per optimizer step
+        stepped_lr = False  # scheduler ct_stepped (seed 003 App. B), not one of transformers' schedules
+
+        def create_scheduler(self, num_training_steps, optimizer=None):
+            if self.stepped_lr and self.lr_scheduler is None:
+                self.lr_scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer or self.optimizer, ct_stepped)
+                return self.lr_scheduler
+            return super().create_scheduler(num_training_steps, optimizer)
 
         def training_step(self, model, inputs, num_items_in_batch=None):
             if self.weight_perturbation is None:
@@ -188,12 +195,15 @@ def fit(base: str, sentences: list[str], held_out: list[str], dev: pd.DataFrame 
         output_dir=str(workdir / "trainer"), max_steps=steps, per_device_train_batch_size=params.batch_size,
         per_device_eval_batch_size=params.batch_size, learning_rate=params.lr,
         warmup_steps=int(math.ceil(params.warmup_ratio * steps)), weight_decay=params.weight_decay,
-        lr_scheduler_type=params.scheduler, seed=params.seed, data_seed=params.seed,
+        lr_scheduler_type="constant" if params.scheduler == "ct_stepped" else params.scheduler,
+        seed=params.seed, data_seed=params.seed,
         eval_strategy="steps", eval_steps=eval_steps, save_strategy="steps", save_steps=eval_steps,
         save_total_limit=1, logging_steps=max(1, min(50, eval_steps // 2)), **trainer_arguments(),
         use_cpu=device == "cpu", dataloader_num_workers=0, disable_tqdm=False,
         load_best_model_at_end=selection != "last",
         **precision_flags(device, precision))
+    if params.optimizer == "rmsprop":  # else transformers' default AdamW, as before the option
+        args["optim"] = "rmsprop"
     if selection == "target_dev":
         args.update(metric_for_best_model="eval_dev_spearman_cosine", greater_is_better=True)
     elif selection == "held_out_loss":
@@ -209,6 +219,7 @@ def fit(base: str, sentences: list[str], held_out: list[str], dev: pd.DataFrame 
         eval_dataset=evaluation, loss=loss, evaluator=evaluator, callbacks=[*(callbacks or []), *tracking_callbacks()],
         data_collator=collator(objective, model, params))
     trainer.weight_perturbation = weight_perturbation(params)
+    trainer.stepped_lr = params.scheduler == "ct_stepped"
     trainer.views_seed = params.seed + 1 if OBJECTIVES[objective].dropout_views else None
     output, resumed_from = train_resuming(trainer, workdir / "trainer")
     history = [{k: v for k, v in h.items() if k in ("step", "eval_loss", "eval_dev_spearman_cosine")}
