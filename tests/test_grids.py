@@ -189,3 +189,18 @@ def test_unsupervised_lambda_axis_plans_both_readings_for_the_multi_task_rows_on
     # a single-objective row is one artifact in both cells of the λ axis
     simcse = plan.experiment("unsupervised.simcse_cls_lc01.useb").runs[42]["pretrained"]
     assert plan.experiment("unsupervised.simcse_cls_lm01.useb").runs[42]["pretrained"] == simcse
+
+
+def test_consert_ae_trains_wangs_epochs_with_his_warm_up():
+    """Seed 000 Table 5.3 (910 warm-up steps, lr 3e-5, batch 64) and 5.3.5-5.3.7: Table 5.4's rows and the 1-epoch
+    SimCSE train one epoch of 100k (1,563 steps of 64), the autoencoders and multi-task rows three (4,689)."""
+    plan = Plan(prepare_config(read_config(REPO / "config" / "config.yaml"), lazy=True))
+    steps = {}
+    for name in plan.grid_spec("consert_ae")["experiments"]:
+        params = plan.node(plan.experiment(name).runs[1]["pretrained"]).params
+        assert (params["warmup_steps"], params["lr"], params["batch_size"], params["scheduler"]) == (
+            910, 3e-5, 64, "linear")
+        steps[name.split(".")[1]] = params["max_steps"]
+    assert steps == {**{m: 1563 for m in ("consert1", "consert2", "simcse")},
+                     **{m: 4689 for m in steps if m not in ("consert1", "consert2", "simcse")}}
+    assert len(steps) == 14

@@ -662,3 +662,20 @@ def test_ct_trainer_builds_rmsprop_and_steps_the_learning_rate(tiny_model, tmp_p
                                                                    100000)}
     assert lrs == {1: 1e-5, 500: 1e-5, 501: 8e-6, 1000: 8e-6, 1001: 6e-6, 1500: 6e-6, 1501: 4e-6, 2000: 4e-6,
                    2001: 2e-6, 100000: 2e-6}
+
+
+def test_warmup_steps_replace_the_warmup_ratio(tiny_model, tmp_path):
+    """Seed 000 warms up a fixed 910 steps: `warmup_steps` counts steps, whatever the run's length."""
+    from transformers import TrainerCallback
+
+    lrs = []
+
+    class Capture(TrainerCallback):
+        def on_step_end(self, args, state, control, optimizer=None, **kwargs):
+            lrs.append(round(optimizer.param_groups[0]["lr"], 12))
+
+    params = params_for("clm_ae", max_steps=4, eval_steps=4, lr=1e-4, warmup_ratio=0.9, warmup_steps=2,
+                        scheduler="linear")
+    fit(tiny_model, SENTENCES[:24], SENTENCES[24:32], None, params, tmp_path / "w", "cpu", callbacks=[Capture()])
+    assert lrs == [5e-5, 1e-4, 5e-5, 0.0]  # 2 warm-up steps, then linear decay to 0 at step 4
+    assert "warmup_steps" not in resolved({"objective": "clm_ae", "preset": "thesis", "warmup_steps": None})

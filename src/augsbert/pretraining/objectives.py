@@ -232,6 +232,8 @@ def resolved(options: dict) -> dict:
     for key in OBJECTIVE_OPTIONS:
         if key not in objective.options:
             options.pop(key, None)
+    if options.get("warmup_steps", 0) is None:  # unset: warmup_ratio; keys planned before the option stay
+        options.pop("warmup_steps")
     if options.get("optimizer") == "adamw":  # the default: keys planned before the option stay
         options.pop("optimizer")
     if options.get("aux_weight_on") == "contrastive":  # the default reading: keys planned before the option stay

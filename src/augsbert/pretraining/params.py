@@ -21,6 +21,7 @@ class PretrainParams(TrainingParams):
     preset: str | None = None  # the preset the plan filled the schedule from (the job reads the schedule)
     max_steps: int
     scheduler: str
+    warmup_steps: int | None = None  # set: the warm-up in steps (seed 000's 910), in place of warmup_ratio
     optimizer: Literal["adamw", "rmsprop"] = "adamw"  # rmsprop: the `ct` preset (TSDAE App. B)
     pooling: Literal["cls", "mean"]
     pool: Literal["all", "train", "unlabeled", "train+unlabeled"] = "all"

@@ -194,7 +194,8 @@ def fit(base: str, sentences: list[str], held_out: list[str], dev: pd.DataFrame 
     args = dict(
         output_dir=str(workdir / "trainer"), max_steps=steps, per_device_train_batch_size=params.batch_size,
         per_device_eval_batch_size=params.batch_size, learning_rate=params.lr,
-        warmup_steps=int(math.ceil(params.warmup_ratio * steps)), weight_decay=params.weight_decay,
+        warmup_steps=params.warmup_steps if params.warmup_steps is not None else int(math.ceil(params.warmup_ratio * steps)),
+        weight_decay=params.weight_decay,
         lr_scheduler_type="constant" if params.scheduler == "ct_stepped" else params.scheduler,
         seed=params.seed, data_seed=params.seed,
         eval_strategy="steps", eval_steps=eval_steps, save_strategy="steps", save_steps=eval_steps,
