@@ -13,8 +13,10 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
+import yaml
 
 from augsbert.cli import main
 from augsbert.export import MARKER, ExportError, export, push_to_hub
@@ -25,6 +27,12 @@ from conftest import train_params
 PAIRS = [("a cat sat on the mat", "a dog lay on the rug"), ("stock prices fell", "it rained all day"),
          ("the team won the match", "the coach was happy")]
 TEXTS = ["a cat sat on the mat", "stock prices fell sharply", "x"]
+# The gold train split (4 pairs) and the teacher-labelled pairs (4 re-labelled gold, 3 bm25) the artifacts hold
+GOLD = [("a cat sat on the mat", "a dog lay on the rug", 0.5), ("stock prices fell", "it rained all day", 0.0),
+        ("the team won the match", "the coach was happy", 0.75), ("x y", "x y z", 1.0)]
+SILVER = [(a, b, 0.25 * i, "gold") for i, (a, b, _) in enumerate(GOLD)] + [
+    ("a cat sat on the mat", "stock prices fell", 0.125, "bm25"), ("x y", "the team won the match", 0.0, "bm25"),
+    ("a dog lay on the rug", "it rained all day | hard", 0.5, "bm25")]
 DATA = "artifacts/data/lee-0000000000"
 TEACHER = {"ce": "artifacts/teacher/lee.ce-1111111111", "cbe": "artifacts/teacher/lee.cbe-1111111111"}
 LABELS = "artifacts/labels/lee.ce-2222222222"
@@ -44,19 +52,24 @@ def _artifact(path: str, metrics: dict, params: dict, inputs: dict) -> Path:
 def write_experiment(tiny_model: str) -> dict:
     """A finished two-seed experiment (student, lower bound = student of seed 43's model, CE teacher), written
     into the working directory; returns its spec."""
-    _artifact(DATA, {"sizes": {"train": 4, "dev": 2, "test": 3}}, {}, {})
+    data = _artifact(DATA, {"sizes": {"train": 4, "dev": 2, "test": 3}}, {}, {})
+    pd.DataFrame(GOLD, columns=["sentence1", "sentence2", "score"]).to_parquet(data / "train.parquet")
     torch.manual_seed(0)
     ce = ARCHITECTURES["ce"].build(tiny_model, train_params(**PARAMS), "cpu")
-    teacher = _artifact(TEACHER["ce"], {"arch": "ce", "test": {"spearman": 51.5, "pearson": 50.0, "n_pairs": 3}},
-                        {**PARAMS, "loss": "bce"}, {"data": DATA})
+    teacher = _artifact(TEACHER["ce"], {"arch": "ce", "test": {"spearman": 51.5, "pearson": 50.0, "n_pairs": 3},
+                                        "seed": 42, "train_pairs": 4, "loss_log": [{"step": 1, "loss": 0.75}]},
+                        {**PARAMS, "arch": "ce", "symmetric": False, "loss": "bce"}, {"data": DATA})
     ARCHITECTURES["ce"].save(ce, teacher / "model")
     labels = _artifact(LABELS, {}, {}, {"teacher": str(teacher), "gold": DATA})
+    pd.DataFrame(SILVER, columns=["sentence1", "sentence2", "score", "strategy"]).to_parquet(labels / "pairs.parquet")
     (labels / "sampling_stats.json").write_text(json.dumps(
         {"teacher": teacher.name, "teacher_arch": "ce", "pairs": 7,
          "strategies": {"bm25": {"kept": 3, "after_dedup": 3}, "gold": {"kept": 4, "after_dedup": 4}}}))
     for seed, path in STUDENTS.items():
         student = _artifact(path, {"arch": "be", "test": {"spearman": 60.0 + seed - 42, "pearson": 61.0, "n_pairs": 3},
-                                   "train_pairs": 7, "training_set": {"relabelled_gold": 4, "bm25": 3}},
+                                   "train_pairs": 7, "training_set": {"relabelled_gold": 4, "bm25": 3}, "seed": seed,
+                                   "dev_history": [{"epoch": 1, "step": 1, "dev_spearman": 55.5, "train_loss": 0.125}],
+                                   "best_epoch": 1, "dev_spearman": 55.5},
                             {**PARAMS, "seed": seed, "selection": "target_dev", "use_gold_labels": False},
                             {"data": DATA, "labels": LABELS})
         shutil.copytree(tiny_model, student / "model")
@@ -122,6 +135,48 @@ def test_bi_encoder_export_reproduces_embeddings_and_fills_the_card(experiment, 
         assert fact in card
     assert card.index("## Training (augsbert)") < card.index("## Model Details")  # ST's card, our section first
     assert json.loads((out / MARKER).read_text())["config_hash"] == "0123456789"
+
+
+def card_parts(readme: Path) -> tuple[dict, str]:
+    """A card's YAML header (parsed) and its Markdown body."""
+    text = readme.read_text()
+    assert text.startswith("---\n")
+    header, body = text[4:].split("\n---\n", 1)
+    return yaml.safe_load(header), body
+
+
+def test_student_card_holds_what_a_sentence_transformers_card_does(experiment, tmp_path):
+    experiment["dataset"] = {"loader": "stsb"}  # a loader whose data is a hub dataset: named in `datasets`
+    export(experiment, "student", tmp_path / "s")
+    meta, body = card_parts(tmp_path / "s" / "README.md")
+    assert meta["base_model"] == "sentence-transformers/all-MiniLM-L6-v2"  # the packaged alias minilm-l6
+    assert meta["datasets"] == ["sentence-transformers/stsb"]
+    assert meta["pipeline_tag"] == "sentence-similarity" and "augsbert" in meta["tags"]
+    assert meta["widget"] == [{"source_sentence": "a cat sat on the mat",  # the training pairs, first first
+                               "sentences": ["a dog lay on the rug", "it rained all day", "the coach was happy"]}]
+    [entry] = meta["model-index"]
+    [result] = entry["results"]
+    assert result["task"]["type"] == "semantic-similarity" and result["dataset"]["split"] == "test"
+    # this seed's test correlations of the results file (60.25 and 61.5 x 100), as fractions
+    assert {m["type"]: m["value"] for m in result["metrics"]} == {"pearson_cosine": 0.615, "spearman_cosine": 0.6025}
+    for fact in (
+            # the training set as the student stage builds it: 4 re-labelled gold + 3 bm25 pairs
+            "`lee`: the Bi-Encoder's training pairs, by source; 7 pairs (relabelled_gold 4, bm25 3).",
+            "| details | min: 2, mean: 4.29, max: 6 words | min: 3, mean: 4.43, max: 6 words | "
+            "min: 0, mean: 0.3036, max: 0.75 |",
+            "| stock prices fell | it rained all day | 0.25 |",
+            "`sentence_transformers.CosineSimilarityLoss` with these parameters:",
+            '"loss_fct": "torch.nn.modules.loss.MSELoss"',
+            "- `learning_rate`: 2e-05", "- `num_train_epochs`: 1", "- `per_device_train_batch_size`: 16",
+            "- `warmup_steps`: 1",  # ceil(0.1 x 1 epoch x ceil(7 / 16) steps)
+            "| 1 | 1 | 0.1250 | 55.50 (chosen) |",
+            "@inproceedings{reimers-2019-sentence-bert", "@inproceedings{thakur-2021-augsbert",
+            'title = "Sentence Embeddings in Various Supervision Settings"', 'author = "Reiml, Johanna"'):
+        assert fact in body, fact
+    assert "- `seed`:" not in body  # 42 is the trainer's default: not listed
+    assert body.count("## Citation") == 1 and body.rstrip().endswith("```")  # ours replaces the template's
+    assert body.index("## Training (augsbert)") < body.index("### Training data") < body.index("## Model Details")
+    assert body.count("<!--") == body.count("-->")  # the template's commented-out sections stay balanced
 
 
 def test_target_is_never_overwritten_without_force(experiment, tmp_path):
@@ -208,8 +263,9 @@ def test_cross_bi_encoder_round_trip_and_what_other_loaders_do(cbe, tmp_path):
 
 def test_cross_bi_encoder_teacher_export(cbe, experiment, tmp_path):
     hub_base = {"model": "org/encoder", "model_identity": {"model": "hub:org/encoder@main"}}  # planned from a hub id
-    teacher = _artifact(TEACHER["cbe"], {"arch": "cbe", "test": {"spearman": 40.0, "pearson": 41.0, "n_pairs": 3}},
-                        {**PARAMS, **hub_base, "max_length": 48}, {"data": DATA})
+    teacher = _artifact(TEACHER["cbe"], {"arch": "cbe", "test": {"spearman": 40.0, "pearson": 41.0, "n_pairs": 3},
+                                         "seed": 42, "train_pairs": 8},
+                        {**PARAMS, **hub_base, "arch": "cbe", "symmetric": True, "max_length": 48}, {"data": DATA})
     cbe.save(teacher / "model")
     for roles in experiment["runs"].values():
         roles["teacher"] = {"key": teacher.name, "stage": "teacher", "path": str(teacher)}
@@ -220,6 +276,14 @@ def test_cross_bi_encoder_teacher_export(cbe, experiment, tmp_path):
     assert "# augsbert g.bm25.lee: teacher (Cross-Bi-Encoder, seed 42)" in card
     assert 'CrossBiEncoder.from_pretrained("me/cbe")' in card and "| spearman | 40.00 | – |" in card
     assert "\nbase_model: org/encoder\n" in card.split("---")[1]  # the card's metadata names the hub base model
+    meta, body = card_parts(tmp_path / "t" / "README.md")
+    assert {m["type"]: m["value"] for m in meta["model-index"][0]["results"][0]["metrics"]} == {
+        "pearson": 0.41, "spearman": 0.4}
+    assert "datasets" not in meta and "widget" not in meta  # the Lee corpus is no hub dataset; no pipeline widget
+    for fact in ("`lee`: the gold train pairs (trained in both orders); 4 pairs (gold 4).",
+                 "`torch.nn.MSELoss (Hugging Face Trainer)` with these parameters:", "- `warmup_steps`: 1",
+                 "@inproceedings{thakur-2021-augsbert", 'author = "Reiml, Johanna"'):
+        assert fact in body, fact
 
 
 class FakeHub:

