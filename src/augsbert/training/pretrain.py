@@ -38,13 +38,17 @@ LOSS_STATE = "loss_state.safetensors"
 
 @contextlib.contextmanager
 def dropout_views(model: torch.nn.Module, seed: int):
-    """The encoder in train mode (dropout on) with the random state fixed to `seed`, restored afterwards:
-    a held-out loss of a dropout-view objective that is the same at every evaluation for the same weights."""
+    """The encoder's modules in train mode (dropout on) with the random state fixed to `seed`, restored afterwards:
+    a held-out loss of a dropout-view objective that is the same at every evaluation for the same weights.
+
+    The model's own flag stays False: the losses read `model.training` to tell evaluation from training (a
+    memory bank is neither read nor filled, noise draws come from their fixed generators), as before."""
     devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
     was = model.training
     with torch.random.fork_rng(devices=devices):
         torch.manual_seed(seed)
         model.train(True)
+        model.training = False  # the submodules (dropout, attention dropout) only
         try:
             yield
         finally:
