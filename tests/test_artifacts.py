@@ -317,6 +317,10 @@ def test_every_artifact_ends_with_a_manifest_that_finds_damage(tmp_path, monkeyp
     old.mkdir()
     write_json(old / "spec.json", {"stage": "data"})
     assert problems(old) == []
+    # a deleted manifest.json is told from one never written: metrics.json says the artifact had one
+    (out / MANIFEST).unlink()
+    assert read_json(out / "metrics.json")["manifest"] is True
+    assert problems(out) == ["manifest.json is missing"]
 
 
 def test_a_stage_refuses_a_damaged_input_and_verify_repairs(tmp_path, capsys):
@@ -362,6 +366,13 @@ def test_a_stage_refuses_a_damaged_input_and_verify_repairs(tmp_path, capsys):
     assert data.is_dir()  # only reported without --repair
     assert main(["verify", "--artifacts", str(root), "--repair"]) == 0
     assert not data.exists() and intact.is_dir() and (root / "notes" / "mine.txt").is_file()
+    # the deleted folder is named as a target of the next run (Snakemake skips a missing intermediate)
+    assert capsys.readouterr().out.splitlines()[-1].endswith(f"snakemake <options> <targets> {data}")
+    # an artifact that lost its spec.json is still checked (its manifest lists the file)
+    (intact / "spec.json").unlink()
+    assert main(["verify", "--artifacts", str(root)]) == 1
+    assert f"{intact}: spec.json is missing" in capsys.readouterr().out
+    shutil.rmtree(intact)
     assert main(["verify", "--artifacts", str(root)]) == 0
 
 

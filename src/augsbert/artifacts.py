@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from .manifests import write_manifest
+from .manifests import WRITTEN_WITH, write_manifest
 
 log = logging.getLogger(__name__)
 
@@ -363,6 +363,7 @@ def artifact_dir(out: str | Path, spec: dict, force: bool = False, checkpoints: 
             metrics["wall_time_s"] = round(time.time() - start, 3)
             if RESOLVED_COMMITS:  # pins hub models (id@revision -> commit) for the results file
                 metrics["resolved_models"] = dict(RESOLVED_COMMITS)
+            metrics[WRITTEN_WITH] = True  # so that a deleted manifest.json is told from an artifact without one
             write_json(metrics_path, metrics)
             write_manifest(tmp)  # last: what the artifact holds, checked by every stage that reads it
             if out.exists():  # only with force

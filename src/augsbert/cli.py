@@ -138,9 +138,14 @@ def _verify(args) -> int:
             if root.resolve() not in folder.resolve().parents:  # never outside the folder named
                 raise ConfigError(f"{folder} is not below {root}")
             shutil.rmtree(folder)
-            print(f"  deleted: Snakemake rebuilds it and what depends on it")
+            print("  deleted")
     print(f"{len(folders)} artifact(s) checked under {root}, {len(damaged)} damaged"
           + (", deleted" if damaged and args.repair else ""))
+    if damaged and args.repair:
+        # Snakemake rebuilds a missing intermediate only for a job that runs anyway: a run whose targets
+        # (results/..., tables) are up to date plans nothing, so the deleted folders are named as targets
+        print("rebuild them and what depends on them: add them to the targets of your next run, "
+              f"snakemake <options> <targets> {' '.join(str(folder) for folder in damaged)}")
     return 1 if damaged and not args.repair else 0
 
 

@@ -9,8 +9,10 @@ first and last MiB plus the size, which catches truncation and most damage at a 
 
 A stage checks the manifests of its input artifacts before it reads them (`augsbert.cli`), and
 `augsbert verify [--repair]` checks every artifact and deletes the damaged ones so that Snakemake
-rebuilds them and what depends on them. Artifacts written before manifests existed have none and
-are accepted as they are.
+rebuilds them and what depends on them (named as extra targets of the next run: a run whose own targets
+are up to date never rebuilds a missing intermediate). Artifacts written before manifests existed have
+none and are accepted as they are; a later artifact says in its metrics.json that it has one
+(`WRITTEN_WITH`), so a deleted manifest.json is found too.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pathlib import Path
 MANIFEST = "manifest.json"
 FULL_HASH_BYTES = 64 << 20  # 64 MiB: above, the first and last MiB (plus the size) stand for the file
 EDGE_BYTES = 1 << 20
+WRITTEN_WITH = "manifest"  # metrics.json's key, true: the artifact was written with a manifest.json
 
 
 def file_digest(path: Path, size: int) -> str:
@@ -62,8 +65,8 @@ def problems(root: str | Path, limit: int = 5) -> list[str]:
     if not root.is_dir():
         return [f"{root} is missing"]
     path = root / MANIFEST
-    if not path.exists():
-        return []
+    if not path.exists():  # written before manifests (accepted), or its manifest.json was deleted
+        return [f"{MANIFEST} is missing"] if _written_with_manifest(root) else []
     try:
         files = json.loads(path.read_text())["files"]
     except (OSError, ValueError, KeyError, TypeError):
@@ -82,8 +85,16 @@ def problems(root: str | Path, limit: int = 5) -> list[str]:
     return found
 
 
+def _written_with_manifest(root: Path) -> bool:
+    try:
+        return json.loads((root / "metrics.json").read_text()).get(WRITTEN_WITH) is True
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def artifact_folders(root: str | Path) -> list[Path]:
-    """The finished artifacts under `root` (artifacts/<stage>/<key>/, each with its spec.json)."""
+    """The finished artifacts under `root` (artifacts/<stage>/<key>/, each with its spec.json or its manifest,
+    so that one that lost either is still found)."""
     root = Path(root)
-    return sorted(p.parent for p in root.glob("*/*/spec.json")
-                  if not p.parent.name.startswith(".") and not p.parent.parent.name.startswith("."))
+    found = {p.parent for name in ("spec.json", MANIFEST) for p in root.glob(f"*/*/{name}")}
+    return sorted(p for p in found if not p.name.startswith(".") and not p.parent.name.startswith("."))
