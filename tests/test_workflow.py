@@ -224,6 +224,105 @@ def test_demo_cbe_trains_and_a_student_lr_change_reruns_only_the_student(workdir
     assert planned(workdir, full, *args, *student_lr) == {"student": 2, "candidates": 1, "labels": 1,
                                                           "collect_results": 1}
 
+    # issue 26's fault matrix, on the artifacts of every stage this chain trained
+    check_fault_matrix(workdir, (target, augsbert, full), (*args, *mlm))
+
+
+# What the next run plans once `augsbert verify --repair` deleted the artifact of a stage, named as a target
+# beside the chain's three results files (the stage's artifact of demo_cbe, else of demo_augsbert_cbe, else
+# of demo_fulldomain_cbe): that artifact and exactly what depends on it. The lower bound (a student) encodes
+# the pool for semantic search, so it feeds both silver students; demo_cbe's teacher labels the silver
+# pairs of demo_augsbert_cbe; the adapted model (adapt) feeds only demo_fulldomain_cbe's teacher.
+FAULT_JOBS = {
+    "data": {"data": 1, "zero_shot": 1, "teacher": 2, "student": 3, "candidates": 1, "labels": 2, "adapt": 1,
+             "collect_results": 3},
+    "zero_shot": {"zero_shot": 1, "collect_results": 3},
+    "student": {"student": 3, "candidates": 1, "labels": 2, "collect_results": 3},
+    "teacher": {"teacher": 1, "labels": 1, "student": 1, "collect_results": 2},
+    "candidates": {"candidates": 1, "labels": 2, "student": 2, "collect_results": 2},
+    "labels": {"labels": 1, "student": 1, "collect_results": 1},
+    "adapt": {"adapt": 1, "teacher": 1, "labels": 1, "student": 1, "collect_results": 1},
+}
+# files also cut to 0 bytes (besides being deleted): data read at parse time (the silver pool's size), weights
+TRUNCATED = {("data", "train.parquet"), ("teacher", "model/model.safetensors")}
+
+
+def check_fault_matrix(workdir: Path, targets: tuple[str, ...], args: tuple[str, ...]) -> None:
+    """Issue 26: every file of an artifact of every stage, deleted (some also cut to 0 bytes) in turn, is found
+    by the documented step, `augsbert verify --repair` (docs/guide/errors.md), which deletes exactly that
+    artifact; the next run, given the deleted folder as a target as verify says, plans that artifact and its
+    dependents. Each case starts from the finished artifacts (the folder is copied back, times kept)."""
+    import contextlib
+    import io
+
+    from augsbert.cli import main
+    from augsbert.manifests import MANIFEST, artifact_folders
+
+    def verify(*flags: str) -> tuple[int, list[str]]:  # `augsbert verify` as run in the project folder
+        out = io.StringIO()
+        with contextlib.chdir(workdir), contextlib.redirect_stdout(out):
+            code = main(["verify", *flags])
+        return code, out.getvalue().splitlines()
+
+    def check(stage: str, folder: Path, name: str, damage: str, size: int, first: bool) -> None:
+        file = workdir / folder / name
+        if damage == "delete":
+            file.unlink()
+            expected = f"{folder}: {name} is missing"
+        else:
+            file.write_bytes(b"")
+            expected = f"{folder}: {name} has 0 bytes, {size} when written"
+            # Snakemake sees only the folder: the damage plans nothing, and the dry run does not fail at
+            # parse time (planning reads the data artifact for the silver pool's size)
+            assert planned(workdir, *targets, *args) == {}
+        if name == MANIFEST and damage == "truncate":
+            expected = f"{folder}: {folder / MANIFEST} is damaged"
+        case = (stage, name, damage)
+        code, lines = verify()
+        assert code == 1 and lines[0] == expected, (case, lines)
+        assert (workdir / folder).is_dir()  # only reported without --repair
+        code, lines = verify("--repair")
+        assert code == 0 and lines[:2] == [expected, "  deleted"], (case, lines)
+        assert lines[-1].endswith(f"snakemake <options> <targets> {folder}"), (case, lines)
+        assert artifact_folders(workdir / "artifacts") == [f for f in every if f != workdir / folder], case
+        if stage == "data" and first:  # without the deleted folder as a target Snakemake skips it (an intermediate)
+            assert planned(workdir, *targets, *args) == {}
+        if first:  # what is planned depends on the folder deleted alone: once per stage
+            rebuild = lines[-1].split("<targets> ")[1].split()
+            assert planned(workdir, *targets, *rebuild, *args) == FAULT_JOBS[stage], case
+
+    assert planned(workdir, *targets, *args) == {}
+    folders: dict[str, Path] = {}
+    for result in targets:
+        for stage in json.loads((workdir / result).read_text())["stages"].values():
+            folders.setdefault(stage["stage"], Path(stage["path"]))
+    assert set(folders) == set(FAULT_JOBS)
+    every = artifact_folders(workdir / "artifacts")
+    pristine = workdir.parent / f"{workdir.name}-pristine"
+    cases = []
+    for stage, folder in folders.items():
+        saved = pristine / stage
+        shutil.copytree(workdir / folder, saved, symlinks=True)
+        manifest = json.loads((saved / MANIFEST).read_text())["files"]
+        on_disk = sorted(p.relative_to(saved).as_posix() for p in saved.rglob("*")
+                         if p.is_file() and p.name != ".snakemake_timestamp")  # Snakemake's, added after the manifest
+        assert set(on_disk) == {*manifest, MANIFEST} and {"spec.json", "metrics.json"} <= set(on_disk), on_disk
+        if stage in ("student", "teacher", "adapt"):
+            assert "model/model.safetensors" in on_disk
+        for name in on_disk:
+            for damage in ("delete", "truncate") if (stage, name) in TRUNCATED else ("delete",):
+                try:
+                    check(stage, folder, name, damage, manifest.get(name, {}).get("size"), first=name == on_disk[0])
+                finally:  # the next case, and what follows, start from the finished artifact
+                    if (workdir / folder).exists():
+                        shutil.rmtree(workdir / folder)
+                    shutil.copytree(saved, workdir / folder, symlinks=True)
+                cases.append((stage, name, damage))
+    assert len(cases) > 50 and {stage for stage, *_ in cases} == set(FAULT_JOBS)
+    assert verify() == (0, [f"{len(every)} artifact(s) checked under artifacts, 0 damaged"])
+    assert planned(workdir, *targets, *args) == {}  # restored as they were: nothing to rebuild
+    shutil.rmtree(pristine)
+
 
 def test_real_data_chains_plan_in_full(workdir):
     from conftest import write_spanish, write_stsb_sbert
