@@ -494,16 +494,20 @@ def write_stsb_useb(workdir: Path) -> None:
 def test_unsupervised_grid_plans_with_the_useb_titles(workdir):
     write_stsb_useb(workdir)
     jobs = planned(workdir, "results/tables/unsupervised.md")
-    # 3 seeds: 12 objective rows; AugSBERT / DomainSBERT / FullDomainSBERT share teacher-less parts per variant
-    assert jobs["pretrain"] == 3 * 12 and jobs["adapt"] == 3 and jobs["grid_table"] == 1
-    assert jobs["collect_results"] == 15 and jobs["student"] == 3 * 3 + 3  # students + lower bounds
+    # 3 seeds: 13 objective rows, the 6 multi-task ones once more for the second reading of λ (axis `weight`,
+    # aux_weight_on contrastive | main; objectives without λ share one artifact across it); AugSBERT /
+    # DomainSBERT / FullDomainSBERT share teacher-less parts per variant
+    assert jobs["pretrain"] == 3 * (13 + 6) and jobs["adapt"] == 3 and jobs["grid_table"] == 1
+    # 16 rows x 2 λ readings, each its own results file; students + lower bounds once per seed
+    assert jobs["collect_results"] == 2 * 16 and jobs["student"] == 3 * 3 + 3
 
 
 def test_consert_ae_grid_plans_with_the_useb_titles(workdir):
     write_stsb_useb(workdir)
     jobs = planned(workdir, "results/tables/consert_ae.md")
-    assert jobs["pretrain"] == 3 * 13 and jobs["collect_results"] == 13 and jobs["grid_table"] == 1
-    assert jobs["suite"] == 3 * 13 + 1  # every pre-trained encoder and the zero-shot model
+    # 14 rows (simcse_3ep: the 3-epoch SimCSE of Wang's Tables 5.14 / 5.16) x 3 seeds
+    assert jobs["pretrain"] == 3 * 14 and jobs["collect_results"] == 14 and jobs["grid_table"] == 1
+    assert jobs["suite"] == 3 * 14 + 1  # every pre-trained encoder and the zero-shot model
 
 
 def test_simcse_variants_grid_plans_with_the_useb_titles(workdir):

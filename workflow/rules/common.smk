@@ -3,8 +3,15 @@
 import os
 import sys
 
-from augsbert.config import (GRIDS_DIR, ConfigError, check_duplicate_keys, name_pattern, prepare_config, short_hash,
-                             with_grid_files)
+from augsbert.config import (
+    GRIDS_DIR,
+    ConfigError,
+    check_duplicate_keys,
+    name_pattern,
+    prepare_config,
+    short_hash,
+    with_grid_files,
+)
 from augsbert.export import MODEL_WILDCARD
 from augsbert.distributed import GPUS_ENV
 from augsbert.errors import MissingDataError
