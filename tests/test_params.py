@@ -124,3 +124,21 @@ def test_the_command_refuses_a_mistyped_spec_before_running(tmp_path, capsys):
     err = capsys.readouterr().err
     assert f"--spec @{tmp_path / 's.json'} params.lr: expected float, got str 'fast'" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_early_stopping_enters_a_key_only_when_set():
+    from conftest import plan_shipped
+
+    def student(patience):
+        plan = plan_shipped({"experiments": {"demo_cbe": {"student": {"early_stopping_patience": patience}}}},
+                            plan=("demo_cbe",))
+        key = plan.experiment("demo_cbe").runs[42]["lower_bound"]
+        return key, plan.spec(key)["params"]
+
+    default_key, default_params = student(0)
+    assert "early_stopping_patience" not in default_params  # off: the keys planned before the option stay
+    key, params = student(2)
+    assert key != default_key and params["early_stopping_patience"] == 2
+    from augsbert.planning.train import StudentParams
+
+    assert StudentParams.from_json(params).early_stopping_patience == 2

@@ -213,3 +213,21 @@ def test_resume_state_is_tidied_after_a_killed_write(tmp_path):
     (work / "best.old").mkdir()  # killed after the swap: the old best is garbage
     claim_workdir(work, {"arch": "be"})
     assert sorted(p.name for p in work.iterdir()) == ["best", "fingerprint.json"]
+
+
+@pytest.mark.parametrize("patience", [0, 1])
+def test_early_stopping_ends_training_after_patience_epochs_without_a_better_dev_score(patience, tiny_model, tmp_path):
+    """Issue 25: the student's best dev epoch was 1 of 5 and four epochs trained for nothing. With lr 0 the dev
+    score never improves after epoch 1, so patience 1 stops after epoch 2; patience 0 (the default) trains all."""
+    train, dev = theme_pairs(32, 7), theme_pairs(16, 8)
+    params = train_params(epochs=4, batch_size=16, lr=0.0, warmup_ratio=0.0, early_stopping_patience=patience)
+    result = fit("be", tiny_model, train, dev, params, tmp_path / "work", "cpu", "fp32")
+    epochs = 2 if patience else 4
+    assert [h["epoch"] for h in result.metrics["dev_history"]] == list(range(1, epochs + 1))
+    assert result.metrics["steps"] == epochs * 2 and result.metrics["best_epoch"] == 1
+    if patience:
+        assert result.metrics["stopped_early"] == {"epoch": 2, "best_epoch": 1, "patience": 1}
+    else:
+        assert "stopped_early" not in result.metrics
+    with pytest.raises(ValueError, match="early_stopping_patience needs a dev split"):
+        fit("be", tiny_model, train, None, params.replace(early_stopping_patience=1), tmp_path / "w2", "cpu", "fp32")

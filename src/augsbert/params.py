@@ -203,6 +203,7 @@ class PairTrainingParams(TrainingParams):
     epochs: int
     freeze_embeddings: bool = False
     seed_optimization: SeedOptimization = field(default_factory=SeedOptimization)
+    early_stopping_patience: int = 0  # epochs without a better dev Spearman before training stops; 0 = off
     loss: str | None = None
     activation: Literal["sigmoid", "tanh", "identity"] = "sigmoid"
     scale: float | None = None

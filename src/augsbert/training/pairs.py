@@ -76,6 +76,7 @@ def _callbacks():
             self.arch, self.dev, self.params = arch, dev, params
             self.best_dir, self.state_path = best_dir, state_path
             self.record = read_json(state_path) if state_path.exists() else {"history": [], "best": None}
+            self.stop = False  # early_stopping_patience epochs without a better dev score (read by EarlyStopping)
 
         def on_step_end(self, args, state, control, model=None, **kwargs):
             steps_per_epoch = max(1, state.max_steps // max(1, int(args.num_train_epochs)))
@@ -83,6 +84,8 @@ def _callbacks():
                 return control
             epoch = state.global_step // steps_per_epoch
             self.record["history"] = [h for h in self.record["history"] if h["epoch"] < epoch]  # redo after resume
+            if self.record.get("stopped_early", {}).get("epoch", 0) >= epoch:
+                self.record.pop("stopped_early")
             score = dev_spearman(self.arch, model, self.dev, self.params)
             model.train()
             losses = [h["loss"] for h in state.log_history if "loss" in h]
@@ -95,9 +98,16 @@ def _callbacks():
             if improved:
                 self._save_best(model)
                 self.record["best"] = entry
+            patience = self.params.early_stopping_patience
+            best_epoch = self.record["best"]["epoch"] if self.record["best"] else 0
+            self.stop = patience > 0 and epoch - best_epoch >= patience and epoch < int(args.num_train_epochs)
+            if self.stop:
+                self.record["stopped_early"] = {"epoch": epoch, "best_epoch": best_epoch, "patience": patience}
             write_json(self.state_path, self.record)
             log.info("epoch %d (step %d): train loss %s, dev spearman %.2f%s", epoch, state.global_step,
                      f"{entry['train_loss']:.4f}" if losses else "n/a", score, "  (best so far)" if improved else "")
+            if self.stop:
+                log.info("early stopping: no better dev spearman for %d epoch(s) since epoch %d", patience, best_epoch)
             return control
 
         def _save_best(self, model) -> None:
@@ -115,7 +125,23 @@ def _callbacks():
             os.replace(new, self.best_dir)
             shutil.rmtree(old, ignore_errors=True)
 
-    return StopAtStep, BestEpoch
+    class EarlyStopping(TrainerCallback):
+        """Ends training when BestEpoch (rank 0) says so, on every rank of a distributed run at the same step.
+
+        After BestEpoch in the callback list, so it reads that epoch's decision; rank 0's decision is broadcast at
+        each epoch end, which every rank reaches together.
+        """
+
+        def __init__(self, best: "BestEpoch | None"):
+            self.best = best
+
+        def on_step_end(self, args, state, control, **kwargs):
+            steps_per_epoch = max(1, state.max_steps // max(1, int(args.num_train_epochs)))
+            if state.global_step % steps_per_epoch == 0 and distributed.broadcast(bool(self.best and self.best.stop)):
+                control.should_training_stop = True
+            return control
+
+    return StopAtStep, BestEpoch, EarlyStopping
 
 
 @dataclass
@@ -191,7 +217,7 @@ def _seed_search(arch, base, train, dev, params, workdir, device, precision) -> 
     done = distributed.broadcast(read_json(path) if distributed.is_main() and path.exists() else None)
     if done is not None:
         return done["chosen"], done["trials"]
-    StopAtStep, _ = _callbacks()
+    StopAtStep, _, _ = _callbacks()
     steps_per_epoch = math.ceil(len(train) / params.batch_size)
     stop = max(1, int(opt.fraction * steps_per_epoch))
     trials = []
@@ -239,10 +265,16 @@ def fit(arch_name: str, base: str, train: pd.DataFrame, dev: pd.DataFrame | None
             raise ValueError("seed optimisation needs a dev split")
         seed, trials = _seed_search(arch, base, train, dev, params, workdir, device, precision)
     model = _build(arch, base, params, device, seed)
-    _, BestEpoch = _callbacks()
+    _, BestEpoch, EarlyStopping = _callbacks()
     callbacks = [*(callbacks or []), *tracking_callbacks()]
+    best = None
     if has_dev and distributed.is_main():
-        callbacks.append(BestEpoch(arch, dev, params, workdir / "best", workdir / "best.json"))
+        best = BestEpoch(arch, dev, params, workdir / "best", workdir / "best.json")
+        callbacks.append(best)
+    if params.early_stopping_patience > 0:
+        if not has_dev:
+            raise ValueError("early_stopping_patience needs a dev split to compare epochs on")
+        callbacks.append(EarlyStopping(best))
     trainer_dir = workdir / "trainer"
     trainer = arch.trainer(model, training_args(params, trainer_dir, seed, device, precision, len(train)), _dataset(train),
                            callbacks, params)
@@ -258,6 +290,8 @@ def fit(arch_name: str, base: str, train: pd.DataFrame, dev: pd.DataFrame | None
         record = read_json(workdir / "best.json")
         metrics.update(dev_history=record["history"], best_epoch=record["best"]["epoch"],
                        dev_spearman=record["best"]["dev_spearman"])
+        if "stopped_early" in record:
+            metrics["stopped_early"] = record["stopped_early"]
         model = arch.load(workdir / "best", device)
     return FitResult(model, metrics)
 
