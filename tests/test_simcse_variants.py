@@ -330,3 +330,97 @@ def test_tiny_run_lowers_held_out_loss(tiny_minilm, tmp_path, monkeypatch, varia
         state = load_file(str(tmp_path / "work" / "trainer" / "checkpoint-4" / "loss_state.safetensors"))
         assert int(state["bank_filled"]) == 8 and torch.equal(state["bank"], loss.bank)
     assert not math.isnan(after)
+
+
+# ---- SimCSE's train-only MLP head (pretrain.mlp_head: train_only; Gao et al. 2021, seed 001 section 5.1)
+def test_mlp_head_option_is_keyed_only_when_set():
+    from augsbert.config import load_schema
+
+    assert "mlp_head" not in resolved_for("none") and "mlp_head" not in resolved_for("none", mlp_head="none")
+    assert resolved_for("gni", mlp_head="train_only")["mlp_head"] == "train_only"
+    assert params_for("none", mlp_head="train_only").mlp_head == "train_only"
+    assert params_for("none").mlp_head == "none"
+    other = resolved({**resolved_for("none"), "objective": "nm", "mlp_head": "train_only", "deletion_ratio": 0.6,
+                      "deletion_unit": "word"})
+    assert "mlp_head" not in other  # simcse only
+    schema = load_schema()["$defs"]["stage_options"]["properties"]["pretrain"]["properties"]["mlp_head"]
+    assert schema["enum"] == ["none", "train_only"] and schema["default"] == "none"
+
+
+def _head(loss, embeddings):
+    return torch.tanh(embeddings @ loss.mlp[0].weight.T + loss.mlp[0].bias)
+
+
+@pytest.mark.parametrize("variant", ["none", "label_smoothing"])
+def test_mlp_head_is_in_the_training_loss_and_gets_gradients(tiny_minilm, variant):
+    from augsbert.pretraining.losses import TrainOnlyMLPHeadLoss
+
+    model = build_encoder(tiny_minilm, "cls", 24, "cpu")
+    params = params_for(variant, mlp_head="train_only")
+    torch.manual_seed(0)
+    loss = build_loss("simcse", model, params, tiny_minilm)
+    assert isinstance(loss, TrainOnlyMLPHeadLoss)
+    inner = type(loss.loss).__name__
+    assert inner == ("MultipleNegativesRankingLoss" if variant == "none" else "LabelSmoothingSimCSELoss")
+    dim = model.get_embedding_dimension()
+    assert loss.mlp[0].weight.shape == (dim, dim) and torch.equal(loss.mlp[0].bias, torch.zeros(dim))
+    assert loss.mlp[0].weight.std().item() == pytest.approx(0.02, rel=0.02)  # BERT's initializer_range
+    # a real (1-layer MiniLM) encoder in train mode: the same seed gives the loss's two dropout views here too
+    model.train()
+    feats = batch(model)
+    torch.manual_seed(5)
+    with torch.no_grad():
+        views = [model(dict(f))["sentence_embedding"] for f in feats]  # outside the loss: no head
+    smoothing = 0.1 if variant == "label_smoothing" else 0.0
+
+    def ce(a, b):
+        return float(torch.nn.functional.cross_entropy(simcse_logits(a, b, 20.0), torch.arange(6),
+                                                       label_smoothing=smoothing))
+
+    expected, without = ce(*(_head(loss, v) for v in views)), ce(*views)
+    torch.manual_seed(5)
+    value = loss(batch(model), None)
+    assert float(value) == pytest.approx(expected, abs=1e-5)
+    assert abs(float(value) - without) > 1e-3  # the head changes the loss
+    model.zero_grad()
+    value.backward()
+    for p in loss.mlp.parameters():
+        assert p.grad is not None and p.grad.abs().sum() > 0
+    assert model[0].auto_model.embeddings.word_embeddings.weight.grad.abs().sum() > 0
+    # outside the loss the hook is off: encode() and the model's forward give the pooled output
+    model.eval()
+    with torch.no_grad():
+        pooled = model(dict(feats[0]))["sentence_embedding"]
+        assert torch.equal(model.encode(SENTENCES[:6], convert_to_tensor=True), pooled)
+    assert not any("mlp" in k for k in model.state_dict())
+    assert {k for k in loss_extra_state(loss, model)} == {"mlp.0.weight", "mlp.0.bias"}
+
+
+def test_mlp_head_is_trained_and_absent_from_the_saved_model(tiny_minilm, tmp_path):
+    from safetensors.torch import load_file
+    from sentence_transformers import SentenceTransformer
+    from transformers import set_seed
+
+    params = params_for("none", mlp_head="train_only")
+    train, held = SENTENCES[:32], SENTENCES[32:48]
+    set_seed(params.seed)  # fit's own seeding: the head's initial weights
+    initial = build_loss("simcse", build_encoder(tiny_minilm, "cls", 24, "cpu"), params, tiny_minilm).mlp[0].weight
+    model, loss, metrics = fit(tiny_minilm, train, held, None, params, tmp_path / "work", "cpu")
+    assert metrics["steps"] == 4
+    assert not torch.equal(loss.mlp[0].weight.detach(), initial.detach())  # the optimizer stepped the head
+    state = load_file(str(tmp_path / "work" / "trainer" / "checkpoint-4" / "loss_state.safetensors"))
+    assert set(state) == {"mlp.0.weight", "mlp.0.bias"} and torch.equal(state["mlp.0.weight"], loss.mlp[0].weight)
+    model.save(str(tmp_path / "model"))
+    saved = SentenceTransformer(str(tmp_path / "model"), device="cpu")
+    assert [type(m).__name__ for m in saved] == ["Transformer", "Pooling"]
+    assert not any("mlp" in k for k in saved.state_dict())
+    assert set(saved.state_dict()) == set(build_encoder(tiny_minilm, "cls", 24, "cpu").state_dict())
+    # its embeddings are encoder + CLS pooling of the trained weights, the head not applied
+    saved.eval()
+    feats = {k: v for k, v in saved.tokenize(held).items() if isinstance(v, torch.Tensor)}
+    with torch.no_grad():
+        cls = saved[0].auto_model(**{k: feats[k] for k in ("input_ids", "attention_mask")}).last_hidden_state[:, 0]
+        embeddings = saved.encode(held, convert_to_tensor=True)
+        trained = model.encode(held, convert_to_tensor=True)
+    assert torch.allclose(embeddings, cls, atol=1e-5) and torch.allclose(embeddings, trained, atol=1e-5)
+    assert not torch.allclose(embeddings, _head(loss, cls).detach(), atol=1e-2)

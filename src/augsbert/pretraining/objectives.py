@@ -2,7 +2,7 @@
 
 | objective | dataset columns | loss |
 | --- | --- | --- |
-| `simcse` | anchor, positive (= the same text) | MultipleNegativesRankingLoss, scale 1/τ (two dropout views) |
+| `simcse` | anchor, positive (= the same text) | MultipleNegativesRankingLoss, scale 1/τ (two dropout views); `mlp_head: train_only` wraps it (and a variant) in TrainOnlyMLPHeadLoss |
 | `simcse_sup` | anchor, positive, negative (NLI triples) | MultipleNegativesRankingLoss (N x 2N logits) |
 | `ct` | sentence_A, sentence_B, label (1 positive : K negatives) | ContrastiveTensionLoss (two encoders, dot product, BCE) |
 | `ct_in_batch` | sentence | ContrastiveTensionLossInBatchNegatives |
@@ -62,8 +62,14 @@ def _simcse(model, params, head_source, scale):
     if params.simcse_variant != "none":  # seed 001 (Park) variants
         from .variants import variant_loss
 
-        return variant_loss(model, params, scale)
-    return _mnrl(model, params, head_source, scale)
+        loss = variant_loss(model, params, scale)
+    else:
+        loss = _mnrl(model, params, head_source, scale)
+    if params.mlp_head == "train_only":  # SimCSE's MLP over the pooled output, in training only
+        from .losses import TrainOnlyMLPHeadLoss
+
+        return TrainOnlyMLPHeadLoss(model, loss)
+    return loss
 
 
 def _ct(model, params, head_source, scale):
@@ -159,7 +165,7 @@ _PAIR, _SENTENCE = ("anchor", "positive"), ("sentence",)
 _RCL_ROWS = ("anchor", "positive", "negative", "label")  # seed 002: (anchor, positive[, negative]) + row id
 
 OBJECTIVES = {
-    "simcse": Objective(_PAIR, "cls", True, _T, _simcse, dropout_views=True),
+    "simcse": Objective(_PAIR, "cls", True, _T + ("mlp_head",), _simcse, dropout_views=True),
     "simcse_sup": Objective(("anchor", "positive", "negative"), "cls", True, _T, _mnrl),
     "ct": Objective(("sentence_A", "sentence_B", "label"), "mean", False, ("ct_negatives",), _ct),
     "ct_in_batch": Objective(_SENTENCE, "mean", True, _T, _ct_in_batch),
@@ -238,6 +244,8 @@ def resolved(options: dict) -> dict:
         options.pop("optimizer")
     if options.get("aux_weight_on") == "contrastive":  # the default reading: keys planned before the option stay
         options.pop("aux_weight_on")
+    if options.get("mlp_head") == "none":  # the default (no head): keys planned before the option stay
+        options.pop("mlp_head")
     if options["objective"] == "consert":  # the rate of a view it does not use
         views = options.get("consert_views") or []
         if not any(v in ("token_cutoff", "feature_cutoff") for v in views):

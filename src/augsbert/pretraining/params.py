@@ -40,6 +40,7 @@ class PretrainParams(TrainingParams):
     deletion_unit: Literal["word", "token"] | None = None
     aux_weight: float | None = None
     aux_weight_on: Literal["contrastive", "main"] = "contrastive"  # which term of mlm+simcse / mlm+nm / tsdae+nm λ weights
+    mlp_head: Literal["none", "train_only"] = "none"  # simcse: SimCSE's MLP head in training only (losses.TrainOnlyMLPHeadLoss)
     mask_probability: float | None = None
     masking: Literal["uniform", "bert"] | None = None
     decoder_layers: int | None = None
