@@ -12,7 +12,7 @@ a test plans the shipped config and reads every spec back through its stage's cl
 cannot drift.
 
 Annotations understood: int, float (an int is accepted and converted), bool, str, `X | None`,
-`list[X]`, `tuple[X, ...]`, `dict[str, X]`, `Literal[...]`, `Any`, and nested `Params` classes.
+`list[X]`, `dict[str, X]`, `Literal[...]`, `Any`, and nested `Params` classes.
 A field with a default may be absent from the JSON; a field without one must be present.
 """
 
@@ -64,13 +64,10 @@ def _check(tp: Any, value: Any, where: str) -> Any:
         if value in args and not isinstance(value, bool):
             return value
         raise ConfigError(f"{where}: expected one of {', '.join(map(repr, args))}, got {_short(value)}")
-    if origin in (list, tuple):
-        if not isinstance(value, list | tuple):
+    if origin is list:
+        if not isinstance(value, list):
             raise ConfigError(f"{where}: expected a list, got {type(value).__name__} {_short(value)}")
-        item = args[0] if args else Any
-        if origin is tuple and len(args) != 2 or (origin is tuple and args[1] is not Ellipsis):
-            raise TypeError(f"unsupported annotation {tp}: use tuple[X, ...]")
-        return origin(_check(item, v, f"{where}[{i}]") for i, v in enumerate(value))
+        return [_check(args[0] if args else Any, v, f"{where}[{i}]") for i, v in enumerate(value)]
     if origin is dict or tp is dict:
         if not isinstance(value, dict):
             raise ConfigError(f"{where}: expected an object, got {type(value).__name__} {_short(value)}")
@@ -129,11 +126,11 @@ class Params:
         return cls(**{name: _check(hints[name], value, f"{where}.{name}") for name, value in data.items()})
 
     def to_json(self) -> dict:
-        """The parameters as JSON values (nested classes as objects, tuples as lists)."""
+        """The parameters as JSON values (nested classes as objects)."""
         def plain(value):
             if isinstance(value, Params):
                 return value.to_json()
-            if isinstance(value, list | tuple):
+            if isinstance(value, list):
                 return [plain(v) for v in value]
             if isinstance(value, dict):
                 return {k: plain(v) for k, v in value.items()}
