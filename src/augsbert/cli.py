@@ -365,7 +365,13 @@ EXIT_LOCKED = 75
 def main(argv: list[str] | None = None) -> int:
     argv = stage_names_as_commands(list(sys.argv[1:] if argv is None else argv))
     from .distributed import is_main, parallel_job
+    from .gpus import GpuInventoryError, claim_for_job
 
+    try:
+        claim_for_job()  # a packed local run: this job's GPU(s), before torch starts (augsbert.gpus)
+    except GpuInventoryError as err:
+        print(f"augsbert: error: {err}", file=sys.stderr)
+        return 2
     if not parallel_job(argv):  # a data-parallel job's processes share the job's GPUs (augsbert.distributed)
         pin_one_gpu(argv)
     from .data import DataError

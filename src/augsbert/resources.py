@@ -25,6 +25,9 @@ Formula (our choice; constants below, per stage):
                 (semantic search, iterative KDE): BM25, random and KDE run on CPU; the teacher
                 and student training jobs ask for config `gpus` (data-parallel, augsbert.distributed),
                 and 4 CPUs per GPU
+    gpu_mem_mb = gpu × the estimate of one process (augsbert.gpu_memory), at most the largest local
+                GPU's; 0 without a GPU (job_gpu_mem). A local run packs jobs onto its GPUs by it
+                (augsbert.gpus); the SLURM profile does not use it
 
 The seconds_per_item figures are GPU figures for a BERT-base-sized model at max length 128 with the default
 batch sizes, rounded up; SAFETY = 2 absorbs slower GPUs and evaluation passes. Every number can
@@ -237,3 +240,15 @@ def job_resources(plan, key: str, env: Mapping[str, str] | None = None,
 def report_resources(stage: str) -> dict[str, int]:
     """results / tables jobs: read a few JSON files and draw a chart; seconds, so the floor."""
     return {"runtime": runtime_minutes(stage, 0), "mem_mb": mem_mb(stage, 0), "cpus_per_task": 1, "gpu": 0}
+
+
+def job_gpu_mem(plan, key: str, largest_gpu_mb: int | None = None) -> int:
+    """gpu_mem_mb of the job of node `key`: its `gpu` count × one process's estimate (augsbert.gpu_memory),
+    each capped at the largest local GPU's memory when known; 0 for a job without a GPU."""
+    from .gpu_memory import job_gpu_mem_mb
+
+    gpus = int(job_resources(plan, key)["gpu"] or 0)
+    if not gpus:
+        return 0
+    per_process = job_gpu_mem_mb(plan, key)
+    return gpus * (min(per_process, largest_gpu_mb) if largest_gpu_mb else per_process)

@@ -110,8 +110,35 @@ def stage_inputs(stage):
 # from the plan: epochs, pairs, sentences (src/augsbert/resources.py has the formula). A None value
 # leaves the resource out (no GPU model given; no partition given anywhere: SLURM's default one).
 # Override any of them with --set-resources, or with `set-resources` in a profile.
-from augsbert.resources import job_resources, profile_value, report_resources
+from augsbert.resources import job_gpu_mem, job_resources, profile_value, report_resources
 from augsbert.planning import REGISTRY
+from augsbert import gpus as _gpus
+
+# Several model jobs per GPU in a local run (augsbert/gpus.py): the visible GPUs' memory becomes the
+# global resource `gpu_mem_mb`, every model job asks for its estimate, and each job takes a GPU with
+# room in a ledger the run's jobs share. Without GPUs (or inside a SLURM job) one model job runs at a
+# time (`gpu=1`). A --resources gpu=N or gpu_mem_mb=N of your own replaces both.
+try:
+    # Snakemake sets `nodes` (--jobs) for every executor that submits jobs, and only then
+    _local = _gpus.local_gpu_resources(
+        workflow.resource_settings.resources, submits=workflow.resource_settings.nodes is not None
+    )
+except _gpus.GpuInventoryError as err:
+    print(f"augsbert: error: {err}", file=sys.stderr)
+    sys.exit(2)
+for _name, _value in _local.items():
+    workflow.register_resource(_name, _value)
+LARGEST_GPU_MB = None
+if "gpu_mem_mb" in _local:
+    LARGEST_GPU_MB = _gpus.largest_gpu_mb()
+    # the jobs read the same inventory and share one ledger (under Snakemake's own .snakemake/)
+    os.environ[_gpus.GPUS_INVENTORY_ENV] = _gpus.inventory_text(_gpus.inventory())
+    os.environ[_gpus.LEDGER_ENV] = os.path.abspath(os.path.join(".snakemake", "augsbert", "gpu-ledger.json"))
+    print(
+        f"augsbert: model jobs share the GPUs by memory: {os.environ[_gpus.GPUS_INVENTORY_ENV]} (MB), "
+        f"gpu_mem_mb={_local['gpu_mem_mb']}",
+        file=sys.stderr,
+    )
 
 # A rule's slurm_partition replaces the default-resources one, so that one is passed on as the fallback.
 DEFAULT_PARTITION = profile_value(
@@ -147,6 +174,8 @@ def sized(name, stage):
     """The resource `name` of a stage's job: a former rule name's override, else computed from the plan."""
     if name in FORMER_RESOURCES.get(stage, {}):
         return FORMER_RESOURCES[stage][name]
+    if name == "gpu_mem_mb":
+        return lambda wildcards: job_gpu_mem(PLAN, wildcards.key, LARGEST_GPU_MB)
     return lambda wildcards: job_resources(PLAN, wildcards.key, default_partition=DEFAULT_PARTITION)[name]
 
 
@@ -155,8 +184,9 @@ localrules:
     collect_results,
 
 
-# `gpu` limits (profiles/default: `resources: gpu=1`, one GPU job at a time on a workstation) hold
-# per submitted job: locally that is the whole run, on a cluster each (group) job gets its own GPU,
-# so the queue is never held to one GPU job and a group of evaluations runs one after the other on it.
+# `gpu` and `gpu_mem_mb` limits (above) hold per submitted job: locally that is the whole run, on a
+# cluster each (group) job gets its own GPU, so the queue is never held to one GPU job and a group of
+# evaluations runs one after the other on it.
 resource_scopes:
     gpu="local",
+    gpu_mem_mb="local",

@@ -30,11 +30,14 @@ for _stage in REGISTRY.values():
             runtime=sized("runtime", _stage.name),
             cpus_per_task=sized("cpus_per_task", _stage.name),
             gpu=sized("gpu", _stage.name),
+            gpu_mem_mb=sized("gpu_mem_mb", _stage.name),
             slurm_partition=sized("slurm_partition", _stage.name),
             gpu_model=sized("gpu_model", _stage.name),
         params:
             spec=node_spec,
         # the wildcard, not the loop variable: a shell directive is evaluated when the job runs, after the
-        # loop (`augsbert zero_shot` runs the command `zero-shot`)
+        # loop (`augsbert zero_shot` runs the command `zero-shot`). The job's GPU count and memory tell a
+        # packed local run which GPU it may take (augsbert/gpus.py).
         shell:
+            "AUGSBERT_JOB_GPUS={resources.gpu:q} AUGSBERT_JOB_GPU_MEM_MB={resources.gpu_mem_mb:q} "
             "augsbert {wildcards.stage:q} --spec {params.spec:q} --out {output:q} >> {log:q} 2>&1"

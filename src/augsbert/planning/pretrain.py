@@ -18,7 +18,8 @@ PRETRAIN = Stage("pretrain", 1, "unsupervised pre-training of a sentence encoder
                  "augsbert.stages.pretrain:run",
                  # the triples file enters by digest
                  section="pretrain", runtime=("eval_batch_size", "model", "triples"), roles=("pretrained",),
-                 seconds_per_item=0.01, params=PretrainParams)
+                 seconds_per_item=0.01, params=PretrainParams,
+                 gpu_sequences=2)  # two views (SimCSE, NM), two models (CT), or an encoder and its decoder (TSDAE)
 STAGES = (PRETRAIN,)
 
 

@@ -35,7 +35,8 @@ RCL_ENTROPY = Stage("rcl_entropy", 1, "train one entropy model of Regularized Co
                     "augsbert.stages.rcl_entropy:run", section="pretrain",
                     runtime=("eval_batch_size", "model", "triples"),
                     roles=("rcl_entropy_0",),  # --role rcl_entropy_<n> for the n-th φ
-                    seconds_per_item=0.01, params=RclEntropyParams)
+                    seconds_per_item=0.01, params=RclEntropyParams,
+                    gpu_sequences=2)  # query and document
 STAGES = (RCL_ENTROPY,)
 
 # what trains an entropy model: the final model's own options (selection, the other φ values) stay out

@@ -39,7 +39,7 @@ TEACHER = Stage("teacher", 3, "train the teacher (Cross-Encoder or Cross-Bi-Enco
 STUDENT = Stage("student", 3, "train a Bi-Encoder on gold and/or teacher-labelled pairs (also the lower bound)",
                 "augsbert.stages.train:run_student", section="student", runtime=MODEL_SETTINGS,
                 roles=("student", "lower_bound"), data_parallel=True, seconds_per_item=0.01, mb_per_item=0.002,
-                aliases=("train-student",), rule_alias="train_student",
+                aliases=("train-student",), rule_alias="train_student", gpu_sequences=2,  # both sides of a pair
                 params=StudentParams)
 STAGES = (TEACHER, STUDENT)
 

@@ -12,8 +12,9 @@ command line and the job sizing need to know of a stage is read from here, so th
 - `runtime`: settings that cannot change what the stage computes (batch sizes of inference,
   checkpoint intervals, data locations, model references, which enter keys by identity): passed to
   the job, never part of its key, so changing them reruns nothing.
-- `gpu`, `data_parallel`, `seconds_per_item`, `base_mem_mb`, `mb_per_item`, `fixed_resources`: what
-  its job asks a scheduler for (augsbert.resources has the formula).
+- `gpu`, `data_parallel`, `seconds_per_item`, `base_mem_mb`, `mb_per_item`, `fixed_resources`,
+  `gpu_sequences`: what its job asks a scheduler for (augsbert.resources and, for the GPU memory,
+  augsbert.gpu_memory have the formulas).
 - `roles`: the experiment roles it fills, in the order `--config` standalone runs pick one.
 - `runner`: "module:function" of the entry point, imported only when the stage runs, so that
   `augsbert --help` and planning import no model library.
@@ -48,6 +49,7 @@ class Stage:
     seconds_per_item: float = 0.02
     base_mem_mb: int = 16000
     mb_per_item: float = 0.0
+    gpu_sequences: int = 1  # sequences per batch row on the GPU (a Bi-Encoder pair: 2), for gpu_mem_mb
     fixed_resources: dict = field(default_factory=dict)  # rules with fixed sizes (shards), not from the plan
     aliases: tuple[str, ...] = ()  # former command names, accepted for one release (README "Stages")
     rule_alias: str | None = None  # the former rule name: its --set-resources still apply, one release
