@@ -204,3 +204,19 @@ def test_consert_ae_trains_wangs_epochs_with_his_warm_up():
     assert steps == {**{m: 1563 for m in ("consert1", "consert2", "simcse")},
                      **{m: 4689 for m in steps if m not in ("consert1", "consert2", "simcse")}}
     assert len(steps) == 14
+
+
+def test_early_stopping_grids_key_patience_only_where_set():
+    """Issue 25: the patience axis; the "off" rows are the thesis protocol's own artifacts (`bws_cbe`)."""
+    plan = plan_for(grids=read_config(REPO / "config" / "config.yaml")["grids"])
+    for grid, roles in (("early_stopping", ("teacher", "lower_bound", "student")),
+                        ("demo_early_stopping", ("teacher", "lower_bound"))):
+        spec = plan.grid_spec(grid)
+        assert spec["metrics"] == ["spearman", "wall_time_s", "epochs_trained"]
+        column = "bws" if grid == "early_stopping" else "lee"
+        on, off = (plan.experiment(f"{grid}.{value}.{column}") for value in ("1", "off"))
+        for role in roles:
+            assert plan.node(on.runs[42][role]).params["early_stopping_patience"] == 1, (grid, role)
+            assert "early_stopping_patience" not in plan.node(off.runs[42][role]).params, (grid, role)
+    assert plan.experiment("early_stopping.off.bws").runs[42] == {
+        role: key for role, key in plan.experiment("bws_cbe").runs[42].items() if role not in ("zero_shot", "zero_shot_suite")}

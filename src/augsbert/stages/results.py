@@ -106,6 +106,10 @@ def _results(spec: dict) -> dict:
                 if isinstance(metrics.get("dev_spearman"), float) and math.isfinite(metrics["dev_spearman"]):
                     # the chosen epoch's score on the split it was selected on
                     entry["dev_spearman"] = metrics["dev_spearman"]
+                if isinstance(metrics.get("wall_time_s"), (int, float)):  # the model's job: training (if any) and test
+                    entry["wall_time_s"] = metrics["wall_time_s"]
+                if metrics.get("dev_history"):  # epochs trained (fewer than `epochs` after early stopping)
+                    entry["epochs_trained"] = len(metrics["dev_history"])
                 paths.setdefault(role, {}).setdefault(seed, {})["model"] = node["path"]
             elif role.endswith("_suite"):  # evaluation suite of a Bi-Encoder
                 model_role = role[: -len("_suite")]
