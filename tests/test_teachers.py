@@ -241,3 +241,18 @@ def test_no_gold_label_reaches_a_trans_encoder_model(tmp_path, monkeypatch, tiny
         assert weights[0][role].keys() == weights[1][role].keys()
         for key, value in weights[0][role].items():
             np.testing.assert_array_equal(value, weights[1][role][key], err_msg=f"{role} {key}")
+
+
+def test_members_and_rounds_are_model_rows_of_the_results_and_tables():
+    from augsbert.plan import numbered_roles, row_label
+    from augsbert.stages.results import role_description, role_order
+
+    assert role_description("teacher_member_1").startswith("teacher ensemble member 2")
+    assert "round 3" in role_description("te_bi_3_mutual") and "mutual" in role_description("te_bi_3_mutual")
+    assert role_description("te_scores_0") is None and role_description("gold_subset") is None  # not models
+    roles = ["te_bi_2", "student", "te_cross_10", "te_cross_2_mutual", "teacher_member_1", "te_cross_2", "teacher"]
+    assert sorted(roles, key=role_order) == ["teacher", "student", "teacher_member_1", "te_cross_2",
+                                             "te_cross_2_mutual", "te_bi_2", "te_cross_10"]
+    assert numbered_roles(roles) == ["teacher_member_1", "te_cross_2", "te_cross_2_mutual", "te_bi_2", "te_cross_10"]
+    assert row_label("teacher_member_0", "CE", []) == "Teacher member 1 (CE)"
+    assert row_label("te_cross_1_mutual", "CE", ["mutual"]) == "Trans-Encoder round 1: CE cross (mutual) [mutual]"

@@ -73,7 +73,7 @@ def run(spec: dict, out: str | Path, device: str | None = None, force: bool = Fa
             statistics = reference_statistics(reference, gold["score"].to_numpy(np.float64))
         combined = combine(predicted, params.combine, statistics)
         member_metrics = []
-        for k, directory in enumerate(members):
+        for directory in members:
             metrics = read_json(directory / "metrics.json")
             member_metrics.append({"key": directory.name, "arch": metrics["arch"], "test": metrics["test"]})
         archs = "+".join(m["arch"] for m in member_metrics)
