@@ -56,6 +56,9 @@ def _rows(properties: dict, prefix: str, root: dict, missing: list[str]) -> list
         rows.append(f"| `{key}` | {_type(sub)} | {_fmt(sub.get('default'))} | {desc} |")
         if sub.get("type") == "object" and "properties" in sub:
             rows.extend(_rows(sub["properties"], f"{key}.", root, missing))
+        items = resolve_ref(sub["items"], root) if isinstance(sub.get("items"), dict) else {}
+        if sub.get("type") == "array" and "properties" in items:  # a list of objects (teacher.ensemble)
+            rows.extend(_rows(items["properties"], f"{key}[].", root, missing))
     return rows
 
 

@@ -69,6 +69,9 @@ def select(spec: dict, model: str, seed: int | None) -> tuple[int, dict]:
 
 def _finished(node: dict) -> Path:
     path = Path(node["path"])
+    if (path / "ensemble.json").is_file():
+        raise ExportError(f"{path} is a teacher ensemble (teacher.ensemble): it has no model of its own; export "
+                          "its members' artifacts (the results' teacher_member_<k> entries) one by one")
     if not (path / "metrics.json").is_file() or not (path / "model").is_dir():
         raise ExportError(f"{path} is not a finished artifact: train it first, e.g. "
                           f"`snakemake --cores 2 {path}` (or the experiment's results file)")

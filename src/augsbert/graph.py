@@ -112,7 +112,7 @@ class Graph:
         """Add the node of `stage` with `settings`: runtime settings leave the key, models enter it by identity."""
         runtime = {k: settings[k] for k in stage.runtime if k in settings}
         params = {k: v for k, v in settings.items() if k not in runtime}
-        refs = {k: runtime[k] for k in ("model", "semantic_model")
+        refs = {k: runtime[k] for k in ("model", "semantic_model", "mutual_model")
                 if isinstance(runtime.get(k), str) and runtime[k] not in SEMANTIC_CHOICES}
         if refs:
             params["model_identity"] = {k: self.model_identity(ref) for k, ref in refs.items()}

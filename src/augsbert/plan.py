@@ -11,6 +11,7 @@ Plain Python, no Snakemake: the Snakefile looks nodes up by `{wildcards.key}`.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,12 +21,15 @@ from .graph import SEMANTIC_CHOICES, SPECS, Graph, Node, SeedPlan, write_spec
 from .planning import REGISTRY
 from .planning.adapt import adapt
 from .planning.candidates import candidates, check_pool
+from .planning.ensemble import MEMBER_ROLE, check_members, member_config, member_inputs, member_seed, teacher_ensemble
+from .planning.gold_subset import gold_subset
 from .planning.classifier import classifier
 from .planning.labels import labels
 from .planning.prepare_data import data_node, has_topics, pairs_have_topics, raw_inputs
 from .planning.pretrain import check_pretrain_use, pretrain
 from .planning.suite import SUITE_ROLES, local_files, suite
 from .planning.train import dev_input, student, student_selection, teacher
+from .planning.trans_encoder import check_pairs, trans_encoder
 from .planning.zero_shot import zero_shot
 
 # Rows of a grid table, in thesis order, and their titles.
@@ -35,11 +39,32 @@ ROLE_TITLES = {"zero_shot": "Zero-shot base model", "pretrained": "Pre-trained",
 
 
 def row_label(role: str, arch: str, values: list[str], student_title: str = "AugSBERT") -> str:
-    """Thesis-style row names: "AugSBERT-BM25", "CBE (upper bound)", "SBERT (lower bound)"."""
+    """Thesis-style row names: "AugSBERT-BM25", "CBE (upper bound)", "SBERT (lower bound)"; numbered roles:
+    "Teacher member 2 (CE)", "Trans-Encoder round 1: CE cross (mutual)"."""
     if role == "student":
         return "-".join([student_title, *values])
-    title = ROLE_TITLES[role].format(arch=arch)
+    title = numbered_title(role, arch) or ROLE_TITLES[role].format(arch=arch)
     return f"{title} [{', '.join(values)}]" if values else title
+
+
+def numbered_title(role: str, arch: str) -> str | None:
+    """The title of an ensemble member's or a Trans-Encoder round's row (`arch`: that model's), else None."""
+    match = re.fullmatch(r"teacher_member_(\d+)", role)
+    if match:
+        return f"Teacher member {int(match[1]) + 1} ({arch})"
+    match = re.fullmatch(r"te_(cross|bi)_(\d+)(_mutual)?", role)
+    if match:
+        model = f"{arch} cross" if match[1] == "cross" else "Bi-Encoder"
+        return f"Trans-Encoder round {match[2]}: {model}{' (mutual)' if match[3] else ''}"
+    return None
+
+
+def numbered_roles(roles) -> list[str]:
+    """Ensemble members and Trans-Encoder rounds among `roles`, in table order (members; rounds, cross first)."""
+    found = sorted({r for r in roles if numbered_title(r, "")},
+                   key=lambda r: (r.startswith("te_"), [int(n) for n in re.findall(r"\d+", r)], r.startswith("te_bi"),
+                                  r.endswith("_mutual")))
+    return found
 
 
 @dataclass
@@ -133,10 +158,19 @@ class Plan(Graph):
             self.pool_checks.setdefault(data.key, []).append({"experiment": name, "sampling": {
                 k: sampling[k] for k in ("strategies", "top_k", "candidate_pool", "pool", "exclude_eval_sentences")}})
         check_pretrain_use(name, exp, variant)
+        if "trans_encoder" in wanted:
+            check_pairs(name, exp)
         prompt = self._topic_prompt(name, exp)
         hooks = [s for s in REGISTRY.values() if s.plan is not None]
+        few_labels = exp["gold_fraction"] < 1
         for seed in plan.seeds:
             roles = {"data": data, **({"source_data": gold} if transfer else {})}
+            if few_labels:  # gold_fraction: a seeded subset of the gold stands for the gold in every trained model
+                roles["gold_subset"] = subset = gold_subset(self, source, exp["gold_fraction"], seed, gold)
+                trained_on = {"data": subset, **({"eval": data} if transfer else {})}
+            # what sampling and labelling read as the target: the subset in-domain (its unlabelled pairs)
+            target = roles.get("gold_subset", data) if not transfer else data
+            seed_gold = roles.get("gold_subset", gold)
             adapted = adapt(self, exp, dataset, seed, data, prompt) if variant != "augsbert" else None
             if adapted is not None:
                 roles["adapt"] = adapted
@@ -153,20 +187,30 @@ class Plan(Graph):
                 roles["classifier"] = classifier(self, name, exp, dataset, seed, data)
             if "lower_bound" in wanted:
                 roles["lower_bound"] = lower_bound
+            members: list = []
             if "teacher" in wanted or "student" in wanted:
-                init = adapted or (pretrained if exp["teacher"]["base"] == "pretrained" else None)
-                teacher_node = teacher(self, exp, source, seed, {**trained_on, **({"init": init} if init else {})},
-                                       prompt if pairs_have_topics(self.config["datasets"][source]) else None)
+                teacher_prompt = prompt if pairs_have_topics(self.config["datasets"][source]) else None
+                if exp["teacher"]["ensemble"]:  # teacher.ensemble: each member a teacher, their scores combined
+                    members = [self._teacher(name, member_config(exp, m), source, member_seed(seed, m.get("seed", 0)),
+                                             trained_on, adapted, pretrained, teacher_prompt)
+                               for m in exp["teacher"]["ensemble"]]
+                    check_members(name, members)
+                    roles.update({MEMBER_ROLE.format(k): m for k, m in enumerate(members)})
+                    teacher_node = teacher_ensemble(self, exp, source, members, trained_on)
+                else:
+                    teacher_node = self._teacher(name, exp, source, seed, trained_on, adapted, pretrained,
+                                                 teacher_prompt)
                 if "teacher" in wanted:
                     roles["teacher"] = teacher_node
             if "student" in wanted:
-                label_inputs = {"teacher": teacher_node, "gold": gold}
+                label_inputs = {"teacher": teacher_node, "gold": seed_gold, **member_inputs(members)}
                 if strategies:
                     roles["candidates"] = label_inputs["candidates"] = candidates(
-                        self, exp, dataset, seed, data, lower_bound, strategies, pretrained)
-                if "target_pairs" in strategies and not transfer:
+                        self, exp, dataset, seed, target, lower_bound, strategies, pretrained)
+                if "target_pairs" in strategies and not (transfer or few_labels):
                     raise ConfigError(f"experiments.{name}.sampling.strategies: target_pairs is for domain transfer "
-                                      "(`source` set); in-domain, silver.relabel_gold re-labels the train pairs")
+                                      "(`source` set) or few labels (`gold_fraction` < 1: the train pairs left "
+                                      "unlabelled); in-domain, silver.relabel_gold re-labels the train pairs")
                 if not (strategies or exp["silver"]["relabel_gold"]):
                     raise ConfigError(f"experiments.{name}: the student gets no teacher labels (sampling.strategies "
                                       "is [none] and silver.relabel_gold is false); it would just be the lower bound")
@@ -179,6 +223,12 @@ class Plan(Graph):
                     student_inputs["init"] = pretrained
                 roles["student"] = student(self, exp, dataset, seed, student_inputs, selection,
                                            prompt=prompt if exp["topic_prompt"] == "prompted" else None)
+            if "trans_encoder" in wanted:  # unlabelled pairs: the target's train pairs or the sampled candidates
+                te_pairs = data
+                if exp["trans_encoder"]["pairs"] == "candidates":
+                    te_pairs = roles.get("candidates") or candidates(self, exp, dataset, seed, target, lower_bound,
+                                                                     strategies, pretrained)
+                roles.update(trans_encoder(self, name, exp, dataset, seed, data, te_pairs, pretrained))
             for hook in hooks:
                 roles.update(hook.plan(SeedPlan(self, name, exp, seed, dict(roles))))
             plan.runs[seed] = {role: node.key for role, node in roles.items()}
@@ -187,6 +237,14 @@ class Plan(Graph):
                 if role in roles and exp["evaluation"]["suites"]:
                     roles[f"{role}_suite"] = suite(self, exp, data, self.nodes[roles[role]]).key
         return plan
+
+    def _teacher(self, name: str, exp: dict, source: str, seed: int, trained_on: dict[str, Node],
+                 adapted: Node | None, pretrained: Node | None, prompt: str | None) -> Node:
+        """The teacher node of `exp`'s teacher section (one ensemble member's, or the single teacher's)."""
+        if exp["teacher"]["base"] == "pretrained" and pretrained is None:
+            raise ConfigError(f"experiments.{name}.teacher.base: pretrained, but `pretrain.objective` is none")
+        init = adapted or (pretrained if exp["teacher"]["base"] == "pretrained" else None)
+        return teacher(self, exp, source, seed, {**trained_on, **({"init": init} if init else {})}, prompt)
 
     @staticmethod
     def _check_models(name: str, exp: dict) -> None:
@@ -197,6 +255,14 @@ class Plan(Graph):
                 "student.base_model": exp["student"]["base_model"], "pretrain.base_model": exp["pretrain"]["base_model"]}
         if exp["sampling"]["semantic_model"] not in SEMANTIC_CHOICES:
             refs["sampling.semantic_model"] = exp["sampling"]["semantic_model"]
+        for k, member in enumerate(exp["teacher"]["ensemble"]):
+            refs[f"teacher.ensemble[{k}].base_model"] = member.get("base_model")
+        te = exp["trans_encoder"]
+        refs.update({"trans_encoder.cross.base_model": te["cross"].get("base_model"),
+                     "trans_encoder.bi.base_model": te["bi"].get("base_model")})
+        for key in ("base_model", "cross_base_model") if te["mutual"] else ():
+            if te["mutual"][key] != "pretrained":  # `pretrained`: the pretrain stage's encoder
+                refs[f"trans_encoder.mutual.{key}"] = te["mutual"][key]
         for key, ref in refs.items():
             if ref is None:
                 continue
@@ -306,7 +372,13 @@ class Plan(Graph):
             by_combo.setdefault(cell.combo, {})[cell.column] = cell.experiment
         varying = [axis for axis, values in (grid.get("axes") or {}).items() if len(values) > 1]
         rows = []
-        for role in TABLE_ROLES:
+        planned = {r for exps in by_combo.values() for e in exps.values() for roles in self.experiments[e].runs.values()
+                   for r in roles}
+        numbered = numbered_roles(planned)
+        # members after the teacher (the ensemble), Trans-Encoder rounds at the end
+        table_roles = [*TABLE_ROLES[:TABLE_ROLES.index("student")], *[r for r in numbered if not r.startswith("te_")],
+                       "student", *[r for r in numbered if r.startswith("te_")]]
+        for role in table_roles:
             groups: dict[tuple, list[tuple]] = {}
             for combo, experiments in by_combo.items():
                 signature = tuple(
@@ -316,7 +388,7 @@ class Plan(Graph):
                     groups.setdefault(signature, []).append(combo)
             for combos in groups.values():
                 first = by_combo[combos[0]]
-                arch = self.experiments[first[columns[0]]].config["teacher"]["arch"].upper()
+                arch = self._arch_title(role, self.experiments[first[columns[0]]])
                 # an axis that sets the teacher's arch is already in a teacher row's title ("CE (upper bound)")
                 fixed = [grid["labels"].get(value, value) for axis, value in combos[0]
                          if axis in varying and all(dict(c)[axis] == value for c in combos)
@@ -325,6 +397,18 @@ class Plan(Graph):
                              "cells": {c: first[c] for c in columns}})
         return {"grid": name, "description": grid["description"], "metrics": grid["metrics"], "columns": columns,
                 "rows": rows, "experiments": sorted({e for exps in by_combo.values() for e in exps.values()})}
+
+    def _arch_title(self, role: str, exp: ExperimentPlan) -> str:
+        """What a row title says of the model's architecture: the teacher's arch (or its ensemble), a member's or a
+        Trans-Encoder cross model's own."""
+        key = exp.runs[exp.seeds[0]].get(role)
+        node = self.nodes[key] if key else None
+        if node is not None and node.stage == "teacher_ensemble":
+            archs = "+".join(self.nodes[k].params["arch"].upper() for r, k in node.inputs if r.startswith("member_"))
+            return f"Ensemble {archs} ({node.params['combine']})"
+        if node is not None and node.stage == "teacher" and role != "teacher":
+            return node.params["arch"].upper()
+        return exp.config["teacher"]["arch"].upper()
 
     def experiment_spec_file(self, name: str) -> str:
         """`@<path>` of an experiment's spec file (artifacts/.specs/results/<name>.json)."""

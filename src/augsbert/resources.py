@@ -110,7 +110,8 @@ def silver_pairs(plan, candidates_key: str) -> int:
 
 
 def label_pairs(plan, labels_key: str) -> int:
-    """Pairs a labels node scores: its pairs.parquet rows once written, else its candidates plus the gold pairs."""
+    """Pairs a labels node scores: its pairs.parquet rows once written, else its candidates plus the gold pairs
+    (a Trans-Encoder `pair_scores` node: its unlabelled pairs)."""
     node = plan.nodes[labels_key]
     path = Path(node.path) / "pairs.parquet"
     if path.is_file():
@@ -118,6 +119,10 @@ def label_pairs(plan, labels_key: str) -> int:
 
         return pq.ParquetFile(path).metadata.num_rows
     inputs = dict(node.inputs)
+    if node.stage == "pair_scores":
+        source = plan.nodes[inputs["pairs"]]
+        pairs = silver_pairs(plan, source.key) if source.stage == "candidates" else data_sizes(source)["train"]
+        return min(pairs, node.params.get("max_pairs") or pairs)
     pairs = data_sizes(plan.nodes[inputs["gold"]])["train"]
     if "candidates" in inputs:
         pairs += silver_pairs(plan, inputs["candidates"])
@@ -140,9 +145,9 @@ def job_items(plan, key: str) -> int:
     if node.stage == "data":
         sizes = DATASET_SIZES.get(node.params.get("dataset"), DEFAULT_SIZE)
         return sizes["train"] + sizes["unlabeled"]
-    if node.stage == "labels":
+    if node.stage in ("labels", "pair_scores"):
         return label_pairs(plan, key)
-    if node.stage == "student" and "labels" in inputs:
+    if node.stage in ("student", "teacher") and "labels" in inputs:
         return label_pairs(plan, inputs["labels"])
     if node.stage in ("candidates", "adapt", "pretrain", "rcl_entropy") and "data" in inputs:
         return pool_sentences(plan.nodes[inputs["data"]])

@@ -46,7 +46,8 @@ STAGES = (LABELS, LABEL_SHARD)
 
 def labels(graph: Graph, exp: dict, dataset: str, seed: int, inputs: dict[str, Node], roles: dict[str, Node],
            data: Node, prompt: str | None = None) -> Node:
-    """The labels node of `inputs` (teacher, gold, candidates); with shards, its shard nodes go into `roles` too."""
+    """The labels node of `inputs` (teacher, gold, candidates, and an ensemble teacher's members `member_<k>`);
+    with shards, its shard nodes go into `roles` too."""
     sampling = exp["sampling"]
     inputs = dict(inputs)
     params = {**exp["silver"], "kde_reference": sampling["kde_reference"], "seed": seed}
@@ -62,6 +63,6 @@ def labels(graph: Graph, exp: dict, dataset: str, seed: int, inputs: dict[str, N
             roles[f"label_shard_{i}"] = inputs[f"label_shard_{i}"] = graph.add(
                 LABEL_SHARD, f"{dataset}.{exp['teacher']['arch']}.{i + 1}of{shards}",
                 {**{k: params[k] for k in ("batch_size", "topic_prompt") if k in params}, "shards": shards, "shard": i},
-                {k: v for k, v in inputs.items() if k in ("teacher", "candidates", "topics")})
+                {k: v for k, v in inputs.items() if k in ("teacher", "candidates", "topics") or k.startswith("member_")})
         params["shards"] = shards
     return graph.add(LABELS, f"{dataset}.{exp['teacher']['arch']}", params, inputs)

@@ -16,11 +16,16 @@ from ..stages.base import MODEL_SETTINGS, Stage
 
 @dataclass(frozen=True, kw_only=True)
 class TeacherParams(PairTrainingParams):
-    """The `teacher` section (the Cross-Encoder's `loss` and `activation` only for arch ce)."""
+    """The `teacher` section (the Cross-Encoder's `loss` and `activation` only for arch ce).
+
+    `selection: last` (keyed only then): keep the last epoch, read no dev split (a Trans-Encoder cross model,
+    which must not see a gold label); a teacher with a `labels` input learns those scores, not the gold.
+    """
 
     arch: Literal["ce", "cbe"]
     symmetric: bool
     loss: Literal["bce", "mse"] | None = None
+    selection: Literal["dev", "last"] = "dev"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,8 +105,10 @@ def from_adapted(inputs: dict[str, Node]) -> bool:
 
 
 def teacher(graph: Graph, exp: dict, dataset: str, seed: int, inputs: dict[str, Node],
-            prompt: str | None = None) -> Node:
+            prompt: str | None = None, selection: str = "dev") -> Node:
     options = inert_grouping_dropped(exp["teacher"])
+    options.pop("ensemble", None)  # an ensemble's members are teachers of their own (planning.ensemble)
+    options.pop("combine", None)
     model = options.pop("base_model") or exp["base_model"]
     options.pop("base")  # the start point is the `init` input (pretrained) or `model`
     if options["freeze_embeddings"] is None:  # thesis 5.4.3: freeze when starting from an adapted checkpoint
@@ -112,6 +119,8 @@ def teacher(graph: Graph, exp: dict, dataset: str, seed: int, inputs: dict[str, 
     params = {**options, "model": model, "seed": seed}
     if prompt:  # its gold pairs carry topics: trained and tested on prompted pairs
         params["topic_prompt"] = prompt
+    if selection != "dev":
+        params["selection"] = selection
     return graph.add(TEACHER, f"{dataset}.{options['arch']}", params, inputs)
 
 

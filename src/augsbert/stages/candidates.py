@@ -117,7 +117,8 @@ def write_candidates(path: Path, pool: list[str], strategies: list[str], pass_ro
                      train, gold) -> tuple[dict, dict]:
     """Apply the exclusion rules to every strategy's passes and write candidates.parquet, in row groups.
 
-    Returns the candidate count and the exclusions of each strategy.
+    `train`: the pairs `target_pairs` takes whole (`target_pairs_of`). Returns the candidate count and the
+    exclusions of each strategy.
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -127,7 +128,7 @@ def write_candidates(path: Path, pool: list[str], strategies: list[str], pass_ro
     counts, excluded = {}, {}
     with pq.ParquetWriter(path, schema) as writer:
         for strategy in strategies:
-            if strategy == "target_pairs":  # domain transfer: the target's train pairs, their gold labels unused
+            if strategy == "target_pairs":  # the target's unlabelled train pairs (transfer, or gold_fraction)
                 table = pa.table({"sentence1": pa.array(train["sentence1"].tolist(), pa.string()),
                                   "sentence2": pa.array(train["sentence2"].tolist(), pa.string()),
                                   "strategy": pa.array([strategy] * len(train), pa.string())}, schema=schema)
@@ -146,6 +147,15 @@ def write_candidates(path: Path, pool: list[str], strategies: list[str], pass_ro
     return counts, excluded
 
 
+def target_pairs_of(data: str | Path, train):
+    """The pairs strategy `target_pairs` takes: a few-label dataset's unlabelled train pairs (`gold_fraction`,
+    augsbert.stages.gold_subset), else the target's train pairs (domain transfer: their labels are not used)."""
+    import pandas as pd
+
+    held_back = Path(data) / "unlabeled_pairs.parquet"
+    return pd.read_parquet(held_back) if held_back.is_file() else train
+
+
 def _pool(data: str, params: CandidatesParams) -> tuple[list[str], int]:
     pool, _, removed = target_pool(data, params.pool, params.exclude_eval_sentences)
     problem = pool_too_small(params.to_json(), len(pool))
@@ -154,9 +164,11 @@ def _pool(data: str, params: CandidatesParams) -> tuple[list[str], int]:
     return pool, removed
 
 
-def _finish(tmp: Path, params: CandidatesParams, pool: list[str], removed: int, pass_rows: dict, train, device: str) -> dict:
+def _finish(tmp: Path, params: CandidatesParams, pool: list[str], removed: int, pass_rows: dict, train, device: str,
+            data: str | Path) -> dict:
     gold = gold_keys(pool, zip(train["sentence1"], train["sentence2"]))
-    counts, excluded = write_candidates(tmp / "candidates.parquet", pool, params.strategies, pass_rows, train, gold)
+    counts, excluded = write_candidates(tmp / "candidates.parquet", pool, params.strategies, pass_rows,
+                                        target_pairs_of(data, train), gold)
     metrics = {"pool_sentences": len(pool), "eval_sentences_removed_from_pool": removed,
                "candidates": counts, "excluded": excluded, "device": device}
     write_json(tmp / "metrics.json", metrics)
@@ -179,7 +191,7 @@ def run(spec: dict, out: str | Path, device: str | None = None, force: bool = Fa
             x = normalised(embed_pool(pool, params, spec, device))
         searcher = Searcher(pool, x, params.exact)
         pass_rows = {s: [searcher.rows(p, (0, len(pool))) for p in passes(s, params)] for s in params.strategies}
-        return _finish(tmp, params, pool, removed, pass_rows, train, device)
+        return _finish(tmp, params, pool, removed, pass_rows, train, device, data)
 
 
 def read_pool(index_dir: str | Path) -> list[str]:
@@ -238,4 +250,4 @@ def _merge(spec: dict, params: CandidatesParams, out: str | Path, train, force: 
                     raise DataError(f"the shards of {name} end at row {next_row} of {len(pool)}")
                 pass_rows[strategy].append(np.concatenate(parts))
         log.info("merged %d shards over %d pool sentences", len(shard_dirs), len(pool))
-        return _finish(tmp, params, pool, removed, pass_rows, train, "cpu")  # the merge runs no model
+        return _finish(tmp, params, pool, removed, pass_rows, train, "cpu", spec["inputs"]["data"])  # runs no model

@@ -61,13 +61,20 @@ def target_pool(data: str | Path, kind: str, exclude_eval: bool,
     pool = sentence_pool([read_split(data, "train")]) if kind != "unlabeled" else []
     if kind != "train":
         unlabeled = Path(data) / "unlabeled.parquet"
-        if not unlabeled.is_file():
+        # a few-label dataset (gold_fraction): the train pairs left unlabelled are unlabelled target sentences
+        held_back = Path(data) / "unlabeled_pairs.parquet"
+        if not unlabeled.is_file() and not held_back.is_file():
             raise DataError(f"{option} is {kind!r}, but {unlabeled} does not exist: give the dataset "
                             "an `unlabeled` text file")
-        corpus = pd.read_parquet(unlabeled)
-        if "split" in corpus.columns:  # a topic corpus (UKP / 20 Newsgroups): its train part only
-            corpus = corpus[corpus["split"].isin(["train", ""])]
-        texts = corpus["text"]
+        texts = []
+        if unlabeled.is_file():
+            corpus = pd.read_parquet(unlabeled)
+            if "split" in corpus.columns:  # a topic corpus (UKP / 20 Newsgroups): its train part only
+                corpus = corpus[corpus["split"].isin(["train", ""])]
+            texts = corpus["text"].tolist()
+        if held_back.is_file():
+            pairs = pd.read_parquet(held_back, columns=["sentence1", "sentence2"])
+            texts += pairs["sentence1"].tolist() + pairs["sentence2"].tolist()
         pool = sorted(set(pool) | {normalise_text(t) for t in texts} - {""})
     removed = 0
     if exclude_eval:

@@ -135,15 +135,45 @@ def candidate_count(path: str | Path) -> int:
     return pq.ParquetFile(path).metadata.num_rows
 
 
-class Teacher:
-    """The teacher model and how it is shown a pair (topic prompts, thesis 5.6.1)."""
+class TrainedPairModel:
+    """A teacher artifact's model (CE / CBE) with the parameters it was trained with (its spec.json)."""
 
-    def __init__(self, spec: dict, params: LabelsParams | LabelShardParams, device: str):
-        self.dir = Path(spec["inputs"]["teacher"])
+    def __init__(self, directory: str | Path, device: str):
+        self.dir = Path(directory)
         self.params = TeacherParams.from_json(read_json(self.dir / "spec.json")["params"], f"{self.dir}/spec.json params")
         self.arch_name = self.params.arch
         self.arch = ARCHITECTURES[self.arch_name]
         self.model = self.arch.load(self.dir / "model", device)
+
+    def score(self, pairs: list[tuple[str, str]], batch_size: int) -> np.ndarray:
+        return np.asarray(self.arch.predict(self.model, pairs, batch_size, self.params), dtype=np.float64)
+
+
+class Teacher:
+    """The teacher model and how it is shown a pair (topic prompts, thesis 5.6.1).
+
+    An ensemble teacher (`teacher.ensemble`: the `teacher` input is a `teacher_ensemble` artifact) scores a
+    pair with each member (inputs `member_<k>`) and combines the scores as its ensemble.json says.
+    """
+
+    def __init__(self, spec: dict, params: LabelsParams | LabelShardParams, device: str):
+        from ..planning.ensemble import MEMBER_INPUT
+
+        self.dir = Path(spec["inputs"]["teacher"])
+        self.ensemble = read_json(self.dir / "ensemble.json") if (self.dir / "ensemble.json").is_file() else None
+        if self.ensemble:
+            members = [Path(spec["inputs"][MEMBER_INPUT.format(k)]) for k in range(len(self.ensemble["members"]))]
+            for directory, recorded in zip(members, self.ensemble["members"]):
+                if directory.name != recorded["key"]:
+                    raise DataError(f"{self.dir}/ensemble.json: member {recorded['key']}, but the labelling spec "
+                                    f"gives {directory}")
+            self.members = [TrainedPairModel(directory, device) for directory in members]
+            self.arch_name = "+".join(m.arch_name for m in self.members)
+            log.info("ensemble teacher: %d members (%s), combined by %s", len(self.members), self.arch_name,
+                     self.ensemble["combine"])
+        else:
+            self.members = [TrainedPairModel(self.dir, device)]
+            self.arch_name = self.members[0].arch_name
         self.batch = params.batch_size
         self.delimiter = params.topic_prompt
         self.topics = {}
@@ -153,11 +183,20 @@ class Teacher:
             self.topics = topic_map(spec["inputs"]["topics"])
             log.info("topic prompts on (delimiter %r): %d topic-labelled sentences", self.delimiter, len(self.topics))
 
+    # the (first) member's model, architecture and training parameters
+    arch = property(lambda self: self.members[0].arch)
+    model = property(lambda self: self.members[0].model)
+    params = property(lambda self: self.members[0].params)
+
     def score(self, frame: pd.DataFrame) -> np.ndarray:
         from ..data.prompts import prompt_pairs
+        from ..models.ensemble import combine
 
         shown = pairs_of(prompt_pairs(frame, self.delimiter) if self.delimiter else frame)
-        return np.asarray(self.arch.predict(self.model, shown, self.batch, self.params), dtype=np.float64)
+        if not self.ensemble:
+            return self.members[0].score(shown, self.batch)
+        scores = np.stack([m.score(shown, self.batch) for m in self.members])
+        return combine(scores, self.ensemble["combine"], self.ensemble.get("statistics"))
 
     def score_rows(self, path: str | Path, start: int, stop: int, out: np.ndarray) -> None:
         """Scores of candidate rows `[start, stop)` into `out[0 : stop - start]`, one chunk in memory at a time."""

@@ -10,6 +10,7 @@ from importlib import metadata
 from pathlib import Path
 
 import json
+import re
 
 from ..artifacts import nan_to_null, read_json, write_json, writer_lock, writing
 from ..config import format_errors, load_schema
@@ -25,6 +26,17 @@ ROLE_LABELS = {
     "teacher": "teacher trained on gold (Cross-Encoder / Cross-Bi-Encoder, upper bound)",
     "student": "Bi-Encoder student trained on the teacher's labels (AugSBERT)",
 }
+# Roles planned in numbers (ensemble members, Trans-Encoder rounds): pattern -> description
+NUMBERED_ROLES = (
+    (re.compile(r"teacher_member_(\d+)"), lambda m: f"teacher ensemble member {int(m[1]) + 1}, trained on gold "
+                                                       "(teacher.ensemble; the `teacher` entry is the ensemble)"),
+    (re.compile(r"te_cross_(\d+)(_mutual)?"), lambda m: f"Trans-Encoder round {m[1]}: cross model trained on the "
+                                                         f"Bi-Encoder{'s' if m[2] else ''}' scores of unlabelled pairs"
+                                                         f"{' (the second, mutual chain)' if m[2] else ''}"),
+    (re.compile(r"te_bi_(\d+)(_mutual)?"), lambda m: f"Trans-Encoder round {m[1]}: Bi-Encoder trained on the cross "
+                                                      f"model{'s' if m[2] else ''}' scores, no gold label"
+                                                      f"{' (the second, mutual chain)' if m[2] else ''}"),
+)
 METRICS = ("spearman", "pearson")
 PACKAGES = ("augsbert", "torch", "transformers", "sentence-transformers", "snakemake",
             "numpy", "pandas", "scipy", "scikit-learn", "faiss-cpu", "mteb")  # mteb: optional extra
@@ -49,12 +61,31 @@ def summarise(values: list[float | None]) -> dict:
     return {"mean": round(statistics.fmean(vals), 4), "std": round(std, 4), "n": len(vals)}
 
 
+def role_description(role: str) -> str | None:
+    """What a model role means in the results (None: not a model role: data, candidates, labels, ...)."""
+    if role in ROLE_LABELS:
+        return ROLE_LABELS[role]
+    for pattern, describe in NUMBERED_ROLES:
+        match = pattern.fullmatch(role)
+        if match:
+            return describe(match)
+    return None
+
+
+def role_order(role: str) -> tuple:
+    """Results order: the fixed roles, then members, then Trans-Encoder rounds (cross before Bi-Encoder)."""
+    if role in ROLE_LABELS:
+        return (list(ROLE_LABELS).index(role),)
+    numbers = [int(n) for n in re.findall(r"\d+", role)]
+    return (len(ROLE_LABELS), role.startswith("te_"), *numbers, role.startswith("te_bi"), role.endswith("_mutual"))
+
+
 def _model_entry(role: str, per_seed: dict[str, dict], skipped: dict[str, str], paths: dict[str, dict]) -> dict:
     names = [m for m in dict.fromkeys(k for v in per_seed.values() for k in v)
              if all(isinstance(v.get(m), (int, float, type(None))) and not isinstance(v.get(m), bool)
                     for v in per_seed.values()) and m != "n_pairs"]
     return {
-        "description": ROLE_LABELS[role],
+        "description": role_description(role),
         "per_seed": per_seed,
         "summary": {m: summarise([v.get(m) for v in per_seed.values()]) for m in names},
         "skipped": skipped,
@@ -96,7 +127,7 @@ def _results(spec: dict) -> dict:
             hub_models.update(metrics.get("resolved_models") or {})
             if role == "labels":
                 silver[seed] = read_json(Path(node["path"]) / "sampling_stats.json")
-            if role in ROLE_LABELS:
+            if role_description(role):
                 entry = per_role.setdefault(role, {}).setdefault(seed, {})
                 entry.update({m: metrics["test"].get(m) for m in (*METRICS, "n_pairs")})
                 if metrics.get("arch"):
@@ -120,7 +151,7 @@ def _results(spec: dict) -> dict:
     data_metrics = read_json(Path(data_node["path"]) / "metrics.json")
     devices = {s["device"] for s in stages.values()} - {None}
     models = {role: _model_entry(role, per_role[role], skipped.get(role, {}), paths.get(role, {}))
-              for role in ROLE_LABELS if role in per_role}
+              for role in sorted(per_role, key=role_order) if role_description(role)}
     result = {
         "experiment": spec["experiment"],
         "description": spec["config"].get("description", ""),

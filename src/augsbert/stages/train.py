@@ -40,7 +40,8 @@ def selection_dev(spec: dict, selection: str | None) -> pd.DataFrame | None:
 def _train_and_save(arch: str, spec: dict, params: PairTrainingParams, train: pd.DataFrame, out, device,
                     force) -> dict:
     data = spec["inputs"]["data"]
-    selection = params.selection if isinstance(params, StudentParams) else None  # teachers: their own dev
+    # Bi-Encoders: their `selection`; teachers their own dev split, or the last epoch (Trans-Encoder: no gold)
+    selection = params.selection if isinstance(params, StudentParams) or params.selection == "last" else None
     dev = selection_dev(spec, selection)
     test = read_split(spec["inputs"].get("eval", data), "test")  # domain transfer: the target's test split
     device = resolve_device(device)
@@ -79,8 +80,14 @@ def _train_and_save(arch: str, spec: dict, params: PairTrainingParams, train: pd
 
 
 def run_teacher(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
+    """A teacher learns the gold train pairs, or, with a `labels` input (Trans-Encoder's cross models), the
+    scores of those pairs and no gold."""
     params = read_params(TeacherParams, spec)
-    train = read_split(spec["inputs"]["data"], "train")
+    if "labels" in spec["inputs"]:
+        labelled = read_pairs(Path(spec["inputs"]["labels"]) / "pairs.parquet")
+        train = labelled[["sentence1", "sentence2", "score"]].reset_index(drop=True)
+    else:
+        train = read_split(spec["inputs"]["data"], "train")
     if params.symmetric:
         train = symmetrise(train)
     return _train_and_save(params.arch, spec, params, train, out, device, force)
