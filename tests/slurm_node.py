@@ -1,16 +1,19 @@
 """A real single-node SLURM cluster in one folder: munged, slurmctld and slurmd of Debian's packages
 (`slurmctld slurmd slurm-client munge`), run as root, configured for this machine's CPUs and memory.
 
-The tests start one per session (tests/test_slurm.py) to run the workflow through profiles/slurm against
-the real scheduler; README "Cluster use" starts one the same way to try the profile on one machine:
+tests/test_slurm.py starts one to run the workflow through profiles/slurm against the real scheduler;
+docs/guide/cluster.md ("Trying the profile on one machine") starts one the same way:
 
     sudo .venv/bin/python tests/slurm_node.py start /tmp/augsbert-slurm   # prints: export SLURM_CONF=...
     sudo .venv/bin/python tests/slurm_node.py stop /tmp/augsbert-slurm
 
-Everything the cluster writes stays in its folder: slurm.conf, its own munge key (so /etc/munge is never
-read or changed), the munge socket, the controller's state, the node's spool, logs and pid files. Clients
-find it through `SLURM_CONF`; the daemons listen on two free ports of 127.0.0.1, so clusters of several
-test sessions on one machine do not meet. What is set here, and why:
+Everything the cluster writes stays in its folder: etc/slurm.conf, its own munge key (so /etc/munge is
+never read or changed), the munge socket, the controller's state, the node's spool, logs and pid files.
+Clients find it through `SLURM_CONF`. slurmd runs in a mount namespace of its own in which the folder's
+etc/ is mounted on /etc/slurm, because the plugin's job step drops SLURM_CONF from the environment of the
+`srun` it runs inside each job; outside that namespace /etc/slurm is untouched. The daemons listen on two
+free ports of 127.0.0.1, so clusters of several test sessions on one machine do not meet. What is set
+here, and why:
 
 - accounting off (`accounting_storage/none`), as on many small clusters: `sacct` fails, `squeue` answers;
 - no cgroups (`proctrack/linuxproc`, `task/none`): a container often cannot delegate them;
@@ -47,8 +50,12 @@ def unavailable() -> str | None:
         return "a real SLURM cluster needs root (slurmd starts jobs as their users)"
     path = os.pathsep.join([os.environ.get("PATH", ""), *SBIN])
     missing = [p for p in PROGRAMS if shutil.which(p, path=path) is None]
-    if missing:
-        return f"{', '.join(missing)} not found: install the Debian packages {PACKAGES} (.ci/run does)"
+    if missing or not os.path.isdir("/etc/slurm"):
+        return f"{', '.join(missing) or '/etc/slurm'} not found: install the Debian packages {PACKAGES} (.ci/run does)"
+    # slurmd runs in a mount namespace of its own (see SingleNodeSlurm.start)
+    probe = subprocess.run(["unshare", "--mount", "--propagation", "private", "true"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        return f"no mount namespace here for slurmd (unshare --mount: {probe.stderr.strip()})"
     return None
 
 

@@ -1,6 +1,8 @@
-"""Cluster use: job sizes from the plan, the SLURM profile template, `augsbert fetch`, and a whole run
-through a fake SLURM (sbatch / squeue / sacct / srun / scancel / sinfo / sacctmgr scripts on PATH that
-record what they are asked and run the jobs locally)."""
+"""Cluster use: job sizes from the plan, the SLURM profile template and what it asks the cluster
+(augsbert.slurm, with a fake `subprocess.run`), `augsbert fetch`, and the demo through a fake SLURM
+(sbatch / squeue / sacct / srun / scancel / sinfo / sacctmgr scripts on PATH that record what they are asked
+and run the jobs locally) for the GPU lines a real GPU-less cluster cannot show (tests/test_slurm.py runs the
+profile against a real one)."""
 
 import json
 import os
@@ -205,6 +207,21 @@ def test_partition_cpus_are_what_one_job_can_get():
     assert parse_partition_cpus(format_partition_cpus(offer)) == offer
     assert partition_cpus(fake_run({"scontrol": (1, ""), "sinfo": (0, SINFO_NODES)})) == {}
     assert partition_cpus(fake_run({})) == {}
+
+
+def test_configure_exports_the_partitions_for_the_jobs():
+    from augsbert.slurm import SlurmSettingError, configure
+
+    run = fake_run({"sacct": (1, ""), "squeue": (0, ""), "scontrol": (0, SCONTROL_PARTITIONS),
+                    "sinfo": (0, SINFO_NODES)})
+    env = {}
+    assert configure(env, run) == "squeue"
+    assert env == {"AUGSBERT_SLURM_PARTITION_CPUS": "cpu=64,*=64,gpu=16", "AUGSBERT_SLURM_PROFILE": "1"}
+    env = {"AUGSBERT_SLURM_PARTITION_CPUS": "cpu=8"}  # set already (by you, over what sinfo says): kept
+    configure(env, run)
+    assert env["AUGSBERT_SLURM_PARTITION_CPUS"] == "cpu=8"
+    with pytest.raises(SlurmSettingError, match="AUGSBERT_SLURM_CPUS='four'"):
+        configure({"AUGSBERT_SLURM_CPUS": "four"}, run)
 
 
 def test_cpu_limit_and_threads(tmp_path, monkeypatch):
@@ -419,8 +436,10 @@ def stop_fake_jobs(tmp_path):
 @pytest.mark.workflow
 def test_gpu_partition_and_model_on_the_sbatch_line(tmp_path, tiny_model, stop_fake_jobs):
     """What the real single-node cluster of tests/test_slurm.py cannot show, having no GPU: a GPU job's partition
-    and GPU model on its sbatch line, next to a CPU job's, with the account and QOS of the environment. The demo
-    (a data job and the zero-shot evaluation, a group job) runs through the profile with the fake SLURM."""
+    and GPU model on its sbatch line, with the account and QOS of the environment. The demo's zero-shot
+    evaluation (a group job) goes through the profile with the fake SLURM; its data job runs locally before."""
+    from workflow_helpers import snakemake
+
     work = tmp_path / "work"
     work.mkdir()
     for item in ("workflow", "config", "profiles"):
@@ -434,9 +453,13 @@ def test_gpu_partition_and_model_on_the_sbatch_line(tmp_path, tiny_model, stop_f
     config = read_config(REPO / "config" / "config.yaml")
     config["defaults"]["base_model"] = tiny_model
     config["datasets"] = {"lee": config["datasets"]["lee"]}
-    config["experiments"] = {"demo_zeroshot": config["experiments"]["demo_zeroshot"]}
+    config["experiments"] = {"demo_zeroshot": {**config["experiments"]["demo_zeroshot"],
+                                               "evaluation": {"suites": []}}}
     config["grids"] = {}
     (work / "config" / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    plan = Plan(prepare_config(config))
+    local = snakemake(work, "--cores", "1", plan.nodes[roles(plan, "demo_zeroshot")["data"]].path)
+    assert local.returncode == 0, local.stdout + local.stderr[-4000:]
     env = {**os.environ, **CLUSTER_ENV, "FAKE_SLURM_STATE": str(state),
            "PATH": f"{tmp_path / 'bin'}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
            "OMP_WAIT_POLICY": "PASSIVE"}  # idle OpenMP threads sleep instead of spinning on a shared core
@@ -448,20 +471,15 @@ def test_gpu_partition_and_model_on_the_sbatch_line(tmp_path, tiny_model, stop_f
     assert proc.returncode == 0, proc.stdout + proc.stderr[-6000:]
     assert json.loads((work / "results" / "demo_zeroshot.json").read_text())["experiment"] == "demo_zeroshot"
 
-    ids = [json.loads(line)["id"] for line in (state / "sbatch.jsonl").read_text().splitlines()]
-    assert len(ids) == len(set(ids))
     jobs = submitted(state)
-    # results are a local rule; the evaluations (the zero-shot model, its STS suite) go as one group job
-    assert {rule: len(argvs) for rule, argvs in jobs.items()} == {"data": 1, "evaluation": 1}
-    data, group = jobs["data"][0], jobs["evaluation"][0]
-    assert (flag(data, "-p"), flag(data, "--gpus"), flag(data, "-t"), flag(data, "--mem")) == \
-        ("cpu_part", None, "30", "4000")
+    # results are a local rule; the zero-shot evaluation goes as a group job (group-components: evaluation)
+    assert {rule: len(argvs) for rule, argvs in jobs.items()} == {"evaluation": 1}
+    group = jobs["evaluation"][0]
     wrap = next(a for a in group if a.startswith("--wrap="))
-    targets = wrap.split("--target-jobs ")[1].split(" --")[0].split()
-    assert sorted(t.strip("'").split(":")[0] for t in targets) == ["suite", "zero_shot"]
-    # one GPU for the whole group: its jobs run one after the other (gpu is scoped per job), times add up
-    assert (flag(group, "-p"), flag(group, "--gpus"), flag(group, "-t")) == ("gpu_part", "a100:1", "60")
-    for argv in (data, group):
-        assert (flag(argv, "-A"), flag(argv, "--qos")) == ("proj42", "normal")
+    assert [t.strip("'").split(":")[0] for t in wrap.split("--target-jobs ")[1].split(" --")[0].split()] == \
+        ["zero_shot"]
+    assert (flag(group, "-p"), flag(group, "--gpus"), flag(group, "-t"), flag(group, "--mem")) == \
+        ("gpu_part", "a100:1", "30", "8000")
+    assert (flag(group, "-A"), flag(group, "--qos"), flag(group, "--cpus-per-task")) == ("proj42", "normal", "4")
     # inside the job the plugin's jobstep runs the rule with srun, on the job's GPU
     assert "--gpus=1" in (state / "srun.log").read_text()
