@@ -1,6 +1,8 @@
-"""Cluster use: job sizes from the plan, the SLURM profile template, `augsbert fetch`, and a whole run
-through a fake SLURM (sbatch / squeue / sacct / srun / scancel / sinfo / sacctmgr scripts on PATH that
-record what they are asked and run the jobs locally)."""
+"""Cluster use: job sizes from the plan, the SLURM profile template and what it asks the cluster
+(augsbert.slurm, with a fake `subprocess.run`), `augsbert fetch`, and the demo through a fake SLURM
+(sbatch / squeue / sacct / srun / scancel / sinfo / sacctmgr scripts on PATH that record what they are asked
+and run the jobs locally) for the GPU lines a real GPU-less cluster cannot show (tests/test_slurm.py runs the
+profile against a real one)."""
 
 import json
 import os
@@ -17,6 +19,7 @@ from augsbert.config import prepare_config, read_config
 from augsbert.models import ModelResolutionError
 from augsbert.plan import Plan
 from augsbert.resources import cluster_placement, job_resources, mem_mb, profile_value, runtime_minutes
+from augsbert.slurm import CPUS_ENV, PARTITION_CPUS_ENV, PROFILE_ENV, STATUS_ENV
 from conftest import REPO
 
 CLUSTER_ENV = {"AUGSBERT_SLURM_ACCOUNT": "proj42", "AUGSBERT_SLURM_PARTITION": "cpu_part",
@@ -133,7 +136,8 @@ def test_placement_falls_back_to_the_default_partition_and_leaves_unset_values_o
 def parse_profile(monkeypatch, env: dict) -> dict:
     from snakemake.profiles import ProfileConfigFileParser
 
-    for name in [*CLUSTER_ENV, "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"]:
+    for name in [*CLUSTER_ENV, "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", STATUS_ENV, CPUS_ENV, PARTITION_CPUS_ENV,
+                 PROFILE_ENV]:
         monkeypatch.setenv(name, "")  # recorded, so what the profile sets is undone after the test
         monkeypatch.delenv(name)
     for name, value in env.items():
@@ -152,6 +156,123 @@ def test_slurm_profile_reads_the_cluster_from_the_environment(monkeypatch):
     profile = parse_profile(monkeypatch, {"HF_HUB_OFFLINE": "0"})
     assert "slurm-qos" not in profile and profile["default-resources"] == ["runtime=60", "mem_mb=4000"]
     assert os.environ["HF_HUB_OFFLINE"] == "0"  # an explicit choice is kept
+
+
+def fake_run(answers: dict[str, tuple[int, str]], calls: list | None = None):
+    """subprocess.run as augsbert.slurm calls it, answering by program (`scontrol`, `sinfo`, ...): (exit code,
+    output); a program not in `answers` is missing."""
+    def run(argv, **kwargs):
+        if calls is not None:
+            calls.append(argv)
+        if argv[0] not in answers:
+            raise FileNotFoundError(argv[0])
+        code, out = answers[argv[0]]
+        if code == "timeout":
+            raise subprocess.TimeoutExpired(argv, kwargs.get("timeout"))
+        return subprocess.CompletedProcess(argv, code, out, "")
+    return run
+
+
+def test_status_command_follows_accounting_or_the_environment():
+    from augsbert.slurm import SlurmSettingError, status_command
+
+    calls = []
+    assert status_command({}, fake_run({"sacct": (0, ""), "squeue": (0, "")}, calls)) == "sacct"
+    # the probe is shaped like the plugin's own status query (so a sacct that answers it answers the plugin)
+    assert calls[0][:5] == ["sacct", "-X", "--parsable2", "--noheader", "--format=JobIdRaw,State"]
+    assert calls[0][-2:] == ["--name", "augsbert-probe"]
+    assert status_command({}, fake_run({"sacct": (1, ""), "squeue": (0, "")})) == "squeue"  # accounting off
+    assert status_command({}, fake_run({"sacct": ("timeout", ""), "squeue": (0, "")})) == "squeue"
+    assert status_command({}, fake_run({"squeue": (0, "")})) == "squeue"  # no sacct program
+    assert status_command({}, fake_run({"sacct": (1, ""), "squeue": (1, "")})) is None  # no cluster here
+    calls = []
+    assert status_command({"AUGSBERT_SLURM_STATUS": " squeue "}, fake_run({}, calls)) == "squeue" and not calls
+    with pytest.raises(SlurmSettingError, match="AUGSBERT_SLURM_STATUS='qstat': use one of sacct, squeue"):
+        status_command({"AUGSBERT_SLURM_STATUS": "qstat"}, fake_run({}))
+
+
+SCONTROL_PARTITIONS = (
+    "PartitionName=cpu AllowGroups=ALL Default=YES MaxCPUsPerNode=UNLIMITED Nodes=c[1-2] State=UP TotalCPUs=96\n"
+    "PartitionName=gpu AllowGroups=ALL Default=NO MaxCPUsPerNode=16 Nodes=g1,c2 State=UP TotalCPUs=64\n"
+    "PartitionName=empty Default=NO Nodes=(null) State=UP\n")
+SINFO_NODES = "cpu|32\ncpu|64\ngpu|32\ngpu|64\n"  # sinfo -N: one line per node and partition
+
+
+def test_partition_cpus_are_what_one_job_can_get():
+    from augsbert.slurm import format_partition_cpus, parse_partition_cpus, partition_cpus
+
+    offer = partition_cpus(fake_run({"scontrol": (0, SCONTROL_PARTITIONS), "sinfo": (0, SINFO_NODES)}))
+    # the largest node, at most MaxCPUsPerNode; the default partition also as "*"; no nodes, no entry
+    assert offer == {"cpu": 64, "*": 64, "gpu": 16}
+    assert parse_partition_cpus(format_partition_cpus(offer)) == offer
+    assert partition_cpus(fake_run({"scontrol": (1, ""), "sinfo": (0, SINFO_NODES)})) == {}
+    assert partition_cpus(fake_run({})) == {}
+
+
+def test_configure_exports_the_partitions_for_the_jobs():
+    from augsbert.slurm import SlurmSettingError, configure
+
+    run = fake_run({"sacct": (1, ""), "squeue": (0, ""), "scontrol": (0, SCONTROL_PARTITIONS),
+                    "sinfo": (0, SINFO_NODES)})
+    env = {}
+    assert configure(env, run) == "squeue"
+    assert env == {"AUGSBERT_SLURM_PARTITION_CPUS": "cpu=64,*=64,gpu=16", "AUGSBERT_SLURM_PROFILE": "1"}
+    env = {"AUGSBERT_SLURM_PARTITION_CPUS": "cpu=8"}  # set already (by you, over what sinfo says): kept
+    configure(env, run)
+    assert env["AUGSBERT_SLURM_PARTITION_CPUS"] == "cpu=8"
+    with pytest.raises(SlurmSettingError, match="AUGSBERT_SLURM_CPUS='four'"):
+        configure({"AUGSBERT_SLURM_CPUS": "four"}, run)
+
+
+def test_cpu_limit_and_threads(tmp_path, monkeypatch):
+    from augsbert.slurm import SlurmSettingError, cpu_limit, job_threads
+
+    env = {"AUGSBERT_SLURM_PARTITION_CPUS": "cpu=64,*=64,gpu=2"}
+    assert [cpu_limit(4, p, env) for p in ("gpu", "cpu", None, "other")] == [2, 4, 4, 4]
+    assert [cpu_limit(4, p, {**env, "AUGSBERT_SLURM_CPUS": "3"}) for p in ("gpu", "cpu")] == [2, 3]
+    assert cpu_limit(4, "cpu", {}) == 4  # nothing known, nothing capped
+    with pytest.raises(SlurmSettingError, match="AUGSBERT_SLURM_CPUS='0': give a whole number of CPUs, 1 or more"):
+        cpu_limit(4, None, {"AUGSBERT_SLURM_CPUS": "0"})
+    # threads: the stage's own outside the profile; under it the job's CPUs (fixed-size stages: theirs, capped)
+    sized = {"cpus_per_task": 3, "slurm_partition": "gpu"}
+    assert job_threads(2, sized, env) == 2
+    on_slurm = {**env, "AUGSBERT_SLURM_PROFILE": "1"}
+    assert job_threads(2, sized, on_slurm) == 3
+    assert job_threads(4, {"cpus_per_task": None, "slurm_partition": "gpu"}, on_slurm) == 2
+
+    # the job sizes: a GPU job (4 CPUs planned) in a 2-CPU GPU partition asks 2
+    monkeypatch.chdir(tmp_path)
+    plan = Plan(repo_config(keep=("demo_zeroshot",)))
+    run = roles(plan, "demo_zeroshot")
+    cluster = {**CLUSTER_ENV, "AUGSBERT_SLURM_PARTITION_CPUS": "cpu_part=8,gpu_part=2"}
+    assert job_resources(plan, run["zero_shot"], CLUSTER_ENV)["cpus_per_task"] == 4
+    assert job_resources(plan, run["zero_shot"], cluster)["cpus_per_task"] == 2
+    assert job_resources(plan, run["data"], {**cluster, "AUGSBERT_SLURM_CPUS": "1"})["cpus_per_task"] == 1
+
+
+def test_group_errors_show_the_executor_message(caplog):
+    """Snakemake 9 drops the message of a failed group job (sbatch's refusal); the profile logs it."""
+    from types import SimpleNamespace
+
+    from snakemake.jobs import GroupJob
+
+    from augsbert.slurm import show_group_error_messages
+
+    original = GroupJob.log_error
+    try:
+        show_group_error_messages()
+        patched = GroupJob.log_error
+        show_group_error_messages()  # once per process
+        assert GroupJob.log_error is patched
+        group = SimpleNamespace(groupid="evaluation", jobs=[])
+        with caplog.at_level("ERROR"):
+            GroupJob.log_error(group, msg="SLURM sbatch failed. The error message was 'sbatch: error: X'")
+            GroupJob.log_error(group)
+        messages = [r.getMessage() for r in caplog.records]
+        assert messages == ["Error in group evaluation: SLURM sbatch failed. The error message was "
+                            "'sbatch: error: X'", "Error in group evaluation", "Error in group evaluation"]
+    finally:
+        GroupJob.log_error = original
 
 
 def test_workflow_profile_keeps_no_cluster_settings():
@@ -313,74 +434,52 @@ def stop_fake_jobs(tmp_path):
 
 
 @pytest.mark.workflow
-def test_demo_and_a_tiny_grid_through_a_fake_slurm(tmp_path, tiny_model, stop_fake_jobs):
+def test_gpu_partition_and_model_on_the_sbatch_line(tmp_path, tiny_model, stop_fake_jobs):
+    """What the real single-node cluster of tests/test_slurm.py cannot show, having no GPU: a GPU job's partition
+    and GPU model on its sbatch line, with the account and QOS of the environment. The demo's zero-shot
+    evaluation (a group job) goes through the profile with the fake SLURM; its data job runs locally before."""
+    from workflow_helpers import snakemake
+
     work = tmp_path / "work"
     work.mkdir()
     for item in ("workflow", "config", "profiles"):
-        src = REPO / item
-        (shutil.copytree if src.is_dir() else shutil.copy2)(src, work / item)
+        shutil.copytree(REPO / item, work / item)
+    shutil.rmtree(work / "config" / "grids")  # the shipped grids need datasets this config drops
     fake_slurm(tmp_path / "bin")
     state = tmp_path / "state"
     state.mkdir()
     # only what the run needs: every job starts Snakemake twice (the plugin's sbatch --wrap runs its jobstep
-    # executor, which runs each rule with `srun python -m snakemake`), and each start plans the config. The
-    # checks are on what is submitted, not on what is learnt: the random tiny BERT trains and evaluates.
+    # executor, which runs each rule with `srun python -m snakemake`), and each start plans the config
     config = read_config(REPO / "config" / "config.yaml")
     config["defaults"]["base_model"] = tiny_model
     config["datasets"] = {"lee": config["datasets"]["lee"]}
-    config["experiments"] = {"demo_zeroshot": config["experiments"]["demo_zeroshot"]}
-    shutil.rmtree(work / "config" / "grids")  # the shipped grids need datasets this config drops
-    config["grids"] = {"tiny": yaml.safe_load(
-        "description: tiny grid\nseeds: [1]\noptions:\n"
-        "  models: [teacher, student]\n"
-        "  teacher: {epochs: 1, max_length: 48, batch_size: 32}\n"
-        "  student: {epochs: 1, max_length: 48, batch_size: 32}\n"
-        "  sampling: {pool: train+unlabeled, top_k: 1}\n"
-        "  evaluation: {max_length: 48, suites: []}\n"  # the demo's zero-shot suite stands for the suite rule
-        "columns: {lee: {dataset: lee}}\n"
-        "axes: {sampling: {bm25: {sampling: {strategies: [bm25]}}}}\n"
-        "metrics: [spearman]\n")}
+    config["experiments"] = {"demo_zeroshot": {**config["experiments"]["demo_zeroshot"],
+                                               "evaluation": {"suites": []}}}
+    config["grids"] = {}
     (work / "config" / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    env = {**os.environ, **CLUSTER_ENV, "FAKE_SLURM_STATE": str(state), "AUGSBERT_DEVICE": "cpu",
+    plan = Plan(prepare_config(config))
+    local = snakemake(work, "--cores", "1", plan.nodes[roles(plan, "demo_zeroshot")["data"]].path)
+    assert local.returncode == 0, local.stdout + local.stderr[-4000:]
+    env = {**os.environ, **CLUSTER_ENV, "FAKE_SLURM_STATE": str(state),
            "PATH": f"{tmp_path / 'bin'}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-           # the fake runs up to three jobs at once on this machine's cores, each with `threads` OpenMP threads
-           # (Snakemake sets OMP_NUM_THREADS): idle threads sleep instead of spinning on a core another job
-           # needs (measured on 2 busy cores: a tiny-model epoch 18 s spinning, 2.5 s passive)
-           "OMP_WAIT_POLICY": "PASSIVE"}
+           "OMP_WAIT_POLICY": "PASSIVE"}  # idle OpenMP threads sleep instead of spinning on a shared core
     env.pop("HF_HUB_OFFLINE", None)  # the profile sets it for the jobs
     proc = subprocess.run(
         [sys.executable, "-m", "snakemake", "--profile", "profiles/slurm", "--slurm-init-seconds-before-status-checks",
-         "1", "--slurm-keep-successful-logs", "results/demo_zeroshot.json", "results/tables/tiny.md"],
+         "1", "--slurm-keep-successful-logs", "results/demo_zeroshot.json"],
         cwd=work, env=env, capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-6000:]
     assert json.loads((work / "results" / "demo_zeroshot.json").read_text())["experiment"] == "demo_zeroshot"
-    assert (work / "results" / "tables" / "tiny.md").is_file()
 
-    ids = [json.loads(line)["id"] for line in (state / "sbatch.jsonl").read_text().splitlines()]
-    assert len(ids) == len(set(ids))
     jobs = submitted(state)
-    # results are a local rule; the evaluations (the demo's zero-shot and its suite) go as one group job
-    assert set(jobs) == {"data", "teacher", "candidates", "labels", "student",
-                         "grid_table", "evaluation"}
-    assert all(len(argvs) == 1 for argvs in jobs.values())
-    for rule, partition, gpus, runtime, mem in [
-            ("teacher", "gpu_part", "a100:1", "30", "16000"),
-            ("student", "gpu_part", "a100:1", "30", "16000"),
-            ("labels", "gpu_part", "a100:1", "30", "8000"),
-            ("candidates", "cpu_part", None, "30", "4000"),  # BM25: CPU
-            ("data", "cpu_part", None, "30", "4000"),
-            ("grid_table", "cpu_part", None, "30", "2000")]:
-        argv = jobs[rule][0]
-        assert (flag(argv, "-p"), flag(argv, "--gpus"), flag(argv, "-t"), flag(argv, "--mem")) == \
-            (partition, gpus, runtime, mem), (rule, argv)
-        assert (flag(argv, "-A"), flag(argv, "--qos")) == ("proj42", "normal")
+    # results are a local rule; the zero-shot evaluation goes as a group job (group-components: evaluation)
+    assert {rule: len(argvs) for rule, argvs in jobs.items()} == {"evaluation": 1}
     group = jobs["evaluation"][0]
-    # the group's members: one of each evaluation rule (the grid has no suites, so no student suite joins them)
     wrap = next(a for a in group if a.startswith("--wrap="))
-    targets = wrap.split("--target-jobs ")[1].split(" --")[0].split()
-    assert sorted(t.strip("'").split(":")[0] for t in targets) == ["suite", "zero_shot"]
-    # one GPU for the whole group: its jobs run one after the other (gpu is scoped per job), times add up
-    assert (flag(group, "-p"), flag(group, "--gpus")) == ("gpu_part", "a100:1")
-    assert int(flag(group, "-t")) == 2 * 30
-    # inside each job the plugin's jobstep runs the rule with srun
+    assert [t.strip("'").split(":")[0] for t in wrap.split("--target-jobs ")[1].split(" --")[0].split()] == \
+        ["zero_shot"]
+    assert (flag(group, "-p"), flag(group, "--gpus"), flag(group, "-t"), flag(group, "--mem")) == \
+        ("gpu_part", "a100:1", "30", "8000")
+    assert (flag(group, "-A"), flag(group, "--qos"), flag(group, "--cpus-per-task")) == ("proj42", "normal", "4")
+    # inside the job the plugin's jobstep runs the rule with srun, on the job's GPU
     assert "--gpus=1" in (state / "srun.log").read_text()

@@ -28,8 +28,8 @@ from conftest import REPO
 README_MAX_LINES = 150
 SHELL = {"bash", "sh", "shell", "console"}
 # programs a shell block may call without a check of its arguments (system and cluster tools)
-UNCHECKED = {"git", "cd", "mkdir", "export", "sbatch", "squeue", "scancel", "hf", "tensorboard", "tail", "cat", "kill",
-             "pip"}
+UNCHECKED = {"git", "cd", "mkdir", "export", "sbatch", "squeue", "scancel", "sinfo", "hf", "tensorboard", "tail", "cat",
+             "kill", "pip", "apt-get"}
 # paths in inline code are checked when they start with one of these (the repository's own folders and files)
 REPO_PREFIXES = ("src/", "tests/", "workflow/", "config/", "benchmarks/", "profiles/", "docs/", ".test/", ".ci/",
                  "Makefile", "pyproject.toml", "mkdocs.yml", "LICENSE")
@@ -232,6 +232,8 @@ def check_command(tokens: list[str], where: str, known_: Known, strict: bool) ->
     elif program == "bash":
         if args:
             check_path(args[0], where, known_)
+    elif program == "sudo":  # the command it runs is checked as any other
+        check_command(args, where, known_, strict)
     elif program == "mkdocs":
         if not args or args[0] not in ("build", "serve"):
             known_.errors.append(f"{where}: `mkdocs {' '.join(args)}`: use build or serve")

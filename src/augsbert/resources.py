@@ -18,7 +18,8 @@ Formula (our choice; constants below, per stage):
     mem_mb    = base_mem_mb + items × mb_per_item, the second term rounded up to
                 whole GB and left out below 100 MB
     cpus      = 4 for GPU jobs (tokenisation and data loading keep the GPU fed),
-                4 for CPU jobs over LARGE_ITEMS items or more, else 2
+                4 for CPU jobs over LARGE_ITEMS items or more, else 2; under profiles/slurm at
+                most what one job gets in its partition and AUGSBERT_SLURM_CPUS (augsbert.slurm)
     gpu       = 0 for every job under `device: cpu` (it would hold a GPU slot, locally the profile's
                 `gpu=1`, or ask SLURM for a GPU, for nothing); else
                 1 for every stage that runs a neural model; sampling only when a strategy encodes
@@ -50,6 +51,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from .planning import REGISTRY
+from .slurm import cpu_limit
 
 # train pairs and unlabeled sentences of the corpora config/config.yaml defines (README "Real data")
 DATASET_SIZES = {
@@ -233,12 +235,14 @@ def job_resources(plan, key: str, env: Mapping[str, str] | None = None,
     work = job_work(plan, key)
     # `gpus` GPUs (and 4 CPUs each) for the stages that train data-parallel (augsbert.distributed); one elsewhere
     gpus = int(plan.config.get("gpus", 1)) if gpu and REGISTRY[node.stage].data_parallel else int(gpu)
+    placement = cluster_placement(gpu, env, default_partition)
+    cpus = 4 * max(gpus, 1) if gpu or items >= LARGE_ITEMS else 2
     return {
         "runtime": runtime_minutes(node.stage, work),
         "mem_mb": mem_mb(node.stage, items),
-        "cpus_per_task": 4 * max(gpus, 1) if gpu or items >= LARGE_ITEMS else 2,
+        "cpus_per_task": cpu_limit(cpus, placement["slurm_partition"], env),  # within the partition (augsbert.slurm)
         "gpu": gpus,
-        **cluster_placement(gpu, env, default_partition),
+        **placement,
     }
 
 

@@ -111,6 +111,7 @@ def stage_inputs(stage):
 # leaves the resource out (no GPU model given; no partition given anywhere: SLURM's default one).
 # Override any of them with --set-resources, or with `set-resources` in a profile.
 from augsbert.resources import job_gpu_mem, job_resources, profile_value, report_resources
+from augsbert.slurm import job_threads
 from augsbert.planning import REGISTRY
 from augsbert import gpus as _gpus
 
@@ -177,6 +178,13 @@ def sized(name, stage):
     if name == "gpu_mem_mb":
         return lambda wildcards: job_gpu_mem(PLAN, wildcards.key, LARGEST_GPU_MB)
     return lambda wildcards: job_resources(PLAN, wildcards.key, default_partition=DEFAULT_PARTITION)[name]
+
+
+def sized_threads(stage):
+    """A stage job's threads: under profiles/slurm its CPUs (augsbert.slurm.job_threads), else the stage's."""
+    return lambda wildcards: job_threads(
+        stage.threads, job_resources(PLAN, wildcards.key, default_partition=DEFAULT_PARTITION)
+    )
 
 
 # Seconds-long bookkeeping runs where Snakemake runs (login node or driver job), never in the queue.

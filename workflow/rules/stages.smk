@@ -24,7 +24,7 @@ for _stage in REGISTRY.values():
             _stage.group
         conda:
             f"../envs/{_stage.env}.yaml"
-        threads: FORMER_THREADS.get(_stage.name, _stage.threads)
+        threads: FORMER_THREADS.get(_stage.name, sized_threads(_stage))
         resources:
             mem_mb=sized("mem_mb", _stage.name),
             runtime=sized("runtime", _stage.name),
