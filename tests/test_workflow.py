@@ -511,11 +511,12 @@ def test_consert_ae_grid_plans_with_the_useb_titles(workdir):
 
 
 def test_simcse_variants_grid_plans_with_the_useb_titles(workdir):
-    """Seed 001 Tables 2-5: 22 rows x Park's 5 seeds, each its own pretrain job (no two rows share a key)."""
+    """Seed 001 Tables 2-5: 23 rows (VAE sampling included) x Park's 5 seeds, each its own pretrain job (no two rows
+    share a key)."""
     write_stsb_useb(workdir)
     jobs = planned(workdir, "results/tables/simcse_variants.md")
-    assert jobs["pretrain"] == 5 * 22 and jobs["collect_results"] == 22 and jobs["grid_table"] == 1
-    assert jobs["suite"] == 5 * 22 + 1  # every pre-trained encoder and the zero-shot model
+    assert jobs["pretrain"] == 5 * 23 and jobs["collect_results"] == 23 and jobs["grid_table"] == 1
+    assert jobs["suite"] == 5 * 23 + 1  # every pre-trained encoder and the zero-shot model
 
 
 def test_rcl_grid_plans_one_entropy_job_per_phi_and_seed(workdir):
