@@ -439,6 +439,17 @@ def test_vae_state_resumes_exactly():
         torch.set_rng_state(rng)
         assert [float(resumed([{"emb": a}, {"emb": p}], None)) for a, p in steps[3:]] == values[3:]
         assert all(torch.equal(x, y) for x, y in zip(resumed.state_dict().values(), whole.state_dict().values()))
+    # under SimCSE's train-only MLP head (the grids' setting) the same state sits under the wrapper's `loss.`
+    from augsbert.pretraining.losses import TrainOnlyMLPHeadLoss
+
+    wrapped = TrainOnlyMLPHeadLoss(FixedDim(6), fresh("posterior"), initializer_range=0.02).train()
+    for a, p in steps[:3]:
+        wrapped([{"emb": a}, {"emb": p}], None)
+    state = wrapped.state_dict()
+    assert int(state["loss.vae_adam.0.step"]) == 2 and "loss.vae.decoder.2.weight" in state
+    again = TrainOnlyMLPHeadLoss(FixedDim(6), fresh("posterior"), initializer_range=0.02)
+    again.load_state_dict(state)
+    assert all(torch.equal(x, y) for x, y in zip(again.state_dict().values(), state.values()))
 
 
 # ---- tiny runs: one per group
