@@ -191,6 +191,31 @@ def test_unsupervised_lambda_axis_plans_both_readings_for_the_multi_task_rows_on
     assert plan.experiment("unsupervised.simcse_cls_lm01.useb").runs[42]["pretrained"] == simcse
 
 
+def test_unsupervised_augsbert_rows_are_the_thesis_setup():
+    """Thesis 5.4.3, the grid's default: RoBERTa-base; MLM adaptation 12.5K steps of 64 at 3e-5; CBE teacher 5
+    epochs on STS-B (embeddings frozen after the adaptation); BM25 top-1 + random pairs of the titles, labelled;
+    students 12.5K steps of 64, FullDomainSBERT's from the adapted checkpoint."""
+    plan = Plan(prepare_config(read_config(REPO / "config" / "config.yaml"), lazy=True))
+    for row, adapted in (("augsbert", False), ("domain", True), ("full_domain", True)):
+        runs = plan.experiment(f"unsupervised.{row}_lc01.useb").runs[42]
+        student, candidates = plan.node(runs["student"]), plan.node(runs["candidates"])
+        teacher = plan.node(dict(plan.node(runs["labels"]).inputs)["teacher"])
+        roberta = {"model": "hub:FacebookAI/roberta-base@main"}
+        assert student.params["model_identity"] == teacher.params["model_identity"] == roberta
+        assert (student.params["max_steps"], student.params["batch_size"], "epochs" in student.params) == (
+            12500, 64, False)
+        assert (candidates.params["strategies"], candidates.params["top_k"], candidates.params["pool"]) == (
+            ["bm25", "random"], 1, "unlabeled")
+        assert (teacher.params["arch"], teacher.params["epochs"], teacher.params["freeze_embeddings"]) == (
+            "cbe", 5, adapted)
+        assert ("adapt" in runs) == adapted and "lower_bound" not in runs
+        if adapted:
+            adapt = plan.node(runs["adapt"])
+            assert (adapt.params["max_steps"], adapt.params["batch_size"], adapt.params["lr"]) == (12500, 64, 3e-5)
+            assert adapt.params["model_identity"] == roberta and dict(teacher.inputs)["init"] == adapt.key
+        assert dict(student.inputs).get("init") == (runs["adapt"] if row == "full_domain" else None)
+
+
 def test_consert_ae_trains_wangs_epochs_with_his_warm_up():
     """Seed 000 Table 5.3 (910 warm-up steps, lr 3e-5, batch 64) and 5.3.5-5.3.7: Table 5.4's rows and the 1-epoch
     SimCSE train one epoch of 100k (1,563 steps of 64), the autoencoders and multi-task rows three (4,689)."""

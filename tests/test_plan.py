@@ -326,6 +326,24 @@ def test_student_settings_reuse_the_pretrain_artifact_and_pretrain_settings_reru
     assert dict(changed.node(pretrain_changed["labels"]).inputs)["teacher"] == teacher[0]  # teacher reused
 
 
+def test_student_max_steps_is_keyed_only_when_set_and_replaces_epochs():
+    """student.max_steps (thesis 5.4.3's 12.5K-step students): unset, no key changes; set, `epochs` leaves the
+    key (it no longer decides anything) and the teacher is untouched."""
+    def plan(student=None):
+        return plan_shipped({"experiments": {"demo_cbe_distill": {"student": student or {}}}}, grids=False)
+
+    base_plan = plan()
+    base = keys(base_plan, "demo_cbe_distill")
+    params = base_plan.node(base["student"]).params
+    assert "max_steps" not in params and params["epochs"] == 3
+    stepped_plan = plan({"max_steps": 100})
+    stepped = keys(stepped_plan, "demo_cbe_distill")
+    params = stepped_plan.node(stepped["student"]).params
+    assert params["max_steps"] == 100 and "epochs" not in params
+    assert stepped["student"] != base["student"] and stepped["teacher"] == base["teacher"]
+    assert keys(plan({"max_steps": 100, "epochs": 7}), "demo_cbe_distill")["student"] == stepped["student"]
+
+
 def test_inert_pretrain_options_leave_the_key():
     base = keys(plan_for(), "demo_simcse")["pretrained"]
     # simcse has no deletion noise, MLM term, auxiliary weight or CT negatives
@@ -358,7 +376,8 @@ def test_unsupervised_grid_rows_and_demo_grid_plan():
     labels = [r["label"] for r in spec["rows"]]
     assert labels[0] == "Zero-shot base model"
     assert "Pre-trained [SimCSE (CLS)]" in labels and "Pre-trained [CT (mean)]" in labels
-    assert len(labels) == 11 and spec["metrics"][0] == "spearman"
+    assert labels[-3:] == ["AugSBERT-AugSBERT", "AugSBERT-DomainSBERT", "AugSBERT-FullDomainSBERT"]
+    assert len(labels) == 14 and spec["metrics"][0] == "spearman"
 
 
 def test_teacher_starts_from_the_pretrained_encoder():

@@ -4,7 +4,9 @@ Noise statistics on large tensors (GNI residual std σ, Gaussian dropout mean 1 
 ‖δ‖∞ = ε along the gradient's sign, the N x (N + K) logits of the sampled negatives (no gradient,
 a higher loss), the memory bank's detached step t-1 entries, label smoothing against a manual
 computation, SAM / AWP restoring the weights bit-exactly and equal to plain SimCSE at ρ = γ = 0,
-and one tiny training run per group that lowers the held-out loss.
+the VAE's negative ELBO against its closed form and torch.distributions, its negatives without a
+gradient path into the encoder, its state resumed exactly, and one tiny training run per group
+that lowers the held-out loss.
 """
 
 from __future__ import annotations
@@ -20,10 +22,12 @@ from augsbert.pretraining.objectives import SIMCSE_VARIANT_KEYS, SIMCSE_VARIANTS
 from augsbert.training.pretrain import build_encoder, fit, held_out_loss, loss_extra_state
 from augsbert.pretraining.variants import (
     GaussianNegativesSimCSELoss,
+    GaussianVAE,
     GMMNegativesSimCSELoss,
     LabelSmoothingSimCSELoss,
     MemoryBankSimCSELoss,
     OutputAugmentedSimCSELoss,
+    VAENegativesSimCSELoss,
     WeightPerturbation,
     bernoulli_dropout,
     feature_dropout,
@@ -35,7 +39,8 @@ from augsbert.pretraining.variants import (
 
 VARIANT_DEFAULTS = {"simcse_variant": "none", "noise_sigma": 0.001, "noise_rate": 0.1, "noise_views": "positive",
                     "fgsm_epsilon": 0.001, "label_smoothing": 0.1, "sam_rho": 0.05, "awp_gamma": 0.005,
-                    "extra_negatives": None, "gmm_components": 4, "gmm_history": 8}
+                    "extra_negatives": None, "gmm_components": 4, "gmm_history": 8, "vae_history": 8,
+                    "vae_hidden": 500, "vae_latent": 20, "vae_lr": 1e-3, "vae_updates": 1, "vae_sampling": "posterior"}
 
 
 def resolved_for(variant: str, **override) -> dict:
@@ -89,6 +94,10 @@ def test_resolved_keeps_only_the_variants_own_options():
     assert not set(SIMCSE_VARIANT_KEYS) & set(resolved_for("none"))
     assert set(SIMCSE_VARIANT_KEYS) & set(resolved_for("gni")) == {"simcse_variant", "noise_sigma", "noise_views"}
     assert set(SIMCSE_VARIANT_KEYS) & set(resolved_for("awp+fgsm")) == {"simcse_variant", "awp_gamma", "fgsm_epsilon"}
+    assert set(SIMCSE_VARIANT_KEYS) & set(resolved_for("vae")) == {
+        "simcse_variant", "extra_negatives", "vae_history", "vae_hidden", "vae_latent", "vae_lr", "vae_updates",
+        "vae_sampling"}
+    assert resolved_for("gmm", vae_latent=3) == resolved_for("gmm")
     assert resolved_for("gaussian_negatives")["extra_negatives"] == 8  # null = the batch size
     assert resolved_for("gaussian_negatives", extra_negatives=8) == resolved_for("gaussian_negatives")
     assert resolved_for("gni", sam_rho=0.5, extra_negatives=3) == resolved_for("gni")
@@ -305,18 +314,165 @@ def test_gmm_negatives_come_from_previous_steps():
     assert extra.shape == (5, 3) and float(value) == pytest.approx(float(plain_ce(a, p, extra)[0]), rel=1e-6)
 
 
+# ---- VAE negatives (§4.3, Table 5 "VAE sampling"; Kingma & Welling 2014)
+def test_vae_negative_elbo_equals_its_closed_form_and_torch_distributions():
+    D = torch.distributions
+    vae = GaussianVAE(2, 3, 2).double().requires_grad_(False)
+    with torch.no_grad():  # every weight 0; encoder bias: μ = 1, log σ² = log 2 in both latent dimensions
+        for p in vae.parameters():
+            p.zero_()
+        vae.encoder[2].bias.copy_(torch.tensor([1.0, 1.0, math.log(2), math.log(2)], dtype=torch.float64))
+    x, eps = torch.tensor([[1.0, 2.0]], dtype=torch.float64), torch.tensor([[0.3, -0.7]], dtype=torch.float64)
+    loss, reconstruction, kl = vae.negative_elbo(x, eps)
+    # decoder weights and bias 0: μ' = 0, log σ'² = 0 whatever z is, so −log N(x; 0, I) = log 2π + (1 + 4) / 2
+    assert float(reconstruction) == pytest.approx(math.log(2 * math.pi) + 2.5, rel=1e-12)
+    # KL(N(1, 2) ‖ N(0, 1)) = ½ (σ² + μ² − 1 − log σ²) = 1 − ½ log 2 per latent dimension
+    assert float(kl) == pytest.approx(2 * (1 - 0.5 * math.log(2)), rel=1e-12)
+    assert float(loss) == pytest.approx(math.log(2 * math.pi) + 2.5 + 2 - math.log(2), rel=1e-12)
+    # random weights: the reparameterised sample, −log p(x|z) and the KL as torch.distributions computes them
+    torch.manual_seed(0)
+    vae = GaussianVAE(5, 7, 3).double().requires_grad_(False)
+    x, eps = torch.randn(4, 5, dtype=torch.float64), torch.randn(4, 3, dtype=torch.float64)
+    loss, reconstruction, kl = vae.negative_elbo(x, eps)
+    mu, logvar = vae.encoder(x).chunk(2, dim=-1)
+    mean, logvar_x = vae.decoder(mu + torch.exp(0.5 * logvar) * eps).chunk(2, dim=-1)
+    expected_rec = -D.Normal(mean, torch.exp(0.5 * logvar_x)).log_prob(x).sum(-1).mean()
+    expected_kl = D.kl_divergence(D.Normal(mu, torch.exp(0.5 * logvar)),
+                                  D.Normal(torch.zeros_like(mu), torch.ones_like(mu))).sum(-1).mean()
+    assert float(reconstruction) == pytest.approx(float(expected_rec), rel=1e-12)
+    assert float(kl) == pytest.approx(float(expected_kl), rel=1e-12)
+    assert float(loss) == pytest.approx(float(expected_rec + expected_kl), rel=1e-12)
+
+
+def _recording(loss):
+    """Wrap `loss.sample` so the test sees the negatives each step used."""
+    drawn, sample = [], loss.sample
+    loss.sample = lambda anchors: drawn.append(sample(anchors)) or drawn[-1]
+    return drawn
+
+
+def test_vae_negatives_carry_no_gradient_and_widen_the_logits_to_n_plus_k(monkeypatch):
+    from augsbert.pretraining import variants
+
+    n, k, dim = 4, 5, 6
+    loss = VAENegativesSimCSELoss(FixedDim(dim), count=k, history=2, batch_size=n, hidden=8, latent=3)
+    loss.train()
+    drawn, logits, build = _recording(loss), [], variants.simcse_logits
+    monkeypatch.setattr(variants, "simcse_logits", lambda *a: logits.append(build(*a)) or logits[-1])
+    torch.manual_seed(0)
+    a0, p0 = torch.randn(n, dim), torch.randn(n, dim)
+    first = loss([{"emb": a0}, {"emb": p0}], None)  # step 1: an empty queue, no VAE step, the plain loss
+    assert not drawn and logits[-1].shape == (n, n) and torch.equal(loss.entries(), a0)
+    assert float(first) == pytest.approx(float(plain_ce(a0, p0)[0]), rel=1e-6)
+    before = [p.detach().clone() for p in loss.vae.parameters()]
+    anchors, positives = torch.randn(n, dim, requires_grad=True), torch.randn(n, dim, requires_grad=True)
+    value = loss([{"emb": anchors}, {"emb": positives}], None)
+    (extra,) = drawn
+    assert extra.shape == (k, dim) and not extra.requires_grad and extra.grad_fn is None
+    assert logits[-1].shape == (n, n + k) and torch.equal(logits[-1], build(anchors, positives, 20.0, extra))
+    # the VAE took its Adam step on the queue (step 1's anchors), and keeps neither gradients nor requires_grad
+    assert all(not torch.equal(b, p) for b, p in zip(before, loss.vae.parameters()))
+    assert all(p.grad is None and not p.requires_grad for p in loss.vae.parameters())
+    assert torch.equal(loss.entries(), torch.cat([a0, anchors.detach()]))
+    value.backward()
+    assert all(p.grad is None for p in loss.vae.parameters())  # the SimCSE loss does not reach the VAE
+    # the loss against a manual computation on these fixed tensors: −mean_i log softmax_j(20 cos(a_i, c_j))_i
+    candidates = torch.cat([positives, extra]).detach().double()
+    a = anchors.detach().double()
+    cos = torch.stack([torch.stack([torch.dot(a[i], c) / (a[i].norm() * c.norm()) for c in candidates])
+                       for i in range(n)])
+    expected = -sum(20 * cos[i, i] - torch.logsumexp(20 * cos[i], dim=0) for i in range(n)) / n
+    assert float(value.detach()) == pytest.approx(float(expected), rel=1e-5)
+
+
+def test_vae_training_sends_no_gradient_into_the_encoder(encoder):
+    params = params_for("vae", vae_hidden=16, vae_latent=4, extra_negatives=3)
+    loss = build_loss("simcse", encoder, params, head_source="")
+    assert isinstance(loss, VAENegativesSimCSELoss) and loss.count == 3 and loss.vae.latent == 4
+    encoder.eval()
+    encoder.training = True  # the loss trains its VAE and draws negatives; dropout off, so passes repeat exactly
+    drawn = _recording(loss)
+    try:
+        encoder.zero_grad(set_to_none=True)
+        torch.manual_seed(0)
+        with torch.no_grad():
+            loss(batch(encoder), None)  # fills the queue
+        value = loss(batch(encoder), None)  # trains the VAE on it, then draws
+        assert all(p.grad is None for p in encoder.parameters())  # the VAE's update wrote no encoder gradient
+        value.backward()
+        got = [None if p.grad is None else p.grad.clone() for p in encoder.parameters()]
+        encoder.zero_grad(set_to_none=True)
+        first, second = batch(encoder)
+        anchors, positives = encoder(first)["sentence_embedding"], encoder(second)["sentence_embedding"]
+        plain_ce(anchors, positives, drawn[-1])[0].backward()  # the negatives as constants
+        want = [None if p.grad is None else p.grad.clone() for p in encoder.parameters()]
+        assert _same(got, want, exact=False)
+        assert set(loss_extra_state(loss, encoder)) >= {
+            "past", "past_filled", "vae.encoder.0.weight", "vae_adam.0.step", "vae_adam.0.exp_avg",
+            "vae_adam.0.exp_avg_sq"}
+    finally:
+        encoder.zero_grad(set_to_none=True)
+        encoder.train()
+
+
+def test_vae_state_resumes_exactly():
+    def fresh(sampling):
+        torch.manual_seed(0)
+        return VAENegativesSimCSELoss(FixedDim(6), count=3, history=2, batch_size=4, hidden=8, latent=3,
+                                      sampling=sampling).train()
+
+    torch.manual_seed(1)
+    steps = [(torch.randn(4, 6), torch.randn(4, 6)) for _ in range(5)]
+    for sampling in ("posterior", "prior"):
+        whole = fresh(sampling)
+        torch.manual_seed(2)
+        values = [float(whole([{"emb": a}, {"emb": p}], None)) for a, p in steps]
+        cut = fresh(sampling)
+        torch.manual_seed(2)
+        for a, p in steps[:3]:
+            cut([{"emb": a}, {"emb": p}], None)
+        state, rng = {k: v.clone() for k, v in cut.state_dict().items()}, torch.get_rng_state()
+        assert int(state["vae_adam.0.step"]) == 2  # steps 2 and 3 trained the VAE
+        resumed = VAENegativesSimCSELoss(FixedDim(6), count=3, history=2, batch_size=4, hidden=8, latent=3,
+                                         sampling=sampling).train()
+        resumed.load_state_dict(state)  # strict: every key is the loss's
+        torch.set_rng_state(rng)
+        assert [float(resumed([{"emb": a}, {"emb": p}], None)) for a, p in steps[3:]] == values[3:]
+        assert all(torch.equal(x, y) for x, y in zip(resumed.state_dict().values(), whole.state_dict().values()))
+    # under SimCSE's train-only MLP head (the grids' setting) the same state sits under the wrapper's `loss.`
+    from augsbert.pretraining.losses import TrainOnlyMLPHeadLoss
+
+    wrapped = TrainOnlyMLPHeadLoss(FixedDim(6), fresh("posterior"), initializer_range=0.02).train()
+    for a, p in steps[:3]:
+        wrapped([{"emb": a}, {"emb": p}], None)
+    state = wrapped.state_dict()
+    assert int(state["loss.vae_adam.0.step"]) == 2 and "loss.vae.decoder.2.weight" in state
+    again = TrainOnlyMLPHeadLoss(FixedDim(6), fresh("posterior"), initializer_range=0.02)
+    again.load_state_dict(state)
+    assert all(torch.equal(x, y) for x, y in zip(again.state_dict().values(), state.values()))
+
+
 # ---- tiny runs: one per group
 # These keep the pretrained 1-layer MiniLM: every variant is SimCSE on [CLS] vectors, and the random tiny model's
 # [CLS] vectors are all but equal in eval mode (cosines ~0.99999), so its held-out loss stays at log(batch size)
 # (checked: unchanged to 6 digits after the run, for every variant here).
-@pytest.mark.parametrize("variant", ["gni", "output_gaussian", "sam", "gaussian_negatives", "memory_bank"])
+@pytest.mark.parametrize("variant", ["gni", "output_gaussian", "sam", "gaussian_negatives", "memory_bank", "vae"])
 def test_tiny_run_lowers_held_out_loss(tiny_minilm, tmp_path, monkeypatch, variant):
     calls = []
     original = WeightPerturbation.step
     monkeypatch.setattr(WeightPerturbation, "step", lambda self, *a: calls.append(1) or original(self, *a))
+    from transformers import TrainerCallback
+
+    class Optimized(TrainerCallback):  # the parameters the trainer's optimizer steps
+        ids: set = set()
+
+        def on_train_begin(self, args, state, control, optimizer=None, **kwargs):
+            Optimized.ids = {id(p) for group in optimizer.param_groups for p in group["params"]}
+
     params = params_for(variant)
     train, held = SENTENCES[:32], SENTENCES[32:48]
-    model, loss, metrics = fit(tiny_minilm, train, held, None, params, tmp_path / "work", "cpu")
+    model, loss, metrics = fit(tiny_minilm, train, held, None, params, tmp_path / "work", "cpu",
+                               callbacks=[Optimized()])
     base = build_encoder(tiny_minilm, "cls", 24, "cpu")
     torch.manual_seed(0)
     before = held_out_loss(base, build_loss("simcse", base, params, tiny_minilm), "simcse", held, params)
@@ -329,6 +485,13 @@ def test_tiny_run_lowers_held_out_loss(tiny_minilm, tmp_path, monkeypatch, varia
 
         state = load_file(str(tmp_path / "work" / "trainer" / "checkpoint-4" / "loss_state.safetensors"))
         assert int(state["bank_filled"]) == 8 and torch.equal(state["bank"], loss.bank)
+    if variant == "vae":  # its own Adam trained it at steps 2-4; the trainer's optimizer never held it
+        from safetensors.torch import load_file
+
+        state = load_file(str(tmp_path / "work" / "trainer" / "checkpoint-4" / "loss_state.safetensors"))
+        assert int(state["past_filled"]) == 4 * 8 and int(state["vae_adam.0.step"]) == 3
+        assert torch.equal(state["vae.decoder.2.weight"], loss.vae.decoder[2].weight)
+        assert Optimized.ids and not Optimized.ids & {id(p) for p in loss.vae.parameters()}
     assert not math.isnan(after)
 
 

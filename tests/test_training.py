@@ -186,6 +186,40 @@ def test_warmup_is_a_ratio_of_all_steps(tmp_path):
                          95)["warmup_steps"] == 3
 
 
+def test_max_steps_trains_that_many_steps_and_scores_every_pass_and_the_last_step(tiny_model, tmp_path):
+    """student.max_steps (thesis 5.4.3: 12.5K steps of 64): 32 pairs at 16 are 2 steps a pass; 5 steps are two full
+    passes and one step of a third, each scored on dev (the last at step 5), the best kept; warm-up of 5 steps."""
+    from augsbert.training.pairs import epoch_end, training_args
+
+    train, dev = theme_pairs(32, 7), theme_pairs(16, 8)
+    params = train_params(epochs=2, max_steps=5, warmup_ratio=0.4)  # epochs: inert beside max_steps
+    assert training_args(params, tmp_path, 1, "cpu", "auto", len(train))["warmup_steps"] == 2
+    result = fit("be", tiny_model, train, dev, params, tmp_path / "work", "cpu", "fp32")
+    history = result.metrics["dev_history"]
+    assert result.metrics["steps"] == 5 and [(h["epoch"], h["step"]) for h in history] == [(1, 2), (2, 4), (3, 5)]
+    assert result.metrics["dev_spearman"] == pytest.approx(max(h["dev_spearman"] for h in history))
+
+    class Args:  # epoch_end without a trainer: 7 batches a pass, a budget of 16 steps
+        max_steps, gradient_accumulation_steps, num_train_epochs = 16, 1, 1
+
+    class State:
+        max_steps = 16
+
+    def ends(last: int, dataloader=None) -> dict[int, int]:
+        found = {}
+        for State.global_step in range(1, last + 1):
+            epoch = epoch_end(Args, State, dataloader)
+            if epoch is not None:
+                found[State.global_step] = epoch
+        return found
+
+    assert ends(16, range(7)) == {7: 1, 14: 2, 16: 3}
+    Args.max_steps, Args.num_train_epochs, State.max_steps = -1, 2, 14  # epoch-based: as before the option
+    assert ends(14, range(7)) == ends(14) == {7: 1, 14: 2}
+    with pytest.raises(ValueError, match="needs `epochs` or `max_steps`"):
+        training_args(train_params().replace(epochs=None), tmp_path, 1, "cpu", "auto", 32)
+
+
 def test_resume_state_of_another_configuration_is_discarded(tiny_model, tmp_path):
     train, dev = theme_pairs(32, 7), theme_pairs(16, 8)
     work = tmp_path / "work"

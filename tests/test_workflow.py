@@ -495,11 +495,14 @@ def test_unsupervised_grid_plans_with_the_useb_titles(workdir):
     write_stsb_useb(workdir)
     jobs = planned(workdir, "results/tables/unsupervised.md")
     # 3 seeds: 13 objective rows, the 6 multi-task ones once more for the second reading of λ (axis `weight`,
-    # aux_weight_on contrastive | main; objectives without λ share one artifact across it); AugSBERT /
-    # DomainSBERT / FullDomainSBERT share teacher-less parts per variant
-    assert jobs["pretrain"] == 3 * (13 + 6) and jobs["adapt"] == 3 and jobs["grid_table"] == 1
-    # 16 rows x 2 λ readings, each its own results file; students + lower bounds once per seed
-    assert jobs["collect_results"] == 2 * 16 and jobs["student"] == 3 * 3 + 3
+    # aux_weight_on contrastive | main; objectives without λ share one artifact across it)
+    assert jobs["pretrain"] == 3 * (13 + 6) and jobs["grid_table"] == 1
+    # AugSBERT / DomainSBERT / FullDomainSBERT (thesis 5.4.3), per seed: one MLM adaptation, one set of BM25 +
+    # random pairs, a teacher from RoBERTa and one from the adapted checkpoint (each labelling the pairs), three
+    # 12.5K-step students; no lower bound (no semantic search needs one)
+    assert jobs["adapt"] == 3 and jobs["candidates"] == 3 and jobs["teacher"] == 3 * 2 and jobs["labels"] == 3 * 2
+    # 16 rows x 2 λ readings, each its own results file
+    assert jobs["collect_results"] == 2 * 16 and jobs["student"] == 3 * 3
 
 
 def test_consert_ae_grid_plans_with_the_useb_titles(workdir):
@@ -511,11 +514,12 @@ def test_consert_ae_grid_plans_with_the_useb_titles(workdir):
 
 
 def test_simcse_variants_grid_plans_with_the_useb_titles(workdir):
-    """Seed 001 Tables 2-5: 22 rows x Park's 5 seeds, each its own pretrain job (no two rows share a key)."""
+    """Seed 001 Tables 2-5: 23 rows (VAE sampling included) x Park's 5 seeds, each its own pretrain job (no two rows
+    share a key)."""
     write_stsb_useb(workdir)
     jobs = planned(workdir, "results/tables/simcse_variants.md")
-    assert jobs["pretrain"] == 5 * 22 and jobs["collect_results"] == 22 and jobs["grid_table"] == 1
-    assert jobs["suite"] == 5 * 22 + 1  # every pre-trained encoder and the zero-shot model
+    assert jobs["pretrain"] == 5 * 23 and jobs["collect_results"] == 23 and jobs["grid_table"] == 1
+    assert jobs["suite"] == 5 * 23 + 1  # every pre-trained encoder and the zero-shot model
 
 
 def test_rcl_grid_plans_one_entropy_job_per_phi_and_seed(workdir):

@@ -44,9 +44,9 @@ ARCH_TITLES = {"be": "Bi-Encoder (SentenceTransformer)", "ce": "Cross-Encoder", 
 ROLE_TITLES = {"student": "AugSBERT student (Bi-Encoder on the teacher's labels)",
                "teacher": "teacher (trained on gold)", "lower_bound": "lower bound (Bi-Encoder on gold only)"}
 # Training settings shown in the card, in this order (those a node has).
-SETTINGS = ("epochs", "batch_size", "lr", "warmup_ratio", "weight_decay", "max_length", "loss", "activation",
-            "symmetric", "freeze_embeddings", "use_gold_labels", "selection", "group_by_length", "megabatch",
-            "seed_optimization", "topic_prompt", "seed")
+SETTINGS = ("epochs", "max_steps", "batch_size", "lr", "warmup_ratio", "weight_decay", "max_length", "loss",
+            "activation", "symmetric", "freeze_embeddings", "use_gold_labels", "selection", "group_by_length",
+            "megabatch", "seed_optimization", "topic_prompt", "seed")
 
 
 class ExportError(ValueError):

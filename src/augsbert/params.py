@@ -198,6 +198,7 @@ class PairTrainingParams(TrainingParams):
     """
 
     epochs: int
+    max_steps: int | None = None  # set: optimizer steps instead of epochs (student.max_steps, thesis 5.4.3)
     freeze_embeddings: bool = False
     seed_optimization: SeedOptimization = field(default_factory=SeedOptimization)
     early_stopping_patience: int = 0  # epochs without a better dev Spearman before training stops; 0 = off

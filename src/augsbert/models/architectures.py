@@ -111,7 +111,7 @@ class BiEncoder(_SentenceTransformersModel):
             rows = student_rows(train.to_pandas(), params)
             log.info("student.loss %s: %d training rows (%s)", params.loss, len(rows), ", ".join(rows.columns))
             train = Dataset.from_pandas(rows, preserve_index=False)
-            steps = math.ceil(len(rows) / params.batch_size) * params.epochs
+            steps = params.max_steps or math.ceil(len(rows) / params.batch_size) * params.epochs
             args = {**args, "warmup_steps": int(math.ceil(params.warmup_ratio * steps))}  # of these rows
         if params.group_by_length and "sentence1" in train.column_names:
             # the two sentences are padded apart: 2-D grouping, longer one first

@@ -30,8 +30,10 @@ class TeacherParams(PairTrainingParams):
 
 @dataclass(frozen=True, kw_only=True)
 class StudentParams(PairTrainingParams):
-    """The `student` section; `selection` is how it picks its epoch (planning.train.student_selection)."""
+    """The `student` section; `selection` is how it picks its epoch (planning.train.student_selection).
+    With `max_steps` (a step budget) the planner leaves `epochs` out: None here."""
 
+    epochs: int | None = None
     use_gold_labels: bool
     selection: Literal["source_dev", "target_dev", "last"]
     loss: Literal["cosine", "cosent", "angle", "mnrl", "margin_mse"] | None = None
@@ -127,6 +129,10 @@ def teacher(graph: Graph, exp: dict, dataset: str, seed: int, inputs: dict[str, 
 def student(graph: Graph, exp: dict, dataset: str, seed: int, inputs: dict[str, Node], selection: str,
             gold_only: bool = False, prompt: str | None = None) -> Node:
     options = student_loss_options(inert_grouping_dropped(exp["student"]))
+    if options.get("max_steps") is None:  # unset: `epochs` decides, and keys planned before the option stay
+        options.pop("max_steps", None)
+    else:  # a step budget (thesis 5.4.3): the number of epochs does not enter
+        options.pop("epochs")
     model = options.pop("base_model") or exp["base_model"]
     options.pop("base")  # the start point is the `init` input (pretrained / adapted) or `model`
     if options["freeze_embeddings"] is None:

@@ -198,6 +198,7 @@ SIMCSE_VARIANTS = {
     "awp": ("awp_gamma",), "awp+gni": ("awp_gamma", *_NOISE), "awp+fgsm": ("awp_gamma", "fgsm_epsilon"),
     "memory_bank": (), "gaussian_negatives": ("extra_negatives",), "cov_filtering": ("extra_negatives",),
     "anchor_noise_negatives": (), "gmm": ("extra_negatives", "gmm_components", "gmm_history"),
+    "vae": ("extra_negatives", "vae_history", "vae_hidden", "vae_latent", "vae_lr", "vae_updates", "vae_sampling"),
 }
 SIMCSE_VARIANT_KEYS = ("simcse_variant", *sorted({k for keys in SIMCSE_VARIANTS.values() for k in keys}))
 

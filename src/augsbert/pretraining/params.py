@@ -64,3 +64,9 @@ class PretrainParams(TrainingParams):
     extra_negatives: int | None = None
     gmm_components: int = 4
     gmm_history: int = 8
+    vae_history: int = 8
+    vae_hidden: int = 500
+    vae_latent: int = 20
+    vae_lr: float = 1e-3
+    vae_updates: int = 1
+    vae_sampling: Literal["posterior", "prior"] = "posterior"

@@ -50,6 +50,21 @@ def dev_spearman(arch, model, dev: pd.DataFrame, params: PairTrainingParams) -> 
     return evaluate(arch.name, model, dev, params)[0]["spearman"]
 
 
+def epoch_end(args, state, train_dataloader=None) -> int | None:
+    """The pass over the training pairs (1-based) that ends at this step, or None.
+
+    Epoch-based runs end one every `state.max_steps / epochs` steps. A step budget (`max_steps`, thesis 5.4.3)
+    ends one after every full pass over the dataloader, and its last step ends the last, partial pass."""
+    if args.max_steps > 0 and train_dataloader is not None:
+        accumulation = max(1, args.gradient_accumulation_steps)
+        per_epoch = max(1, math.ceil(len(train_dataloader) / accumulation))  # as the Trainer counts it
+        if state.global_step % per_epoch == 0 or state.global_step >= state.max_steps:
+            return math.ceil(state.global_step / per_epoch)
+        return None
+    per_epoch = max(1, state.max_steps // max(1, int(args.num_train_epochs)))
+    return None if state.global_step % per_epoch else state.global_step // per_epoch
+
+
 def _callbacks():
     from transformers import TrainerCallback
 
@@ -78,11 +93,10 @@ def _callbacks():
             self.record = read_json(state_path) if state_path.exists() else {"history": [], "best": None}
             self.stop = False  # early_stopping_patience epochs without a better dev score (read by EarlyStopping)
 
-        def on_step_end(self, args, state, control, model=None, **kwargs):
-            steps_per_epoch = max(1, state.max_steps // max(1, int(args.num_train_epochs)))
-            if state.global_step % steps_per_epoch:
+        def on_step_end(self, args, state, control, model=None, train_dataloader=None, **kwargs):
+            epoch = epoch_end(args, state, train_dataloader)
+            if epoch is None:
                 return control
-            epoch = state.global_step // steps_per_epoch
             self.record["history"] = [h for h in self.record["history"] if h["epoch"] < epoch]  # redo after resume
             if self.record.get("stopped_early", {}).get("epoch", 0) >= epoch:
                 self.record.pop("stopped_early")
@@ -100,7 +114,7 @@ def _callbacks():
                 self.record["best"] = entry
             patience = self.params.early_stopping_patience
             best_epoch = self.record["best"]["epoch"] if self.record["best"] else 0
-            self.stop = patience > 0 and epoch - best_epoch >= patience and epoch < int(args.num_train_epochs)
+            self.stop = patience > 0 and epoch - best_epoch >= patience and state.global_step < state.max_steps
             if self.stop:
                 self.record["stopped_early"] = {"epoch": epoch, "best_epoch": best_epoch, "patience": patience}
             write_json(self.state_path, self.record)
@@ -135,9 +149,9 @@ def _callbacks():
         def __init__(self, best: "BestEpoch | None"):
             self.best = best
 
-        def on_step_end(self, args, state, control, **kwargs):
-            steps_per_epoch = max(1, state.max_steps // max(1, int(args.num_train_epochs)))
-            if state.global_step % steps_per_epoch == 0 and distributed.broadcast(bool(self.best and self.best.stop)):
+        def on_step_end(self, args, state, control, train_dataloader=None, **kwargs):
+            if epoch_end(args, state, train_dataloader) is not None and \
+                    distributed.broadcast(bool(self.best and self.best.stop)):
                 control.should_training_stop = True
             return control
 
@@ -157,12 +171,15 @@ def training_args(params: PairTrainingParams, output_dir: Path, seed: int, devic
 
     # `batch_size` is the global batch: split over the processes of a distributed run (augsbert.distributed)
     steps_per_epoch = math.ceil(n_train / params.batch_size)
-    total_steps = steps_per_epoch * params.epochs
+    if params.max_steps is None and params.epochs is None:
+        raise ValueError("a pair model needs `epochs` or `max_steps`")
+    total_steps = params.max_steps or steps_per_epoch * params.epochs
     processes = distributed.world_size()
     parallel = {"ddp_backend": distributed.backend(device)} if processes > 1 else {}
     return dict(
         output_dir=str(output_dir),
-        num_train_epochs=params.epochs,
+        num_train_epochs=params.epochs or 1,  # ignored by the Trainer when max_steps is set
+        max_steps=params.max_steps or -1,  # -1: the Trainer's "epochs decide"
         per_device_train_batch_size=distributed.per_device_batch(params.batch_size, processes),
         learning_rate=params.lr,
         warmup_steps=int(math.ceil(params.warmup_ratio * total_steps)),  # explicit: 1.0 would mean "1 step"
