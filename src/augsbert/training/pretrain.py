@@ -174,6 +174,7 @@ def fit(base: str, sentences: list[str], held_out: list[str], dev: pd.DataFrame 
     from sentence_transformers.sentence_transformer.evaluation import EmbeddingSimilarityEvaluator
     from transformers import set_seed
 
+    from ..tokenized import pretokenize_collator
     from .common import claim_workdir, precision_flags, train_resuming
 
     objective = params.objective
@@ -218,11 +219,12 @@ def fit(base: str, sentences: list[str], held_out: list[str], dev: pd.DataFrame 
 
         first = OBJECTIVES[objective].columns[0]
         args["batch_sampler"] = length_batch_sampler(
-            [min(n, params.max_length) for n in token_counts(model.tokenizer, train[first])], params.megabatch)
+            [min(n, params.max_length) for n in token_counts(model.tokenizer, train[first][:])], params.megabatch)
     trainer = trainer_class()(
         model=model, args=SentenceTransformerTrainingArguments(**args), train_dataset=train,
         eval_dataset=evaluation, loss=loss, evaluator=evaluator, callbacks=[*(callbacks or []), *tracking_callbacks()],
         data_collator=collator(objective, model, params))
+    pretokenize_collator(trainer.data_collator, model, train)  # training texts tokenised once
     trainer.weight_perturbation = weight_perturbation(params)
     trainer.stepped_lr = params.scheduler == "ct_stepped"
     trainer.views_seed = params.seed + 1 if OBJECTIVES[objective].dropout_views else None
