@@ -5,6 +5,7 @@ not by CI).
     .venv/bin/python benchmarks/bench_overhead.py --only be cbe --steps 100 --repeat 5
     .venv/bin/python benchmarks/bench_overhead.py --skip-steps          # start-up only
     .venv/bin/python benchmarks/bench_overhead.py --model minilm-l6 --device cuda --skip-startup   # real MiniLM
+    .venv/bin/python benchmarks/bench_overhead.py --only be --torch-compile      # + torch_compile off / on
 
 Targets (issue 25): with the tiny model on CPU, every trainer's stage path at most 1.5x the bare loop's ms
 per step; every model stage's start (process start to the first training step) at most 2 s more than
@@ -357,6 +358,33 @@ def bench_steps(args, base: str, devices: list[str]) -> list[dict]:
     return rows
 
 
+def bench_compile(args, base: str, devices: list[str]) -> list[dict]:
+    """The stage path with `torch_compile` off and on: ms per step, and seconds to the first step's end (the
+    compilation)."""
+    specs = planned_specs(base, args.batch, args.only)
+    rows = []
+    for device in devices:
+        print(f"\n== torch_compile, {device}: {args.steps} steps of {args.batch}, one run each", flush=True)
+        print(f"{'trainer':<15}{'eager ms':>10}{'compiled ms':>13}{'ratio':>7}{'eager 1st s':>13}{'compiled 1st s':>16}",
+              flush=True)
+        for name in args.only:
+            params = params_of(name, specs[name])
+            result = {}
+            for compiled in (False, True):
+                with tempfile.TemporaryDirectory() as tmp:
+                    start = time.perf_counter()
+                    rec = run_stage(name, params.replace(torch_compile=compiled), base, device, args.steps,
+                                    Path(tmp) / "work")
+                result[compiled] = (1000 * rec.per_step()[0], rec.ends[0] - start)
+            row = {"device": device, "trainer": name, "eager_ms": result[False][0], "compiled_ms": result[True][0],
+                   "eager_first_s": result[False][1], "compiled_first_s": result[True][1]}
+            rows.append(row)
+            print(f"{name:<15}{row['eager_ms']:>10.2f}{row['compiled_ms']:>13.2f}"
+                  f"{row['compiled_ms'] / row['eager_ms']:>6.2f}x{row['eager_first_s']:>13.1f}"
+                  f"{row['compiled_first_s']:>16.1f}", flush=True)
+    return rows
+
+
 # ---------------------------------------------------------------- start-up
 # Run in the child: note the end of the first optimizer step (a global hook, registered as soon as
 # torch.optim.optimizer is imported, so that nothing is imported earlier than the command itself would),
@@ -473,6 +501,8 @@ def main() -> None:
     parser.add_argument("--model", help="model reference (default: the tiny random BERT)")
     parser.add_argument("--skip-steps", action="store_true")
     parser.add_argument("--skip-startup", action="store_true")
+    parser.add_argument("--torch-compile", action="store_true",
+                        help="also time each stage path with torch_compile on (compiling takes minutes on a CPU)")
     parser.add_argument("--threads", type=int, help="torch threads of this process (default: torch's own)")
     parser.add_argument("--json", type=Path, help="also write the rows here")
     args = parser.parse_args()
@@ -498,6 +528,8 @@ def main() -> None:
         result = {}
         if not args.skip_steps:
             result["steps"] = bench_steps(args, base, devices)
+        if args.torch_compile:
+            result["torch_compile"] = bench_compile(args, base, devices)
         if not args.skip_startup:
             result["startup"] = bench_startup(args, base)
     if args.json:

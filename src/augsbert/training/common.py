@@ -29,6 +29,22 @@ def precision_flags(device: str, precision: str) -> dict:
     return {"fp16": precision == "fp16", "bf16": precision == "bf16"}
 
 
+def device_flags(device: str, torch_compile: bool = False) -> dict:
+    """TrainingArguments that keep the host from waiting on a CUDA GPU every step; `torch_compile` (option of the
+    trained stages, off by default) compiles the model on any device.
+
+    On CUDA: the loss is not read back each step to filter NaN / inf from the logged loss (that check copies it to
+    the host and waits for the step to finish; a NaN loss then shows as NaN in the log), batches are copied from
+    pinned memory without blocking, and AdamW is the fused one (transformers' default since torch 2.8; named, so
+    that an older torch gets it too). Elsewhere nothing changes, so CPU runs compute what they computed before.
+    """
+    flags = {"torch_compile": True} if torch_compile else {}
+    if device.startswith("cuda"):
+        flags.update(logging_nan_inf_filter=False, accelerator_config={"non_blocking": True},
+                     dataloader_pin_memory=True, optim="adamw_torch_fused")
+    return flags
+
+
 def claim_workdir(workdir: Path, fingerprint: dict) -> None:
     """Reuse resume state only if it was made by the same computation; otherwise start afresh.
 

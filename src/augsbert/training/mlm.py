@@ -22,7 +22,7 @@ from ..planning.adapt import AdaptParams
 from ..sampling import bm25_neighbors
 from ..sampling.pool import PairCollector, random_partners
 from ..tracking import callbacks as tracking_callbacks, trainer_arguments
-from .common import claim_workdir, precision_flags, train_resuming
+from .common import claim_workdir, device_flags, precision_flags, train_resuming
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ def adapt(base: str, train: pd.DataFrame, params: AdaptParams, workdir: Path, de
         data_seed=params.seed, save_strategy="steps", save_steps=params.checkpoint_steps, save_total_limit=1,
         logging_steps=max(1, min(50, params.max_steps // 10)), use_cpu=device == "cpu", **trainer_arguments(),
         remove_unused_columns=False, dataloader_num_workers=0, disable_tqdm=False,
-        **precision_flags(device, precision))
+        **precision_flags(device, precision), **device_flags(device, params.torch_compile))
     dataset = Dataset.from_dict({"sentence1": first, "sentence2": second})
     if params.group_by_length:
         dataset, args = hf_grouping(dataset, pair_lengths(tokenizer, first, second, pair_tokenizer.max_length,

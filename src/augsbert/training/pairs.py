@@ -37,7 +37,7 @@ from ..evaluation import correlations
 from ..models.architectures import ARCHITECTURES, freeze_embeddings
 from ..params import PairTrainingParams
 from ..tracking import callbacks as tracking_callbacks, log_metrics
-from .common import claim_workdir, precision_flags, train_resuming
+from .common import claim_workdir, device_flags, precision_flags, train_resuming
 
 log = logging.getLogger(__name__)
 
@@ -180,6 +180,7 @@ def training_args(params: PairTrainingParams, output_dir: Path, seed: int, devic
         dataloader_num_workers=0,
         disable_tqdm=False,
         **precision_flags(device, precision),
+        **device_flags(device, params.torch_compile),
         **parallel,
     )
 

@@ -175,7 +175,7 @@ def fit(base: str, sentences: list[str], held_out: list[str], dev: pd.DataFrame 
     from transformers import set_seed
 
     from ..tokenized import pretokenize_collator
-    from .common import claim_workdir, precision_flags, train_resuming
+    from .common import claim_workdir, device_flags, precision_flags, train_resuming
 
     objective = params.objective
     claim_workdir(workdir, {"stage": "pretrain", "base": base, "params": params.to_json(), "device": device,
@@ -207,7 +207,7 @@ def fit(base: str, sentences: list[str], held_out: list[str], dev: pd.DataFrame 
         save_total_limit=1, logging_steps=max(1, min(50, eval_steps // 2)), **trainer_arguments(),
         use_cpu=device == "cpu", dataloader_num_workers=0, disable_tqdm=False,
         load_best_model_at_end=selection != "last",
-        **precision_flags(device, precision))
+        **precision_flags(device, precision), **device_flags(device, params.torch_compile))
     if params.optimizer == "rmsprop":  # else transformers' default AdamW, as before the option
         args["optim"] = "rmsprop"
     if selection == "target_dev":
