@@ -23,6 +23,20 @@ def test_every_command_has_help(capsys):
         assert "usage: augsbert" in capsys.readouterr().out
 
 
+def test_help_imports_no_table_or_model_library():
+    """`augsbert --help` and a stage's `--help` stay quick: no pandas, numpy, torch or transformers (issue 25)."""
+    import subprocess
+    import sys
+
+    code = ("import contextlib, io, sys\nfrom augsbert.cli import main\n"
+            "for argv in (['--help'], ['student', '--help'], ['pretrain', '--help']):\n"
+            "    with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
+            "        main(argv)\n"
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'pandas', 'numpy', 'torch', 'transformers'}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert out.stdout.strip() == "[]", out.stdout
+
+
 def test_prepare_data_standalone_and_no_overwrite(tmp_path, capsys):
     out = tmp_path / "lee"
     assert main(["-q", "prepare-data", "--config", CONFIG, "--experiment", "demo_zeroshot", "--out", str(out)]) == 0

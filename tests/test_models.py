@@ -71,3 +71,19 @@ def test_device_selection(monkeypatch):
         with pytest.raises(ConfigError, match=f"device '{wrong}' requested, but torch sees 2 CUDA GPU\\(s\\): "
                                               "cuda:0 to cuda:1"):
             resolve_device(wrong)
+
+
+def test_every_trainer_builds_its_model_with_sdpa_attention(tiny_model):
+    """PyTorch's scaled-dot-product attention (fused kernels on a GPU) in every trained model: transformers picks it
+    for every architecture that supports it (BERT does), and nothing of ours asks for another (issue 25 item 5)."""
+    from augsbert.models.architectures import ARCHITECTURES
+    from augsbert.models.mlm import masked_lm_from
+    from augsbert.training.pretrain import build_encoder
+    from conftest import train_params
+
+    params = train_params()
+    encoders = {arch: ARCHITECTURES[arch].encoder(ARCHITECTURES[arch].build(tiny_model, params, "cpu"))
+                for arch in ("ce", "cbe", "be")}
+    encoders["mlm"] = masked_lm_from(tiny_model)
+    encoders["pretrain"] = build_encoder(tiny_model, "cls", 32, "cpu")[0].auto_model
+    assert {name: m.config._attn_implementation for name, m in encoders.items()} == dict.fromkeys(encoders, "sdpa")

@@ -142,3 +142,38 @@ def test_early_stopping_enters_a_key_only_when_set():
     from augsbert.planning.train import StudentParams
 
     assert StudentParams.from_json(params).early_stopping_patience == 2
+
+
+@pytest.mark.parametrize("section,role", [("teacher", "teacher"), ("student", "lower_bound"), ("adapt_mlm", "adapt"),
+                                          ("pretrain", "pretrained")])
+def test_torch_compile_enters_a_key_only_when_set(section, role):
+    from conftest import plan_shipped
+
+    def planned(compiled):
+        options = {"teacher": {"arch": "cbe"}, section: {"torch_compile": compiled}}
+        if section == "adapt_mlm":
+            options["adapt_mlm"]["variant"] = "domain"
+        if section == "pretrain":
+            options.update(models=["zero_shot"], pretrain={"objective": "simcse", "torch_compile": compiled})
+        plan = plan_shipped({"experiments": {"demo_cbe": options}}, plan=("demo_cbe",))
+        key = plan.experiment("demo_cbe").runs[42][role]
+        return key, plan.spec(key)["params"]
+
+    default_key, default_params = planned(False)
+    assert "torch_compile" not in default_params  # off: the keys planned before the option stay
+    key, params = planned(True)
+    assert key != default_key and params["torch_compile"] is True
+
+
+def test_training_arguments_compile_only_when_asked_and_change_nothing_on_cpu(tmp_path):
+    from transformers import TrainingArguments
+
+    from augsbert.training.common import device_flags
+
+    assert device_flags("cpu") == {} and device_flags("mps") == {}
+    assert device_flags("cpu", torch_compile=True) == {"torch_compile": True}
+    cuda = device_flags("cuda:1", torch_compile=True)
+    assert cuda == {"torch_compile": True, "logging_nan_inf_filter": False, "accelerator_config": {"non_blocking": True},
+                    "dataloader_pin_memory": True, "optim": "adamw_torch_fused"}
+    args = TrainingArguments(output_dir=str(tmp_path), use_cpu=True, **cuda)  # names and values transformers takes
+    assert args.accelerator_config.non_blocking and args.optim == "adamw_torch_fused" and args.torch_compile

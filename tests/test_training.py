@@ -265,3 +265,27 @@ def test_early_stopping_ends_training_after_patience_epochs_without_a_better_dev
         assert "stopped_early" not in result.metrics
     with pytest.raises(ValueError, match="early_stopping_patience needs a dev split"):
         fit("be", tiny_model, train, None, params.replace(early_stopping_patience=1), tmp_path / "w2", "cpu", "fp32")
+
+
+def test_training_runs_with_the_heap_kept_from_full_collections(tiny_model, tmp_path):
+    """The trainer's collection at the start of training does not walk the libraries' objects (gc.freeze), and the
+    heap is handed back afterwards, also when training fails."""
+    import gc
+
+    from transformers import TrainerCallback
+
+    from augsbert.training.common import frozen_heap
+
+    class Seen(TrainerCallback):
+        frozen = None
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            Seen.frozen = gc.get_freeze_count()
+
+    assert gc.get_freeze_count() == 0
+    fit("be", tiny_model, theme_pairs(16, 1), None, train_params(epochs=1), tmp_path / "w", "cpu", "fp32",
+        callbacks=[Seen()])
+    assert Seen.frozen > 100_000 and gc.get_freeze_count() == 0  # torch, transformers, ...: far more than that
+    with pytest.raises(RuntimeError), frozen_heap():
+        raise RuntimeError("a failed step")
+    assert gc.get_freeze_count() == 0

@@ -45,9 +45,14 @@ LENGTH_COLUMN = "length"
 
 
 # ---------------------------------------------------------------- token lengths
-def token_counts(tokenizer, texts: Sequence[str], chunk: int = 2048) -> np.ndarray:
-    """Tokens of each text without special tokens and without truncation (each distinct text tokenised once)."""
+def token_counts(tokenizer, texts: Sequence[str], chunk: int = 2048, ids=None) -> np.ndarray:
+    """Tokens of each text without special tokens and without truncation (each distinct text tokenised once).
+
+    `ids` (augsbert.tokenized.TokenIds of `tokenizer`): the texts' ids, tokenised once for training as well.
+    """
     texts = list(texts)
+    if ids is not None:
+        return ids.counts(texts)
     unique = list(dict.fromkeys(texts))
     counts: dict[str, int] = {}
     for start in range(0, len(unique), chunk):
@@ -58,9 +63,9 @@ def token_counts(tokenizer, texts: Sequence[str], chunk: int = 2048) -> np.ndarr
 
 
 def pair_lengths(tokenizer, sentence1: Sequence[str], sentence2: Sequence[str], max_length: int,
-                 specials: int) -> np.ndarray:
+                 specials: int, ids=None) -> np.ndarray:
     """Tokens of each pair as one sequence: both texts plus `specials`, truncated ("longest first") at `max_length`."""
-    total = token_counts(tokenizer, sentence1) + token_counts(tokenizer, sentence2) + specials
+    total = token_counts(tokenizer, sentence1, ids=ids) + token_counts(tokenizer, sentence2, ids=ids) + specials
     return np.minimum(total, max_length)
 
 

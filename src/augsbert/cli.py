@@ -374,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if not parallel_job(argv):  # a data-parallel job's processes share the job's GPUs (augsbert.distributed)
         pin_one_gpu(argv)
-    from .data import DataError
+    from .errors import DataError
     from .models import ModelResolutionError
     from .artifacts import (ArtifactExistsError, ArtifactLockedError, DamagedArtifactError, LockUnsupportedError,
                             OutputWriteError)

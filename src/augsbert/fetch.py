@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .data import DataError
+from .errors import DataError
 from .models import ModelResolutionError
 from .models.resolve import reference_kind
 from .graph import SEMANTIC_CHOICES

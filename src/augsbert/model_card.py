@@ -21,9 +21,12 @@ import dataclasses
 import json
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
 import yaml
+
+if TYPE_CHECKING:  # tables only arrive from the stages' readers: `augsbert --help` does not import pandas
+    import pandas as pd
 
 from .artifacts import read_json
 from .fetch import HUB_DATASET_OF_LOADER

@@ -185,6 +185,7 @@ class TrainingParams(ModelParams):
     group_by_length: bool = False
     megabatch: int = 50  # length-grouped batches: sentences sorted within chunks of `megabatch` batches
     topic_prompt: str | None = None  # the topic delimiter when the texts carry topic prompts (thesis 4.4)
+    torch_compile: bool = False  # train the compiled model (teacher, student, adapt_mlm, pretrain); keyed when set
 
 
 @dataclass(frozen=True, kw_only=True)

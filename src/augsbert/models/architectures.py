@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from ..params import PairTrainingParams
-from .cross_bi_encoder import SPECIALS_PER_PAIR, CrossBiEncoder, CrossBiEncoderCollator
+from .cross_bi_encoder import SPECIALS_PER_PAIR, CrossBiEncoder, CrossBiEncoderCollator, PairTokenizer
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +74,18 @@ def main_process_saves(trainer_class):
     return MainProcessSaves
 
 
+def restore_preprocess(model):
+    """A TrainerCallback that gives `model` its own `preprocess` back when training ends (the Cross-Encoder
+    trains with a pre-tokenised one, augsbert.tokenized)."""
+    from transformers import TrainerCallback
+
+    class RestorePreprocess(TrainerCallback):
+        def on_train_end(self, args, state, control, **kwargs):
+            model.__dict__.pop("preprocess", None)
+
+    return RestorePreprocess()
+
+
 def _hf_module(st_model) -> torch.nn.Module:
     """The transformers model inside a SentenceTransformer / CrossEncoder."""
     return st_model[0].auto_model if hasattr(st_model[0], "auto_model") else st_model[0].model
@@ -105,6 +117,7 @@ class BiEncoder(_SentenceTransformersModel):
         from datasets import Dataset
         from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
 
+        from ..tokenized import pretokenize_collator
         from .student_losses import student_loss, student_rows
 
         if (params.loss or "cosine") != "cosine":  # rows of another shape (student.loss): built from the pairs
@@ -117,13 +130,15 @@ class BiEncoder(_SentenceTransformersModel):
             # the two sentences are padded apart: 2-D grouping, longer one first
             from ..batching import length_batch_sampler, longer_first, side_lengths
 
-            lengths = side_lengths(model.tokenizer, train["sentence1"], train["sentence2"], model.max_seq_length)
+            lengths = side_lengths(model.tokenizer, train["sentence1"][:], train["sentence2"][:], model.max_seq_length)
             train, lengths = longer_first(train, lengths)
             args = {**args, "batch_sampler": length_batch_sampler(lengths, params.megabatch)}
         args = shard_batches(args)
-        trainer = main_process_saves(SentenceTransformerTrainer)
-        return trainer(model=model, args=SentenceTransformerTrainingArguments(**args), train_dataset=train,
-                       loss=student_loss(model, params), callbacks=callbacks)
+        trainer = main_process_saves(SentenceTransformerTrainer)(
+            model=model, args=SentenceTransformerTrainingArguments(**args), train_dataset=train,
+            loss=student_loss(model, params), callbacks=callbacks)
+        pretokenize_collator(trainer.data_collator, model, train)
+        return trainer
 
     def predict(self, model, pairs: Sequence[tuple[str, str]], batch_size: int, params: PairTrainingParams) -> np.ndarray:
         from ..evaluation.similarity import cosine_scores
@@ -153,6 +168,7 @@ class CrossEncoderArch(_SentenceTransformersModel):
         from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss, MSELoss
 
         from .. import distributed
+        from ..tokenized import PretokenizedPreprocess, pad_multiple
 
         loss = BinaryCrossEntropyLoss(model) if (params.loss or "bce") == "bce" \
             else MSELoss(model, activation_fn=torch.nn.Sigmoid())
@@ -160,7 +176,7 @@ class CrossEncoderArch(_SentenceTransformersModel):
             from ..batching import length_batch_sampler, pair_lengths
 
             tok = model.tokenizer
-            lengths = pair_lengths(tok, train["sentence1"], train["sentence2"], model.max_seq_length,
+            lengths = pair_lengths(tok, train["sentence1"][:], train["sentence2"][:], model.max_seq_length,
                                    tok.num_special_tokens_to_add(pair=True))
             args = {**args, "batch_sampler": length_batch_sampler(lengths, params.megabatch)}
         args = shard_batches(args)
@@ -168,9 +184,14 @@ class CrossEncoderArch(_SentenceTransformersModel):
             # DDP's search for unused parameters breaks the CrossEncoder's backward ("mark a variable ready only
             # once"); a sequence-classification model uses all its parameters, so there is nothing to search for
             args["ddp_find_unused_parameters"] = False
+        # the losses tokenise each batch's pairs with the model's preprocess: answered from the pairs tokenised once
+        # (on the model's device: the loss's own copy to the device then has nothing left to wait for)
+        model.preprocess = PretokenizedPreprocess(
+            model.preprocess, model.tokenizer, list(zip(train["sentence1"][:], train["sentence2"][:])),
+            pad_to_multiple_of=pad_multiple(model.device), device=model.device)
         trainer = main_process_saves(CrossEncoderTrainer)
         return trainer(model=model, args=CrossEncoderTrainingArguments(**args), train_dataset=train, loss=loss,
-                       callbacks=callbacks)
+                       callbacks=[*callbacks, restore_preprocess(model)])
 
     def predict(self, model, pairs, batch_size, params) -> np.ndarray:
         activation = ACTIVATIONS[params.activation]()
@@ -198,13 +219,17 @@ class CrossBiEncoderArch:
         from transformers import TrainingArguments
 
         from ..batching import LengthGroupedTrainer, hf_grouping, pair_lengths
+        from ..tokenized import TokenIds, pad_multiple
 
+        first, second = train["sentence1"][:], train["sentence2"][:]  # lists (a column iterates row by row)
+        ids = TokenIds(model.tokenizer, first + second)  # every training text tokenised once
         if params.group_by_length:
-            lengths = pair_lengths(model.tokenizer, train["sentence1"], train["sentence2"], model.max_length,
-                                   SPECIALS_PER_PAIR)
+            lengths = pair_lengths(model.tokenizer, first, second, model.max_length, SPECIALS_PER_PAIR, ids=ids)
             train, args = hf_grouping(train, lengths, args)
+        pairs = PairTokenizer(model.tokenizer, model.max_length, model.pair_tokenizer.use_token_types, ids=ids,
+                              pad_to_multiple_of=pad_multiple(model.device))
         return LengthGroupedTrainer(model=model, args=TrainingArguments(remove_unused_columns=False, **args),
-                                    train_dataset=train, data_collator=CrossBiEncoderCollator(model.pair_tokenizer),
+                                    train_dataset=train, data_collator=CrossBiEncoderCollator(pairs),
                                     callbacks=callbacks, megabatch=params.megabatch)
 
     def predict(self, model, pairs, batch_size, params) -> np.ndarray:

@@ -96,14 +96,21 @@ class PairTokenizer:
     see byte-identical pair layouts.
     """
 
-    def __init__(self, tokenizer, max_length: int, use_token_types: bool):
+    def __init__(self, tokenizer, max_length: int, use_token_types: bool, ids=None,
+                 pad_to_multiple_of: int | None = None):
         if tokenizer.cls_token_id is None or tokenizer.sep_token_id is None:
             raise ValueError("the tokenizer has no CLS/SEP (or <s>/</s>) token; a CBE needs both")
         self.tokenizer = tokenizer
         self.max_length = max_length
         self.use_token_types = use_token_types
+        # training: `ids` (augsbert.tokenized.TokenIds) holds the training texts tokenised once, and on CUDA
+        # batches are padded to a multiple of 8; inference tokenises each batch at its exact width
+        self.ids = ids
+        self.pad_to_multiple_of = pad_to_multiple_of
 
     def encode_texts(self, texts: Sequence[str]) -> list[list[int]]:
+        if self.ids is not None:
+            return self.ids(texts)
         return self.tokenizer(list(texts), add_special_tokens=False, truncation=False)["input_ids"]
 
     def layout(self, ids_a: list[int], ids_b: list[int]) -> tuple[list[int], int]:
@@ -118,6 +125,8 @@ class PairTokenizer:
         lengths = np.array([len(ids) for ids, _ in pairs])
         firsts = np.array([first for _, first in pairs])
         width = int(lengths.max())
+        if self.pad_to_multiple_of:
+            width = -(-width // self.pad_to_multiple_of) * self.pad_to_multiple_of
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         input_ids = np.full((len(pairs), width), pad, dtype=np.int64)
         for row, (ids, _) in enumerate(pairs):

@@ -53,12 +53,14 @@ STAGES = (TEACHER, STUDENT)
 
 def inert_grouping_dropped(options: dict) -> dict:
     """A copy of a training section without `megabatch` when `group_by_length` is off (it changes nothing then),
-    and without `early_stopping_patience` when it is 0 (off: sections planned before it existed keep their keys)."""
+    and without `early_stopping_patience` when it is 0 and `torch_compile` when false (off: sections planned
+    before they existed keep their keys)."""
     options = dict(options)
     if not options.get("group_by_length", False):
         options.pop("megabatch", None)
-    if not options.get("early_stopping_patience"):
-        options.pop("early_stopping_patience", None)
+    for key in ("early_stopping_patience", "torch_compile"):
+        if not options.get(key):
+            options.pop(key, None)
     return options
 
 

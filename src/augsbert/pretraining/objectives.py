@@ -247,6 +247,8 @@ def resolved(options: dict) -> dict:
         options.pop("aux_weight_on")
     if options.get("mlp_head") == "none":  # the default (no head): keys planned before the option stay
         options.pop("mlp_head")
+    if not options.get("torch_compile", True):  # off, the default: keys planned before the option stay
+        options.pop("torch_compile")
     if options["objective"] == "consert":  # the rate of a view it does not use
         views = options.get("consert_views") or []
         if not any(v in ("token_cutoff", "feature_cutoff") for v in views):

@@ -11,8 +11,9 @@ import numpy as np
 from ..data import DataError
 from ..data.prompts import ensure_delimiter, prompt
 from ..planning.classifier import ClassifierParams
+from ..tokenized import pretokenize_collator
 from ..tracking import callbacks as tracking_callbacks, trainer_arguments
-from .common import claim_workdir, precision_flags, train_resuming
+from .common import claim_workdir, device_flags, precision_flags, train_resuming
 from .pretrain import build_encoder, trainer_class
 
 
@@ -46,9 +47,10 @@ def fit(base: str, texts: list[str], topics: list[str], params: ClassifierParams
         warmup_steps=int(math.ceil(params.warmup_ratio * steps)), seed=params.seed, data_seed=params.seed,
         save_strategy="steps", save_steps=params.checkpoint_steps, save_total_limit=1,
         logging_steps=max(1, min(50, steps // 10)), use_cpu=device == "cpu", **trainer_arguments(),
-        dataloader_num_workers=0, **precision_flags(device, precision_name))
+        dataloader_num_workers=0, **precision_flags(device, precision_name), **device_flags(device))
     trainer = trainer_class()(model=model, args=args, train_dataset=train, loss=loss,
                                 callbacks=[*(callbacks or []), *tracking_callbacks()])
+    pretokenize_collator(trainer.data_collator, model, train)  # training texts tokenised once
     output, resumed_from = train_resuming(trainer, workdir / "trainer")
     embeddings = model.encode(texts, batch_size=params.eval_batch_size, convert_to_tensor=True)
     predicted = loss.predict(embeddings).cpu().numpy()

@@ -22,7 +22,7 @@ from ..planning.adapt import AdaptParams
 from ..sampling import bm25_neighbors
 from ..sampling.pool import PairCollector, random_partners
 from ..tracking import callbacks as tracking_callbacks, trainer_arguments
-from .common import claim_workdir, precision_flags, train_resuming
+from .common import claim_workdir, device_flags, precision_flags, train_resuming
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +76,7 @@ def adapt(base: str, train: pd.DataFrame, params: AdaptParams, workdir: Path, de
 
     from ..batching import LengthGroupedTrainer, hf_grouping, pair_lengths
     from ..models.cross_bi_encoder import SPECIALS_PER_PAIR
+    from ..tokenized import TokenIds, pad_multiple
 
     claim_workdir(workdir, {"stage": "adapt_mlm", "base": base, "params": params.to_json(), "device": device,
                              "precision": precision, "train_pairs": len(train)})
@@ -87,10 +88,13 @@ def adapt(base: str, train: pd.DataFrame, params: AdaptParams, workdir: Path, de
         from ..data.prompts import ensure_delimiter
 
         delimiter_id = ensure_delimiter(tokenizer, params.topic_prompt, model)
-    pair_tokenizer = PairTokenizer(tokenizer, params.max_length,
-                                   getattr(model.config, "type_vocab_size", 0) >= 2)
-    collator = MLMPairCollator(pair_tokenizer, params.mask_probability, params.masking, seed=params.seed,
-                               delimiter_id=delimiter_id)
+    use_types = getattr(model.config, "type_vocab_size", 0) >= 2
+    pair_tokenizer = PairTokenizer(tokenizer, params.max_length, use_types)  # returned: held-out evaluation
+    first, second = train["sentence1"].tolist(), train["sentence2"].tolist()
+    ids = TokenIds(tokenizer, first + second)  # every training text tokenised once
+    collator = MLMPairCollator(PairTokenizer(tokenizer, params.max_length, use_types, ids=ids,
+                                             pad_to_multiple_of=pad_multiple(device)),
+                               params.mask_probability, params.masking, seed=params.seed, delimiter_id=delimiter_id)
     args = dict(
         output_dir=str(workdir / "trainer"), max_steps=params.max_steps,
         per_device_train_batch_size=params.batch_size, learning_rate=params.lr,
@@ -99,11 +103,11 @@ def adapt(base: str, train: pd.DataFrame, params: AdaptParams, workdir: Path, de
         data_seed=params.seed, save_strategy="steps", save_steps=params.checkpoint_steps, save_total_limit=1,
         logging_steps=max(1, min(50, params.max_steps // 10)), use_cpu=device == "cpu", **trainer_arguments(),
         remove_unused_columns=False, dataloader_num_workers=0, disable_tqdm=False,
-        **precision_flags(device, precision))
-    dataset = Dataset.from_dict({"sentence1": train["sentence1"].tolist(), "sentence2": train["sentence2"].tolist()})
+        **precision_flags(device, precision), **device_flags(device, params.torch_compile))
+    dataset = Dataset.from_dict({"sentence1": first, "sentence2": second})
     if params.group_by_length:
-        dataset, args = hf_grouping(dataset, pair_lengths(tokenizer, dataset["sentence1"], dataset["sentence2"],
-                                                          pair_tokenizer.max_length, SPECIALS_PER_PAIR), args)
+        dataset, args = hf_grouping(dataset, pair_lengths(tokenizer, first, second, pair_tokenizer.max_length,
+                                                          SPECIALS_PER_PAIR, ids=ids), args)
     trainer = LengthGroupedTrainer(model=model, args=TrainingArguments(**args), train_dataset=dataset,
                                    data_collator=collator, callbacks=[*(callbacks or []), *tracking_callbacks()],
                                    megabatch=params.megabatch)

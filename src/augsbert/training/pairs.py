@@ -37,7 +37,7 @@ from ..evaluation import correlations
 from ..models.architectures import ARCHITECTURES, freeze_embeddings
 from ..params import PairTrainingParams
 from ..tracking import callbacks as tracking_callbacks, log_metrics
-from .common import claim_workdir, precision_flags, train_resuming
+from .common import claim_workdir, device_flags, frozen_heap, precision_flags, train_resuming
 
 log = logging.getLogger(__name__)
 
@@ -197,6 +197,7 @@ def training_args(params: PairTrainingParams, output_dir: Path, seed: int, devic
         dataloader_num_workers=0,
         disable_tqdm=False,
         **precision_flags(device, precision),
+        **device_flags(device, params.torch_compile),
         **parallel,
     )
 
@@ -243,7 +244,8 @@ def _seed_search(arch, base, train, dev, params, workdir, device, precision) -> 
         model = _build(arch, base, params, device, seed)
         args = training_args(params, workdir / f"trial-{seed}", seed, device, precision, len(train), f"trial-{seed}")
         args.update(save_strategy="no")  # the full schedule (warm-up, decay), stopped early by StopAtStep
-        arch.trainer(model, args, _dataset(train), [StopAtStep(stop)], params).train()
+        with frozen_heap():
+            arch.trainer(model, args, _dataset(train), [StopAtStep(stop)], params).train()
         if not distributed.is_main():  # rank 0 scores the trial (every rank holds the same weights)
             continue
         score = dev_spearman(arch, model, dev, params)

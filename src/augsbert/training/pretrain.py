@@ -174,7 +174,8 @@ def fit(base: str, sentences: list[str], held_out: list[str], dev: pd.DataFrame 
     from sentence_transformers.sentence_transformer.evaluation import EmbeddingSimilarityEvaluator
     from transformers import set_seed
 
-    from .common import claim_workdir, precision_flags, train_resuming
+    from ..tokenized import pretokenize_collator
+    from .common import claim_workdir, device_flags, precision_flags, train_resuming
 
     objective = params.objective
     claim_workdir(workdir, {"stage": "pretrain", "base": base, "params": params.to_json(), "device": device,
@@ -206,7 +207,7 @@ def fit(base: str, sentences: list[str], held_out: list[str], dev: pd.DataFrame 
         save_total_limit=1, logging_steps=max(1, min(50, eval_steps // 2)), **trainer_arguments(),
         use_cpu=device == "cpu", dataloader_num_workers=0, disable_tqdm=False,
         load_best_model_at_end=selection != "last",
-        **precision_flags(device, precision))
+        **precision_flags(device, precision), **device_flags(device, params.torch_compile))
     if params.optimizer == "rmsprop":  # else transformers' default AdamW, as before the option
         args["optim"] = "rmsprop"
     if selection == "target_dev":
@@ -218,11 +219,12 @@ def fit(base: str, sentences: list[str], held_out: list[str], dev: pd.DataFrame 
 
         first = OBJECTIVES[objective].columns[0]
         args["batch_sampler"] = length_batch_sampler(
-            [min(n, params.max_length) for n in token_counts(model.tokenizer, train[first])], params.megabatch)
+            [min(n, params.max_length) for n in token_counts(model.tokenizer, train[first][:])], params.megabatch)
     trainer = trainer_class()(
         model=model, args=SentenceTransformerTrainingArguments(**args), train_dataset=train,
         eval_dataset=evaluation, loss=loss, evaluator=evaluator, callbacks=[*(callbacks or []), *tracking_callbacks()],
         data_collator=collator(objective, model, params))
+    pretokenize_collator(trainer.data_collator, model, train)  # training texts tokenised once
     trainer.weight_perturbation = weight_perturbation(params)
     trainer.stepped_lr = params.scheduler == "ct_stepped"
     trainer.views_seed = params.seed + 1 if OBJECTIVES[objective].dropout_views else None
