@@ -292,6 +292,16 @@ def to_device(value, device: str):
     return value
 
 
+def pinned(value):
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.pin_memory()
+    if isinstance(value, dict):
+        return {k: pinned(v) for k, v in value.items()}
+    return value
+
+
 def run_bare(name: str, params, base: str, device: str, batches: list[dict]) -> tuple[float, float]:
     """Seconds per step of the bare loop over `batches` (mean of steps 2 to N), wall-clock and CPU time."""
     import torch
@@ -312,6 +322,8 @@ def run_bare(name: str, params, base: str, device: str, batches: list[dict]) -> 
     dtype = torch.bfloat16 if flags.get("bf16") else torch.float16 if flags.get("fp16") else None
     autocast = (lambda: torch.autocast("cuda", dtype=dtype)) if dtype else contextlib.nullcontext
     trained = [p for _, p in named]
+    if device.startswith("cuda"):  # as the trainers' data loader hands them over: pinned, copied without blocking
+        prepared = [pinned(batch) for batch in prepared]
     ends, cpu = [], []
     for batch in prepared:
         batch = to_device(batch, device)

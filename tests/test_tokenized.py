@@ -115,26 +115,49 @@ def test_pair_tokenizer_with_token_ids_builds_the_same_pairs(bert_tokenizer):
     assert padded["input_ids"].shape == (1, 8) and padded["attention_mask"].tolist() == [[1] * 6 + [0] * 2]
 
 
-@pytest.mark.parametrize("arch", ["be", "ce", "cbe"])
-def test_training_ends_with_the_weights_of_per_batch_tokenisation(arch, tiny_model, tmp_path, monkeypatch):
+def train_briefly(trainer: str, tiny_model: str, work):
+    """Four steps of `trainer` on the tiny model; its weights."""
+    if trainer in ("be", "ce", "cbe"):
+        from augsbert.training.pairs import fit
+
+        model = fit(trainer, tiny_model, theme_pairs(64, 3, words=(2, 9)), None,
+                    train_params(epochs=1, batch_size=16, max_length=16), work, "cpu", "fp32").model
+    elif trainer == "mlm":
+        from augsbert.planning.adapt import AdaptParams
+        from augsbert.training.mlm import adapt
+
+        params = AdaptParams(model=tiny_model, max_steps=4, batch_size=16, lr=1e-3, warmup_ratio=0.1,
+                             weight_decay=0.01, max_length=24, mask_probability=0.2, masking="uniform", seed=42,
+                             group_by_length=True, held_out=0.1, pool="train", exclude_eval_sentences=True)
+        model = adapt(tiny_model, theme_pairs(64, 3, words=(2, 9))[["sentence1", "sentence2"]], params, work, "cpu",
+                      "fp32")[0]
+    else:
+        from augsbert.pretraining.objectives import resolved
+        from augsbert.pretraining.params import PretrainParams
+        from augsbert.training.pretrain import fit
+
+        options = resolved({"objective": trainer, "preset": "thesis", "pooling": None, "batch_size": 16, "max_steps": 4,
+                            "lr": 1e-3, "warmup_ratio": 0.0, "weight_decay": 0.0, "scheduler": "constant",
+                            "max_length": 24, "temperature": 0.05, "deletion_ratio": 0.6, "deletion_unit": "word",
+                            "eval_steps": 2, "selection": "last", "group_by_length": None, "megabatch": 50, "seed": 3})
+        params = PretrainParams.from_json({"model": "tiny", "exclude_eval_sentences": True, "held_out": 0.1, **options})
+        texts = sorted(set(theme_pairs(64, 3, words=(2, 9))["sentence1"]))
+        model = fit(tiny_model, texts, texts[:16], None, params, work, "cpu", "fp32")[0]
+    return {k: v.clone() for k, v in model.state_dict().items()}
+
+
+@pytest.mark.parametrize("trainer", ["be", "ce", "cbe", "mlm", "simcse", "tsdae"])
+def test_training_ends_with_the_weights_of_per_batch_tokenisation(trainer, tiny_model, tmp_path, monkeypatch):
     """Four steps with the training texts tokenised once, then with every batch tokenised by the library's call
-    (the former computation): the same weights, exactly."""
+    (the former computation): the same weights, exactly. TSDAE's word-deleted copies are tokenised per batch in
+    both."""
     import augsbert.tokenized as tokenized
-    from augsbert.training.pairs import fit
 
-    train = theme_pairs(64, 3, words=(2, 9))
-    params = train_params(epochs=1, batch_size=16, max_length=16)
-
-    def weights(work):
-        model = fit(arch, tiny_model, train, None, params, tmp_path / work, "cpu", "fp32").model
-        return {k: v.clone() for k, v in model.state_dict().items()}
-
-    cached = weights("cached")
-
+    cached = train_briefly(trainer, tiny_model, tmp_path / "cached")
     # the former computation: the model's own preprocess, PairTokenizer without ids
     monkeypatch.setattr(tokenized, "PretokenizedPreprocess", lambda preprocess, *args, **kwargs: preprocess)
     monkeypatch.setattr(tokenized, "TokenIds", lambda *args, **kwargs: None)
-    plain = weights("plain")
+    plain = train_briefly(trainer, tiny_model, tmp_path / "plain")
     assert cached.keys() == plain.keys()
     for key in cached:
         assert torch.equal(cached[key], plain[key]), key
