@@ -245,3 +245,23 @@ def test_a_spec_must_be_its_stages_and_match_its_key(tmp_path, capsys):
     assert main(["-q", "teacher", "--spec", f"@{spec_file}", "--out", str(tmp_path / "t")]) == 2
     assert f"--spec @{spec_file}: its params or inputs are not those" in capsys.readouterr().err
     assert not (tmp_path / "t").exists()
+
+
+def test_plan_into_a_closed_pipe_stops_quietly():
+    """`augsbert plan | head -1`: the reader leaves early; the command ends with 141 (SIGPIPE) and no traceback."""
+    import fcntl
+    import os
+    import subprocess
+    import sys
+
+    read, write = os.pipe()
+    fcntl.fcntl(write, fcntl.F_SETPIPE_SZ, 4096)  # one page: the plan (8 kB) cannot all wait in the pipe
+    proc = subprocess.Popen([sys.executable, "-m", "augsbert", "plan", "--config", CONFIG, "--experiment", "demo_cbe",
+                             "--json"], stdout=write, stderr=subprocess.PIPE, cwd=REPO)
+    os.close(write)
+    first = os.read(read, 2)  # two bytes, unbuffered: the rest of the first page stays in the pipe
+    os.close(read)  # the pipe's reader is gone before the plan is printed
+    err = proc.stderr.read().decode()
+    assert first == b"{\n", first
+    assert proc.wait(timeout=120) == 141, err
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err

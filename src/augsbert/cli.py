@@ -360,6 +360,8 @@ def pin_one_gpu(argv: list[str]) -> None:
 
 # Another live process writes the same output: a temporary condition (sysexits EX_TEMPFAIL), not a bad input.
 EXIT_LOCKED = 75
+# The reader of stdout closed the pipe: 128 + SIGPIPE, what a shell reports for a command killed by it.
+EXIT_BROKEN_PIPE = 141
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -387,6 +389,12 @@ def main(argv: list[str] | None = None) -> int:
     # and exit code 2; anything else is a bug or an environment problem and keeps its traceback.
     try:
         code = args.handler(args)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's flush at exit
+    except BrokenPipeError:
+        # the reader went away (`augsbert plan | head`): stop quietly, as `git log | head` does; stdout is pointed
+        # at /dev/null so that the interpreter's own flush at exit does not raise again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except ArtifactLockedError as err:
         print(f"augsbert {args.command}: error: {err}", file=sys.stderr)
         return EXIT_LOCKED
