@@ -84,6 +84,10 @@ def test_job_sizes_follow_the_plan_and_the_data_artifact(tmp_path, monkeypatch):
         "runtime": 177, "mem_mb": 17000, "cpus_per_task": 4, "gpu": 1, "slurm_partition": None, "gpu_model": None}
     # teacher: 100k x 1 epoch x 0.02 s = 2,000 s -> 2 x 2,300 s = 77 min
     assert job_resources(plan, run["teacher"], env)["runtime"] == 77
+    # resubmitted (the profile's `retries`): attempt 2 and 3 get 2 and 3 times the time, nothing else changes
+    second = job_resources(plan, run["teacher"], env, attempt=2)
+    assert second == {**job_resources(plan, run["teacher"], env), "runtime": 154}
+    assert job_resources(plan, run["teacher"], env, attempt=3)["runtime"] == 231
     # sampling from 200k sentences: 2 x (300 + 400 s) -> 24 min -> floor 30; 1.6 GB of index; 4 CPUs
     assert job_resources(plan, run["candidates"], env) == {
         "runtime": 30, "mem_mb": 6000, "cpus_per_task": 4, "gpu": 0, "slurm_partition": None, "gpu_model": None}

@@ -89,6 +89,14 @@ def jobs(cluster: SingleNodeSlurm) -> list[dict[str, str]]:
     return [dict(zip(fields, line.split("|"))) for line in out.splitlines()]
 
 
+def minutes(limit: str) -> int:
+    """squeue's time limit (`[days-]hours:minutes:seconds` or `minutes:seconds`) in minutes."""
+    days, _, clock = limit.rpartition("-")
+    parts = [int(x) for x in clock.split(":")]
+    hours, mins, secs = ([0] * (3 - len(parts)) + parts)
+    return (int(days or 0) * 24 + hours) * 60 + mins + secs // 60
+
+
 MINI = """
 rule all:
     input: "too_long.txt", "refused.txt"
@@ -248,6 +256,9 @@ def test_profile_on_a_real_slurm(cluster, tiny_model, tmp_path, subtests, monkey
         jobs = chain_jobs(chain)
         assert sorted(jobs) == ["candidates", "labels", "student", "teacher"]  # collect_results: local
         assert [j["state"] for j in jobs["candidates"]] == ["CANCELLED", "COMPLETED"]
+        # the resubmission (attempt 2) asked for twice the time limit (augsbert.resources.job_resources)
+        first, second = (minutes(j["limit"]) for j in jobs["candidates"])
+        assert second == 2 * first and first > 0, jobs["candidates"]
         for name, js in jobs.items():
             assert [j["state"] for j in js][-1:] == ["COMPLETED"], (name, js)
 

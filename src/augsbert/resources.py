@@ -221,14 +221,17 @@ def cluster_placement(gpu: bool, env: Mapping[str, str] | None = None,
 
 
 def job_resources(plan, key: str, env: Mapping[str, str] | None = None,
-                  default_partition: str | None = None) -> dict[str, int | str | None]:
-    """runtime (minutes), mem_mb, cpus_per_task, gpu, slurm_partition, gpu_model of the job of node `key`."""
+                  default_partition: str | None = None, attempt: int = 1) -> dict[str, int | str | None]:
+    """runtime (minutes), mem_mb, cpus_per_task, gpu, slurm_partition, gpu_model of the job of node `key`.
+
+    `attempt` is Snakemake's (1 for the first submission): a resubmitted job gets `attempt` times the runtime,
+    so that a job SLURM stopped at its time limit is not resubmitted to fail at the same limit again."""
     node = plan.node(key)
     on_cpu = str(plan.config.get("device", "auto")) == "cpu"  # `device: cpu`: no job asks for a GPU
     fixed = REGISTRY[node.stage].fixed_resources
     if fixed:  # sized for the largest pool a shard is meant for, not from the plan (README "Large pools")
         gpu = 0 if on_cpu else fixed["gpu"]
-        return {"runtime": fixed["runtime"], "mem_mb": fixed["mem_mb"], "cpus_per_task": None, "gpu": gpu,
+        return {"runtime": fixed["runtime"] * attempt, "mem_mb": fixed["mem_mb"], "cpus_per_task": None, "gpu": gpu,
                 **cluster_placement(bool(gpu), env, default_partition)}
     gpu = needs_gpu(node) and not on_cpu
     items = job_items(plan, key)
@@ -238,7 +241,7 @@ def job_resources(plan, key: str, env: Mapping[str, str] | None = None,
     placement = cluster_placement(gpu, env, default_partition)
     cpus = 4 * max(gpus, 1) if gpu or items >= LARGE_ITEMS else 2
     return {
-        "runtime": runtime_minutes(node.stage, work),
+        "runtime": runtime_minutes(node.stage, work) * attempt,
         "mem_mb": mem_mb(node.stage, items),
         "cpus_per_task": cpu_limit(cpus, placement["slurm_partition"], env),  # within the partition (augsbert.slurm)
         "gpu": gpus,

@@ -177,6 +177,10 @@ def sized(name, stage):
         return FORMER_RESOURCES[stage][name]
     if name == "gpu_mem_mb":
         return lambda wildcards: job_gpu_mem(PLAN, wildcards.key, LARGEST_GPU_MB)
+    if name == "runtime":  # a resubmitted job (profile `retries`) gets `attempt` times the time
+        return lambda wildcards, attempt: job_resources(
+            PLAN, wildcards.key, default_partition=DEFAULT_PARTITION, attempt=attempt
+        )["runtime"]
     return lambda wildcards: job_resources(PLAN, wildcards.key, default_partition=DEFAULT_PARTITION)[name]
 
 
