@@ -376,7 +376,7 @@ def test_unsupervised_grid_rows_and_demo_grid_plan():
     labels = [r["label"] for r in spec["rows"]]
     assert labels[0] == "Zero-shot base model"
     assert "Pre-trained [SimCSE (CLS)]" in labels and "Pre-trained [CT (mean)]" in labels
-    assert labels[-3:] == ["AugSBERT-AugSBERT", "AugSBERT-DomainSBERT", "AugSBERT-FullDomainSBERT"]
+    assert labels[-3:] == ["AugSBERT", "DomainSBERT", "FullDomainSBERT"]  # student_title "": no prefix
     assert len(labels) == 14 and spec["metrics"][0] == "spearman"
 
 

@@ -41,8 +41,8 @@ ROLE_TITLES = {"zero_shot": "Zero-shot base model", "pretrained": "Pre-trained",
 def row_label(role: str, arch: str, values: list[str], student_title: str = "AugSBERT") -> str:
     """Thesis-style row names: "AugSBERT-BM25", "CBE (upper bound)", "SBERT (lower bound)"; numbered roles:
     "Teacher member 2 (CE)", "Trans-Encoder round 1: CE cross (mutual)"."""
-    if role == "student":
-        return "-".join([student_title, *values])
+    if role == "student":  # an empty title: the axis values alone ("DomainSBERT")
+        return "-".join(part for part in [student_title, *values] if part)
     title = numbered_title(role, arch) or ROLE_TITLES[role].format(arch=arch)
     return f"{title} [{', '.join(values)}]" if values else title
 
