@@ -245,3 +245,14 @@ def test_early_stopping_grids_key_patience_only_where_set():
             assert "early_stopping_patience" not in plan.node(off.runs[42][role]).params, (grid, role)
     assert plan.experiment("early_stopping.off.bws").runs[42] == {
         role: key for role, key in plan.experiment("bws_cbe").runs[42].items() if role not in ("zero_shot", "zero_shot_suite")}
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "config" / "measure").glob("*.yaml")), ids=lambda p: p.name)
+def test_measure_configs_plan_their_grids(path):
+    """Each config/measure file, read over the shipped config as its header says, plans every grid it defines."""
+    own = read_config(path)
+    plan = Plan(prepare_config(deep_merge(read_config(REPO / "config" / "config.yaml"), own), lazy=True))
+    for grid in own["grids"]:
+        spec = plan.grid_spec(grid)
+        assert spec["rows"] and spec["experiments"], grid
+        assert all(e.startswith(f"{grid}.") for e in spec["experiments"]), spec["experiments"]
