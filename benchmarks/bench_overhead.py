@@ -98,16 +98,10 @@ def save_tiny_model(path: Path, tokenizer_source: str, seed: int = 0, vocab: int
 
 
 def lee_sentences(n: int, seed: int = 0) -> list[str]:
-    import re
+    """n Lee background sentences drawn with `seed` (bench_pretrain's sampler, shared)."""
+    from bench_pretrain import sentences
 
-    import gensim
-    import numpy as np
-
-    path = Path(gensim.__file__).parent / "test" / "test_data" / "lee_background.cor"
-    docs = path.read_text(encoding="latin-1").splitlines()
-    pool = [s for d in docs for s in re.split(r"(?<=[.!?])\s+", d.strip()) if len(s.split()) >= 3]
-    rng = np.random.default_rng(seed)
-    return [pool[i] for i in rng.choice(len(pool), n)]
+    return sentences(n, seed)
 
 
 def lee_pairs(n: int, seed: int = 0):
