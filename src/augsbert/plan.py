@@ -19,7 +19,7 @@ from pathlib import Path
 from .config import ConfigError, canonical_json, short_hash
 from .graph import SEMANTIC_CHOICES, SPECS, Graph, Node, SeedPlan, write_spec
 from .planning import REGISTRY
-from .planning.adapt import adapt
+from .planning.adapt import adapt, check_adapt_pairs
 from .planning.candidates import candidates, check_pool
 from .planning.ensemble import MEMBER_ROLE, check_members, member_config, member_inputs, member_seed, teacher_ensemble
 from .planning.gold_subset import gold_subset
@@ -158,6 +158,7 @@ class Plan(Graph):
             self.pool_checks.setdefault(data.key, []).append({"experiment": name, "sampling": {
                 k: sampling[k] for k in ("strategies", "top_k", "candidate_pool", "pool", "exclude_eval_sentences")}})
         check_pretrain_use(name, exp, variant)
+        check_adapt_pairs(name, exp, strategies)
         if "trans_encoder" in wanted:
             check_pairs(name, exp)
         prompt = self._topic_prompt(name, exp)
@@ -171,16 +172,20 @@ class Plan(Graph):
             # what sampling and labelling read as the target: the subset in-domain (its unlabelled pairs)
             target = roles.get("gold_subset", data) if not transfer else data
             seed_gold = roles.get("gold_subset", gold)
-            adapted = adapt(self, exp, dataset, seed, data, prompt) if variant != "augsbert" else None
+            pretrained = pretrain(self, name, exp, seed, data) if exp["pretrain"]["objective"] != "none" else None
+            lower_bound = student(self, exp, source, seed, {**trained_on, **dev_input(selection, data, transfer)},
+                                  selection, gold_only=True)
+            # adapt_mlm.pairs: candidates (thesis 4.3.1): the candidates come first, MLM trains on the pairs the
+            # teacher will label
+            silver_first = candidates(self, exp, dataset, seed, target, lower_bound, strategies, pretrained) \
+                if variant != "augsbert" and exp["adapt_mlm"]["pairs"] == "candidates" else None
+            adapted = adapt(self, exp, dataset, seed, data, prompt, silver_first) if variant != "augsbert" else None
             if adapted is not None:
                 roles["adapt"] = adapted
-            pretrained = pretrain(self, name, exp, seed, data) if exp["pretrain"]["objective"] != "none" else None
             if pretrained is not None:
                 roles["pretrained"] = pretrained
                 roles.update({f"rcl_{role}": self.nodes[key] for role, key in pretrained.inputs  # RCL's entropy models
                               if role.startswith("entropy_")})
-            lower_bound = student(self, exp, source, seed, {**trained_on, **dev_input(selection, data, transfer)},
-                                  selection, gold_only=True)
             if "zero_shot" in wanted:
                 roles["zero_shot"] = zero_shot_node
             if "classifier" in wanted:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from ..errors import ConfigError
 from ..graph import Graph, Node
 from ..params import TrainingParams
 from ..stages.base import Stage
@@ -13,9 +14,13 @@ from .train import inert_grouping_dropped
 
 @dataclass(frozen=True, kw_only=True)
 class AdaptParams(TrainingParams):
-    """The `adapt_mlm` section (but `variant`, which says where the adapted model is used) and the pool."""
+    """The `adapt_mlm` section (but `variant`, which says where the adapted model is used) and the pool.
 
-    max_steps: int
+    `epochs` replaces `max_steps` when set; `pairs: candidates` trains on the `candidates` input."""
+
+    max_steps: int | None = None
+    epochs: int | None = None
+    pairs: Literal["bm25_random", "candidates"] = "bm25_random"
     mask_probability: float
     masking: Literal["uniform", "bert"]
     held_out: float
@@ -30,11 +35,37 @@ ADAPT = Stage("adapt", 2, "masked-LM domain adaptation of the base model on targ
 STAGES = (ADAPT,)
 
 
-def adapt(graph: Graph, exp: dict, dataset: str, seed: int, data: Node, prompt: str | None = None) -> Node:
+def check_adapt_pairs(name: str, exp: dict, strategies: list[str]) -> None:
+    """`adapt_mlm.pairs: candidates` needs candidates the teacher labels as they are (no KDE thinning)."""
+    if exp["adapt_mlm"]["variant"] == "augsbert" or exp["adapt_mlm"]["pairs"] != "candidates":
+        return
+    if not strategies:
+        raise ConfigError(f"experiments.{name}.adapt_mlm.pairs: candidates, but sampling.strategies draws none; "
+                          "name the strategies whose pairs MLM and the teacher share, or use pairs: bm25_random")
+    thinned = [s for s in strategies if s in ("kde", "iterative_kde")]
+    if thinned:
+        raise ConfigError(f"experiments.{name}.adapt_mlm.pairs: candidates, but sampling.strategies has "
+                          f"{', '.join(thinned)}, whose candidates the teacher's scores thin out after the "
+                          "adaptation; use the other strategies or pairs: bm25_random")
+
+
+def adapt(graph: Graph, exp: dict, dataset: str, seed: int, data: Node, prompt: str | None = None,
+          candidates: Node | None = None) -> Node:
+    """The adapt node; `candidates`: the node whose pairs it trains on (`adapt_mlm.pairs: candidates`)."""
     options = inert_grouping_dropped({k: v for k, v in exp["adapt_mlm"].items() if k != "variant"})
+    # the options added later enter the key only when set: adaptations planned before them keep their keys
+    if options.get("epochs") is None:
+        options.pop("epochs", None)
+    else:  # epochs decide the steps; max_steps is not read
+        options.pop("max_steps", None)
+    inputs = {"data": data}
+    if options.get("pairs", "bm25_random") == "bm25_random":
+        options.pop("pairs", None)
+    else:
+        inputs["candidates"] = candidates
     params = {**options, "model": exp["teacher"]["base_model"] or exp["base_model"],
               "pool": exp["sampling"]["pool"], "exclude_eval_sentences": exp["sampling"]["exclude_eval_sentences"],
               "seed": seed}
     if prompt:  # MLM on prompted pairs, prompt tokens never masked (thesis 4.4.3)
         params["topic_prompt"] = prompt
-    return graph.add(ADAPT, f"{dataset}.mlm", params, {"data": data})
+    return graph.add(ADAPT, f"{dataset}.mlm", params, inputs)

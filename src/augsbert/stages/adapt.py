@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
 
-from ..training.mlm import adapt, evaluate_mlm, mlm_pairs, split_held_out
+
+from ..training.mlm import adapt, candidate_pairs, epoch_steps, evaluate_mlm, mlm_pairs, split_held_out
 from ..artifacts import artifact_dir, write_json
 from ..models import resolve_device
 from ..models.mlm import masked_lm_from
@@ -19,12 +21,17 @@ log = logging.getLogger(__name__)
 def run(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
     params = read_params(AdaptParams, spec)
     pool, _, removed = target_pool(spec["inputs"]["data"], params.pool, params.exclude_eval_sentences)
-    pairs = mlm_pairs(pool, params.seed)
+    if params.pairs == "candidates":  # thesis 4.3.1: the pairs the teacher labels are the pairs MLM trains on
+        pairs = candidate_pairs(Path(spec["inputs"]["candidates"]) / "candidates.parquet")
+    else:
+        pairs = mlm_pairs(pool, params.seed)
     if params.topic_prompt:  # thesis 4.4.3: [CLS] t1 ¥ a [SEP] [CLS] t2 ¥ b [SEP]
         from ..data.prompts import prompt_pairs, topic_map
 
         pairs = prompt_pairs(pairs, params.topic_prompt, topic_map(spec["inputs"]["data"]))
     train, held_out = split_held_out(pairs, params.held_out, params.seed)
+    if params.epochs is not None:  # adapt_mlm.epochs: passes over the training pairs (thesis 5.6.1: 5 epochs)
+        params = replace(params, max_steps=epoch_steps(len(train), params.batch_size, params.epochs))
     work = checkpoint_dir(out)
     with artifact_dir(out, spec, force, checkpoints=work) as tmp:
         device = resolve_device(device)
@@ -44,7 +51,7 @@ def run(spec: dict, out: str | Path, device: str | None = None, force: bool = Fa
         model.save_pretrained(str(tmp / "model"))
         tokenizer.save_pretrained(str(tmp / "model"))
         pairs.to_parquet(tmp / "pairs.parquet", index=False)
-        metrics = {"device": device, "pool_sentences": len(pool), "eval_sentences_removed_from_pool": removed,
+        metrics = {"device": device, "pair_source": params.pairs, "pool_sentences": len(pool), "eval_sentences_removed_from_pool": removed,
                    "pairs": len(pairs), "train_pairs": len(train), "held_out_pairs": len(held_out),
                    "held_out": {"base": before, "adapted": after}, **metrics}
         write_json(tmp / "metrics.json", metrics)

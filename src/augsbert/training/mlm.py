@@ -1,9 +1,11 @@
 """MLM domain adaptation: pairs from the target sentences, masked-LM training, held-out evaluation.
 
-Pairs (thesis 4.3.1): for every target sentence its BM25 top-1 partner and one
-random partner, built with the sampling module (one implementation for silver
-and MLM pairs). Training uses the Hugging Face Trainer with resumable
-checkpoints, like the teacher and student stages.
+Pairs (`adapt_mlm.pairs`): `bm25_random`, for every target sentence its BM25
+top-1 partner and one random partner, built with the sampling module (one
+implementation for silver and MLM pairs; our construction, no source names it),
+or `candidates`, the candidate pairs the teacher labels (thesis 4.3.1; read by
+the stage). Training uses the Hugging Face Trainer with resumable checkpoints,
+like the teacher and student stages.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from ..models.cross_bi_encoder import PairTokenizer
 from ..models.mlm import MLMPairCollator, masked_lm_from
 from ..planning.adapt import AdaptParams
 from ..sampling import bm25_neighbors
-from ..sampling.pool import PairCollector, random_partners
+from ..sampling.pool import PairCollector, pair_key, random_partners
 from ..tracking import callbacks as tracking_callbacks, trainer_arguments
 from .common import claim_workdir, device_flags, precision_flags, train_resuming
 
@@ -33,6 +35,20 @@ def mlm_pairs(pool: list[str], seed: int) -> pd.DataFrame:
     collector.add_neighbours("bm25", bm25_neighbors(pool, 1)[0])
     collector.add_neighbours("random", random_partners(len(pool), 1, seed))
     return collector.frame()
+
+
+def candidate_pairs(path: str | Path) -> pd.DataFrame:
+    """The candidate pairs of a candidates artifact as the teacher labels them: a pair a second strategy emits
+    again (either order) counts once, the first strategy's (augsbert.stages.labels.write_pairs)."""
+    pairs = pd.read_parquet(path, columns=["sentence1", "sentence2", "strategy"])
+    keys = pd.Series([pair_key(a, b) for a, b in zip(pairs["sentence1"], pairs["sentence2"])], index=pairs.index)
+    return pairs[~keys.duplicated()].reset_index(drop=True)
+
+
+def epoch_steps(pairs: int, batch_size: int, epochs: int) -> int:
+    """Optimizer steps of `epochs` passes over `pairs` training pairs in batches of `batch_size` (the last
+    batch of a pass may be short, as the Trainer's)."""
+    return epochs * max(1, math.ceil(pairs / batch_size))
 
 
 def split_held_out(pairs: pd.DataFrame, fraction: float, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
