@@ -193,8 +193,9 @@ def test_unsupervised_lambda_axis_plans_both_readings_for_the_multi_task_rows_on
 
 def test_unsupervised_augsbert_rows_are_the_thesis_setup():
     """Thesis 5.4.3, the grid's default: RoBERTa-base; MLM adaptation 12.5K steps of 64 at 3e-5; CBE teacher 5
-    epochs on STS-B (embeddings frozen after the adaptation); BM25 top-1 + random pairs of the titles, labelled;
-    students 12.5K steps of 64, FullDomainSBERT's from the adapted checkpoint."""
+    epochs on STS-B (embeddings frozen after the adaptation); semantic-search top-1 + random pairs of the titles
+    (thesis 6.2), the same pairs MLM trains on (4.3.1), labelled; students 12.5K steps of 64 on them alone,
+    FullDomainSBERT's from the adapted checkpoint."""
     plan = Plan(prepare_config(read_config(REPO / "config" / "config.yaml"), lazy=True))
     for row, adapted in (("augsbert", False), ("domain", True), ("full_domain", True)):
         runs = plan.experiment(f"unsupervised.{row}_lc01.useb").runs[42]
@@ -205,7 +206,8 @@ def test_unsupervised_augsbert_rows_are_the_thesis_setup():
         assert (student.params["max_steps"], student.params["batch_size"], "epochs" in student.params) == (
             12500, 64, False)
         assert (candidates.params["strategies"], candidates.params["top_k"], candidates.params["pool"]) == (
-            ["bm25", "random"], 1, "unlabeled")
+            ["semantic_search", "random"], 1, "unlabeled")
+        assert plan.node(runs["labels"]).params["relabel_gold"] is False
         assert (teacher.params["arch"], teacher.params["epochs"], teacher.params["freeze_embeddings"]) == (
             "cbe", 5, adapted)
         assert ("adapt" in runs) == adapted and "lower_bound" not in runs
@@ -213,6 +215,7 @@ def test_unsupervised_augsbert_rows_are_the_thesis_setup():
             adapt = plan.node(runs["adapt"])
             assert (adapt.params["max_steps"], adapt.params["batch_size"], adapt.params["lr"]) == (12500, 64, 3e-5)
             assert adapt.params["model_identity"] == roberta and dict(teacher.inputs)["init"] == adapt.key
+            assert dict(adapt.inputs)["candidates"] == candidates.key and adapt.params["pairs"] == "candidates"
         assert dict(student.inputs).get("init") == (runs["adapt"] if row == "full_domain" else None)
 
 

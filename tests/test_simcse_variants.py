@@ -274,6 +274,18 @@ def test_gaussian_negatives_logits_no_gradient_and_higher_loss():
     assert torch.allclose(many.mean(0), z.mean(0), atol=0.02) and torch.allclose(many.std(0), z.std(0), rtol=0.01)
     full = GaussianNegativesSimCSELoss(Fixed(), "cov_filtering", count=200000).sample(z)
     assert torch.allclose(torch.cov(full.T), torch.cov(z.T), atol=0.03)
+    # cov_sampling sigma_noise: μ + Σ ε, the covariance times white noise, so its covariance is Σ²
+    literal = GaussianNegativesSimCSELoss(Fixed(), "cov_filtering", count=200000, cov_sampling="sigma_noise")
+    torch.manual_seed(2)
+    drawn = literal.sample(z)
+    sigma = torch.cov(z.T)
+    assert torch.allclose(drawn.mean(0), z.mean(0), atol=0.05)
+    assert torch.allclose(torch.cov(drawn.T), sigma @ sigma, atol=0.05 * float((sigma @ sigma).abs().max()))
+    torch.manual_seed(3)
+    eps = torch.randn(5, 4, dtype=torch.float64)
+    torch.manual_seed(3)
+    five = GaussianNegativesSimCSELoss(Fixed(), "cov_filtering", count=5, cov_sampling="sigma_noise").sample(z)
+    assert torch.allclose(five, z.mean(0) + eps @ sigma)  # literally Σ ε, against the formed matrix
 
 
 def test_memory_bank_holds_the_previous_steps_detached_positives(encoder):

@@ -133,3 +133,25 @@ def test_no_setting_is_the_thesis_where_the_thesis_states_none():
                     if settings.search(near):
                         found.append(f"{path.relative_to(REPO)}: ...{near}...")
     assert not found, "\n".join(found)
+
+
+def test_grids_of_tables_6_1_to_6_3_plan_as_5_2_1_states(plan):
+    """Tables 6.1 / 6.3: Bi-Encoder (lower bound), CE and CBE on STS-B, BERT and RoBERTa, three epochs; Table 6.2:
+    the BERT CE scored with sigmoid, tanh and no activation. Their demo variants plan on Lee."""
+    basics = plan.grid_spec("cbe_basics")
+    assert [r["label"] for r in basics["rows"]] == [
+        "SBERT (lower bound) [BERT]", "SBERT (lower bound) [RoBERTa]", "CE (upper bound) [BERT]",
+        "CBE (upper bound) [BERT]", "CE (upper bound) [RoBERTa]", "CBE (upper bound) [RoBERTa]"]
+    for name, (base, arch) in {"cbe_basics.bert_ce.stsb": ("google-bert/bert-base-uncased", "ce"),
+                               "cbe_basics.roberta_cbe.stsb": (ROBERTA, "cbe")}.items():
+        nodes = run_nodes(plan, name)
+        assert nodes["teacher"].settings["model"] == nodes["lower_bound"].settings["model"] == base
+        assert nodes["teacher"].settings["arch"] == arch and nodes["teacher"].settings["epochs"] == 3
+        assert nodes["lower_bound"].settings["epochs"] == 3
+        assert nodes["teacher"].settings["lr"] == 2e-5 and nodes["teacher"].settings["batch_size"] == 16  # 5.1
+    activations = plan.grid_spec("ce_activations")
+    assert [r["label"] for r in activations["rows"]] == [
+        f"CE (upper bound) [{a}]" for a in ("No Activation", "Sigmoid", "Tanh")]
+    teacher = run_nodes(plan, "ce_activations.tanh.stsb")["teacher"]
+    assert teacher.settings["activation"] == "tanh" and teacher.settings["model"] == "google-bert/bert-base-uncased"
+    assert len(plan.grid_spec("demo_cbe_basics")["rows"]) == 3 and len(plan.grid_spec("demo_ce_activations")["rows"]) == 3

@@ -497,9 +497,9 @@ def test_unsupervised_grid_plans_with_the_useb_titles(workdir):
     # 3 seeds: 13 objective rows, the 6 multi-task ones once more for the second reading of λ (axis `weight`,
     # aux_weight_on contrastive | main; objectives without λ share one artifact across it)
     assert jobs["pretrain"] == 3 * (13 + 6) and jobs["grid_table"] == 1
-    # AugSBERT / DomainSBERT / FullDomainSBERT (thesis 5.4.3), per seed: one MLM adaptation, one set of BM25 +
-    # random pairs, a teacher from RoBERTa and one from the adapted checkpoint (each labelling the pairs), three
-    # 12.5K-step students; no lower bound (no semantic search needs one)
+    # AugSBERT / DomainSBERT / FullDomainSBERT (thesis 5.4.3), per seed: one set of semantic-search + random pairs
+    # (thesis 6.2), one MLM adaptation on them, a teacher from RoBERTa and one from the adapted checkpoint (each
+    # labelling the pairs), three 12.5K-step students; no lower bound (the base model searches)
     assert jobs["adapt"] == 3 and jobs["candidates"] == 3 and jobs["teacher"] == 3 * 2 and jobs["labels"] == 3 * 2
     # 16 rows x 2 λ readings, each its own results file
     assert jobs["collect_results"] == 2 * 16 and jobs["student"] == 3 * 3
@@ -508,18 +508,18 @@ def test_unsupervised_grid_plans_with_the_useb_titles(workdir):
 def test_consert_ae_grid_plans_with_the_useb_titles(workdir):
     write_stsb_useb(workdir)
     jobs = planned(workdir, "results/tables/consert_ae.md")
-    # 14 rows (simcse_3ep: the 3-epoch SimCSE of Wang's Tables 5.14 / 5.16) x 3 seeds
+    # 14 rows (simcse_3ep: the 3-epoch SimCSE of Wang's Tables 5.15 / 5.17) x 3 seeds
     assert jobs["pretrain"] == 3 * 14 and jobs["collect_results"] == 14 and jobs["grid_table"] == 1
     assert jobs["suite"] == 3 * 14 + 1  # every pre-trained encoder and the zero-shot model
 
 
 def test_simcse_variants_grid_plans_with_the_useb_titles(workdir):
-    """Seed 001 Tables 2-5: 23 rows (VAE sampling included) x Park's 5 seeds, each its own pretrain job (no two rows
-    share a key)."""
+    """Seed 001 Tables 2-5: 25 rows (VAE sampling posterior / prior, covariance filtering N(μ, Σ) / μ + Σ ε
+    included) x Park's 5 seeds, each its own pretrain job (no two rows share a key)."""
     write_stsb_useb(workdir)
     jobs = planned(workdir, "results/tables/simcse_variants.md")
-    assert jobs["pretrain"] == 5 * 23 and jobs["collect_results"] == 23 and jobs["grid_table"] == 1
-    assert jobs["suite"] == 5 * 23 + 1  # every pre-trained encoder and the zero-shot model
+    assert jobs["pretrain"] == 5 * 25 and jobs["collect_results"] == 25 and jobs["grid_table"] == 1
+    assert jobs["suite"] == 5 * 25 + 1  # every pre-trained encoder and the zero-shot model
 
 
 def test_rcl_grid_plans_one_entropy_job_per_phi_and_seed(workdir):

@@ -151,6 +151,10 @@ def job_items(plan, key: str) -> int:
         return label_pairs(plan, key)
     if node.stage in ("student", "teacher") and "labels" in inputs:
         return label_pairs(plan, inputs["labels"])
+    if node.stage == "adapt" and "candidates" in inputs:  # adapt_mlm.pairs: candidates, top_k per strategy
+        candidates = plan.nodes[inputs["candidates"]]
+        per_sentence = candidates.params["top_k"] * len(candidates.params["strategies"])
+        return pool_sentences(plan.nodes[inputs["data"]]) * per_sentence
     if node.stage in ("candidates", "adapt", "pretrain", "rcl_entropy") and "data" in inputs:
         return pool_sentences(plan.nodes[inputs["data"]])
     if "data" in inputs:  # training on gold, or evaluating: the train pairs stand for the data's size

@@ -196,7 +196,7 @@ SIMCSE_VARIANTS = {
     "output_mask_trivial": ("noise_rate",), "output_mask_significant": ("noise_rate",),
     "output_fgsm": ("fgsm_epsilon",), "label_smoothing": ("label_smoothing",), "sam": ("sam_rho",),
     "awp": ("awp_gamma",), "awp+gni": ("awp_gamma", *_NOISE), "awp+fgsm": ("awp_gamma", "fgsm_epsilon"),
-    "memory_bank": (), "gaussian_negatives": ("extra_negatives",), "cov_filtering": ("extra_negatives",),
+    "memory_bank": (), "gaussian_negatives": ("extra_negatives",), "cov_filtering": ("extra_negatives", "cov_sampling"),
     "anchor_noise_negatives": (), "gmm": ("extra_negatives", "gmm_components", "gmm_history"),
     "vae": ("extra_negatives", "vae_history", "vae_hidden", "vae_latent", "vae_lr", "vae_updates", "vae_sampling"),
 }
@@ -247,6 +247,8 @@ def resolved(options: dict) -> dict:
         options.pop("aux_weight_on")
     if options.get("mlp_head") == "none":  # the default (no head): keys planned before the option stay
         options.pop("mlp_head")
+    if options.get("cov_sampling") == "gaussian":  # the default reading: keys planned before the option stay
+        options.pop("cov_sampling")
     if not options.get("torch_compile", True):  # off, the default: keys planned before the option stay
         options.pop("torch_compile")
     if options["objective"] == "consert":  # the rate of a view it does not use

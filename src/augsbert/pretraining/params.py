@@ -70,3 +70,4 @@ class PretrainParams(TrainingParams):
     vae_lr: float = 1e-3
     vae_updates: int = 1
     vae_sampling: Literal["posterior", "prior"] = "posterior"
+    cov_sampling: Literal["gaussian", "sigma_noise"] = "gaussian"  # cov_filtering: N(μ, Σ) or μ + Σ ε

@@ -417,7 +417,10 @@ class GaussianNegativesSimCSELoss(_ExtraNegatives):
     N(μ_z, Σ_z) with the batch's full covariance Σ_z, sampled as μ_z +
     Z_cᵀ ε / √(N-1) (Z_c the centred anchors, ε ~ N(0, I_N)), which needs no
     factorisation of the rank-deficient Σ_z: our reading of "covariance matrix
-    ... inner product with sampled noise". `anchor_noise_negatives`: one
+    ... inner product with sampled noise" (`cov_sampling: gaussian`). The other
+    reading, `cov_sampling: sigma_noise`, takes the words literally: μ_z + Σ_z ε,
+    ε ~ N(0, I_d), the covariance matrix times white noise (covariance Σ_z², not
+    Σ_z). `anchor_noise_negatives`: one
     negative per anchor, h_i + N(0, σ_z²) ("GNI to anchor encoder output").
     The statistics are detached and the samples carry no gradient.
 
@@ -426,11 +429,16 @@ class GaussianNegativesSimCSELoss(_ExtraNegatives):
 
     KINDS = ("gaussian_negatives", "cov_filtering", "anchor_noise_negatives")
 
-    def __init__(self, model, kind: str = "gaussian_negatives", count: int = 64, scale: float = 20.0) -> None:
+    COV_SAMPLING = ("gaussian", "sigma_noise")
+
+    def __init__(self, model, kind: str = "gaussian_negatives", count: int = 64, scale: float = 20.0,
+                 cov_sampling: str = "gaussian") -> None:
         super().__init__(model, scale)
         if kind not in self.KINDS:
             raise ValueError(f"unknown negative sampling {kind!r}")
-        self.kind, self.count = kind, count
+        if cov_sampling not in self.COV_SAMPLING:
+            raise ValueError(f"unknown cov_sampling {cov_sampling!r}")
+        self.kind, self.count, self.cov_sampling = kind, count, cov_sampling
 
     def sample(self, anchors: Tensor, generator=None) -> Tensor:
         z = anchors.detach()
@@ -440,14 +448,16 @@ class GaussianNegativesSimCSELoss(_ExtraNegatives):
             return z + sigma * _normal(z.shape, z, generator)
         if self.kind == "gaussian_negatives":
             return mu + sigma * _normal((self.count, z.shape[1]), z, generator)
-        centred = (z - mu) / math.sqrt(max(len(z) - correction, 1))
+        centred = (z - mu) / math.sqrt(max(len(z) - correction, 1))  # Σ_z = centredᵀ centred
+        if self.cov_sampling == "sigma_noise":  # Σ_z ε without forming the d x d matrix
+            return mu + (_normal((self.count, z.shape[1]), z, generator) @ centred.T) @ centred
         return mu + _normal((self.count, len(z)), z, generator) @ centred
 
     def extra(self, anchors: Tensor, positives: Tensor, features: dict[str, Tensor]) -> Tensor:
         return self.sample(anchors, self.generator(features))
 
     def get_config_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "count": self.count, "scale": self.scale}
+        return {"kind": self.kind, "count": self.count, "scale": self.scale, "cov_sampling": self.cov_sampling}
 
 
 class GMMNegativesSimCSELoss(_ExtraNegatives):
@@ -673,7 +683,7 @@ def variant_loss(model, params: PretrainParams, scale: float):
     if variant == "memory_bank":
         return MemoryBankSimCSELoss(model, params.batch_size, scale)
     if variant in GaussianNegativesSimCSELoss.KINDS:
-        return GaussianNegativesSimCSELoss(model, variant, count, scale)
+        return GaussianNegativesSimCSELoss(model, variant, count, scale, params.cov_sampling)
     if variant == "gmm":
         return GMMNegativesSimCSELoss(model, count, params.gmm_components, params.gmm_history,
                                       params.batch_size, scale)
