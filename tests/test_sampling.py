@@ -101,22 +101,23 @@ def test_semantic_approximate_recall():
     assert recall >= 0.95
 
 
-def reference_iterative_kde(gold, cand, seed=0, order=None):
+def reference_iterative_kde(gold, cand, seed=0, order=None, strict=False):
     """Thesis Algorithm 1 as written: scipy's gaussian_kde refitted after every acceptance.
 
     The selected set starts with the first two candidates of `order` (default:
     the seeded shuffle). A selected set without spread is the KDE's limit, a
-    point mass: infinitely dense at its value, zero elsewhere.
+    point mass: infinitely dense at its value, zero elsewhere. `strict`: accept on "greater than" (Algorithm 1's
+    words) instead of "at least".
     """
     gold, cand = np.asarray(gold, dtype=float), np.asarray(cand, dtype=float)
     order = np.random.default_rng(seed).permutation(len(cand)) if order is None else np.asarray(order)
     if len(cand) <= 2:
         return order.astype(np.int64)
     with threadpool_limits(1, user_api="blas"):  # scipy's tiny solves only contend for BLAS threads
-        return _literal(gold, cand, order)
+        return _literal(gold, cand, order, strict)
 
 
-def _literal(gold, cand, order):
+def _literal(gold, cand, order, strict=False):
     gold_kde = stats.gaussian_kde(gold)
     chosen = [int(i) for i in order[:2]]
     remaining = [int(i) for i in order[2:]]
@@ -132,7 +133,8 @@ def _literal(gold, cand, order):
     while True:
         rest, accepted = [], False
         for i in remaining:
-            if gold_kde(cand[i])[0] >= selected(cand[i]):
+            g, f = gold_kde(cand[i])[0], selected(cand[i])
+            if g > f if strict else g >= f:
                 chosen.append(i)
                 selected = refit()
                 accepted = True
@@ -241,6 +243,33 @@ def test_iterative_kde_equal_densities_decide_like_scipy():
     for order in ([2, 0, 1, 3, 4, 5, 6, 7], [0, 2, 4, 1, 3, 5, 6, 7], list(range(8))):
         np.testing.assert_array_equal(iterative_kde(gold, cand, order=order),
                                       reference_iterative_kde(gold, cand, order=order))
+
+
+@pytest.mark.parametrize("kind,seed", [(k, s) for k, s in KDE_CASES if k in ("ties", "tiny")] + [("bimodal", 1)])
+def test_iterative_kde_greater_than_keeps_what_the_literal_algorithm_keeps(kind, seed):
+    """`accept="greater"` (sampling.iterative_kde_accept): Algorithm 1's "greater than", against the literal one."""
+    gold, cand = kde_case(kind, seed)
+    np.testing.assert_array_equal(iterative_kde(gold, cand, seed=seed, accept="greater"),
+                                  reference_iterative_kde(gold, cand, seed, strict=True))
+
+
+def test_iterative_kde_at_least_and_greater_differ_on_equal_densities():
+    # The selected set starts as the gold set itself: both densities are the same computation, equal everywhere,
+    # so "at least" takes the third candidate and "greater than" does not
+    gold = np.array([0.2, 0.8])
+    cand = np.array([0.2, 0.8, 0.5])
+    assert iterative_kde(gold, cand, order=[0, 1, 2]).tolist() == [0, 1, 2]
+    assert iterative_kde(gold, cand, order=[0, 1, 2], accept="greater").tolist() == [0, 1]
+    assert reference_iterative_kde(gold, cand, order=[0, 1, 2], strict=True).tolist() == [0, 1]
+    for order in ([2, 0, 1, 3, 4, 5, 6, 7], list(range(8))):  # and where scipy's rounding decides
+        gold, cand = np.array([0.2, 0.8, 0.35]), np.array([0.8, 0.35, 0.2, 0.2, 0.8, 0.35, 0.5, 0.2])
+        np.testing.assert_array_equal(iterative_kde(gold, cand, order=order, accept="greater"),
+                                      reference_iterative_kde(gold, cand, order=order, strict=True))
+    # a point-mass start: "greater" takes a candidate away from the point where the gold density is above 0
+    np.testing.assert_array_equal(iterative_kde([0.0, 1.0], [0.5, 0.5, 0.5, 3.0], order=[0, 1, 2, 3],
+                                                accept="greater"), [0, 1, 3, 2])
+    with pytest.raises(ValueError, match="accept must be"):
+        iterative_kde(gold, cand, accept="ge")
 
 
 def test_iterative_kde_small_inputs_and_bad_order():

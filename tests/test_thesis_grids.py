@@ -155,3 +155,15 @@ def test_grids_of_tables_6_1_to_6_3_plan_as_5_2_1_states(plan):
     teacher = run_nodes(plan, "ce_activations.tanh.stsb")["teacher"]
     assert teacher.settings["activation"] == "tanh" and teacher.settings["model"] == "google-bert/bert-base-uncased"
     assert len(plan.grid_spec("demo_cbe_basics")["rows"]) == 3 and len(plan.grid_spec("demo_ce_activations")["rows"]) == 3
+
+
+def test_iterative_kde_accept_enters_the_labels_key_only_when_greater():
+    base = plan_shipped(grids=False, plan=("demo_sampling_cbe",)).experiment("demo_sampling_cbe").runs[42]
+    strict_plan = plan_shipped({"experiments": {"demo_sampling_cbe": {"sampling": {"iterative_kde_accept": "greater"}}}},
+                               grids=False)
+    strict = strict_plan.experiment("demo_sampling_cbe").runs[42]
+    assert strict["candidates"] == base["candidates"] and strict["labels"] != base["labels"]
+    assert strict_plan.nodes[strict["labels"]].settings["iterative_kde_accept"] == "greater"
+    no_kde = plan_shipped({"experiments": {"demo_augsbert_cbe": {"sampling": {"iterative_kde_accept": "greater"}}}},
+                          grids=False).experiment("demo_augsbert_cbe").runs[42]
+    assert no_kde == plan_shipped(grids=False, plan=("demo_augsbert_cbe",)).experiment("demo_augsbert_cbe").runs[42]

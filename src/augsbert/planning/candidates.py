@@ -126,6 +126,7 @@ def candidates(graph: Graph, exp: dict, dataset: str, seed: int, data: Node, enc
     if not any(s in ("kde", "iterative_kde") for s in strategies):
         sampling.pop("candidate_pool")
     sampling.pop("kde_reference")  # used when labelling
+    sampling.pop("iterative_kde_accept")  # likewise
     shards = sampling.pop("shards", 1)  # a key only when > 1: unsharded candidates keep their keys
     params = {**sampling, "model": exp["base_model"], "seed": seed}
     name = f"{dataset}.{'+'.join(strategies)}"

@@ -20,6 +20,7 @@ class LabelsParams(Params):
     relabel_gold: bool
     kde_reference: Literal["teacher", "gold"]
     seed: int
+    iterative_kde_accept: Literal["at_least", "greater"] = "at_least"  # sampling.iterative_kde_accept
     topic_prompt: str | None = None
     shards: int = 1
 
@@ -51,6 +52,8 @@ def labels(graph: Graph, exp: dict, dataset: str, seed: int, inputs: dict[str, N
     sampling = exp["sampling"]
     inputs = dict(inputs)
     params = {**exp["silver"], "kde_reference": sampling["kde_reference"], "seed": seed}
+    if sampling["iterative_kde_accept"] != "at_least" and "iterative_kde" in sampling["strategies"]:
+        params["iterative_kde_accept"] = sampling["iterative_kde_accept"]  # keyed only when it can act
     if prompt:  # the teacher scores prompted pairs (prompted and hidden); topics of the target's texts
         params["topic_prompt"] = prompt
         inputs["topics"] = data

@@ -338,7 +338,8 @@ class _Selection:
     comparison ever picks it again.
     """
 
-    def __init__(self, gold: np.ndarray, cand: np.ndarray, seq: np.ndarray):
+    def __init__(self, gold: np.ndarray, cand: np.ndarray, seq: np.ndarray, strict: bool = False):
+        self.strict = strict  # accept on gold density > selected density (Algorithm 1's words), else >=
         self.cand = cand
         self.lo, self.hi = float(cand.min()), float(cand.max())
         self.m = float(max(np.abs(cand).max(), np.abs(gold).max()))
@@ -461,6 +462,8 @@ class _Selection:
         if self.point_mass:  # infinitely dense at its value, zero elsewhere
             z = np.where(self.x[a:b] == self.values[0], 1.0, -1.0)
             z[self.g_hi_seq[a:b] == DEAD] = np.inf
+            if self.strict:  # gold > 0 is certain where its lower bound is positive, else scipy decides
+                return z, lambda z_j, pos: z_j if self.g_lo[self.seq[pos]] > 0 else 0.0
             return z, lambda z_j, pos: z_j
         n, h = self.n, self.h
         if not (1e-150 < h < 1e150):
@@ -507,8 +510,12 @@ class _Selection:
         x = self.cand[i]
         if i not in self.gold_exact:
             self.gold_exact[i] = self.gold_kde(x)[0]
+        if self.point_mass:  # only `strict` asks here: density 0 away from the point, accepted when gold > 0
+            return self.gold_exact[i] > 0.0
         if self.kde is None:
             self.kde = stats.gaussian_kde(self.values[: self.n])
+        if self.strict:
+            return self.gold_exact[i] > self.kde(x)[0]
         return self.gold_exact[i] >= self.kde(x)[0]
 
 
@@ -521,14 +528,16 @@ def _order(n: int, seed: int, order) -> np.ndarray:
     return order.astype(np.int64)
 
 
-def iterative_kde(gold_scores, candidate_scores, seed: int = 0, *, order=None) -> np.ndarray:
+def iterative_kde(gold_scores, candidate_scores, seed: int = 0, *, order=None, accept: str = "at_least") -> np.ndarray:
     """Thesis Algorithm 1: grow a selected set whose score density follows the gold density.
 
     The candidates are visited in `order` (default: a shuffle seeded with
     `seed`); the first two start the selected set. Passes go over the
     remaining candidates in that order: a candidate whose gold density is at
-    least the selected set's density at its score joins the set, and the
-    set's KDE is refitted at once. Passes stop after one that accepts nothing.
+    least the selected set's density at its score joins the set (`accept:
+    "greater"`: only one whose gold density is greater, Algorithm 1's words;
+    the two differ only where the densities are equal), and the set's KDE is
+    refitted at once. Passes stop after one that accepts nothing.
     Densities are Gaussian KDEs with Scott's bandwidth exactly as
     `scipy.stats.gaussian_kde` computes them. Returns the kept indices into
     `candidate_scores` in the order they were selected, identical to the
@@ -544,6 +553,8 @@ def iterative_kde(gold_scores, candidate_scores, seed: int = 0, *, order=None) -
     gold = np.asarray(gold_scores, dtype=np.float64).ravel()
     cand = np.asarray(candidate_scores, dtype=np.float64).ravel()
     _check_gold(gold, "iterative KDE")
+    if accept not in ("at_least", "greater"):
+        raise ValueError(f"accept must be 'at_least' or 'greater', not {accept!r}")
     if not np.all(np.isfinite(cand)):
         from ..data import DataError
 
@@ -552,7 +563,7 @@ def iterative_kde(gold_scores, candidate_scores, seed: int = 0, *, order=None) -
     if len(cand) <= 2:
         return order
     with _one_blas_thread():  # the products are small and sequential: BLAS threads only contend
-        return _iterative_kde(gold, cand, order)
+        return _iterative_kde(gold, cand, order, strict=accept == "greater")
 
 
 _BLAS = []  # a threadpoolctl controller, made once (finding the libraries takes a millisecond)
@@ -570,9 +581,9 @@ def _one_blas_thread():
     return contextlib.nullcontext() if _BLAS[0] is None else _BLAS[0].limit(limits=1, user_api="blas")
 
 
-def _iterative_kde(gold: np.ndarray, cand: np.ndarray, order: np.ndarray) -> np.ndarray:
+def _iterative_kde(gold: np.ndarray, cand: np.ndarray, order: np.ndarray, strict: bool = False) -> np.ndarray:
     seq = order[2:]
-    state = _Selection(gold, cand, seq)
+    state = _Selection(gold, cand, seq, strict)
     chosen = [int(order[0]), int(order[1])]
     state.start(*chosen)
     gap = 16.0  # running mean of positions visited per acceptance: sizes the vectorised chunks
@@ -584,9 +595,12 @@ def _iterative_kde(gold: np.ndarray, cand: np.ndarray, order: np.ndarray) -> np.
             end = min(pos + min(step, state.max_step()), len(state.seq))
             z_lo, z_hi = state.compare(pos, end)
             hit = None
-            for j in (z_lo <= 0).nonzero()[0]:  # rejections leave the state as it is
+            # z_lo > 0 (strict: >= 0): certainly rejected, and rejections leave the state as it is; an upper
+            # bound <= 0 (strict: < 0): certainly accepted; else scipy decides
+            for j in ((z_lo < 0) if strict else (z_lo <= 0)).nonzero()[0]:
                 j = int(j)
-                if z_hi(float(z_lo[j]), pos + j) <= 0 or state.exact(pos + j):
+                upper = z_hi(float(z_lo[j]), pos + j)
+                if (upper < 0 if strict else upper <= 0) or state.exact(pos + j):
                     hit = j
                     break
             if hit is None:

@@ -46,13 +46,14 @@ log = logging.getLogger(__name__)
 SCORE_CHUNK = 1 << 18  # candidate pairs read and scored per call: bounded memory, one call below it
 
 
-def _select(strategy: str, reference: np.ndarray, scores: np.ndarray, seed: int) -> np.ndarray:
+def _select(strategy: str, reference: np.ndarray, scores: np.ndarray, seed: int,
+            iterative_accept: str = "at_least") -> np.ndarray:
     """Indices of the candidates a selection strategy keeps (all for the sampling-only strategies)."""
     try:
         if strategy == "kde":
             return kde_sample(reference, scores, seed)
         if strategy == "iterative_kde":
-            return iterative_kde(reference, scores, seed=seed)
+            return iterative_kde(reference, scores, seed=seed, accept=iterative_accept)
     except DataError as err:  # e.g. gold scores without spread: say which stage and strategy met them
         raise DataError(f"labels stage, strategy {strategy}: {err}") from err
     return np.arange(len(scores))
@@ -257,7 +258,7 @@ def write_pairs(tmp: Path, spec: dict, params: LabelsParams, teacher: Teacher, g
         present, first_rows = np.unique(codes, return_index=True)
         for code in present[np.argsort(first_rows)]:  # strategies in order of appearance
             strategy, rows = names[code], np.flatnonzero(codes == code)
-            kept = rows[_select(strategy, reference, scores[rows], params.seed)]
+            kept = rows[_select(strategy, reference, scores[rows], params.seed, params.iterative_kde_accept)]
             selected.append((strategy, kept))
             per_strategy[strategy] = {"candidates": len(rows), "kept": len(kept),
                                       "kept_fraction": round(len(kept) / len(rows), 4)}
