@@ -223,6 +223,12 @@ def test_demo_cbe_trains_and_a_student_lr_change_reruns_only_the_student(workdir
     # adaptation and the teacher are untouched
     assert planned(workdir, full, *args, *student_lr) == {"student": 2, "candidates": 1, "labels": 1,
                                                           "collect_results": 1}
+    # adapt_mlm.pairs: candidates (thesis 4.3.1): MLM on the candidates the teacher labels, which exist already
+    # (the DAG runs candidates before adapt); only the adaptation and what follows it run again
+    shared = ("--config", "experiments={demo_fulldomain_cbe: {adapt_mlm: {max_steps: 12, max_length: 64, "
+              "batch_size: 8, pairs: candidates}}}")
+    assert planned(workdir, full, *args, *shared) == {"adapt": 1, "teacher": 1, "labels": 1, "student": 1,
+                                                      "collect_results": 1}
 
     # issue 26's fault matrix, on the artifacts of every stage this chain trained
     check_fault_matrix(workdir, (target, augsbert, full), (*args, *mlm))
