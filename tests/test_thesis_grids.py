@@ -167,3 +167,12 @@ def test_iterative_kde_accept_enters_the_labels_key_only_when_greater():
     no_kde = plan_shipped({"experiments": {"demo_augsbert_cbe": {"sampling": {"iterative_kde_accept": "greater"}}}},
                           grids=False).experiment("demo_augsbert_cbe").runs[42]
     assert no_kde == plan_shipped(grids=False, plan=("demo_augsbert_cbe",)).experiment("demo_augsbert_cbe").runs[42]
+
+
+def test_a_teacher_only_run_with_shared_pairs_plans_and_names_its_candidates():
+    runs = plan_shipped({"experiments": {"demo_domain_cbe": {"models": ["teacher"], "adapt_mlm": {
+        "pairs": "candidates"}}}}, grids=False).experiment("demo_domain_cbe").runs[42]
+    assert {"candidates", "adapt", "teacher"} <= set(runs) and "labels" not in runs
+    with pytest.raises(ConfigError, match="sampling.strategies draws none"):
+        plan_shipped({"experiments": {"demo_domain_cbe": {"adapt_mlm": {"pairs": "candidates"},
+                                                          "sampling": {"strategies": ["none"]}}}}, grids=False)

@@ -180,6 +180,8 @@ class Plan(Graph):
             silver_first = candidates(self, exp, dataset, seed, target, lower_bound, strategies, pretrained) \
                 if variant != "augsbert" and exp["adapt_mlm"]["pairs"] == "candidates" else None
             adapted = adapt(self, exp, dataset, seed, data, prompt, silver_first) if variant != "augsbert" else None
+            if silver_first is not None:
+                roles["candidates"] = silver_first
             if adapted is not None:
                 roles["adapt"] = adapted
             if pretrained is not None:
