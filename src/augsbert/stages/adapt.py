@@ -6,9 +6,9 @@ import logging
 from dataclasses import replace
 from pathlib import Path
 
-
 from ..training.mlm import adapt, candidate_pairs, epoch_steps, evaluate_mlm, mlm_pairs, split_held_out
 from ..artifacts import artifact_dir, write_json
+from ..errors import ConfigError
 from ..models import resolve_device
 from ..models.mlm import masked_lm_from
 from ..params import read_params
@@ -32,6 +32,8 @@ def run(spec: dict, out: str | Path, device: str | None = None, force: bool = Fa
     train, held_out = split_held_out(pairs, params.held_out, params.seed)
     if params.epochs is not None:  # adapt_mlm.epochs: passes over the training pairs (thesis 5.6.1: 5 epochs)
         params = replace(params, max_steps=epoch_steps(len(train), params.batch_size, params.epochs))
+    elif params.max_steps is None:
+        raise ConfigError("spec params: adapt needs max_steps or epochs (adapt_mlm.max_steps / adapt_mlm.epochs)")
     work = checkpoint_dir(out)
     with artifact_dir(out, spec, force, checkpoints=work) as tmp:
         device = resolve_device(device)
@@ -51,7 +53,8 @@ def run(spec: dict, out: str | Path, device: str | None = None, force: bool = Fa
         model.save_pretrained(str(tmp / "model"))
         tokenizer.save_pretrained(str(tmp / "model"))
         pairs.to_parquet(tmp / "pairs.parquet", index=False)
-        metrics = {"device": device, "pair_source": params.pairs, "pool_sentences": len(pool), "eval_sentences_removed_from_pool": removed,
+        metrics = {"device": device, "pair_source": params.pairs, "pool_sentences": len(pool),
+                   "eval_sentences_removed_from_pool": removed,
                    "pairs": len(pairs), "train_pairs": len(train), "held_out_pairs": len(held_out),
                    "held_out": {"base": before, "adapted": after}, **metrics}
         write_json(tmp / "metrics.json", metrics)
