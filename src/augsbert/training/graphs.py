@@ -132,15 +132,20 @@ class ModelLoss(torch.nn.Module):
 def capture(module: torch.nn.Module, sample: tuple[torch.Tensor, ...], state: dict) -> Callable:
     """`module`'s forward and backward on tensors shaped like `sample`, captured as CUDA graphs.
 
-    Autocast (mixed precision) is entered here without its weight cache, which graph capture cannot
-    hold; the captured kernels are those of the trainer's precision."""
-    dtype = torch.get_autocast_dtype("cuda") if torch.is_autocast_enabled("cuda") else None
+    Mixed precision: the trainers' autocast is entered inside the model's forward (accelerate wraps it),
+    so its weight cache is emptied as each forward ends and a captured forward casts the weights it
+    reads afresh on every replay. An autocast already open around the step would keep the casts of the
+    warm-up passes, made before the weights' next update, in the graph: that case is refused (and the
+    step runs eagerly) rather than replayed with stale weights."""
+    if torch.is_autocast_enabled("cuda"):
+        raise RuntimeError("an autocast context is open around the training step; its weight cache cannot be "
+                           "captured")
     sample = tuple(t.clone() for t in sample)
     if "pool" not in state:  # one memory pool for all shapes: the graphs never run at once
         state["pool"] = torch.cuda.graph_pool_handle()
-    with torch.autocast("cuda", dtype=dtype or torch.float32, enabled=dtype is not None, cache_enabled=False):
-        return torch.cuda.make_graphed_callables(module, sample, num_warmup_iters=3,
-                                                   allow_unused_input=True, pool=state["pool"])  # e.g. BERT's pooler
+    torch.clear_autocast_cache()
+    return torch.cuda.make_graphed_callables(module, sample, num_warmup_iters=3, allow_unused_input=True,
+                                             pool=state["pool"])  # unused: e.g. BERT's pooler
 
 
 class GraphedLoss:
@@ -162,13 +167,11 @@ class GraphedLoss:
         self.state: dict = {}  # what capture_fn keeps between captures (the memory pool)
         self.replayable = lambda tensors: all(t.device.type == "cuda" for t in tensors)
 
-    def module(self, layout) -> torch.nn.Module:
-        if layout not in self.modules:
-            self.modules[layout] = self.make(layout)
-        return self.modules[layout]
-
     def __call__(self, tensors: tuple[torch.Tensor, ...], layout) -> torch.Tensor:
-        eager = self.module(layout)
+        try:
+            eager = self.modules.get(layout) or self.modules.setdefault(layout, self.make(layout))
+        except TypeError:  # a constant of the batch that cannot be a key: this batch runs eagerly
+            return self.make(layout)(*tensors)
         if self.failed or not torch.is_grad_enabled() or not eager.trains or not self.replayable(tensors):
             return eager(*tensors)
         key = _signature(tensors, layout)
@@ -190,6 +193,18 @@ class GraphedLoss:
         return graphed(*tensors)
 
 
+def one_width(features: list[dict]) -> list[dict]:
+    """The columns' token tensors padded to the widest column's width (zeros, masked: what the library's merged
+    forward pads with), so that a batch's shape is one bucket, not one per column: fewer graphs."""
+    widths = [f["input_ids"].shape[1] for f in features if isinstance(f.get("input_ids"), torch.Tensor)]
+    if len(widths) != len(features) or len(set(widths)) < 2:
+        return features
+    width = max(widths)
+    return [{k: torch.nn.functional.pad(v, (0, width - v.shape[1]))
+             if isinstance(v, torch.Tensor) and v.ndim == 2 and not v.is_floating_point() else v
+             for k, v in f.items()} for f in features]
+
+
 def static_sentence_loss(loss: torch.nn.Module, capture_fn: Callable = capture) -> torch.nn.Module:
     """`loss` (a sentence-transformers loss with `compute_loss_from_embeddings`) computing each batch
     through `GraphedLoss`: one forward for all columns, replayed per bucket on CUDA. Returns `loss`
@@ -197,7 +212,7 @@ def static_sentence_loss(loss: torch.nn.Module, capture_fn: Callable = capture) 
     static = GraphedLoss(lambda layout: TensorLoss(loss, layout), capture_fn)
 
     def forward(sentence_features, labels):
-        tensors, layout = _flatten(list(sentence_features), labels)
+        tensors, layout = _flatten(one_width(list(sentence_features)), labels)
         return static(tensors, layout)
 
     loss.forward = forward
