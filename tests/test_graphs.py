@@ -66,7 +66,7 @@ def test_bucketed_padding_changes_no_loss(trainer, tiny_model, tmp_path, monkeyp
     exact-width batches (padding is masked; float summation order is all that changes)."""
     exact, _ = train_20_steps(trainer, tiny_model, tmp_path / "exact")
     assert not widths
-    monkeypatch.setattr(graphs, "buckets", lambda device, max_length: max_length)  # as on CUDA with cuda_graphs: auto
+    monkeypatch.setattr(graphs, "buckets", lambda device, max_length, torch_compile=False: max_length)  # as on CUDA with cuda_graphs: auto
     bucketed, _ = train_20_steps(trainer, tiny_model, tmp_path / "bucketed")
     assert any(padded > width for width, padded in widths)  # the batches really were wider
     assert len(exact) == len(bucketed) == 20
@@ -83,7 +83,7 @@ def test_the_static_step_trains_the_weights_of_the_eager_step(trainer, tiny_mode
     calls = []
     original = graphs.GraphedLoss.__call__
     monkeypatch.setattr(graphs.GraphedLoss, "__call__", lambda self, *a: calls.append(1) or original(self, *a))
-    monkeypatch.setattr(graphs, "active", lambda device: True)
+    monkeypatch.setattr(graphs, "active", lambda device, torch_compile=False: True)
     static_losses, static = train_20_steps(trainer, tiny_model, tmp_path / "static")
     assert len(calls) == 20  # every step went through the static step
     assert max(abs(a - b) for a, b in zip(eager_losses, static_losses)) <= 1e-5
@@ -195,6 +195,10 @@ def test_cuda_graphs_is_a_runtime_choice_outside_every_key(monkeypatch):
     monkeypatch.setenv("AUGSBERT_CUDA_GRAPHS", "auto")
     assert graphs.active("cuda") and graphs.buckets("cuda", 256) == 256
     assert not graphs.active("cpu") and graphs.buckets("cpu", 256) is None  # eager stays the CPU path
+    assert not graphs.active("cuda", torch_compile=True)  # a compiled model makes its own graphs
+    monkeypatch.setenv("WORLD_SIZE", "2")  # DDP averages gradients in hooks a graph of the bare model would skip
+    assert not graphs.active("cuda") and graphs.buckets("cuda", 256) is None
+    monkeypatch.delenv("WORLD_SIZE")
     monkeypatch.setenv("AUGSBERT_CUDA_GRAPHS", "yes")
     with pytest.raises(ConfigError, match="auto, off"):
         graphs.active("cuda")

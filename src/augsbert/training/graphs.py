@@ -53,14 +53,19 @@ def mode() -> str:
     return value
 
 
-def active(device) -> bool:
-    """Whether the trainers on `device` take the graph path: CUDA with `cuda_graphs: auto`."""
-    return torch.device(device).type == "cuda" and mode() == "auto"
+def active(device, torch_compile: bool = False) -> bool:
+    """Whether a trainer on `device` takes the graph path: CUDA with `cuda_graphs: auto`, in one process, the model
+    not compiled. Several processes (`gpus` > 1) stay eager: their gradients are averaged by DDP's hooks during
+    the backward, which a graph of the bare model would skip. A compiled model has graphs of its own making."""
+    from .. import distributed
+
+    return torch.device(device).type == "cuda" and mode() == "auto" and distributed.world_size() == 1 \
+        and not torch_compile
 
 
-def buckets(device, max_length: int) -> int | None:
+def buckets(device, max_length: int, torch_compile: bool = False) -> int | None:
     """The trainers' bucket limit on `device`: `max_length` on the graph path, None (exact widths) elsewhere."""
-    return max_length if active(device) else None
+    return max_length if active(device, torch_compile) else None
 
 
 def _flatten(features: Sequence[dict], labels) -> tuple[tuple[torch.Tensor, ...], tuple]:
