@@ -5,7 +5,8 @@ host thread; the GPU waits on Python (issue 37). A CUDA graph records a step's k
 them in one launch, which needs the same shapes and the same memory every time. So, on CUDA with
 `cuda_graphs: auto`:
 
-- **buckets:** training batches are padded to a few fixed widths (`bucket_width`: multiples of 8 up to
+- **buckets:** training batches are padded to a few fixed widths (`augsbert.tokenized.bucket_width`, the
+  trainers' collators pad to it when `buckets` gives `max_length`: multiples of 8 up to
   64 tokens, of 16 up to 128, of 32 up to 256, then of 64, never past `max_length`), so there are at
   most about twenty shapes per trainer. Padding is masked everywhere; what changes is float summation
   order and the layout of dropout masks;
@@ -36,7 +37,6 @@ from collections.abc import Callable, Sequence
 import torch
 
 from ..models.device import CUDA_GRAPHS_ENV  # auto | off (the Snakefile sets it from the config)
-from ..tokenized import bucket_width  # noqa: F401  (the buckets' widths, where batches are padded)
 
 log = logging.getLogger(__name__)
 
