@@ -160,12 +160,12 @@ class TokenIds:
 def bucket_width(width: int, max_length: int | None = None) -> int:
     """The fixed width a batch of `width` tokens is padded to on the graph path (augsbert.training.graphs).
 
-    Steps of 8 up to 64 tokens, 16 up to 128, 32 up to 256, 64 beyond, capped at `max_length`: about twenty
-    widths up to 512. A bucket adds at most 7 tokens to batches of up to 64 tokens and at most a quarter
-    beyond, on average about 4 tokens per row on sentence data (docs/guide/training.md measures it), so
-    padding stays well below the 36-40 % of random batches that issue 17 measured; every width below the
-    cap is a multiple of 8 (tensor cores). A batch wider than `max_length` (never, for truncated texts)
-    keeps its own bucket."""
+    Steps of 8 up to 64 tokens, 16 up to 128, 32 up to 256, 64 beyond, capped at `max_length`: twenty
+    widths up to 512, each a multiple of 8 below the cap (tensor cores). Up to 64 tokens a bucket is the
+    multiple of 8 the eager CUDA path pads to anyway; beyond, it adds at most a quarter. On STS-B and Lee
+    sentences that is at most 2.7 points of padding over the eager CUDA path (benchmarks/bench_buckets.py;
+    docs/guide/training.md). A batch wider than `max_length` (never, for truncated texts) keeps its own
+    bucket."""
     step = 8 if width <= 64 else 16 if width <= 128 else 32 if width <= 256 else 64
     bucket = -(-width // step) * step
     if max_length is not None and width <= max_length:
