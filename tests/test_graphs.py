@@ -91,6 +91,32 @@ def test_the_static_step_trains_the_weights_of_the_eager_step(trainer, tiny_mode
         torch.testing.assert_close(static[key], eager[key], rtol=0, atol=1e-5, msg=key)
 
 
+@pytest.mark.parametrize("trainer", ["be-cosine", "cbe"])
+def test_a_capture_that_fails_in_a_trainer_warns_once_and_trains_eagerly(trainer, tiny_model, tmp_path, monkeypatch,
+                                                                         every_step_logged, caplog):
+    """A user's GPU refuses the capture (simulated: CPU batches count as replayable, the capture raises): the
+    job warns once, trains on eagerly and ends with the weights of the eager trainer."""
+    eager_losses, eager = train_20_steps(trainer, tiny_model, tmp_path / "eager")
+    attempts = []
+
+    def refuse(module, sample, state):
+        attempts.append(1)
+        raise RuntimeError("CUDA error: operation not permitted when stream is capturing")
+
+    monkeypatch.setattr(graphs, "active", lambda device, torch_compile=False: True)
+    monkeypatch.setattr(graphs, "on_cuda", lambda tensors: True)
+    monkeypatch.setattr(graphs, "capture", refuse)
+    with caplog.at_level(logging.WARNING, logger="augsbert.training.graphs"):
+        losses, weights = train_20_steps(trainer, tiny_model, tmp_path / "refused")
+    assert len(attempts) == 1
+    assert [r.getMessage() for r in caplog.records if r.name == "augsbert.training.graphs"] == [
+        "cuda_graphs: capturing the training step failed (RuntimeError: CUDA error: operation not permitted when "
+        "stream is capturing); this job trains eagerly (set cuda_graphs: off to skip the attempt)"]
+    assert max(abs(a - b) for a, b in zip(eager_losses, losses)) <= 1e-5
+    for key in eager:
+        torch.testing.assert_close(weights[key], eager[key], rtol=0, atol=1e-5, msg=key)
+
+
 @pytest.fixture(scope="module")
 def encoder(tiny_model):
     from sentence_transformers import SentenceTransformer

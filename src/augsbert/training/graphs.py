@@ -153,24 +153,28 @@ def capture(module: torch.nn.Module, sample: tuple[torch.Tensor, ...], state: di
                                              pool=state["pool"])  # unused: e.g. BERT's pooler
 
 
+def on_cuda(tensors: Sequence[torch.Tensor]) -> bool:
+    return all(t.device.type == "cuda" for t in tensors)
+
+
 class GraphedLoss:
     """The static step of one trainer: per batch shape, a captured graph of `make(layout)`'s forward and
     backward, replayed for every later batch of that shape; eager where capture does not apply.
 
-    `capture_fn` is `capture` (tests pass a stand-in). A capture that raises switches this trainer to
+    `capture_fn` is `capture` unless given (tests pass stand-ins). A capture that raises switches this trainer to
     eager for the rest of the run, with one warning; eager is then exactly the module `make` builds.
     """
 
-    def __init__(self, make: Callable[[object], torch.nn.Module], capture_fn: Callable = capture,
+    def __init__(self, make: Callable[[object], torch.nn.Module], capture_fn: Callable | None = None,
                  max_graphs: int = MAX_GRAPHS):
         self.make = make
-        self.capture_fn = capture_fn
+        self.capture_fn = capture_fn or capture
         self.max_graphs = max_graphs
         self.modules: dict[object, torch.nn.Module] = {}  # layout -> the eager module
         self.graphs: dict[tuple, Callable] = {}  # shape signature -> the replayable module
         self.failed: str | None = None
         self.state: dict = {}  # what capture_fn keeps between captures (the memory pool)
-        self.replayable = lambda tensors: all(t.device.type == "cuda" for t in tensors)
+        self.replayable = on_cuda  # which batches are captured (tests stand in for CUDA)
 
     def __call__(self, tensors: tuple[torch.Tensor, ...], layout) -> torch.Tensor:
         try:
@@ -210,7 +214,7 @@ def one_width(features: list[dict]) -> list[dict]:
              for k, v in f.items()} for f in features]
 
 
-def static_sentence_loss(loss: torch.nn.Module, capture_fn: Callable = capture) -> torch.nn.Module:
+def static_sentence_loss(loss: torch.nn.Module, capture_fn: Callable | None = None) -> torch.nn.Module:
     """`loss` (a sentence-transformers loss with `compute_loss_from_embeddings`) computing each batch
     through `GraphedLoss`: one forward for all columns, replayed per bucket on CUDA. Returns `loss`
     itself, its forward replaced (its class, name and config stay the library's, for the model card)."""
@@ -230,7 +234,7 @@ def graphed_compute_loss(trainer_class):
     `GraphedLoss` when the trainer is given `static_step=True`."""
 
     class GraphedTrainer(trainer_class):
-        def __init__(self, *args, static_step: bool = False, capture_fn: Callable = capture, **kwargs):
+        def __init__(self, *args, static_step: bool = False, capture_fn: Callable | None = None, **kwargs):
             super().__init__(*args, **kwargs)
             self.static_step = GraphedLoss(lambda keys: ModelLoss(self.model, keys), capture_fn) \
                 if static_step else None
