@@ -211,9 +211,10 @@ def test_cuda_graphs_is_a_runtime_choice_outside_every_key(monkeypatch):
     from augsbert.config import ConfigError
 
     base = plan_shipped({})
-    off = plan_shipped({"cuda_graphs": "off"})
-    for experiment in ("demo_zeroshot", "demo_augsbert_cbe"):
-        assert off.experiment(experiment).runs[42] == base.experiment(experiment).runs[42]
+    for value in ("off", False):  # False: how YAML reads a bare `off`
+        off = plan_shipped({"cuda_graphs": value})
+        for experiment in ("demo_zeroshot", "demo_augsbert_cbe"):
+            assert off.experiment(experiment).runs[42] == base.experiment(experiment).runs[42]
     with pytest.raises(ConfigError, match="cuda_graphs"):
         plan_shipped({"cuda_graphs": "on"})
     monkeypatch.setenv("AUGSBERT_CUDA_GRAPHS", "off")

@@ -41,7 +41,8 @@ except ConfigError as err:
 # through the environment so switching GPU/CPU never reruns finished stages.
 os.environ[DEVICE_ENV] = config["device"]
 os.environ[PRECISION_ENV] = config["precision"]
-os.environ[CUDA_GRAPHS_ENV] = config["cuda_graphs"]  # likewise: graph-captured steps (augsbert/training/graphs.py)
+# likewise graph-captured training steps (augsbert/training/graphs.py); YAML reads a bare `off` as false
+os.environ[CUDA_GRAPHS_ENV] = "off" if config["cuda_graphs"] in (False, "off") else "auto"
 os.environ[GPUS_ENV] = str(config["gpus"])  # likewise: teacher / student jobs train on `gpus` GPUs
 os.environ[TRACKING_ENV] = config["tracking"]  # likewise the tracker (augsbert/tracking.py)
 os.environ[TRACKING_DIR_ENV] = config["tracking_dir"]
