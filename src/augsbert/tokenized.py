@@ -16,8 +16,11 @@ noised copy, a dev sentence) goes through the original call.
   from and what `batching.token_counts` counts.
 
 `pad_to_multiple_of` (the trainers set 8 on CUDA only, where tensor cores
-want it) pads a batch further; padding is masked everywhere, so the results
-differ only by float summation order, and the CPU path keeps the exact width.
+want it) pads a batch further, and `buckets` (the pair trainers set
+`max_length` on CUDA with `cuda_graphs: auto`, augsbert.training.graphs) pads
+it to one of a few fixed widths (`bucket_width`); padding is masked
+everywhere, so the results differ only by float summation order (and, with
+dropout, the layout of its masks), and the CPU path keeps the exact width.
 """
 
 from __future__ import annotations
@@ -42,9 +45,11 @@ class PretokenizedPreprocess:
     """
 
     def __init__(self, preprocess: Callable, tokenizer, items: Sequence[Hashable], chunk: int = CHUNK,
-                 pad_to_multiple_of: int | None = None, device: str | torch.device | None = None):
+                 pad_to_multiple_of: int | None = None, device: str | torch.device | None = None,
+                 buckets: int | None = None):
         self.preprocess = preprocess
         self.pad_to_multiple_of = pad_to_multiple_of
+        self.buckets = buckets
         self.device = torch.device(device) if device is not None else None
         self.index: dict[Hashable, int] = {}
         self.left = getattr(tokenizer, "padding_side", "right") == "left"
@@ -100,9 +105,7 @@ class PretokenizedPreprocess:
                 kwargs.update(prompt=prompt, task=task)
             return self.preprocess(inputs, **kwargs)
         lengths = self.lengths[found]
-        width = int(lengths.max())
-        if self.pad_to_multiple_of:
-            width = -(-width // self.pad_to_multiple_of) * self.pad_to_multiple_of
+        width = batch_width(int(lengths.max()), self.pad_to_multiple_of, self.buckets)
         out = {}
         for key in self.keys:
             if key not in self.flat:
@@ -154,16 +157,42 @@ class TokenIds:
         return np.fromiter((len(ids) for ids in self(texts)), dtype=np.int64, count=len(texts))
 
 
+def bucket_width(width: int, max_length: int | None = None) -> int:
+    """The fixed width a batch of `width` tokens is padded to on the graph path (augsbert.training.graphs).
+
+    Steps of 8 up to 64 tokens, 16 up to 128, 32 up to 256, 64 beyond, capped at `max_length`: twenty
+    widths up to 512, each a multiple of 8 below the cap (tensor cores). Up to 64 tokens a bucket is the
+    multiple of 8 the eager CUDA path pads to anyway; beyond, it adds at most a quarter. On STS-B and Lee
+    sentences that is at most 2.7 points of padding over the eager CUDA path (benchmarks/bench_buckets.py;
+    docs/guide/training.md). A batch wider than `max_length` (never, for truncated texts) keeps its own
+    bucket."""
+    step = 8 if width <= 64 else 16 if width <= 128 else 32 if width <= 256 else 64
+    bucket = -(-width // step) * step
+    if max_length is not None and width <= max_length:
+        bucket = min(bucket, max_length)
+    return bucket
+
+
+def batch_width(width: int, multiple: int | None = None, buckets: int | None = None) -> int:
+    """A batch's padded width: its longest row, rounded up to `multiple`, or to its bucket when `buckets`
+    (the bucket cap, `max_length`) is given."""
+    if buckets:
+        return bucket_width(width, buckets)
+    if multiple:
+        return -(-width // multiple) * multiple
+    return width
+
+
 def pad_multiple(device) -> int | None:
     """Training batches' width multiple on `device`: 8 on CUDA (tensor cores), none elsewhere (exact widths)."""
     return 8 if torch.device(device).type == "cuda" else None
 
 
-def pretokenize_collator(collator, model, dataset) -> None:
+def pretokenize_collator(collator, model, dataset, buckets: int | None = None) -> None:
     """Answer a sentence-transformers trainer's `collator` (its `preprocess_fn`, the model's preprocess) from
-    the text columns of `dataset` tokenised once."""
+    the text columns of `dataset` tokenised once (padded to `buckets`' widths when given)."""
     skip = {*collator.valid_label_columns, "dataset_name"}
     texts = [t for column in dataset.column_names if column not in skip  # [:]: a list (a column iterates by row)
              for t in dataset[column][:] if isinstance(t, str)]
     collator.preprocess_fn = PretokenizedPreprocess(collator.preprocess_fn, model.tokenizer, texts,
-                                                    pad_to_multiple_of=pad_multiple(model.device))
+                                                    pad_to_multiple_of=pad_multiple(model.device), buckets=buckets)

@@ -15,7 +15,7 @@ from augsbert.config import (
 from augsbert.export import MODEL_WILDCARD
 from augsbert.distributed import GPUS_ENV
 from augsbert.errors import MissingDataError
-from augsbert.models.device import DEVICE_ENV, PRECISION_ENV
+from augsbert.models.device import CUDA_GRAPHS_ENV, DEVICE_ENV, PRECISION_ENV
 from augsbert.graph import KEY_PATTERN
 from augsbert.plan import Plan
 from augsbert.tracking import TRACKING_DIR_ENV, TRACKING_ENV
@@ -41,6 +41,8 @@ except ConfigError as err:
 # through the environment so switching GPU/CPU never reruns finished stages.
 os.environ[DEVICE_ENV] = config["device"]
 os.environ[PRECISION_ENV] = config["precision"]
+# likewise graph-captured training steps (augsbert/training/graphs.py); YAML reads a bare `off` as false
+os.environ[CUDA_GRAPHS_ENV] = "off" if config["cuda_graphs"] in (False, "off") else "auto"
 os.environ[GPUS_ENV] = str(config["gpus"])  # likewise: teacher / student jobs train on `gpus` GPUs
 os.environ[TRACKING_ENV] = config["tracking"]  # likewise the tracker (augsbert/tracking.py)
 os.environ[TRACKING_DIR_ENV] = config["tracking_dir"]

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from ..params import PairTrainingParams
+from ..training import graphs
 from .cross_bi_encoder import SPECIALS_PER_PAIR, CrossBiEncoder, CrossBiEncoderCollator, PairTokenizer
 
 log = logging.getLogger(__name__)
@@ -134,10 +135,15 @@ class BiEncoder(_SentenceTransformersModel):
             train, lengths = longer_first(train, lengths)
             args = {**args, "batch_sampler": length_batch_sampler(lengths, params.megabatch)}
         args = shard_batches(args)
+        loss = student_loss(model, params)
+        static = graphs.active(model.device, params.torch_compile)  # cuda_graphs (augsbert.training.graphs)
+        if static:  # fixed widths, one forward for all columns, replayed per bucket
+            loss = graphs.static_sentence_loss(loss)
         trainer = main_process_saves(SentenceTransformerTrainer)(
             model=model, args=SentenceTransformerTrainingArguments(**args), train_dataset=train,
-            loss=student_loss(model, params), callbacks=callbacks)
-        pretokenize_collator(trainer.data_collator, model, train)
+            loss=loss, callbacks=callbacks)
+        pretokenize_collator(trainer.data_collator, model, train,
+                             graphs.buckets(model.device, model.max_seq_length, params.torch_compile))
         return trainer
 
     def predict(self, model, pairs: Sequence[tuple[str, str]], batch_size: int, params: PairTrainingParams) -> np.ndarray:
@@ -188,7 +194,9 @@ class CrossEncoderArch(_SentenceTransformersModel):
         # (on the model's device: the loss's own copy to the device then has nothing left to wait for)
         model.preprocess = PretokenizedPreprocess(
             model.preprocess, model.tokenizer, list(zip(train["sentence1"][:], train["sentence2"][:])),
-            pad_to_multiple_of=pad_multiple(model.device), device=model.device)
+            pad_to_multiple_of=pad_multiple(model.device), device=model.device,
+            # cuda_graphs: fixed widths only (its loss tokenises inside, so its step is not captured)
+            buckets=graphs.buckets(model.device, model.max_seq_length, params.torch_compile))
         trainer = main_process_saves(CrossEncoderTrainer)
         return trainer(model=model, args=CrossEncoderTrainingArguments(**args), train_dataset=train, loss=loss,
                        callbacks=[*callbacks, restore_preprocess(model)])
@@ -226,11 +234,14 @@ class CrossBiEncoderArch:
         if params.group_by_length:
             lengths = pair_lengths(model.tokenizer, first, second, model.max_length, SPECIALS_PER_PAIR, ids=ids)
             train, args = hf_grouping(train, lengths, args)
+        static = graphs.active(model.device, params.torch_compile)  # cuda_graphs (augsbert.training.graphs)
         pairs = PairTokenizer(model.tokenizer, model.max_length, model.pair_tokenizer.use_token_types, ids=ids,
-                              pad_to_multiple_of=pad_multiple(model.device))
-        return LengthGroupedTrainer(model=model, args=TrainingArguments(remove_unused_columns=False, **args),
-                                    train_dataset=train, data_collator=CrossBiEncoderCollator(pairs),
-                                    callbacks=callbacks, megabatch=params.megabatch)
+                              pad_to_multiple_of=pad_multiple(model.device),
+                              buckets=graphs.buckets(model.device, model.max_length, params.torch_compile))
+        trainer = graphs.graphed_compute_loss(LengthGroupedTrainer)
+        return trainer(model=model, args=TrainingArguments(remove_unused_columns=False, **args),
+                       train_dataset=train, data_collator=CrossBiEncoderCollator(pairs), callbacks=callbacks,
+                       megabatch=params.megabatch, static_step=static)
 
     def predict(self, model, pairs, batch_size, params) -> np.ndarray:
         return model.predict(list(pairs), batch_size=batch_size).astype(np.float64)

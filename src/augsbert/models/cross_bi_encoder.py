@@ -21,6 +21,8 @@ import torch.nn.functional as F
 from huggingface_hub import ModelCard, ModelHubMixin
 from torch import nn
 
+from ..tokenized import batch_width
+
 CONFIG_NAME = "cross_bi_encoder.json"
 SPECIALS_PER_PAIR = 4  # two [CLS] and two [SEP]
 
@@ -97,16 +99,18 @@ class PairTokenizer:
     """
 
     def __init__(self, tokenizer, max_length: int, use_token_types: bool, ids=None,
-                 pad_to_multiple_of: int | None = None):
+                 pad_to_multiple_of: int | None = None, buckets: int | None = None):
         if tokenizer.cls_token_id is None or tokenizer.sep_token_id is None:
             raise ValueError("the tokenizer has no CLS/SEP (or <s>/</s>) token; a CBE needs both")
         self.tokenizer = tokenizer
         self.max_length = max_length
         self.use_token_types = use_token_types
         # training: `ids` (augsbert.tokenized.TokenIds) holds the training texts tokenised once, and on CUDA
-        # batches are padded to a multiple of 8; inference tokenises each batch at its exact width
+        # batches are padded to a multiple of 8 (to `buckets`' fixed widths on the graph path,
+        # augsbert.training.graphs); inference tokenises each batch at its exact width
         self.ids = ids
         self.pad_to_multiple_of = pad_to_multiple_of
+        self.buckets = buckets
 
     def encode_texts(self, texts: Sequence[str]) -> list[list[int]]:
         if self.ids is not None:
@@ -124,9 +128,7 @@ class PairTokenizer:
         pairs = [self.layout(a, b) for a, b in zip(self.encode_texts(texts_a), self.encode_texts(texts_b))]
         lengths = np.array([len(ids) for ids, _ in pairs])
         firsts = np.array([first for _, first in pairs])
-        width = int(lengths.max())
-        if self.pad_to_multiple_of:
-            width = -(-width // self.pad_to_multiple_of) * self.pad_to_multiple_of
+        width = batch_width(int(lengths.max()), self.pad_to_multiple_of, self.buckets)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         input_ids = np.full((len(pairs), width), pad, dtype=np.int64)
         for row, (ids, _) in enumerate(pairs):

@@ -6,6 +6,7 @@ import os
 
 DEVICE_ENV = "AUGSBERT_DEVICE"
 PRECISION_ENV = "AUGSBERT_PRECISION"  # auto | fp32 | fp16 | bf16 (the Snakefile sets it from the config)
+CUDA_GRAPHS_ENV = "AUGSBERT_CUDA_GRAPHS"  # auto | off (likewise; augsbert.training.graphs)
 
 
 def resolve_device(preference: str | None = None) -> str:
