@@ -45,7 +45,7 @@ the mean of steps 2 to N (which includes capturing each new bucket's graph) and 
 replay), steps/s of the median, the graphs captured, and the reason if capturing failed (the job then trained
 eagerly); then the bare loop's median step on the auto run's (bucketed) batches, eager and with its forward and
 backward replayed as the trainers replay them (Bi-Encoder and Cross-Bi-Encoder): the ceiling without the
-trainer's own per-step work. The other tables run with $AUGSBERT_CUDA_GRAPHS as set (default `auto`; it acts on CUDA only).
+trainer's own per-step work. The other tables run with $AUGSBERT_CUDA_GRAPHS as set (default `off`; it acts on CUDA only).
 """
 
 from __future__ import annotations
@@ -671,7 +671,7 @@ def main() -> None:
         print(f"model {args.model or 'tiny random BERT (2 layers, width 16)'}, torch {torch.__version__}, "
               f"{torch.get_num_threads()} threads"
               + (f", {torch.cuda.get_device_name()}" if "cuda" in devices else "")
-              + f", cuda_graphs {os.environ.get('AUGSBERT_CUDA_GRAPHS', 'auto')}", flush=True)
+              + f", cuda_graphs {os.environ.get('AUGSBERT_CUDA_GRAPHS', 'off')}", flush=True)
         result = {}
         if not args.skip_steps:
             result["steps"] = bench_steps(args, base, devices)

@@ -217,6 +217,8 @@ def test_cuda_graphs_is_a_runtime_choice_outside_every_key(monkeypatch):
             assert off.experiment(experiment).runs[42] == base.experiment(experiment).runs[42]
     with pytest.raises(ConfigError, match="cuda_graphs"):
         plan_shipped({"cuda_graphs": "on"})
+    monkeypatch.delenv("AUGSBERT_CUDA_GRAPHS", raising=False)
+    assert not graphs.active("cuda")  # off by default until measured on a GPU (docs/performance.md)
     monkeypatch.setenv("AUGSBERT_CUDA_GRAPHS", "off")
     assert not graphs.active("cuda") and graphs.buckets("cuda", 256) is None
     monkeypatch.setenv("AUGSBERT_CUDA_GRAPHS", "auto")

@@ -45,7 +45,7 @@ MAX_GRAPHS = 64  # shapes captured per trainer; a batch of yet another shape run
 
 
 def mode() -> str:
-    value = os.environ.get(CUDA_GRAPHS_ENV, "auto").strip() or "auto"
+    value = os.environ.get(CUDA_GRAPHS_ENV, "off").strip() or "off"  # off until measured on a GPU
     if value not in MODES:
         from ..errors import ConfigError
 
