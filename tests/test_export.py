@@ -196,6 +196,34 @@ def test_target_is_never_overwritten_without_force(experiment, tmp_path):
     assert not list(tmp_path.glob(".*partial*"))
 
 
+def test_force_replaces_only_what_the_earlier_export_wrote(experiment, tmp_path):
+    """Issue 41: `export --force` onto an earlier export deleted the files the user had added there. Its marker
+    lists the files it wrote; a directory holding any other file, or an old marker without that list, is refused
+    and left as it was."""
+    out = tmp_path / "student"
+    export(experiment, "student", out)
+    listed = json.loads((out / MARKER).read_text())["files"]
+    assert {MARKER, "README.md", "config.json", "model.safetensors"} <= set(listed)
+    assert set(listed) == {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
+    (out / "my_notes.md").write_text("keep")
+    (out / "eval").mkdir()
+    (out / "eval" / "scores.csv").write_text("1,2")
+    with pytest.raises(ExportError, match=r"holds 2 file\(s\) the earlier export did not write \(eval/scores.csv, "
+                                          r"my_notes.md\)"):
+        export(experiment, "student", out, seed=43, force=True)
+    assert (out / "my_notes.md").read_text() == "keep" and (out / "eval" / "scores.csv").is_file()
+    assert json.loads((out / MARKER).read_text())["seed"] == 42
+    (out / "my_notes.md").unlink()
+    shutil.rmtree(out / "eval")
+    assert export(experiment, "student", out, seed=43, force=True)["seed"] == 43
+    marker = json.loads((out / MARKER).read_text())
+    del marker["files"]  # written by an earlier version: which files it wrote is unknown
+    (out / MARKER).write_text(json.dumps(marker))
+    with pytest.raises(ExportError, match="lists the files it wrote"):
+        export(experiment, "student", out, force=True)
+    assert json.loads((out / MARKER).read_text())["seed"] == 43
+
+
 def test_unknown_model_seed_and_unfinished_artifact(experiment, tmp_path, capsys):
     with pytest.raises(ExportError, match=r"has no lower_bound model \(it has: student, teacher;"):
         export(experiment, "lower_bound", tmp_path / "x")

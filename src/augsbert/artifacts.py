@@ -72,8 +72,8 @@ def _concerns(filename, path: Path) -> bool:
 def writing(path: str | Path) -> Iterator[None]:
     """Turn a read-only, full or forbidden output location into one OutputWriteError naming `path`.
 
-    Only OSErrors are seen here: a library that wraps a failed write in its own exception
-    type (torch, safetensors) still ends with a traceback.
+    A library that wraps a failed write in its own exception type (safetensors' SafetensorError on a full
+    disk) is recognised by the errno in its message (`write_failure`).
     """
     try:
         yield
@@ -83,6 +83,30 @@ def writing(path: str | Path) -> Iterator[None]:
         detail = f" ({_shown(err.filename, path)})" if err.filename and os.path.abspath(err.filename) != \
             os.path.abspath(path) else ""
         raise OutputWriteError(f"cannot write {path}: {err.strerror or os.strerror(err.errno)}{detail}") from err
+    except Exception as err:
+        code = write_failure(err)
+        if code is None:
+            raise
+        raise OutputWriteError(f"cannot write {path}: {os.strerror(code)} (while {type(err).__name__} saved a file "
+                               "into it)") from err
+
+
+def write_failure(err: BaseException) -> int | None:
+    """The errno of a full disk or read-only mount that a library reported in an exception of its own type
+    (safetensors' SafetensorError carries Rust's `Os { code: 28, ... }`; torch's RuntimeError a message), else
+    None."""
+    import re
+
+    if isinstance(err, OSError):
+        return None
+    text = str(err)
+    match = re.search(r"\bcode: (\d+)|os error (\d+)", text)
+    code = int(next(g for g in match.groups() if g)) if match else None
+    if code is None:
+        for candidate in FULL_OR_READ_ONLY:
+            if os.strerror(candidate) in text:
+                code = candidate
+    return code if code in FULL_OR_READ_ONLY else None
 
 
 def _shown(filename, path: str | Path) -> str:
