@@ -8,6 +8,7 @@ imports (so the reader lives below both of them).
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from .errors import ConfigError
@@ -16,18 +17,28 @@ from .errors import ConfigError
 def load_spec(text: str) -> dict:
     """The spec as a dict; a missing or unreadable @file, invalid JSON or a non-object is a ConfigError
     (one message naming the file, exit code 2)."""
+    from .reading import SPEC_LIMIT, check_depth, read_text
+
     where = "--spec"
     if text.startswith("@"):
         where = f"--spec {text}"
         try:
-            text = Path(text[1:]).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as err:
+            os.stat(text[1:])
+        except OSError as err:
             raise ConfigError(f"{where}: cannot read the spec file ({err.__class__.__name__}: "
-                              f"{getattr(err, 'strerror', None) or err})") from None
+                              f"{err.strerror or err})") from None
+        try:
+            text = read_text(text[1:], "spec file", SPEC_LIMIT)  # regular, utf-8, bounded (augsbert.reading)
+        except ConfigError as err:
+            raise ConfigError(f"{where}: {err}") from None
     try:
         spec = json.loads(text)
     except json.JSONDecodeError as err:
         raise ConfigError(f"{where}: not valid JSON ({err})") from None
+    except RecursionError:
+        raise ConfigError(f"{where}: arrays and objects nested too deep to read; not a spec the workflow "
+                          "writes") from None
+    check_depth(spec, where)
     if not isinstance(spec, dict):
         raise ConfigError(f"{where}: a spec is a JSON object (what the workflow writes to artifacts/.specs/), "
                           f"not {type(spec).__name__}")
