@@ -364,3 +364,23 @@ def test_rule_exports_into_models_experiment_model(tmp_path):
     keep_experiments(checkout(tmp_path), "demo_cbe")  # the one experiment this dry run plans
     jobs = planned(tmp_path, "models/demo_cbe/teacher")
     assert jobs["export_model"] == 1 and jobs["collect_results"] == 1 and jobs["teacher"] == 1
+
+
+def test_export_refuses_an_edited_artifact_and_names_a_truncated_model(experiment, tmp_path):
+    """Issue 41: export never checked manifests (a same-size edit of metrics.json went into the card), and a
+    truncated model ended in safetensors' traceback."""
+    from augsbert.artifacts import DamagedArtifactError
+    from augsbert.manifests import write_manifest
+
+    student = Path(STUDENTS[42])
+    write_manifest(student)
+    metrics = student / "metrics.json"
+    metrics.write_text(metrics.read_text().replace("60.0", "69.0"))  # same size
+    with pytest.raises(DamagedArtifactError, match=f"model artifact {student} is damaged: metrics.json changed"):
+        export(experiment, "student", tmp_path / "out")
+    (student / "manifest.json").unlink()  # an artifact written before manifests: the model itself is cut short
+    weights = student / "model" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    with pytest.raises(ExportError, match=f"cannot load the model in {student / 'model'} .*: the artifact is damaged"):
+        export(experiment, "student", tmp_path / "out")
+    assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".out.partial*"))

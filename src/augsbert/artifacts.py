@@ -279,8 +279,15 @@ def writer_lock(out: str | Path, wait: float = 0) -> Iterator[None]:
         finally:
             _held[key][1] -= 1
         return
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as err:
+        if err.errno in FULL_OR_READ_ONLY | FORBIDDEN:
+            raise  # `writing` names the output and the cause
+        # `--out /proc/x`: no folder can be made there
+        raise OutputWriteError(f"cannot write {out}: {err.strerror or err} (its lock file {lock}); name an output "
+                               "in a folder you can write") from None
     try:
         deadline = time.monotonic() + wait
         waiting = False
@@ -320,6 +327,22 @@ def writer_lock(out: str | Path, wait: float = 0) -> Iterator[None]:
             os.ftruncate(fd, 0)  # details of a finished writer would only mislead a reader of the file
     finally:
         os.close(fd)  # releases the lock
+
+
+def check_writable(folder: str | Path) -> None:
+    """Raise OutputWriteError unless files can be created in `folder` (made if missing): the workflow checks
+    artifacts/ and results/ before it plans, so a read-only mount ends with one message, even in a dry run
+    (which writes the jobs' spec files), instead of a traceback from the first write."""
+    folder = Path(folder)
+    probe = folder / f".write-test-{os.getpid()}"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        os.unlink(probe)
+    except OSError as err:
+        raise OutputWriteError(f"cannot write {folder}/: {err.strerror or err}; the workflow writes its "
+                               f"{folder.name} there. Make it writable (a read-only mount?), or run from a copy of "
+                               "the project you can write") from None
 
 
 def _remove_checkpoints(work: Path) -> None:

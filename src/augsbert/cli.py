@@ -65,6 +65,10 @@ def _stage_command(sub, stage: Stage) -> None:
         p.add_argument("--device", help="torch device (auto|cpu|cuda|cuda:N|mps); default $AUGSBERT_DEVICE or auto")
 
     def handler(args) -> None:
+        if stage.device and args.device:
+            from .models.device import REQUESTED_ENV, check_device_name
+
+            check_device_name(os.environ.get(REQUESTED_ENV) or args.device, "--device")
         if args.spec:
             spec, default_out = load_spec(args.spec), None
             check_stage_spec(spec, stage.name, f"--spec {args.spec}" if args.spec.startswith("@") else "--spec")
@@ -79,6 +83,10 @@ def _stage_command(sub, stage: Stage) -> None:
         if Path(out).exists() or Path(out).is_symlink():  # before any input is read (artifact_dir checks again)
             replaceable(Path(out), spec, args.force)
         check_inputs(spec)
+        if _content_key(spec):  # a planned job: its raw files and models are still those its key names
+            from .fingerprints import recheck
+
+            recheck(spec)
         kwargs = {"device": args.device} if stage.device else {}
         runner = stage.load_runner()  # imported here: `augsbert --help` loads no model library
         if _data_parallel(name, args, spec, out, runner, kwargs):  # a further rank of a distributed run: done
@@ -110,6 +118,14 @@ def check_out_key(spec: dict, out: str, stage: str, source: str = "--spec") -> N
         what = "the spec's key" if source == "--spec" else "the key planned from --config"
         raise ConfigError(f"--out {out}: {what} is {key}, so the folder must be named after it "
                           f"(artifacts/{stage}/{key}, as the workflow writes it); refusing to run")
+
+
+def _content_key(spec: dict) -> bool:
+    import re
+
+    from .graph import KEY_PATTERN
+
+    return isinstance(spec.get("key"), str) and re.fullmatch(KEY_PATTERN, spec["key"]) is not None
 
 
 def check_inputs(spec: dict) -> None:
@@ -387,6 +403,9 @@ def pin_one_gpu(argv: list[str]) -> None:
     if "--device" in argv[:-1]:
         device = argv[argv.index("--device") + 1]
     if device.startswith("cuda:"):
+        from .models.device import REQUESTED_ENV
+
+        os.environ[REQUESTED_ENV] = device  # named in messages: the job sees `cuda` below
         os.environ["CUDA_VISIBLE_DEVICES"] = device.split(":", 1)[1]
         os.environ[DEVICE_ENV] = "cuda"
         if "--device" in argv[:-1]:
