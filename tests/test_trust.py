@@ -297,3 +297,40 @@ def test_device_names(capsys, monkeypatch):
     with pytest.raises(ConfigError, match=r"^device 'cuda:99' requested, but there is no GPU with index 99 "
                                           r"\(CUDA_VISIBLE_DEVICES=99; `nvidia-smi -L` lists"):
         resolve_device("cuda")
+
+
+# --- moving the project, its data or its environment reruns nothing --------------------------------------
+
+@pytest.mark.workflow
+def test_moving_the_project_and_its_data_reruns_nothing_now_or_at_the_next_change(tmp_path, tiny_model):
+    """Snakemake recorded the raw files' paths (rerun trigger `input`): a moved data folder retrained data,
+    student and suite, and after the project or its environment was reached by another path the next change of
+    one student's lr replanned every stage. Raw files enter by content only now: after moving the project and
+    the folder of its raw data (as a recreated environment moves Lee's files), a dry run plans nothing and the
+    lr change plans that student and what follows it."""
+    from conftest import theme_pairs
+    from workflow_helpers import checkout, planned, run
+
+    project, env = checkout(tmp_path / "p1"), tmp_path / "env1"
+    env.mkdir()
+    for split, (n, seed) in {"train": (32, 1), "dev": (12, 2), "test": (12, 3)}.items():
+        theme_pairs(n, seed).to_csv(env / f"{split}.csv", index=False)
+    (project / "small.yaml").write_text(yaml.safe_dump({
+        "data_dir": str(env),  # outside the project, by an absolute path
+        "datasets": {"mine": {"loader": "pairs_file", "train": "train.csv", "dev": "dev.csv", "test": "test.csv"}},
+        "defaults": {"base_model": tiny_model, "student": {"epochs": 1, "max_length": 32, "batch_size": 16},
+                     "evaluation": {"max_length": 32, "suites": []}},
+        "experiments": {"moved": {"dataset": "mine", "models": ["lower_bound"]}}}))
+    args = ("--configfile", "config/config.yaml", "small.yaml")
+    target = "results/moved.json"
+    assert run(project, target, *args) == {"data": 1, "student": 1, "collect_results": 1}
+    before = json.loads((project / target).read_text())["stages"]
+
+    moved, moved_env = tmp_path / "p2", tmp_path / "env2"
+    shutil.move(project, moved)
+    shutil.move(env, moved_env)
+    args = (*args, "--config", f"data_dir={moved_env}")
+    assert planned(moved, target, *args) == {}
+    lr = ("--config", f"data_dir={moved_env}", "experiments={moved: {student: {lr: 3.0e-5}}}")
+    assert planned(moved, target, *args[:3], *lr) == {"student": 1, "collect_results": 1}
+    assert json.loads((moved / target).read_text())["stages"] == before
