@@ -83,6 +83,8 @@ def writing(path: str | Path) -> Iterator[None]:
         detail = f" ({_shown(err.filename, path)})" if err.filename and os.path.abspath(err.filename) != \
             os.path.abspath(path) else ""
         raise OutputWriteError(f"cannot write {path}: {err.strerror or os.strerror(err.errno)}{detail}") from err
+    except OutputWriteError:
+        raise  # named by an inner `writing` already
     except Exception as err:
         code = write_failure(err)
         if code is None:
