@@ -117,8 +117,13 @@ def key_problem(root: str | Path) -> str | None:
         spec = json.loads((root / "spec.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None  # a missing or damaged spec.json is the manifest's to report
+    import re
+
+    from .graph import KEY_PATTERN
+
     key = spec.get("key") if isinstance(spec, dict) else None
-    if isinstance(key, str) and key != root.name:
+    # a content key (`<name>-<hash>`, what the workflow plans); a hand-written spec's own label is not one
+    if isinstance(key, str) and re.fullmatch(KEY_PATTERN, key) and key != root.name:
         return f"its spec.json says it holds {key}, not {root.name} as its folder's name says"
     return None
 
