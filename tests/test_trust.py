@@ -299,6 +299,22 @@ def test_device_names(capsys, monkeypatch):
         resolve_device("cuda")
 
 
+@pytest.mark.parametrize("argv, expected", [
+    (["collect-results", "--spec", '{"experiment": "x"}'], "--spec: an experiment spec holds `config` as an object; "
+                                                          "it is missing"),
+    (["render-table", "--spec", '{"grid": "g", "metrics": [], "columns": [], "rows": {}}'],
+     "--spec: a grid spec holds `rows` as an array; it is dict, not an array"),
+    (["export", "--spec", '{"experiment": "x", "config": {}, "dataset": {}, "config_hash": "0", "seeds": [42], '
+                          '"runs": {"42": {"student": "s"}}}', "--to", "out"],
+     "--spec: runs.42.student is not a node (an object with `key`, `stage` and `path`)"),
+])
+def test_an_incomplete_experiment_or_grid_spec(capsys, argv, expected):
+    """An experiment or grid spec cut short ended in a KeyError traceback (collect-results, render-table, export)."""
+    assert err_of(capsys, argv) == f"augsbert {argv[0]}: error: {expected}" + (
+        "" if "runs." in expected else f" (the workflow writes {'grid' if 'grid' in expected else 'experiment'} specs "
+        f"to artifacts/.specs/; or plan one with --config and --{'grid' if 'grid' in expected else 'experiment'})") + "\n"
+
+
 # --- moving the project, its data or its environment reruns nothing --------------------------------------
 
 @pytest.mark.workflow

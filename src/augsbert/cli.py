@@ -300,12 +300,15 @@ def _aggregate_command(sub, name: str, help_text: str, what: str, out_help: str,
         from .config import check_name
 
         if args.spec:
+            from .specs import check_aggregate_spec
+
             spec = load_spec(args.spec)
             # A spec is not checked by the config schema, and its names make the default output path
             # (results/<experiment>.json) and the results files a table reads: `../../x` must not escape.
             check_name(spec.get(what), f"--spec: {what}")
             for name in spec.get("experiments", []):
                 check_name(name, "--spec: experiments")
+            check_aggregate_spec(spec, what, f"--spec {args.spec}" if args.spec.startswith("@") else "--spec")
         else:
             from .config import load_config
             from .plan import Plan

@@ -404,7 +404,10 @@ def add_command(sub) -> None:
         from .config import check_name
 
         if args.spec:
+            from .specs import check_aggregate_spec
+
             spec = load_spec(args.spec)
+            check_aggregate_spec(spec, "experiment", f"--spec {args.spec}" if args.spec.startswith("@") else "--spec")
         else:
             from .config import load_config
             from .plan import Plan
