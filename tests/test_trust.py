@@ -254,6 +254,22 @@ def test_read_only_artifacts_or_results_are_found_before_planning(tmp_path, monk
     assert common.index('for _folder in ("artifacts", "results"):') < common.index("PLAN = Plan(config)")
 
 
+@pytest.mark.workflow
+@pytest.mark.parametrize("folder", ["artifacts", "results"])
+def test_a_dry_run_names_an_unwritable_artifacts_or_results_folder(tmp_path, folder):
+    """The same check in a real dry run: `artifacts` (or `results`) is a file here, so no folder can be made in it
+    (as root, a read-only mount is the other way to get there)."""
+    from workflow_helpers import checkout, keep_experiments, snakemake
+
+    project = checkout(tmp_path / "p")
+    keep_experiments(project, "demo_zeroshot")
+    (project / folder).write_text("not a folder")
+    proc = snakemake(project, "-n", "results/demo_zeroshot.json")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert (f"augsbert: error: cannot write {folder}/: File exists; the workflow writes its {folder} there. Make it "
+            "writable") in proc.stderr and "Traceback" not in proc.stderr
+
+
 def test_verify_repair_on_a_read_only_mount(tmp_path, capsys, monkeypatch):
     prepare_lee(tmp_path)
     data = Path(lee_path())
