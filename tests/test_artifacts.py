@@ -328,12 +328,14 @@ def test_every_artifact_ends_with_a_manifest_that_finds_damage(tmp_path, monkeyp
 LARGE = 90 << 20  # the size of the probe's model.safetensors (over the former 64 MiB edge-hashing limit)
 
 
-def test_byte_flips_inside_a_large_file_are_found_with_size_and_mtime_kept(tmp_path, capsys):
+def test_byte_flips_inside_a_large_file_are_found_with_size_and_mtime_kept(tmp_path, capsys, monkeypatch):
     """Issue 41: a weight tensor corrupted inside a 90 MB model.safetensors (size and mtime kept) passed `verify`:
     files over 64 MiB were hashed on their first and last MiB. Every byte is hashed now: each flip, at the start,
     just past the first MiB, in the middle, just before the last MiB and at the end, is found."""
     import os
+    import re
 
+    import augsbert.cli as cli
     from augsbert.cli import main
 
     root = tmp_path / "artifacts"
@@ -358,7 +360,14 @@ def test_byte_flips_inside_a_large_file_are_found_with_size_and_mtime_kept(tmp_p
             handle.seek(offset)
             handle.write(b"\x00")
         os.utime(weights, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    capsys.readouterr()
     assert main(["verify", "--artifacts", str(root)]) == 0
+    assert "hashing" not in capsys.readouterr().err  # under 1 GB: nothing to announce
+    monkeypatch.setattr(cli, "LARGE_VERIFY", 1 << 20)  # over it, verify says what it will cost and what it took
+    assert main(["verify", "--artifacts", str(root)]) == 0
+    out, err = capsys.readouterr()
+    assert err == "hashing 0.1 GB in 1 artifact(s) in full: about 1 s at 0.5 GB/s\n"
+    assert re.fullmatch(rf"1 artifact\(s\) checked under {root}, 0 damaged \(0\.1 GB hashed in \d+\.\d s\)\n", out), out
 
 
 def test_verify_repair_deletes_only_real_artifacts(tmp_path, capsys):
