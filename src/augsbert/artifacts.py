@@ -102,7 +102,7 @@ def write_failure(err: BaseException) -> int | None:
     if isinstance(err, OSError):
         return None
     text = str(err)
-    match = re.search(r"\bcode: (\d+)|os error (\d+)", text)
+    match = re.search(r"\bOs \{ code: (\d+)|\(os error (\d+)\)", text)  # Rust's io::Error, Debug and Display
     code = int(next(g for g in match.groups() if g)) if match else None
     if code is None:
         for candidate in FULL_OR_READ_ONLY:
