@@ -302,16 +302,18 @@ def test_every_artifact_ends_with_a_manifest_that_finds_damage(tmp_path, monkeyp
     weights.write_bytes(original)
     (out / "predictions.parquet").unlink()
     assert problems(out) == ["predictions.parquet is missing"]
-    # above FULL_HASH_BYTES the first and last MiB and the size stand for a file
-    monkeypatch.setattr(manifests, "FULL_HASH_BYTES", 1000)
-    monkeypatch.setattr(manifests, "EDGE_BYTES", 100)
+    # an artifact written by an earlier version, whose manifest stood for large files by their edges, is still
+    # checked the way it was written
     big = tmp_path / "big"
     with artifact_dir(big, {"stage": "labels"}) as tmp:
         (tmp / "pairs.parquet").write_bytes(bytes(range(256)) * 20)
-    assert read_json(big / MANIFEST)["files"]["pairs.parquet"]["digest"].startswith("edges-sha256:")
-    data = (big / "pairs.parquet").read_bytes()
-    (big / "pairs.parquet").write_bytes(data[:-1] + b"\x00")  # the last MiB changed (it ended in 0xff)
-    assert problems(big) == ["pairs.parquet changed since it was written (same size, other content)"]
+    manifest = read_json(big / MANIFEST)
+    entry = manifest["files"]["pairs.parquet"]
+    monkeypatch.setattr(manifests, "EDGE_BYTES", 100)  # (1 MiB then, over files of more than 64 MiB)
+    entry["digest"] = manifests.file_digest(big / "pairs.parquet", entry["size"], edges=True)
+    assert entry["digest"].startswith("edges-sha256:")
+    write_json(big / MANIFEST, manifest)
+    assert problems(big) == []
     # an artifact written before manifests existed is accepted as it is
     old = tmp_path / "old"
     old.mkdir()
@@ -323,7 +325,102 @@ def test_every_artifact_ends_with_a_manifest_that_finds_damage(tmp_path, monkeyp
     assert problems(out) == ["manifest.json is missing"]
 
 
-def test_a_stage_refuses_a_damaged_input_and_verify_repairs(tmp_path, capsys):
+LARGE = 90 << 20  # the size of the probe's model.safetensors (over the former 64 MiB edge-hashing limit)
+
+
+def test_byte_flips_inside_a_large_file_are_found_with_size_and_mtime_kept(tmp_path, capsys, monkeypatch):
+    """Issue 41: a weight tensor corrupted inside a 90 MB model.safetensors (size and mtime kept) passed `verify`:
+    files over 64 MiB were hashed on their first and last MiB. Every byte is hashed now: each flip, at the start,
+    just past the first MiB, in the middle, just before the last MiB and at the end, is found."""
+    import os
+    import re
+
+    import augsbert.cli as cli
+    from augsbert.cli import main
+
+    root = tmp_path / "artifacts"
+    out = root / "student" / "s-0123456789"
+    with artifact_dir(out, {"stage": "student", "key": out.name}) as tmp:
+        (tmp / "model").mkdir()
+        with open(tmp / "model" / "model.safetensors", "wb") as handle:
+            handle.truncate(LARGE)  # zeros, written sparse: cheap to make, read in full by the hash
+    weights = out / "model" / "model.safetensors"
+    stamp = weights.stat()
+    for offset in (0, (1 << 20) + 1, LARGE // 2, LARGE - (1 << 20) - 2, LARGE - 1):
+        with open(weights, "r+b") as handle:
+            handle.seek(offset)
+            handle.write(b"\x01")
+        os.utime(weights, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+        assert weights.stat().st_size == stamp.st_size and weights.stat().st_mtime_ns == stamp.st_mtime_ns
+        capsys.readouterr()
+        assert main(["verify", "--artifacts", str(root)]) == 1, offset
+        assert (f"{out}: model/model.safetensors changed since it was written (same size, other content)"
+                in capsys.readouterr().out), offset
+        with open(weights, "r+b") as handle:
+            handle.seek(offset)
+            handle.write(b"\x00")
+        os.utime(weights, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    capsys.readouterr()
+    assert main(["verify", "--artifacts", str(root)]) == 0
+    assert "hashing" not in capsys.readouterr().err  # under 1 GB: nothing to announce
+    monkeypatch.setattr(cli, "LARGE_VERIFY", 1 << 20)  # over it, verify says what it will cost and what it took
+    assert main(["verify", "--artifacts", str(root)]) == 0
+    out, err = capsys.readouterr()
+    assert err == "hashing 0.1 GB in 1 artifact(s) in full: about 1 s at 0.5 GB/s\n"
+    assert re.fullmatch(rf"1 artifact\(s\) checked under {root}, 0 damaged \(0\.1 GB hashed in \d+\.\d s\)\n", out), out
+
+
+def test_verify_repair_deletes_only_real_artifacts(tmp_path, capsys):
+    """Issue 41: `verify --artifacts <any folder> --repair` deleted every folder two levels down holding a
+    manifest.json (a web app's, a browser extension's). Only a real artifact is deleted now: in a stage folder of
+    the artifacts root, named like a key, with a spec.json whose stage and key are those of its place (or, having
+    lost it, a manifest of ours listing it); a missing root or a folder without artifacts is an error."""
+    import shutil
+
+    from augsbert.cli import main
+
+    home = tmp_path / "home"
+    webapp = home / "site" / "app"  # a web app's manifest.json, two levels down
+    webapp.mkdir(parents=True)
+    (webapp / "manifest.json").write_text('{"name": "app", "icons": []}')
+    (webapp / "index.html").write_text("<html></html>")
+    extension = home / "teacher" / "ext-0123456789"  # a stage's name and a key's shape, but not ours
+    extension.mkdir(parents=True)
+    (extension / "manifest.json").write_text('{"manifest_version": 3, "files": ["a.js"]}')
+    (extension / "a.js").write_text("x")
+    def foreign_files() -> dict[str, str]:
+        return {str(p): p.read_text() for folder in (webapp, extension) for p in folder.rglob("*")}
+
+    foreign = foreign_files()
+    capsys.readouterr()
+    # no artifact at all: an error, nothing touched
+    assert main(["verify", "--artifacts", str(home), "--repair"]) == 2
+    assert "no artifact in it" in capsys.readouterr().err
+    assert main(["verify", "--artifacts", str(tmp_path / "nowhere")]) == 2
+    assert "no such folder" in capsys.readouterr().err
+    # beside real artifacts: the foreign folders are left alone; a damaged real one is deleted
+    data = home / "data" / "lee-0123456789"
+    with artifact_dir(data, {"stage": "data", "key": data.name}) as tmp:
+        (tmp / "dev.parquet").write_bytes(b"x" * 10)
+    zs = home / "zero_shot" / "z-0123456789"
+    with artifact_dir(zs, {"stage": "zero_shot", "key": zs.name}):
+        pass
+    (data / "dev.parquet").write_bytes(b"y" * 10)
+    (zs / "spec.json").unlink()  # lost its spec.json: its own manifest lists it
+    moved = home / "student" / "lee-0123456789"  # an artifact of another stage and key, copied in by hand
+    shutil.copytree(data, moved)
+    (moved / "metrics.json").write_text("{}")
+    code = main(["verify", "--artifacts", str(home), "--repair"])
+    out = capsys.readouterr().out
+    assert code == 1, out  # one damaged folder it may not delete
+    assert not data.exists() and not zs.exists() and moved.is_dir()
+    assert f"{moved}: its spec.json says it holds" not in out  # same key name: the stage differs
+    assert "not deleted: its spec.json names stage 'data' and key 'lee-0123456789', not 'student'" in out, out
+    assert "2 deleted" in out and "folder(s) under" in out and "left alone" in out
+    assert foreign_files() == foreign and len(foreign) == 4
+
+
+def test_a_stage_refuses_a_damaged_input_and_verify_repairs(tmp_path, capsys, monkeypatch):
     """Every file of a real data artifact, deleted or cut short in turn, stops the next stage before it reads
     anything, naming the input and the file; `augsbert verify --repair` deletes exactly the damaged artifacts."""
     import shutil
@@ -332,9 +429,10 @@ def test_a_stage_refuses_a_damaged_input_and_verify_repairs(tmp_path, capsys):
     from augsbert.manifests import MANIFEST
 
     root = tmp_path / "artifacts"
-    data = root / "data" / "lee-0123456789"
     config = str(Path(__file__).parents[1] / "config" / "config.yaml")
-    assert main(["-q", "data", "--config", config, "--experiment", "demo_zeroshot", "--out", str(data)]) == 0
+    monkeypatch.chdir(tmp_path)  # the planned path, artifacts/data/<key>
+    assert main(["-q", "data", "--config", config, "--experiment", "demo_zeroshot"]) == 0
+    data = next(p for p in (root / "data").iterdir() if not p.name.startswith("."))
     spec = json.dumps({"stage": "zero_shot", "key": "z", "inputs": {"data": str(data)},
                        "params": {"model": "no-such-model", "batch_size": 8, "max_length": 32}})
     pristine = tmp_path / "pristine"
@@ -373,7 +471,7 @@ def test_a_stage_refuses_a_damaged_input_and_verify_repairs(tmp_path, capsys):
     assert main(["verify", "--artifacts", str(root)]) == 1
     assert f"{intact}: spec.json is missing" in capsys.readouterr().out
     shutil.rmtree(intact)
-    assert main(["verify", "--artifacts", str(root)]) == 0
+    assert main(["verify", "--artifacts", str(root)]) == 2  # "0 checked" is an error (issue 41), not a pass
 
 
 def test_locks_and_resume_state_stay_in_the_folder_the_output_goes_to(tmp_path):

@@ -37,8 +37,18 @@ def test_help_imports_no_table_or_model_library():
     assert out.stdout.strip() == "[]", out.stdout
 
 
+def lee_artifact(root: Path) -> Path:
+    """Where the Lee data artifact of demo_zeroshot goes under `root`: artifacts/data/<its key> (a folder named
+    otherwise is refused: its name must say what it holds)."""
+    from augsbert.config import load_config
+    from augsbert.plan import Plan
+
+    plan = Plan(load_config(CONFIG, lazy=True))
+    return root / plan.node(plan.experiment("demo_zeroshot").runs[42]["data"]).path
+
+
 def test_prepare_data_standalone_and_no_overwrite(tmp_path, capsys):
-    out = tmp_path / "lee"
+    out = lee_artifact(tmp_path)
     assert main(["-q", "prepare-data", "--config", CONFIG, "--experiment", "demo_zeroshot", "--out", str(out)]) == 0
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["sizes"] == {"train": 300, "dev": 45, "test": 105, "unlabeled": 300}
@@ -52,7 +62,7 @@ def test_prepare_data_standalone_and_no_overwrite(tmp_path, capsys):
 
 
 def test_zero_shot_stage_matches_direct_computation(tmp_path, tiny_model):
-    data = tmp_path / "data"
+    data = lee_artifact(tmp_path)
     main(["-q", "prepare-data", "--config", CONFIG, "--experiment", "demo_zeroshot", "--out", str(data)])
     spec = {"stage": "zero_shot", "key": "t", "inputs": {"data": str(data)},
             "params": {"model": tiny_model, "batch_size": 16, "max_length": 128}}

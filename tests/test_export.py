@@ -196,6 +196,34 @@ def test_target_is_never_overwritten_without_force(experiment, tmp_path):
     assert not list(tmp_path.glob(".*partial*"))
 
 
+def test_force_replaces_only_what_the_earlier_export_wrote(experiment, tmp_path):
+    """Issue 41: `export --force` onto an earlier export deleted the files the user had added there. Its marker
+    lists the files it wrote; a directory holding any other file, or an old marker without that list, is refused
+    and left as it was."""
+    out = tmp_path / "student"
+    export(experiment, "student", out)
+    listed = json.loads((out / MARKER).read_text())["files"]
+    assert {MARKER, "README.md", "config.json", "model.safetensors"} <= set(listed)
+    assert set(listed) == {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
+    (out / "my_notes.md").write_text("keep")
+    (out / "eval").mkdir()
+    (out / "eval" / "scores.csv").write_text("1,2")
+    with pytest.raises(ExportError, match=r"holds 2 file\(s\) the earlier export did not write \(eval/scores.csv, "
+                                          r"my_notes.md\)"):
+        export(experiment, "student", out, seed=43, force=True)
+    assert (out / "my_notes.md").read_text() == "keep" and (out / "eval" / "scores.csv").is_file()
+    assert json.loads((out / MARKER).read_text())["seed"] == 42
+    (out / "my_notes.md").unlink()
+    shutil.rmtree(out / "eval")
+    assert export(experiment, "student", out, seed=43, force=True)["seed"] == 43
+    marker = json.loads((out / MARKER).read_text())
+    del marker["files"]  # written by an earlier version: which files it wrote is unknown
+    (out / MARKER).write_text(json.dumps(marker))
+    with pytest.raises(ExportError, match="lists the files it wrote"):
+        export(experiment, "student", out, force=True)
+    assert json.loads((out / MARKER).read_text())["seed"] == 43
+
+
 def test_unknown_model_seed_and_unfinished_artifact(experiment, tmp_path, capsys):
     with pytest.raises(ExportError, match=r"has no lower_bound model \(it has: student, teacher;"):
         export(experiment, "lower_bound", tmp_path / "x")
@@ -336,3 +364,23 @@ def test_rule_exports_into_models_experiment_model(tmp_path):
     keep_experiments(checkout(tmp_path), "demo_cbe")  # the one experiment this dry run plans
     jobs = planned(tmp_path, "models/demo_cbe/teacher")
     assert jobs["export_model"] == 1 and jobs["collect_results"] == 1 and jobs["teacher"] == 1
+
+
+def test_export_refuses_an_edited_artifact_and_names_a_truncated_model(experiment, tmp_path):
+    """Issue 41: export never checked manifests (a same-size edit of metrics.json went into the card), and a
+    truncated model ended in safetensors' traceback."""
+    from augsbert.artifacts import DamagedArtifactError
+    from augsbert.manifests import write_manifest
+
+    student = Path(STUDENTS[42])
+    write_manifest(student)
+    metrics = student / "metrics.json"
+    metrics.write_text(metrics.read_text().replace("60.0", "69.0"))  # same size
+    with pytest.raises(DamagedArtifactError, match=f"model artifact {student} is damaged: metrics.json changed"):
+        export(experiment, "student", tmp_path / "out")
+    (student / "manifest.json").unlink()  # an artifact written before manifests: the model itself is cut short
+    weights = student / "model" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    with pytest.raises(ExportError, match=f"cannot load the model in {student / 'model'} .*: the artifact is damaged"):
+        export(experiment, "student", tmp_path / "out")
+    assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".out.partial*"))

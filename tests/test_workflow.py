@@ -275,6 +275,16 @@ def check_fault_matrix(workdir: Path, targets: tuple[str, ...], args: tuple[str,
         if damage == "delete":
             file.unlink()
             expected = f"{folder}: {name} is missing"
+        elif damage == "flip":  # one byte in the middle, size and modification time kept (issue 41)
+            stat = file.stat()
+            with open(file, "r+b") as handle:
+                handle.seek(size // 2)
+                byte = handle.read(1)
+                handle.seek(size // 2)
+                handle.write(bytes([byte[0] ^ 0xFF]))
+            os.utime(file, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+            assert file.stat().st_size == size and file.stat().st_mtime_ns == stat.st_mtime_ns
+            expected = f"{folder}: {name} changed since it was written (same size, other content)"
         else:
             file.write_bytes(b"")
             expected = f"{folder}: {name} has 0 bytes, {size} when written"
@@ -298,6 +308,16 @@ def check_fault_matrix(workdir: Path, targets: tuple[str, ...], args: tuple[str,
             assert planned(workdir, *targets, *rebuild, *args) == FAULT_JOBS[stage], case
 
     assert planned(workdir, *targets, *args) == {}
+    # folders of other programs under the artifacts root, with a manifest.json of their own (issue 41: `verify
+    # --repair` deleted them): never touched, whatever the damage around them
+    foreign = {workdir / "artifacts" / "webapp" / "app": {"manifest.json": '{"name": "app", "icons": []}',
+                                                         "index.html": "<html></html>"},
+               workdir / "artifacts" / "teacher" / "ext-0123456789": {"manifest.json": '{"manifest_version": 3}',
+                                                                      "background.js": "x"}}
+    for place, files in foreign.items():
+        place.mkdir(parents=True)
+        for name, text in files.items():
+            (place / name).write_text(text)
     folders: dict[str, Path] = {}
     for result in targets:
         for stage in json.loads((workdir / result).read_text())["stages"].values():
@@ -315,8 +335,10 @@ def check_fault_matrix(workdir: Path, targets: tuple[str, ...], args: tuple[str,
         assert set(on_disk) == {*manifest, MANIFEST} and {"spec.json", "metrics.json"} <= set(on_disk), on_disk
         if stage in ("student", "teacher", "adapt"):
             assert "model/model.safetensors" in on_disk
+        largest = max(manifest, key=lambda name: manifest[name]["size"])
         for name in on_disk:
-            for damage in ("delete", "truncate") if (stage, name) in TRUNCATED else ("delete",):
+            damages = ("delete", "truncate") if (stage, name) in TRUNCATED else ("delete",)
+            for damage in (*damages, "flip") if name == largest else damages:
                 try:
                     check(stage, folder, name, damage, manifest.get(name, {}).get("size"), first=name == on_disk[0])
                 finally:  # the next case, and what follows, start from the finished artifact
@@ -325,7 +347,13 @@ def check_fault_matrix(workdir: Path, targets: tuple[str, ...], args: tuple[str,
                     shutil.copytree(saved, workdir / folder, symlinks=True)
                 cases.append((stage, name, damage))
     assert len(cases) > 50 and {stage for stage, *_ in cases} == set(FAULT_JOBS)
-    assert verify() == (0, [f"{len(every)} artifact(s) checked under artifacts, 0 damaged"])
+    assert {stage for stage, _, damage in cases if damage == "flip"} == set(FAULT_JOBS)
+    code, lines = verify()
+    assert code == 0 and lines[-1] == f"{len(every)} artifact(s) checked under artifacts, 0 damaged", lines
+    for place, files in foreign.items():  # every foreign folder as it was
+        assert {p.name: p.read_text() for p in place.iterdir()} == files
+        shutil.rmtree(place)
+    (workdir / "artifacts" / "webapp").rmdir()
     assert planned(workdir, *targets, *args) == {}  # restored as they were: nothing to rebuild
     shutil.rmtree(pristine)
 

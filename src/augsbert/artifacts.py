@@ -72,8 +72,8 @@ def _concerns(filename, path: Path) -> bool:
 def writing(path: str | Path) -> Iterator[None]:
     """Turn a read-only, full or forbidden output location into one OutputWriteError naming `path`.
 
-    Only OSErrors are seen here: a library that wraps a failed write in its own exception
-    type (torch, safetensors) still ends with a traceback.
+    A library that wraps a failed write in its own exception type (safetensors' SafetensorError on a full
+    disk) is recognised by the errno in its message (`write_failure`).
     """
     try:
         yield
@@ -83,6 +83,32 @@ def writing(path: str | Path) -> Iterator[None]:
         detail = f" ({_shown(err.filename, path)})" if err.filename and os.path.abspath(err.filename) != \
             os.path.abspath(path) else ""
         raise OutputWriteError(f"cannot write {path}: {err.strerror or os.strerror(err.errno)}{detail}") from err
+    except OutputWriteError:
+        raise  # named by an inner `writing` already
+    except Exception as err:
+        code = write_failure(err)
+        if code is None:
+            raise
+        raise OutputWriteError(f"cannot write {path}: {os.strerror(code)} (while {type(err).__name__} saved a file "
+                               "into it)") from err
+
+
+def write_failure(err: BaseException) -> int | None:
+    """The errno of a full disk or read-only mount that a library reported in an exception of its own type
+    (safetensors' SafetensorError carries Rust's `Os { code: 28, ... }`; torch's RuntimeError a message), else
+    None."""
+    import re
+
+    if isinstance(err, OSError):
+        return None
+    text = str(err)
+    match = re.search(r"\bOs \{ code: (\d+)|\(os error (\d+)\)", text)  # Rust's io::Error, Debug and Display
+    code = int(next(g for g in match.groups() if g)) if match else None
+    if code is None:
+        for candidate in FULL_OR_READ_ONLY:
+            if os.strerror(candidate) in text:
+                code = candidate
+    return code if code in FULL_OR_READ_ONLY else None
 
 
 def _shown(filename, path: str | Path) -> str:
@@ -255,8 +281,15 @@ def writer_lock(out: str | Path, wait: float = 0) -> Iterator[None]:
         finally:
             _held[key][1] -= 1
         return
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as err:
+        if err.errno in FULL_OR_READ_ONLY | FORBIDDEN:
+            raise  # `writing` names the output and the cause
+        # `--out /proc/x`: no folder can be made there
+        raise OutputWriteError(f"cannot write {out}: {err.strerror or err} (its lock file {lock}); name an output "
+                               "in a folder you can write") from None
     try:
         deadline = time.monotonic() + wait
         waiting = False
@@ -296,6 +329,22 @@ def writer_lock(out: str | Path, wait: float = 0) -> Iterator[None]:
             os.ftruncate(fd, 0)  # details of a finished writer would only mislead a reader of the file
     finally:
         os.close(fd)  # releases the lock
+
+
+def check_writable(folder: str | Path) -> None:
+    """Raise OutputWriteError unless files can be created in `folder` (made if missing): the workflow checks
+    artifacts/ and results/ before it plans, so a read-only mount ends with one message, even in a dry run
+    (which writes the jobs' spec files), instead of a traceback from the first write."""
+    folder = Path(folder)
+    probe = folder / f".write-test-{os.getpid()}"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        os.unlink(probe)
+    except OSError as err:
+        raise OutputWriteError(f"cannot write {folder}/: {err.strerror or err}; the workflow writes its "
+                               f"{folder.name} there. Make it writable (a read-only mount?), or run from a copy of "
+                               "the project you can write") from None
 
 
 def _remove_checkpoints(work: Path) -> None:

@@ -65,6 +65,10 @@ def _stage_command(sub, stage: Stage) -> None:
         p.add_argument("--device", help="torch device (auto|cpu|cuda|cuda:N|mps); default $AUGSBERT_DEVICE or auto")
 
     def handler(args) -> None:
+        if stage.device and args.device:
+            from .models.device import REQUESTED_ENV, check_device_name
+
+            check_device_name(os.environ.get(REQUESTED_ENV) or args.device, "--device")
         if args.spec:
             spec, default_out = load_spec(args.spec), None
             check_stage_spec(spec, stage.name, f"--spec {args.spec}" if args.spec.startswith("@") else "--spec")
@@ -75,11 +79,14 @@ def _stage_command(sub, stage: Stage) -> None:
         out = args.out or default_out
         if not out:
             p.error("--out is required with --spec")
-        if args.spec:
-            check_out_key(spec, out, stage.name)
+        check_out_key(spec, out, stage.name, "--spec" if args.spec else "--config")
         if Path(out).exists() or Path(out).is_symlink():  # before any input is read (artifact_dir checks again)
             replaceable(Path(out), spec, args.force)
         check_inputs(spec)
+        if _content_key(spec):  # a planned job: its raw files and models are still those its key names
+            from .fingerprints import recheck
+
+            recheck(spec)
         kwargs = {"device": args.device} if stage.device else {}
         runner = stage.load_runner()  # imported here: `augsbert --help` loads no model library
         if _data_parallel(name, args, spec, out, runner, kwargs):  # a further rank of a distributed run: done
@@ -96,57 +103,105 @@ def _stage_command(sub, stage: Stage) -> None:
     p.set_defaults(handler=handler)
 
 
-def check_out_key(spec: dict, out: str, stage: str) -> None:
+def check_out_key(spec: dict, out: str, stage: str, source: str = "--spec") -> None:
     """A spec carrying a content key (`<name>-<hash>`, checked against its content by check_stage_spec) is written
     to a folder of that name, as the workflow's `artifacts/<stage>/<key>`: stages, `collect-results` and
-    Snakemake find an artifact by its folder's name, which must not say something other than its content."""
+    Snakemake find an artifact by its folder's name, which must not say something other than its content. A
+    spec planned from `--config` has its key too: `--out artifacts/<stage>/<old key> --force` once wrote another
+    configuration's result under the old key."""
     import re
 
     from .graph import KEY_PATTERN
 
     key = spec.get("key")
     if isinstance(key, str) and re.fullmatch(KEY_PATTERN, key) and Path(out).name != key:
-        raise ConfigError(f"--out {out}: the spec's key is {key}, so the folder must be named after it "
+        what = "the spec's key" if source == "--spec" else "the key planned from --config"
+        raise ConfigError(f"--out {out}: {what} is {key}, so the folder must be named after it "
                           f"(artifacts/{stage}/{key}, as the workflow writes it); refusing to run")
 
 
+def _content_key(spec: dict) -> bool:
+    import re
+
+    from .graph import KEY_PATTERN
+
+    return isinstance(spec.get("key"), str) and re.fullmatch(KEY_PATTERN, spec["key"]) is not None
+
+
 def check_inputs(spec: dict) -> None:
-    """Refuse to start on an input artifact whose files no longer match its manifest (augsbert.manifests)."""
-    from .artifacts import DamagedArtifactError
-    from .manifests import problems
+    """Refuse to start on an input artifact whose files no longer match its manifest, or whose spec.json names
+    another key than its folder (augsbert.manifests)."""
+    from .manifests import check_artifact
 
     for role, path in (spec.get("inputs") or {}).items():
-        if isinstance(path, str) and Path(path).is_dir():  # a missing input: the stage says what it needed
-            found = problems(path)
-            if found:
-                raise DamagedArtifactError(
-                    f"input `{role}` {path} is damaged: {'; '.join(found)}. Delete it (`rm -r {path}`) or run "
-                    "`augsbert verify --repair`; Snakemake then rebuilds it and what depends on it")
+        if isinstance(path, str):  # a missing input: the stage says what it needed
+            check_artifact(path, f"input `{role}`")
 
 
 def _verify(args) -> int:
     import shutil
+    import time
 
-    from .manifests import artifact_folders, problems
+    from .manifests import artifact_folders, foreign_folders, hashed_bytes, key_problem, not_deletable, problems
 
     root = Path(args.artifacts)
+    if not root.is_dir():
+        raise ConfigError(f"--artifacts {root}: {'not a folder' if root.exists() else 'no such folder'}; name the "
+                          "project's artifacts folder (default: artifacts, run from the project folder)")
     folders = artifact_folders(root)
-    damaged = {folder: found for folder in folders if (found := problems(folder))}
+    if not folders:
+        raise ConfigError(f"--artifacts {root}: no artifact in it (artifacts are <stage>/<key>/ folders with a "
+                          "spec.json or manifest.json); is it the project's artifacts folder?")
+    total = sum(hashed_bytes(folder) for folder in folders)
+    if total > LARGE_VERIFY:  # sha256 reads every byte: say what that costs before it starts
+        print(f"hashing {total / 1e9:.1f} GB in {len(folders)} artifact(s) in full: about "
+              f"{max(1, round(total / HASH_RATE))} s at {HASH_RATE / 1e9:.1f} GB/s", file=sys.stderr, flush=True)
+    start = time.monotonic()
+    damaged = {folder: found for folder in folders
+               if (found := [p for p in (key_problem(folder),) if p] + problems(folder))}
+    deleted, kept = [], []
     for folder, found in damaged.items():
         print(f"{folder}: {'; '.join(found)}")
-        if args.repair:
-            if root.resolve() not in folder.resolve().parents:  # never outside the folder named
-                raise ConfigError(f"{folder} is not below {root}")
-            shutil.rmtree(folder)
-            print("  deleted")
+        if not args.repair:
+            continue
+        why = not_deletable(folder, root)  # never anything the workflow did not write
+        if why:
+            print(f"  not deleted: {why}; check it and delete it yourself if it is an artifact")
+            kept.append(folder)
+            continue
+        try:
+            if folder.is_symlink():  # an artifact linked from Snakemake's output cache: the link, not the cache
+                folder.unlink()
+            else:
+                shutil.rmtree(folder)
+        except OSError as err:
+            raise ConfigError(f"cannot delete {folder}: {err.strerror or err} ({err.filename or folder}); make "
+                              f"{root} writable (a read-only mount?) and run `augsbert verify --repair` again, "
+                              f"or delete it yourself") from None
+        deleted.append(folder)
+        print("  deleted")
+    foreign = foreign_folders(root)
+    if foreign:
+        print(f"{len(foreign)} folder(s) under {root} with a manifest.json or spec.json are not artifacts (no stage's "
+              f"<stage>/<key> place) and were left alone: {', '.join(map(str, foreign[:3]))}"
+              + (" ..." if len(foreign) > 3 else ""))
+    took = time.monotonic() - start
     print(f"{len(folders)} artifact(s) checked under {root}, {len(damaged)} damaged"
-          + (", deleted" if damaged and args.repair else ""))
-    if damaged and args.repair:
+          + (f", {len(deleted)} deleted" if deleted else "")
+          + (f" ({total / 1e9:.1f} GB hashed in {took:.1f} s)" if total > LARGE_VERIFY else ""))
+    if deleted:
         # Snakemake rebuilds a missing intermediate only for a job that runs anyway: a run whose targets
         # (results/..., tables) are up to date plans nothing, so the deleted folders are named as targets
         print("rebuild them and what depends on them: add them to the targets of your next run, "
-              f"snakemake <options> <targets> {' '.join(str(folder) for folder in damaged)}")
-    return 1 if damaged and not args.repair else 0
+              f"snakemake <options> <targets> {' '.join(str(folder) for folder in deleted)}")
+    return 1 if kept or (damaged and not args.repair) else 0
+
+
+# verify reports its time when it hashes more than this. HASH_RATE: what its estimate reckons with; sha256 of
+# a 90 MiB file took 0.09-0.10 s (about 1 GB/s) on one core of the 2-core development VM from the page cache,
+# half that allows for a disk
+LARGE_VERIFY = 1 << 30
+HASH_RATE = 0.5e9
 
 
 def _data_parallel(name: str, args, spec: dict, out: str, runner: Callable, kwargs: dict) -> bool:
@@ -247,12 +302,15 @@ def _aggregate_command(sub, name: str, help_text: str, what: str, out_help: str,
         from .config import check_name
 
         if args.spec:
+            from .specs import check_aggregate_spec
+
             spec = load_spec(args.spec)
             # A spec is not checked by the config schema, and its names make the default output path
             # (results/<experiment>.json) and the results files a table reads: `../../x` must not escape.
             check_name(spec.get(what), f"--spec: {what}")
             for name in spec.get("experiments", []):
                 check_name(name, "--spec: experiments")
+            check_aggregate_spec(spec, what, f"--spec {args.spec}" if args.spec.startswith("@") else "--spec")
         else:
             from .config import load_config
             from .plan import Plan
@@ -350,6 +408,9 @@ def pin_one_gpu(argv: list[str]) -> None:
     if "--device" in argv[:-1]:
         device = argv[argv.index("--device") + 1]
     if device.startswith("cuda:"):
+        from .models.device import REQUESTED_ENV
+
+        os.environ[REQUESTED_ENV] = device  # named in messages: the job sees `cuda` below
         os.environ["CUDA_VISIBLE_DEVICES"] = device.split(":", 1)[1]
         os.environ[DEVICE_ENV] = "cuda"
         if "--device" in argv[:-1]:

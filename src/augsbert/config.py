@@ -568,14 +568,18 @@ def _load_yaml(text: str, path: Path):
 
 
 def _read_yaml(path: Path):
+    from .reading import CONFIG_LIMIT, check_depth, read_text
+
+    text = read_text(path, "config file", CONFIG_LIMIT)  # a regular utf-8 file of bounded size (augsbert.reading)
     try:
-        return _load_yaml(path.read_text(), path)
-    except FileNotFoundError:
-        raise ConfigError(f"config file not found: {path}") from None
-    except IsADirectoryError:
-        raise ConfigError(f"{path}: is a directory, not a config file") from None
+        loaded = _load_yaml(text, path)
     except yaml.YAMLError as err:
         raise ConfigError(f"{path}: not valid YAML: {err}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: mappings and lists nested too deep to read; no setting is nested like that: is "
+                          "it the right file?") from None
+    check_depth(loaded, str(path))
+    return loaded
 
 
 def check_duplicate_keys(path: str | Path) -> None:

@@ -31,7 +31,7 @@ from pathlib import Path
 import yaml
 
 from . import model_card
-from .artifacts import partial_name, read_json, write_json
+from .artifacts import partial_name, read_json, write_json, writing
 from .specs import load_spec
 
 log = logging.getLogger(__name__)
@@ -248,6 +248,7 @@ def export(spec: dict, model: str, to: str | Path, seed: int | None = None, forc
         raise ExportError(f"--model {model!r}: choose one of {', '.join(EXPORT_MODELS)}")
     seed, node = select(spec, model, seed)
     artifact = _finished(node)
+    _check_read(artifact, node)
     target = Path(to)
     _check_target(target, force)
     results_path = str(results_path) if results_path else f"results/{spec['experiment']}.json"
@@ -259,6 +260,12 @@ def export(spec: dict, model: str, to: str | Path, seed: int | None = None, forc
     tags = ["augsbert", "augmented-sbert", model.replace("_", "-")]
     base = model_card.hub_base(read_json(artifact / "spec.json")["params"])
 
+    with writing(target):  # a read-only or full location: one message naming it
+        return _write(spec, model, artifact, target, section, facts, title, tags, base, model_id, seed, name)
+
+
+def _write(spec, model, artifact, target, section, facts, title, tags, base, model_id, seed, name) -> dict:
+    arch = facts["arch"]
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = partial_name(target)
     shutil.rmtree(tmp, ignore_errors=True)
@@ -273,8 +280,19 @@ def export(spec: dict, model: str, to: str | Path, seed: int | None = None, forc
             loaded = None
         else:
             loaded = _save_sentence_transformers(arch, artifact / "model", tmp, title, section, tags, base, model_id)
+    except Exception as err:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not _unreadable_model(err):
+            raise
+        raise ExportError(f"cannot load the model in {artifact / 'model'} ({type(err).__name__}: "
+                          f"{(str(err).splitlines() or [''])[0][:200]}): the artifact is damaged (a file cut short?) "
+                          f"or was written by another version; check it with `augsbert verify`, or delete it "
+                          f"(`rm -r {artifact}`) and train it again") from None
+    try:
         model_card.apply(tmp / "README.md", *model_card.build(spec, model, artifact, arch, loaded,
                                                               facts["test_metrics"], title))
+        # the files this export wrote: all that a later `--force` may replace (files you add are never deleted)
+        facts["files"] = sorted([*(p.relative_to(tmp).as_posix() for p in tmp.rglob("*") if p.is_file()), MARKER])
         write_json(tmp / MARKER, facts)
         if target.exists():  # empty, or (with force) an earlier export: checked above
             shutil.rmtree(target)
@@ -286,6 +304,36 @@ def export(spec: dict, model: str, to: str | Path, seed: int | None = None, forc
     return {"target": str(target), **facts}
 
 
+def _unreadable_model(err: Exception) -> bool:
+    """A failure to load the artifact's model (not a failure to write the target, which `writing` reports)."""
+    from .artifacts import FORBIDDEN, FULL_OR_READ_ONLY, write_failure
+
+    if isinstance(err, OSError):
+        return err.errno not in FULL_OR_READ_ONLY | FORBIDDEN
+    if write_failure(err) is not None:
+        return False
+    return isinstance(err, (ValueError, RuntimeError, EOFError)) or type(err).__name__ == "SafetensorError"
+
+
+def _check_read(artifact: Path, node: dict) -> None:
+    """The model's artifact, and those the card reads (data sizes, teacher, silver statistics), are what their
+    names say and hold what they held when written (augsbert.manifests): nothing edited or damaged is exported."""
+    from .manifests import check_artifact
+
+    if node.get("key") and artifact.name != node["key"]:
+        raise ExportError(f"{artifact}: the experiment's spec names key {node['key']} for it")
+    check_artifact(artifact, "model artifact")  # every file: the model is read whole
+    inputs = (read_json(artifact / "spec.json").get("inputs") or {}) if (artifact / "spec.json").is_file() else {}
+    for role, path in inputs.items():
+        if isinstance(path, str):
+            check_artifact(path, f"input `{role}` of the model", only={"metrics.json", "spec.json",
+                                                                        "sampling_stats.json"})
+            if role == "labels" and (Path(path) / "spec.json").is_file():
+                teacher = (read_json(Path(path) / "spec.json").get("inputs") or {}).get("teacher")
+                if isinstance(teacher, str):
+                    check_artifact(teacher, "the labels' teacher", only={"metrics.json", "spec.json"})
+
+
 def _check_target(target: Path, force: bool) -> None:
     if target.is_file() or target.is_symlink():
         raise ExportError(f"--to {target}: exists and is not a directory")
@@ -294,9 +342,21 @@ def _check_target(target: Path, force: bool) -> None:
     if not force:
         raise ExportError(f"--to {target}: the directory exists and is not empty; refusing to overwrite it "
                           "(use --force to replace an earlier export)")
-    if not (target / MARKER).is_file():
-        raise ExportError(f"--to {target}: --force replaces only a directory written by `augsbert export` (it holds "
-                          f"{MARKER}); this one does not, so remove or rename it yourself")
+    try:
+        written = read_json(target / MARKER) if (target / MARKER).is_file() else None
+    except (OSError, ValueError):
+        written = None
+    listed = written.get("files") if isinstance(written, dict) else None
+    if not isinstance(listed, list) or not all(isinstance(name, str) for name in listed):
+        raise ExportError(f"--to {target}: --force replaces only a directory written by `augsbert export` (its "
+                          f"{MARKER} lists the files it wrote); this one has {'no' if written is None else 'no usable'} "
+                          f"{MARKER}, so remove or rename it yourself")
+    present = {p.relative_to(target).as_posix() for p in target.rglob("*") if not p.is_dir() or p.is_symlink()}
+    added = sorted(present - set(listed))
+    if added:
+        raise ExportError(f"--to {target}: holds {len(added)} file(s) the earlier export did not write "
+                          f"({', '.join(added[:3])}{' ...' if len(added) > 3 else ''}); --force replaces only an "
+                          "export's own files: move them out, or export to another --to")
 
 
 def push_to_hub(folder: str | Path, repo_id: str, private: bool | None = None) -> str:
@@ -344,7 +404,10 @@ def add_command(sub) -> None:
         from .config import check_name
 
         if args.spec:
+            from .specs import check_aggregate_spec
+
             spec = load_spec(args.spec)
+            check_aggregate_spec(spec, "experiment", f"--spec {args.spec}" if args.spec.startswith("@") else "--spec")
         else:
             from .config import load_config
             from .plan import Plan

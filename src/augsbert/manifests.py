@@ -3,9 +3,13 @@
 Snakemake sees an artifact as one directory: a file deleted or cut short inside it (a disk incident,
 a careless `rm`, a copy interrupted) went unnoticed, and the next stage read it, failed with a parser's
 error, or silently changed (a missing `dev.parquet` changes epoch selection). So every artifact ends
-with `manifest.json`, written last: each file's relative name, size and a digest, sha256 over the
-whole file up to `FULL_HASH_BYTES`, and for larger files (model weights, big pair tables) over the
-first and last MiB plus the size, which catches truncation and most damage at a fixed cost.
+with `manifest.json`, written last: each file's relative name, size and the sha256 of the whole file.
+Every byte is hashed, model weights included: a corrupted tensor inside a 90 MB `model.safetensors`
+(size and modification time kept) went unnoticed when large files were hashed on their first and last
+MiB only, and the suite then wrote null metrics. sha256 streams at about 1 GB/s on one core (a 90 MiB
+file in 0.09-0.10 s on the 2-core development VM), so a model costs a fraction of a second; `augsbert verify` says how long it will take when an
+artifacts folder holds a lot. Manifests written by earlier versions (`edges-sha256:` digests) are
+still checked the way they were written.
 
 A stage checks the manifests of its input artifacts before it reads them (`augsbert.cli`), and
 `augsbert verify [--repair]` checks every artifact and deletes the damaged ones so that Snakemake
@@ -23,15 +27,15 @@ import os
 from pathlib import Path
 
 MANIFEST = "manifest.json"
-FULL_HASH_BYTES = 64 << 20  # 64 MiB: above, the first and last MiB (plus the size) stand for the file
-EDGE_BYTES = 1 << 20
+EDGE_BYTES = 1 << 20  # the first and last MiB of a file: how manifests before full hashing stood for large files
 WRITTEN_WITH = "manifest"  # metrics.json's key, true: the artifact was written with a manifest.json
 
 
-def file_digest(path: Path, size: int) -> str:
+def file_digest(path: Path, size: int, edges: bool = False) -> str:
+    """`sha256:<hex>` of the whole file; `edges` only to check a manifest of an earlier version."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
-        if size <= FULL_HASH_BYTES:
+        if not edges:
             for block in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(block)
             return "sha256:" + digest.hexdigest()
@@ -59,30 +63,90 @@ def write_manifest(root: str | Path) -> dict:
     return manifest
 
 
-def problems(root: str | Path, limit: int = 5) -> list[str]:
-    """What is wrong with artifact `root` by its manifest (empty: intact, or written before manifests)."""
+def _entries(path: Path) -> dict | None:
+    """The `files` of a manifest.json as this module writes it (name -> size, digest), else None."""
+    try:
+        files = json.loads(path.read_text(encoding="utf-8"))["files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(files, dict):
+        return None
+    for name, entry in files.items():
+        parts = Path(name).parts
+        if (not parts or Path(name).is_absolute() or ".." in parts or not isinstance(entry, dict)
+                or type(entry.get("size")) is not int or not isinstance(entry.get("digest"), str)):
+            return None  # another program's manifest.json (a web app's, a browser extension's), or edited
+    return files
+
+
+def problems(root: str | Path, limit: int = 5, only: set[str] | None = None) -> list[str]:
+    """What is wrong with artifact `root` by its manifest (empty: intact, or written before manifests);
+    `only`: check just these of its files (what a reader opens), not every file."""
     root = Path(root)
     if not root.is_dir():
         return [f"{root} is missing"]
     path = root / MANIFEST
     if not path.exists():  # written before manifests (accepted), or its manifest.json was deleted
         return [f"{MANIFEST} is missing"] if _written_with_manifest(root) else []
-    try:
-        files = json.loads(path.read_text())["files"]
-    except (OSError, ValueError, KeyError, TypeError):
+    files = _entries(path)
+    if files is None:
         return [f"{path} is damaged"]
     found: list[str] = []
     for name, entry in sorted(files.items()):
+        if only is not None and name not in only:
+            continue
         file = root / name
         if not file.is_file():
             found.append(f"{name} is missing")
         elif file.stat().st_size != entry["size"]:
             found.append(f"{name} has {file.stat().st_size} bytes, {entry['size']} when written")
-        elif file_digest(file, entry["size"]) != entry["digest"]:
+        elif file_digest(file, entry["size"], entry["digest"].startswith("edges-")) != entry["digest"]:
             found.append(f"{name} changed since it was written (same size, other content)")
         if len(found) >= limit:
             break
     return found
+
+
+def key_problem(root: str | Path) -> str | None:
+    """The artifact's spec.json names another key than its folder's name (None: they agree, or it has no key).
+
+    Stages, collect-results and Snakemake find an artifact by its folder's name: a folder whose content was
+    made for another key (copied, renamed, or written with `--out` under an old name) must not be read as it."""
+    root = Path(root)
+    try:
+        spec = json.loads((root / "spec.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # a missing or damaged spec.json is the manifest's to report
+    import re
+
+    from .graph import KEY_PATTERN
+
+    key = spec.get("key") if isinstance(spec, dict) else None
+    # a content key (`<name>-<hash>`, what the workflow plans); a hand-written spec's own label is not one
+    if isinstance(key, str) and re.fullmatch(KEY_PATTERN, key) and key != root.name:
+        return f"its spec.json says it holds {key}, not {root.name} as its folder's name says"
+    return None
+
+
+def check_artifact(root: str | Path, what: str, only: set[str] | None = None) -> None:
+    """Raise DamagedArtifactError naming `what` (e.g. "input `data`") unless artifact `root` is what its name says
+    and its files (or just `only`) are those its manifest lists. A missing folder is left to the reader."""
+    from .artifacts import DamagedArtifactError
+
+    root = Path(root)
+    if not root.is_dir():
+        return
+    found = [p for p in (key_problem(root),) if p] + problems(root, only=only)
+    if found:
+        raise DamagedArtifactError(
+            f"{what} {root} is damaged: {'; '.join(found)}. Delete it (`rm -r {root}`) or run "
+            "`augsbert verify --repair`; Snakemake then rebuilds it and what depends on it")
+
+
+def hashed_bytes(root: str | Path) -> int:
+    """How many bytes checking artifact `root` reads (the sizes its manifest lists)."""
+    files = _entries(Path(root) / MANIFEST) or {}
+    return sum(entry["size"] for entry in files.values())
 
 
 def _written_with_manifest(root: Path) -> bool:
@@ -92,9 +156,65 @@ def _written_with_manifest(root: Path) -> bool:
         return False
 
 
+def _stage_names() -> set[str]:
+    from .planning import REGISTRY
+
+    return set(REGISTRY)
+
+
 def artifact_folders(root: str | Path) -> list[Path]:
-    """The finished artifacts under `root` (artifacts/<stage>/<key>/, each with its spec.json or its manifest,
-    so that one that lost either is still found)."""
+    """The finished artifacts under `root`: `<root>/<stage>/<key>/` for a registered stage and a folder named
+    like a key, each with its spec.json or a manifest of ours (so that one that lost either is still found).
+    Anything else holding a manifest.json (a web app's, an editor's) is no artifact: see `foreign_folders`."""
+    import re
+
+    from .graph import KEY_PATTERN
+
+    stages = _stage_names()
+    return [p for p in _candidates(root) if p.parent.name in stages and re.fullmatch(KEY_PATTERN, p.name)
+            and ((p / "spec.json").exists() or _entries(p / MANIFEST) is not None)]
+
+
+def foreign_folders(root: str | Path) -> list[Path]:
+    """Folders two levels below `root` with a spec.json or manifest.json that are not artifacts' places."""
+    found = set(artifact_folders(root))
+    return [p for p in _candidates(root) if p not in found]
+
+
+def _candidates(root: str | Path) -> list[Path]:
     root = Path(root)
     found = {p.parent for name in ("spec.json", MANIFEST) for p in root.glob(f"*/*/{name}")}
     return sorted(p for p in found if not p.name.startswith(".") and not p.parent.name.startswith("."))
+
+
+def not_deletable(folder: Path, root: Path) -> str | None:
+    """Why `augsbert verify --repair` must leave `folder` alone (None: it is an artifact the workflow wrote).
+
+    Only a real artifact is deleted: directly in a stage folder of the artifacts root `root`, named like a
+    key, with a spec.json whose stage and key are those of its place; one that lost its spec.json (or holds a
+    damaged one) still counts when its own manifest lists spec.json and metrics.json as this module writes it.
+    """
+    import re
+
+    from .graph import KEY_PATTERN
+
+    if os.path.realpath(folder.parent.parent) != os.path.realpath(root):
+        return f"it is not directly below {root}/<stage>/"
+    stage, key = folder.parent.name, folder.name
+    if stage not in _stage_names():
+        return f"{stage} is not a stage's folder"
+    if not re.fullmatch(KEY_PATTERN, key):
+        return f"{key} is not named like an artifact key"
+    try:
+        spec = json.loads((folder / "spec.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        spec = None
+    if isinstance(spec, dict):
+        if spec.get("stage") != stage or spec.get("key") != key:
+            return (f"its spec.json names stage {spec.get('stage')!r} and key {spec.get('key')!r}, not {stage!r} "
+                    f"and {key!r}")
+        return None
+    files = _entries(folder / MANIFEST)
+    if files is None or not {"spec.json", "metrics.json"} <= set(files):
+        return "neither its spec.json nor its manifest.json says the workflow wrote it"
+    return None

@@ -434,5 +434,6 @@ class Plan(Graph):
         return raw_inputs(self.node(key))
 
     def local_files(self, key: str) -> list[str]:
-        """Raw files a suite node reads (Snakemake inputs, so a replaced file reruns it)."""
+        """Raw files a suite node reads (by content in its key: a replaced file gets a new key; not Snakemake
+        inputs, so a moved one reruns nothing)."""
         return local_files(self.node(key))

@@ -8,6 +8,7 @@ imports (so the reader lives below both of them).
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from .errors import ConfigError
@@ -16,18 +17,28 @@ from .errors import ConfigError
 def load_spec(text: str) -> dict:
     """The spec as a dict; a missing or unreadable @file, invalid JSON or a non-object is a ConfigError
     (one message naming the file, exit code 2)."""
+    from .reading import SPEC_LIMIT, check_depth, read_text
+
     where = "--spec"
     if text.startswith("@"):
         where = f"--spec {text}"
         try:
-            text = Path(text[1:]).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as err:
+            os.stat(text[1:])
+        except OSError as err:
             raise ConfigError(f"{where}: cannot read the spec file ({err.__class__.__name__}: "
-                              f"{getattr(err, 'strerror', None) or err})") from None
+                              f"{err.strerror or err})") from None
+        try:
+            text = read_text(text[1:], "spec file", SPEC_LIMIT)  # regular, utf-8, bounded (augsbert.reading)
+        except ConfigError as err:
+            raise ConfigError(f"{where}: {err}") from None
     try:
         spec = json.loads(text)
     except json.JSONDecodeError as err:
         raise ConfigError(f"{where}: not valid JSON ({err})") from None
+    except RecursionError:
+        raise ConfigError(f"{where}: arrays and objects nested too deep to read; not a spec the workflow "
+                          "writes") from None
+    check_depth(spec, where)
     if not isinstance(spec, dict):
         raise ConfigError(f"{where}: a spec is a JSON object (what the workflow writes to artifacts/.specs/), "
                           f"not {type(spec).__name__}")
@@ -68,3 +79,28 @@ def check_stage_spec(spec: dict, stage: str, where: str = "--spec") -> None:
         raise ConfigError(f"{where}: its params or inputs are not those its key {key} was made from (edited by "
                           "hand, or written by another version of the stage): plan it again (`snakemake ...` "
                           "rewrites artifacts/.specs/) rather than editing a spec")
+
+
+# The fields an experiment's and a grid's spec hold (Plan.experiment_spec / Plan.grid_spec), with their JSON types
+AGGREGATE_FIELDS = {
+    "experiment": {"experiment": str, "config": dict, "dataset": dict, "config_hash": str, "seeds": list, "runs": dict},
+    "grid": {"grid": str, "metrics": list, "columns": list, "rows": list, "experiments": list},
+}
+
+
+def check_aggregate_spec(spec: dict, what: str, where: str = "--spec") -> None:
+    """An experiment's (`what`: experiment) or a grid's spec has the fields `collect-results`, `export` and
+    `render-table` read, with their types: a spec cut short, or another command's, ends with one message naming
+    the field instead of a KeyError."""
+    names = {dict: "an object", list: "an array", str: "a string"}
+    for field, kind in AGGREGATE_FIELDS[what].items():
+        if not isinstance(spec.get(field), kind):
+            found = "missing" if field not in spec else f"{type(spec[field]).__name__}, not {names[kind]}"
+            raise ConfigError(f"{where}: {'an' if what[0] in 'aeiou' else 'a'} {what} spec holds `{field}` as {names[kind]}; it is {found} (the workflow "
+                              f"writes {what} specs to artifacts/.specs/; or plan one with --config and --{what})")
+    if what == "experiment":
+        for seed, roles in spec["runs"].items():
+            for role, node in (roles.items() if isinstance(roles, dict) else [(None, roles)]):
+                if not (isinstance(node, dict) and all(isinstance(node.get(k), str) for k in ("key", "stage", "path"))):
+                    raise ConfigError(f"{where}: runs.{seed}{'.' + role if role else ''} is not a node (an object "
+                                      "with `key`, `stage` and `path`)")

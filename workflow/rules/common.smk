@@ -24,6 +24,16 @@ from augsbert.tracking import TRACKING_DIR_ENV, TRACKING_ENV
 # The package's own validator (not snakemake.utils.validate) so a misspelt key reads the same as in
 # the `augsbert` CLI (key path + suggestion) instead of a dump of the schema; exiting with the message
 # keeps Snakemake from adding a traceback to an error the user fixes in the config.
+# artifacts/ and results/ must be writable before anything is planned: a dry run writes the jobs' spec files
+try:
+    from augsbert.artifacts import OutputWriteError, check_writable
+
+    for _folder in ("artifacts", "results"):
+        check_writable(_folder)
+except OutputWriteError as err:
+    print(f"augsbert: error: {err}", file=sys.stderr)
+    sys.exit(2)
+
 try:
     # the grid files beside each config file read (config/grids/*.yaml), under the configs' own `grids:`
     _grid_dirs = [os.path.join(os.path.dirname(f), GRIDS_DIR) for f in dict.fromkeys(workflow.configfiles)]
@@ -77,34 +87,30 @@ def node_spec(wildcards):
 
 
 def raw_files(wildcards):
-    # Raw data enter the data stage's key by content; their timestamps must not rerun it
-    # (re-copying or touching an identical file plans nothing).
+    # Raw data enter the data stage's key by content (the sha256 of each file), and nothing else of them
+    # enters Snakemake: not their path (a moved data folder, a recreated environment holding Lee's files, a
+    # project reached by another path all have the same bytes and must rerun nothing, now or at the next
+    # parameter change) nor their timestamps (a re-copied or touched identical file). The job re-checks
+    # the digests before it reads them (augsbert.fingerprints.recheck).
     # A missing file ends with the data stage's instructions and exit code 2, as a config error does, not
     # wrapped in Snakemake's InputFunctionException (exit 1).
     try:
-        paths = PLAN.raw_inputs(wildcards.key)
+        PLAN.raw_inputs(wildcards.key)
     except MissingDataError as err:
         print(f"augsbert: error: {err}", file=sys.stderr)
         sys.exit(2)
-    return [ancient(path) for path in paths]
+    return []
 
 
 def node_inputs(wildcards):
     return PLAN.input_paths(wildcards.key)
 
 
-def local_files(wildcards):
-    # a suite node's local task files, by content like raw data (a touched file reruns nothing)
-    return [ancient(path) for path in PLAN.local_files(wildcards.key)]
-
-
 def stage_inputs(stage):
-    if stage.name == "data":  # raw files, by content (see raw_files)
+    if stage.name == "data":  # raw files, by content in the key only (see raw_files)
         return lambda wildcards: {"raw": raw_files(wildcards)}
-    if stage.name == "suite":
-        # local STS-suite files and USEB folders: they enter the key by content, so a replaced
-        # file gets a new key and a touched one nothing
-        return lambda wildcards: {**node_inputs(wildcards), "files": local_files(wildcards)}
+    # a suite's local STS-suite files and USEB folders likewise enter its key by content, and not
+    # Snakemake by path: a replaced file gets a new key, a touched or moved one nothing
     return node_inputs
 
 

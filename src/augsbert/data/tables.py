@@ -102,6 +102,9 @@ def validate_pairs(
     lo, hi = (float(x) for x in score_range)
     if not hi > lo:
         raise DataError(f"dataset '{report.dataset}': score_range [{lo}, {hi}] is empty")
+    if not np.isfinite(hi - lo):  # [-1e308, 1e308]: every score rescaled to 0.0, every Spearman null
+        raise DataError(f"dataset '{report.dataset}': score_range [{lo:g}, {hi:g}] is {hi - lo:g} wide, not a finite "
+                        f"number; set datasets.{report.dataset}.score_range to the real [min, max] of the scores")
     frame = raw.reset_index(drop=True)
     for col in ("sentence1", "sentence2"):
         frame[col] = normalise_series(frame[col])
@@ -128,11 +131,18 @@ def validate_pairs(
         report.add(file, line, reason)
     good = ~is_bad
     keep = frame[good]
+    rescaled = np.clip((score[good] - lo) / (hi - lo), 0.0, 1.0)
+    distinct = len(np.unique(score[good]))
+    if len(np.unique(rescaled)) < distinct:  # a range so wide that different scores become one (constant gold)
+        raise DataError(f"dataset '{report.dataset}': rescaled from score_range [{lo:g}, {hi:g}], {distinct} distinct "
+                        f"score(s) become {len(np.unique(rescaled))} (the range is far wider than the scores, so "
+                        f"correlations with them are undefined); set datasets.{report.dataset}.score_range to the real "
+                        "[min, max] of the scores")
     table = pd.DataFrame(
         {
             "sentence1": keep["sentence1"].astype(str).to_numpy(),
             "sentence2": keep["sentence2"].astype(str).to_numpy(),
-            "score": np.clip((score[good] - lo) / (hi - lo), 0.0, 1.0),
+            "score": rescaled,
         }
     )
     for col in keep.columns.difference(["_file", "_line", *PAIR_COLUMNS], sort=False):

@@ -5,6 +5,20 @@ from __future__ import annotations
 import os
 
 DEVICE_ENV = "AUGSBERT_DEVICE"
+# What was asked for before `augsbert.cli.pin_one_gpu` turned `cuda:N` into CUDA_VISIBLE_DEVICES=N and `cuda`:
+# messages name the device the user wrote, not `cuda`
+REQUESTED_ENV = "AUGSBERT_DEVICE_REQUESTED"
+DEVICE_FORMS = "auto, cpu, cuda, cuda:N (N = 0, 1, ...) or mps"
+
+
+def check_device_name(pref: str, where: str = "device") -> None:
+    """Raise ConfigError unless `pref` names a kind of device this package runs on (no torch import)."""
+    import re
+
+    if not re.fullmatch(r"auto|cpu|cuda|cuda:\d+|mps", pref):
+        from ..errors import ConfigError
+
+        raise ConfigError(f"{where} {pref!r}: not a device; use {DEVICE_FORMS}")
 PRECISION_ENV = "AUGSBERT_PRECISION"  # auto | fp32 | fp16 | bf16 (the Snakefile sets it from the config)
 CUDA_GRAPHS_ENV = "AUGSBERT_CUDA_GRAPHS"  # auto | off (likewise; augsbert.training.graphs)
 
@@ -19,6 +33,7 @@ def resolve_device(preference: str | None = None) -> str:
     import torch
 
     pref = (preference or os.environ.get(DEVICE_ENV) or "auto").strip()
+    check_device_name(pref)
     if pref == "auto":
         if torch.cuda.is_available():
             return "cuda"
@@ -27,6 +42,12 @@ def resolve_device(preference: str | None = None) -> str:
         return "cpu"
     from ..errors import ConfigError
 
+    requested = os.environ.get(REQUESTED_ENV)
+    if pref == "cuda" and requested and requested.startswith("cuda:") and not torch.cuda.is_available():
+        index = requested.removeprefix("cuda:")
+        raise ConfigError(f"device '{requested}' requested, but there is no GPU with index {index} "
+                          f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '')}; `nvidia-smi -L` lists "
+                          "the GPUs, numbered from 0); name one of them, or set device: auto or cpu")
     if pref.startswith("cuda") and not torch.cuda.is_available():
         raise ConfigError(f"device '{pref}' requested, but torch sees no CUDA GPU (set device: auto or cpu)")
     if pref.startswith("cuda:"):

@@ -82,6 +82,11 @@ def raw_inputs(node: Node) -> list[str]:
     return _loader_inputs(node.settings)
 
 
+def raw_inputs_of(params: dict) -> list[str]:
+    """Raw files the data stage's params name (a job's spec), as planning found them."""
+    return _loader_inputs(params)
+
+
 def _loader_inputs(params: dict) -> list[str]:
     """The raw files of a data node's settings (`dataset_settings`), as its loader's `inputs` finds them."""
     from ..data import get_loader

@@ -54,6 +54,7 @@ def _fmt(mean, std, n: int, seeds: int, role: str) -> str:
 def collect(spec: dict, results_dir: str | Path) -> tuple[pd.DataFrame, dict[str, dict]]:
     """Long table of (row, column, metric) -> mean, std, n; plus the results documents read."""
     docs = {e: read_json(Path(results_dir) / f"{e}.json") for e in spec["experiments"]}
+    check_sources(docs)
     records = []
     for order, row in enumerate(spec["rows"]):
         for column in spec["columns"]:
@@ -67,6 +68,17 @@ def collect(spec: dict, results_dir: str | Path) -> tuple[pd.DataFrame, dict[str
                                 "seeds": " ".join(map(str, docs[experiment]["seeds"])),
                                 "planned_seeds": len(docs[experiment]["seeds"])})
     return pd.DataFrame.from_records(records), docs
+
+
+def check_sources(docs: dict[str, dict]) -> None:
+    """The artifacts each results file was collected from still hold what they held (the files a table takes
+    from them, by their manifests): an artifact edited or damaged since is not published."""
+    from ..manifests import check_artifact
+
+    for name, doc in docs.items():
+        for stage in (doc.get("stages") or {}).values():
+            check_artifact(stage["path"], f"{name}'s {stage['stage']} artifact",
+                           only={"metrics.json", "score_densities.png"})
 
 
 def markdown(spec: dict, long: pd.DataFrame, docs: dict[str, dict]) -> str:

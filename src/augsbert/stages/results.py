@@ -121,7 +121,7 @@ def _results(spec: dict) -> dict:
     hub_models: dict[str, str] = {}
     for seed, roles in spec["runs"].items():
         for role, node in roles.items():
-            metrics = read_json(Path(node["path"]) / "metrics.json")
+            metrics = read_json(_checked(node, role) / "metrics.json")
             stages[node["key"]] = {"stage": node["stage"], "path": node["path"],
                                    "wall_time_s": metrics.get("wall_time_s"), "device": metrics.get("device")}
             hub_models.update(metrics.get("resolved_models") or {})
@@ -148,7 +148,7 @@ def _results(spec: dict) -> dict:
                 skipped.setdefault(model_role, {}).update(metrics["skipped"])
                 paths.setdefault(model_role, {}).setdefault(seed, {})["suite"] = node["path"]
     data_node = next(iter(spec["runs"].values()))["data"]
-    data_metrics = read_json(Path(data_node["path"]) / "metrics.json")
+    data_metrics = read_json(_checked(data_node, "data") / "metrics.json")
     devices = {s["device"] for s in stages.values()} - {None}
     models = {role: _model_entry(role, per_role[role], skipped.get(role, {}), paths.get(role, {}))
               for role in sorted(per_role, key=role_order) if role_description(role)}
@@ -177,6 +177,29 @@ def _results(spec: dict) -> dict:
     }
     validate_results(result)
     return result
+
+
+# The files of an artifact this job reads: checked against its manifest before they are published
+READ = {"metrics.json", "sampling_stats.json", "spec.json"}
+
+
+def _checked(node: dict, role: str) -> Path:
+    """The artifact of `node`, once it is what its name says and the files read here are as written
+    (a same-size edit of its metrics.json would otherwise be published)."""
+    from ..artifacts import DamagedArtifactError
+    from ..manifests import check_artifact
+
+    from ..graph import KEY_PATTERN
+
+    path, key = Path(node["path"]), node.get("key")
+    if isinstance(key, str) and re.fullmatch(KEY_PATTERN, key) and path.name != key:
+        raise DamagedArtifactError(f"`{role}` of the spec: path {path} does not end in its key {node['key']}")
+    check_artifact(path, f"`{role}` artifact", only=READ)
+    if path.is_dir() and not (path / "metrics.json").is_file():
+        raise DamagedArtifactError(f"`{role}` artifact {path} has no metrics.json: it is damaged, or a job was cut "
+                                   f"short. Delete it (`rm -r {path}`) and run the workflow again; Snakemake then "
+                                   "rebuilds it and what depends on it")
+    return path
 
 
 def _per_stage_times(stages: dict[str, dict]) -> dict[str, float]:
