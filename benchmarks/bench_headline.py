@@ -3,17 +3,20 @@ previous run's (run by hand, on the machine to measure; not by CI).
 
     python benchmarks/bench_headline.py                      # snakemake --cores 8 results/bws_cbe.json
     python benchmarks/bench_headline.py --data ../shared/data   # the same chain on STS-B where BWS is absent
-    python benchmarks/bench_headline.py --experiment demo_augsbert_cbe --cores 2   # a tiny CPU form
+    python benchmarks/bench_headline.py --seeds 42 43 44 --label after   # three seeds, a note with the figures
+    python benchmarks/bench_headline.py --experiment demo_zeroshot --cores 2   # a tiny CPU form
 
 What it does:
 
-1. Copies the project (the folder holding workflow/Snakefile; without artifacts/, results/, logs/, .snakemake/,
-   .venv/, .git/) into a scratch folder (`--scratch`, default a new temporary folder), and `--data DIR` (or the
-   project's data/raw) into its data/raw/. Nothing of the project's own outputs is read or touched.
+1. Copies the project (the folder holding workflow/Snakefile, or `--project DIR`; without artifacts/, results/,
+   logs/, .snakemake/, .venv/, .git/) into a scratch folder (`--scratch`, default a new temporary folder), and
+   `--data DIR` (or the project's data/raw) into its data/raw/. Nothing of the project's own outputs is read or
+   touched. The jobs run the copy's package (its src/ first on PYTHONPATH), so another commit's tree
+   (`git archive <commit>`) is measured with its own code.
 2. The target is `results/<experiment>.json` (default `bws_cbe`, issue 37's headline). If the experiment reads
    BWS and the BWS file is not in the scratch copy's data/raw/bws/, it runs the same experiment on STS-B
    instead: a config file beside the copy defines `<experiment>_stsb`, the experiment's own settings (read from
-   config/config.yaml, not written here) with `dataset: stsb`.
+   config/config.yaml, not written here) with `dataset: stsb`; `--seeds` go into the same file.
 3. Runs `snakemake --cores N <target>` in the copy (the snakemake beside this Python, else on PATH), its output
    in <scratch>/snakemake.log, and samples `nvidia-smi` once a second in a background thread meanwhile.
 4. Prints: the wall time; each stage job's time (`wall_time_s` of its metrics.json, as the results file lists
@@ -150,12 +153,13 @@ class GpuSampler(threading.Thread):
             self.stopped.wait(self.interval)
 
 
-def copy_project(scratch: Path, data: Path | None) -> None:
+def copy_project(project: Path, scratch: Path, data: Path | None) -> None:
     def ignore(directory, names):
-        return [n for n in names if n in SKIP] if Path(directory) == ROOT else [n for n in names if n == "__pycache__"]
+        top = Path(directory) == project
+        return [n for n in names if n in SKIP] if top else [n for n in names if n == "__pycache__"]
 
-    shutil.copytree(ROOT, scratch, ignore=ignore, symlinks=True, dirs_exist_ok=True)
-    source = data if data is not None else ROOT / "data" / "raw"
+    shutil.copytree(project, scratch, ignore=ignore, symlinks=True, dirs_exist_ok=True)
+    source = data if data is not None else project / "data" / "raw"
     if source.is_dir():
         shutil.rmtree(scratch / "data" / "raw", ignore_errors=True)
         shutil.copytree(source, scratch / "data" / "raw")
@@ -170,29 +174,40 @@ def main(argv=None) -> int:
     import yaml
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--project", type=Path, default=ROOT,
+                   help="the project tree to run (default: this one; e.g. an older commit's `git archive`)")
     p.add_argument("--experiment", default="bws_cbe")
     p.add_argument("--cores", type=int, default=8)
     p.add_argument("--data", type=Path, help="raw data folder copied to the scratch copy's data/raw "
                                              "(default: the project's data/raw)")
     p.add_argument("--scratch", type=Path, help="folder for the copy (default: a new temporary folder)")
     p.add_argument("--record", type=Path, default=ROOT / "results" / "bench_headline.json")
+    p.add_argument("--seeds", type=int, nargs="+", help="seeds to run (default: the config's; issue 37: 42 43 44)")
     p.add_argument("--label", default="", help="a note stored with this run's figures (e.g. the commit)")
     p.add_argument("--keep", action="store_true", help="keep the scratch copy (default: deleted after a success)")
     p.add_argument("snakemake_args", nargs="*", help="more snakemake arguments (after --)")
     args = p.parse_args(argv)
 
+    project = args.project.resolve()
+    if not (project / "workflow" / "Snakefile").is_file():
+        sys.exit(f"bench_headline: {project} holds no workflow/Snakefile")
     scratch = args.scratch or Path(tempfile.mkdtemp(prefix="bench-headline-"))
-    copy_project(scratch, args.data)
+    copy_project(project, scratch, args.data)
     config = yaml.safe_load((scratch / "config" / "config.yaml").read_text())
     if args.experiment not in config.get("experiments", {}):
         sys.exit(f"bench_headline: no experiment {args.experiment!r} in config/config.yaml")
-    experiment, extra = args.experiment, []
+    experiment, overrides = args.experiment, {}
     dataset = config["experiments"][experiment].get("dataset", "")
     if dataset.startswith("bws") and not (scratch / "data" / "raw" / BWS_FILE).is_file():
         experiment = f"{args.experiment}_stsb"
-        (scratch / "bench_headline.yaml").write_text(yaml.safe_dump(stsb_variant(config, args.experiment)))
-        extra = ["--configfile", "config/config.yaml", "bench_headline.yaml"]
+        overrides = stsb_variant(config, args.experiment)
         print(f"bench_headline: no {BWS_FILE} in the data: running {experiment} ({args.experiment} on STS-B)")
+    if args.seeds:
+        overrides["seeds"] = args.seeds
+    extra = []
+    if overrides:  # read after the shipped config, as `--configfile config/config.yaml my.yaml` (guide/experiments.md)
+        (scratch / "bench_headline.yaml").write_text(yaml.safe_dump(overrides, sort_keys=False))
+        extra = ["--configfile", "config/config.yaml", "bench_headline.yaml"]
     target = f"results/{experiment}.json"
     command = [*snakemake_command(), "--cores", str(args.cores), target, *extra, *args.snakemake_args]
     print("bench_headline:", " ".join(command), f"(in {scratch})", flush=True)
@@ -201,7 +216,10 @@ def main(argv=None) -> int:
     sampler.start()
     start = time.perf_counter()
     with open(scratch / "snakemake.log", "w") as log:
-        rc = subprocess.run(command, cwd=scratch, stdout=log, stderr=subprocess.STDOUT).returncode
+        # the copy's own package runs the jobs, whichever augsbert is installed (the installed one may be another commit's)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(scratch / "src"),
+                                                                          os.environ.get("PYTHONPATH")]))}
+        rc = subprocess.run(command, cwd=scratch, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
     wall = time.perf_counter() - start
     sampler.stopped.set()
     sampler.join()
@@ -231,6 +249,7 @@ def main(argv=None) -> int:
     print(table(["model", "now", "before", "difference"],
                 [list(r) for r in comparison_rows(metrics, before and before["metrics"])]))
     record = {"experiment": experiment, "label": args.label, "cores": args.cores, "wall_s": round(wall, 1),
+              "seeds": results.get("seeds"),
               "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
               "stages": [list(r) for r in stages], "gpus": gpus, "metrics": metrics,
               "device": results.get("device"), "versions": results.get("versions")}
