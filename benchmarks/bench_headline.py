@@ -9,14 +9,16 @@ previous run's (run by hand, on the machine to measure; not by CI).
 What it does:
 
 1. Copies the project (the folder holding workflow/Snakefile, or `--project DIR`; without artifacts/, results/,
-   logs/, .snakemake/, .venv/, .git/) into a scratch folder (`--scratch`, default a new temporary folder), and
-   `--data DIR` (or the project's data/raw) into its data/raw/. Nothing of the project's own outputs is read or
+   logs/, data/, .snakemake/, .venv/, .git/) into a scratch folder (`--scratch`, default a new temporary folder),
+   and `--data DIR` (or the project's data/raw) into its data/raw/. Nothing of the project's own outputs is read or
    touched. The jobs run the copy's package (its src/ first on PYTHONPATH), so another commit's tree
    (`git archive <commit>`) is measured with its own code.
 2. The target is `results/<experiment>.json` (default `bws_cbe`, issue 37's headline). If the experiment reads
    BWS and the BWS file is not in the scratch copy's data/raw/bws/, it runs the same experiment on STS-B
    instead: a config file beside the copy defines `<experiment>_stsb`, the experiment's own settings (read from
    config/config.yaml, not written here) with `dataset: stsb`; `--seeds` go into the same file.
+   `--stsb-every K` keeps every K-th pair of the copy's STS-B files (K = 2: 2,875 train pairs, about BWS
+   cross-topic's size), for a GPU session too short for the whole chain several times.
 3. Runs `snakemake --cores N <target>` in the copy (the snakemake beside this Python, else on PATH), its output
    in <scratch>/snakemake.log, and samples `nvidia-smi` once a second in a background thread meanwhile.
 4. Prints: the wall time; each stage job's time (`wall_time_s` of its metrics.json, as the results file lists
@@ -46,7 +48,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SKIP = {"artifacts", "results", "logs", ".snakemake", ".venv", ".git", ".gpu", "site", "__pycache__",
+SKIP = {"artifacts", "results", "logs", "data", ".snakemake", ".venv", ".git", ".gpu", "site", "__pycache__",
         ".pytest_cache"}
 BWS_FILE = Path("bws") / "BWS_Argument_Similarity_Corpus.csv"
 SMI_QUERY = ["nvidia-smi", "--query-gpu=index,utilization.gpu,memory.used", "--format=csv,noheader,nounits"]
@@ -153,7 +155,12 @@ class GpuSampler(threading.Thread):
             self.stopped.wait(self.interval)
 
 
-def copy_project(project: Path, scratch: Path, data: Path | None) -> None:
+def every_kth_line(text: str, k: int) -> str:
+    """Lines 1, 1 + k, 1 + 2k, ... of `text` (the STS-B files have no header: a smaller chain of the same shape)."""
+    return "".join(text.splitlines(keepends=True)[::k])
+
+
+def copy_project(project: Path, scratch: Path, data: Path | None, stsb_every: int = 1) -> None:
     def ignore(directory, names):
         top = Path(directory) == project
         return [n for n in names if n in SKIP] if top else [n for n in names if n == "__pycache__"]
@@ -163,6 +170,9 @@ def copy_project(project: Path, scratch: Path, data: Path | None) -> None:
     if source.is_dir():
         shutil.rmtree(scratch / "data" / "raw", ignore_errors=True)
         shutil.copytree(source, scratch / "data" / "raw")
+    if stsb_every > 1:
+        for path in sorted((scratch / "data" / "raw" / "stsb").glob("sts-*.csv")):
+            path.write_text(every_kth_line(path.read_text(encoding="utf-8"), stsb_every), encoding="utf-8")
 
 
 def snakemake_command() -> list[str]:
@@ -182,6 +192,8 @@ def main(argv=None) -> int:
                                              "(default: the project's data/raw)")
     p.add_argument("--scratch", type=Path, help="folder for the copy (default: a new temporary folder)")
     p.add_argument("--record", type=Path, default=ROOT / "results" / "bench_headline.json")
+    p.add_argument("--stsb-every", type=int, default=1, metavar="K",
+                   help="keep every K-th pair of the copy's STS-B files (a shorter chain of the same shape)")
     p.add_argument("--seeds", type=int, nargs="+", help="seeds to run (default: the config's; issue 37: 42 43 44)")
     p.add_argument("--label", default="", help="a note stored with this run's figures (e.g. the commit)")
     p.add_argument("--keep", action="store_true", help="keep the scratch copy (default: deleted after a success)")
@@ -192,7 +204,7 @@ def main(argv=None) -> int:
     if not (project / "workflow" / "Snakefile").is_file():
         sys.exit(f"bench_headline: {project} holds no workflow/Snakefile")
     scratch = args.scratch or Path(tempfile.mkdtemp(prefix="bench-headline-"))
-    copy_project(project, scratch, args.data)
+    copy_project(project, scratch, args.data, args.stsb_every)
     config = yaml.safe_load((scratch / "config" / "config.yaml").read_text())
     if args.experiment not in config.get("experiments", {}):
         sys.exit(f"bench_headline: no experiment {args.experiment!r} in config/config.yaml")
@@ -234,7 +246,8 @@ def main(argv=None) -> int:
     stages = stage_rows(results)
     metrics = headline_metrics(results)
     records = json.loads(args.record.read_text()) if args.record.is_file() else []
-    before = next((r for r in reversed(records) if r["experiment"] == experiment), None)
+    before = next((r for r in reversed(records)
+                   if r["experiment"] == experiment and r.get("stsb_every", 1) == args.stsb_every), None)
 
     print(f"\n{target}: wall {wall:.1f} s, --cores {args.cores}, device {', '.join(results.get('device', []))}")
     print(f"sum of the stage jobs' times {results['wall_time_s']['stages_total']:.1f} s\n")
@@ -249,7 +262,7 @@ def main(argv=None) -> int:
     print(table(["model", "now", "before", "difference"],
                 [list(r) for r in comparison_rows(metrics, before and before["metrics"])]))
     record = {"experiment": experiment, "label": args.label, "cores": args.cores, "wall_s": round(wall, 1),
-              "seeds": results.get("seeds"),
+              "seeds": results.get("seeds"), "stsb_every": args.stsb_every,
               "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
               "stages": [list(r) for r in stages], "gpus": gpus, "metrics": metrics,
               "device": results.get("device"), "versions": results.get("versions")}

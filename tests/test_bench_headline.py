@@ -66,3 +66,8 @@ def test_stsb_variant_is_the_shipped_experiment_on_stsb(bench):
     assert variant["dataset"] == "stsb"
     assert {k: v for k, v in variant.items() if k not in ("dataset", "description")} == \
         {k: v for k, v in shipped.items() if k not in ("dataset", "description")}
+
+
+def test_every_kth_line_keeps_the_first_of_each_k(bench):
+    assert bench.every_kth_line("a\tx\nb\ty\nc\tz\nd\tw\ne", 2) == "a\tx\nc\tz\ne"
+    assert bench.every_kth_line("a\nb\n", 1) == "a\nb\n"
