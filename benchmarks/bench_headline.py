@@ -175,9 +175,17 @@ def copy_project(project: Path, scratch: Path, data: Path | None, stsb_every: in
             path.write_text(every_kth_line(path.read_text(encoding="utf-8"), stsb_every), encoding="utf-8")
 
 
+def scripts_dirs() -> list[str]:
+    """Where this Python's console scripts (snakemake, augsbert) are: its scripts folder (pip's, as gpu-bundle's
+    install.sh installs them) and the folder of the interpreter (a virtual environment's bin/)."""
+    import sysconfig
+
+    return list(dict.fromkeys([sysconfig.get_paths()["scripts"], str(Path(sys.executable).parent)]))
+
+
 def snakemake_command() -> list[str]:
-    beside = Path(sys.executable).with_name("snakemake")
-    return [str(beside)] if beside.is_file() else [shutil.which("snakemake") or "snakemake"]
+    found = next((Path(d) / "snakemake" for d in scripts_dirs() if (Path(d) / "snakemake").is_file()), None)
+    return [str(found)] if found else [shutil.which("snakemake") or "snakemake"]
 
 
 def main(argv=None) -> int:
@@ -229,8 +237,10 @@ def main(argv=None) -> int:
     start = time.perf_counter()
     with open(scratch / "snakemake.log", "w") as log:
         # the copy's own package runs the jobs, whichever augsbert is installed (the installed one may be another commit's)
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(scratch / "src"),
-                                                                          os.environ.get("PYTHONPATH")]))}
+        # and the jobs' `augsbert` is this Python's (its scripts first on PATH)
+        env = {**os.environ,
+               "PYTHONPATH": os.pathsep.join(filter(None, [str(scratch / "src"), os.environ.get("PYTHONPATH")])),
+               "PATH": os.pathsep.join([*scripts_dirs(), os.environ.get("PATH", "")])}
         rc = subprocess.run(command, cwd=scratch, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
     wall = time.perf_counter() - start
     sampler.stopped.set()
