@@ -24,7 +24,7 @@ What it does:
 4. Prints: the wall time; each stage job's time (`wall_time_s` of its metrics.json, as the results file lists
    them, named by role where the job made a model); GPU busy % (mean utilisation over the samples, per GPU,
    with peak memory; 'no nvidia-smi' where there is none); each model's test Spearman beside the previous
-   run's. The figures are appended to `--record` (default results/bench_headline.json of the project, git-ignored),
+   run's. The figures are appended to `--record` (default logs/bench_headline.json of the project, git-ignored),
    which the next run reads back for the comparison.
 
 It runs wherever the project is installed: in a checkout with its .venv, or where ../shared/tools/gpu-bundle's
@@ -199,7 +199,7 @@ def main(argv=None) -> int:
     p.add_argument("--data", type=Path, help="raw data folder copied to the scratch copy's data/raw "
                                              "(default: the project's data/raw)")
     p.add_argument("--scratch", type=Path, help="folder for the copy (default: a new temporary folder)")
-    p.add_argument("--record", type=Path, default=ROOT / "results" / "bench_headline.json")
+    p.add_argument("--record", type=Path, default=ROOT / "logs" / "bench_headline.json")
     p.add_argument("--stsb-every", type=int, default=1, metavar="K",
                    help="keep every K-th pair of the copy's STS-B files (a shorter chain of the same shape)")
     p.add_argument("--seeds", type=int, nargs="+", help="seeds to run (default: the config's; issue 37: 42 43 44)")

@@ -57,6 +57,7 @@ for line in sys.stdin:
     request = json.loads(line)
     pid = os.fork()
     if pid == 0:
+        os.dup2(2, 1)  # the pipe on stdout carries the replies: the command's own output goes to stderr
         os.environ.clear()
         os.environ.update(request["env"])
         OUT = os.environ["BENCH_FIRST_STEP"]

@@ -66,10 +66,8 @@ def model_shape(model) -> tuple[dict[str, int], int]:
 
     if hasattr(model, "encoder") and hasattr(model, "pair_tokenizer"):  # CrossBiEncoder
         config, max_length = model.encoder.config, model.max_length
-    elif hasattr(model, "max_seq_length"):  # SentenceTransformer
+    else:  # SentenceTransformer, CrossEncoder (sentence-transformers 6: both a Transformer module first)
         config, max_length = model[0].auto_model.config, model.max_seq_length
-    else:  # CrossEncoder
-        config, max_length = model.model.config, model.max_length
     dims = {name: int(getattr(config, name, None) or default) for name, default in DEFAULT_DIMS.items()}
     return dims, int(max_length or dims["max_position_embeddings"])
 
