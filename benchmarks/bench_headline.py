@@ -256,8 +256,9 @@ def main(argv=None) -> int:
     stages = stage_rows(results)
     metrics = headline_metrics(results)
     records = json.loads(args.record.read_text()) if args.record.is_file() else []
-    before = next((r for r in reversed(records)
-                   if r["experiment"] == experiment and r.get("stsb_every", 1) == args.stsb_every), None)
+    before = next((r for r in reversed(records)  # the last run of the same chain: experiment, data size, seeds
+                   if r["experiment"] == experiment and r.get("stsb_every", 1) == args.stsb_every
+                   and r.get("seeds") == results.get("seeds")), None)
 
     print(f"\n{target}: wall {wall:.1f} s, --cores {args.cores}, device {', '.join(results.get('device', []))}")
     print(f"sum of the stage jobs' times {results['wall_time_s']['stages_total']:.1f} s\n")
