@@ -32,8 +32,18 @@ def test_rows_for_memory_within_the_stage_batch_and_the_cap():
 def test_row_mb_is_the_forward_figure_of_gpu_memory():
     # 1.25 x 256 tokens x (20 h + 4 a s) bytes = 1.25 x 256 x (7,680 + 12,288)
     assert inference.row_mb(MINILM, 256) == pytest.approx(1.25 * 256 * 19_968 / 1e6)
-    assert inference.row_mb(MINILM, 256, sequences=2) == pytest.approx(2 * inference.row_mb(MINILM, 256))
     assert inference.row_mb(MINILM, 4096) == inference.row_mb(MINILM, 512)  # no longer than the positions
+
+
+def test_longest_row_counts_tokens_of_texts_and_pairs(bert_tokenizer):
+    count = {t: len(bert_tokenizer(t, add_special_tokens=False)["input_ids"])
+             for t in ("a cat", "the stock market fell sharply", "rain")}
+    assert inference.longest_row(bert_tokenizer, ["a cat", "rain"]) == count["a cat"] + inference.SPECIAL_TOKENS
+    pairs = [("a cat", "rain"), ("the stock market fell sharply", "a cat")]
+    longest = count["the stock market fell sharply"] + count["a cat"]
+    assert inference.longest_row(bert_tokenizer, pairs) == longest + inference.SPECIAL_TOKENS
+    # never below what the tokenizer makes of the pair with its special tokens (BERT: 3)
+    assert len(bert_tokenizer(*pairs[1])["input_ids"]) <= inference.longest_row(bert_tokenizer, pairs)
 
 
 @pytest.fixture(scope="module")
@@ -48,13 +58,20 @@ def test_batch_size_on_cuda_from_the_memory_given(models, monkeypatch, arch):
     model = models[arch]
     dims, max_length = inference.model_shape(model)
     assert (dims["hidden_size"], dims["num_attention_heads"], max_length) == (16, 2, 32)
-    assert inference.batch_size(model, 16) == 16  # CPU: the stage's own
+    assert inference.batch_size(model, 16, ["a text"]) == 16  # CPU: the stage's own
     monkeypatch.setattr(inference, "model_device", lambda m: "cuda:0")
     monkeypatch.setattr(inference, "usable_mb", lambda device: 1.0)
     per_row = inference.row_mb(dims, max_length)
     assert inference.batch_size(model, 16) == max(16, int(0.5 // per_row))
     monkeypatch.setattr(inference, "usable_mb", lambda device: 80_000.0)
     assert inference.batch_size(model, 16) == inference.MAX_ROWS
+    # rows sized for the longest of the call's texts / pairs (here 1 or 2 words + specials), not max_length
+    monkeypatch.setattr(inference, "usable_mb", lambda device: 0.5)
+    rows = [("cat", "dog")] if arch != "be" else ["cat"]
+    length = inference.longest_row(inference.tokenizer_of(model), rows)
+    assert length < max_length
+    assert inference.batch_size(model, 16, rows) == max(16, int(0.25 // inference.row_mb(dims, length)))
+    assert inference.batch_size(model, 16, rows) > inference.batch_size(model, 16)
 
 
 def test_usable_memory_within_the_job_claim(monkeypatch):
@@ -106,7 +123,7 @@ def test_large_batches_give_each_pair_its_score_in_input_order(models, monkeypat
                      theme_pairs(40, seed=4, words=(1, 12))["sentence2"]))
     params = train_params(max_length=32)
     before = ARCHITECTURES[arch].predict(models[arch], pairs, 4, params)
-    monkeypatch.setattr(inference, "batch_size", lambda model, requested, sequences=1: 1024)
+    monkeypatch.setattr(inference, "batch_size", lambda model, requested, rows=None: 1024)
     after = ARCHITECTURES[arch].predict(models[arch], pairs, 4, params)
     np.testing.assert_allclose(after, before, rtol=0, atol=1e-6)
     assert not np.allclose(np.roll(before, 1), before, rtol=0, atol=1e-6)  # pairs out of place would show

@@ -10,10 +10,12 @@ back in input order). What is left for a GPU:
   forward pass of 64 rows keeps an H100 busy for well under a millisecond, so the host's kernel
   launches bound it. On CUDA the rows per batch are what half the memory this job may still use
   holds (`rows_for_memory`), at least the stage's own batch size and at most MAX_ROWS. The memory a
-  row needs is the forward-pass figure of `augsbert.gpu_memory` (one layer's activations of a
-  `max_length` row, fp32: an upper bound). The memory the job may use is the GPU's free memory,
-  and in a packed local run (augsbert.gpus) no more than the job's own claim less what torch holds
-  already, so a job never takes memory promised to the jobs beside it.
+  row needs is the forward-pass figure of `augsbert.gpu_memory` (one layer's activations, fp32) for
+  the longest row of the call: its texts are counted in tokens first (`longest_row`, an upper
+  bound: every batch is padded to its own longest row, never beyond), at most `max_length`. The
+  memory the job may use is the GPU's free memory, and in a packed local run (augsbert.gpus) no
+  more than the job's own claim less what torch holds already, so a job never takes memory
+  promised to the jobs beside it (the claim assumes `max_length` rows; real rows are shorter).
 - **Autocast.** fp16 under `precision: auto` (inference has no gradients to overflow, and fp16 keeps
   three more mantissa bits than bf16, so scores and their ranks move least); `bf16` / `fp16` as
   set; `fp32` none. LayerNorm and the pooling stay fp32 under autocast.
@@ -30,6 +32,7 @@ import os
 
 log = logging.getLogger(__name__)
 
+SPECIAL_TOKENS = 4  # added to a row's text tokens: [CLS] a [SEP] b [SEP] (BERT: 3), <s> a </s></s> b </s> (RoBERTa: 4)
 MAX_ROWS = 1024  # beyond this a MiniLM/BERT-base forward pass gains nothing measurable: the kernels are large already
 MEMORY_SHARE = 0.5  # of the memory the job may still use: the rest for the allocator's blocks and the CUDA workspaces
 
@@ -43,12 +46,23 @@ def rows_for_memory(free_mb: float, row_mb: float, requested: int, cap: int = MA
     return max(int(requested), min(int(cap), fits))
 
 
-def row_mb(dims: dict[str, int], max_length: int, sequences: int = 1) -> float:
-    """MB a row of `sequences` sequences of `max_length` tokens needs in a forward pass (gpu_memory's figure)."""
+def row_mb(dims: dict[str, int], length: int) -> float:
+    """MB a row of `length` tokens needs in a forward pass (gpu_memory's figure, with its SAFETY factor)."""
     from .gpu_memory import SAFETY, forward_bytes_per_token
 
-    s = min(int(max_length), dims["max_position_embeddings"])
-    return SAFETY * sequences * s * forward_bytes_per_token(dims, s) / 1e6
+    s = min(int(length), dims["max_position_embeddings"])
+    return SAFETY * s * forward_bytes_per_token(dims, s) / 1e6
+
+
+def longest_row(tokenizer, rows) -> int:
+    """Tokens of the longest row: a text, or a pair (a, b) scored as one sequence, plus SPECIAL_TOKENS.
+    Each distinct text is tokenised once, without truncation."""
+    texts = list(dict.fromkeys(t for row in rows for t in ((row,) if isinstance(row, str) else row)))
+    if not texts:
+        return SPECIAL_TOKENS
+    ids = tokenizer(texts, add_special_tokens=False, truncation=False, verbose=False)["input_ids"]
+    count = dict(zip(texts, map(len, ids)))
+    return SPECIAL_TOKENS + max(count[r] if isinstance(r, str) else sum(count[t] for t in r) for r in rows)
 
 
 def _is_cuda(device) -> bool:
@@ -86,16 +100,23 @@ def usable_mb(device) -> float:
     return free
 
 
-def batch_size(model, requested: int, sequences: int = 1) -> int:
-    """Rows per forward-only batch of `model`: `requested` off CUDA, sized by the usable memory on CUDA."""
+def tokenizer_of(model):
+    """The tokenizer of a SentenceTransformer, CrossEncoder or CrossBiEncoder."""
+    return model.pair_tokenizer.tokenizer if hasattr(model, "pair_tokenizer") else model.tokenizer
+
+
+def batch_size(model, requested: int, rows=None) -> int:
+    """Rows per forward-only batch of `model` over `rows` (texts, or (a, b) pairs): `requested` off CUDA (nothing
+    is tokenised there), sized by the usable memory and the longest of `rows` on CUDA."""
     device = model_device(model)
     if not _is_cuda(device):
         return requested
     dims, max_length = model_shape(model)
-    rows = rows_for_memory(usable_mb(device), row_mb(dims, max_length, sequences), requested)
-    log.info("inference: %d rows per batch on %s (stage batch_size %d, max_length %d)", rows, device, requested,
-             max_length)
-    return rows
+    length = max_length if rows is None else min(max_length, longest_row(tokenizer_of(model), rows))
+    chosen = rows_for_memory(usable_mb(device), row_mb(dims, length), requested)
+    log.info("inference: %d rows per batch on %s (stage batch_size %d, longest row %d tokens)", chosen, device,
+             requested, length)
+    return chosen
 
 
 def autocast(model):

@@ -198,7 +198,8 @@ class CrossEncoderArch(_SentenceTransformersModel):
 
         activation = ACTIVATIONS[params.activation]()
         with inference.autocast(model):  # on CUDA: fp16 and batches as large as memory holds; elsewhere as given
-            scores = model.predict(list(pairs), batch_size=inference.batch_size(model, batch_size),
+            pairs = list(pairs)
+            scores = model.predict(pairs, batch_size=inference.batch_size(model, batch_size, pairs),
                                    activation_fn=activation, show_progress_bar=False, convert_to_numpy=True)
         return np.asarray(scores, dtype=np.float64)
 
@@ -240,7 +241,8 @@ class CrossBiEncoderArch:
         from .. import inference
 
         with inference.autocast(model):  # as the Cross-Encoder's
-            scores = model.predict(list(pairs), batch_size=inference.batch_size(model, batch_size))
+            pairs = list(pairs)
+            scores = model.predict(pairs, batch_size=inference.batch_size(model, batch_size, pairs))
         return scores.astype(np.float64)
 
     def save(self, model, path: Path) -> None:
