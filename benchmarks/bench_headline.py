@@ -236,7 +236,7 @@ def main(argv=None) -> int:
     sampler.start()
     start = time.perf_counter()
     with open(scratch / "snakemake.log", "w") as log:
-        # the copy's own package runs the jobs, whichever augsbert is installed (the installed one may be another commit's)
+        # the copy's own package runs the jobs, whichever augsbert is installed (it may be another commit's),
         # and the jobs' `augsbert` is this Python's (its scripts first on PATH)
         env = {**os.environ,
                "PYTHONPATH": os.pathsep.join(filter(None, [str(scratch / "src"), os.environ.get("PYTHONPATH")])),
@@ -269,7 +269,8 @@ def main(argv=None) -> int:
         print("\n" + table(["GPU", "busy % (mean of 1 s samples)", "max %", "peak MB", "samples"],
                            [[i, g["busy_pct"], g["max_util_pct"], g["peak_mem_mb"], g["samples"]]
                             for i, g in gpus.items()]))
-    print(f"\ntest Spearman, this run against the previous one ({before['created'] + ' ' + before['label'] if before else 'none recorded'}):")
+    previous = f"{before['created']} {before['label']}" if before else "none recorded"
+    print(f"\ntest Spearman, this run against the previous one ({previous}):")
     print(table(["model", "now", "before", "difference"],
                 [list(r) for r in comparison_rows(metrics, before and before["metrics"])]))
     record = {"experiment": experiment, "label": args.label, "cores": args.cores, "wall_s": round(wall, 1),
