@@ -4,6 +4,7 @@ previous run's (run by hand, on the machine to measure; not by CI).
     python benchmarks/bench_headline.py                      # snakemake --cores 8 results/bws_cbe.json
     python benchmarks/bench_headline.py --data ../shared/data   # the same chain on STS-B where BWS is absent
     python benchmarks/bench_headline.py --seeds 42 43 44 --label after   # three seeds, a note with the figures
+    python benchmarks/bench_headline.py --warm                # jobs forked from a warm process (augsbert.warm)
     python benchmarks/bench_headline.py --experiment demo_zeroshot --cores 2   # a tiny CPU form
 
 What it does:
@@ -203,6 +204,8 @@ def main(argv=None) -> int:
     p.add_argument("--stsb-every", type=int, default=1, metavar="K",
                    help="keep every K-th pair of the copy's STS-B files (a shorter chain of the same shape)")
     p.add_argument("--seeds", type=int, nargs="+", help="seeds to run (default: the config's; issue 37: 42 43 44)")
+    p.add_argument("--warm", action="store_true",
+                   help="jobs start as forks of a warm process (python -m augsbert.warm_server; docs/performance.md)")
     p.add_argument("--label", default="", help="a note stored with this run's figures (e.g. the commit)")
     p.add_argument("--keep", action="store_true", help="keep the scratch copy (default: deleted after a success)")
     p.add_argument("snakemake_args", nargs="*", help="more snakemake arguments (after --)")
@@ -232,16 +235,31 @@ def main(argv=None) -> int:
     command = [*snakemake_command(), "--cores", str(args.cores), target, *extra, *args.snakemake_args]
     print("bench_headline:", " ".join(command), f"(in {scratch})", flush=True)
 
+    # the copy's own package runs the jobs, whichever augsbert is installed (it may be another commit's),
+    # and the jobs' `augsbert` is this Python's (its scripts first on PATH)
+    env = {**os.environ,
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(scratch / "src"), os.environ.get("PYTHONPATH")])),
+           "PATH": os.pathsep.join([*scripts_dirs(), os.environ.get("PATH", "")])}
     sampler = GpuSampler()
     sampler.start()
     start = time.perf_counter()
-    with open(scratch / "snakemake.log", "w") as log:
-        # the copy's own package runs the jobs, whichever augsbert is installed (it may be another commit's),
-        # and the jobs' `augsbert` is this Python's (its scripts first on PATH)
-        env = {**os.environ,
-               "PYTHONPATH": os.pathsep.join(filter(None, [str(scratch / "src"), os.environ.get("PYTHONPATH")])),
-               "PATH": os.pathsep.join([*scripts_dirs(), os.environ.get("PATH", "")])}
-        rc = subprocess.run(command, cwd=scratch, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
+    server = None
+    if args.warm:  # started with the jobs' environment; its import time counts in the wall time, as in a real run
+        socket_path = scratch / ".warm.sock"
+        server = subprocess.Popen([sys.executable, "-m", "augsbert.warm_server", str(socket_path)], cwd=scratch,
+                                  env=env, stderr=open(scratch / "warm_server.log", "w"))
+        for _ in range(600):
+            if socket_path.exists() or server.poll() is not None:
+                break
+            time.sleep(0.2)
+        env["AUGSBERT_WARM_SOCKET"] = str(socket_path)
+    try:
+        with open(scratch / "snakemake.log", "w") as log:
+            rc = subprocess.run(command, cwd=scratch, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait()
     wall = time.perf_counter() - start
     sampler.stopped.set()
     sampler.join()
@@ -260,7 +278,9 @@ def main(argv=None) -> int:
                    if r["experiment"] == experiment and r.get("stsb_every", 1) == args.stsb_every
                    and r.get("seeds") == results.get("seeds")), None)
 
-    print(f"\n{target}: wall {wall:.1f} s, --cores {args.cores}, device {', '.join(results.get('device', []))}")
+    print(f"\n{target}: wall {wall:.1f} s, --cores {args.cores}{', warm start' if args.warm else ''}, "
+          f"device {', '.join(results.get('device', []))}"
+          + (f" (previous run: {before['wall_s']} s{', warm' if before.get('warm') else ''})" if before else ""))
     print(f"sum of the stage jobs' times {results['wall_time_s']['stages_total']:.1f} s\n")
     print(table(["job", "stage", "s"], [list(r) for r in stages]))
     if gpus is None:
@@ -274,7 +294,7 @@ def main(argv=None) -> int:
     print(table(["model", "now", "before", "difference"],
                 [list(r) for r in comparison_rows(metrics, before and before["metrics"])]))
     record = {"experiment": experiment, "label": args.label, "cores": args.cores, "wall_s": round(wall, 1),
-              "seeds": results.get("seeds"), "stsb_every": args.stsb_every,
+              "seeds": results.get("seeds"), "stsb_every": args.stsb_every, "warm": args.warm,
               "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
               "stages": [list(r) for r in stages], "gpus": gpus, "metrics": metrics,
               "device": results.get("device"), "versions": results.get("versions")}

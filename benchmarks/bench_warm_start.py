@@ -15,8 +15,9 @@ tests/snakemake_server.py serves Snakemake calls; the child takes the command's 
 end of the child's first training step. The warm process's own import time is shown once: a run pays it once,
 not per job.
 
-The figure is the fastest of `--repeat` runs (cold and warm alternating). Nothing here is a server the workflow
-uses: it measures what such a server would save before it is built (docs/performance.md, "Job start").
+The figure is the fastest of `--repeat` runs (cold and warm alternating). The warm process here is a minimal
+one with the timing hooks built in; `python -m augsbert.warm_server` is the one commands use (AUGSBERT_WARM_SOCKET,
+docs/performance.md, "Job start"), with the same imports (PRELOAD).
 """
 
 from __future__ import annotations
@@ -39,9 +40,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 import bench_overhead as bo  # noqa: E402  (the start-up hooks, data artifact and specs)
 
-PRELOAD = ("torch", "transformers", "transformers.trainer", "sentence_transformers", "datasets", "accelerate",
-           "pandas", "pyarrow.parquet", "scipy.stats", "augsbert.cli", "augsbert.training.pairs",
-           "augsbert.models.architectures", "augsbert.stages.train")
+from augsbert.warm_server import PRELOAD  # noqa: E402
 
 # The warm process: imports PRELOAD, reports the time it took, then forks one child per request line
 # {"argv", "env"}; the child installs bench_overhead's two hooks on the already imported modules and runs the
