@@ -28,6 +28,10 @@ def main(argv=None):
         open(argv[1], "w").write(str(os.getpid()))
         time.sleep(60)
         return 0
+    if argv and argv[0] == "fail-for-test":  # an exit handler, then an uncaught error
+        import atexit
+        atexit.register(lambda: open(argv[1], "w").write("exit handler ran"))
+        raise RuntimeError("a bug in a served command")
     return _main(argv)
 cli.main = main
 '''
@@ -124,3 +128,10 @@ def test_no_server_or_another_environment_starts_plainly(server, tmp_path):
     assert refused.returncode == 2 and "invalid choice" in refused.stderr
     absent = command(server, "list", "experiments", env={SOCKET_ENV: str(tmp_path / "none.sock")}, cwd=REPO)
     assert absent.returncode == 0 and "demo_zeroshot" in absent.stdout
+
+
+def test_an_uncaught_error_ends_as_in_a_plain_process(server, tmp_path):
+    failed = command(server, "fail-for-test", str(tmp_path / "handler"))
+    assert failed.returncode == 1
+    assert "Traceback" in failed.stderr and "RuntimeError: a bug in a served command" in failed.stderr
+    assert (tmp_path / "handler").read_text() == "exit handler ran"

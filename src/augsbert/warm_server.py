@@ -23,8 +23,14 @@ KILL_GRACE_S = 10.0
 
 
 def _job(request: dict, fds: list[int]) -> None:
-    """In the job's process: become the command, run it, never return."""
-    code = 1
+    """In the job's process: become the command, run it and end as a plain `augsbert` process ends (non-daemon
+    threads joined, exit handlers run, streams flushed; an uncaught error's traceback and status 1, Ctrl-C's
+    SIGINT); never return."""
+    import atexit
+    import threading
+    import traceback
+
+    code, interrupted = 1, False
     try:
         os.setsid()
         for target, fd in zip((0, 1, 2), fds):
@@ -35,31 +41,36 @@ def _job(request: dict, fds: list[int]) -> None:
         os.environ.clear()
         os.environ.update(request["env"])
         sys.argv = ["augsbert", *request["argv"]]
-        for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
+        for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
             signal.signal(s, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         from .cli import main
 
-        try:
-            result = main(list(request["argv"]))
-            code = result if isinstance(result, int) else 0
-        except SystemExit as stop:
-            code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
-            if isinstance(stop.code, str):
-                print(stop.code, file=sys.stderr)
-        import atexit
-
-        atexit._run_exitfuncs()  # what a plain exit runs (a GPU claim's release)
+        result = main(list(request["argv"]))  # the console script: sys.exit(main())
+        code = result if isinstance(result, int) else (0 if result is None else 1)
+    except SystemExit as stop:
+        code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+        if stop.code is not None and not isinstance(stop.code, int):
+            print(stop.code, file=sys.stderr)
+    except KeyboardInterrupt:
+        traceback.print_exc()
+        interrupted = True
     except BaseException:  # noqa: BLE001 - reported as a plain start reports an uncaught error
-        import traceback
-
         traceback.print_exc()
     finally:
+        try:
+            threading._shutdown()  # what the interpreter does at exit: wait for non-daemon threads
+            atexit._run_exitfuncs()  # then exit handlers (a GPU claim's release, logging's flush)
+        except BaseException:  # noqa: BLE001 - as at a plain exit, a failing handler does not change the status
+            traceback.print_exc()
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
             except Exception:  # noqa: BLE001 - a closed stream cannot stop the exit
                 pass
+        if interrupted:  # Python ends an uncaught Ctrl-C by SIGINT, so the parent sees it as such
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGINT)
         os._exit(code)
 
 
