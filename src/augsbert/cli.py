@@ -426,6 +426,12 @@ EXIT_BROKEN_PIPE = 141
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .warm import SOCKET_ENV, run as run_warm  # the standard library only
+
+    if os.environ.get(SOCKET_ENV):  # a warm server runs the command in a fork (augsbert.warm)
+        code = run_warm(list(sys.argv[1:] if argv is None else argv))
+        if code is not None:
+            return code
     argv = stage_names_as_commands(list(sys.argv[1:] if argv is None else argv))
     from .distributed import is_main, parallel_job
     from .gpus import GpuInventoryError, claim_for_job

@@ -83,6 +83,11 @@ def parameter_count(dims: dict[str, int]) -> int:
     return embeddings + dims["num_hidden_layers"] * layer
 
 
+def forward_bytes_per_token(dims: dict[str, int], s: int) -> int:
+    """Bytes per token of one layer's activations in a forward-only pass at sequence length `s` (20·h + 4·a·s)."""
+    return 20 * dims["hidden_size"] + 4 * dims["num_attention_heads"] * s
+
+
 def estimate_mb(dims: dict[str, int], *, training: bool, batch_size: int, sequences: int, max_length: int) -> int:
     """GPU memory (MB) of one process training or running the model of `dims` on batches of that shape."""
     h, a, layers = dims["hidden_size"], dims["num_attention_heads"], dims["num_hidden_layers"]
@@ -94,7 +99,7 @@ def estimate_mb(dims: dict[str, int], *, training: bool, batch_size: int, sequen
         activations = tokens * layers * (68 * h + 10 * a * s)
     else:
         state = 4 * params
-        activations = tokens * (20 * h + 4 * a * s)
+        activations = tokens * forward_bytes_per_token(dims, s)
     total = CONTEXT_MB + SAFETY * (state + activations) / 1e6
     return ROUND_MB * math.ceil(total / ROUND_MB)
 

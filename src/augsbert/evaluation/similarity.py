@@ -39,12 +39,18 @@ class Encoder:
         self.model, self.batch_size, self.show_progress, self.cache = model, batch_size, show_progress, {}
 
     def __call__(self, texts) -> np.ndarray:
+        from .. import inference
+
         texts = list(texts)
         new = [t for t in dict.fromkeys(texts) if t not in self.cache]
         if new:
             progress = len(new) > 1000 if self.show_progress is None else self.show_progress
-            emb = self.model.encode(new, batch_size=self.batch_size, convert_to_numpy=True,
-                                    normalize_embeddings=True, show_progress_bar=progress)
+            # on CUDA as many rows per batch as memory holds, under autocast (augsbert.inference); elsewhere
+            # `batch_size` and fp32, the call of before
+            rows = inference.batch_size(self.model, self.batch_size, new)
+            with inference.autocast(self.model):
+                emb = self.model.encode(new, batch_size=rows, convert_to_numpy=True,
+                                        normalize_embeddings=True, show_progress_bar=progress)
             self.cache.update(zip(new, emb))
         return np.stack([self.cache[t] for t in texts]) if texts else np.zeros((0, 0), dtype=np.float32)
 

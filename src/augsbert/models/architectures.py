@@ -202,9 +202,14 @@ class CrossEncoderArch(_SentenceTransformersModel):
                        callbacks=[*callbacks, restore_preprocess(model)])
 
     def predict(self, model, pairs, batch_size, params) -> np.ndarray:
+        from .. import inference
+
         activation = ACTIVATIONS[params.activation]()
-        return np.asarray(model.predict(list(pairs), batch_size=batch_size, activation_fn=activation,
-                                        show_progress_bar=False, convert_to_numpy=True), dtype=np.float64)
+        with inference.autocast(model):  # on CUDA: fp16 and batches as large as memory holds; elsewhere as given
+            pairs = list(pairs)
+            scores = model.predict(pairs, batch_size=inference.batch_size(model, batch_size, pairs),
+                                   activation_fn=activation, show_progress_bar=False, convert_to_numpy=True)
+        return np.asarray(scores, dtype=np.float64)
 
     def load(self, path: Path, device: str):
         from sentence_transformers import CrossEncoder
@@ -244,7 +249,12 @@ class CrossBiEncoderArch:
                        megabatch=params.megabatch, static_step=static)
 
     def predict(self, model, pairs, batch_size, params) -> np.ndarray:
-        return model.predict(list(pairs), batch_size=batch_size).astype(np.float64)
+        from .. import inference
+
+        with inference.autocast(model):  # as the Cross-Encoder's
+            pairs = list(pairs)
+            scores = model.predict(pairs, batch_size=inference.batch_size(model, batch_size, pairs))
+        return scores.astype(np.float64)
 
     def save(self, model, path: Path) -> None:
         model.save(path)

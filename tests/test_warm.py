@@ -1,0 +1,137 @@
+"""augsbert.warm and augsbert.warm_server: commands run in forks of a warm server give what a plain start gives (output, streams, exit
+status, artifacts); signals reach the job, a dead command's job is ended; no server or another environment: a
+plain start."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from augsbert.warm import SOCKET_ENV
+from conftest import REPO
+
+AUGSBERT = str(Path(sys.executable).with_name("augsbert"))
+
+# imported by the server only: a command `sleep-for-test PIDFILE` that writes its pid and sleeps (a long job);
+# a plain start does not know it (argparse: exit 2), which tells a served command from a plain one
+HELPER = '''
+import os, time
+import augsbert.cli as cli
+_main = cli.main
+def main(argv=None):
+    if argv and argv[0] == "sleep-for-test":
+        open(argv[1], "w").write(str(os.getpid()))
+        time.sleep(60)
+        return 0
+    if argv and argv[0] == "fail-for-test":  # an exit handler, then an uncaught error
+        import atexit
+        atexit.register(lambda: open(argv[1], "w").write("exit handler ran"))
+        raise RuntimeError("a bug in a served command")
+    return _main(argv)
+cli.main = main
+'''
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("warm")
+    (tmp / "warm_test_helper.py").write_text(HELPER)
+    path = str(tmp / "warm.sock")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp), str(REPO / "src")]),
+           "AUGSBERT_WARM_PRELOAD": "augsbert.cli,warm_test_helper"}
+    env.pop(SOCKET_ENV, None)
+    proc = subprocess.Popen([sys.executable, "-m", "augsbert.warm_server", path], env=env, stderr=subprocess.PIPE,
+                            text=True)
+    assert "serving" in proc.stderr.readline()
+    yield {"path": path, "env": env, "tmp": tmp}
+    proc.terminate()
+    proc.wait(timeout=30)
+    assert not os.path.exists(path)  # the server removes its socket
+
+
+def command(server, *args, warm=True, env=None, **kwargs):
+    env = {**server["env"], **(env or {})}
+    env.pop("AUGSBERT_WARM_PRELOAD")
+    if warm:
+        env[SOCKET_ENV] = server["path"]
+    return subprocess.run([AUGSBERT, *args], env=env, capture_output=True, text=True, **kwargs)
+
+
+def test_a_served_command_gives_the_plain_output_streams_and_status(server):
+    for args in (["list", "experiments"], ["plan", "--experiment", "no_such_experiment"]):
+        served, plain = command(server, *args, cwd=REPO), command(server, *args, cwd=REPO, warm=False)
+        assert (served.returncode, served.stdout, served.stderr) == (plain.returncode, plain.stdout, plain.stderr)
+    assert plain.returncode == 2 and "unknown experiment" in plain.stderr
+    assert command(server, "sleep-for-test", "/dev/null", warm=False).returncode == 2  # unknown to a plain start
+
+
+def test_a_served_stage_writes_the_plain_artifact(server, tmp_path):
+    for name, warm in (("served", True), ("plain", False)):
+        (tmp_path / name).mkdir()
+        done = command(server, "data", "--config", str(REPO / "config" / "config.yaml"), "--experiment",
+                       "demo_zeroshot", cwd=tmp_path / name, warm=warm)
+        assert done.returncode == 0, done.stderr
+    served = sorted((tmp_path / "served").rglob("*.parquet"))
+    assert served and [p.relative_to(tmp_path / "served") for p in served] == \
+        [p.relative_to(tmp_path / "plain") for p in sorted((tmp_path / "plain").rglob("*.parquet"))]
+    for path in served:
+        pd.testing.assert_frame_equal(pd.read_parquet(path), pd.read_parquet(tmp_path / "plain" /
+                                                                              path.relative_to(tmp_path / "served")))
+
+
+def start_sleeper(server, tmp_path):
+    env = {**server["env"], SOCKET_ENV: server["path"]}
+    env.pop("AUGSBERT_WARM_PRELOAD")
+    pidfile = tmp_path / "job.pid"
+    proc = subprocess.Popen([AUGSBERT, "sleep-for-test", str(pidfile)], env=env)
+    for _ in range(300):
+        if pidfile.exists() and pidfile.read_text():
+            return proc, int(pidfile.read_text())
+        time.sleep(0.05)
+    raise AssertionError("the served job never started")
+
+
+def gone(pid: int, within: float) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_sigterm_reaches_the_job_and_the_status_says_so(server, tmp_path):
+    proc, job = start_sleeper(server, tmp_path)
+    assert job != proc.pid  # the job runs in the server's fork, not in the command's process
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 128 + signal.SIGTERM  # as a shell reports a job killed by SIGTERM
+    assert gone(job, 10)
+
+
+def test_a_killed_command_takes_its_job_with_it(server, tmp_path):
+    proc, job = start_sleeper(server, tmp_path)
+    proc.kill()  # SIGKILL: the command cannot pass anything on; its keeper sees the socket close
+    proc.wait(timeout=10)
+    assert gone(job, 10)
+
+
+def test_no_server_or_another_environment_starts_plainly(server, tmp_path):
+    # another value of a variable read at import (here OMP_NUM_THREADS): refused, so a plain start (exit 2)
+    refused = command(server, "sleep-for-test", str(tmp_path / "x"), env={"OMP_NUM_THREADS": "7"})
+    assert refused.returncode == 2 and "invalid choice" in refused.stderr
+    absent = command(server, "list", "experiments", env={SOCKET_ENV: str(tmp_path / "none.sock")}, cwd=REPO)
+    assert absent.returncode == 0 and "demo_zeroshot" in absent.stdout
+
+
+def test_an_uncaught_error_ends_as_in_a_plain_process(server, tmp_path):
+    failed = command(server, "fail-for-test", str(tmp_path / "handler"))
+    assert failed.returncode == 1
+    assert "Traceback" in failed.stderr and "RuntimeError: a bug in a served command" in failed.stderr
+    assert (tmp_path / "handler").read_text() == "exit handler ran"
