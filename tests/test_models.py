@@ -67,9 +67,12 @@ def test_device_selection(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     assert resolve_device("cuda:1") == "cuda:1"
-    for wrong in ("cuda:2", "cuda:99", "cuda:x"):
+    for wrong in ("cuda:2", "cuda:99"):
         with pytest.raises(ConfigError, match=f"device '{wrong}' requested, but torch sees 2 CUDA GPU\\(s\\): "
                                               "cuda:0 to cuda:1"):
+            resolve_device(wrong)
+    for wrong in ("cuda:x", "banana"):  # issue 41: not a device at all (banana ended in torch's RuntimeError)
+        with pytest.raises(ConfigError, match=f"device '{wrong}': not a device; use auto, cpu, cuda, cuda:N"):
             resolve_device(wrong)
 
 

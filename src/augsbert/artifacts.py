@@ -178,6 +178,21 @@ def read_json(path: str | Path) -> Any:
             "artifact (Snakemake then rebuilds it), or repair the file") from None
 
 
+def check_artifact(root: str | Path, what: str, only: set[str] | None = None) -> None:
+    """Raise DamagedArtifactError naming `what` (e.g. "input `data`") unless artifact `root` is what its name says
+    and its files (or just `only`) are those its manifest lists. A missing folder is left to the reader."""
+    from .manifests import key_problem, problems
+
+    root = Path(root)
+    if not root.is_dir():
+        return
+    found = [p for p in (key_problem(root),) if p] + problems(root, only=only)
+    if found:
+        raise DamagedArtifactError(
+            f"{what} {root} is damaged: {'; '.join(found)}. Delete it (`rm -r {root}`) or run "
+            "`augsbert verify --repair`; Snakemake then rebuilds it and what depends on it")
+
+
 def sweep_partials(out: str | Path) -> list[Path]:
     """Remove `.<name>.partial-*` files and directories of `out`: what killed writes left behind.
 

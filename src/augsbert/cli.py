@@ -84,7 +84,7 @@ def _stage_command(sub, stage: Stage) -> None:
             replaceable(Path(out), spec, args.force)
         check_inputs(spec)
         if _content_key(spec):  # a planned job: its raw files and models are still those its key names
-            from .fingerprints import recheck
+            from .job_inputs import recheck
 
             recheck(spec)
         kwargs = {"device": args.device} if stage.device else {}
@@ -121,17 +121,15 @@ def check_out_key(spec: dict, out: str, stage: str, source: str = "--spec") -> N
 
 
 def _content_key(spec: dict) -> bool:
-    import re
+    from .keys import is_key
 
-    from .graph import KEY_PATTERN
-
-    return isinstance(spec.get("key"), str) and re.fullmatch(KEY_PATTERN, spec["key"]) is not None
+    return is_key(spec.get("key"))
 
 
 def check_inputs(spec: dict) -> None:
     """Refuse to start on an input artifact whose files no longer match its manifest, or whose spec.json names
     another key than its folder (augsbert.manifests)."""
-    from .manifests import check_artifact
+    from .artifacts import check_artifact
 
     for role, path in (spec.get("inputs") or {}).items():
         if isinstance(path, str):  # a missing input: the stage says what it needed
@@ -144,11 +142,12 @@ def _verify(args) -> int:
 
     from .manifests import artifact_folders, foreign_folders, hashed_bytes, key_problem, not_deletable, problems
 
+    stages = set(REGISTRY)
     root = Path(args.artifacts)
     if not root.is_dir():
         raise ConfigError(f"--artifacts {root}: {'not a folder' if root.exists() else 'no such folder'}; name the "
                           "project's artifacts folder (default: artifacts, run from the project folder)")
-    folders = artifact_folders(root)
+    folders = artifact_folders(root, stages)
     if not folders:
         raise ConfigError(f"--artifacts {root}: no artifact in it (artifacts are <stage>/<key>/ folders with a "
                           "spec.json or manifest.json); is it the project's artifacts folder?")
@@ -164,7 +163,7 @@ def _verify(args) -> int:
         print(f"{folder}: {'; '.join(found)}")
         if not args.repair:
             continue
-        why = not_deletable(folder, root)  # never anything the workflow did not write
+        why = not_deletable(folder, root, stages)  # never anything the workflow did not write
         if why:
             print(f"  not deleted: {why}; check it and delete it yourself if it is an artifact")
             kept.append(folder)
@@ -180,7 +179,7 @@ def _verify(args) -> int:
                               f"or delete it yourself") from None
         deleted.append(folder)
         print("  deleted")
-    foreign = foreign_folders(root)
+    foreign = foreign_folders(root, stages)
     if foreign:
         print(f"{len(foreign)} folder(s) under {root} with a manifest.json or spec.json are not artifacts (no stage's "
               f"<stage>/<key> place) and were left alone: {', '.join(map(str, foreign[:3]))}"

@@ -318,7 +318,7 @@ def _unreadable_model(err: Exception) -> bool:
 def _check_read(artifact: Path, node: dict) -> None:
     """The model's artifact, and those the card reads (data sizes, teacher, silver statistics), are what their
     names say and hold what they held when written (augsbert.manifests): nothing edited or damaged is exported."""
-    from .manifests import check_artifact
+    from .artifacts import check_artifact
 
     if node.get("key") and artifact.name != node["key"]:
         raise ExportError(f"{artifact}: the experiment's spec names key {node['key']} for it")

@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from .config import canonical_json, short_hash
+from .keys import KEY_PATTERN  # noqa: F401 - its home for long: `augsbert.graph.KEY_PATTERN` stays importable
 from .stages.base import Stage
 
 ARTIFACTS = "artifacts"
 SPECS = f"{ARTIFACTS}/.specs"  # the spec file of each job (a command line has a length limit)
-KEY_PATTERN = r"[A-Za-z0-9_.+]+(?:-[A-Za-z0-9_.+]+)*-[0-9a-f]{10}"
 # semantic_model values that are not model references
 SEMANTIC_CHOICES = ("finetuned", "pretrained", "pretrained_stage")
 

@@ -26,6 +26,8 @@ import json
 import os
 from pathlib import Path
 
+from .keys import is_key
+
 MANIFEST = "manifest.json"
 EDGE_BYTES = 1 << 20  # the first and last MiB of a file: how manifests before full hashing stood for large files
 WRITTEN_WITH = "manifest"  # metrics.json's key, true: the artifact was written with a manifest.json
@@ -117,30 +119,11 @@ def key_problem(root: str | Path) -> str | None:
         spec = json.loads((root / "spec.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None  # a missing or damaged spec.json is the manifest's to report
-    import re
-
-    from .graph import KEY_PATTERN
-
     key = spec.get("key") if isinstance(spec, dict) else None
     # a content key (`<name>-<hash>`, what the workflow plans); a hand-written spec's own label is not one
-    if isinstance(key, str) and re.fullmatch(KEY_PATTERN, key) and key != root.name:
+    if is_key(key) and key != root.name:
         return f"its spec.json says it holds {key}, not {root.name} as its folder's name says"
     return None
-
-
-def check_artifact(root: str | Path, what: str, only: set[str] | None = None) -> None:
-    """Raise DamagedArtifactError naming `what` (e.g. "input `data`") unless artifact `root` is what its name says
-    and its files (or just `only`) are those its manifest lists. A missing folder is left to the reader."""
-    from .artifacts import DamagedArtifactError
-
-    root = Path(root)
-    if not root.is_dir():
-        return
-    found = [p for p in (key_problem(root),) if p] + problems(root, only=only)
-    if found:
-        raise DamagedArtifactError(
-            f"{what} {root} is damaged: {'; '.join(found)}. Delete it (`rm -r {root}`) or run "
-            "`augsbert verify --repair`; Snakemake then rebuilds it and what depends on it")
 
 
 def hashed_bytes(root: str | Path) -> int:
@@ -156,28 +139,18 @@ def _written_with_manifest(root: Path) -> bool:
         return False
 
 
-def _stage_names() -> set[str]:
-    from .planning import REGISTRY
-
-    return set(REGISTRY)
-
-
-def artifact_folders(root: str | Path) -> list[Path]:
-    """The finished artifacts under `root`: `<root>/<stage>/<key>/` for a registered stage and a folder named
-    like a key, each with its spec.json or a manifest of ours (so that one that lost either is still found).
-    Anything else holding a manifest.json (a web app's, an editor's) is no artifact: see `foreign_folders`."""
-    import re
-
-    from .graph import KEY_PATTERN
-
-    stages = _stage_names()
-    return [p for p in _candidates(root) if p.parent.name in stages and re.fullmatch(KEY_PATTERN, p.name)
+def artifact_folders(root: str | Path, stages: set[str] | None = None) -> list[Path]:
+    """The finished artifacts under `root`: `<root>/<stage>/<key>/` (for a stage of `stages`, the registry's in
+    `augsbert verify`) named like a key, each with its spec.json or a manifest of ours (so that one that lost
+    either is still found). Anything else holding a manifest.json (a web app's, an editor's) is no artifact:
+    see `foreign_folders`."""
+    return [p for p in _candidates(root) if (stages is None or p.parent.name in stages) and is_key(p.name)
             and ((p / "spec.json").exists() or _entries(p / MANIFEST) is not None)]
 
 
-def foreign_folders(root: str | Path) -> list[Path]:
+def foreign_folders(root: str | Path, stages: set[str] | None = None) -> list[Path]:
     """Folders two levels below `root` with a spec.json or manifest.json that are not artifacts' places."""
-    found = set(artifact_folders(root))
+    found = set(artifact_folders(root, stages))
     return [p for p in _candidates(root) if p not in found]
 
 
@@ -187,23 +160,19 @@ def _candidates(root: str | Path) -> list[Path]:
     return sorted(p for p in found if not p.name.startswith(".") and not p.parent.name.startswith("."))
 
 
-def not_deletable(folder: Path, root: Path) -> str | None:
+def not_deletable(folder: Path, root: Path, stages: set[str]) -> str | None:
     """Why `augsbert verify --repair` must leave `folder` alone (None: it is an artifact the workflow wrote).
 
     Only a real artifact is deleted: directly in a stage folder of the artifacts root `root`, named like a
     key, with a spec.json whose stage and key are those of its place; one that lost its spec.json (or holds a
     damaged one) still counts when its own manifest lists spec.json and metrics.json as this module writes it.
     """
-    import re
-
-    from .graph import KEY_PATTERN
-
     if os.path.realpath(folder.parent.parent) != os.path.realpath(root):
         return f"it is not directly below {root}/<stage>/"
     stage, key = folder.parent.name, folder.name
-    if stage not in _stage_names():
+    if stage not in stages:
         return f"{stage} is not a stage's folder"
-    if not re.fullmatch(KEY_PATTERN, key):
+    if not is_key(key):
         return f"{key} is not named like an artifact key"
     try:
         spec = json.loads((folder / "spec.json").read_text(encoding="utf-8"))

@@ -56,12 +56,17 @@ def read_text(path: str | Path, what: str, limit: int) -> str:
 
 
 def check_depth(value: Any, where: str, limit: int = MAX_DEPTH) -> None:
-    """Raise ConfigError if mappings and lists in `value` nest deeper than `limit` (checked without recursion)."""
-    stack = [(value, 1)]
+    """Raise ConfigError if mappings and lists in `value` nest deeper than `limit` (checked without recursion).
+
+    A container shared by YAML aliases is walked once per depth it is reached at, not once per reference: a
+    "billion laughs" config stays a few dozen steps here (and is refused by its size in augsbert.config)."""
+    stack, seen = [(value, 1)], {}
     while stack:
         item, depth = stack.pop()
-        if isinstance(item, (dict, list)):
-            if depth > limit:
-                raise ConfigError(f"{where}: mappings and lists nested more than {limit} levels deep; no setting "
-                                  "is nested like that: is it the right file?")
-            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+        if not isinstance(item, (dict, list)) or seen.get(id(item), 0) >= depth:
+            continue
+        if depth > limit:
+            raise ConfigError(f"{where}: mappings and lists nested more than {limit} levels deep; no setting "
+                              "is nested like that: is it the right file?")
+        seen[id(item)] = depth
+        stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))

@@ -20,10 +20,6 @@ from augsbert.graph import KEY_PATTERN
 from augsbert.plan import Plan
 from augsbert.tracking import TRACKING_DIR_ENV, TRACKING_ENV
 
-# Coerce --config strings, merge experiments over `defaults`, validate with defaults filled, plan.
-# The package's own validator (not snakemake.utils.validate) so a misspelt key reads the same as in
-# the `augsbert` CLI (key path + suggestion) instead of a dump of the schema; exiting with the message
-# keeps Snakemake from adding a traceback to an error the user fixes in the config.
 # artifacts/ and results/ must be writable before anything is planned: a dry run writes the jobs' spec files
 try:
     from augsbert.artifacts import OutputWriteError, check_writable
@@ -34,6 +30,10 @@ except OutputWriteError as err:
     print(f"augsbert: error: {err}", file=sys.stderr)
     sys.exit(2)
 
+# Coerce --config strings, merge experiments over `defaults`, validate with defaults filled, plan.
+# The package's own validator (not snakemake.utils.validate) so a misspelt key reads the same as in
+# the `augsbert` CLI (key path + suggestion) instead of a dump of the schema; exiting with the message
+# keeps Snakemake from adding a traceback to an error the user fixes in the config.
 try:
     # the grid files beside each config file read (config/grids/*.yaml), under the configs' own `grids:`
     _grid_dirs = [os.path.join(os.path.dirname(f), GRIDS_DIR) for f in dict.fromkeys(workflow.configfiles)]
@@ -91,7 +91,7 @@ def raw_files(wildcards):
     # enters Snakemake: not their path (a moved data folder, a recreated environment holding Lee's files, a
     # project reached by another path all have the same bytes and must rerun nothing, now or at the next
     # parameter change) nor their timestamps (a re-copied or touched identical file). The job re-checks
-    # the digests before it reads them (augsbert.fingerprints.recheck).
+    # the digests before it reads them (augsbert.job_inputs.recheck).
     # A missing file ends with the data stage's instructions and exit code 2, as a config error does, not
     # wrapped in Snakemake's InputFunctionException (exit 1).
     try:

@@ -73,7 +73,7 @@ def collect(spec: dict, results_dir: str | Path) -> tuple[pd.DataFrame, dict[str
 def check_sources(docs: dict[str, dict]) -> None:
     """The artifacts each results file was collected from still hold what they held (the files a table takes
     from them, by their manifests): an artifact edited or damaged since is not published."""
-    from ..manifests import check_artifact
+    from ..artifacts import check_artifact
 
     for name, doc in docs.items():
         for stage in (doc.get("stages") or {}).values():

@@ -187,12 +187,11 @@ def _checked(node: dict, role: str) -> Path:
     """The artifact of `node`, once it is what its name says and the files read here are as written
     (a same-size edit of its metrics.json would otherwise be published)."""
     from ..artifacts import DamagedArtifactError
-    from ..manifests import check_artifact
-
-    from ..graph import KEY_PATTERN
+    from ..artifacts import check_artifact
+    from ..keys import is_key
 
     path, key = Path(node["path"]), node.get("key")
-    if isinstance(key, str) and re.fullmatch(KEY_PATTERN, key) and path.name != key:
+    if is_key(key) and path.name != key:
         raise DamagedArtifactError(f"`{role}` of the spec: path {path} does not end in its key {node['key']}")
     check_artifact(path, f"`{role}` artifact", only=READ)
     if path.is_dir() and not (path / "metrics.json").is_file():
