@@ -110,6 +110,12 @@ def render_list(config: dict, kinds: tuple[str, ...] = KINDS) -> str:
     return "\n\n".join(parts)
 
 
+def cut(text: str, width: int) -> str:
+    """Every line at most `width` characters, a cut one ending in "…" (`augsbert list --long` keeps them whole)."""
+    width = max(width, 20)
+    return "\n".join(line if len(line) <= width else line[:width - 1] + "…" for line in text.split("\n"))
+
+
 def render_plan(specs: dict[str, dict]) -> str:
     """`augsbert plan`'s table: per experiment, one row per planned (seed, role) with its artifact and whether
     that artifact is already built (its folder exists; Snakemake writes it last, through a .partial folder)."""
