@@ -48,7 +48,9 @@ def test_inventory_from_nvidia_smi_keeps_to_cuda_visible_devices(tmp_path):
 def test_global_resources_of_a_run():
     two = {"AUGSBERT_GPU_INVENTORY": "0:10000,1:20000"}
     assert local_gpu_resources({}, two) == {"gpu_mem_mb": 9500 + 19000}  # 5 % headroom per GPU
-    assert local_gpu_resources({}, {"AUGSBERT_GPU_INVENTORY": "none"}) == {"gpu": 1}  # one model job at a time
+    # one model job at a time, named for what it limits: no `gpu` where there is none (issue 42)
+    assert local_gpu_resources({}, {"AUGSBERT_GPU_INVENTORY": "none"}) == {"model_jobs": 1}
+    assert local_gpu_resources({"model_jobs": 2}, {"AUGSBERT_GPU_INVENTORY": "none"}) == {}  # the user's own limit
     assert local_gpu_resources({"gpu": 2}, two) == {} == local_gpu_resources({"gpu_mem_mb": 5}, two)
     assert local_gpu_resources({}, {**two, "SLURM_JOB_ID": "7"}) == {"gpu": 1}  # SLURM gave this job its GPU
     assert local_gpu_resources({}, two, submits=True) == {"gpu": 1}  # a cluster run: one GPU per job
@@ -242,5 +244,8 @@ def test_dry_run_without_packing(demo_checkout):
         out = proc.stdout + proc.stderr
         assert proc.returncode == 0, out
         assert ("share the GPUs" in out) == (args == ("--config", "device=cpu")), args
+        if not args:  # issue 42: no GPU: no job shows a GPU token; the one-at-a-time limit is model_jobs
+            assert "model_jobs=1" in out.split("rule teacher:")[1].split("Shell command")[0]
+            assert not re.search(r"\bgpu(_mem_mb)?=|AUGSBERT_JOB_GPU", out), out
         if args[-1:] == ("device=cpu",):  # packing is on, but no job asks for a GPU or its memory
             assert set(re.findall(r"gpu=(\d+), gpu_mem_mb=(\d+)", out)) == {("0", "0")}

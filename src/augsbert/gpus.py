@@ -15,10 +15,12 @@ the card idle. A local run therefore packs jobs by memory:
    ones) are dropped when the ledger is next read. Summed memory can fit while no single GPU has
    room (fragmentation): the job then waits for one.
 
-Without GPUs, in a run that submits to a cluster or inside a SLURM job (SLURM hands out GPUs there:
-the cluster profile keeps one GPU per job), or when the user sets `--resources gpu_mem_mb=...` or
-`gpu=...` themselves, nothing is packed: the run keeps the former limit of one model job at a time
-(`gpu=1`), which without GPUs also keeps CPU-bound model jobs from competing for the same cores.
+In a run that submits to a cluster or inside a SLURM job (SLURM hands out GPUs there: the cluster
+profile keeps one GPU per job), or when the user sets `--resources gpu_mem_mb=...` or `gpu=...`
+themselves, nothing is packed: the run keeps the former limit of one model job at a time (`gpu=1`).
+Without GPUs the same limit is named `model_jobs=1` (it keeps CPU-bound model jobs from competing for
+the same cores), and the jobs carry no `gpu` or `gpu_mem_mb`: nothing on the console names a GPU that
+is not there.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ GPUS_INVENTORY_ENV = "AUGSBERT_GPU_INVENTORY"  # "<index>:<MB>,..." (or "<MB>,..
 LEDGER_ENV = "AUGSBERT_GPU_LEDGER"  # set by the Snakefile for a packed local run
 JOB_GPU_MEM_ENV = "AUGSBERT_JOB_GPU_MEM_MB"  # set by each rule from its `gpu_mem_mb` resource
 JOB_GPUS_ENV = "AUGSBERT_JOB_GPUS"  # set by each rule from its `gpu` resource
+MODEL_JOBS = "model_jobs"  # the resource that holds model jobs to one at a time where no GPU is visible
 HEADROOM = 0.05  # of each GPU's memory left unclaimed: the driver's own use, other programs' contexts
 POLL_S = 1.0
 
@@ -104,13 +107,13 @@ def local_gpu_resources(given: Mapping[str, object], env: Mapping[str, str] | No
     it holds a group job's model jobs to one after the other on the group's one GPU.
     """
     env = os.environ if env is None else env
-    if "gpu" in given or "gpu_mem_mb" in given:  # the user's own limits stand
+    if "gpu" in given or "gpu_mem_mb" in given or MODEL_JOBS in given:  # the user's own limits stand
         return {}
     if submits or env.get("SLURM_JOB_ID"):
         return {"gpu": 1}
     gpus = inventory(env)
-    if not gpus:
-        return {"gpu": 1}
+    if not gpus:  # the same limit under its own name: no job shows a `gpu` it does not get
+        return {MODEL_JOBS: 1}
     return {"gpu_mem_mb": sum(gpu.usable_mb for gpu in gpus)}
 
 
