@@ -85,6 +85,7 @@ class Known:
     make_targets: set
     commands: dict  # augsbert subcommand (and alias) -> its argparse parser
     errors: list = field(default_factory=list)
+    written: set = field(default_factory=set)  # files the page itself writes (`cat > my.yaml <<'EOF'`)
 
 
 def known() -> Known:
@@ -109,7 +110,7 @@ def placeholder(token: str) -> bool:
 
 
 def check_path(token: str, where: str, known_: Known) -> None:
-    if placeholder(token) or re.search(r"[*{}]", token):
+    if placeholder(token) or re.search(r"[*{}]", token) or token in known_.written:
         return
     if not (REPO / token.rstrip("/")).exists():
         known_.errors.append(f"{where}: no file or folder {token}")
@@ -260,9 +261,28 @@ def split_commands(line: str) -> list[list[str]]:
     return [c for c in commands if c]
 
 
+HEREDOC = re.compile(r"<<-?\s*'?\"?(\w+)'?\"?")
+
+
+def heredocs(text: str) -> list[str]:
+    """The bodies of the here-documents (`cat > file <<'EOF' ... EOF`) of a shell block: file contents."""
+    bodies, lines = [], text.split("\n")
+    for i, line in enumerate(lines):
+        if m := HEREDOC.search(line):
+            end = next((j for j in range(i + 1, len(lines)) if lines[j].strip() == m.group(1)), len(lines))
+            bodies.append("\n".join(lines[i + 1:end]))
+    return bodies
+
+
 def check_shell(text: str, where: str, known_: Known, strict: bool = True) -> None:
     variables: dict[str, str] = {}
+    until = None  # the terminator of a here-document being skipped (its lines are a file's content)
     for number, line in enumerate(text.replace("\\\n", " ").split("\n")):
+        if until is not None:
+            until = None if line.strip() == until else until
+            continue
+        if m := HEREDOC.search(line):
+            until = m.group(1)
         if not line.strip():
             continue
         for name, value in re.findall(r"^([A-Za-z_]\w*)=(\S+)\s", line.strip() + " "):
@@ -299,9 +319,28 @@ def check_layout(text: str, where: str, known_: Known) -> None:
                 check_path(("src/augsbert/" if line.startswith("  ") else "") + name, where, known_)
 
 
+def document_experiments(path: Path) -> set[str]:
+    """Experiments a page defines itself, in a config file it writes (a here-document) or shows (yaml block)."""
+    names = set()
+    for block in code_blocks(path):
+        bodies = heredocs(block.text) if block.lang in SHELL else [block.text] if block.lang == "yaml" else []
+        for body in bodies:
+            try:
+                data = yaml.safe_load(body)
+            except yaml.YAMLError:
+                continue
+            if isinstance(data, dict) and isinstance(data.get("experiments"), dict):
+                names |= set(data["experiments"])
+    return names
+
+
 def check_document(path: Path, known_: Known) -> None:
     rel = path.relative_to(REPO)
     text = path.read_text()
+    # the page's own experiments (my.yaml of docs/guide/own-data.md) are targets of its commands; errors shared
+    written = {m for block in code_blocks(path) if block.lang in SHELL
+               for m in re.findall(r"^\s*cat > (\S+) <<", block.text, re.M)}
+    known_ = dataclasses.replace(known_, experiments=known_.experiments | document_experiments(path), written=written)
     layout_at = text.find("## Layout")
     for block in code_blocks(path):
         where = f"{rel}:{block.line}"
