@@ -293,6 +293,27 @@ def check_shell(text: str, where: str, known_: Known, strict: bool = True) -> No
             check_command(command, f"{where}+{number}", known_, strict)
 
 
+VENV_PROGRAMS = ("augsbert", "snakemake", "mkdocs")  # installed in .venv only: a bare name needs an activated venv
+
+
+def bare_programs(text: str) -> list[str]:
+    """The commands of a shell block that call a program of the venv by its bare name (they fail as written
+    from the repository root unless the venv is activated)."""
+    found, until = [], None
+    for line in text.replace("\\\n", " ").split("\n"):
+        if until is not None:
+            until = None if line.strip() == until else until
+            continue
+        if m := HEREDOC.search(line):
+            until = m.group(1)
+        for command in split_commands(line) if line.strip() else []:
+            while command and re.fullmatch(r"[A-Za-z_]\w*=\S*", command[0]):
+                command = command[1:]
+            if command and command[0] in VENV_PROGRAMS:
+                found.append(command[0])
+    return found
+
+
 def check_python_block(text: str, where: str, known_: Known) -> None:
     for node in ast.walk(ast.parse(text)):
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("augsbert"):
@@ -348,6 +369,9 @@ def check_document(path: Path, known_: Known) -> None:
             known_.errors.append(f"{where}: a code block without a language (bash, python, text, ...)")
         elif block.lang in SHELL:
             check_shell(block.text, where, known_)
+            if "source .venv/bin/activate" not in text:  # issue 42: commands run as written from the root
+                known_.errors += [f"{where}: `{program}` needs an activated venv; write .venv/bin/{program}"
+                                  for program in bare_programs(block.text)]
         elif block.lang == "python":
             check_python_block(block.text, where, known_)
         elif block.lang == "text" and layout_at >= 0 and text.find(block.text) > layout_at:
@@ -406,6 +430,8 @@ def test_the_command_check_finds_what_does_not_exist(what_exists):
         found = fresh(what_exists)
         check_shell(text, "t", found)
         assert len(found.errors) == 1 and message in found.errors[0], (text, found.errors)
+    assert bare_programs("snakemake -n x\nX=1 augsbert list && .venv/bin/augsbert plan\ncat > f <<'EOF'\nsnakemake\nEOF") \
+        == ["snakemake", "augsbert"]
     good = fresh(what_exists)
     check_shell("make demo DEMO=results/demo_zeroshot.json\nEXP=demo_cbe\n.venv/bin/snakemake results/$EXP.json "
                 "--cache  # comment results/nothing.json\naugsbert export --experiment demo.bm25.lee --model student",
@@ -496,3 +522,36 @@ def test_a_schema_key_without_a_description_stops_the_reference_and_the_build(mo
     config = load_config(str(REPO / "mkdocs.yml"), site_dir=str(tmp_path / "site"))
     with pytest.raises(MissingDescription, match=r"teacher\.lr"):
         build(config)
+
+
+# --- pointers in the shipped config -----------------------------------------------------------------------
+
+GENERATED_PAGES = {"docs/reference/configuration.md"}  # built from the schema with the site (no file in docs/)
+POINTING_FILES = ("config/config.yaml", "config/grids/demo_quick.yaml", "profiles/default/config.yaml")
+
+
+def pointers(text: str) -> list[tuple[int, str]]:
+    """(line, pointer) of every repository path and README section named in a file's comments."""
+    found = []
+    for number, line in enumerate(text.split("\n"), 1):
+        comment = line.partition("#")[2]
+        found += [(number, m) for m in re.findall(r"\b(?:docs|src|workflow|config|profiles|tests)/[\w./-]+\w", comment)]
+        found += [(number, f'README "{m}"') for m in re.findall(r'README "([^"]+)"', comment)]
+    return found
+
+
+def test_pointers_in_the_shipped_config_lead_somewhere():
+    """Issue 42: config.yaml pointed at README sections that had moved to docs/; every path named in the
+    comments of the shipped config and profile exists, and no comment names a README section."""
+    readme_sections = set(re.findall(r"^#+ (.+)$", (REPO / "README.md").read_text(), re.M))
+    broken = []
+    for name in POINTING_FILES:
+        for line, pointer in pointers((REPO / name).read_text()):
+            if pointer.startswith("README "):
+                if pointer[8:-1] not in readme_sections:
+                    broken.append(f"{name}:{line}: {pointer} (no such README section)")
+            elif pointer not in GENERATED_PAGES and not (REPO / pointer).exists():
+                broken.append(f"{name}:{line}: {pointer} does not exist")
+    assert broken == []
+    assert pointers('x: 1  # see README "Real data" and docs/guide/nothing.md') == [
+        (1, "docs/guide/nothing.md"), (1, 'README "Real data"')]
