@@ -244,8 +244,11 @@ def _list_command(sub) -> None:
 
         if args.config and args.kind is None and args.config[-1] in KINDS and not Path(args.config[-1]).exists():
             args.kind = args.config.pop()  # `list --config my.yaml experiments`: --config took the kind
-        text = render_list(load_configs(args.config, lazy=True), (args.kind,) if args.kind else KINDS)
-        print(text if args.long else cut(text, shutil.get_terminal_size().columns))
+        width = shutil.get_terminal_size().columns
+        config = load_configs(args.config, lazy=True)
+        kinds = (args.kind,) if args.kind else KINDS
+        # cut to the terminal; no column but the description wider than a third of it
+        print(render_list(config, kinds) if args.long else cut(render_list(config, kinds, max(width // 3, 12)), width))
 
     p.set_defaults(handler=handler)
 
