@@ -675,6 +675,7 @@ def config_files(given: list[str | Path] | None) -> list[Path]:
     """The config files the CLI's `--config` reads, in order, as Snakemake reads its: the shipped
     config/config.yaml (when the current directory has one), then each given file, every file once."""
     files = [SHIPPED_CONFIG] if SHIPPED_CONFIG.is_file() else []
+    given = [given] if isinstance(given, (str, Path)) else given  # one file, as --config took it before
     for path in map(Path, given or []):
         if not any(path.resolve() == seen.resolve() for seen in files):
             files.append(path)
