@@ -171,7 +171,7 @@ def test_data_parallel_and_oversized_claims(tmp_path, live_pids):
 def test_jobs_take_their_gpu_before_torch_starts(tmp_path):
     """Three real job processes of a packed run (as the rules start them): two GPUs of 10 GB, 4 GB each."""
     env = {**os.environ, "AUGSBERT_GPU_INVENTORY": "0:10000,1:10000", "AUGSBERT_GPU_LEDGER": str(tmp_path / "l.json"),
-           "AUGSBERT_JOB_GPUS": "1", "AUGSBERT_JOB_GPU_MEM_MB": "4000"}
+           "AUGSBERT_JOB_GPU_CLAIM": "1:4000"}
     env.pop("CUDA_VISIBLE_DEVICES", None)
     code = ("import os, sys; from augsbert.gpus import claim_for_job; claim_for_job(); "
             "print(os.environ['CUDA_VISIBLE_DEVICES'], flush=True); sys.stdin.read()")
@@ -233,7 +233,7 @@ def test_dry_run_packs_model_jobs_onto_the_gpus(demo_checkout, inventory):
     at_once = max(k for k in range(1, len(model_jobs) + 1) if sum(sorted(model_jobs, reverse=True)[:k]) <= limit)
     assert at_once >= (3 if inventory.count(":") == 1 else 6), (model_jobs, limit)
     # each job passes its claim to the command (augsbert.gpus.claim_for_job)
-    assert re.search(r"AUGSBERT_JOB_GPUS=1 AUGSBERT_JOB_GPU_MEM_MB=\d+ augsbert teacher", out)
+    assert re.search(r" AUGSBERT_JOB_GPU_CLAIM=1:\d+ augsbert teacher", out)
 
 
 def test_dry_run_without_packing(demo_checkout):
@@ -249,3 +249,14 @@ def test_dry_run_without_packing(demo_checkout):
             assert not re.search(r"\bgpu(_mem_mb)?=|AUGSBERT_JOB_GPU", out), out
         if args[-1:] == ("device=cpu",):  # packing is on, but no job asks for a GPU or its memory
             assert set(re.findall(r"gpu=(\d+), gpu_mem_mb=(\d+)", out)) == {("0", "0")}
+
+
+def test_the_claim_a_rule_writes_is_one_shell_word_and_no_rerun_trigger():
+    """Issue 42: `AUGSBERT_JOB_GPU_CLAIM=<gpus>:<MB>` in a packed run, nothing elsewhere; a type of its own, which
+    Snakemake's params rerun trigger leaves out (so packing or not never reruns a finished job)."""
+    from snakemake.persistence import UNREPRESENTABLE, PersistenceBase as Persistence
+    from snakemake.utils import format as snakemake_format
+
+    assert snakemake_format("{c:q} augsbert", c=gpus.JobClaim(1, 4000)) == "AUGSBERT_JOB_GPU_CLAIM=1:4000 augsbert"
+    assert snakemake_format("{c:q} augsbert", c=gpus.JobClaim()) == " augsbert"
+    assert Persistence._serialize_param_builtin(None, gpus.JobClaim(1, 4000)) is UNREPRESENTABLE

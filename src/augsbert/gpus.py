@@ -39,6 +39,8 @@ GPUS_INVENTORY_ENV = "AUGSBERT_GPU_INVENTORY"  # "<index>:<MB>,..." (or "<MB>,..
 LEDGER_ENV = "AUGSBERT_GPU_LEDGER"  # set by the Snakefile for a packed local run
 JOB_GPU_MEM_ENV = "AUGSBERT_JOB_GPU_MEM_MB"  # set by each rule from its `gpu_mem_mb` resource
 JOB_GPUS_ENV = "AUGSBERT_JOB_GPUS"  # set by each rule from its `gpu` resource
+# both in one shell word, `<gpus>:<MB>`, as the stage rules pass them in a packed run (JobClaim)
+JOB_CLAIM_ENV = "AUGSBERT_JOB_GPU_CLAIM"
 MODEL_JOBS = "model_jobs"  # the resource that holds model jobs to one at a time where no GPU is visible
 HEADROOM = 0.05  # of each GPU's memory left unclaimed: the driver's own use, other programs' contexts
 POLL_S = 1.0
@@ -231,8 +233,9 @@ def claim_for_job(env: Mapping[str, str] | None = None) -> list[str] | None:
 
     env = os.environ if env is None else env
     ledger = env.get(LEDGER_ENV)
-    mem_mb = int(env.get(JOB_GPU_MEM_ENV) or 0)
-    count = int(env.get(JOB_GPUS_ENV) or 0)
+    count, _, mem = (env.get(JOB_CLAIM_ENV) or "").partition(":")
+    count, mem_mb = (int(count or 0), int(mem or 0)) if env.get(JOB_CLAIM_ENV) else (
+        int(env.get(JOB_GPUS_ENV) or 0), int(env.get(JOB_GPU_MEM_ENV) or 0))
     if not ledger or mem_mb <= 0 or count <= 0 or env.get("SLURM_JOB_ID") or env.get("LOCAL_RANK"):
         return None
     gpus = inventory(env)
@@ -243,3 +246,20 @@ def claim_for_job(env: Mapping[str, str] | None = None) -> list[str] | None:
     atexit.register(release, Path(ledger))
     os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(chosen)
     return chosen
+
+
+class JobClaim:
+    """What a stage rule writes before its command: `AUGSBERT_JOB_GPU_CLAIM=<gpus>:<MB>` in a packed local run
+    (one shell word, an assignment, so quoting leaves it one), nothing elsewhere: no GPU named where none is.
+
+    Not a str on purpose: Snakemake leaves a param of a type of its own out of its `params` rerun trigger, so
+    whether a run packs GPUs (and how much memory it estimates) never reruns a finished job."""
+
+    def __init__(self, gpus: int = 0, mem_mb: int = 0):
+        self.text = f"{JOB_CLAIM_ENV}={int(gpus)}:{int(mem_mb)}" if gpus else ""
+
+    def __format__(self, spec: str) -> str:
+        return format(self.text, spec)
+
+    def __str__(self) -> str:
+        return self.text

@@ -197,11 +197,11 @@ def sized(name, stage):
 
 
 def gpu_claim(wildcards, resources):
-    """`env AUGSBERT_JOB_GPUS=<n> AUGSBERT_JOB_GPU_MEM_MB=<MB>` before a job's command in a packed local run (the
-    job claims its GPU with them, augsbert.gpus.claim_for_job); nothing elsewhere."""
+    """`AUGSBERT_JOB_GPU_CLAIM=<gpus>:<MB>` before a job's command in a packed local run (the job claims its GPU
+    with it, augsbert.gpus.claim_for_job); nothing elsewhere (augsbert.gpus.JobClaim)."""
     if "gpu_mem_mb" not in _local:
-        return []
-    return ["env", f"{_gpus.JOB_GPUS_ENV}={resources.gpu}", f"{_gpus.JOB_GPU_MEM_ENV}={resources.gpu_mem_mb}"]
+        return _gpus.JobClaim()
+    return _gpus.JobClaim(resources.gpu, resources.gpu_mem_mb)
 
 
 def sized_threads(stage):

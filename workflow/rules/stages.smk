@@ -39,8 +39,8 @@ for _stage in REGISTRY.values():
             gpu_claim=gpu_claim,
         # the wildcard, not the loop variable: a shell directive is evaluated when the job runs, after the
         # loop (`augsbert zero_shot` runs the command `zero-shot`). In a packed local run the job's GPU count
-        # and memory tell it which GPU it may take (`env AUGSBERT_JOB_GPUS=...`, augsbert/gpus.py; empty
-        # elsewhere). `3>&2` keeps the console for the job's progress lines (augsbert/progress.py).
+        # and memory tell it which GPU it may take (`AUGSBERT_JOB_GPU_CLAIM=<gpus>:<MB>`, augsbert/gpus.py;
+        # empty elsewhere). `3>&2` keeps the console for the job's progress lines (augsbert/progress.py).
         shell:
             "{params.gpu_claim:q} augsbert {wildcards.stage:q} --spec {params.spec:q} --out {output:q} "
             "3>&2 >> {log:q} 2>&1"
