@@ -1,4 +1,4 @@
-# Two commands (see README):  make demo  |  make test
+# Two commands (see README):  make demo  |  make test   (and make demo-full: the 3-seed demo grid)
 # Both create/update the virtual environment first.
 
 VENV   ?= .venv
@@ -12,7 +12,7 @@ TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 PY  := $(VENV)/bin/python
 PIP := $(PY) -m pip
 
-.PHONY: setup demo test clean-venv
+.PHONY: setup demo demo-full test clean-venv
 
 setup: $(VENV)/.installed
 
@@ -33,15 +33,17 @@ $(VENV)/.installed: pyproject.toml
 	$(PIP) install -e ".[test]"
 	touch $@
 
-DEMO ?= results/tables/demo.md
+# the first run: every stage once, one seed, a few minutes (config/grids/demo_quick.yaml); demo-full: the
+# 3-seed demo grid (config/grids/demo.yaml, 36 jobs, about 25 minutes on 2 cores)
+DEMO ?= results/tables/demo_quick.md
 TEST_WORKERS ?= 2
 
 demo: setup
-	$(VENV)/bin/snakemake --cores $(CORES) $(DEMO)
-	@for f in $(DEMO); do case $$f in \
-	  *.md) cat $$f ;; \
-	  *.json) $(PY) -c "import json,sys; r=json.load(open(sys.argv[1])); print(r['experiment'] + ':', ', '.join(f\"{m} {v['summary']['spearman']['mean']:.2f}/{v['summary']['pearson']['mean']:.2f}\" for m, v in r['models'].items()), '(test Spearman/Pearson x 100)')" $$f ;; \
-	esac; done
+	AUGSBERT_PRINT_TABLES=0 $(VENV)/bin/snakemake --cores $(CORES) $(DEMO)
+	@$(PY) -m augsbert.reporting.console $(DEMO)
+
+demo-full: setup
+	$(MAKE) demo DEMO=results/tables/demo.md
 
 test: setup
 	# bytecode of the package, once: every job the workflow tests start imports it (about 0.7 s each without;

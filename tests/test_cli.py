@@ -143,9 +143,11 @@ def words(out: str) -> list[list[str]]:
     return [re.split(r"\s{2,}", line) for line in out.splitlines()]
 
 
-def test_list_names_each_item_with_its_data_and_whether_it_is_present(tmp_path, capsys):
+def test_list_names_each_item_with_its_data_and_whether_it_is_present(tmp_path, capsys, monkeypatch):
     cfg = tmp_path / "c.yaml"
     cfg.write_text(LIST_CONFIG.format(tmp=tmp_path))
+    monkeypatch.chdir(tmp_path)  # no config/config.yaml here for --config to merge c.yaml over
+    monkeypatch.setenv("COLUMNS", "1000")
     assert main(["list", "experiments", "--config", str(cfg)]) == 0
     assert words(capsys.readouterr().out) == [
         ["EXPERIMENT", "DATA", "DESCRIPTION"],
@@ -275,3 +277,17 @@ def test_plan_into_a_closed_pipe_stops_quietly():
     assert first == b"{\n", first
     assert proc.wait(timeout=120) == 141, err
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
+def test_list_cuts_each_line_to_the_terminal_and_long_keeps_it_whole(capsys, monkeypatch):
+    """Issue 42: one line per item, cut to the terminal's width (`--long`: whole lines); the shipped config."""
+    monkeypatch.chdir(REPO)
+    monkeypatch.setenv("COLUMNS", "60")
+    assert main(["list", "grids"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("GRID") and max(map(len, lines)) <= 60 and any(line.endswith("…") for line in lines)
+    assert main(["list", "grids", "--long"]) == 0
+    whole = capsys.readouterr().out.splitlines()
+    assert len(whole) == len(lines) and max(map(len, whole)) > 60 and not any(w.endswith("…") for w in whole)
+    assert [line.split()[0] for line in lines] == [w.split()[0] for w in whole]  # the same items, one line each
+    assert all("…" in line for line, w in zip(lines[1:], whole[1:]) if len(w) > 60)

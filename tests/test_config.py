@@ -309,3 +309,88 @@ def test_a_key_written_twice_is_refused_naming_file_line_and_key(tmp_path):
     # a merge key (`<<: *anchor`) is not a duplicate: explicit keys override merged ones by design
     config.write_text("base: &b {lr: 1, epochs: 2}\nover:\n  <<: *b\n  lr: 3\n")
     assert read_config(config)["over"] == {"lr": 3, "epochs": 2}
+
+
+# --- issue 42: messages that point the way -------------------------------------------------------------------
+
+def test_a_mistyped_loader_is_one_line_with_did_you_mean_not_buried_in_follow_on_errors(raw_config):
+    raw_config["datasets"]["mine"] = {"loader": "pair_file", "train": "a.csv", "test": "b.csv", "score_range": [0, 5]}
+    with pytest.raises(ConfigError) as err:
+        prepare_config(raw_config)
+    assert str(err.value) == (
+        "datasets.mine.loader: 'pair_file' is not a choice; did you mean 'pairs_file'? choose from lee, stsb, "
+        "bws_cross_topic, bws_in_topic, spanish_sts, pairs_file, text_file")
+
+
+def test_a_mistyped_choice_comes_first_with_did_you_mean(raw_config):
+    raw_config["datasets"]["lee"]["on_bad_rows"] = "skipp"
+    raw_config["xyzzy"] = 1
+    with pytest.raises(ConfigError) as err:
+        prepare_config(raw_config)
+    assert str(err.value).split("\n")[:2] == [
+        "invalid configuration:",
+        "  datasets.lee.on_bad_rows: 'skipp' is not a choice; did you mean 'skip'? choose from error, skip"]
+
+
+def test_an_unknown_experiment_names_the_closest_and_where_the_rest_are(raw_config):
+    plan = Plan(prepare_config(raw_config, lazy=True))
+    with pytest.raises(ConfigError) as err:
+        plan.experiment("demo_cbee")
+    count = len(plan.experiments)
+    assert str(err.value) == (
+        "unknown experiment 'demo_cbee'\n"
+        "  did you mean 'demo_cbe', 'demo_ce' or 'demo_simcse'?\n"
+        f"  all {count} experiments: .venv/bin/augsbert list experiments\n"
+        "  defined in a config file of your own? Name that file: snakemake --configfile my.yaml -- "
+        "results/demo_cbee.json (`--` ends the list of config files), or augsbert ... --config my.yaml")
+    with pytest.raises(ConfigError) as err:
+        plan.grid_spec("zzz")
+    assert str(err.value).split("\n")[:2] == ["unknown grid 'zzz'", "  no grid has a similar name"]
+    assert "results/tables/zzz.md" in str(err.value)
+
+
+def test_a_results_file_or_a_target_given_as_a_config_says_what_happened(tmp_path, monkeypatch):
+    from augsbert.config import check_config_file, load_configs
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "x.json").write_text('{"experiment": "x", "config_hash": "abc", "models": {}}')
+    with pytest.raises(ConfigError) as err:
+        check_config_file("results/x.json")
+    assert str(err.value) == (
+        "results/x.json was read as a config file, but it is a results file. Snakemake's --configfile takes every "
+        "path after it up to the next option, so a target written after it becomes one more config file: end the "
+        "config files with `--` (snakemake -n --configfile my.yaml -- results/x.json) or name the targets first")
+    with pytest.raises(ConfigError) as err:
+        load_configs(["results/x.json"])  # the CLI's --config
+    assert str(err.value) == ("--config results/x.json: it is a results file; --config takes config YAML files "
+                              "(config/config.yaml, a file of your own)")
+    (tmp_path / "notes.yaml").write_text("title: x\nitems: [1, 2]\n")
+    with pytest.raises(ConfigError) as err:
+        load_configs(["notes.yaml"])
+    assert str(err.value).startswith("--config notes.yaml: it is not a config (top-level keys title, items; a config "
+                                     "has data_dir, seeds, ")
+    (tmp_path / "mine.yaml").write_text("experiments: {e: {dataset: lee}}\n")
+    check_config_file("mine.yaml")  # a config of one section is a config
+
+
+def test_config_files_merge_over_the_shipped_config_as_snakemake_does(tmp_path, monkeypatch):
+    from augsbert.config import config_files, load_configs
+
+    monkeypatch.chdir(REPO)
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("experiments:\n  mine_zeroshot: {dataset: lee, models: [zero_shot]}\ndefaults:\n  student: {lr: 1.0e-5}\n")
+    assert config_files([mine]) == [REPO / "config" / "config.yaml", mine] or config_files([mine])[1:] == [mine]
+    assert config_files(["config/config.yaml", mine])[1:] == [mine]  # the shipped one once
+    config = load_configs([mine], lazy=True)
+    assert {"mine_zeroshot", "demo_cbe"} <= set(config["experiments"])  # both files' experiments
+    assert config["experiments"]["demo_cbe"]["student"]["lr"] == 1.0e-5  # merged key by key
+    assert config["experiments"]["demo_cbe"]["student"]["epochs"] == 3
+    other = tmp_path / "other.yaml"
+    other.write_text("experiments:\n  mine_zeroshot: {models: [zero_shot, lower_bound]}\n")
+    assert load_configs([mine, other], lazy=True)["experiments"]["mine_zeroshot"]["models"] == ["zero_shot",
+                                                                                              "lower_bound"]
+    monkeypatch.chdir(tmp_path)  # no config/config.yaml here: the given files alone
+    assert config_files([mine]) == [mine]
+    with pytest.raises(ConfigError, match="no config: config/config.yaml is not in the current directory"):
+        config_files([])

@@ -85,6 +85,7 @@ class Known:
     make_targets: set
     commands: dict  # augsbert subcommand (and alias) -> its argparse parser
     errors: list = field(default_factory=list)
+    written: set = field(default_factory=set)  # files the page itself writes (`cat > my.yaml <<'EOF'`)
 
 
 def known() -> Known:
@@ -109,7 +110,7 @@ def placeholder(token: str) -> bool:
 
 
 def check_path(token: str, where: str, known_: Known) -> None:
-    if placeholder(token) or re.search(r"[*{}]", token):
+    if placeholder(token) or re.search(r"[*{}]", token) or token in known_.written:
         return
     if not (REPO / token.rstrip("/")).exists():
         known_.errors.append(f"{where}: no file or folder {token}")
@@ -260,9 +261,28 @@ def split_commands(line: str) -> list[list[str]]:
     return [c for c in commands if c]
 
 
+HEREDOC = re.compile(r"<<-?\s*'?\"?(\w+)'?\"?")
+
+
+def heredocs(text: str) -> list[str]:
+    """The bodies of the here-documents (`cat > file <<'EOF' ... EOF`) of a shell block: file contents."""
+    bodies, lines = [], text.split("\n")
+    for i, line in enumerate(lines):
+        if m := HEREDOC.search(line):
+            end = next((j for j in range(i + 1, len(lines)) if lines[j].strip() == m.group(1)), len(lines))
+            bodies.append("\n".join(lines[i + 1:end]))
+    return bodies
+
+
 def check_shell(text: str, where: str, known_: Known, strict: bool = True) -> None:
     variables: dict[str, str] = {}
+    until = None  # the terminator of a here-document being skipped (its lines are a file's content)
     for number, line in enumerate(text.replace("\\\n", " ").split("\n")):
+        if until is not None:
+            until = None if line.strip() == until else until
+            continue
+        if m := HEREDOC.search(line):
+            until = m.group(1)
         if not line.strip():
             continue
         for name, value in re.findall(r"^([A-Za-z_]\w*)=(\S+)\s", line.strip() + " "):
@@ -271,6 +291,27 @@ def check_shell(text: str, where: str, known_: Known, strict: bool = True) -> No
             line = line.replace(f"${name}", value)
         for command in split_commands(line):
             check_command(command, f"{where}+{number}", known_, strict)
+
+
+VENV_PROGRAMS = ("augsbert", "snakemake", "mkdocs")  # installed in .venv only: a bare name needs an activated venv
+
+
+def bare_programs(text: str) -> list[str]:
+    """The commands of a shell block that call a program of the venv by its bare name (they fail as written
+    from the repository root unless the venv is activated)."""
+    found, until = [], None
+    for line in text.replace("\\\n", " ").split("\n"):
+        if until is not None:
+            until = None if line.strip() == until else until
+            continue
+        if m := HEREDOC.search(line):
+            until = m.group(1)
+        for command in split_commands(line) if line.strip() else []:
+            while command and re.fullmatch(r"[A-Za-z_]\w*=\S*", command[0]):
+                command = command[1:]
+            if command and command[0] in VENV_PROGRAMS:
+                found.append(command[0])
+    return found
 
 
 def check_python_block(text: str, where: str, known_: Known) -> None:
@@ -299,9 +340,28 @@ def check_layout(text: str, where: str, known_: Known) -> None:
                 check_path(("src/augsbert/" if line.startswith("  ") else "") + name, where, known_)
 
 
+def document_experiments(path: Path) -> set[str]:
+    """Experiments a page defines itself, in a config file it writes (a here-document) or shows (yaml block)."""
+    names = set()
+    for block in code_blocks(path):
+        bodies = heredocs(block.text) if block.lang in SHELL else [block.text] if block.lang == "yaml" else []
+        for body in bodies:
+            try:
+                data = yaml.safe_load(body)
+            except yaml.YAMLError:
+                continue
+            if isinstance(data, dict) and isinstance(data.get("experiments"), dict):
+                names |= set(data["experiments"])
+    return names
+
+
 def check_document(path: Path, known_: Known) -> None:
     rel = path.relative_to(REPO)
     text = path.read_text()
+    # the page's own experiments (my.yaml of docs/guide/own-data.md) are targets of its commands; errors shared
+    written = {m for block in code_blocks(path) if block.lang in SHELL
+               for m in re.findall(r"^\s*cat > (\S+) <<", block.text, re.M)}
+    known_ = dataclasses.replace(known_, experiments=known_.experiments | document_experiments(path), written=written)
     layout_at = text.find("## Layout")
     for block in code_blocks(path):
         where = f"{rel}:{block.line}"
@@ -309,6 +369,9 @@ def check_document(path: Path, known_: Known) -> None:
             known_.errors.append(f"{where}: a code block without a language (bash, python, text, ...)")
         elif block.lang in SHELL:
             check_shell(block.text, where, known_)
+            if "source .venv/bin/activate" not in text:  # issue 42: commands run as written from the root
+                known_.errors += [f"{where}: `{program}` needs an activated venv; write .venv/bin/{program}"
+                                  for program in bare_programs(block.text)]
         elif block.lang == "python":
             check_python_block(block.text, where, known_)
         elif block.lang == "text" and layout_at >= 0 and text.find(block.text) > layout_at:
@@ -367,6 +430,8 @@ def test_the_command_check_finds_what_does_not_exist(what_exists):
         found = fresh(what_exists)
         check_shell(text, "t", found)
         assert len(found.errors) == 1 and message in found.errors[0], (text, found.errors)
+    assert bare_programs("snakemake -n x\nX=1 augsbert list && .venv/bin/augsbert plan\ncat > f <<'EOF'\nsnakemake\nEOF") \
+        == ["snakemake", "augsbert"]
     good = fresh(what_exists)
     check_shell("make demo DEMO=results/demo_zeroshot.json\nEXP=demo_cbe\n.venv/bin/snakemake results/$EXP.json "
                 "--cache  # comment results/nothing.json\naugsbert export --experiment demo.bm25.lee --model student",
@@ -457,3 +522,36 @@ def test_a_schema_key_without_a_description_stops_the_reference_and_the_build(mo
     config = load_config(str(REPO / "mkdocs.yml"), site_dir=str(tmp_path / "site"))
     with pytest.raises(MissingDescription, match=r"teacher\.lr"):
         build(config)
+
+
+# --- pointers in the shipped config -----------------------------------------------------------------------
+
+GENERATED_PAGES = {"docs/reference/configuration.md"}  # built from the schema with the site (no file in docs/)
+POINTING_FILES = ("config/config.yaml", "config/grids/demo_quick.yaml", "profiles/default/config.yaml")
+
+
+def pointers(text: str) -> list[tuple[int, str]]:
+    """(line, pointer) of every repository path and README section named in a file's comments."""
+    found = []
+    for number, line in enumerate(text.split("\n"), 1):
+        comment = line.partition("#")[2]
+        found += [(number, m) for m in re.findall(r"\b(?:docs|src|workflow|config|profiles|tests)/[\w./-]+\w", comment)]
+        found += [(number, f'README "{m}"') for m in re.findall(r'README "([^"]+)"', comment)]
+    return found
+
+
+def test_pointers_in_the_shipped_config_lead_somewhere():
+    """Issue 42: config.yaml pointed at README sections that had moved to docs/; every path named in the
+    comments of the shipped config and profile exists, and no comment names a README section."""
+    readme_sections = set(re.findall(r"^#+ (.+)$", (REPO / "README.md").read_text(), re.M))
+    broken = []
+    for name in POINTING_FILES:
+        for line, pointer in pointers((REPO / name).read_text()):
+            if pointer.startswith("README "):
+                if pointer[8:-1] not in readme_sections:
+                    broken.append(f"{name}:{line}: {pointer} (no such README section)")
+            elif pointer not in GENERATED_PAGES and not (REPO / pointer).exists():
+                broken.append(f"{name}:{line}: {pointer} does not exist")
+    assert broken == []
+    assert pointers('x: 1  # see README "Real data" and docs/guide/nothing.md') == [
+        (1, "docs/guide/nothing.md"), (1, 'README "Real data"')]

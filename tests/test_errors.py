@@ -113,6 +113,12 @@ def _jsonl(record):
     return setup
 
 
+def _scores_0_to_5(tmp, mp):
+    """Issue 42: STS-style scores 0-5 without `score_range` (default [0, 1])."""
+    (tmp / "p.csv").write_text("sentence1,sentence2,score\na,b,0.5\nc,d,4.2\ne,f,5\ng,h,0\n")
+    return ["prepare-data", "--config", mine(tmp, train="p.csv", test="p.csv"), "--experiment", "e"]
+
+
 def _unrelated_file(content: bytes):
     def setup(tmp, mp):
         (tmp / "secret").write_bytes(content)
@@ -211,6 +217,15 @@ CASES = [
     Case("jsonl score that is a boolean", _jsonl({"sentence1": "a", "sentence2": "b", "score": True}),
          "augsbert prepare-data: error: dataset 'mine': 1 bad row(s):\n"
          "  {tmp}/p.jsonl:2: key 'score' holds a boolean (true), expected a number\n" + FIX_ROWS + "\n"),
+    Case("scores on a 0-5 scale without score_range: the observed range and the score_range to set", _scores_0_to_5,
+         "augsbert prepare-data: error: dataset 'mine': 4 bad row(s):\n"
+         "  {tmp}/p.csv:3: score 4.2 outside the declared range [0, 1]\n"
+         "  {tmp}/p.csv:4: score 5 outside the declared range [0, 1]\n"
+         "  {tmp}/p.csv:3: score 4.2 outside the declared range [0, 1]\n"
+         "  {tmp}/p.csv:4: score 5 outside the declared range [0, 1]\n"
+         "The scores run from 0 to 5, and 4 row(s) lie outside datasets.mine.score_range: [0, 1] (default [0, 1]). "
+         "If your scale is wider, set datasets.mine.score_range: [0, 5] (the scale's bounds; scores are rescaled to "
+         "[0, 1] from it).\n"),
     Case("dataset path at an unrelated text file", _unrelated_file(b"ghp_SECRET0123456789abcdef,token\n"),
          "augsbert prepare-data: error: {tmp}/secret:1: header lacks column(s) ['id', 'argument1', 'argument2', "
          "'topic', 'score'] (found 2 column(s))\n", secret="SECRET"),

@@ -129,12 +129,26 @@ def test_bi_encoder_export_reproduces_embeddings_and_fills_the_card(experiment, 
                  "| training set by source | relabelled_gold 4, bm25 3 |",
                  "### Test metrics (from `results/g.bm25.lee.json`)",
                  "| spearman | 60.25 | 61.00 ± 1.06 (n=2) |", "| sts_avg | 70.12 | – |",
-                 "`0123456789`", f"snakemake --cores 2 {STUDENTS[42]}",
-                 f"augsbert export --config config/config.yaml --experiment g.bm25.lee --model student --seed 42 "
-                 f"--to {out}"):
-        assert fact in card
+                 "`0123456789`",
+                 # issue 42: a recipe that runs as written: one config file with the dataset and the experiment
+                 # (renamed: the grid makes g.bm25.lee itself), then the commands
+                 "save this as `reproduce.yaml`", ".venv/bin/snakemake --cores 2 --configfile reproduce.yaml -- "
+                 "results/g-bm25-lee.json",
+                 f".venv/bin/augsbert export --config reproduce.yaml --experiment g-bm25-lee --model student --seed 42 "
+                 f"--to {out}",
+                 # the usage snippet loads the export, not a placeholder
+                 f'model = SentenceTransformer("{out}")'):
+        assert fact in card, fact
+    assert "sentence_transformers_model_id" not in card
+    recipe = yaml.safe_load(card.split("save this as `reproduce.yaml`", 1)[1].split("```yaml\n", 1)[1].split("```")[0])
+    assert recipe == {"seeds": [42, 43], "datasets": {"lee": {"loader": "lee"}},  # the seeds it ran with
+                      "experiments": {"g-bm25-lee": experiment["config"]}}
+    meta, _ = card_parts(out / "README.md")
+    assert meta["license"] == "apache-2.0" and meta["language"] == "en"  # the base model's; Lee is English
     assert card.index("## Training (augsbert)") < card.index("## Model Details")  # ST's card, our section first
     assert json.loads((out / MARKER).read_text())["config_hash"] == "0123456789"
+    # every file readable by others, as a new file under the usual umask 022 (atomic writes made some 0600)
+    assert {oct(p.stat().st_mode & 0o777) for p in out.rglob("*") if p.is_file()} == {"0o644"}
 
 
 def card_parts(readme: Path) -> tuple[dict, str]:

@@ -48,7 +48,9 @@ def test_inventory_from_nvidia_smi_keeps_to_cuda_visible_devices(tmp_path):
 def test_global_resources_of_a_run():
     two = {"AUGSBERT_GPU_INVENTORY": "0:10000,1:20000"}
     assert local_gpu_resources({}, two) == {"gpu_mem_mb": 9500 + 19000}  # 5 % headroom per GPU
-    assert local_gpu_resources({}, {"AUGSBERT_GPU_INVENTORY": "none"}) == {"gpu": 1}  # one model job at a time
+    # one model job at a time, named for what it limits: no `gpu` where there is none (issue 42)
+    assert local_gpu_resources({}, {"AUGSBERT_GPU_INVENTORY": "none"}) == {"model_jobs": 1}
+    assert local_gpu_resources({"model_jobs": 2}, {"AUGSBERT_GPU_INVENTORY": "none"}) == {}  # the user's own limit
     assert local_gpu_resources({"gpu": 2}, two) == {} == local_gpu_resources({"gpu_mem_mb": 5}, two)
     assert local_gpu_resources({}, {**two, "SLURM_JOB_ID": "7"}) == {"gpu": 1}  # SLURM gave this job its GPU
     assert local_gpu_resources({}, two, submits=True) == {"gpu": 1}  # a cluster run: one GPU per job
@@ -169,7 +171,7 @@ def test_data_parallel_and_oversized_claims(tmp_path, live_pids):
 def test_jobs_take_their_gpu_before_torch_starts(tmp_path):
     """Three real job processes of a packed run (as the rules start them): two GPUs of 10 GB, 4 GB each."""
     env = {**os.environ, "AUGSBERT_GPU_INVENTORY": "0:10000,1:10000", "AUGSBERT_GPU_LEDGER": str(tmp_path / "l.json"),
-           "AUGSBERT_JOB_GPUS": "1", "AUGSBERT_JOB_GPU_MEM_MB": "4000"}
+           "AUGSBERT_JOB_GPU_CLAIM": "1:4000"}
     env.pop("CUDA_VISIBLE_DEVICES", None)
     code = ("import os, sys; from augsbert.gpus import claim_for_job; claim_for_job(); "
             "print(os.environ['CUDA_VISIBLE_DEVICES'], flush=True); sys.stdin.read()")
@@ -231,7 +233,7 @@ def test_dry_run_packs_model_jobs_onto_the_gpus(demo_checkout, inventory):
     at_once = max(k for k in range(1, len(model_jobs) + 1) if sum(sorted(model_jobs, reverse=True)[:k]) <= limit)
     assert at_once >= (3 if inventory.count(":") == 1 else 6), (model_jobs, limit)
     # each job passes its claim to the command (augsbert.gpus.claim_for_job)
-    assert re.search(r"AUGSBERT_JOB_GPUS=1 AUGSBERT_JOB_GPU_MEM_MB=\d+ augsbert teacher", out)
+    assert re.search(r" AUGSBERT_JOB_GPU_CLAIM=1:\d+ augsbert teacher", out)
 
 
 def test_dry_run_without_packing(demo_checkout):
@@ -242,5 +244,19 @@ def test_dry_run_without_packing(demo_checkout):
         out = proc.stdout + proc.stderr
         assert proc.returncode == 0, out
         assert ("share the GPUs" in out) == (args == ("--config", "device=cpu")), args
+        if not args:  # issue 42: no GPU: no job shows a GPU token; the one-at-a-time limit is model_jobs
+            assert "model_jobs=1" in out.split("rule teacher:")[1].split("Shell command")[0]
+            assert not re.search(r"\bgpu(_mem_mb)?=|AUGSBERT_JOB_GPU", out), out
         if args[-1:] == ("device=cpu",):  # packing is on, but no job asks for a GPU or its memory
             assert set(re.findall(r"gpu=(\d+), gpu_mem_mb=(\d+)", out)) == {("0", "0")}
+
+
+def test_the_claim_a_rule_writes_is_one_shell_word_and_no_rerun_trigger():
+    """Issue 42: `AUGSBERT_JOB_GPU_CLAIM=<gpus>:<MB>` in a packed run, nothing elsewhere; a type of its own, which
+    Snakemake's params rerun trigger leaves out (so packing or not never reruns a finished job)."""
+    from snakemake.persistence import UNREPRESENTABLE, PersistenceBase as Persistence
+    from snakemake.utils import format as snakemake_format
+
+    assert snakemake_format("{c:q} augsbert", c=gpus.JobClaim(1, 4000)) == "AUGSBERT_JOB_GPU_CLAIM=1:4000 augsbert"
+    assert snakemake_format("{c:q} augsbert", c=gpus.JobClaim()) == " augsbert"
+    assert Persistence._serialize_param_builtin(None, gpus.JobClaim(1, 4000)) is UNREPRESENTABLE

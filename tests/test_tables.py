@@ -39,7 +39,7 @@ def test_markdown_table_layout_average_and_missing_cells(tmp_path):
     assert "| Method | a | b | Avg. |" in text
     assert "| SBERT (lower bound) | 62.00 ± 2.83 | 50.00 ± 0.00 (n=1) | 56.00 |" in text
     assert "| AugSBERT | 70.00 ± 0.00 | – | – |" in text
-    assert "- b: skipped sts12: no file x" in text
+    assert "- b: sts12 not evaluated (optional, not a failure): no file x" in text
     assert "| b | AugSBERT | `g.bm25.b` | 1 2 | 0123456789 |" in text
     csv = pd.read_csv(tmp_path / "tables" / "g.csv")
     assert list(csv.columns) == ["grid", "method", "role", "column", "experiment", "metric", "mean", "std", "n_seeds",

@@ -147,6 +147,26 @@ def test_config_errors_name_the_key(workdir):
     assert "Failed validating" not in proc.stderr and "Traceback" not in proc.stderr
     proc = snakemake(workdir, "-n", "results/nope.json")
     assert proc.returncode != 0 and "unknown experiment 'nope'" in proc.stdout + proc.stderr
+    # issue 42: a forgotten --configfile: the closest names, where the rest are, how to name one's own file
+    keep_experiments(workdir, "demo_zeroshot")
+    (workdir / "my.yaml").write_text("experiments:\n  mine_zeroshot: {dataset: lee, models: [zero_shot]}\n")
+    proc = snakemake(workdir, "-n", "results/mine_zeroshot.json")
+    assert proc.returncode == 2 and proc.stderr.endswith(
+        "augsbert: error: unknown experiment 'mine_zeroshot'\n"
+        "  did you mean 'demo_zeroshot'?\n"
+        "  all 1 experiments: .venv/bin/augsbert list experiments\n"
+        "  defined in a config file of your own? Name that file: snakemake --configfile my.yaml -- "
+        "results/mine_zeroshot.json (`--` ends the list of config files), or augsbert ... --config my.yaml\n"), proc.stderr
+    # ... and the target written after --configfile (which takes every path after it): what happened, where it goes
+    (workdir / "results").mkdir(exist_ok=True)
+    (workdir / "results" / "x.json").write_text('{"experiment": "x", "config_hash": "0", "created": "", "models": {}}')
+    proc = snakemake(workdir, "-n", "--configfile", "my.yaml", "results/x.json")
+    assert proc.returncode == 2 and proc.stderr.endswith(
+        "augsbert: error: results/x.json was read as a config file, but it is a results file. Snakemake's "
+        "--configfile takes every path after it up to the next option, so a target written after it becomes one "
+        "more config file: end the config files with `--` (snakemake -n --configfile my.yaml -- results/x.json) or "
+        "name the targets first\n"), proc.stderr
+    assert planned(workdir, "--configfile", "my.yaml", "--", "results/mine_zeroshot.json")["collect_results"] == 1
     # issue 26 case 7: a key written twice in the config file (Snakemake's own reading keeps the last one)
     config = workdir / "config" / "config.yaml"
     lines = config.read_text().splitlines()

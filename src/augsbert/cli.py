@@ -25,14 +25,17 @@ from .planning import REGISTRY
 from .stages.base import Stage
 
 log = logging.getLogger("augsbert")
+# every command's --config: the files merged over the shipped config as Snakemake's --configfile does
+CONFIG_HELP = ("config YAML file(s), merged in order over config/config.yaml of the current directory, as "
+               "Snakemake's --configfile (default: config/config.yaml alone)")
 
 
 def _planned_spec(args, stage: str) -> tuple[dict, str]:
     """The node of `stage` for the experiment's --role and --seed, planned from --config."""
-    from .config import load_config
+    from .config import load_configs
     from .plan import Plan
 
-    plan = Plan(load_config(args.config, lazy=True))
+    plan = Plan(load_configs(args.config, lazy=True))
     exp = plan.experiment(args.experiment)
     seed = args.seed if args.seed is not None else exp.seeds[0]
     if seed not in exp.runs:
@@ -52,7 +55,8 @@ def _stage_command(sub, stage: Stage) -> None:
     name = stage.command
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--spec", help="planned node as JSON, or @file.json (what the workflow passes)")
-    src.add_argument("--config", help="config YAML to plan from (standalone use; needs --experiment)")
+    src.add_argument("--config", nargs="+", action="extend", metavar="FILE", help=CONFIG_HELP + " (standalone use; "
+                     "needs --experiment)")
     p.add_argument("--experiment", help="experiment whose node to run (with --config)")
     p.add_argument("--role", help="with --config: which of the experiment's models (e.g. lower_bound or student)")
     p.add_argument("--seed", type=int, help="with --config: which seed's node (default: the first seed)")
@@ -96,8 +100,15 @@ def _stage_command(sub, stage: Stage) -> None:
         begin(spec)  # names the tracker run of this stage (`tracking`; nothing when it is none)
         # One writer per artifact for the whole job: taken before the runner reads an input or touches the
         # checkpoints or a partial directory, released after the artifact is in place and its checkpoints gone.
-        with writing(out), writer_lock(out, wait=args.wait_lock):
-            metrics = runner(spec, out, force=args.force, **kwargs)
+        from . import progress
+
+        if stage.device:  # a model job: its steps on the workflow's console (augsbert.progress)
+            progress.start(stage.name, out)
+        try:
+            with writing(out), writer_lock(out, wait=args.wait_lock):
+                metrics = runner(spec, out, force=args.force, **kwargs)
+        finally:
+            progress.stop()
         print(json.dumps({k: v for k, v in metrics.items() if not isinstance(v, (dict, list))}, indent=2))
 
     p.set_defaults(handler=handler)
@@ -251,16 +262,16 @@ def _plan_command(sub) -> None:
     p = sub.add_parser("plan", help="show the planned stage nodes of a config",
                        description="Print the artifacts (seed, role, stage, path, whether built) the config plans per "
                                    "experiment; --json prints each experiment's spec (config, keys, paths) instead.")
-    p.add_argument("--config", default="config/config.yaml")
+    p.add_argument("--config", nargs="+", action="extend", metavar="FILE", help=CONFIG_HELP)
     p.add_argument("--experiment", help="only this experiment")
     p.add_argument("--json", action="store_true", help="the experiments' specs as JSON (what collect-results reads)")
 
     def handler(args) -> None:
-        from .config import load_config
+        from .config import load_configs
         from .listing import render_plan
         from .plan import Plan
 
-        plan = Plan(load_config(args.config, lazy=True))
+        plan = Plan(load_configs(args.config, lazy=True))
         names = [args.experiment] if args.experiment else sorted(plan.experiments)
         specs = {n: plan.experiment_spec(n) for n in names}
         print(json.dumps(specs, indent=2) if args.json else render_plan(specs))
@@ -276,13 +287,22 @@ def _list_command(sub) -> None:
                        description="One line per experiment, grid or dataset of the config: its name, the datasets "
                                    "it reads (present or MISSING) and its description. Without a kind, all three.")
     p.add_argument("kind", nargs="?", choices=KINDS, help="what to list (default: all three)")
-    p.add_argument("--config", default="config/config.yaml")
+    p.add_argument("--config", nargs="+", action="extend", metavar="FILE", help=CONFIG_HELP)
+    p.add_argument("--long", action="store_true", help="whole lines (default: each cut to the terminal's width)")
 
     def handler(args) -> None:
-        from .config import load_config
-        from .listing import render_list
+        import shutil
 
-        print(render_list(load_config(args.config, lazy=True), (args.kind,) if args.kind else KINDS))
+        from .config import load_configs
+        from .listing import cut, render_list
+
+        if args.config and args.kind is None and args.config[-1] in KINDS and not Path(args.config[-1]).exists():
+            args.kind = args.config.pop()  # `list --config my.yaml experiments`: --config took the kind
+        width = shutil.get_terminal_size().columns
+        config = load_configs(args.config, lazy=True)
+        kinds = (args.kind,) if args.kind else KINDS
+        # cut to the terminal; no column but the description wider than a third of it
+        print(render_list(config, kinds) if args.long else cut(render_list(config, kinds, max(width // 3, 12)), width))
 
     p.set_defaults(handler=handler)
 
@@ -293,7 +313,8 @@ def _aggregate_command(sub, name: str, help_text: str, what: str, out_help: str,
     p = sub.add_parser(name, help=help_text, description=help_text)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--spec", help=f"{what} spec JSON or @file (what the workflow passes)")
-    src.add_argument("--config", help=f"config YAML (standalone use; needs --{what})")
+    src.add_argument("--config", nargs="+", action="extend", metavar="FILE",
+                     help=f"{CONFIG_HELP} (standalone use; needs --{what})")
     p.add_argument(f"--{what}")
     p.add_argument("--out", help=out_help)
 
@@ -311,13 +332,13 @@ def _aggregate_command(sub, name: str, help_text: str, what: str, out_help: str,
                 check_name(name, "--spec: experiments")
             check_aggregate_spec(spec, what, f"--spec {args.spec}" if args.spec.startswith("@") else "--spec")
         else:
-            from .config import load_config
+            from .config import load_configs
             from .plan import Plan
 
             if not getattr(args, what):
                 p.error(f"--config needs --{what}")
             check_name(getattr(args, what), f"--{what}")
-            plan = Plan(load_config(args.config, lazy=True))
+            plan = Plan(load_configs(args.config, lazy=True))
             spec = plan.experiment_spec(args.experiment) if what == "experiment" else plan.grid_spec(args.grid)
         print(runner(spec, args))
 
@@ -373,7 +394,7 @@ def build_parser() -> argparse.ArgumentParser:
     fetch = sub.add_parser("fetch", help="download every hub model and dataset an experiment needs into the local "
                                          "Hugging Face cache (run where there is internet; jobs then run offline)")
     fetch.add_argument("--experiment", required=True, help="experiment name")
-    fetch.add_argument("--config", default="config/config.yaml", help="config file (default config/config.yaml)")
+    fetch.add_argument("--config", nargs="+", action="extend", metavar="FILE", help=CONFIG_HELP)
     fetch.set_defaults(handler=_fetch)
     verify = sub.add_parser("verify", help="check every artifact's files against its manifest; --repair deletes the "
                                            "damaged ones so that Snakemake rebuilds them (exit 1: damage found)")
@@ -386,11 +407,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _fetch(args) -> None:
-    from .config import load_config
+    from .config import load_configs
     from .fetch import fetch
     from .plan import Plan
 
-    fetch(Plan(load_config(args.config, lazy=True)), args.experiment)
+    fetch(Plan(load_configs(args.config, lazy=True)), args.experiment)
 
 
 def pin_one_gpu(argv: list[str]) -> None:

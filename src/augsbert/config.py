@@ -21,6 +21,7 @@ import difflib
 import hashlib
 import json
 import math
+import os
 import re
 from collections.abc import Callable, Mapping
 from functools import cache
@@ -376,8 +377,20 @@ def describe_errors(errors, schema: dict, config: Mapping | None = None, limit: 
     """
     config = config or {}
     problems: dict[str, str] = {}
+    first: dict[str, str] = {}  # a mistyped choice: reported before everything else
+    errors = list(errors)
+    # a dataset's keys depend on its loader: with the loader mistyped, its other keys are unknown only as a
+    # consequence, and reporting them would bury the one mistake made
+    bad_loaders = {_format_path(list(e.absolute_path)[:-1]) for e in errors
+                   if e.validator == "enum" and list(e.absolute_path)[-1:] == ["loader"]}
     for error in errors:
-        if error.validator in ("additionalProperties", "unevaluatedProperties") and isinstance(error.instance, dict):
+        if error.validator == "enum":
+            path = source_path(config, list(error.absolute_path))
+            first.setdefault(_format_path(path), _choice_line(path, error.instance, error.validator_value))
+        elif (error.validator in ("additionalProperties", "unevaluatedProperties")
+              and _format_path(error.absolute_path) in bad_loaders):
+            continue
+        elif error.validator in ("additionalProperties", "unevaluatedProperties") and isinstance(error.instance, dict):
             allowed = allowed_keys(error.schema, error.instance, schema)
             for key in error.instance:
                 if key not in allowed:
@@ -389,11 +402,20 @@ def describe_errors(errors, schema: dict, config: Mapping | None = None, limit: 
             path = source_path(config, list(error.absolute_path))
             line = f"{_format_path(path)}: {_short(error.message)}"
             problems.setdefault(line, line)
-    messages = [problems[k] for k in sorted(problems)]
+    messages = [first[k] for k in sorted(first)] + [problems[k] for k in sorted(problems)]
     if len(messages) == 1:
         return messages[0]
     more = [f"... and {len(messages) - limit} more"] if len(messages) > limit else []
     return "invalid configuration:\n" + "\n".join("  " + m.replace("\n", "\n  ") for m in messages[:limit] + more)
+
+
+def _choice_line(path: list, value: Any, choices: list) -> str:
+    """A value outside an enum: "did you mean" first (a typo is the usual cause), then the choices."""
+    names = [str(c) for c in choices]
+    close = difflib.get_close_matches(str(value), names, n=1) if isinstance(value, str) else []
+    shown = _short(repr(value), 80)
+    hint = f"did you mean '{close[0]}'? " if close else ""
+    return f"{_format_path(path)}: {shown} is not a choice; {hint}choose from {', '.join(names)}"
 
 
 def validate_with_defaults(config: dict, schema: dict | None = None) -> None:
@@ -606,10 +628,75 @@ def with_grid_files(raw: dict, directories: list[Path]) -> dict:
     return {**raw, "grids": deep_merge(files, raw.get("grids") or {})}
 
 
+RESULTS_KEYS = {"config_hash", "models", "experiment"}  # top-level keys of results/<experiment>.json
+# Snakemake's --configfile takes every path after it up to the next option, so a target written after it is
+# read as one more config file; these are the workflow's targets (workflow/rules/*.smk)
+TARGET_PATTERN = r"(results/[^/]+\.json|results/tables/[^/]+\.(md|csv|png)|models/[^/]+/[^/]+/?)"
+
+
+def check_config_file(path: str | Path, body: Any = None, option: str = "--configfile") -> None:
+    """Refuse a file given as a config that is not one, saying what happened and where the target goes.
+
+    `body` is the file as read (None: read it here). A results file or a target path read as a config would
+    otherwise end in "unknown key config_hash, created, ..." from the validator, which does not say why."""
+    text = str(path)
+    if Path(text).is_absolute() and not os.path.relpath(text).startswith(".."):
+        text = os.path.relpath(text)  # Snakemake passes its config files as absolute paths: as the user wrote it
+    if re.fullmatch(TARGET_PATTERN, Path(text).as_posix().removeprefix("./")) or (
+            isinstance(body, Mapping) and RESULTS_KEYS <= set(body)):
+        what = "a results file" if text.endswith(".json") else "a target of the workflow"
+    else:
+        body = _read_yaml(Path(path)) if body is None else body
+        if body is None or (isinstance(body, Mapping) and set(body) & set(load_schema()["properties"])):
+            return  # empty, or a config (what else is wrong in it the validator says)
+        if isinstance(body, Mapping) and RESULTS_KEYS <= set(body):
+            what = "a results file"
+        else:
+            keys = list(body)[:4] if isinstance(body, Mapping) else []
+            what = (f"not a config (top-level keys {', '.join(map(str, keys))}{', ...' if len(body) > 4 else ''}; a "
+                    f"config has {', '.join(load_schema()['properties'])})" if keys else
+                    f"not a config (a {type(body).__name__}, not a mapping of config sections)")
+    if option == "--configfile":
+        raise ConfigError(
+            f"{text} was read as a config file, but it is {what}. Snakemake's --configfile takes every path after "
+            f"it up to the next option, so a target written after it becomes one more config file: end the config "
+            f"files with `--` (snakemake -n --configfile my.yaml -- {text}) or name the targets first")
+    raise ConfigError(f"{option} {text}: it is {what}; {option} takes config YAML files (config/config.yaml, "
+                      "a file of your own)")
+
+
 def read_config(path: str | Path) -> dict:
     """A config file as written, with the grid files beside it (config/grids/*.yaml), not yet validated."""
     path = Path(path)
     return with_grid_files(_read_yaml(path) or {}, [path.parent / GRIDS_DIR])
+
+
+# What the Snakefile reads first (`configfile:`), relative to the directory the workflow runs in
+SHIPPED_CONFIG = Path("config") / "config.yaml"
+
+
+def config_files(given: list[str | Path] | None) -> list[Path]:
+    """The config files the CLI's `--config` reads, in order, as Snakemake reads its: the shipped
+    config/config.yaml (when the current directory has one), then each given file, every file once."""
+    files = [SHIPPED_CONFIG] if SHIPPED_CONFIG.is_file() else []
+    given = [given] if isinstance(given, (str, Path)) else given  # one file, as --config took it before
+    for path in map(Path, given or []):
+        if not any(path.resolve() == seen.resolve() for seen in files):
+            files.append(path)
+    if not files:
+        raise ConfigError(f"no config: {SHIPPED_CONFIG} is not in the current directory (run from the repository "
+                          "root) and no --config FILE was given")
+    return files
+
+
+def load_configs(paths: list[str | Path] | None, lazy: bool = False) -> dict:
+    """`--config FILE [FILE ...]`: the files of `config_files` merged in order (a later file's keys win, mappings
+    merged key by key, as Snakemake merges --configfile over the Snakefile's configfile) and prepared."""
+    raw: dict = {}
+    for path in config_files(paths):
+        check_config_file(path, option="--config")
+        raw = deep_merge(raw, read_config(path))
+    return prepare_config(raw, lazy=lazy)
 
 
 def load_config(path: str | Path, overrides: Mapping | None = None, lazy: bool = False) -> dict:
@@ -624,5 +711,23 @@ def experiment_config(config: dict, name: str) -> dict:
     try:
         return config["experiments"][name]
     except KeyError:
-        known = ", ".join(sorted(config.get("experiments", {}))) or "none"
-        raise ConfigError(f"unknown experiment '{name}' (configured: {known})") from None
+        raise ConfigError(unknown_name(name, "experiment", config.get("experiments") or {})) from None
+
+
+# where a name of each kind is a Snakemake target, for the hint of `unknown_name`
+_TARGETS = {"experiment": "results/{}.json", "grid": "results/tables/{}.md"}
+
+
+def unknown_name(name: str, kind: str, known) -> str:
+    """An unknown experiment or grid: the closest configured names and where to find all of them, instead of
+    every name on one line (the shipped config holds hundreds). A name of the user's own config file is
+    unknown when that file was not read: the last line says how to give it (Snakemake and the CLI)."""
+    known = sorted(known)
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+    names = [repr(c) for c in close]
+    hint = (f"did you mean {' or '.join([', '.join(names[:-1]), names[-1]] if len(names) > 1 else names)}?" if close
+            else f"no {kind} has a similar name")
+    target = _TARGETS[kind].format(name)
+    return (f"unknown {kind} '{name}'\n  {hint}\n  all {len(known)} {kind}s: .venv/bin/augsbert list {kind}s\n"
+            f"  defined in a config file of your own? Name that file: snakemake --configfile my.yaml -- {target} "
+            "(`--` ends the list of config files), or augsbert ... --config my.yaml")

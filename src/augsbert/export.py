@@ -190,19 +190,43 @@ def training_facts(spec: dict, role: str, seed: int, node: dict, results: dict |
         spread = f"{_fmt(over['mean'])} ± {_fmt(over['std'])} (n={over['n']})" if over and over.get("mean") is not None \
             else "–"
         lines.append(f"| {metric} | {_fmt(value)} | {spread} |")
-    stage = node.get("stage", Path(node["path"]).parent.name)
-    lines += ["", "### Reproduce", "",
-              "With the effective experiment config below under `experiments` of `config/config.yaml` (its hash "
-              f"`{spec['config_hash']}` must match):", "",
-              "```bash",
-              f"snakemake --cores 2 {node['path']}    # this {stage} artifact and what it needs",
-              f"snakemake --cores 2 results/{name}.json    # the experiment's results file (test metrics above)",
-              f"augsbert export --config config/config.yaml --experiment {name} --model {role} --seed {seed} "
-              f"--to {to_hint}",
-              "```", "",
-              "<details><summary>Effective experiment config</summary>", "", "```yaml",
-              yaml.safe_dump({name: config}, sort_keys=True, allow_unicode=True).rstrip(), "```", "", "</details>", ""]
+    data_spec = Path(inputs["data"]) / "spec.json" if "data" in inputs else None
+    data_dir = read_json(data_spec)["params"].get("data_dir") if data_spec and data_spec.is_file() else None
+    lines += reproduce_section(spec, role, seed, node, to_hint, data_dir)
     return "\n".join(lines), facts
+
+
+def reproduce_section(spec: dict, role: str, seed: int, node: dict, to_hint: str, data_dir: str | None) -> list[str]:
+    """A recipe that runs as written in a clone of augsbert: one config file holding the dataset definition and
+    the effective experiment config (its hash is the one above), and the commands that train and export."""
+    name, config = spec["experiment"], spec["config"]
+    # a grid's experiment is named <grid>.<values>.<column>, a name the grid itself makes in a clone: a name of
+    # its own keeps the recipe's experiment from clashing with it (the name is no part of the config hash)
+    own = name.replace(".", "-")
+    recipe: dict = {}
+    if data_dir:
+        recipe["data_dir"] = data_dir
+    if config.get("seeds") is None:  # the top-level seeds it ran with (its own `seeds` unset)
+        recipe["seeds"] = spec["seeds"]
+    if spec.get("dataset"):
+        recipe["datasets"] = {config["dataset"]: spec["dataset"]}
+    recipe["experiments"] = {own: config}
+    stage = node.get("stage", Path(node["path"]).parent.name)
+    source = config.get("source")
+    return [
+        "", "### Reproduce", "",
+        "In a clone of augsbert (`make setup`), with the raw data where `data_dir` says, save this as "
+        f"`reproduce.yaml` (the dataset and the experiment as trained; its config hash is `{spec['config_hash']}`"
+        + (f"; the source dataset `{source}` is read from config/config.yaml" if source and source != config[
+            "dataset"] else "") + "):", "",
+        "```yaml", yaml.safe_dump(recipe, sort_keys=False, allow_unicode=True).rstrip(), "```", "",
+        "then, from the clone's root (`--` ends the list of config files):", "",
+        "```bash",
+        f".venv/bin/snakemake --cores 2 --configfile reproduce.yaml -- results/{own}.json   # trains this {stage} "
+        "and everything the results need",
+        f".venv/bin/augsbert export --config reproduce.yaml --experiment {own} --model {role} --seed {seed} "
+        f"--to {to_hint}",
+        "```", ""]
 
 
 def _insert_section(card: str, section: str) -> str:
@@ -275,7 +299,7 @@ def _write(spec, model, artifact, target, section, facts, title, tags, base, mod
 
             card_data = {"tags": tags, **({"base_model": base} if base else {})}
             CrossBiEncoder.from_pretrained(artifact / "model").save_pretrained(
-                tmp, model_card_kwargs={"model_name": title, "model_id": model_id, "training_facts": section,
+                tmp, model_card_kwargs={"model_name": title, "model_id": model_id or str(to), "training_facts": section,
                                         **card_data})
             loaded = None
         else:
@@ -291,9 +315,13 @@ def _write(spec, model, artifact, target, section, facts, title, tags, base, mod
     try:
         model_card.apply(tmp / "README.md", *model_card.build(spec, model, artifact, arch, loaded,
                                                               facts["test_metrics"], title))
+        readme = tmp / "README.md"  # the usage snippet loads the export itself, not a placeholder id
+        readme.write_text(readme.read_text(encoding="utf-8").replace(
+            '"sentence_transformers_model_id"', json.dumps(model_id or str(to))), encoding="utf-8")
         # the files this export wrote: all that a later `--force` may replace (files you add are never deleted)
         facts["files"] = sorted([*(p.relative_to(tmp).as_posix() for p in tmp.rglob("*") if p.is_file()), MARKER])
         write_json(tmp / MARKER, facts)
+        readable(tmp)
         if target.exists():  # empty, or (with force) an earlier export: checked above
             shutil.rmtree(target)
         os.replace(tmp, target)
@@ -332,6 +360,16 @@ def _check_read(artifact: Path, node: dict) -> None:
                 teacher = (read_json(Path(path) / "spec.json").get("inputs") or {}).get("teacher")
                 if isinstance(teacher, str):
                     check_artifact(teacher, "the labels' teacher", only={"metrics.json", "spec.json"})
+
+
+def readable(folder: Path) -> None:
+    """Give the export's files and folders the modes a new file gets (0644 / 0755 under umask 022): atomic
+    writes through temporary files leave some at 0600, unreadable to the group that is to use the model."""
+    mask = os.umask(0)
+    os.umask(mask)
+    for path in [folder, *folder.rglob("*")]:
+        if not path.is_symlink():
+            path.chmod((0o777 if path.is_dir() else 0o666) & ~mask)
 
 
 def _check_target(target: Path, force: bool) -> None:
@@ -389,7 +427,9 @@ def add_command(sub) -> None:
                        "first seed is exported unless --seed says otherwise.")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--spec", help="experiment spec JSON or @file (what the workflow passes)")
-    src.add_argument("--config", help="config YAML to plan from (needs --experiment)")
+    src.add_argument("--config", nargs="+", action="extend", metavar="FILE",
+                     help="config YAML file(s) to plan from, merged in order over config/config.yaml of the current "
+                          "directory as Snakemake's --configfile (needs --experiment)")
     p.add_argument("--experiment", help="experiment name (with --config)")
     p.add_argument("--model", default="student", choices=EXPORT_MODELS, help="which model (default: student)")
     p.add_argument("--seed", type=int, help="which seed's model (default: the experiment's first seed)")
@@ -409,13 +449,13 @@ def add_command(sub) -> None:
             spec = load_spec(args.spec)
             check_aggregate_spec(spec, "experiment", f"--spec {args.spec}" if args.spec.startswith("@") else "--spec")
         else:
-            from .config import load_config
+            from .config import load_configs
             from .plan import Plan
 
             if not args.experiment:
                 p.error("--config needs --experiment")
             check_name(args.experiment, "--experiment")
-            spec = Plan(load_config(args.config, lazy=True)).experiment_spec(args.experiment)
+            spec = Plan(load_configs(args.config, lazy=True)).experiment_spec(args.experiment)
         record = export(spec, args.model, args.to, seed=args.seed, force=args.force, results_path=args.results,
                         model_id=args.push_to_hub)
         if args.push_to_hub:

@@ -15,10 +15,12 @@ the card idle. A local run therefore packs jobs by memory:
    ones) are dropped when the ledger is next read. Summed memory can fit while no single GPU has
    room (fragmentation): the job then waits for one.
 
-Without GPUs, in a run that submits to a cluster or inside a SLURM job (SLURM hands out GPUs there:
-the cluster profile keeps one GPU per job), or when the user sets `--resources gpu_mem_mb=...` or
-`gpu=...` themselves, nothing is packed: the run keeps the former limit of one model job at a time
-(`gpu=1`), which without GPUs also keeps CPU-bound model jobs from competing for the same cores.
+In a run that submits to a cluster or inside a SLURM job (SLURM hands out GPUs there: the cluster
+profile keeps one GPU per job), or when the user sets `--resources gpu_mem_mb=...` or `gpu=...`
+themselves, nothing is packed: the run keeps the former limit of one model job at a time (`gpu=1`).
+Without GPUs the same limit is named `model_jobs=1` (it keeps CPU-bound model jobs from competing for
+the same cores), and the jobs carry no `gpu` or `gpu_mem_mb`: nothing on the console names a GPU that
+is not there.
 """
 
 from __future__ import annotations
@@ -37,6 +39,9 @@ GPUS_INVENTORY_ENV = "AUGSBERT_GPU_INVENTORY"  # "<index>:<MB>,..." (or "<MB>,..
 LEDGER_ENV = "AUGSBERT_GPU_LEDGER"  # set by the Snakefile for a packed local run
 JOB_GPU_MEM_ENV = "AUGSBERT_JOB_GPU_MEM_MB"  # set by each rule from its `gpu_mem_mb` resource
 JOB_GPUS_ENV = "AUGSBERT_JOB_GPUS"  # set by each rule from its `gpu` resource
+# both in one shell word, `<gpus>:<MB>`, as the stage rules pass them in a packed run (JobClaim)
+JOB_CLAIM_ENV = "AUGSBERT_JOB_GPU_CLAIM"
+MODEL_JOBS = "model_jobs"  # the resource that holds model jobs to one at a time where no GPU is visible
 HEADROOM = 0.05  # of each GPU's memory left unclaimed: the driver's own use, other programs' contexts
 POLL_S = 1.0
 
@@ -104,13 +109,13 @@ def local_gpu_resources(given: Mapping[str, object], env: Mapping[str, str] | No
     it holds a group job's model jobs to one after the other on the group's one GPU.
     """
     env = os.environ if env is None else env
-    if "gpu" in given or "gpu_mem_mb" in given:  # the user's own limits stand
+    if "gpu" in given or "gpu_mem_mb" in given or MODEL_JOBS in given:  # the user's own limits stand
         return {}
     if submits or env.get("SLURM_JOB_ID"):
         return {"gpu": 1}
     gpus = inventory(env)
-    if not gpus:
-        return {"gpu": 1}
+    if not gpus:  # the same limit under its own name: no job shows a `gpu` it does not get
+        return {MODEL_JOBS: 1}
     return {"gpu_mem_mb": sum(gpu.usable_mb for gpu in gpus)}
 
 
@@ -228,8 +233,9 @@ def claim_for_job(env: Mapping[str, str] | None = None) -> list[str] | None:
 
     env = os.environ if env is None else env
     ledger = env.get(LEDGER_ENV)
-    mem_mb = int(env.get(JOB_GPU_MEM_ENV) or 0)
-    count = int(env.get(JOB_GPUS_ENV) or 0)
+    count, _, mem = (env.get(JOB_CLAIM_ENV) or "").partition(":")
+    count, mem_mb = (int(count or 0), int(mem or 0)) if env.get(JOB_CLAIM_ENV) else (
+        int(env.get(JOB_GPUS_ENV) or 0), int(env.get(JOB_GPU_MEM_ENV) or 0))
     if not ledger or mem_mb <= 0 or count <= 0 or env.get("SLURM_JOB_ID") or env.get("LOCAL_RANK"):
         return None
     gpus = inventory(env)
@@ -240,3 +246,20 @@ def claim_for_job(env: Mapping[str, str] | None = None) -> list[str] | None:
     atexit.register(release, Path(ledger))
     os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(chosen)
     return chosen
+
+
+class JobClaim:
+    """What a stage rule writes before its command: `AUGSBERT_JOB_GPU_CLAIM=<gpus>:<MB>` in a packed local run
+    (one shell word, an assignment, so quoting leaves it one), nothing elsewhere: no GPU named where none is.
+
+    Not a str on purpose: Snakemake leaves a param of a type of its own out of its `params` rerun trigger, so
+    whether a run packs GPUs (and how much memory it estimates) never reruns a finished job."""
+
+    def __init__(self, gpus: int = 0, mem_mb: int = 0):
+        self.text = f"{JOB_CLAIM_ENV}={int(gpus)}:{int(mem_mb)}" if gpus else ""
+
+    def __format__(self, spec: str) -> str:
+        return format(self.text, spec)
+
+    def __str__(self) -> str:
+        return self.text

@@ -55,8 +55,11 @@ def grid_datasets(config: dict, name: str) -> list[str]:
     return list(found)
 
 
-def table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
-    """Left-aligned columns two spaces apart; the last column (a description) is not padded."""
+def table(header: tuple[str, ...], rows: list[tuple[str, ...]], cap: int | None = None) -> str:
+    """Left-aligned columns two spaces apart; the last column (a description) is not padded. `cap`: a cell of
+    another column longer than that is cut ("…"), so one long cell does not push every description away."""
+    if cap:
+        rows = [(*(c if len(str(c)) <= cap else str(c)[:cap - 1] + "…" for c in r[:-1]), r[-1]) for r in rows]
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header) - 1)]
     lines = ["  ".join([*(str(c).ljust(w) for c, w in zip(r, widths)), str(r[-1])]).rstrip() for r in [header, *rows]]
     return "\n".join(lines)
@@ -100,14 +103,20 @@ def rows(config: dict, kind: str) -> tuple[tuple[str, ...], list[tuple[str, ...]
     raise ValueError(f"unknown kind {kind!r} (known: {', '.join(KINDS)})")
 
 
-def render_list(config: dict, kinds: tuple[str, ...] = KINDS) -> str:
-    """`augsbert list`: a table per kind (a heading above each when there are several)."""
+def render_list(config: dict, kinds: tuple[str, ...] = KINDS, cap: int | None = None) -> str:
+    """`augsbert list`: a table per kind (a heading above each when there are several); `cap`: see `table`."""
     parts = []
     for kind in kinds:
         header, body = rows(config, kind)
-        text = table(header, body)
+        text = table(header, body, cap)
         parts.append(f"# {kind} ({len(body)})\n{text}" if len(kinds) > 1 else text)
     return "\n\n".join(parts)
+
+
+def cut(text: str, width: int) -> str:
+    """Every line at most `width` characters, a cut one ending in "…" (`augsbert list --long` keeps them whole)."""
+    width = max(width, 20)
+    return "\n".join(line if len(line) <= width else line[:width - 1] + "…" for line in text.split("\n"))
 
 
 def render_plan(specs: dict[str, dict]) -> str:

@@ -72,6 +72,41 @@ def hub_base(params: dict) -> str | None:
     return ALIAS_HUB_IDS.get(params.get("model"))
 
 
+# The language of each built-in corpus (the card's `language`); a dataset of your own has none recorded
+DATASET_LANGUAGES = {"lee": "en", "stsb": "en", "bws_cross_topic": "en", "bws_in_topic": "en", "spanish_sts": "es"}
+
+
+def base_card_field(params: dict, field: str):
+    """A field of the base model's own card header (its README.md), read where the model is on this machine
+    (a packaged alias, a local directory, the Hugging Face cache); None where it is not or has no such field."""
+    from .models.resolve import ALIASES, reference_kind
+
+    ref = params.get("model")
+    try:
+        kind = reference_kind(ref)
+        if kind == "alias":
+            folder = Path(ALIASES[ref]())
+        elif kind == "path":
+            folder = Path(ref).expanduser()
+        else:
+            from huggingface_hub import snapshot_download
+
+            folder = Path(snapshot_download(ref, local_files_only=True))  # never the network here
+        text = (folder / "README.md").read_text(encoding="utf-8")
+        header = yaml.safe_load(text[4:text.index("\n---", 4)]) if text.startswith("---\n") else {}
+    except Exception:  # no card, no header, not in the cache: the field stays unknown
+        return None
+    return header.get(field) if isinstance(header, dict) else None
+
+
+def licence_and_language(spec: dict, node_spec: dict) -> dict:
+    """`license`: the base model's (a fine-tuned model keeps its base's terms; the training data's own terms are
+    the user's to check); `language`: the target corpus' (DATASET_LANGUAGES). Unknown ones are left out."""
+    found = {"license": base_card_field(node_spec["params"], "license"),
+             "language": DATASET_LANGUAGES.get((spec.get("dataset") or {}).get("loader"))}
+    return {k: v for k, v in found.items() if v}
+
+
 def hub_datasets(spec: dict) -> list[str]:
     """Hub datasets of the experiment's data (a loader whose `download: true` layout is a hub dataset)."""
     loaders = [spec.get("dataset", {}).get("loader")]
@@ -203,7 +238,7 @@ def build(spec: dict, role: str, artifact: Path, arch: str, model, test: dict, t
     loss, loss_config, loss_citation = loss_of(arch, role, node_spec, model)
     hyper = non_default_hyperparameters(role, node_spec, metrics)
     metadata: dict = {"base_model": hub_base(node_spec["params"]), "datasets": hub_datasets(spec),
-                      "model-index": model_index(title, dataset, test, arch)}
+                      **licence_and_language(spec, node_spec), "model-index": model_index(title, dataset, test, arch)}
     if arch == "be":
         metadata["widget"] = widget(table)
     training = [*data_section(table, what, dataset),

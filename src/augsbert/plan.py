@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .config import ConfigError, canonical_json, short_hash
+from .config import ConfigError, canonical_json, short_hash, unknown_name
 from .graph import SEMANTIC_CHOICES, SPECS, Graph, Node, SeedPlan, write_spec
 from .planning import REGISTRY
 from .planning.adapt import adapt, check_adapt_pairs
@@ -305,8 +305,7 @@ class Plan(Graph):
             from .config import validated_experiment
 
             if name not in self.experiments:
-                known = ", ".join(sorted(self.experiments)) or "none"
-                raise ConfigError(f"unknown experiment '{name}' (configured: {known})")
+                raise ConfigError(unknown_name(name, "experiment", self.experiments))
             plan = self._plan_experiment(name, validated_experiment(self.config, name))
             self.planned[name] = plan
             for roles in plan.runs.values():
@@ -371,7 +370,7 @@ class Plan(Graph):
 
         grids = self.config.get("grids") or {}
         if name not in grids:
-            raise ConfigError(f"unknown grid '{name}' (configured: {', '.join(sorted(grids)) or 'none'})")
+            raise ConfigError(unknown_name(name, "grid", grids))
         grid = grids[name]
         columns = list(grid["columns"])
         by_combo: dict[tuple, dict[str, str]] = {}

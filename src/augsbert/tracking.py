@@ -171,9 +171,14 @@ def _tensorboard():
 
 
 def callbacks() -> list:
-    """TrainerCallbacks that log the stage's parameters when training begins (nothing without tracking)."""
+    """TrainerCallbacks that log the stage's parameters when training begins (nothing without tracking), and the
+    one that shows the steps on the workflow's console (augsbert.progress; every trainer takes these)."""
+    from .progress import callback
+
+    step = callback()
+    steps = [step] if step is not None else []
     if backend() == "none":
-        return []
+        return steps
     from transformers import TrainerCallback
 
     class StageParameters(TrainerCallback):
@@ -184,4 +189,4 @@ def callbacks() -> list:
                 log_params()
             return control
 
-    return [StageParameters()]
+    return [*steps, StageParameters()]

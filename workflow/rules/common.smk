@@ -6,6 +6,7 @@ import sys
 from augsbert.config import (
     GRIDS_DIR,
     ConfigError,
+    check_config_file,
     check_duplicate_keys,
     name_pattern,
     prepare_config,
@@ -18,6 +19,7 @@ from augsbert.errors import MissingDataError
 from augsbert.models.device import CUDA_GRAPHS_ENV, DEVICE_ENV, PRECISION_ENV
 from augsbert.graph import KEY_PATTERN
 from augsbert.plan import Plan
+from augsbert.progress import PROGRESS_FD_ENV
 from augsbert.tracking import TRACKING_DIR_ENV, TRACKING_ENV
 
 # artifacts/ and results/ must be writable before anything is planned: a dry run writes the jobs' spec files
@@ -39,6 +41,8 @@ try:
     _grid_dirs = [os.path.join(os.path.dirname(f), GRIDS_DIR) for f in dict.fromkeys(workflow.configfiles)]
     for _file in dict.fromkeys(workflow.configfiles):  # Snakemake read them keeping the last of duplicate keys
         check_duplicate_keys(_file)
+        # a target written after --configfile is read as one more config file: say so, not "unknown key ..."
+        check_config_file(_file, option="--configfile")
     _effective = prepare_config(with_grid_files(config, _grid_dirs), lazy=True)  # experiments validated when planned
     config.clear()
     config.update(_effective)
@@ -56,6 +60,7 @@ os.environ[CUDA_GRAPHS_ENV] = "off" if config["cuda_graphs"] in (False, "off") e
 os.environ[GPUS_ENV] = str(config["gpus"])  # likewise: teacher / student jobs train on `gpus` GPUs
 os.environ[TRACKING_ENV] = config["tracking"]  # likewise the tracker (augsbert/tracking.py)
 os.environ[TRACKING_DIR_ENV] = config["tracking_dir"]
+os.environ[PROGRESS_FD_ENV] = "3"  # the console, kept by every stage rule's `3>&2` (augsbert/progress.py)
 # Jobs call the `augsbert` CLI of the environment that runs Snakemake (a write of PATH, not a setting the
 # user must provide, hence no `envvars:`; under --sdm conda the rule's environment comes first).
 os.environ.update(PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
@@ -137,6 +142,9 @@ except _gpus.GpuInventoryError as err:
     sys.exit(2)
 for _name, _value in _local.items():
     workflow.register_resource(_name, _value)
+# Without GPUs the one-at-a-time limit is `model_jobs` (no job shows a `gpu` it does not get); the rules' `gpu`
+# and `gpu_mem_mb` are then left out, as is the claim a packed run's job makes (gpu_claim)
+MODEL_JOBS_ONLY = _gpus.MODEL_JOBS in {**_local, **(workflow.resource_settings.resources or {})}
 LARGEST_GPU_MB = None
 if "gpu_mem_mb" in _local:
     LARGEST_GPU_MB = _gpus.largest_gpu_mb()
@@ -183,6 +191,10 @@ def sized(name, stage):
     """The resource `name` of a stage's job: a former rule name's override, else computed from the plan."""
     if name in FORMER_RESOURCES.get(stage, {}):
         return FORMER_RESOURCES[stage][name]
+    if name == "model_jobs":  # a model job without GPUs: 1 (a None value leaves the resource out)
+        return lambda wildcards: (job_resources(PLAN, wildcards.key)["gpu"] or None) if MODEL_JOBS_ONLY else None
+    if name in ("gpu", "gpu_mem_mb") and MODEL_JOBS_ONLY:
+        return lambda wildcards: None
     if name == "gpu_mem_mb":
         return lambda wildcards: job_gpu_mem(PLAN, wildcards.key, LARGEST_GPU_MB)
     if name == "runtime":  # a resubmitted job (profile `retries`) gets `attempt` times the time
@@ -190,6 +202,14 @@ def sized(name, stage):
             PLAN, wildcards.key, default_partition=DEFAULT_PARTITION, attempt=attempt
         )["runtime"]
     return lambda wildcards: job_resources(PLAN, wildcards.key, default_partition=DEFAULT_PARTITION)[name]
+
+
+def gpu_claim(wildcards, resources):
+    """`AUGSBERT_JOB_GPU_CLAIM=<gpus>:<MB>` before a job's command in a packed local run (the job claims its GPU
+    with it, augsbert.gpus.claim_for_job); nothing elsewhere (augsbert.gpus.JobClaim)."""
+    if "gpu_mem_mb" not in _local:
+        return _gpus.JobClaim()
+    return _gpus.JobClaim(resources.gpu, resources.gpu_mem_mb)
 
 
 def sized_threads(stage):

@@ -31,13 +31,16 @@ for _stage in REGISTRY.values():
             cpus_per_task=sized("cpus_per_task", _stage.name),
             gpu=sized("gpu", _stage.name),
             gpu_mem_mb=sized("gpu_mem_mb", _stage.name),
+            model_jobs=sized("model_jobs", _stage.name),
             slurm_partition=sized("slurm_partition", _stage.name),
             gpu_model=sized("gpu_model", _stage.name),
         params:
             spec=node_spec,
+            gpu_claim=gpu_claim,
         # the wildcard, not the loop variable: a shell directive is evaluated when the job runs, after the
-        # loop (`augsbert zero_shot` runs the command `zero-shot`). The job's GPU count and memory tell a
-        # packed local run which GPU it may take (augsbert/gpus.py).
+        # loop (`augsbert zero_shot` runs the command `zero-shot`). In a packed local run the job's GPU count
+        # and memory tell it which GPU it may take (`AUGSBERT_JOB_GPU_CLAIM=<gpus>:<MB>`, augsbert/gpus.py;
+        # empty elsewhere). `3>&2` keeps the console for the job's progress lines (augsbert/progress.py).
         shell:
-            "AUGSBERT_JOB_GPUS={resources.gpu:q} AUGSBERT_JOB_GPU_MEM_MB={resources.gpu_mem_mb:q} "
-            "augsbert {wildcards.stage:q} --spec {params.spec:q} --out {output:q} >> {log:q} 2>&1"
+            "{params.gpu_claim:q} augsbert {wildcards.stage:q} --spec {params.spec:q} --out {output:q} "
+            "3>&2 >> {log:q} 2>&1"

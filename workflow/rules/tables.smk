@@ -33,7 +33,7 @@ rule grid_table:
         mem_mb=report_resources("tables")["mem_mb"],
         runtime=report_resources("tables")["runtime"],
         cpus_per_task=report_resources("tables")["cpus_per_task"],
-        gpu=0,
+        gpu=lambda wildcards: None if MODEL_JOBS_ONLY else 0,  # no GPU token where no GPU is
     params:
         spec=lambda wc: PLAN.grid_spec_file(wc.grid),
         digest=lambda wc: short_hash(PLAN.grid_spec(wc.grid)),

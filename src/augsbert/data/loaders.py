@@ -409,7 +409,7 @@ class PairsFileLoader(Loader):
                 raw = read_parquet(path, wanted, names)
             else:
                 raise DataError(f"{path}: a pairs file must be .csv, .tsv, .jsonl or .parquet")
-            splits[split] = validate_pairs(raw, report, tuple(options["score_range"]))
+            splits[split] = validate_pairs(raw, report, tuple(options["score_range"]), f"datasets.{name}.score_range")
         return PreparedData(splits, self.read_unlabeled(options, data_dir))
 
 

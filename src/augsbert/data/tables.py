@@ -59,6 +59,26 @@ class RowReport:
     dataset: str
     policy: str = "error"
     issues: list[RowIssue] = field(default_factory=list)
+    # scores outside a declared score_range: (the option's key, its range, the observed min and max, rows)
+    range_problem: tuple[str, tuple[float, float], float, float, int] | None = None
+
+    def out_of_range(self, option: str, declared: tuple[float, float], low: float, high: float, rows: int) -> None:
+        """Scores outside `declared` were flagged; keep the observed range over every file of the dataset."""
+        if self.range_problem:
+            _, _, seen_low, seen_high, seen_rows = self.range_problem
+            low, high, rows = min(low, seen_low), max(high, seen_high), rows + seen_rows
+        self.range_problem = (option, declared, low, high, rows)
+
+    def _range_hint(self) -> str:
+        """Out-of-range scores usually mean a scale other than the declared one (0-5 against the default [0, 1]):
+        the observed range and the score_range to set, not `on_bad_rows: skip`, which would drop those rows."""
+        import math
+
+        option, (lo, hi), low, high, rows = self.range_problem
+        wanted = [min(lo, math.floor(low)), max(hi, math.ceil(high))]
+        return (f"The scores run from {low:g} to {high:g}, and {rows} row(s) lie outside {option}: [{lo:g}, {hi:g}]"
+                f" (default [0, 1]). If your scale is wider, set {option}: [{wanted[0]:g}, {wanted[1]:g}] (the scale's"
+                " bounds; scores are rescaled to [0, 1] from it).")
 
     def add(self, file, line, reason: str) -> None:
         self.issues.append(RowIssue(str(file), line, reason))
@@ -70,10 +90,11 @@ class RowReport:
         shown = "\n".join(f"  {i}" for i in self.issues[:10])
         more = f"\n  ... and {len(self.issues) - 10} more" if len(self.issues) > 10 else ""
         if self.policy == "error":
-            raise DataError(
-                f"dataset '{self.dataset}': {len(self.issues)} bad row(s):\n{shown}{more}\n"
-                f"Fix the file(s), or set datasets.{self.dataset}.on_bad_rows: skip to drop such rows."
-            )
+            fix = f"Fix the file(s), or set datasets.{self.dataset}.on_bad_rows: skip to drop such rows."
+            if self.range_problem:
+                fix = self._range_hint() + ("" if self.range_problem[-1] == len(self.issues) else
+                                            f" For the other rows: {fix[0].lower()}{fix[1:]}")
+            raise DataError(f"dataset '{self.dataset}': {len(self.issues)} bad row(s):\n{shown}{more}\n{fix}")
         log.warning("dataset '%s': skipped %d bad row(s):\n%s%s", self.dataset, len(self.issues), shown, more)
 
     def counts(self) -> dict[str, int]:
@@ -92,6 +113,7 @@ def validate_pairs(
     raw: pd.DataFrame,
     report: RowReport,
     score_range: tuple[float, float] = (0.0, 1.0),
+    range_option: str | None = None,
 ) -> pd.DataFrame:
     """Check and normalise a raw pair frame; return the canonical pair table.
 
@@ -124,8 +146,11 @@ def validate_pairs(
         flag(nul, f"a NUL character (\\x00) in {col}")
     flag(np.isnan(score), lambda i: f"score {short_repr(raw_score[i])} is not a number")
     tol = 1e-9 * (hi - lo)
-    flag((score < lo - tol) | (score > hi + tol),
-         lambda i: f"score {score[i]:g} outside the declared range [{lo:g}, {hi:g}]")
+    outside = (score < lo - tol) | (score > hi + tol)
+    flag(outside, lambda i: f"score {score[i]:g} outside the declared range [{lo:g}, {hi:g}]")
+    if range_option and outside.any():  # `range_option`: the config key that declares the range (its hint)
+        rows = sum(1 for reason in bad[outside] if isinstance(reason, str) and "outside the declared" in reason)
+        report.out_of_range(range_option, (lo, hi), float(np.nanmin(score)), float(np.nanmax(score)), rows)
     is_bad = bad != None  # noqa: E711
     for file, line, reason in zip(frame["_file"].to_numpy()[is_bad], frame["_line"].to_numpy()[is_bad], bad[is_bad]):
         report.add(file, line, reason)

@@ -143,7 +143,9 @@ def _notes(spec: dict, docs: dict[str, dict]) -> list[str]:
             model = docs[row["cells"][column]]["models"].get(row["role"]) or {}
             for task, reason in model.get("skipped", {}).items():  # one line for tasks skipped alike
                 seen.setdefault((column, reason.replace(f"/{task}", "/<task>")), set()).add(task)
-    return [f"- {column}: skipped {', '.join(sorted(tasks))}: {reason}" for (column, reason), tasks in seen.items()]
+    # an optional task without its data is not a failure of the run, and the note says so (issue 42)
+    return [f"- {column}: {', '.join(sorted(tasks))} not evaluated (optional, not a failure): {reason}"
+            for (column, reason), tasks in seen.items()]
 
 
 def bar_chart(spec: dict, long: pd.DataFrame, path: Path) -> None:

@@ -31,6 +31,7 @@ from ..sampling.bm25 import block_rows, bm25_neighbors
 from ..sampling.pool import random_partners
 from ..sampling.semantic import build_index, normalised, search_rows
 from ..sampling.shards import gold_keys, select_pairs, shard_rows
+from ..progress import warn
 from .common import model_path, pool_too_small, read_split, target_pool
 
 log = logging.getLogger(__name__)
@@ -172,7 +173,32 @@ def _finish(tmp: Path, params: CandidatesParams, pool: list[str], removed: int, 
     metrics = {"pool_sentences": len(pool), "eval_sentences_removed_from_pool": removed,
                "candidates": counts, "excluded": excluded, "device": device}
     write_json(tmp / "metrics.json", metrics)
+    for message in small_silver(params, len(pool), removed, counts):
+        warn(message)
     return metrics
+
+
+# Below these a run still works, but its students learn from almost no silver data; said on the console, since
+# the counts are otherwise only in the candidates log (docs/guide/own-data.md, "The silver pool")
+SMALL_POOL = 100  # sentences
+SMALL_SILVER = 100  # candidate pairs of the sampling strategies together
+
+
+def small_silver(params: CandidatesParams, pool: int, removed: int, counts: dict[str, int]) -> list[str]:
+    """Warnings for a silver pool or silver set below SMALL_POOL / SMALL_SILVER, with the count and why."""
+    found = []
+    why = (f"{removed} sentence(s) of dev/test pairs were removed from it (sampling.exclude_eval_sentences: no test "
+           "sentence is trained on; a random split shares sentences across splits)" if removed else
+           f"sampling.pool is {params.pool}")
+    if pool < SMALL_POOL:
+        found.append(f"the silver pool holds only {pool} sentence(s) (below {SMALL_POOL}): {why}; add unlabeled "
+                     "text (the dataset's `unlabeled` file, sampling.pool: train+unlabeled) for more silver pairs")
+    silver = sum(n for strategy, n in counts.items() if strategy != "none")
+    if any(s != "none" for s in params.strategies) and silver < SMALL_SILVER:
+        found.append(f"only {silver} silver pair(s) were drawn (below {SMALL_SILVER}; pool of {pool} sentence(s), "
+                     f"top_k {params.top_k}, pairs already in the gold train split excluded): the students learn "
+                     "from almost no silver data")
+    return found
 
 
 def run(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:

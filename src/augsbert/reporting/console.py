@@ -1,0 +1,63 @@
+"""The table of a finished target, for the console: what a run ends with (workflow/Snakefile `onsuccess`).
+
+results/tables/<grid>.md: the rendered table up to its list of experiments; results/<experiment>.json:
+one line per model with its test Spearman and Pearson (× 100, mean ± std over the seeds). Other targets
+print nothing. `python -m augsbert.reporting.console PATH...` prints the same (the Makefile's demo).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+PRINT_ENV = "AUGSBERT_PRINT_TABLES"  # "0": the run prints no table at its end (the Makefile prints it itself)
+
+
+def _cell(stats: dict | None) -> str:
+    if not stats or stats.get("mean") is None:
+        return "–"
+    std = stats.get("std")
+    return f"{stats['mean']:.2f}" + (f" ± {std:.2f}" if std is not None and stats.get("n", 1) > 1 else "")
+
+
+def results_table(path: Path) -> str:
+    doc = json.loads(path.read_text())
+    rows = [("model", "Spearman", "Pearson")]
+    for name, model in doc.get("models", {}).items():
+        summary = model.get("summary", {})
+        rows.append((name, _cell(summary.get("spearman")), _cell(summary.get("pearson"))))
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
+    seeds = ", ".join(map(str, doc.get("seeds", [])))
+    return (f"{doc.get('experiment', path.stem)}: test Spearman and Pearson × 100 (mean ± std over seeds {seeds})\n"
+            + "\n".join(lines))
+
+
+def table_text(path: str | Path) -> str | None:
+    """The console text of target `path`, or None for a target without a table (or not there)."""
+    path = Path(path)
+    if not path.is_file():
+        return None
+    if re.fullmatch(r"results/tables/[^/]+\.md", path.as_posix().removeprefix("./")) or path.suffix == ".md":
+        return path.read_text().split("\n## Experiments", 1)[0].rstrip()
+    if path.suffix == ".json" and path.parent.name == "results":
+        try:
+            return results_table(path)
+        except (ValueError, AttributeError, TypeError):  # not a results file after all
+            return None
+    return None
+
+
+def print_tables(targets: Iterable[str], stream=None) -> None:
+    stream = stream or sys.stdout
+    for target in sorted(targets):
+        text = table_text(target)
+        if text:
+            print(f"\n{target}:\n\n{text}\n", file=stream, flush=True)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    print_tables(sys.argv[1:])

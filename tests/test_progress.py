@@ -1,0 +1,99 @@
+"""Issue 42: a model job's progress on the workflow's console (augsbert.progress)."""
+
+import io
+import os
+
+from augsbert import progress
+from augsbert.progress import Progress
+
+
+class Clock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_the_line_names_stage_step_eta_and_log():
+    clock, out = Clock(), io.StringIO()
+    job = Progress("teacher lee.cbe-0123456789", "logs/teacher/lee.cbe-0123456789.log", out, clock=clock)
+    clock.now = 190.0
+    assert job.line() == ("augsbert: teacher lee.cbe-0123456789: running for 1:30 "
+                          "(log logs/teacher/lee.cbe-0123456789.log)")  # before the trainer starts
+    job.steps(0, 20)
+    assert "step 0/20 (0 %), ETA after the first step" in job.line()
+    clock.now += 30.0
+    job.steps(5, 20)  # 6 s a step, 15 steps left
+    assert job.line() == ("augsbert: teacher lee.cbe-0123456789: step 5/20 (25 %), ETA 1:30 "
+                          "(log logs/teacher/lee.cbe-0123456789.log)")
+    job.steps(0, 4)  # a new trainer: a new base for the ETA
+    clock.now += 7200.0
+    job.steps(2, 4)
+    assert job.line().endswith("step 2/4 (50 %), ETA 2:00:00 (log logs/teacher/lee.cbe-0123456789.log)")
+    job.print()
+    assert out.getvalue() == job.line() + "\n"
+
+
+def test_progress_is_printed_on_the_console_descriptor_every_period(tmp_path, monkeypatch):
+    (tmp_path / "logs" / "student").mkdir(parents=True)
+    (tmp_path / "logs" / "student" / "lee.be-1.log").write_text("")
+    monkeypatch.chdir(tmp_path)
+    read, write = os.pipe()
+    monkeypatch.setattr(progress, "PERIOD_S", 0.05)
+    assert progress.start("student", "artifacts/student/lee.be-1", env={}) is None  # outside the workflow: nothing
+    progress.start("student", "artifacts/student/lee.be-1", env={progress.PROGRESS_FD_ENV: str(write)})
+    callback = progress.callback()
+    state = type("State", (), {"global_step": 0, "max_steps": 10})()
+    callback.on_train_begin(None, state, None)
+    state.global_step = 3
+    callback.on_step_end(None, state, None)
+    import time
+
+    time.sleep(0.3)
+    progress.stop()
+    os.close(write)
+    text = os.read(read, 100000).decode()
+    assert text.startswith("augsbert: student lee.be-1: ") and "lee.be-1: step 3/10 (30 %), ETA 0:0" in text
+    assert "(log logs/student/lee.be-1.log)" in text and progress.callback() is None
+    progress.warn("only 3 silver pair(s)", env={progress.PROGRESS_FD_ENV: "999"})  # no such descriptor: no error
+
+
+def test_a_small_silver_pool_or_set_is_warned_about_with_the_count_and_why():
+    from augsbert.planning.candidates import CandidatesParams  # noqa: F401 - the params class the stage reads
+    from augsbert.stages.candidates import small_silver
+
+    params = type("P", (), {"pool": "train", "top_k": 3, "strategies": ["bm25"]})()
+    assert small_silver(params, 4, 21, {"bm25": 3}) == [
+        "the silver pool holds only 4 sentence(s) (below 100): 21 sentence(s) of dev/test pairs were removed from "
+        "it (sampling.exclude_eval_sentences: no test sentence is trained on; a random split shares sentences across "
+        "splits); add unlabeled text (the dataset's `unlabeled` file, sampling.pool: train+unlabeled) for more "
+        "silver pairs",
+        "only 3 silver pair(s) were drawn (below 100; pool of 4 sentence(s), top_k 3, pairs already in the gold "
+        "train split excluded): the students learn from almost no silver data"]
+    assert small_silver(params, 325, 0, {"bm25": 300}) == []
+    none = type("P", (), {"pool": "train", "top_k": 3, "strategies": ["none"]})()
+    assert small_silver(none, 325, 0, {"none": 300}) == []  # no sampling asked for: no silver to warn about
+
+
+def test_the_table_a_run_ends_with(tmp_path, monkeypatch):
+    import json
+
+    from augsbert.reporting.console import print_tables, table_text
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "results" / "tables").mkdir(parents=True)
+    (tmp_path / "results" / "e.json").write_text(json.dumps({"experiment": "e", "seeds": [42, 43], "models": {
+        "teacher": {"summary": {"spearman": {"mean": 43.91, "std": 0.66, "n": 2}, "pearson": {"mean": 53.66,
+                                                                                             "std": 0.4, "n": 2}}},
+        "zero_shot": {"summary": {"spearman": {"mean": 53.55, "std": None, "n": 1}}}}}))
+    assert table_text("results/e.json") == (
+        "e: test Spearman and Pearson × 100 (mean ± std over seeds 42, 43)\n"
+        "model          Spearman       Pearson\n"
+        "teacher    43.91 ± 0.66  53.66 ± 0.40\n"
+        "zero_shot         53.55             –")
+    (tmp_path / "results" / "tables" / "g.md").write_text("# g\n\n| a |\n\n## Experiments\n\n| long |\n")
+    assert table_text("results/tables/g.md") == "# g\n\n| a |"
+    out = io.StringIO()
+    print_tables(["results/tables/g.md", "models/e/student", "results/tables/none.md"], out)
+    assert out.getvalue() == "\nresults/tables/g.md:\n\n# g\n\n| a |\n\n"
