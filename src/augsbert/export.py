@@ -299,7 +299,7 @@ def _write(spec, model, artifact, target, section, facts, title, tags, base, mod
 
             card_data = {"tags": tags, **({"base_model": base} if base else {})}
             CrossBiEncoder.from_pretrained(artifact / "model").save_pretrained(
-                tmp, model_card_kwargs={"model_name": title, "model_id": model_id or str(to), "training_facts": section,
+                tmp, model_card_kwargs={"model_name": title, "model_id": model_id or str(target), "training_facts": section,
                                         **card_data})
             loaded = None
         else:
@@ -317,7 +317,7 @@ def _write(spec, model, artifact, target, section, facts, title, tags, base, mod
                                                               facts["test_metrics"], title))
         readme = tmp / "README.md"  # the usage snippet loads the export itself, not a placeholder id
         readme.write_text(readme.read_text(encoding="utf-8").replace(
-            '"sentence_transformers_model_id"', json.dumps(model_id or str(to))), encoding="utf-8")
+            '"sentence_transformers_model_id"', json.dumps(model_id or str(target))), encoding="utf-8")
         # the files this export wrote: all that a later `--force` may replace (files you add are never deleted)
         facts["files"] = sorted([*(p.relative_to(tmp).as_posix() for p in tmp.rglob("*") if p.is_file()), MARKER])
         write_json(tmp / MARKER, facts)
