@@ -104,3 +104,42 @@ def test_a_cross_encoder_filter_drops_candidates_it_scores_near_the_positive():
     out = mine(pairs, CORPUS, {"bm25": bm25_scores}, Rule(num_negatives=2, absolute_margin=0.5, rescored=True),
                rescore=rescore)
     assert out["rows"] and not any("cats" in n for n in out["rows"][0][2])
+
+
+# ------------------------------------------------------------------ stage
+def test_negatives_stage_plans_on_beir_data_and_writes_the_table(tmp_path, tiny_model):
+    import pandas as pd
+
+    from augsbert.errors import ConfigError
+    from augsbert.stages import negatives, prepare_data
+    from conftest import plan_shipped
+    from test_beir import CORPUS as BEIR_CORPUS, QUERIES, write_beir
+    from test_loaders import options
+
+    corpus = [*BEIR_CORPUS, *({"_id": f"x{i}", "text": f"{w} live on farms"} for i, w in enumerate(CORPUS))]
+    write_beir(tmp_path / "raw" / "beir", corpus=corpus)
+    qrels = "query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\nq3\td3\t1\n"
+    (tmp_path / "raw" / "beir" / "qrels" / "train.tsv").write_text(qrels)
+    mining = {"retrievers": ["bm25", tiny_model], "num_negatives": 3, "range_min": 1}
+    config = {"data_dir": str(tmp_path / "raw"), "datasets": {"toy_beir": {"loader": "beir", "path": "beir"}},
+              "experiments": {"mined": {"dataset": "toy_beir", "models": ["zero_shot"], "negatives": mining}}}
+    plan = plan_shipped(config, grids=False, plan=("mined",))
+    key = plan.experiment("mined").runs[42]["negatives"]
+    spec = plan.spec(key)
+    assert spec["params"]["retrievers"] == ["bm25", tiny_model] and "cross_encoder_scale" not in spec["params"]
+    assert set(spec["params"]["model_identity"]) == {tiny_model}
+    with pytest.raises(ConfigError, match="not BEIR-format"):
+        plan_shipped({"defaults": {"negatives": mining}}, grids=False, plan=("demo_zeroshot",))
+
+    data = tmp_path / "data"
+    prepare_data.run({"params": {**options("beir", path="beir"), "dataset": "toy", "data_dir": str(tmp_path / "raw")}},
+                     data)
+    spec["inputs"] = {"pairs": str(data)}
+    spec["params"]["embedding_cache"] = str(tmp_path / "cache")
+    metrics = negatives.run(spec, tmp_path / "out", device="cpu")
+    table = pd.read_parquet(tmp_path / "out" / "negatives.parquet")
+    assert list(table.columns) == ["query", "positive", "negative_1", "negative_2", "negative_3"]
+    assert metrics["rows"] == len(table) == 3 and metrics["short_pairs"] == 0
+    for row in table.itertuples():
+        assert row.positive not in (row.negative_1, row.negative_2, row.negative_3)
+    assert len(list((tmp_path / "cache").glob("*.npy"))) == 2  # queries and corpus of the Bi-Encoder
