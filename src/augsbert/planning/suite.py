@@ -59,7 +59,7 @@ SUITE = Stage("suite", 2, "evaluate a Bi-Encoder on the STS suite, topic classif
 STAGES = (SUITE,)
 
 # Bi-Encoder roles that get the evaluation suite (STS suite, topic, USEB, diagnostics).
-SUITE_ROLES = ("zero_shot", "pretrained", "classifier", "lower_bound", "student")
+SUITE_ROLES = ("zero_shot", "pretrained", "classifier", "lower_bound", "student", "gpl")
 STS_TASKS_DIR = "sts_suite"
 USEB_DIR = "useb/data-eval"
 

@@ -1,0 +1,94 @@
+"""GPL (Wang et al., NAACL 2022): `margins` (a pretrained Cross-Encoder scores the mined lists, no training, no
+gold) and `gpl_student` (a Bi-Encoder learns those scores with MarginMSE or KL-divergence for a step budget)
+(jobs: augsbert.stages.gpl)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ..errors import ConfigError
+from ..graph import Node, SeedPlan
+from ..params import ModelParams
+from ..stages.base import MODEL_SETTINGS, Stage
+from .negatives import negatives_node
+
+
+@dataclass(frozen=True, kw_only=True)
+class MarginsParams(ModelParams):
+    """`teacher.pretrained` (the `model`) and the scale its scores are taken in."""
+
+    score_scale: Literal["logits", "sigmoid"]
+    max_length: int
+    batch_size: int = 64
+
+
+@dataclass(frozen=True, kw_only=True)
+class GplStudentParams(ModelParams):
+    """The `student` section's options a GPL student reads: its loss over the mined list, its score, the
+    optimiser and the step budget (`max_steps`; unset: `epochs` passes over the list)."""
+
+    loss: Literal["margin_mse", "kl_div"]
+    similarity: Literal["cos", "dot"]
+    batch_size: int
+    lr: float
+    warmup_ratio: float
+    weight_decay: float = 0.0
+    max_length: int
+    seed: int
+    max_steps: int | None = None
+    epochs: int | None = None
+    eval_batch_size: int = 64
+    checkpoint_steps: int = 500
+    config_kwargs: dict | None = None
+    hub_revisions: dict[str, str] = field(default_factory=dict)
+
+
+MARGINS = Stage("margins", 1, "score mined (query, positive, negatives) lists with a pretrained Cross-Encoder (GPL's "
+                "pseudo labels: the margins)", "augsbert.stages.gpl:run_margins", section="teacher",
+                runtime=("batch_size", "model"), roles=("margins",), seconds_per_item=0.01, base_mem_mb=8000,
+                params=MarginsParams)
+GPL_STUDENT = Stage("gpl_student", 1, "train a Bi-Encoder on a pretrained Cross-Encoder's margins over mined negatives "
+                    "(GPL: MarginMSE or KL-divergence, a step budget)", "augsbert.stages.gpl:run_student",
+                    section="student", runtime=MODEL_SETTINGS, roles=("gpl",), seconds_per_item=0.02,
+                    mb_per_item=0.002, gpu_sequences=3, params=GplStudentParams,
+                    plan=lambda seed_plan: plan_gpl(seed_plan))
+STAGES = (MARGINS, GPL_STUDENT)
+
+
+def plan_gpl(seed_plan: SeedPlan) -> dict[str, Node]:
+    """`models: [gpl]`: negatives of the qrels' (query, positive) pairs, `teacher.pretrained`'s margins, the student."""
+    exp, name = seed_plan.config, seed_plan.experiment
+    if "gpl" not in exp["models"]:
+        return {}
+    teacher = exp["teacher"]
+    if not teacher["pretrained"]:
+        raise ConfigError(f"experiments.{name}.teacher.pretrained: a `gpl` model learns the margins of a "
+                          "Cross-Encoder used as it is; name one (GPL: cross-encoder/ms-marco-MiniLM-L-6-v2)")
+    if not exp["negatives"]["retrievers"]:
+        raise ConfigError(f"experiments.{name}.negatives.retrievers: a `gpl` model needs mined negatives; name a "
+                          "retriever (`bm25` or a Bi-Encoder; GPL: msmarco-distilbert-base-v3, msmarco-MiniLM-L-6-v3)")
+    dataset = exp["dataset"]
+    if seed_plan.graph.config["datasets"][dataset]["loader"] != "beir":
+        raise ConfigError(f"experiments.{name}: a `gpl` model needs (query, positive) pairs; dataset '{dataset}' is "
+                          "not BEIR-format (`loader: beir`)")
+    student = exp["student"]
+    loss = student["loss"] if student["loss"] in ("margin_mse", "kl_div") else None
+    if loss is None:
+        raise ConfigError(f"experiments.{name}.student.loss: a `gpl` model learns margins over mined negatives: "
+                          f"`margin_mse` or `kl_div` (got {student['loss']})")
+    graph = seed_plan.graph
+    mined = negatives_node(seed_plan, seed_plan.roles["data"])
+    margins = graph.add(MARGINS, f"{mined.name}.{teacher['pretrained'].rsplit('/', 1)[-1]}",
+                        {"model": teacher["pretrained"], "score_scale": teacher["score_scale"],
+                         "max_length": teacher["max_length"], "batch_size": exp["silver"]["batch_size"]},
+                        {"negatives": mined})
+    options = {k: student[k] for k in ("loss", "similarity", "batch_size", "lr", "warmup_ratio", "weight_decay",
+                                       "max_length", "eval_batch_size", "checkpoint_steps")}
+    if student["max_steps"] is not None:  # the step budget (GPL: 140K steps)
+        options["max_steps"] = student["max_steps"]
+    else:
+        options["epochs"] = student["epochs"]
+    params = {**options, "model": student["base_model"] or exp["base_model"], "seed": seed_plan.seed}
+    return {"negatives": mined, "margins": margins,
+            "gpl": graph.add(GPL_STUDENT, f"{dataset}.gpl", params, {"margins": margins})}

@@ -1,0 +1,103 @@
+"""GPL: a pretrained Cross-Encoder's margins over mined negatives (stage `margins`) and the student (`gpl_student`)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from augsbert.errors import ConfigError
+from conftest import plan_shipped
+
+MINED = pd.DataFrame({"query": ["what do cats drink", "what do dogs chew", "where do fish live"],
+                      "positive": ["cats drink milk", "dogs chew bones", "fish live in water"],
+                      "negative_1": ["dogs chew bones", "cats drink milk", "birds sing at dawn"],
+                      "negative_2": ["birds sing at dawn", "fish live in water", "cats drink milk"]})
+
+
+@pytest.fixture(scope="module")
+def tiny_cross_encoder(tmp_path_factory, tiny_model):
+    from sentence_transformers import CrossEncoder
+
+    path = tmp_path_factory.mktemp("ce") / "tiny-ce"
+    CrossEncoder(tiny_model, num_labels=1, device="cpu").save(str(path))  # a random one-logit head, saved once
+    return str(path)
+
+
+def margins(tmp_path, ce, scale="logits"):
+    from augsbert.stages import gpl
+
+    (tmp_path / "mined").mkdir(exist_ok=True)
+    MINED.to_parquet(tmp_path / "mined" / "negatives.parquet", index=False)
+    spec = {"params": {"model": ce, "score_scale": scale, "max_length": 32, "batch_size": 4},
+            "inputs": {"negatives": str(tmp_path / "mined")}}
+    gpl.run_margins(spec, tmp_path / f"margins-{scale}", device="cpu")
+    return pd.read_parquet(tmp_path / f"margins-{scale}" / "margins.parquet")
+
+
+def test_margin_targets_equal_teacher_positive_minus_teacher_negative(tmp_path, tiny_cross_encoder):
+    import torch
+    from sentence_transformers import CrossEncoder
+
+    ce = CrossEncoder(tiny_cross_encoder, device="cpu", max_length=32)
+    for scale, activation in (("logits", torch.nn.Identity()), ("sigmoid", torch.nn.Sigmoid())):
+        table = margins(tmp_path, tiny_cross_encoder, scale)
+        for q, row in enumerate(MINED.itertuples()):
+            # the teacher on each pair alone: margins are teacher(q, p) - teacher(q, n_i), in the stated scale
+            pos, n1, n2 = (float(ce.predict([(row.query, text)], activation_fn=activation)[0])
+                           for text in (row.positive, row.negative_1, row.negative_2))
+            assert table["score_positive"][q] == pytest.approx(pos, abs=1e-6)
+            assert table["margin_1"][q] == pytest.approx(pos - n1, abs=1e-6)
+            assert table["margin_2"][q] == pytest.approx(pos - n2, abs=1e-6)
+            assert table["margin_1"][q] == table["score_positive"][q] - table["score_negative_1"][q]  # exactly
+        if scale == "sigmoid":
+            assert table[["score_positive", "score_negative_1"]].to_numpy().max() < 1
+
+
+@pytest.mark.parametrize("loss,similarity", [("margin_mse", "dot"), ("kl_div", "cos")])
+def test_student_learns_the_margins_for_its_step_budget(tmp_path, tiny_model, tiny_cross_encoder, loss, similarity):
+    from sentence_transformers import SentenceTransformer, util
+
+    from augsbert.models.student_losses import student_loss
+    from augsbert.planning.gpl import GplStudentParams
+    from augsbert.stages import gpl
+
+    margins(tmp_path, tiny_cross_encoder)
+    params = {"model": tiny_model, "loss": loss, "similarity": similarity, "batch_size": 2, "lr": 1e-4,
+              "warmup_ratio": 0.0, "max_length": 32, "seed": 1, "max_steps": 3}
+    rows = gpl.training_rows(pd.read_parquet(tmp_path / "margins-logits" / "margins.parquet"), loss)
+    assert np.asarray(rows["label"]).shape == ((3, 2) if loss == "margin_mse" else (3, 3))
+    built = student_loss(SentenceTransformer(tiny_model, device="cpu"), GplStudentParams.from_json(params, "t"))
+    assert type(built).__name__ == {"margin_mse": "MarginMSELoss", "kl_div": "DistillKLDivLoss"}[loss]
+    assert built.similarity_fct is {"dot": util.pairwise_dot_score, "cos": util.pairwise_cos_sim}[similarity]
+    metrics = gpl.run_student({"params": params, "inputs": {"margins": str(tmp_path / "margins-logits")}},
+                              tmp_path / "student", device="cpu")
+    assert metrics["steps"] == 3 and metrics["test"]["spearman"] is None
+    assert (tmp_path / "student" / "model").is_dir() and not (tmp_path / "student" / "work").exists()
+
+
+def gpl_config(tmp_path, **experiment):
+    from test_beir import write_beir
+
+    write_beir(tmp_path / "beir")
+    exp = {"dataset": "toy_beir", "models": ["zero_shot", "gpl"], "evaluation": {"suites": ["retrieval"]},
+           "teacher": {"pretrained": "cross-encoder/ms-marco-MiniLM-L-6-v2"},
+           "negatives": {"retrievers": ["bm25"], "num_negatives": 1},
+           "student": {"loss": "margin_mse", "similarity": "dot", "max_steps": 10}, **experiment}
+    return {"data_dir": str(tmp_path), "datasets": {"toy_beir": {"loader": "beir", "path": "beir"}},
+            "experiments": {"g": exp}}
+
+
+def test_gpl_plans_negatives_margins_student_and_its_retrieval_suite(tmp_path):
+    plan = plan_shipped(gpl_config(tmp_path), grids=False, plan=("g",))
+    runs = plan.experiment("g").runs[42]
+    assert {"negatives", "margins", "gpl", "gpl_suite", "zero_shot"} <= set(runs) and "student" not in runs
+    margins_node, student = plan.node(runs["margins"]), plan.node(runs["gpl"])
+    assert margins_node.params["score_scale"] == "logits" and dict(margins_node.inputs) == {"negatives": runs["negatives"]}
+    assert student.params["max_steps"] == 10 and "epochs" not in student.params
+    assert student.params["loss"] == "margin_mse" and student.params["similarity"] == "dot"
+    assert plan.node(runs["gpl_suite"]).settings["retrieval"]["split"] == "test"
+    with pytest.raises(ConfigError, match="teacher.pretrained"):
+        plan_shipped(gpl_config(tmp_path, teacher={"pretrained": None}), grids=False, plan=("g",))
+    with pytest.raises(ConfigError, match="margin_mse` or `kl_div"):
+        plan_shipped(gpl_config(tmp_path, student={"loss": "cosine"}), grids=False, plan=("g",))
+    with pytest.raises(ConfigError, match="kl_div learns"):
+        plan_shipped({"defaults": {"student": {"loss": "kl_div"}}}, grids=False, plan=("demo_zeroshot", "demo_ce"))
