@@ -101,3 +101,14 @@ def test_gpl_plans_negatives_margins_student_and_its_retrieval_suite(tmp_path):
         plan_shipped(gpl_config(tmp_path, student={"loss": "cosine"}), grids=False, plan=("g",))
     with pytest.raises(ConfigError, match="kl_div learns"):
         plan_shipped({"defaults": {"student": {"loss": "kl_div"}}}, grids=False, plan=("demo_zeroshot", "demo_ce"))
+
+
+def test_demo_gpl_plans_the_offline_chain_on_lee():
+    plan = plan_shipped({}, grids=False, plan=("demo_gpl",))
+    runs = plan.experiment("demo_gpl").runs[42]
+    queries, mined = plan.node(runs["queries"]), plan.node(runs["negatives"])
+    assert queries.params["generator"] == "inverse_cloze" and dict(queries.inputs) == {"data": runs["data"]}
+    assert dict(mined.inputs) == {"pairs": runs["queries"]} and mined.params["qrels_split"] == "train"
+    assert dict(plan.node(runs["margins"]).inputs)["teacher"] == runs["teacher"]
+    assert dict(plan.node(runs["gpl"]).inputs) == {"margins": runs["margins"], "data": runs["data"]}
+    assert "gpl_suite" in runs

@@ -9,15 +9,23 @@ from typing import Literal
 
 from ..errors import ConfigError
 from ..graph import Node, SeedPlan
-from ..params import ModelParams
+from ..params import ModelParams, Params
 from ..stages.base import MODEL_SETTINGS, Stage
 from .negatives import negatives_node
+from .queries import queries_node
+
+
+TRAINED = "trained"  # teacher.pretrained: the experiment's own trained Cross-Encoder (an offline demo's stand-in)
 
 
 @dataclass(frozen=True, kw_only=True)
-class MarginsParams(ModelParams):
-    """`teacher.pretrained` (the `model`) and the scale its scores are taken in."""
+class MarginsParams(Params):
+    """`teacher.pretrained` (the `model`; None: the `teacher` input, the experiment's trained Cross-Encoder) and
+    the scale its scores are taken in."""
 
+    model: str | None = None
+    model_identity: dict[str, str] = field(default_factory=dict)
+    hub_revisions: dict[str, str] = field(default_factory=dict)
     score_scale: Literal["logits", "sigmoid"]
     max_length: int
     batch_size: int = 64
@@ -69,20 +77,32 @@ def plan_gpl(seed_plan: SeedPlan) -> dict[str, Node]:
         raise ConfigError(f"experiments.{name}.negatives.retrievers: a `gpl` model needs mined negatives; name a "
                           "retriever (`bm25` or a Bi-Encoder; GPL: msmarco-distilbert-base-v3, msmarco-MiniLM-L-6-v3)")
     dataset = exp["dataset"]
-    if seed_plan.graph.config["datasets"][dataset]["loader"] != "beir":
-        raise ConfigError(f"experiments.{name}: a `gpl` model needs (query, positive) pairs; dataset '{dataset}' is "
-                          "not BEIR-format (`loader: beir`)")
+    generated = bool(exp["queries"]["generator"])
+    if not generated and seed_plan.graph.config["datasets"][dataset]["loader"] != "beir":
+        raise ConfigError(f"experiments.{name}: a `gpl` model needs (query, positive) pairs: set "
+                          f"`queries.generator` (a T5 query generator, or `inverse_cloze` offline), or use a "
+                          f"BEIR-format dataset's qrels (dataset '{dataset}' is not `loader: beir`)")
     student = exp["student"]
     loss = student["loss"] if student["loss"] in ("margin_mse", "kl_div") else None
     if loss is None:
         raise ConfigError(f"experiments.{name}.student.loss: a `gpl` model learns margins over mined negatives: "
                           f"`margin_mse` or `kl_div` (got {student['loss']})")
     graph = seed_plan.graph
-    mined = negatives_node(seed_plan, seed_plan.roles["data"])
-    margins = graph.add(MARGINS, f"{mined.name}.{teacher['pretrained'].rsplit('/', 1)[-1]}",
-                        {"model": teacher["pretrained"], "score_scale": teacher["score_scale"],
-                         "max_length": teacher["max_length"], "batch_size": exp["silver"]["batch_size"]},
-                        {"negatives": mined})
+    roles: dict[str, Node] = {}
+    if generated:
+        roles["queries"] = queries_node(seed_plan)
+    mined = negatives_node(seed_plan, roles.get("queries", seed_plan.roles["data"]), generated)
+    scoring = {"score_scale": teacher["score_scale"], "max_length": teacher["max_length"],
+               "batch_size": exp["silver"]["batch_size"]}
+    if teacher["pretrained"] == TRAINED:  # the chain's teacher, trained on the target's gold: not label-free
+        if "teacher" not in seed_plan.roles or teacher["arch"] != "ce":
+            raise ConfigError(f"experiments.{name}.teacher.pretrained: `trained` scores with the experiment's own "
+                              "trained Cross-Encoder: add `teacher` to `models` and set teacher.arch: ce")
+        margins = graph.add(MARGINS, f"{mined.name}.trained", scoring,
+                            {"negatives": mined, "teacher": seed_plan.roles["teacher"]})
+    else:
+        margins = graph.add(MARGINS, f"{mined.name}.{teacher['pretrained'].rsplit('/', 1)[-1]}",
+                            {"model": teacher["pretrained"], **scoring}, {"negatives": mined})
     options = {k: student[k] for k in ("loss", "similarity", "batch_size", "lr", "warmup_ratio", "weight_decay",
                                        "max_length", "eval_batch_size", "checkpoint_steps")}
     if student["max_steps"] is not None:  # the step budget (GPL: 140K steps)
@@ -90,5 +110,6 @@ def plan_gpl(seed_plan: SeedPlan) -> dict[str, Node]:
     else:
         options["epochs"] = student["epochs"]
     params = {**options, "model": student["base_model"] or exp["base_model"], "seed": seed_plan.seed}
-    return {"negatives": mined, "margins": margins,
-            "gpl": graph.add(GPL_STUDENT, f"{dataset}.gpl", params, {"margins": margins})}
+    # `data`: a target with test pairs (Lee, STS) gets the student's test Spearman beside the retrieval suite
+    return {**roles, "negatives": mined, "margins": margins,
+            "gpl": graph.add(GPL_STUDENT, f"{dataset}.gpl", params, {"margins": margins, "data": seed_plan.roles["data"]})}

@@ -45,9 +45,12 @@ NEGATIVES = Stage("negatives", 1, "mine hard negatives of (query, positive) pair
 STAGES = (NEGATIVES,)
 
 
-def negatives_node(seed_plan: SeedPlan, pairs: Node) -> Node:
-    """The negatives node over `pairs` (a data node of a BEIR-format dataset: its qrels are the pairs)."""
+def negatives_node(seed_plan: SeedPlan, pairs: Node, generated: bool = False) -> Node:
+    """The negatives node over `pairs`: a BEIR-format dataset's data node (its qrels are the pairs), or a
+    `queries` node (`generated`: its pairs are its train qrels)."""
     graph, options = seed_plan.graph, dict(seed_plan.config["negatives"])
+    if generated:
+        options["qrels_split"] = "train"
     refs = [r for r in options["retrievers"] if r != BM25] + ([options["cross_encoder"]] if options["cross_encoder"]
                                                                else [])
     options["model_identity"] = {ref: graph.model_identity(ref) for ref in dict.fromkeys(refs)}
@@ -61,9 +64,15 @@ def negatives_node(seed_plan: SeedPlan, pairs: Node) -> Node:
 
 
 def plan_negatives(seed_plan: SeedPlan) -> dict[str, Node]:
-    """Planned when `negatives.retrievers` names one: the pairs are the qrels of a BEIR-format dataset."""
-    if not seed_plan.config["negatives"]["retrievers"]:
+    """Planned when `negatives.retrievers` names one: the pairs are the generated queries (`queries.generator`)
+    or the qrels of a BEIR-format dataset. A `gpl` model plans the same node itself (planning.gpl)."""
+    if not seed_plan.config["negatives"]["retrievers"] or "gpl" in seed_plan.config["models"]:
         return {}
+    if seed_plan.config["queries"]["generator"]:
+        from .queries import queries_node
+
+        pairs = queries_node(seed_plan)
+        return {"queries": pairs, "negatives": negatives_node(seed_plan, pairs, generated=True)}
     dataset = seed_plan.config["dataset"]
     if seed_plan.graph.config["datasets"][dataset]["loader"] != "beir":
         raise ConfigError(f"experiments.{seed_plan.experiment}.negatives: mining needs (query, positive) pairs; "

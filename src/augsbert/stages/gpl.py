@@ -22,7 +22,8 @@ from ..data import DataError
 from ..models import resolve_device
 from ..params import read_params
 from ..planning.gpl import GplStudentParams, MarginsParams
-from .common import model_path
+from ..evaluation import correlations, cosine_scores
+from .common import model_path, read_split
 from .zero_shot import load_bi_encoder
 
 log = logging.getLogger(__name__)
@@ -55,7 +56,8 @@ def run_margins(spec: dict, out: str | Path, device: str | None = None, force: b
         raise DataError(f"{inputs['negatives']}: the mined table is empty (no pair found enough negatives)")
     device = resolve_device(device)
     with artifact_dir(out, spec, force) as tmp:
-        model = CrossEncoder(model_path(params, params.model), device=device, max_length=params.max_length)
+        path = str(Path(inputs["teacher"]) / "model") if "teacher" in inputs else model_path(params, params.model)
+        model = CrossEncoder(path, device=device, max_length=params.max_length)
         scores = teacher_scores(model, table, params.batch_size, params.score_scale)
         negatives = negative_columns(table)
         out_table = table.copy()
@@ -113,7 +115,13 @@ def run_student(spec: dict, out: str | Path, device: str | None = None, force: b
         import shutil
 
         shutil.rmtree(tmp / "work", ignore_errors=True)  # the trainer's scratch folder, no checkpoint kept
-        metrics = {"device": device, "test": dict(NO_TEST_PAIRS), "loss": params.loss, "similarity": params.similarity,
+        test = read_split(inputs["data"], "test", required=False) if "data" in inputs else None
+        scores = dict(NO_TEST_PAIRS)
+        if test is not None:  # the target's test pairs (Lee, STS): Spearman of the student's cosine, as every model
+            scores = correlations(cosine_scores(model, list(zip(test["sentence1"], test["sentence2"])),
+                                                params.eval_batch_size, show_progress=False), test["score"])
+            log.info("gpl student: test spearman %.2f", scores["spearman"])
+        metrics = {"device": device, "test": scores, "loss": params.loss, "similarity": params.similarity,
                    "train_rows": len(rows), "steps": int(result.global_step),
                    "train_loss": float(result.training_loss)}
         log.info("gpl student: %s (%s) for %d steps on %d rows, final mean loss %.4f", params.loss,
