@@ -9,7 +9,7 @@ from typing import Literal
 
 from ..errors import ConfigError
 from ..graph import Node, SeedPlan
-from ..params import ModelParams, Params
+from ..params import Params
 from ..stages.base import MODEL_SETTINGS, Stage
 from .negatives import negatives_node
 from .queries import queries_node
@@ -32,10 +32,12 @@ class MarginsParams(Params):
 
 
 @dataclass(frozen=True, kw_only=True)
-class GplStudentParams(ModelParams):
+class GplStudentParams(Params):
     """The `student` section's options a GPL student reads: its loss over the mined list, its score, the
     optimiser and the step budget (`max_steps`; unset: `epochs` passes over the list)."""
 
+    model: str | None = None  # None: the `init` input (the pretrained encoder)
+    model_identity: dict[str, str] = field(default_factory=dict)
     loss: Literal["margin_mse", "kl_div"]
     similarity: Literal["cos", "dot"]
     batch_size: int
@@ -111,5 +113,12 @@ def plan_gpl(seed_plan: SeedPlan) -> dict[str, Node]:
         options["epochs"] = student["epochs"]
     params = {**options, "model": student["base_model"] or exp["base_model"], "seed": seed_plan.seed}
     # `data`: a target with test pairs (Lee, STS) gets the student's test Spearman beside the retrieval suite
+    inputs = {"margins": margins, "data": seed_plan.roles["data"]}
+    if student["base"] == "pretrained":  # TSDAE + GPL: the student starts from the `pretrain` stage's encoder
+        if "pretrained" not in seed_plan.roles:
+            raise ConfigError(f"experiments.{name}.student.base: `pretrained` needs `pretrain.objective` "
+                              "(TSDAE + GPL: tsdae)")
+        inputs["init"] = seed_plan.roles["pretrained"]
+        params.pop("model")
     return {**roles, "negatives": mined, "margins": margins,
-            "gpl": graph.add(GPL_STUDENT, f"{dataset}.gpl", params, {"margins": margins, "data": seed_plan.roles["data"]})}
+            "gpl": graph.add(GPL_STUDENT, f"{dataset}.gpl", params, inputs)}

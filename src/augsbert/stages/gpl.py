@@ -100,7 +100,8 @@ def run_student(spec: dict, out: str | Path, device: str | None = None, force: b
     table = pd.read_parquet(Path(inputs["margins"]) / "margins.parquet")
     device = resolve_device(device)
     with artifact_dir(out, spec, force) as tmp:
-        model = load_bi_encoder(model_path(params, params.model), device, params.max_length)
+        start = str(Path(inputs["init"]) / "model") if "init" in inputs else model_path(params, params.model)
+        model = load_bi_encoder(start, device, params.max_length)
         rows = training_rows(table, params.loss)
         args = SentenceTransformerTrainingArguments(
             output_dir=str(tmp / "work"), seed=params.seed, per_device_train_batch_size=params.batch_size,
