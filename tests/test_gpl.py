@@ -112,3 +112,36 @@ def test_demo_gpl_plans_the_offline_chain_on_lee():
     assert dict(plan.node(runs["margins"]).inputs)["teacher"] == runs["teacher"]
     assert dict(plan.node(runs["gpl"]).inputs) == {"margins": runs["margins"], "data": runs["data"]}
     assert "gpl_suite" in runs
+
+
+def test_results_and_tables_show_the_gpl_row_with_its_retrieval_figures(tmp_path, tiny_model, tiny_cross_encoder):
+    """The results document (validated against its schema) and the table read the `gpl` role and its suite."""
+    from augsbert.reporting.tables import collect, markdown
+    from augsbert.stages import gpl, prepare_data, results, suite
+    from test_beir import write_beir
+    from test_loaders import options
+
+    write_beir(tmp_path / "raw" / "beir")
+    data = tmp_path / "data"
+    prepare_data.run({"params": {**options("beir", path="beir"), "dataset": "toy", "data_dir": str(tmp_path / "raw")}},
+                     data)
+    margins(tmp_path, tiny_cross_encoder)
+    student = {"model": tiny_model, "loss": "margin_mse", "similarity": "dot", "batch_size": 2, "lr": 1e-4,
+               "warmup_ratio": 0.0, "max_length": 32, "seed": 1, "max_steps": 1}
+    gpl.run_student({"params": student, "inputs": {"margins": str(tmp_path / "margins-logits"), "data": str(data)}},
+                    tmp_path / "student", device="cpu")
+    suite.run({"params": {"sts": {}, "useb": {}, "skipped": {}, "batch_size": 8, "max_length": 32,
+                          "retrieval": {"split": "test", "score_function": "dot"}},
+               "inputs": {"data": str(data), "model": str(tmp_path / "student")}}, tmp_path / "suite", device="cpu")
+    node = lambda stage, path: {"key": path.name, "stage": stage, "path": str(path)}  # noqa: E731
+    spec = {"experiment": "g", "config": {"dataset": "toy"}, "dataset": {"loader": "beir"}, "config_hash": "0123456789",
+            "seeds": [42], "runs": {"42": {"data": node("data", data), "gpl": node("gpl_student", tmp_path / "student"),
+                                           "gpl_suite": node("suite", tmp_path / "suite")}}}
+    result = results.run(spec, tmp_path / "results" / "g.json")
+    summary = result["models"]["gpl"]["summary"]
+    assert summary["spearman"]["mean"] is None and 0 <= summary["ndcg@10"]["mean"] <= 100
+    grid = {"grid": "t", "experiments": ["g"], "columns": ["toy"], "metrics": ["ndcg@10"],
+            "rows": [{"role": "gpl", "label": "GPL", "cells": {"toy": "g"}}]}
+    long, docs = collect(grid, tmp_path / "results")
+    assert long["mean"].tolist() == [summary["ndcg@10"]["mean"]]
+    assert "nDCG@10" in markdown(grid, long, docs)
