@@ -81,3 +81,14 @@ def test_gpl_automatic_sizing():
     assert queries.sizing(1000, None, 250_000) == (250, 1000)
     assert queries.sizing(100_000, None, 250_000) == (3, 83_333)
     assert queries.sizing(100_000, 5, 250_000) == (5, 100_000)
+
+
+def test_paraphrase_mode_prefixes_the_generator_input(tmp_path, tiny_t5):
+    from conftest import plan_shipped
+
+    plan = plan_shipped({}, plan=("gpl_symmetric.gpl.stsb",))
+    node = plan.node(plan.experiment("gpl_symmetric.gpl.stsb").runs[42]["queries"])
+    assert node.params["mode"] == "paraphrase" and node.params["prefix"] == "paraphrase: "
+    queries.run(spec(tmp_path, tiny_t5), tmp_path / "q", device="cpu")
+    queries.run(spec(tmp_path, tiny_t5, mode="paraphrase", prefix="paraphrase: "), tmp_path / "p", device="cpu")
+    assert generated(tmp_path / "p") != generated(tmp_path / "q")  # the same seed, another input

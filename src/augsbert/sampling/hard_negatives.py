@@ -112,7 +112,10 @@ def cached_embeddings(model, texts: list[str], identity: str, cache_dir: str | P
                       batch_size: int = 64) -> np.ndarray:
     """Normalised embeddings of `texts`, read from / written to `cache_dir` under a hash of the model's
     identity and the texts (a rerun with other mining options encodes nothing again)."""
-    digest = hashlib.sha256(repr((identity, model.max_seq_length, texts)).encode()).hexdigest()[:32]
+    hasher = hashlib.sha256(repr((identity, model.max_seq_length, len(texts))).encode())
+    for text in texts:  # streamed: no second copy of a large corpus in memory
+        hasher.update(text.encode("utf-8") + b"\x00")
+    digest = hasher.hexdigest()[:32]
     path = Path(cache_dir) / f"{digest}.npy" if cache_dir else None
     if path is not None and path.is_file():
         return np.load(path, allow_pickle=False)
