@@ -145,3 +145,13 @@ def test_results_and_tables_show_the_gpl_row_with_its_retrieval_figures(tmp_path
     long, docs = collect(grid, tmp_path / "results")
     assert long["mean"].tolist() == [summary["ndcg@10"]["mean"]]
     assert "nDCG@10" in markdown(grid, long, docs)
+
+
+def test_the_gpl_grid_plans_with_the_hub_models_and_fetch_lists_them():
+    from augsbert.fetch import hub_items
+
+    plan = plan_shipped({}, plan=("gpl.gpl.scifact",))
+    models = {item.repo_id for item in hub_items(plan, "gpl.gpl.scifact")}
+    assert models == {"sentence-transformers/msmarco-distilbert-base-tas-b", "BeIR/query-gen-msmarco-t5-base-v1",
+                      "sentence-transformers/msmarco-distilbert-base-v3", "sentence-transformers/msmarco-MiniLM-L-6-v3",
+                      "cross-encoder/ms-marco-MiniLM-L-6-v2"}
