@@ -91,7 +91,8 @@ def test_gpl_plans_negatives_margins_student_and_its_retrieval_suite(tmp_path):
     runs = plan.experiment("g").runs[42]
     assert {"negatives", "margins", "gpl", "gpl_suite", "zero_shot"} <= set(runs) and "student" not in runs
     margins_node, student = plan.node(runs["margins"]), plan.node(runs["gpl"])
-    assert margins_node.params["score_scale"] == "logits" and dict(margins_node.inputs) == {"negatives": runs["negatives"]}
+    assert margins_node.params["score_scale"] == "logits"
+    assert dict(margins_node.inputs) == {"negatives": runs["negatives"]}
     assert student.params["max_steps"] == 10 and "epochs" not in student.params
     assert student.params["loss"] == "margin_mse" and student.params["similarity"] == "dot"
     assert plan.node(runs["gpl_suite"]).settings["retrieval"]["split"] == "test"

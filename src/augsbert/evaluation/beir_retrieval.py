@@ -25,7 +25,8 @@ QUERY_BLOCK = 1024
 FAISS_FROM = 200_000  # passages: from here on the flat faiss index (same hits, less memory per block)
 
 
-def top_k(queries: np.ndarray, corpus: np.ndarray, k: int, faiss_from: int = FAISS_FROM) -> tuple[np.ndarray, np.ndarray]:
+def top_k(queries: np.ndarray, corpus: np.ndarray, k: int,
+          faiss_from: int = FAISS_FROM) -> tuple[np.ndarray, np.ndarray]:
     """The k highest inner products of each query row among the corpus rows, best first (indices, scores)."""
     k = min(k, len(corpus))
     queries = np.ascontiguousarray(queries, dtype=np.float32)

@@ -54,7 +54,8 @@ def negatives_node(seed_plan: SeedPlan, pairs: Node, generated: bool = False) ->
     refs = [r for r in options["retrievers"] if r != BM25] + ([options["cross_encoder"]] if options["cross_encoder"]
                                                                else [])
     options["model_identity"] = {ref: graph.model_identity(ref) for ref in dict.fromkeys(refs)}
-    revisions = {ref: graph.config["hub_revisions"][ref] for ref in refs if ref in graph.config.get("hub_revisions", {})}
+    pinned = graph.config.get("hub_revisions", {})
+    revisions = {ref: pinned[ref] for ref in refs if ref in pinned}
     if revisions:
         options["hub_revisions"] = revisions
     if not options["cross_encoder"]:
