@@ -12,6 +12,7 @@ and negatives), for `max_steps` optimizer steps (the step budget) or `epochs`.
 from __future__ import annotations
 
 import logging
+import math
 from pathlib import Path
 
 import numpy as np
@@ -103,9 +104,11 @@ def run_student(spec: dict, out: str | Path, device: str | None = None, force: b
         start = str(Path(inputs["init"]) / "model") if "init" in inputs else model_path(params, params.model)
         model = load_bi_encoder(start, device, params.max_length)
         rows = training_rows(table, params.loss)
+        total = params.max_steps or (params.epochs or 1) * math.ceil(len(rows) / params.batch_size)
         args = SentenceTransformerTrainingArguments(
             output_dir=str(tmp / "work"), seed=params.seed, per_device_train_batch_size=params.batch_size,
-            learning_rate=params.lr, warmup_ratio=params.warmup_ratio, weight_decay=params.weight_decay,
+            learning_rate=params.lr, weight_decay=params.weight_decay,
+            warmup_steps=int(math.ceil(params.warmup_ratio * total)),  # as training/pairs.py: steps, not a ratio
             max_steps=params.max_steps or -1, num_train_epochs=params.epochs or 1, save_strategy="no",
             report_to="none", logging_steps=max(1, min(100, (params.max_steps or len(rows)) // 10)),
             use_cpu=device == "cpu", disable_tqdm=True)
