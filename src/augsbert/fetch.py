@@ -56,8 +56,9 @@ def hub_items(plan, name: str) -> list[HubItem]:
     items: set[HubItem] = set()
     for node in experiment_nodes(plan, name):
         settings = node.settings
-        for field in ("model", "semantic_model"):
-            ref = settings.get(field)
+        # a GPL chain's generator, retrievers and false-negative filter are models too
+        refs = [settings.get(f) for f in ("model", "semantic_model", "generator", "cross_encoder")]
+        for ref in refs + list(settings.get("retrievers") or []):
             if isinstance(ref, str) and ref not in SEMANTIC_CHOICES and reference_kind(ref) == "hub":
                 items.add(HubItem("model", ref, revisions.get(ref)))
         if node.stage == "data" and settings.get("download") and settings.get("files") == []:

@@ -209,3 +209,4 @@ class PairTrainingParams(TrainingParams):
     positive_threshold: float | None = None
     hard_negatives: bool = False
     negative_threshold: float | None = None
+    similarity: Literal["cos", "dot"] = "cos"  # margin_mse / kl_div: the student's score (keyed only when dot)

@@ -33,9 +33,9 @@ from .planning.trans_encoder import check_pairs, trans_encoder
 from .planning.zero_shot import zero_shot
 
 # Rows of a grid table, in thesis order, and their titles.
-TABLE_ROLES = ("zero_shot", "pretrained", "classifier", "lower_bound", "teacher", "student")
+TABLE_ROLES = ("zero_shot", "pretrained", "classifier", "lower_bound", "teacher", "student", "gpl")
 ROLE_TITLES = {"zero_shot": "Zero-shot base model", "pretrained": "Pre-trained", "classifier": "Topic classifier",
-               "lower_bound": "SBERT (lower bound)", "teacher": "{arch} (upper bound)"}
+               "lower_bound": "SBERT (lower bound)", "teacher": "{arch} (upper bound)", "gpl": "GPL"}
 
 
 def row_label(role: str, arch: str, values: list[str], student_title: str = "AugSBERT") -> str:
@@ -383,7 +383,7 @@ class Plan(Graph):
         numbered = numbered_roles(planned)
         # members after the teacher (the ensemble), Trans-Encoder rounds at the end
         table_roles = [*TABLE_ROLES[:TABLE_ROLES.index("student")], *[r for r in numbered if not r.startswith("te_")],
-                       "student", *[r for r in numbered if r.startswith("te_")]]
+                       "student", *[r for r in numbered if r.startswith("te_")], "gpl"]
         for role in table_roles:
             groups: dict[tuple, list[tuple]] = {}
             for combo, experiments in by_combo.items():

@@ -37,6 +37,7 @@ from .tables import (
     unlabeled_table,
     validate_pairs,
 )
+from .beir import BeirData, beir_files, read_beir
 from .topic_corpora import corpus_inputs
 
 
@@ -47,6 +48,7 @@ class PreparedData:
     splits: dict[str, pd.DataFrame]
     unlabeled: pd.DataFrame | None = None
     info: dict = field(default_factory=dict)
+    beir: "BeirData | None" = None  # a BEIR-format dataset's corpus, queries and qrels (loader `beir`)
 
 
 def missing_file(dataset: str, path: Path, what: str, source: str, key: str) -> MissingDataError:
@@ -435,6 +437,23 @@ class TextFileLoader(Loader):
                                                 table["topic"].tolist() if "topic" in table else None))
 
 
+class BeirLoader(Loader):
+    what = "a BEIR-format retrieval dataset: corpus.jsonl, queries.jsonl, qrels/test.tsv (train.tsv, dev.tsv optional)"
+    source = ("the BEIR benchmark's zip files (https://github.com/beir-cellar/beir, 'Available Datasets'), unzipped; "
+              "or your own folder in that layout")
+
+    def files(self, name, options, data_dir):
+        root = resolve_path(data_dir, options["path"])
+        return [self.require(name, path) for path in beir_files(root).values()]
+
+    def load(self, name, options, data_dir, report):
+        """No pair splits: the passages are the unlabeled corpus (GPL's input), the qrels the retrieval test."""
+        data = read_beir(resolve_path(data_dir, options["path"]), report)
+        sizes = {"corpus": len(data.corpus), "queries": len(data.queries),
+                 **{f"qrels_{s}": len(t) for s, t in data.qrels.items()}}
+        return PreparedData({}, unlabeled_table(data.corpus["passage"].tolist()), {"beir": sizes}, beir=data)
+
+
 LOADERS: dict[str, Loader] = {
     "lee": LeeLoader(),
     "stsb": StsbLoader(),
@@ -443,6 +462,7 @@ LOADERS: dict[str, Loader] = {
     "spanish_sts": SpanishStsLoader(),
     "pairs_file": PairsFileLoader(),
     "text_file": TextFileLoader(),
+    "beir": BeirLoader(),
 }
 
 

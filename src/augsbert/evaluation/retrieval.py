@@ -77,3 +77,44 @@ def uniformity(x, t: float = 2.0) -> float:
     sq = np.maximum(2 - 2 * (z @ z.T), 0.0)
     iu = np.triu_indices(len(z), k=1)
     return float(np.log(np.mean(np.exp(-t * sq[iu]))))
+
+
+# ------------------------------------------------------------------ BEIR (graded relevance)
+# BEIR's conventions (beir.retrieval.evaluation, pytrec_eval = trec_eval): `relevance` maps an item to its graded
+# relevance from the qrels; an item counts as relevant when its grade is >= 1.
+# - nDCG@k: gain = the grade itself (trec_eval's gain, not 2^grade - 1), discount 1 / log2(rank + 1), divided by
+#   the DCG of the judged grades sorted best first (the ideal ranking);
+# - MRR@k: 1 / rank of the first relevant item in the top k, 0 without one (BEIR's own `mrr`);
+# - Recall@k: relevant items in the top k / all relevant items (trec_eval's recall_k, not capped).
+def ndcg_at_k(ranking: Sequence, relevance: dict, k: int) -> float:
+    gains = np.array([max(relevance.get(item, 0), 0) for item in ranking[:k]], dtype=np.float64)
+    discounts = 1.0 / np.log2(np.arange(2, k + 2))
+    ideal = np.sort(np.array([g for g in relevance.values() if g > 0], dtype=np.float64))[::-1][:k]
+    if not len(ideal):
+        raise ValueError("nDCG needs at least one relevant item")
+    return float((gains * discounts[: len(gains)]).sum() / (ideal * discounts[: len(ideal)]).sum())
+
+
+def reciprocal_rank_at_k(ranking: Sequence, relevance: dict, k: int) -> float:
+    for rank, item in enumerate(ranking[:k], start=1):
+        if relevance.get(item, 0) >= 1:
+            return 1.0 / rank
+    return 0.0
+
+
+def graded_recall_at_k(ranking: Sequence, relevance: dict, k: int) -> float:
+    relevant = {item for item, grade in relevance.items() if grade >= 1}
+    return recall_at_k(ranking, relevant, k)
+
+
+def beir_metrics(rankings: Sequence[Sequence], relevance: Sequence[dict], ndcg_k: int = 10, mrr_k: int = 10,
+                 recall_k: int = 100) -> dict:
+    """Mean nDCG@k, MRR@k and Recall@k x 100 (BEIR's headline figures); queries without a relevant item are
+    skipped and counted (trec_eval scores them 0 when they are in its run)."""
+    pairs = [(r, rel) for r, rel in zip(rankings, relevance) if any(g >= 1 for g in rel.values())]
+    if not pairs:
+        raise ValueError("no query has a relevant item")
+    return {"queries": len(pairs), "skipped_queries": len(rankings) - len(pairs),
+            f"ndcg@{ndcg_k}": 100 * float(np.mean([ndcg_at_k(r, rel, ndcg_k) for r, rel in pairs])),
+            f"mrr@{mrr_k}": 100 * float(np.mean([reciprocal_rank_at_k(r, rel, mrr_k) for r, rel in pairs])),
+            f"recall@{recall_k}": 100 * float(np.mean([graded_recall_at_k(r, rel, recall_k) for r, rel in pairs]))}

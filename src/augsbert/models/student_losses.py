@@ -6,7 +6,8 @@
 | `cosent` | (sentence1, sentence2, score) | CoSENTLoss: every pair ranked above every lower-scored pair of the batch |
 | `angle` | (sentence1, sentence2, score) | AnglELoss: CoSENT on the angle difference in complex space |
 | `mnrl` | (anchor, positive[, negative]): pairs scored >= `positive_threshold`; optional hard negative = the anchor's lowest-scored partner below `negative_threshold` | MultipleNegativesRankingLoss (in-batch negatives) |
-| `margin_mse` | (anchor, positive, negative, margin): per sentence, its best partner against each lower-scored one, margin = teacher score difference | MarginMSELoss on cosine |
+| `margin_mse` | (anchor, positive, negative, margin): per sentence, its best partner against each lower-scored one, margin = teacher score difference | MarginMSELoss on cosine (`similarity: dot`: dot product) |
+| `kl_div` | a GPL student's mined list (query, positive, negative_1..n) with the teacher's scores (stages/gpl.py) | DistillKLDivLoss (cosine or dot) |
 
 Scores are on the project's 0-1 scale (gold rescaled, teacher scores as they come).
 """
@@ -21,7 +22,7 @@ from ..params import PairTrainingParams
 
 log = logging.getLogger(__name__)
 
-LOSSES = ("cosine", "cosent", "angle", "mnrl", "margin_mse")
+LOSSES = ("cosine", "cosent", "angle", "mnrl", "margin_mse", "kl_div")
 IN_BATCH = ("mnrl",)  # the batch holds the negatives: length-grouped batches would change them
 
 
@@ -62,6 +63,9 @@ def student_rows(table: pd.DataFrame, params: PairTrainingParams) -> pd.DataFram
         if rows.empty:
             raise ValueError("student.loss margin_mse: no sentence has two partners to compare")
         return rows[["anchor", "positive", "negative", "label"]].reset_index(drop=True)
+    if loss == "kl_div":
+        raise ValueError("student.loss kl_div learns from a mined list with teacher scores (a GPL student), "
+                         "not from scored pairs")
     raise ValueError(f"unknown student.loss {loss!r} (one of {', '.join(LOSSES)})")
 
 
@@ -79,6 +83,9 @@ def student_loss(model, params: PairTrainingParams):
         return losses.AnglELoss(model, scale=params.scale)
     if loss == "mnrl":
         return losses.MultipleNegativesRankingLoss(model, scale=params.scale)
-    if loss == "margin_mse":  # cosine, as the teacher scores are cosine-scale
-        return losses.MarginMSELoss(model, similarity_fct=util.pairwise_cos_sim)
+    similarity = util.pairwise_dot_score if getattr(params, "similarity", "cos") == "dot" else util.pairwise_cos_sim
+    if loss == "margin_mse":  # cosine by default, as AugSBERT's teacher scores are cosine-scale; GPL: dot
+        return losses.MarginMSELoss(model, similarity_fct=similarity)
+    if loss == "kl_div":  # the library's temperature 1.0 (its default since v5.0.1)
+        return losses.DistillKLDivLoss(model, similarity_fct=similarity)
     raise ValueError(f"unknown student.loss {loss!r} (one of {', '.join(LOSSES)})")

@@ -41,6 +41,7 @@ class SuiteParams(Params):
     topic: TopicTask | None = None
     positive_threshold: float | None = None  # the diagnostics (alignment / uniformity) when set
     mteb: dict[str, str] | None = None
+    retrieval: dict[str, str] | None = None  # BEIR-format qrels: split, score_function
     mteb_version: str | None = None
     model: str | None = None
     model_identity: dict[str, str] = field(default_factory=dict)
@@ -58,7 +59,7 @@ SUITE = Stage("suite", 2, "evaluate a Bi-Encoder on the STS suite, topic classif
 STAGES = (SUITE,)
 
 # Bi-Encoder roles that get the evaluation suite (STS suite, topic, USEB, diagnostics).
-SUITE_ROLES = ("zero_shot", "pretrained", "classifier", "lower_bound", "student")
+SUITE_ROLES = ("zero_shot", "pretrained", "classifier", "lower_bound", "student", "gpl")
 STS_TASKS_DIR = "sts_suite"
 USEB_DIR = "useb/data-eval"
 
@@ -102,8 +103,16 @@ def suite_tasks(config: dict, evaluation: dict, dataset: dict) -> dict:
                 tasks["topic"]["prompted"] = evaluation.get("topic_delimiter", "¥")
         else:
             tasks["skipped"]["topic"] = "the dataset has no topic labels"
-    if "diagnostics" in suites:
+    if "diagnostics" in suites and dataset["loader"] == "beir":
+        tasks["skipped"]["diagnostics"] = "a BEIR-format dataset has no test pairs"
+    elif "diagnostics" in suites:
         tasks["positive_threshold"] = evaluation["positive_threshold"]
+    if "retrieval" in suites:
+        if dataset["loader"] == "beir":
+            tasks["retrieval"] = {"split": evaluation["retrieval"]["split"],
+                                  "score_function": evaluation["retrieval"]["score_function"]}
+        else:
+            tasks["skipped"]["retrieval"] = "the dataset is not BEIR-format (`loader: beir`)"
     if "mteb" in suites:
         tasks.update(mteb_tasks(evaluation.get("mteb") or {}, root, tasks["skipped"]))
     return tasks

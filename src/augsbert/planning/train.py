@@ -36,7 +36,7 @@ class StudentParams(PairTrainingParams):
     epochs: int | None = None
     use_gold_labels: bool
     selection: Literal["source_dev", "target_dev", "last"]
-    loss: Literal["cosine", "cosent", "angle", "mnrl", "margin_mse"] | None = None
+    loss: Literal["cosine", "cosent", "angle", "mnrl", "margin_mse", "kl_div"] | None = None
 
 
 TEACHER = Stage("teacher", 3, "train the teacher (Cross-Encoder or Cross-Bi-Encoder) on the gold train split",
@@ -70,15 +70,17 @@ def student_loss_options(options: dict) -> dict:
     options = dict(options)
     loss = options.pop("loss", "cosine")
     used = {"cosent": ("scale",), "angle": ("scale",), "mnrl": ("scale", "positive_threshold", "hard_negatives"),
-            "margin_mse": ()}.get(loss, ())
+            "margin_mse": (), "kl_div": ("similarity",)}.get(loss, ())
+    if loss == "margin_mse" and options.get("similarity", "cos") != "cos":  # cosine: keys as before the option
+        used += ("similarity",)
     if loss == "mnrl" and options.get("hard_negatives"):
         used += ("negative_threshold",)
-    for key in ("scale", "positive_threshold", "hard_negatives", "negative_threshold"):
+    for key in ("scale", "positive_threshold", "hard_negatives", "negative_threshold", "similarity"):
         if key not in used:
             options.pop(key, None)
     if loss != "cosine":
         options["loss"] = loss
-    if loss in ("mnrl", "margin_mse"):
+    if loss in ("mnrl", "margin_mse", "kl_div"):
         # mnrl: in-batch negatives, length-sorted batches would change them; margin_mse: triples, which the
         # two-sided length grouping does not sort (random batches, said here so the key says it too)
         options["group_by_length"] = False
@@ -113,6 +115,8 @@ def teacher(graph: Graph, exp: dict, dataset: str, seed: int, inputs: dict[str, 
     options = inert_grouping_dropped(exp["teacher"])
     options.pop("ensemble", None)  # an ensemble's members are teachers of their own (planning.ensemble)
     options.pop("combine", None)
+    options.pop("pretrained", None)  # a `gpl` model's Cross-Encoder used as it is (planning.gpl), never trained
+    options.pop("score_scale", None)
     model = options.pop("base_model") or exp["base_model"]
     options.pop("base")  # the start point is the `init` input (pretrained) or `model`
     if options["freeze_embeddings"] is None:  # thesis 5.4.3: freeze when starting from an adapted checkpoint
@@ -130,6 +134,9 @@ def teacher(graph: Graph, exp: dict, dataset: str, seed: int, inputs: dict[str, 
 
 def student(graph: Graph, exp: dict, dataset: str, seed: int, inputs: dict[str, Node], selection: str,
             gold_only: bool = False, prompt: str | None = None) -> Node:
+    if exp["student"].get("loss") == "kl_div":
+        raise ConfigError("student.loss kl_div learns a teacher's scores over a mined list of passages: it is the "
+                          "loss of a GPL student (`models: [gpl]`), not of a student of scored pairs")
     options = student_loss_options(inert_grouping_dropped(exp["student"]))
     if options.get("max_steps") is None:  # unset: `epochs` decides, and keys planned before the option stay
         options.pop("max_steps", None)

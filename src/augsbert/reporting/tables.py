@@ -28,6 +28,9 @@ METRIC_TITLES = {
     "cqadupstack_map@100": "USEB CQADupStack MAP@100 × 100 (forum average)",
     "twitterpara_ap": "USEB TwitterPara AP × 100 (TURL, PIT average)",
     "scidocs_map": "USEB SciDocs MAP × 100 (Cite, Co-Cite, Co-Read, Co-View average)",
+    "ndcg@10": "nDCG@10 × 100 on the BEIR-format test qrels (dense retrieval, exact search)",
+    "mrr@10": "MRR@10 × 100 on the BEIR-format test qrels",
+    "recall@100": "Recall@100 × 100 on the BEIR-format test qrels",
     "dev_spearman": "Spearman ρ × 100 on the dev split the model was selected on",
     "prompted_spearman": "Spearman ρ × 100 on the target test split, both sentences topic-prompted",
     "prompted_topic_macro_f1": "Topic classification macro-F1 × 100 on topic-prompted sentences (frozen encoder)",
@@ -36,7 +39,8 @@ METRIC_TITLES = {
 METRIC_HEADS = {"askubuntu_map": "AskU", "cqadupstack_map@100": "CQADup", "twitterpara_ap": "TwitterP",
                 "scidocs_map": "SciDocs", "useb_avg": "USEB Avg.", "sts_avg": "STS Avg.", "spearman": "Test ρ",
                 "pearson": "Test r", "dev_spearman": "Dev ρ", "topic_macro_f1": "Raw F1",
-                "prompted_topic_macro_f1": "Prompted F1", "prompted_spearman": "Prompted ρ"}
+                "prompted_topic_macro_f1": "Prompted F1", "prompted_spearman": "Prompted ρ",
+                "ndcg@10": "nDCG@10", "mrr@10": "MRR@10", "recall@100": "R@100"}
 
 
 def _missing(value) -> bool:

@@ -70,6 +70,10 @@ def run(spec: dict, out: str | Path, force: bool = False) -> dict:
             write_table(table, tmp / f"{split}.parquet")
         if prepared.unlabeled is not None:
             write_table(prepared.unlabeled, tmp / "unlabeled.parquet")
+        if prepared.beir is not None:
+            from ..data.beir import write_beir
+
+            write_beir(prepared.beir, tmp / "beir")
         check_pools(tmp, params.pool_checks)
         sizes = {split: len(t) for split, t in prepared.splits.items()}
         if prepared.unlabeled is not None:

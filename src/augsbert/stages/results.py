@@ -25,6 +25,7 @@ ROLE_LABELS = {
     "lower_bound": "Bi-Encoder trained on gold only (SBERT, lower bound)",
     "teacher": "teacher trained on gold (Cross-Encoder / Cross-Bi-Encoder, upper bound)",
     "student": "Bi-Encoder student trained on the teacher's labels (AugSBERT)",
+    "gpl": "Bi-Encoder trained on a pretrained Cross-Encoder's margins over mined negatives (GPL), no gold",
 }
 # Roles planned in numbers (ensemble members, Trans-Encoder rounds): pattern -> description
 NUMBERED_ROLES = (

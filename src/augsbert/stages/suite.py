@@ -129,6 +129,15 @@ def run(spec: dict, out: str | Path, device: str | None = None, force: bool = Fa
             metrics["skipped"].update({f"mteb:{t}": reason for t, reason in result["skipped"].items()})
             summary.update({f"mteb_{t}": r["main_score"] for t, r in result["tasks"].items()})
             summary["mteb_avg"] = result["mteb_avg"]
+        if params.retrieval:
+            from ..data.beir import load_prepared
+            from ..evaluation.beir_retrieval import evaluate_retrieval
+
+            corpus, queries, qrels = load_prepared(inputs["data"], params.retrieval["split"])
+            result = evaluate_retrieval(encode.model, corpus, queries, qrels, params.retrieval["score_function"],
+                                        params.batch_size)
+            metrics["retrieval"] = {**result, "split": params.retrieval["split"]}
+            summary.update({m: result[m] for m in ("ndcg@10", "mrr@10", "recall@100")})
         if params.positive_threshold is not None:
             diag = diagnostics(encode, read_split(inputs["data"], "test"), params.positive_threshold)
             log.info("suite: alignment %s, uniformity %.4f", diag["alignment"], diag["uniformity"])

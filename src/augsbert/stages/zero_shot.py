@@ -26,11 +26,21 @@ def load_bi_encoder(ref: str, device: str, max_length: int):
     return model
 
 
+def _is_beir(data_dir) -> bool:
+    return (Path(data_dir) / "beir").is_dir()
+
+
 def run(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
     params = read_params(ZeroShotParams, spec)
-    test = read_split(spec["inputs"]["data"], "test")
+    test = read_split(spec["inputs"]["data"], "test", required=not _is_beir(spec["inputs"]["data"]))
     with artifact_dir(out, spec, force) as tmp:
         device = resolve_device(device)
+        if test is None:  # a BEIR-format dataset: no test pairs; its suite's `retrieval` scores the model
+            metrics = {"model": params.model, "device": device,
+                       "test": {"spearman": None, "pearson": None, "n_pairs": 0}}
+            log.info("zero-shot: the dataset has no test pairs (BEIR-format); see the retrieval suite")
+            write_json(tmp / "metrics.json", metrics)
+            return metrics
         log.info("zero-shot: model %s on %d test pairs (device %s)", params.model, len(test), device)
         model = load_bi_encoder(model_path(params, params.model), device, params.max_length)
         predicted = cosine_scores(model, list(zip(test["sentence1"], test["sentence2"])), params.batch_size)

@@ -1,0 +1,124 @@
+"""GPL (Wang et al., NAACL 2022): `margins` (a pretrained Cross-Encoder scores the mined lists, no training, no
+gold) and `gpl_student` (a Bi-Encoder learns those scores with MarginMSE or KL-divergence for a step budget)
+(jobs: augsbert.stages.gpl)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ..errors import ConfigError
+from ..graph import Node, SeedPlan
+from ..params import Params
+from ..stages.base import MODEL_SETTINGS, Stage
+from .negatives import negatives_node
+from .queries import queries_node
+
+
+TRAINED = "trained"  # teacher.pretrained: the experiment's own trained Cross-Encoder (an offline demo's stand-in)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MarginsParams(Params):
+    """`teacher.pretrained` (the `model`; None: the `teacher` input, the experiment's trained Cross-Encoder) and
+    the scale its scores are taken in."""
+
+    model: str | None = None
+    model_identity: dict[str, str] = field(default_factory=dict)
+    hub_revisions: dict[str, str] = field(default_factory=dict)
+    score_scale: Literal["logits", "sigmoid"]
+    max_length: int
+    batch_size: int = 64
+
+
+@dataclass(frozen=True, kw_only=True)
+class GplStudentParams(Params):
+    """The `student` section's options a GPL student reads: its loss over the mined list, its score, the
+    optimiser and the step budget (`max_steps`; unset: `epochs` passes over the list)."""
+
+    model: str | None = None  # None: the `init` input (the pretrained encoder)
+    model_identity: dict[str, str] = field(default_factory=dict)
+    loss: Literal["margin_mse", "kl_div"]
+    similarity: Literal["cos", "dot"]
+    batch_size: int
+    lr: float
+    warmup_ratio: float
+    weight_decay: float = 0.0
+    max_length: int
+    seed: int
+    max_steps: int | None = None
+    epochs: int | None = None
+    eval_batch_size: int = 64
+    checkpoint_steps: int = 500
+    config_kwargs: dict | None = None
+    hub_revisions: dict[str, str] = field(default_factory=dict)
+
+
+MARGINS = Stage("margins", 1, "score mined (query, positive, negatives) lists with a pretrained Cross-Encoder (GPL's "
+                "pseudo labels: the margins)", "augsbert.stages.gpl:run_margins", section="teacher",
+                runtime=("batch_size", "model"), roles=("margins",), seconds_per_item=0.01, base_mem_mb=8000,
+                params=MarginsParams)
+GPL_STUDENT = Stage("gpl_student", 1, "train a Bi-Encoder on a pretrained Cross-Encoder's margins over mined negatives "
+                    "(GPL: MarginMSE or KL-divergence, a step budget)", "augsbert.stages.gpl:run_student",
+                    section="student", runtime=MODEL_SETTINGS, roles=("gpl",), seconds_per_item=0.02,
+                    mb_per_item=0.002, gpu_sequences=3, params=GplStudentParams,
+                    plan=lambda seed_plan: plan_gpl(seed_plan))
+STAGES = (MARGINS, GPL_STUDENT)
+
+
+def plan_gpl(seed_plan: SeedPlan) -> dict[str, Node]:
+    """`models: [gpl]`: negatives of the qrels' (query, positive) pairs, `teacher.pretrained`'s margins, the student."""
+    exp, name = seed_plan.config, seed_plan.experiment
+    if "gpl" not in exp["models"]:
+        return {}
+    teacher = exp["teacher"]
+    if not teacher["pretrained"]:
+        raise ConfigError(f"experiments.{name}.teacher.pretrained: a `gpl` model learns the margins of a "
+                          "Cross-Encoder used as it is; name one (GPL: cross-encoder/ms-marco-MiniLM-L-6-v2)")
+    if not exp["negatives"]["retrievers"]:
+        raise ConfigError(f"experiments.{name}.negatives.retrievers: a `gpl` model needs mined negatives; name a "
+                          "retriever (`bm25` or a Bi-Encoder; GPL: msmarco-distilbert-base-v3, msmarco-MiniLM-L-6-v3)")
+    dataset = exp["dataset"]
+    generated = bool(exp["queries"]["generator"])
+    if not generated and seed_plan.graph.config["datasets"][dataset]["loader"] != "beir":
+        raise ConfigError(f"experiments.{name}: a `gpl` model needs (query, positive) pairs: set "
+                          f"`queries.generator` (a T5 query generator, or `inverse_cloze` offline), or use a "
+                          f"BEIR-format dataset's qrels (dataset '{dataset}' is not `loader: beir`)")
+    student = exp["student"]
+    loss = student["loss"] if student["loss"] in ("margin_mse", "kl_div") else None
+    if loss is None:
+        raise ConfigError(f"experiments.{name}.student.loss: a `gpl` model learns margins over mined negatives: "
+                          f"`margin_mse` or `kl_div` (got {student['loss']})")
+    graph = seed_plan.graph
+    roles: dict[str, Node] = {}
+    if generated:
+        roles["queries"] = queries_node(seed_plan)
+    mined = negatives_node(seed_plan, roles.get("queries", seed_plan.roles["data"]), generated)
+    scoring = {"score_scale": teacher["score_scale"], "max_length": teacher["max_length"],
+               "batch_size": exp["silver"]["batch_size"]}
+    if teacher["pretrained"] == TRAINED:  # the chain's teacher, trained on the target's gold: not label-free
+        if "teacher" not in seed_plan.roles or teacher["arch"] != "ce":
+            raise ConfigError(f"experiments.{name}.teacher.pretrained: `trained` scores with the experiment's own "
+                              "trained Cross-Encoder: add `teacher` to `models` and set teacher.arch: ce")
+        margins = graph.add(MARGINS, f"{mined.name}.trained", scoring,
+                            {"negatives": mined, "teacher": seed_plan.roles["teacher"]})
+    else:
+        margins = graph.add(MARGINS, f"{mined.name}.{teacher['pretrained'].rsplit('/', 1)[-1]}",
+                            {"model": teacher["pretrained"], **scoring}, {"negatives": mined})
+    options = {k: student[k] for k in ("loss", "similarity", "batch_size", "lr", "warmup_ratio", "weight_decay",
+                                       "max_length", "eval_batch_size", "checkpoint_steps")}
+    if student["max_steps"] is not None:  # the step budget (GPL: 140K steps)
+        options["max_steps"] = student["max_steps"]
+    else:
+        options["epochs"] = student["epochs"]
+    params = {**options, "model": student["base_model"] or exp["base_model"], "seed": seed_plan.seed}
+    # `data`: a target with test pairs (Lee, STS) gets the student's test Spearman beside the retrieval suite
+    inputs = {"margins": margins, "data": seed_plan.roles["data"]}
+    if student["base"] == "pretrained":  # TSDAE + GPL: the student starts from the `pretrain` stage's encoder
+        if "pretrained" not in seed_plan.roles:
+            raise ConfigError(f"experiments.{name}.student.base: `pretrained` needs `pretrain.objective` "
+                              "(TSDAE + GPL: tsdae)")
+        inputs["init"] = seed_plan.roles["pretrained"]
+        params.pop("model")
+    return {**roles, "negatives": mined, "margins": margins,
+            "gpl": graph.add(GPL_STUDENT, f"{dataset}.gpl", params, inputs)}

@@ -1,0 +1,200 @@
+"""Hard negatives of (query, positive) pairs from a passage corpus: retrievers, rank range, margins, a filter.
+
+The selection rule is sentence-transformers' `util.mine_hard_negatives` (v6,
+`sampling_strategy="top"`), applied to the candidates of any retriever:
+1. a retriever ranks `range_max + max_positives` passages per query (BM25 or a Bi-Encoder's cosine);
+2. with a Cross-Encoder, its scores replace the retriever's for those candidates and the positives;
+3. the query's positives are removed; so is every candidate with
+   `score + absolute_margin > min positive score`, with
+   `score > min positive - |min positive| * relative_margin`, above `max_score` or below `min_score`;
+4. the survivors are sorted by score, the first `range_min` skipped, the next `num_negatives` kept
+   (within the top `range_max` survivors).
+The library's miner is dense-only (it embeds with its own model and cannot take BM25's candidates) and
+drops a query with fewer than `num_negatives` survivors; here one rule serves every retriever, and
+tests/test_negatives.py checks it equal to the library's output for a Bi-Encoder on the same input.
+
+Several retrievers (GPL mines with two Bi-Encoders, BM25 optional): each retriever's list is selected
+as above, then the lists are interleaved in retriever order without repeats, up to `num_negatives`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .bm25 import bm25_weights, default_tokenize, term_counts
+
+
+@dataclass(frozen=True)
+class Rule:
+    num_negatives: int
+    range_min: int = 0
+    range_max: int | None = None
+    absolute_margin: float | None = None
+    relative_margin: float | None = None
+    max_score: float | None = None
+    min_score: float | None = None
+    rescored: bool = False  # a Cross-Encoder rescored the candidates (then min_score also widens the window)
+
+    def window(self, max_positives: int) -> int:
+        """range_max as the library derives it when unset: more room when a filter may drop candidates."""
+        if self.range_max is not None:
+            return self.range_max
+        filtered = any(v is not None for v in (self.absolute_margin, self.relative_margin, self.max_score)) \
+            or (self.rescored and self.min_score is not None)
+        return self.range_min + self.num_negatives * (10 if filtered else 1) + max_positives
+
+    def check(self, max_positives: int) -> None:
+        window = self.window(max_positives)
+        if self.num_negatives < 1:
+            raise ValueError(f"num_negatives must be at least 1, got {self.num_negatives}")
+        if not 0 <= self.range_min < window:
+            raise ValueError(f"range_min must be >= 0 and below range_max, got {self.range_min} and {window}")
+        if self.num_negatives > window - self.range_min:
+            raise ValueError(f"cannot mine {self.num_negatives} negatives in ranks {self.range_min}..{window}")
+
+
+def select(indices: np.ndarray, scores: np.ndarray, positives: Sequence[set], positive_scores: np.ndarray,
+           rule: Rule, max_positives: int) -> list[list[int]]:
+    """Step 3-4 for each query: `indices`/`scores` its candidates (-1 = none), `positives` its positive
+    passages, `positive_scores` the lowest score of its positives; returns the chosen passage indices."""
+    window = rule.window(max_positives)
+    scores = np.where(indices < 0, -np.inf, scores.astype(np.float64))
+    out = []
+    for row, (idx, s) in enumerate(zip(indices, scores)):
+        s = s.copy()
+        s[np.isin(idx, list(positives[row]))] = -np.inf
+        low = positive_scores[row]
+        if rule.absolute_margin is not None:
+            s[s + rule.absolute_margin > low] = -np.inf
+        if rule.relative_margin is not None:
+            s[s > low - abs(low) * rule.relative_margin] = -np.inf
+        if rule.max_score is not None:
+            s[s > rule.max_score] = -np.inf
+        if rule.min_score is not None:
+            s[s < rule.min_score] = -np.inf
+        order = np.argsort(-s, kind="stable")[:window][rule.range_min:rule.range_min + rule.num_negatives]
+        out.append([int(idx[i]) for i in order if np.isfinite(s[i])])
+    return out
+
+
+def interleave(lists: Sequence[Sequence[int]], limit: int) -> list[int]:
+    """The retrievers' lists merged rank by rank, in retriever order, each passage once, at most `limit`."""
+    merged: dict[int, None] = {}
+    for rank in range(max((len(x) for x in lists), default=0)):
+        for chosen in lists:
+            if rank < len(chosen):
+                merged.setdefault(chosen[rank])
+    return list(merged)[:limit]
+
+
+# ------------------------------------------------------------------ retrievers
+def bm25_scores(queries: Sequence[str], corpus: Sequence[str], k1: float = 1.5, b: float = 0.75,
+                epsilon: float = 0.25, tokenizer: Callable[[str], list[str]] = default_tokenize):
+    """A function giving the BM25Okapi scores of a block of queries against the corpus (rank_bm25's values:
+    the corpus' statistics, each query token counted as often as it occurs)."""
+    counts = term_counts([tokenizer(t) for t in [*corpus, *queries]])  # one vocabulary
+    weights_t = bm25_weights(counts[: len(corpus)], k1, b, epsilon).T.tocsr()
+    query_counts = counts[len(corpus):]
+
+    def block(start: int, stop: int) -> np.ndarray:
+        return np.asarray((query_counts[start:stop] @ weights_t).todense())
+
+    return block
+
+
+def cached_embeddings(model, texts: list[str], identity: str, cache_dir: str | Path | None,
+                      batch_size: int = 64) -> np.ndarray:
+    """Normalised embeddings of `texts`, read from / written to `cache_dir` under a hash of the model's
+    identity and the texts (a rerun with other mining options encodes nothing again)."""
+    hasher = hashlib.sha256(repr((identity, model.max_seq_length, len(texts))).encode())
+    for text in texts:  # streamed: no second copy of a large corpus in memory
+        hasher.update(text.encode("utf-8") + b"\x00")
+    digest = hasher.hexdigest()[:32]
+    path = Path(cache_dir) / f"{digest}.npy" if cache_dir else None
+    if path is not None and path.is_file():
+        return np.load(path, allow_pickle=False)
+    emb = model.encode(texts, batch_size=batch_size, convert_to_numpy=True, normalize_embeddings=True,
+                       show_progress_bar=len(texts) > 1000).astype(np.float32)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        with open(tmp, "wb") as handle:
+            np.save(handle, emb, allow_pickle=False)
+        os.replace(tmp, path)  # atomic: a concurrent reader sees the whole file or none
+    return emb
+
+
+# ------------------------------------------------------------------ mining
+ScoreBlock = Callable[[int, int], np.ndarray]  # (start, stop) -> scores of those queries against every passage
+Rescore = Callable[[list[tuple[str, str]]], np.ndarray]  # (query, passage) pairs -> Cross-Encoder scores
+BLOCK_BYTES = 64 * 2**20
+
+
+def candidates_and_positives(block_scores: ScoreBlock, n_queries: int, n_corpus: int, k: int,
+                             positives: Sequence[list[int]]) -> tuple[np.ndarray, np.ndarray, list[list[float]]]:
+    """Top-k candidates of every query and the retriever's score of each of its positives, one block of
+    queries at a time (memory: one block of about 64 MiB of scores)."""
+    block = max(1, BLOCK_BYTES // (8 * max(1, n_corpus)))
+    indices, scores, positive_scores = [], [], []
+    for start in range(0, n_queries, block):
+        stop = min(n_queries, start + block)
+        s = np.asarray(block_scores(start, stop), dtype=np.float64)
+        kk = min(k, n_corpus)
+        top = np.argsort(-s, axis=1, kind="stable")[:, :kk]
+        indices.append(top)
+        scores.append(np.take_along_axis(s, top, axis=1))
+        positive_scores += [[float(s[q - start, p]) for p in positives[q]] for q in range(start, stop)]
+    idx, sc = np.concatenate(indices), np.concatenate(scores)
+    if idx.shape[1] < k:  # a corpus smaller than the window: padded with "no candidate"
+        idx = np.pad(idx, ((0, 0), (0, k - idx.shape[1])), constant_values=-1)
+        sc = np.pad(sc, ((0, 0), (0, k - sc.shape[1])), constant_values=-np.inf)
+    return idx, sc, positive_scores
+
+
+def mine(pairs: Sequence[tuple[str, str]], corpus: Sequence[str], retrievers: dict[str, ScoreBlock | Callable],
+         rule: Rule, rescore: Rescore | None = None) -> dict:
+    """Negatives of every (query, positive) pair. `retrievers`: name -> a function that, given the unique
+    queries and the corpus, returns its ScoreBlock. Returns the rows (query, positive, negatives) that got
+    `num_negatives` negatives, the count of those that did not, and per retriever its chosen lists."""
+    corpus = list(dict.fromkeys([*corpus, *(p for _, p in pairs)]))  # every positive is a passage
+    where = {text: i for i, text in enumerate(corpus)}
+    queries = list(dict.fromkeys(q for q, _ in pairs))
+    query_row = {q: i for i, q in enumerate(queries)}
+    positives: list[list[int]] = [[] for _ in queries]
+    for q, p in pairs:
+        if where[p] not in positives[query_row[q]]:
+            positives[query_row[q]].append(where[p])
+    max_positives = max(len(p) for p in positives)
+    rule.check(max_positives)
+    k = rule.window(max_positives) + max_positives
+    chosen: dict[str, list[list[int]]] = {}
+    for name, make in retrievers.items():
+        idx, sc, pos = candidates_and_positives(make(queries, corpus), len(queries), len(corpus), k, positives)
+        if rescore is not None:  # the Cross-Encoder's scores replace the retriever's (library step)
+            rows, cols = np.nonzero(idx >= 0)
+            sc = np.full(idx.shape, -np.inf)
+            sc[rows, cols] = rescore([(queries[r], corpus[idx[r, c]]) for r, c in zip(rows, cols)])
+            flat = rescore([(queries[q], corpus[p]) for q in range(len(queries)) for p in positives[q]])
+            cuts = np.cumsum([0, *(len(p) for p in positives)])
+            pos = [flat[cuts[q]:cuts[q + 1]].tolist() for q in range(len(queries))]
+        lowest = np.array([min(p) for p in pos])
+        chosen[name] = select(idx, sc, [set(p) for p in positives], lowest, rule, max_positives)
+    rows, short = [], 0
+    for q, p in pairs:
+        negatives = interleave([chosen[name][query_row[q]] for name in retrievers], rule.num_negatives)
+        if len(negatives) < rule.num_negatives:
+            short += 1
+            continue
+        rows.append((q, p, [corpus[i] for i in negatives]))
+    return {"rows": rows, "short": short, "corpus": corpus, "queries": queries, "chosen": chosen}
+
+
+def bi_encoder_scores(query_embeddings: np.ndarray, corpus_embeddings: np.ndarray) -> ScoreBlock:
+    """Cosine of normalised embeddings (the library miner's similarity)."""
+    return lambda start, stop: query_embeddings[start:stop] @ corpus_embeddings.T

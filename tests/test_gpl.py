@@ -1,0 +1,158 @@
+"""GPL: a pretrained Cross-Encoder's margins over mined negatives (stage `margins`) and the student (`gpl_student`)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from augsbert.errors import ConfigError
+from conftest import plan_shipped
+
+MINED = pd.DataFrame({"query": ["what do cats drink", "what do dogs chew", "where do fish live"],
+                      "positive": ["cats drink milk", "dogs chew bones", "fish live in water"],
+                      "negative_1": ["dogs chew bones", "cats drink milk", "birds sing at dawn"],
+                      "negative_2": ["birds sing at dawn", "fish live in water", "cats drink milk"]})
+
+
+@pytest.fixture(scope="module")
+def tiny_cross_encoder(tmp_path_factory, tiny_model):
+    from sentence_transformers import CrossEncoder
+
+    path = tmp_path_factory.mktemp("ce") / "tiny-ce"
+    CrossEncoder(tiny_model, num_labels=1, device="cpu").save(str(path))  # a random one-logit head, saved once
+    return str(path)
+
+
+def margins(tmp_path, ce, scale="logits"):
+    from augsbert.stages import gpl
+
+    (tmp_path / "mined").mkdir(exist_ok=True)
+    MINED.to_parquet(tmp_path / "mined" / "negatives.parquet", index=False)
+    spec = {"params": {"model": ce, "score_scale": scale, "max_length": 32, "batch_size": 4},
+            "inputs": {"negatives": str(tmp_path / "mined")}}
+    gpl.run_margins(spec, tmp_path / f"margins-{scale}", device="cpu")
+    return pd.read_parquet(tmp_path / f"margins-{scale}" / "margins.parquet")
+
+
+def test_margin_targets_equal_teacher_positive_minus_teacher_negative(tmp_path, tiny_cross_encoder):
+    import torch
+    from sentence_transformers import CrossEncoder
+
+    ce = CrossEncoder(tiny_cross_encoder, device="cpu", max_length=32)
+    for scale, activation in (("logits", torch.nn.Identity()), ("sigmoid", torch.nn.Sigmoid())):
+        table = margins(tmp_path, tiny_cross_encoder, scale)
+        for q, row in enumerate(MINED.itertuples()):
+            # the teacher on each pair alone: margins are teacher(q, p) - teacher(q, n_i), in the stated scale
+            pos, n1, n2 = (float(ce.predict([(row.query, text)], activation_fn=activation)[0])
+                           for text in (row.positive, row.negative_1, row.negative_2))
+            assert table["score_positive"][q] == pytest.approx(pos, abs=1e-6)
+            assert table["margin_1"][q] == pytest.approx(pos - n1, abs=1e-6)
+            assert table["margin_2"][q] == pytest.approx(pos - n2, abs=1e-6)
+            assert table["margin_1"][q] == table["score_positive"][q] - table["score_negative_1"][q]  # exactly
+        if scale == "sigmoid":
+            assert table[["score_positive", "score_negative_1"]].to_numpy().max() < 1
+
+
+@pytest.mark.parametrize("loss,similarity", [("margin_mse", "dot"), ("kl_div", "cos")])
+def test_student_learns_the_margins_for_its_step_budget(tmp_path, tiny_model, tiny_cross_encoder, loss, similarity):
+    from sentence_transformers import SentenceTransformer, util
+
+    from augsbert.models.student_losses import student_loss
+    from augsbert.planning.gpl import GplStudentParams
+    from augsbert.stages import gpl
+
+    margins(tmp_path, tiny_cross_encoder)
+    params = {"model": tiny_model, "loss": loss, "similarity": similarity, "batch_size": 2, "lr": 1e-4,
+              "warmup_ratio": 0.0, "max_length": 32, "seed": 1, "max_steps": 3}
+    rows = gpl.training_rows(pd.read_parquet(tmp_path / "margins-logits" / "margins.parquet"), loss)
+    assert np.asarray(rows["label"]).shape == ((3, 2) if loss == "margin_mse" else (3, 3))
+    built = student_loss(SentenceTransformer(tiny_model, device="cpu"), GplStudentParams.from_json(params, "t"))
+    assert type(built).__name__ == {"margin_mse": "MarginMSELoss", "kl_div": "DistillKLDivLoss"}[loss]
+    assert built.similarity_fct is {"dot": util.pairwise_dot_score, "cos": util.pairwise_cos_sim}[similarity]
+    metrics = gpl.run_student({"params": params, "inputs": {"margins": str(tmp_path / "margins-logits")}},
+                              tmp_path / "student", device="cpu")
+    assert metrics["steps"] == 3 and metrics["test"]["spearman"] is None
+    assert (tmp_path / "student" / "model").is_dir() and not (tmp_path / "student" / "work").exists()
+
+
+def gpl_config(tmp_path, **experiment):
+    from test_beir import write_beir
+
+    write_beir(tmp_path / "beir")
+    exp = {"dataset": "toy_beir", "models": ["zero_shot", "gpl"], "evaluation": {"suites": ["retrieval"]},
+           "teacher": {"pretrained": "cross-encoder/ms-marco-MiniLM-L-6-v2"},
+           "negatives": {"retrievers": ["bm25"], "num_negatives": 1},
+           "student": {"loss": "margin_mse", "similarity": "dot", "max_steps": 10}, **experiment}
+    return {"data_dir": str(tmp_path), "datasets": {"toy_beir": {"loader": "beir", "path": "beir"}},
+            "experiments": {"g": exp}}
+
+
+def test_gpl_plans_negatives_margins_student_and_its_retrieval_suite(tmp_path):
+    plan = plan_shipped(gpl_config(tmp_path), grids=False, plan=("g",))
+    runs = plan.experiment("g").runs[42]
+    assert {"negatives", "margins", "gpl", "gpl_suite", "zero_shot"} <= set(runs) and "student" not in runs
+    margins_node, student = plan.node(runs["margins"]), plan.node(runs["gpl"])
+    assert margins_node.params["score_scale"] == "logits"
+    assert dict(margins_node.inputs) == {"negatives": runs["negatives"]}
+    assert student.params["max_steps"] == 10 and "epochs" not in student.params
+    assert student.params["loss"] == "margin_mse" and student.params["similarity"] == "dot"
+    assert plan.node(runs["gpl_suite"]).settings["retrieval"]["split"] == "test"
+    with pytest.raises(ConfigError, match="teacher.pretrained"):
+        plan_shipped(gpl_config(tmp_path, teacher={"pretrained": None}), grids=False, plan=("g",))
+    with pytest.raises(ConfigError, match="margin_mse` or `kl_div"):
+        plan_shipped(gpl_config(tmp_path, student={"loss": "cosine"}), grids=False, plan=("g",))
+    with pytest.raises(ConfigError, match="kl_div learns"):
+        plan_shipped({"defaults": {"student": {"loss": "kl_div"}}}, grids=False, plan=("demo_zeroshot", "demo_ce"))
+
+
+def test_demo_gpl_plans_the_offline_chain_on_lee():
+    plan = plan_shipped({}, grids=False, plan=("demo_gpl",))
+    runs = plan.experiment("demo_gpl").runs[42]
+    queries, mined = plan.node(runs["queries"]), plan.node(runs["negatives"])
+    assert queries.params["generator"] == "inverse_cloze" and dict(queries.inputs) == {"data": runs["data"]}
+    assert dict(mined.inputs) == {"pairs": runs["queries"]} and mined.params["qrels_split"] == "train"
+    assert dict(plan.node(runs["margins"]).inputs)["teacher"] == runs["teacher"]
+    assert dict(plan.node(runs["gpl"]).inputs) == {"margins": runs["margins"], "data": runs["data"]}
+    assert "gpl_suite" in runs
+
+
+def test_results_and_tables_show_the_gpl_row_with_its_retrieval_figures(tmp_path, tiny_model, tiny_cross_encoder):
+    """The results document (validated against its schema) and the table read the `gpl` role and its suite."""
+    from augsbert.reporting.tables import collect, markdown
+    from augsbert.stages import gpl, prepare_data, results, suite
+    from test_beir import write_beir
+    from test_loaders import options
+
+    write_beir(tmp_path / "raw" / "beir")
+    data = tmp_path / "data"
+    prepare_data.run({"params": {**options("beir", path="beir"), "dataset": "toy", "data_dir": str(tmp_path / "raw")}},
+                     data)
+    margins(tmp_path, tiny_cross_encoder)
+    student = {"model": tiny_model, "loss": "margin_mse", "similarity": "dot", "batch_size": 2, "lr": 1e-4,
+               "warmup_ratio": 0.0, "max_length": 32, "seed": 1, "max_steps": 1}
+    gpl.run_student({"params": student, "inputs": {"margins": str(tmp_path / "margins-logits"), "data": str(data)}},
+                    tmp_path / "student", device="cpu")
+    suite.run({"params": {"sts": {}, "useb": {}, "skipped": {}, "batch_size": 8, "max_length": 32,
+                          "retrieval": {"split": "test", "score_function": "dot"}},
+               "inputs": {"data": str(data), "model": str(tmp_path / "student")}}, tmp_path / "suite", device="cpu")
+    node = lambda stage, path: {"key": path.name, "stage": stage, "path": str(path)}  # noqa: E731
+    spec = {"experiment": "g", "config": {"dataset": "toy"}, "dataset": {"loader": "beir"}, "config_hash": "0123456789",
+            "seeds": [42], "runs": {"42": {"data": node("data", data), "gpl": node("gpl_student", tmp_path / "student"),
+                                           "gpl_suite": node("suite", tmp_path / "suite")}}}
+    result = results.run(spec, tmp_path / "results" / "g.json")
+    summary = result["models"]["gpl"]["summary"]
+    assert summary["spearman"]["mean"] is None and 0 <= summary["ndcg@10"]["mean"] <= 100
+    grid = {"grid": "t", "experiments": ["g"], "columns": ["toy"], "metrics": ["ndcg@10"],
+            "rows": [{"role": "gpl", "label": "GPL", "cells": {"toy": "g"}}]}
+    long, docs = collect(grid, tmp_path / "results")
+    assert long["mean"].tolist() == [summary["ndcg@10"]["mean"]]
+    assert "nDCG@10" in markdown(grid, long, docs)
+
+
+def test_the_gpl_grid_plans_with_the_hub_models_and_fetch_lists_them():
+    from augsbert.fetch import hub_items
+
+    plan = plan_shipped({}, plan=("gpl.gpl.scifact",))
+    models = {item.repo_id for item in hub_items(plan, "gpl.gpl.scifact")}
+    assert models == {"sentence-transformers/msmarco-distilbert-base-tas-b", "BeIR/query-gen-msmarco-t5-base-v1",
+                      "sentence-transformers/msmarco-distilbert-base-v3", "sentence-transformers/msmarco-MiniLM-L-6-v3",
+                      "cross-encoder/ms-marco-MiniLM-L-6-v2"}

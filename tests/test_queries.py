@@ -1,0 +1,94 @@
+"""Query generation (stage `queries`): a tiny T5 built from a config (no download), the offline inverse cloze."""
+
+import pandas as pd
+import pytest
+
+from augsbert.data import DataError
+from augsbert.stages import queries
+
+PASSAGES = ["Cats purr when they are content. They also purr when hurt.", "Dogs bark at strangers.",
+            "Fish live in water. Some fish live in salt water. Others in rivers."]
+
+
+@pytest.fixture(scope="module")
+def tiny_t5(tmp_path_factory, minilm_path):
+    """A random T5 (2 layers, d_model 32) over MiniLM's WordPiece tokenizer, saved as a local seq2seq model."""
+    from transformers import AutoTokenizer, T5Config, T5ForConditionalGeneration
+
+    tokenizer = AutoTokenizer.from_pretrained(minilm_path)
+    config = T5Config(vocab_size=tokenizer.vocab_size, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
+                      pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.sep_token_id,
+                      decoder_start_token_id=tokenizer.pad_token_id)
+    import torch
+
+    torch.manual_seed(0)
+    path = tmp_path_factory.mktemp("t5") / "tiny-t5"
+    T5ForConditionalGeneration(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return str(path)
+
+
+def data_dir(tmp_path):
+    folder = tmp_path / "data"
+    folder.mkdir(exist_ok=True)
+    pd.DataFrame({"text": PASSAGES}).to_parquet(folder / "unlabeled.parquet", index=False)
+    return folder
+
+
+def spec(tmp_path, generator, **extra):
+    params = {"generator": generator, "mode": "query", "queries_per_passage": 2, "total": 250000, "top_k": 25,
+              "top_p": 0.95, "max_length": 8, "input_max_length": 32, "prefix": "", "batch_size": 2, "seed": 3,
+              **extra}
+    return {"params": params, "inputs": {"data": str(data_dir(tmp_path))}}
+
+
+def generated(out):
+    return pd.read_parquet(out / "beir" / "queries.parquet")["text"].tolist()
+
+
+def test_t5_sampling_is_seeded_and_the_artifact_is_the_cache(tmp_path, tiny_t5):
+    first = queries.run(spec(tmp_path, tiny_t5), tmp_path / "a", device="cpu")
+    assert first["queries_per_passage"] == 2 and first["passages"] == 3
+    again = queries.run(spec(tmp_path, tiny_t5), tmp_path / "b", device="cpu")
+    assert generated(tmp_path / "a") == generated(tmp_path / "b") and len(generated(tmp_path / "a")) >= 1
+    other = queries.run(spec(tmp_path, tiny_t5, seed=4), tmp_path / "c", device="cpu")
+    assert generated(tmp_path / "c") != generated(tmp_path / "a")
+    assert first == again and other["queries"] >= 1
+    with pytest.raises(Exception, match="exists"):  # a finished artifact is never regenerated
+        queries.run(spec(tmp_path, tiny_t5), tmp_path / "a", device="cpu")
+    qrels = pd.read_parquet(tmp_path / "a" / "beir" / "qrels_train.parquet")
+    assert set(qrels["corpus_id"]) <= {"p0", "p1", "p2"} and set(qrels["score"]) == {1}
+
+
+def test_a_model_that_is_not_seq2seq_is_refused_with_one_message(tmp_path, tiny_model):
+    with pytest.raises(DataError, match=r"is not a seq2seq \(encoder-decoder\) model \(BertModel\)"):
+        queries.run(spec(tmp_path, tiny_model), tmp_path / "x", device="cpu")
+
+
+def test_inverse_cloze_takes_a_sentence_of_its_passage_and_paraphrase_mode(tmp_path):
+    queries.run(spec(tmp_path, "inverse_cloze", queries_per_passage=3), tmp_path / "ic")
+    texts = generated(tmp_path / "ic")
+    qrels = pd.read_parquet(tmp_path / "ic" / "beir" / "qrels_train.parquet")
+    corpus = dict(zip(*pd.read_parquet(tmp_path / "ic" / "beir" / "corpus.parquet")[["id", "passage"]].T.values))
+    for text, pid in zip(texts, qrels["corpus_id"]):
+        assert text in corpus[pid] and text != corpus[pid] or pid == "p1"
+    assert all(t in PASSAGES[1] and len(t.split()) >= 2 for t, p in zip(texts, qrels["corpus_id"]) if p == "p1")
+    queries.run(spec(tmp_path, "inverse_cloze", queries_per_passage=3), tmp_path / "ic2")
+    assert generated(tmp_path / "ic2") == texts  # seeded
+
+
+def test_gpl_automatic_sizing():
+    assert queries.sizing(1000, None, 250_000) == (250, 1000)
+    assert queries.sizing(100_000, None, 250_000) == (3, 83_333)
+    assert queries.sizing(100_000, 5, 250_000) == (5, 100_000)
+
+
+def test_paraphrase_mode_prefixes_the_generator_input(tmp_path, tiny_t5):
+    from conftest import plan_shipped
+
+    plan = plan_shipped({}, plan=("gpl_symmetric.gpl.stsb",))
+    node = plan.node(plan.experiment("gpl_symmetric.gpl.stsb").runs[42]["queries"])
+    assert node.params["mode"] == "paraphrase" and node.params["prefix"] == "paraphrase: "
+    queries.run(spec(tmp_path, tiny_t5), tmp_path / "q", device="cpu")
+    queries.run(spec(tmp_path, tiny_t5, mode="paraphrase", prefix="paraphrase: "), tmp_path / "p", device="cpu")
+    assert generated(tmp_path / "p") != generated(tmp_path / "q")  # the same seed, another input
