@@ -207,9 +207,10 @@ def sized(name, stage):
 def gpu_claim(wildcards, resources):
     """`AUGSBERT_JOB_GPU_CLAIM=<gpus>:<MB>` before a job's command in a packed local run (the job claims its GPU
     with it, augsbert.gpus.claim_for_job); nothing elsewhere (augsbert.gpus.JobClaim)."""
-    if "gpu_mem_mb" not in _local:
-        return _gpus.JobClaim()
-    return _gpus.JobClaim(resources.gpu, resources.gpu_mem_mb)
+    claim = _gpus.JobClaim(resources.gpu, resources.gpu_mem_mb) if "gpu_mem_mb" in _local else _gpus.JobClaim()
+    # `--cache` hashes every param as JSON, which JobClaim is not (on purpose: see its docstring); there the
+    # claim is a plain string, so a packed run's cached artifact is found again only by runs that pack alike
+    return str(claim) if workflow.enable_cache else claim
 
 
 def sized_threads(stage):
