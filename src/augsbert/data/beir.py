@@ -14,14 +14,13 @@ so `on_bad_rows` decides whether they stop the data stage or are skipped.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from ..errors import DataError
-from .readers import check_no_nul, iter_delimited, missing_columns, open_text, reading
+from .readers import iter_delimited, json_objects, missing_columns
 from .tables import RowReport, normalise_text, short_repr
 
 QRELS_SPLITS = ("train", "dev", "test")
@@ -50,25 +49,7 @@ def beir_files(root: Path) -> dict[str, Path]:
 
 def _objects(path: Path, report: RowReport, required: tuple[str, ...]):
     """(line, object) of each JSON line with the `required` keys; other lines reported with their key."""
-    with reading(path):
-        with open_text(path) as handle:
-            text = handle.read()
-    check_no_nul(path, text)
-    for line_no, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            report.add(path, line_no, f"invalid JSON at column {err.colno} ({err.msg})")
-            continue
-        if not isinstance(record, dict):
-            report.add(path, line_no, "expected a JSON object")
-            continue
-        absent = [k for k in required if k not in record]
-        if absent:
-            report.add(path, line_no, missing_columns("the object", absent, [str(k) for k in record], "key"))
-            continue
+    for line_no, record in json_objects(path, report, required):
         bad = next((k for k in ("_id", "title", "text") if record.get(k) is not None
                     and (isinstance(record[k], bool) or not isinstance(record[k], (str, int)))), None)
         if bad:

@@ -244,15 +244,14 @@ def _json_type_problem(value) -> str | None:
     return None
 
 
-def read_jsonl(path: Path, report: RowReport, columns: list[str], numeric: Collection[str] = ()) -> list[tuple]:
-    """Raw rows from a JSON-lines file; `numeric` names the keys that hold numbers (the score)."""
+def json_objects(path: Path, report: RowReport, required: Collection[str]):
+    """(line, object) of each non-blank line of a JSON-lines file that is an object with the `required` keys;
+    every other line goes to `report` with its line number (invalid JSON, not an object, a key missing)."""
     with reading(path):
         with open_text(path) as handle:
             text = handle.read()
     check_no_nul(path, text)
-    lines = text.split("\n")
-    rows = []
-    for line_no, line in enumerate(lines, start=1):
+    for line_no, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:
@@ -263,10 +262,17 @@ def read_jsonl(path: Path, report: RowReport, columns: list[str], numeric: Colle
         if not isinstance(record, dict):
             report.add(path, line_no, "expected a JSON object")
             continue
-        absent = [c for c in columns if c not in record]
+        absent = [c for c in required if c not in record]
         if absent:
             report.add(path, line_no, missing_columns("the object", absent, [str(k) for k in record], "key"))
             continue
+        yield line_no, record
+
+
+def read_jsonl(path: Path, report: RowReport, columns: list[str], numeric: Collection[str] = ()) -> list[tuple]:
+    """Raw rows from a JSON-lines file; `numeric` names the keys that hold numbers (the score)."""
+    rows = []
+    for line_no, record in json_objects(path, report, columns):
         problems = [(c, _json_type_problem(record[c])) for c in dict.fromkeys(columns)]
         problems = [(c, p) for c, p in problems if p]
         if problems:
