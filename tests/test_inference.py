@@ -10,7 +10,7 @@ import torch
 from augsbert import inference
 from augsbert.evaluation.similarity import Encoder
 from augsbert.gpu_memory import CONTEXT_MB
-from augsbert.gpus import JOB_GPU_MEM_ENV
+from augsbert.gpus import JOB_CLAIM_ENV, JOB_GPU_MEM_ENV, JobClaim
 from augsbert.models.architectures import ARCHITECTURES
 from augsbert.models.device import PRECISION_ENV
 from conftest import theme_pairs, train_params
@@ -83,6 +83,13 @@ def test_usable_memory_within_the_job_claim(monkeypatch):
     assert inference.usable_mb("cuda:0") == pytest.approx(2250 - CONTEXT_MB - 400)
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (1_000e6, 80_000e6))
     assert inference.usable_mb("cuda:0") == pytest.approx(1_000)  # the GPU fuller than the claim assumed
+    # the claim as the stage rules write it now (one word, augsbert.gpus.JobClaim), per GPU of the job
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (70_000e6, 80_000e6))
+    monkeypatch.delenv(JOB_GPU_MEM_ENV)
+    monkeypatch.setenv(JOB_CLAIM_ENV, str(JobClaim(1, 2250)).partition("=")[2])
+    assert inference.usable_mb("cuda:0") == pytest.approx(2250 - CONTEXT_MB - 400)
+    monkeypatch.setenv(JOB_CLAIM_ENV, "2:4500")
+    assert inference.usable_mb("cuda:0") == pytest.approx(2250 - CONTEXT_MB - 400)
 
 
 def test_autocast_only_on_cuda(models, monkeypatch):

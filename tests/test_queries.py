@@ -79,7 +79,8 @@ def test_inverse_cloze_takes_a_sentence_of_its_passage_and_paraphrase_mode(tmp_p
 
 def test_gpl_automatic_sizing():
     assert queries.sizing(1000, None, 250_000) == (250, 1000)
-    assert queries.sizing(100_000, None, 250_000) == (3, 83_333)
+    assert queries.sizing(100_000, None, 250_000) == (3, 83_334)  # ceil(250K / 3), as gpl/train.py
+    assert queries.sizing(83_333, None, 250_000) == (4, 83_333)  # 3 x 83,333 < 250K: ceil(250K / 83,333) = 4
     assert queries.sizing(100_000, 5, 250_000) == (5, 100_000)
 
 

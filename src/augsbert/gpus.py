@@ -224,6 +224,16 @@ def release(ledger: Path, pid: int | None = None) -> None:
         os.replace(tmp, ledger)
 
 
+def job_claim(env: Mapping[str, str] | None = None) -> tuple[int, int]:
+    """(GPUs, MB in all) this job claims in a packed local run: `AUGSBERT_JOB_GPU_CLAIM=<gpus>:<MB>`, or the
+    two variables earlier versions' rules set; (0, 0) where nothing is claimed."""
+    env = os.environ if env is None else env
+    if env.get(JOB_CLAIM_ENV):
+        count, _, mem = env[JOB_CLAIM_ENV].partition(":")
+        return int(count or 0), int(mem or 0)
+    return int(env.get(JOB_GPUS_ENV) or 0), int(env.get(JOB_GPU_MEM_ENV) or 0)
+
+
 def claim_for_job(env: Mapping[str, str] | None = None) -> list[str] | None:
     """In a packed local run, give this job its GPU(s) before torch starts: CUDA_VISIBLE_DEVICES; else None.
 
@@ -233,9 +243,7 @@ def claim_for_job(env: Mapping[str, str] | None = None) -> list[str] | None:
 
     env = os.environ if env is None else env
     ledger = env.get(LEDGER_ENV)
-    count, _, mem = (env.get(JOB_CLAIM_ENV) or "").partition(":")
-    count, mem_mb = (int(count or 0), int(mem or 0)) if env.get(JOB_CLAIM_ENV) else (
-        int(env.get(JOB_GPUS_ENV) or 0), int(env.get(JOB_GPU_MEM_ENV) or 0))
+    count, mem_mb = job_claim(env)
     if not ledger or mem_mb <= 0 or count <= 0 or env.get("SLURM_JOB_ID") or env.get("LOCAL_RANK"):
         return None
     gpus = inventory(env)

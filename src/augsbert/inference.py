@@ -91,10 +91,11 @@ def usable_mb(device) -> float:
     import torch
 
     from .gpu_memory import CONTEXT_MB
-    from .gpus import JOB_GPU_MEM_ENV
+    from .gpus import job_claim
 
     free = torch.cuda.mem_get_info(torch.device(device))[0] / 1e6
-    claim = int(os.environ.get(JOB_GPU_MEM_ENV) or 0)
+    count, total = job_claim()
+    claim = -(-total // max(count, 1))  # per GPU: a data-parallel job claims `count` GPUs
     if claim > 0:
         free = min(free, claim - CONTEXT_MB - torch.cuda.memory_reserved(torch.device(device)) / 1e6)
     return free

@@ -49,14 +49,14 @@ def target_corpus(data_dir: str | Path) -> pd.DataFrame:
 
 
 def sizing(n_passages: int, per_passage: int | None, total: int) -> tuple[int, int]:
-    """(queries per passage, passages used). Set: as given, all passages. null: GPL's rule
-    (gpl/train.py `queries_per_passage -1`): total / |corpus| per passage if that is >= 3, else 3 per passage
-    over total / 3 passages."""
+    """(queries per passage, passages used). Set: as given, all passages. null: GPL's rule with both automatic
+    flags (gpl/train.py `queries_per_passage -1`, `new_size -1`): ceil(total / |corpus|) per passage if
+    3 |corpus| < total, else 3 per passage over ceil(total / 3) passages."""
     if per_passage is not None:
         return per_passage, n_passages
-    if 3 * n_passages <= total:
-        return max(1, total // n_passages), n_passages
-    return 3, total // 3
+    if 3 * n_passages < total:
+        return -(-total // n_passages), n_passages
+    return 3, min(n_passages, -(-total // 3))
 
 
 def inverse_cloze(passage: str, rng: np.random.Generator) -> str:
