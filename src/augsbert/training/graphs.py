@@ -53,6 +53,9 @@ def mode() -> str:
     return value
 
 
+# Not safe with gradient accumulation: autograd may alias a graph's static gradient output into `.grad`
+# instead of adding it, so two micro-batches of one shape would leave only the second. Every trainer here
+# steps on each batch (gradient_accumulation_steps 1); a trainer that accumulates must stay eager.
 def active(device, torch_compile: bool = False) -> bool:
     """Whether a trainer on `device` takes the graph path: CUDA with `cuda_graphs: auto`, in one process, the model
     not compiled. Several processes (`gpus` > 1) stay eager: their gradients are averaged by DDP's hooks during
