@@ -350,11 +350,14 @@ def check_writable(folder: str | Path) -> None:
     """Raise OutputWriteError unless files can be created in `folder` (made if missing): the workflow checks
     artifacts/ and results/ before it plans, so a read-only mount ends with one message, even in a dry run
     (which writes the jobs' spec files), instead of a traceback from the first write."""
+    import tempfile
+
     folder = Path(folder)
-    probe = folder / f".write-test-{os.getpid()}"
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        # a name of its own (mkstemp): a pid can repeat across containers or nodes sharing the folder
+        fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=folder)
+        os.close(fd)
         os.unlink(probe)
     except OSError as err:
         raise OutputWriteError(f"cannot write {folder}/: {err.strerror or err}; the workflow writes its "

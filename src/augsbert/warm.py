@@ -31,7 +31,10 @@ import json
 import os
 import signal
 import socket
+import struct
 import sys
+
+from .progress import PROGRESS_FD_ENV
 
 SOCKET_ENV = "AUGSBERT_WARM_SOCKET"
 # read while libraries are imported: a command whose values differ is not served (it starts plainly)
@@ -66,7 +69,14 @@ def run(argv: list[str], path: str | None = None) -> int | None:
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         conn.connect(path)
-        env = {k: v for k, v in os.environ.items() if k != SOCKET_ENV}
+        # only a server of this user gets the environment and the streams (a stale path in a shared folder
+        # could be bound by anyone); another owner: run the command here instead
+        uid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))[1]
+        if uid != os.getuid():
+            conn.close()
+            return None
+        # the progress lines' descriptor (augsbert.progress) is not among the streams handed over
+        env = {k: v for k, v in os.environ.items() if k not in (SOCKET_ENV, PROGRESS_FD_ENV)}
         request = (json.dumps({"argv": argv, "cwd": os.getcwd(), "env": env}) + "\n").encode()
         conn.sendmsg([request], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [0, 1, 2]))])
         replies = read_lines(conn)
@@ -90,8 +100,11 @@ def run(argv: list[str], path: str | None = None) -> int | None:
     def forward(signum, frame):
         try:
             os.killpg(pid, signum)
-        except ProcessLookupError:
-            pass
+        except ProcessLookupError:  # the job has not made its own group yet
+            try:
+                os.kill(pid, signum)
+            except ProcessLookupError:
+                pass
 
     previous = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
     try:

@@ -76,7 +76,7 @@ def _job(request: dict, fds: list[int]) -> None:
 
 def _keep(conn: socket.socket) -> None:
     """In a keeper: read one request, start its job, report pid and exit status; never return."""
-    code = 0
+    code, pid, reaped = 0, None, False
     try:
         data, ancillary, _, _ = conn.recvmsg(1 << 20, socket.CMSG_SPACE(3 * array.array("i").itemsize))
         fds = []
@@ -105,6 +105,7 @@ def _keep(conn: socket.socket) -> None:
         while True:
             done, status = os.waitpid(pid, os.WNOHANG)
             if done:
+                reaped = True
                 send_line(conn, {"returncode": os.waitstatus_to_exitcode(status)})
                 break
             import select
@@ -123,6 +124,13 @@ def _keep(conn: socket.socket) -> None:
                 deadline = float("inf")
     except BaseException:  # noqa: BLE001 - a keeper's failure ends only its own command (which sees no status)
         code = 1
+        # the job has a session of its own: a keeper that dies (the command gone between two messages, a
+        # SIGTERM to the server's group, which the keeper inherits as SystemExit) must not leave it running
+        if pid and not reaped:
+            try:
+                os.killpg(pid, signal.SIGTERM)
+            except OSError:
+                pass
     finally:
         os._exit(code)
 
