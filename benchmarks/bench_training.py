@@ -52,7 +52,7 @@ os.environ.setdefault("TQDM_DISABLE", "1")  # progress bars of the trainers woul
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from augsbert.batching import length_grouped_batches, padding_share, pair_lengths, side_lengths  # noqa: E402
+from augsbert.training.batching import length_grouped_batches, padding_share, pair_lengths, side_lengths  # noqa: E402
 from augsbert.models.architectures import ARCHITECTURES  # noqa: E402
 from augsbert.models.cross_bi_encoder import SPECIALS_PER_PAIR  # noqa: E402
 from augsbert.training.pairs import training_args  # noqa: E402

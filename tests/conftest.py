@@ -102,8 +102,8 @@ def plan_shipped(override: dict | None = None, *, grids: bool = True, plan=("dem
     """
     import yaml
 
-    from augsbert.config import deep_merge, prepare_config, read_config
-    from augsbert.plan import Plan
+    from augsbert.config.load import deep_merge, prepare_config, read_config
+    from augsbert.planning.plan import Plan
 
     raw = read_config(REPO / "config" / "config.yaml")
     if not grids:
@@ -214,7 +214,7 @@ def train_params(**override):
 
 
 def teacher_spec_params(**override) -> dict:
-    """A teacher artifact's spec params (augsbert.planning.train.TeacherParams as JSON), for tests that write
+    """A teacher artifact's spec params (augsbert.stages.train.TeacherParams as JSON), for tests that write
     a teacher artifact by hand."""
     return {**train_params().to_json(), "arch": "cbe", "symmetric": True, **override}
 

@@ -24,8 +24,8 @@ PRELOAD = (
     "snakemake.cli", "snakemake.api", "snakemake.dag", "snakemake.workflow", "snakemake.persistence",
     "snakemake.scheduling.job_scheduler", "snakemake.executors.local", "snakemake.executors.dryrun",
     "snakemake.report",
-    "augsbert.config", "augsbert.plan", "augsbert.export", "augsbert.resources", "augsbert.tracking",
-    "augsbert.distributed", "augsbert.planning",
+    "augsbert.config.load", "augsbert.planning.plan", "augsbert.face.export", "augsbert.scheduling.resources", "augsbert.training.tracking",
+    "augsbert.training.distributed", "augsbert.stages",
 )
 
 

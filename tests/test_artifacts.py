@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from augsbert.artifacts import ArtifactExistsError, artifact_dir, read_json, write_json
+from augsbert.store.artifacts import ArtifactExistsError, artifact_dir, read_json, write_json
 
 MINIMAL_SPEC = json.dumps({"stage": "data", "params": {"dataset": "x", "loader": "lee"}, "inputs": {}})  # what a lock test needs of a spec
 
@@ -93,14 +93,14 @@ import time
 from pathlib import Path
 
 import augsbert
-from augsbert.artifacts import ArtifactLockedError, lock_path, stage_sidecar, writer_lock
+from augsbert.store.artifacts import ArtifactLockedError, lock_path, stage_sidecar, writer_lock
 from augsbert.cli import EXIT_LOCKED, main
 
 # A first writer in its own process: starts an artifact (partial directory, resume state), says where, and works
 # on until killed, or until it reads a line on stdin, then completes the artifact.
 FIRST_WRITER = """
 import sys
-from augsbert.artifacts import artifact_dir, stage_sidecar
+from augsbert.store.artifacts import artifact_dir, stage_sidecar
 out = sys.argv[1]
 with artifact_dir(out, {"writer": "first"}) as tmp:
     (tmp / "half.bin").write_text("first writer's work")
@@ -156,7 +156,7 @@ def test_waiting_writer_proceeds_once_the_first_finishes(tmp_path, caplog):
                 pass
         assert time.monotonic() - start >= 0.5
         threading.Timer(0.5, lambda: (first.stdin.write("finish\n"), first.stdin.flush())).start()
-        with caplog.at_level("INFO", logger="augsbert.artifacts"), writer_lock(out, wait=60):
+        with caplog.at_level("INFO", logger="augsbert.store.artifacts"), writer_lock(out, wait=60):
             assert first.wait(timeout=10) == 0 and read_json(out / "spec.json") == {"writer": "first"}
         assert f"is being written by pid {first.pid} " in caplog.text and "waiting up to 60 s" in caplog.text
     finally:
@@ -172,7 +172,7 @@ def test_writer_lock_is_reentrant_and_released_on_exit(tmp_path):
     with writer_lock(out):
         with writer_lock(out):  # artifact_dir inside the CLI's lock
             pass
-        probe = subprocess.run([sys.executable, "-c", "import sys; from augsbert.artifacts import writer_lock\n"
+        probe = subprocess.run([sys.executable, "-c", "import sys; from augsbert.store.artifacts import writer_lock\n"
                                 "with writer_lock(sys.argv[1]): pass", str(out)], capture_output=True, text=True,
                                env={**os.environ, "PYTHONPATH": str(Path(augsbert.__file__).parents[1])})
         assert probe.returncode != 0 and f"pid {os.getpid()} on host" in probe.stderr  # still held after the inner exit
@@ -206,7 +206,7 @@ def test_read_only_full_or_forbidden_output_names_the_path(tmp_path, monkeypatch
     import errno
     import os
 
-    from augsbert.artifacts import OutputWriteError
+    from augsbert.store.artifacts import OutputWriteError
 
     real_mkdir = os.mkdir
 
@@ -247,7 +247,7 @@ def test_read_only_full_or_forbidden_output_names_the_path(tmp_path, monkeypatch
 @pytest.mark.skipif(not hasattr(__import__("os"), "geteuid") or __import__("os").geteuid() == 0,
                     reason="root writes into read-only directories (the test above simulates it)")
 def test_read_only_directory_for_real(tmp_path):
-    from augsbert.artifacts import OutputWriteError
+    from augsbert.store.artifacts import OutputWriteError
 
     ro = tmp_path / "ro"
     ro.mkdir()
@@ -262,7 +262,7 @@ def test_read_only_directory_for_real(tmp_path):
 
 def test_a_damaged_json_file_is_named(tmp_path, capsys):
     """Issue 26 case 5: a truncated metrics.json raised a bare JSONDecodeError without the file's name."""
-    from augsbert.artifacts import DamagedArtifactError
+    from augsbert.store.artifacts import DamagedArtifactError
     from augsbert.cli import main
 
     path = tmp_path / "metrics.json"
@@ -279,8 +279,8 @@ def test_a_damaged_json_file_is_named(tmp_path, capsys):
 
 def test_every_artifact_ends_with_a_manifest_that_finds_damage(tmp_path, monkeypatch):
     """Issue 26 case 4: a file deleted from an artifact, or cut short, went unnoticed until a stage read it."""
-    import augsbert.manifests as manifests
-    from augsbert.manifests import MANIFEST, problems
+    import augsbert.store.manifests as manifests
+    from augsbert.store.manifests import MANIFEST, problems
 
     out = tmp_path / "teacher" / "k-0123456789"
     with artifact_dir(out, {"stage": "teacher"}) as tmp:
@@ -426,7 +426,7 @@ def test_a_stage_refuses_a_damaged_input_and_verify_repairs(tmp_path, capsys, mo
     import shutil
 
     from augsbert.cli import main
-    from augsbert.manifests import MANIFEST
+    from augsbert.store.manifests import MANIFEST
 
     root = tmp_path / "artifacts"
     config = str(Path(__file__).parents[1] / "config" / "config.yaml")
@@ -479,7 +479,7 @@ def test_locks_and_resume_state_stay_in_the_folder_the_output_goes_to(tmp_path):
     levels below the file system root, and above the folder named for any other `--out`. Now the artifacts folder
     of the workflow's layout holds its locks and checkpoints; any other output has them beside it. Seen failing
     before: `/.locks/data/lee-0123456789.lock`, and `.locks` written to tmp_path itself."""
-    from augsbert.artifacts import lock_path, stage_sidecar
+    from augsbert.store.artifacts import lock_path, stage_sidecar
 
     assert lock_path("artifacts/teacher/k-0123456789") == Path("artifacts/.locks/teacher/k-0123456789.lock")
     assert stage_sidecar("/p/artifacts/teacher/k", "checkpoints") == Path("/p/artifacts/.checkpoints/teacher/k")
@@ -508,8 +508,8 @@ def test_out_must_be_named_after_the_specs_content_key(tmp_path, monkeypatch, ca
     """Issue 26 case 7: a spec was computed into any `--out` folder, under a name that says another content.
     Seen failing before: exit 0, the data artifact written to `elsewhere`."""
     from augsbert.cli import main
-    from augsbert.config import load_config
-    from augsbert.plan import Plan
+    from augsbert.config.load import load_config
+    from augsbert.planning.plan import Plan
 
     monkeypatch.chdir(tmp_path)
     config = Path(__file__).parents[1] / "config" / "config.yaml"
@@ -539,8 +539,8 @@ def test_a_write_cut_short_by_a_full_disk_leaves_no_partial_file_and_names_the_f
     import os
     import pathlib
 
-    from augsbert.artifacts import OutputWriteError, write_text, writing
-    from augsbert.fingerprints import DigestCache
+    from augsbert.store.artifacts import OutputWriteError, write_text, writing
+    from augsbert.store.fingerprints import DigestCache
 
     real = pathlib.Path.write_text
 
@@ -559,7 +559,7 @@ def test_a_write_cut_short_by_a_full_disk_leaves_no_partial_file_and_names_the_f
         with writing(out):
             write_json(out, {"new": "results"})
     assert str(err.value) == f"cannot write {out}: No space left on device"
-    from augsbert.graph import write_spec
+    from augsbert.store.graph import write_spec
 
     with pytest.raises(OSError):  # a planned job's spec (artifacts/.specs/...)
         write_spec(tmp_path / "cache" / "x.json", "{}")

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from augsbert.batching import (LengthGroupedBatchSampler, LengthGroupedSampler, length_grouped_batches,
+from augsbert.training.batching import (LengthGroupedBatchSampler, LengthGroupedSampler, length_grouped_batches,
                                padding_share)
 from conftest import train_params
 
@@ -133,7 +133,7 @@ def test_lengths_are_the_tokens_the_model_sees(arch, tiny_model, tmp_path):
 def test_mlm_lengths_are_the_tokens_the_model_sees(tiny_model):
     from transformers import AutoTokenizer
 
-    from augsbert.batching import pair_lengths
+    from augsbert.training.batching import pair_lengths
     from augsbert.models.cross_bi_encoder import SPECIALS_PER_PAIR, PairTokenizer
     from augsbert.models.mlm import MLMPairCollator
 

@@ -143,8 +143,8 @@ def test_retrieval_suite_plans_on_a_beir_dataset_only(tmp_path):
 
 
 def test_suite_job_writes_retrieval_figures_beside_the_others(tmp_path, tiny_model):
-    from augsbert.artifacts import read_json
-    from augsbert.stages import prepare_data, suite, zero_shot
+    from augsbert.store.artifacts import read_json
+    from augsbert.jobs import prepare_data, suite, zero_shot
 
     write_beir(tmp_path / "raw" / "beir")
     data = tmp_path / "data"

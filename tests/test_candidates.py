@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from augsbert.sampling.pool import PairCollector, random_partners, sentence_pool
-from augsbert.stages import candidates
+from augsbert.jobs import candidates
 
 
 def test_random_partners_are_distinct_and_never_self():

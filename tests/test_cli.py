@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from augsbert.cli import main
-from augsbert.config import ConfigError
+from augsbert.config.load import ConfigError
 from augsbert.evaluation import correlations
 from conftest import REPO
 
@@ -40,8 +40,8 @@ def test_help_imports_no_table_or_model_library():
 def lee_artifact(root: Path) -> Path:
     """Where the Lee data artifact of demo_zeroshot goes under `root`: artifacts/data/<its key> (a folder named
     otherwise is refused: its name must say what it holds)."""
-    from augsbert.config import load_config
-    from augsbert.plan import Plan
+    from augsbert.config.load import load_config
+    from augsbert.planning.plan import Plan
 
     plan = Plan(load_config(CONFIG, lazy=True))
     return root / plan.node(plan.experiment("demo_zeroshot").runs[42]["data"]).path
@@ -216,7 +216,7 @@ def test_stage_job_holds_the_artifact_lock_before_its_runner_starts(tmp_path, mo
 
     import augsbert
     from augsbert.cli import EXIT_LOCKED
-    from augsbert.stages import prepare_data
+    from augsbert.jobs import prepare_data
 
     out = tmp_path / "data" / "d-0123456789"
     seen = {}
@@ -238,7 +238,7 @@ def test_stage_job_holds_the_artifact_lock_before_its_runner_starts(tmp_path, mo
 def test_a_spec_must_be_its_stages_and_match_its_key(tmp_path, capsys):
     """Issue 26 cases 5 and 7: another stage's spec was run, and a spec with changed params was computed and
     stored under its old key."""
-    from augsbert.specs import check_stage_spec
+    from augsbert.store.specs import check_stage_spec
     from conftest import plan_shipped
 
     plan = plan_shipped({}, plan=("demo_cbe",))

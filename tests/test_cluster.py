@@ -1,5 +1,5 @@
 """Cluster use: job sizes from the plan, the SLURM profile template and what it asks the cluster
-(augsbert.slurm, with a fake `subprocess.run`), `augsbert fetch`, and the demo through a fake SLURM
+(augsbert.scheduling.slurm, with a fake `subprocess.run`), `augsbert fetch`, and the demo through a fake SLURM
 (sbatch / squeue / sacct / srun / scancel / sinfo / sacctmgr scripts on PATH that record what they are asked
 and run the jobs locally) for the GPU lines a real GPU-less cluster cannot show (tests/test_slurm.py runs the
 profile against a real one)."""
@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from augsbert.config import prepare_config, read_config
+from augsbert.config.load import prepare_config, read_config
 from augsbert.models import ModelResolutionError
-from augsbert.plan import Plan
-from augsbert.resources import cluster_placement, job_resources, mem_mb, profile_value, runtime_minutes
-from augsbert.slurm import CPUS_ENV, PARTITION_CPUS_ENV, PROFILE_ENV, STATUS_ENV
+from augsbert.planning.plan import Plan
+from augsbert.scheduling.resources import cluster_placement, job_resources, mem_mb, profile_value, runtime_minutes
+from augsbert.scheduling.slurm import CPUS_ENV, PARTITION_CPUS_ENV, PROFILE_ENV, STATUS_ENV
 from conftest import REPO
 
 CLUSTER_ENV = {"AUGSBERT_SLURM_ACCOUNT": "proj42", "AUGSBERT_SLURM_PARTITION": "cpu_part",
@@ -163,7 +163,7 @@ def test_slurm_profile_reads_the_cluster_from_the_environment(monkeypatch):
 
 
 def fake_run(answers: dict[str, tuple[int, str]], calls: list | None = None):
-    """subprocess.run as augsbert.slurm calls it, answering by program (`scontrol`, `sinfo`, ...): (exit code,
+    """subprocess.run as augsbert.scheduling.slurm calls it, answering by program (`scontrol`, `sinfo`, ...): (exit code,
     output); a program not in `answers` is missing."""
     def run(argv, **kwargs):
         if calls is not None:
@@ -178,7 +178,7 @@ def fake_run(answers: dict[str, tuple[int, str]], calls: list | None = None):
 
 
 def test_status_command_follows_accounting_or_the_environment():
-    from augsbert.slurm import SlurmSettingError, status_command
+    from augsbert.scheduling.slurm import SlurmSettingError, status_command
 
     calls = []
     assert status_command({}, fake_run({"sacct": (0, ""), "squeue": (0, "")}, calls)) == "sacct"
@@ -203,7 +203,7 @@ SINFO_NODES = "cpu|32\ncpu|64\ngpu|32\ngpu|64\n"  # sinfo -N: one line per node 
 
 
 def test_partition_cpus_are_what_one_job_can_get():
-    from augsbert.slurm import format_partition_cpus, parse_partition_cpus, partition_cpus
+    from augsbert.scheduling.slurm import format_partition_cpus, parse_partition_cpus, partition_cpus
 
     offer = partition_cpus(fake_run({"scontrol": (0, SCONTROL_PARTITIONS), "sinfo": (0, SINFO_NODES)}))
     # the largest node, at most MaxCPUsPerNode; the default partition also as "*"; no nodes, no entry
@@ -214,7 +214,7 @@ def test_partition_cpus_are_what_one_job_can_get():
 
 
 def test_configure_exports_the_partitions_for_the_jobs():
-    from augsbert.slurm import SlurmSettingError, configure
+    from augsbert.scheduling.slurm import SlurmSettingError, configure
 
     run = fake_run({"sacct": (1, ""), "squeue": (0, ""), "scontrol": (0, SCONTROL_PARTITIONS),
                     "sinfo": (0, SINFO_NODES)})
@@ -229,7 +229,7 @@ def test_configure_exports_the_partitions_for_the_jobs():
 
 
 def test_cpu_limit_and_threads(tmp_path, monkeypatch):
-    from augsbert.slurm import SlurmSettingError, cpu_limit, job_threads
+    from augsbert.scheduling.slurm import SlurmSettingError, cpu_limit, job_threads
 
     env = {"AUGSBERT_SLURM_PARTITION_CPUS": "cpu=64,*=64,gpu=2"}
     assert [cpu_limit(4, p, env) for p in ("gpu", "cpu", None, "other")] == [2, 4, 4, 4]
@@ -260,7 +260,7 @@ def test_group_errors_show_the_executor_message(caplog):
 
     from snakemake.jobs import GroupJob
 
-    from augsbert.slurm import show_group_error_messages
+    from augsbert.scheduling.slurm import show_group_error_messages
 
     original = GroupJob.log_error
     try:
@@ -288,7 +288,7 @@ def test_workflow_profile_keeps_no_cluster_settings():
 # -- fetch
 
 def test_fetch_lists_exactly_the_hub_models_and_datasets(tmp_path, monkeypatch, capsys):
-    from augsbert import fetch as fetch_module
+    from augsbert.face import fetch as fetch_module
 
     monkeypatch.chdir(tmp_path)
     hub = {"dataset": "lee", "base_model": "google-bert/bert-base-uncased", "models": ["zero_shot", "teacher", "student"],

@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 
 from augsbert.data import DataError
-from augsbert.stages import labels
-from augsbert.stages.train import student_training_set
+from augsbert.jobs import labels
+from augsbert.jobs.train import student_training_set
 
 GOLD = pd.DataFrame({"sentence1": ["a", "b", "c"], "sentence2": ["x", "y", "z"], "score": [0.1, 0.5, 0.9]})
 
@@ -57,7 +57,7 @@ def test_labels_deduplicate_across_strategies_and_honour_relabel_gold(tmp_path, 
     from augsbert.models.architectures import ARCHITECTURES
 
     teacher = tmp_path / "teacher"
-    from augsbert.planning.train import TeacherParams
+    from augsbert.stages.train import TeacherParams
     from conftest import teacher_spec_params
 
     params = teacher_spec_params(max_length=32)

@@ -84,7 +84,7 @@ def _same_run(distributed: Path, single: Path) -> None:
 
 def test_student_on_two_processes_matches_one_process_with_the_whole_batch(data, tiny_model, tmp_path):
     """Bi-Encoder, length-grouped batches (its default): the global batches are cut per process."""
-    from augsbert.stages.train import run_student
+    from augsbert.jobs.train import run_student
 
     spec = _spec("student", data, tiny_model, use_gold_labels=True, selection="target_dev")
     out = tmp_path / "artifacts" / "student" / "two"
@@ -100,7 +100,7 @@ def test_student_on_two_processes_matches_one_process_with_the_whole_batch(data,
 
 def test_killed_distributed_teacher_resumes_to_the_uninterrupted_result(data, tiny_model, tmp_path):
     """Cross-Bi-Encoder (Hugging Face Trainer, random batches): SIGKILL of the job after its first checkpoint."""
-    from augsbert.stages.train import run_teacher
+    from augsbert.jobs.train import run_teacher
 
     spec = _spec("teacher", data, tiny_model, arch="cbe", symmetric=False, group_by_length=False)
     out = tmp_path / "artifacts" / "teacher" / "two"
@@ -123,8 +123,8 @@ def test_killed_distributed_teacher_resumes_to_the_uninterrupted_result(data, ti
 
 
 def test_sharded_batches_are_the_single_process_batches_cut_in_parts():
-    from augsbert.batching import LengthGroupedBatchSampler, length_grouped_batches
-    from augsbert.distributed import ShardedBatchSampler
+    from augsbert.training.batching import LengthGroupedBatchSampler, length_grouped_batches
+    from augsbert.training.distributed import ShardedBatchSampler
 
     rng = np.random.default_rng(0)
     lengths = rng.integers(3, 40, (37, 2))
@@ -141,8 +141,8 @@ def test_sharded_batches_are_the_single_process_batches_cut_in_parts():
 
 
 def test_a_batch_smaller_than_the_processes_is_topped_up_and_the_global_batch_must_divide():
-    from augsbert.config import ConfigError
-    from augsbert.distributed import ShardedBatchSampler, per_device_batch
+    from augsbert.config.load import ConfigError
+    from augsbert.training.distributed import ShardedBatchSampler, per_device_batch
 
     class Batches:
         batch_size, drop_last = 4, False
@@ -162,9 +162,9 @@ def test_a_batch_smaller_than_the_processes_is_topped_up_and_the_global_batch_mu
 def test_gpus_sizes_the_training_jobs_and_must_divide_their_batches(tmp_path, monkeypatch):
     import yaml
 
-    from augsbert.config import ConfigError, prepare_config, read_config
-    from augsbert.plan import Plan
-    from augsbert.resources import job_resources
+    from augsbert.config.load import ConfigError, prepare_config, read_config
+    from augsbert.planning.plan import Plan
+    from augsbert.scheduling.resources import job_resources
     from conftest import REPO
 
     monkeypatch.chdir(tmp_path)
@@ -183,7 +183,7 @@ def test_gpus_sizes_the_training_jobs_and_must_divide_their_batches(tmp_path, mo
 
 
 def test_a_locked_artifact_stops_the_launcher_before_torchrun(tmp_path):
-    from augsbert.artifacts import writer_lock
+    from augsbert.store.artifacts import writer_lock
     from augsbert.cli import EXIT_LOCKED
 
     out = tmp_path / "artifacts" / "student" / "k"

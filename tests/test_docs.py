@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from augsbert.config_reference import MissingDescription, render
+from augsbert.config.reference import MissingDescription, render
 from conftest import REPO
 
 README_MAX_LINES = 150
@@ -90,8 +90,8 @@ class Known:
 
 def known() -> Known:
     from augsbert.cli import build_parser
-    from augsbert.config import read_config
-    from augsbert.grids import expand_grids
+    from augsbert.config.load import read_config
+    from augsbert.config.grids import expand_grids
 
     raw = read_config(REPO / "config" / "config.yaml")
     experiments = set(expand_grids(raw).get("experiments") or {})
@@ -508,7 +508,7 @@ def test_configuration_reference_is_generated_from_the_schema(site):
 def test_a_schema_key_without_a_description_stops_the_reference_and_the_build(monkeypatch, tmp_path):
     import copy
 
-    import augsbert.config_reference as reference
+    import augsbert.config.reference as reference
 
     schema = reference.load_schema()
     broken = copy.deepcopy(schema)

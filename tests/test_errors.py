@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from augsbert.cli import main
-from augsbert.config import NAME_RULE, deep_merge
+from augsbert.config.load import NAME_RULE, deep_merge
 from conftest import REPO, write_jsonl
 
 CONFIG = REPO / "config" / "config.yaml"
@@ -59,8 +59,8 @@ def candidates_spec(tmp: Path, **params) -> str:
 
 
 def lee_path() -> str:
-    from augsbert.config import load_config
-    from augsbert.plan import Plan
+    from augsbert.config.load import load_config
+    from augsbert.planning.plan import Plan
 
     plan = Plan(load_config(CONFIG))
     return plan.node(plan.experiment("demo_zeroshot").runs[42]["data"]).path
@@ -286,7 +286,7 @@ def test_the_real_entry_point_exits_2_without_a_traceback(tmp_path):
 
 
 def test_unexpected_exceptions_keep_their_traceback(tmp_path):
-    code = ("import sys, augsbert.stages.prepare_data as stage\n"
+    code = ("import sys, augsbert.jobs.prepare_data as stage\n"
             "def broken(*args, **kwargs): raise RuntimeError('a bug')\n"
             "stage.run = broken\n"
             "from augsbert.cli import main\n"

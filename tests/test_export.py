@@ -19,7 +19,7 @@ import torch
 import yaml
 
 from augsbert.cli import main
-from augsbert.export import MARKER, ExportError, export, push_to_hub
+from augsbert.face.export import MARKER, ExportError, export, push_to_hub
 from augsbert.models.architectures import ARCHITECTURES
 from augsbert.models.cross_bi_encoder import CrossBiEncoder
 from conftest import train_params
@@ -383,8 +383,8 @@ def test_rule_exports_into_models_experiment_model(tmp_path):
 def test_export_refuses_an_edited_artifact_and_names_a_truncated_model(experiment, tmp_path):
     """Issue 41: export never checked manifests (a same-size edit of metrics.json went into the card), and a
     truncated model ended in safetensors' traceback."""
-    from augsbert.artifacts import DamagedArtifactError
-    from augsbert.manifests import write_manifest
+    from augsbert.store.artifacts import DamagedArtifactError
+    from augsbert.store.manifests import write_manifest
 
     student = Path(STUDENTS[42])
     write_manifest(student)

@@ -23,7 +23,7 @@ def tiny_cross_encoder(tmp_path_factory, tiny_model):
 
 
 def margins(tmp_path, ce, scale="logits"):
-    from augsbert.stages import gpl
+    from augsbert.jobs import gpl
 
     (tmp_path / "mined").mkdir(exist_ok=True)
     MINED.to_parquet(tmp_path / "mined" / "negatives.parquet", index=False)
@@ -57,8 +57,8 @@ def test_student_learns_the_margins_for_its_step_budget(tmp_path, tiny_model, ti
     from sentence_transformers import SentenceTransformer, util
 
     from augsbert.models.student_losses import student_loss
-    from augsbert.planning.gpl import GplStudentParams
-    from augsbert.stages import gpl
+    from augsbert.stages.gpl import GplStudentParams
+    from augsbert.jobs import gpl
 
     margins(tmp_path, tiny_cross_encoder)
     params = {"model": tiny_model, "loss": loss, "similarity": similarity, "batch_size": 2, "lr": 1e-4,
@@ -118,7 +118,7 @@ def test_demo_gpl_plans_the_offline_chain_on_lee():
 def test_results_and_tables_show_the_gpl_row_with_its_retrieval_figures(tmp_path, tiny_model, tiny_cross_encoder):
     """The results document (validated against its schema) and the table read the `gpl` role and its suite."""
     from augsbert.reporting.tables import collect, markdown
-    from augsbert.stages import gpl, prepare_data, results, suite
+    from augsbert.jobs import gpl, prepare_data, results, suite
     from test_beir import write_beir
     from test_loaders import options
 
@@ -149,7 +149,7 @@ def test_results_and_tables_show_the_gpl_row_with_its_retrieval_figures(tmp_path
 
 
 def test_the_gpl_grid_plans_with_the_hub_models_and_fetch_lists_them():
-    from augsbert.fetch import hub_items
+    from augsbert.face.fetch import hub_items
 
     plan = plan_shipped({}, plan=("gpl.gpl.scifact",))
     models = {item.repo_id for item in hub_items(plan, "gpl.gpl.scifact")}

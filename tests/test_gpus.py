@@ -1,4 +1,4 @@
-"""Several model jobs per GPU (augsbert.gpus, augsbert.gpu_memory): inventory, estimates, claims, and the
+"""Several model jobs per GPU (augsbert.scheduling.gpus, augsbert.scheduling.gpu_memory): inventory, estimates, claims, and the
 workflow's packing, with a fake GPU inventory (no GPU is needed)."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from augsbert import gpus
-from augsbert.gpu_memory import DEFAULT_DIMS, estimate_mb, job_gpu_mem_mb, model_dims, parameter_count
-from augsbert.gpus import Gpu, GpuInventoryError, claim, inventory, local_gpu_resources, parse_inventory, release
-from augsbert.resources import job_gpu_mem
+from augsbert.scheduling import gpus
+from augsbert.scheduling.gpu_memory import DEFAULT_DIMS, estimate_mb, job_gpu_mem_mb, model_dims, parameter_count
+from augsbert.scheduling.gpus import Gpu, GpuInventoryError, claim, inventory, local_gpu_resources, parse_inventory, release
+from augsbert.scheduling.resources import job_gpu_mem
 from workflow_helpers import checkout, keep_experiments, snakemake
 
 # -- inventory
@@ -173,7 +173,7 @@ def test_jobs_take_their_gpu_before_torch_starts(tmp_path):
     env = {**os.environ, "AUGSBERT_GPU_INVENTORY": "0:10000,1:10000", "AUGSBERT_GPU_LEDGER": str(tmp_path / "l.json"),
            "AUGSBERT_JOB_GPU_CLAIM": "1:4000"}
     env.pop("CUDA_VISIBLE_DEVICES", None)
-    code = ("import os, sys; from augsbert.gpus import claim_for_job; claim_for_job(); "
+    code = ("import os, sys; from augsbert.scheduling.gpus import claim_for_job; claim_for_job(); "
             "print(os.environ['CUDA_VISIBLE_DEVICES'], flush=True); sys.stdin.read()")
     jobs, given = [], []
     for _ in range(3):  # the next job starts once this one holds its GPU (as Snakemake starts them one by one)
@@ -232,7 +232,7 @@ def test_dry_run_packs_model_jobs_onto_the_gpus(demo_checkout, inventory):
     # Snakemake starts jobs while their gpu_mem_mb fits in the limit: this many at once, at the least
     at_once = max(k for k in range(1, len(model_jobs) + 1) if sum(sorted(model_jobs, reverse=True)[:k]) <= limit)
     assert at_once >= (3 if inventory.count(":") == 1 else 6), (model_jobs, limit)
-    # each job passes its claim to the command (augsbert.gpus.claim_for_job)
+    # each job passes its claim to the command (augsbert.scheduling.gpus.claim_for_job)
     assert re.search(r" AUGSBERT_JOB_GPU_CLAIM=1:\d+ augsbert teacher", out)
 
 

@@ -7,7 +7,7 @@ import logging
 import pytest
 import torch
 
-from augsbert.tokenized import batch_width, bucket_width
+from augsbert.training.tokenized import batch_width, bucket_width
 from augsbert.training import graphs
 from conftest import plan_shipped, theme_pairs, train_params
 
@@ -53,7 +53,7 @@ def every_step_logged(monkeypatch):
 @pytest.fixture
 def widths(monkeypatch):
     """(row width, padded width) of every batch padded to a bucket."""
-    import augsbert.tokenized as tokenized
+    import augsbert.training.tokenized as tokenized
 
     seen, original = [], tokenized.bucket_width
     monkeypatch.setattr(tokenized, "bucket_width", lambda w, m=None: seen.append((w, original(w, m))) or seen[-1][1])
@@ -208,7 +208,7 @@ def test_one_capture_per_shape_and_none_past_the_limit():
 
 def test_cuda_graphs_is_a_runtime_choice_outside_every_key(monkeypatch):
     """`cuda_graphs` (schema, with a description) leaves every key of the shipped config as it is."""
-    from augsbert.config import ConfigError
+    from augsbert.config.load import ConfigError
 
     base = plan_shipped({})
     for value in ("off", False):  # False: how YAML reads a bare `off`

@@ -3,9 +3,9 @@
 import pytest
 import yaml
 
-from augsbert.config import ConfigError, deep_merge, prepare_config, read_config
-from augsbert.grids import experiment_name
-from augsbert.plan import Plan, row_label
+from augsbert.config.load import ConfigError, deep_merge, prepare_config, read_config
+from augsbert.config.grids import experiment_name
+from augsbert.planning.plan import Plan, row_label
 from conftest import REPO, plan_shipped
 
 GRID = {

@@ -1,4 +1,4 @@
-"""Forward-only batches (augsbert.inference): rows by free memory on CUDA (given numbers), CPU results exactly as
+"""Forward-only batches (augsbert.models.inference): rows by free memory on CUDA (given numbers), CPU results exactly as
 before, results in input order whatever the batch size (tiny model)."""
 
 import contextlib
@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from augsbert import inference
+from augsbert.models import inference
 from augsbert.evaluation.similarity import Encoder
-from augsbert.gpu_memory import CONTEXT_MB
-from augsbert.gpus import JOB_CLAIM_ENV, JOB_GPU_MEM_ENV, JobClaim
+from augsbert.scheduling.gpu_memory import CONTEXT_MB
+from augsbert.scheduling.gpus import JOB_CLAIM_ENV, JOB_GPU_MEM_ENV, JobClaim
 from augsbert.models.architectures import ARCHITECTURES
 from augsbert.models.device import PRECISION_ENV
 from conftest import theme_pairs, train_params
@@ -83,7 +83,7 @@ def test_usable_memory_within_the_job_claim(monkeypatch):
     assert inference.usable_mb("cuda:0") == pytest.approx(2250 - CONTEXT_MB - 400)
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (1_000e6, 80_000e6))
     assert inference.usable_mb("cuda:0") == pytest.approx(1_000)  # the GPU fuller than the claim assumed
-    # the claim as the stage rules write it now (one word, augsbert.gpus.JobClaim), per GPU of the job
+    # the claim as the stage rules write it now (one word, augsbert.scheduling.gpus.JobClaim), per GPU of the job
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (70_000e6, 80_000e6))
     monkeypatch.delenv(JOB_GPU_MEM_ENV)
     monkeypatch.setenv(JOB_CLAIM_ENV, str(JobClaim(1, 2250)).partition("=")[2])

@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from augsbert.config import load_schema
-from augsbert.config import validate_with_defaults
+from augsbert.config.load import load_schema
+from augsbert.config.load import validate_with_defaults
 from augsbert.data import DataError, MissingDataError, RowReport, get_loader
 from augsbert.data.loaders import apportion, group_sizes
 from augsbert.data.tables import duplicate_report, raw_frame, validate_pairs
@@ -308,7 +308,7 @@ def test_utf8_bom_and_unicode_line_separators(data_dir):
 
 
 def test_empty_split_is_an_error(tmp_path):
-    from augsbert.stages import prepare_data
+    from augsbert.jobs import prepare_data
 
     raw = tmp_path / "raw"
     raw.mkdir()
@@ -399,7 +399,7 @@ def test_a_data_path_at_a_directory_or_a_device_says_so_and_is_never_read(data_d
     reader opening /dev/zero or a pipe would read or wait forever). Seen failing before: "missing file"."""
     import os
 
-    from augsbert.fingerprints import DigestCache
+    from augsbert.store.fingerprints import DigestCache
 
     (data_dir / "folder.csv").mkdir()
     (data_dir / "zero.csv").symlink_to("/dev/zero")

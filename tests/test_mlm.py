@@ -8,7 +8,7 @@ import torch
 from augsbert.training.mlm import adapt, evaluate_mlm, mlm_pairs, split_held_out
 from augsbert.models.cross_bi_encoder import PairTokenizer
 from augsbert.models.mlm import IGNORE, MLMPairCollator, mask_tokens, maskable_positions
-from augsbert.planning.adapt import AdaptParams
+from augsbert.stages.adapt import AdaptParams
 from conftest import theme_pairs
 
 

@@ -56,7 +56,7 @@ def test_device_selection(monkeypatch):
     assert resolve_device("cpu") == "cpu"
     monkeypatch.setenv("AUGSBERT_DEVICE", "cpu")
     assert resolve_device() == "cpu"
-    from augsbert.config import ConfigError
+    from augsbert.config.load import ConfigError
 
     if not torch.cuda.is_available():
         with pytest.raises(ConfigError, match="no CUDA GPU"):

@@ -8,10 +8,10 @@ import sys
 import pytest
 import yaml
 
-from augsbert.config import ConfigError, deep_merge, prepare_config
+from augsbert.config.load import ConfigError, deep_merge, prepare_config
 from augsbert.data import DataError
 from augsbert.evaluation import mteb_suite as mteb_module
-from augsbert.plan import Plan
+from augsbert.planning.plan import Plan
 from conftest import REPO, plan_shipped
 
 PAIRS = [("a dog runs in the park", "a dog is running outside", 4.8), ("a cat sleeps", "the stock market fell", 0.2),
@@ -77,7 +77,7 @@ def test_mteb_sts_task_on_local_files_scores_the_cosine_spearman(tmp_path, tiny_
     from sentence_transformers import SentenceTransformer
 
     from augsbert.evaluation.similarity import Encoder, correlations
-    from augsbert.stages import results, suite
+    from augsbert.jobs import results, suite
 
     write_sts_task(tmp_path / "mteb" / "STS12")
     params = {"sts": {}, "useb": {}, "skipped": {}, "batch_size": 4, "max_length": 32, "model": tiny_model,

@@ -111,7 +111,7 @@ def test_negatives_stage_plans_on_beir_data_and_writes_the_table(tmp_path, tiny_
     import pandas as pd
 
     from augsbert.errors import ConfigError
-    from augsbert.stages import negatives, prepare_data
+    from augsbert.jobs import negatives, prepare_data
     from conftest import plan_shipped
     from test_beir import CORPUS as BEIR_CORPUS, QUERIES, write_beir
     from test_loaders import options

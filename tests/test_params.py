@@ -11,8 +11,8 @@ from conftest import REPO
 from augsbert.cli import main
 from augsbert.errors import ConfigError
 from augsbert.params import Params, SeedOptimization, TrainingParams
-from augsbert.planning import REGISTRY
-from augsbert.planning.train import StudentParams, TeacherParams
+from augsbert.stages import REGISTRY
+from augsbert.stages.train import StudentParams, TeacherParams
 
 
 def test_every_stage_declares_its_params():
@@ -30,8 +30,8 @@ def holds(back, written) -> bool:
 def test_every_spec_of_the_shipped_config_reads_back_through_its_stage_class():
     """The planning hooks write plain JSON (the keys are made from it); the classes must accept all of it, and
     give back each value the plan wrote."""
-    from augsbert.config import prepare_config, read_config
-    from augsbert.plan import Plan
+    from augsbert.config.load import prepare_config, read_config
+    from augsbert.planning.plan import Plan
 
     plan = Plan(prepare_config(read_config(REPO / "config" / "config.yaml")))
     plan.plan_all()
@@ -104,7 +104,7 @@ def test_nested_lists_and_unions():
 
 
 def test_the_data_stage_keeps_each_loaders_own_options():
-    from augsbert.planning.prepare_data import DataParams
+    from augsbert.stages.prepare_data import DataParams
 
     raw = {"dataset": "bws", "loader": "bws_cross_topic", "path": "bws/x.csv", "split_sizes": [1, 2, 3]}
     params = DataParams.from_json(raw)
@@ -139,7 +139,7 @@ def test_early_stopping_enters_a_key_only_when_set():
     assert "early_stopping_patience" not in default_params  # off: the keys planned before the option stay
     key, params = student(2)
     assert key != default_key and params["early_stopping_patience"] == 2
-    from augsbert.planning.train import StudentParams
+    from augsbert.stages.train import StudentParams
 
     assert StudentParams.from_json(params).early_stopping_patience == 2
 

@@ -4,9 +4,9 @@ import json
 import pytest
 import yaml
 
-from augsbert.config import ConfigError, deep_merge, prepare_config, read_config
-from augsbert.plan import Plan
-from augsbert.planning import stage
+from augsbert.config.load import ConfigError, deep_merge, prepare_config, read_config
+from augsbert.planning.plan import Plan
+from augsbert.stages import stage
 from conftest import REPO, plan_shipped
 
 

@@ -358,7 +358,7 @@ def test_resolved_defaults_follow_the_presets_and_objectives():
 
 def test_nli_triples_are_read_with_file_and_line_errors(tmp_path):
     from augsbert.data import DataError
-    from augsbert.stages.pretrain import read_triples, split_triples
+    from augsbert.jobs.pretrain import read_triples, split_triples
 
     good = tmp_path / "nli.tsv"
     good.write_text("anchor\tpositive\tnegative\nA man sleeps.\tSomeone rests.\tA man runs.\n"
@@ -380,7 +380,7 @@ def test_nli_triples_are_read_with_file_and_line_errors(tmp_path):
 def test_corpus_is_unique_sentences_without_the_evaluated_dev_and_test(tmp_path):
     import pandas as pd
 
-    from augsbert.stages.pretrain import corpus
+    from augsbert.jobs.pretrain import corpus
 
     def pairs(rows):
         return pd.DataFrame(rows, columns=["sentence1", "sentence2", "score"])
@@ -561,7 +561,7 @@ def test_masked_logits_equal_the_full_head(tiny_model):
 def test_the_schema_offers_exactly_the_registered_objectives():
     """An objective is its OBJECTIVES entry (columns, pooling, options, loss builder) and its loss class: the schema's
     `pretrain.objective` choices are filled in from the registry when it is loaded, not kept in the YAML file."""
-    from augsbert.config import load_schema
+    from augsbert.config.load import load_schema
     from augsbert.pretraining.objectives import OBJECTIVE_OPTIONS
 
     pretrain = load_schema()["$defs"]["stage_options"]["properties"]["pretrain"]["properties"]

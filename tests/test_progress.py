@@ -1,10 +1,10 @@
-"""Issue 42: a model job's progress on the workflow's console (augsbert.progress)."""
+"""Issue 42: a model job's progress on the workflow's console (augsbert.scheduling.progress)."""
 
 import io
 import os
 
-from augsbert import progress
-from augsbert.progress import Progress
+from augsbert.scheduling import progress
+from augsbert.scheduling.progress import Progress
 
 
 class Clock:
@@ -60,8 +60,8 @@ def test_progress_is_printed_on_the_console_descriptor_every_period(tmp_path, mo
 
 
 def test_a_small_silver_pool_or_set_is_warned_about_with_the_count_and_why():
-    from augsbert.planning.candidates import CandidatesParams  # noqa: F401 - the params class the stage reads
-    from augsbert.stages.candidates import small_silver
+    from augsbert.stages.candidates import CandidatesParams  # noqa: F401 - the params class the stage reads
+    from augsbert.jobs.candidates import small_silver
 
     params = type("P", (), {"pool": "train", "top_k": 3, "strategies": ["bm25"]})()
     assert small_silver(params, 4, 21, {"bm25": 3}) == [

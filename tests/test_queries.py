@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from augsbert.data import DataError
-from augsbert.stages import queries
+from augsbert.jobs import queries
 
 PASSAGES = ["Cats purr when they are content. They also purr when hurt.", "Dogs bark at strangers.",
             "Fish live in water. Some fish live in salt water. Others in rivers."]

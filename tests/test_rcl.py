@@ -15,7 +15,7 @@ import pytest
 import torch
 import yaml
 
-from augsbert.config import read_config
+from augsbert.config.load import read_config
 from augsbert.pretraining.rcl import (
     EntropyContrastiveLoss,
     RegularizedContrastiveLoss,
@@ -142,8 +142,8 @@ def test_rows_carry_their_id_as_the_label_column():
 
 # ---- plan: one entropy node per φ, keyed by what trains it
 def rcl_plan(**pretrain):
-    from augsbert.config import prepare_config
-    from augsbert.plan import Plan
+    from augsbert.config.load import prepare_config
+    from augsbert.planning.plan import Plan
 
     raw = read_config(REPO / "config" / "config.yaml")
     raw["grids"] = {}
@@ -187,7 +187,7 @@ def write_target(path):
 def test_entropy_and_final_stage_run_and_store_the_embeddings(tiny_model, tmp_path):
     from augsbert.data import DataError
     from augsbert.pretraining.rcl import DOCUMENT_FILE, QUERY_FILE, ROWS_FILE
-    from augsbert.stages import pretrain, rcl_entropy
+    from augsbert.jobs import pretrain, rcl_entropy
 
     animals = ["cat", "dog", "bird", "fox", "cow", "hen", "owl", "bee", "ant", "elk"]
     places = ["mat", "log", "rock", "roof", "wall", "bench"]

@@ -9,12 +9,12 @@ import pytest
 import yaml
 from scipy import stats
 
-from augsbert.config import ConfigError, deep_merge, prepare_config
+from augsbert.config.load import ConfigError, deep_merge, prepare_config
 from augsbert.data import DataError
 from augsbert.data.nli import read_nli_triples, triples_format
 from augsbert.evaluation.sts_suite import detect_format, locate_task, read_sts_file, sts_suite
-from augsbert.plan import Plan
-from augsbert.stages.pretrain import read_triples
+from augsbert.planning.plan import Plan
+from augsbert.jobs.pretrain import read_triples
 from conftest import REPO, plan_shipped
 
 

@@ -9,13 +9,13 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from augsbert.config import prepare_config, read_config
-from augsbert.plan import Plan
+from augsbert.config.load import prepare_config, read_config
+from augsbert.planning.plan import Plan
 from augsbert.sampling import bm25 as bm25_module
 from augsbert.sampling import semantic as semantic_module
 from augsbert.sampling.pool import PairCollector, random_partners
 from augsbert.sampling.shards import gold_keys, select_pairs, shard_rows
-from augsbert.stages import candidates, labels, pool_index
+from augsbert.jobs import candidates, labels, pool_index
 from conftest import REPO
 from test_candidates import make_data
 from test_plan import keys
@@ -106,7 +106,7 @@ def write_teacher(tmp_path, base):
     from augsbert.models.architectures import ARCHITECTURES
 
     teacher = tmp_path / "teacher"
-    from augsbert.planning.train import TeacherParams
+    from augsbert.stages.train import TeacherParams
     from conftest import teacher_spec_params
 
     params = teacher_spec_params(max_length=32)
@@ -152,7 +152,7 @@ def test_streaming_scores_equal_the_in_memory_path(tmp_path, tiny_model, monkeyp
                           "strategy": "bm25"})
     path = tmp_path / "candidates.parquet"
     pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path, row_group_size=23)  # groups != chunks
-    from augsbert.planning.labels import LabelShardParams
+    from augsbert.stages.labels import LabelShardParams
 
     teacher = labels.Teacher({"inputs": {"teacher": str(teacher_dir)}},
                              LabelShardParams(batch_size=16, shards=1, shard=0), "cpu")

@@ -38,8 +38,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from augsbert.config import prepare_config
-from augsbert.plan import Plan
+from augsbert.config.load import prepare_config
+from augsbert.planning.plan import Plan
 from conftest import REPO
 from slurm_node import SingleNodeSlurm, machine, unavailable
 from workflow_helpers import snakemake
@@ -148,7 +148,7 @@ class SideRun:
 
 
 def chain_config(model: str) -> dict:
-    from augsbert.config import read_config
+    from augsbert.config.load import read_config
 
     config = read_config(REPO / "config" / "config.yaml")
     config["defaults"]["base_model"] = model
@@ -256,7 +256,7 @@ def test_profile_on_a_real_slurm(cluster, tiny_model, tmp_path, subtests, monkey
         jobs = chain_jobs(chain)
         assert sorted(jobs) == ["candidates", "labels", "student", "teacher"]  # collect_results: local
         assert [j["state"] for j in jobs["candidates"]] == ["CANCELLED", "COMPLETED"]
-        # the resubmission (attempt 2) asked for twice the time limit (augsbert.resources.job_resources)
+        # the resubmission (attempt 2) asked for twice the time limit (augsbert.scheduling.resources.job_resources)
         first, second = (minutes(j["limit"]) for j in jobs["candidates"])
         assert second == 2 * first and first > 0, jobs["candidates"]
         for name, js in jobs.items():

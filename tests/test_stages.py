@@ -1,4 +1,4 @@
-"""The stage registry (augsbert.planning) is the one place a stage is declared: every stage has a command,
+"""The stage registry (augsbert.stages) is the one place a stage is declared: every stage has a command,
 an entry point, job sizes, a config section and a rule, all under its one name."""
 
 import argparse
@@ -7,10 +7,10 @@ import re
 import pytest
 
 from augsbert.cli import build_parser
-from augsbert.config import load_schema
-from augsbert.distributed import DISTRIBUTED_COMMANDS
-from augsbert.planning import REGISTRY, STAGES, stage
-from augsbert.resources import job_resources, needs_gpu
+from augsbert.config.load import load_schema
+from augsbert.training.distributed import DISTRIBUTED_COMMANDS
+from augsbert.stages import REGISTRY, STAGES, stage
+from augsbert.scheduling.resources import job_resources, needs_gpu
 from conftest import REPO
 
 

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from augsbert.reporting import tables
-from augsbert.stages.results import summarise, validate_results
+from augsbert.jobs.results import summarise, validate_results
 
 
 def model(values, skipped=None):

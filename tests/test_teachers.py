@@ -8,11 +8,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from augsbert.config import prepare_config
+from augsbert.config.load import prepare_config
 from augsbert.errors import ConfigError
 from augsbert.models.ensemble import combine, reference_statistics
-from augsbert.plan import Plan
-from augsbert.planning import REGISTRY
+from augsbert.planning.plan import Plan
+from augsbert.stages import REGISTRY
 from conftest import plan_shipped, theme_pairs
 
 
@@ -94,8 +94,8 @@ def test_gold_fraction_swaps_the_gold_of_every_trained_model_and_nothing_else():
 
 
 def test_gold_subset_keeps_a_seeded_fraction_and_drops_the_other_scores(tmp_path, monkeypatch):
-    from augsbert.stages.common import read_split, target_pool
-    from augsbert.stages.gold_subset import subset_rows
+    from augsbert.jobs.common import read_split, target_pool
+    from augsbert.jobs.gold_subset import subset_rows
 
     rows = subset_rows(20, 0.25, 7)
     assert rows.tolist() == sorted(np.random.default_rng(7).choice(20, size=5, replace=False).tolist())
@@ -163,8 +163,8 @@ def test_ensemble_scores_are_the_combination_of_the_members_predictions(tmp_path
     of each pair the same way (z-score statistics from their scores of the gold train pairs; `mean` is the
     plain mean, checked above)."""
     method = "zscore"
-    from augsbert.stages.common import read_split
-    from augsbert.stages.labels import TrainedPairModel
+    from augsbert.jobs.common import read_split
+    from augsbert.jobs.labels import TrainedPairModel
     from augsbert.training.pairs import pairs_of
 
     monkeypatch.chdir(tmp_path)
@@ -244,8 +244,8 @@ def test_no_gold_label_reaches_a_trans_encoder_model(tmp_path, monkeypatch, tiny
 
 
 def test_members_and_rounds_are_model_rows_of_the_results_and_tables():
-    from augsbert.plan import numbered_roles, row_label
-    from augsbert.stages.results import role_description, role_order
+    from augsbert.planning.plan import numbered_roles, row_label
+    from augsbert.jobs.results import role_description, role_order
 
     assert role_description("teacher_member_1").startswith("teacher ensemble member 2")
     assert "round 3" in role_description("te_bi_3_mutual") and "mutual" in role_description("te_bi_3_mutual")

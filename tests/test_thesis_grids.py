@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from augsbert.config import ConfigError
+from augsbert.config.load import ConfigError
 from conftest import REPO, plan_shipped
 
 ROBERTA = "FacebookAI/roberta-base"
@@ -19,7 +19,7 @@ def plan():
 
 
 def cells(plan, grid: str) -> list[str]:
-    from augsbert.grids import cells as grid_cells
+    from augsbert.config.grids import cells as grid_cells
 
     return sorted({c.experiment for c in grid_cells(grid, plan.config["grids"][grid])})
 
@@ -87,7 +87,7 @@ def test_adapt_pairs_and_epochs_enter_the_key_only_when_set_and_kde_is_refused()
 def test_adapt_stage_trains_on_the_candidates_for_the_epochs_asked(tiny_model, tmp_path):
     """`pairs: candidates`: the adaptation's pairs are the candidates, a pair a second strategy repeats (either
     order) once, as the labels stage keeps them; `epochs` sets the steps from the pairs it trains on."""
-    from augsbert.stages.adapt import run
+    from augsbert.jobs.adapt import run
 
     data, cand = tmp_path / "data", tmp_path / "cand"
     data.mkdir(), cand.mkdir()

@@ -1,11 +1,11 @@
-"""Texts tokenised once (augsbert.tokenized): every batch equals what the trainer's own tokenising call gives,
+"""Texts tokenised once (augsbert.training.tokenized): every batch equals what the trainer's own tokenising call gives,
 and training with them ends with the very weights of training without them (CPU)."""
 
 import numpy as np
 import pytest
 import torch
 
-from augsbert.tokenized import PretokenizedPreprocess, TokenIds
+from augsbert.training.tokenized import PretokenizedPreprocess, TokenIds
 from conftest import theme_pairs, train_params
 
 TEXTS = ["a", "The cat sat on the mat.", "hello world " * 20, "Ünïcödé text, with punctuation!", "x y", "",
@@ -95,7 +95,7 @@ def test_cross_encoder_pairs_equal_its_preprocess(tiny_model):
 
 
 def test_token_ids_equal_the_tokenizer_and_count_as_token_counts(bert_tokenizer):
-    from augsbert.batching import token_counts
+    from augsbert.training.batching import token_counts
 
     ids = TokenIds(bert_tokenizer, TEXTS[:4], chunk=3)
     texts = TEXTS + ["unseen text here"]
@@ -123,7 +123,7 @@ def train_briefly(trainer: str, tiny_model: str, work):
         model = fit(trainer, tiny_model, theme_pairs(64, 3, words=(2, 9)), None,
                     train_params(epochs=1, batch_size=16, max_length=16), work, "cpu", "fp32").model
     elif trainer == "mlm":
-        from augsbert.planning.adapt import AdaptParams
+        from augsbert.stages.adapt import AdaptParams
         from augsbert.training.mlm import adapt
 
         params = AdaptParams(model=tiny_model, max_steps=4, batch_size=16, lr=1e-3, warmup_ratio=0.1,
@@ -151,7 +151,7 @@ def test_training_ends_with_the_weights_of_per_batch_tokenisation(trainer, tiny_
     """Four steps with the training texts tokenised once, then with every batch tokenised by the library's call
     (the former computation): the same weights, exactly. TSDAE's word-deleted copies are tokenised per batch in
     both."""
-    import augsbert.tokenized as tokenized
+    import augsbert.training.tokenized as tokenized
 
     cached = train_briefly(trainer, tiny_model, tmp_path / "cached")
     # the former computation: the model's own preprocess, PairTokenizer without ids

@@ -158,7 +158,7 @@ def student_spec(tmp_path, prompt_on: bool) -> dict:
 
 @pytest.mark.parametrize("mode", ["hidden", "prompted"])
 def test_student_training_texts_follow_the_prompt_setting(tmp_path, monkeypatch, mode):
-    from augsbert.stages import train as stage
+    from augsbert.jobs import train as stage
 
     seen = {}
 
@@ -182,7 +182,7 @@ def test_student_training_texts_follow_the_prompt_setting(tmp_path, monkeypatch,
 
 def test_labels_score_prompted_pairs_and_keep_plain_text(tmp_path, monkeypatch):
     from augsbert.models.architectures import ARCHITECTURES
-    from augsbert.stages import labels as stage
+    from augsbert.jobs import labels as stage
 
     data = tmp_path / "data"
     write_topic_data(data)
@@ -222,20 +222,20 @@ def test_classifier_beats_chance_on_separable_topics(tmp_path, tiny_minilm):
     # MiniLM's real weights (one layer): held-out accuracy needs word embeddings that already place "football"
     # near "goal". The random tiny BERT (4 initialisations) reached 50-88% on train and 0.47-0.81 held out
     # here; at lr 5e-3 it learns the train sentences (100%) but stays at 0.75 held out for three of the four.
-    from augsbert.stages import classifier
+    from augsbert.jobs import classifier
 
     data = tmp_path / "data"
     write_topic_data(data, n_per_topic=12)
     texts, topics = classifier.training_sentences(data, exclude_eval=True)
     assert set(topics) == {"Sport", "Cooking"} and len(texts) == 16  # train-split sentences only
-    from augsbert.planning.classifier import ClassifierParams
+    from augsbert.stages.classifier import ClassifierParams
 
     params = ClassifierParams(model=tiny_minilm, epochs=3, batch_size=8, lr=5e-4, warmup_ratio=0.0, max_length=32,
                               checkpoint_steps=100, seed=0, exclude_eval_sentences=True)
     model, loss, classes, metrics = classifier.fit(tiny_minilm, texts, topics, params, tmp_path / "work", "cpu")
     assert classes == ["Cooking", "Sport"] and metrics["steps"] == 6
     assert metrics["train_accuracy"] > 75  # chance is 50
-    from augsbert.stages.classifier import training_sentences as again
+    from augsbert.jobs.classifier import training_sentences as again
 
     held = [t for t in again(data, exclude_eval=False)[0] if t not in texts]  # dev/test sentences, never trained on
     truth = [topic_map(data)[t] for t in held]
@@ -247,7 +247,7 @@ def test_classifier_beats_chance_on_separable_topics(tmp_path, tiny_minilm):
 def test_suite_reports_raw_and_prompted_figures(tmp_path, tiny_minilm):
     # MiniLM's real weights (one layer): the probe's perfect prompted F1 needs embeddings that carry the topic
     # word; with the random tiny BERT it was 100 for 3 of 8 initialisations (50-83 for the others).
-    from augsbert.stages import suite
+    from augsbert.jobs import suite
 
     data = tmp_path / "data"
     write_topic_data(data)
@@ -288,8 +288,8 @@ def write_newsgroups(root, per_group: int = 5):
 
 
 def load_dataset(tmp_path, definition: dict):
-    from augsbert.config import load_config
-    from augsbert.stages import prepare_data
+    from augsbert.config.load import load_config
+    from augsbert.jobs import prepare_data
 
     cfg = tmp_path / "config.yaml"
     tmp_path.mkdir(parents=True, exist_ok=True)
@@ -297,7 +297,7 @@ def load_dataset(tmp_path, definition: dict):
 
     cfg.write_text(yaml.safe_dump({"data_dir": str(tmp_path / "raw"), "datasets": {"corpus": definition},
                                    "experiments": {"x": {"dataset": "corpus", "models": ["zero_shot"]}}}))
-    from augsbert.plan import Plan
+    from augsbert.planning.plan import Plan
 
     plan = Plan(load_config(str(cfg)))
     node = plan.data_node("corpus")
@@ -347,15 +347,15 @@ def test_ukp_sentential_as_released(tmp_path):
     assert table["text"].iloc[0] == '"Quoted" sentence 0 on abortion'
     assert set(table["topic"]) == {"abortion", "school uniforms"}
     # the pool of silver sentences is the corpus' train part only
-    from augsbert.stages.common import target_pool
+    from augsbert.jobs.common import target_pool
 
     pool, _, _ = target_pool(out, "unlabeled", exclude_eval=True)
     assert pool == sorted(t for t, s in zip(table["text"], table["split"]) if s == "train")
-    from augsbert.stages.classifier import training_sentences
+    from augsbert.jobs.classifier import training_sentences
 
     assert training_sentences(out, exclude_eval=True)[0] == pool  # the classifier never sees val / test either
     # and the plan sees its topics: prompting is allowed
-    from augsbert.planning.prepare_data import has_topics
+    from augsbert.stages.prepare_data import has_topics
 
     assert has_topics({"loader": "lee", "topic_corpus": {"format": "ukp_sentential"}})
 

@@ -1,6 +1,6 @@
 """The worked example of README "Development": a new stage is a declaration with a planning hook, a job and
 (for options of its own) a schema section. Here all three live in this file; in the package they are
-`src/augsbert/planning/<module>.py`, `src/augsbert/stages/<module>.py` and `src/augsbert/schemas/config.schema.json`.
+`src/augsbert/stages/<module>.py`, `src/augsbert/jobs/<module>.py` and `src/augsbert/schemas/config.schema.json`.
 
 The toy stage, `word_counts`, counts the words of a dataset's train split for every planned run. Declared and
 registered, it is planned into every experiment (its own key, path and spec), gets its `augsbert word-counts`
@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from augsbert.artifacts import artifact_dir, write_json
+from augsbert.store.artifacts import artifact_dir, write_json
 from augsbert.cli import build_parser, main
-from augsbert.graph import Node, SeedPlan
-from augsbert.planning import REGISTRY, register
-from augsbert.resources import job_resources
+from augsbert.store.graph import Node, SeedPlan
+from augsbert.stages import REGISTRY, register
+from augsbert.scheduling.resources import job_resources
 from augsbert.stages.base import Stage
-from augsbert.stages.common import read_split
+from augsbert.jobs.common import read_split
 from conftest import REPO, plan_shipped
 
 
@@ -47,7 +47,7 @@ WORD_COUNTS = Stage("word_counts", 1, "count the words of a dataset's train spli
 
 @pytest.fixture
 def toy_stage(monkeypatch):
-    """Registered for one test (the package's own stages are its modules in augsbert.planning)."""
+    """Registered for one test (the package's own stages are its modules in augsbert.stages)."""
     monkeypatch.delitem(REGISTRY, "word_counts", raising=False)
     register(WORD_COUNTS)
     yield WORD_COUNTS

@@ -3,7 +3,7 @@
 import pytest
 from conftest import theme_pairs, train_params
 
-from augsbert import tracking
+from augsbert.training import tracking
 
 
 @pytest.fixture

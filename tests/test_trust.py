@@ -84,7 +84,7 @@ def _edit_same_size(path: Path) -> None:
 
 def test_collect_results_and_render_table_refuse_an_edited_metrics_file(tmp_path, capsys):
     """A same-size edit of an artifact's metrics.json was published by collect-results and render-table."""
-    from augsbert.artifacts import DamagedArtifactError
+    from augsbert.store.artifacts import DamagedArtifactError
     from augsbert.reporting import tables
 
     prepare_lee(tmp_path)
@@ -117,8 +117,8 @@ def test_collect_results_names_an_artifact_without_metrics(tmp_path, capsys):
 
 def test_a_raw_file_edited_after_planning_is_refused(tmp_path, capsys):
     """A raw file edited between planning and the data job was written under the key of the old content."""
-    from augsbert.config import load_config
-    from augsbert.plan import Plan
+    from augsbert.config.load import load_config
+    from augsbert.planning.plan import Plan
 
     write_pairs(tmp_path / "p.csv")
     plan = Plan(load_config(mine(tmp_path, train="p.csv", test="p.csv"), lazy=True))
@@ -134,8 +134,8 @@ def test_a_raw_file_edited_after_planning_is_refused(tmp_path, capsys):
 
 def test_a_spec_pointing_at_another_model_is_refused(tmp_path, capsys):
     """A spec whose runtime `model` path pointed at another model was accepted under the original key."""
-    from augsbert.config import load_config
-    from augsbert.plan import Plan
+    from augsbert.config.load import load_config
+    from augsbert.planning.plan import Plan
 
     for name, width in (("m1", 1), ("m2", 2)):
         (tmp_path / name).mkdir()
@@ -185,7 +185,7 @@ def test_config_and_spec_at_a_device(capsys, device):
 
 
 def test_a_config_over_the_size_limit(tmp_path, capsys, monkeypatch):
-    import augsbert.reading as reading
+    import augsbert.config.reading as reading
 
     monkeypatch.setattr(reading, "CONFIG_LIMIT", 100)
     (tmp_path / "c.yaml").write_text("seeds: [42]\n" + "# padding\n" * 20)
@@ -205,7 +205,7 @@ def test_a_full_disk_while_a_library_saves_a_model(tmp_path, capsys, monkeypatch
     """safetensors reports a full disk in a SafetensorError of its own, not an OSError: it ended in a traceback."""
     from safetensors import SafetensorError
 
-    import augsbert.stages.prepare_data as stage
+    import augsbert.jobs.prepare_data as stage
 
     def save(*args, **kwargs):
         raise SafetensorError('Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "No space '
@@ -242,7 +242,7 @@ def _read_only(monkeypatch, top: Path) -> None:
 def test_read_only_artifacts_or_results_are_found_before_planning(tmp_path, monkeypatch, folder):
     """A read-only artifacts/ (even in a dry run, which writes spec files) or results/ ended in a traceback; the
     workflow checks both before it plans (common.smk calls check_writable)."""
-    from augsbert.artifacts import OutputWriteError, check_writable
+    from augsbert.store.artifacts import OutputWriteError, check_writable
 
     (tmp_path / folder).mkdir()
     _read_only(monkeypatch, tmp_path / folder)

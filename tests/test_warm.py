@@ -1,4 +1,4 @@
-"""augsbert.warm and augsbert.warm_server: commands run in forks of a warm server give what a plain start gives (output, streams, exit
+"""augsbert.scheduling.warm and augsbert.scheduling.warm_server: commands run in forks of a warm server give what a plain start gives (output, streams, exit
 status, artifacts); signals reach the job, a dead command's job is ended; no server or another environment: a
 plain start."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from augsbert.warm import SOCKET_ENV
+from augsbert.scheduling.warm import SOCKET_ENV
 from conftest import REPO
 
 AUGSBERT = str(Path(sys.executable).with_name("augsbert"))
@@ -45,7 +45,7 @@ def server(tmp_path_factory):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp), str(REPO / "src")]),
            "AUGSBERT_WARM_PRELOAD": "augsbert.cli,warm_test_helper"}
     env.pop(SOCKET_ENV, None)
-    proc = subprocess.Popen([sys.executable, "-m", "augsbert.warm_server", path], env=env, stderr=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "augsbert.scheduling.warm_server", path], env=env, stderr=subprocess.PIPE,
                             text=True)
     assert "serving" in proc.stderr.readline()
     yield {"path": path, "env": env, "tmp": tmp}

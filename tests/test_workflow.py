@@ -282,7 +282,7 @@ def check_fault_matrix(workdir: Path, targets: tuple[str, ...], args: tuple[str,
     import io
 
     from augsbert.cli import main
-    from augsbert.manifests import MANIFEST, artifact_folders
+    from augsbert.store.manifests import MANIFEST, artifact_folders
 
     def verify(*flags: str) -> tuple[int, list[str]]:  # `augsbert verify` as run in the project folder
         out = io.StringIO()

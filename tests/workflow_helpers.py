@@ -123,7 +123,7 @@ def planned(workdir: Path, *args: str) -> dict[str, int]:
 
 # Two jobs at a time. A tiny-model job spends most of its seconds starting Python and importing torch
 # and transformers, on one core, so two independent jobs overlap on a 2-core machine; without GPUs the
-# workflow holds model jobs to one at a time (`gpu=1`, augsbert/gpus.py), which would hold every model
+# workflow holds model jobs to one at a time (`gpu=1`, augsbert/scheduling/gpus.py), which would hold every model
 # job to one slot here. `--resources=gpu=2` is one word: the option takes several values and would read a
 # target after it as one more.
 JOB_SLOTS = ("--cores", "4", "--resources=gpu=2")

@@ -1,7 +1,7 @@
 """MkDocs hook: the configuration reference page, generated from the config schema at build time.
 
 The page reference/configuration.md exists only in the built site: it is rendered by
-augsbert.config_reference.render() from the schema the package ships, so there is no copy to keep
+augsbert.config.reference.render() from the schema the package ships, so there is no copy to keep
 in step. A schema key without a description makes render() raise, which stops the build.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from mkdocs.structure.files import File
 
-from augsbert.config_reference import render
+from augsbert.config.reference import render
 
 PAGE = "reference/configuration.md"
 

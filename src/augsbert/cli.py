@@ -17,11 +17,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import __version__
-from .artifacts import replaceable, writer_lock, writing
+from .store.artifacts import replaceable, writer_lock, writing
 from .errors import ConfigError
-from .export import ExportError, add_command as add_export_command
-from .specs import check_stage_spec, load_spec
-from .planning import REGISTRY
+from .face.export import ExportError, add_command as add_export_command
+from .store.specs import check_stage_spec, load_spec
+from .stages import REGISTRY
 from .stages.base import Stage
 
 log = logging.getLogger("augsbert")
@@ -32,8 +32,8 @@ CONFIG_HELP = ("config YAML file(s), merged in order over config/config.yaml of 
 
 def _planned_spec(args, stage: str) -> tuple[dict, str]:
     """The node of `stage` for the experiment's --role and --seed, planned from --config."""
-    from .config import load_configs
-    from .plan import Plan
+    from .config.load import load_configs
+    from .planning.plan import Plan
 
     plan = Plan(load_configs(args.config, lazy=True))
     exp = plan.experiment(args.experiment)
@@ -88,21 +88,21 @@ def _stage_command(sub, stage: Stage) -> None:
             replaceable(Path(out), spec, args.force)
         check_inputs(spec)
         if _content_key(spec):  # a planned job: its raw files and models are still those its key names
-            from .job_inputs import recheck
+            from .store.job_inputs import recheck
 
             recheck(spec)
         kwargs = {"device": args.device} if stage.device else {}
         runner = stage.load_runner()  # imported here: `augsbert --help` loads no model library
         if _data_parallel(name, args, spec, out, runner, kwargs):  # a further rank of a distributed run: done
             return
-        from .tracking import begin
+        from .training.tracking import begin
 
         begin(spec)  # names the tracker run of this stage (`tracking`; nothing when it is none)
         # One writer per artifact for the whole job: taken before the runner reads an input or touches the
         # checkpoints or a partial directory, released after the artifact is in place and its checkpoints gone.
-        from . import progress
+        from .scheduling import progress
 
-        if stage.device:  # a model job: its steps on the workflow's console (augsbert.progress)
+        if stage.device:  # a model job: its steps on the workflow's console (augsbert.scheduling.progress)
             progress.start(stage.name, out)
         try:
             with writing(out), writer_lock(out, wait=args.wait_lock):
@@ -122,7 +122,7 @@ def check_out_key(spec: dict, out: str, stage: str, source: str = "--spec") -> N
     configuration's result under the old key."""
     import re
 
-    from .graph import KEY_PATTERN
+    from .store.graph import KEY_PATTERN
 
     key = spec.get("key")
     if isinstance(key, str) and re.fullmatch(KEY_PATTERN, key) and Path(out).name != key:
@@ -132,15 +132,15 @@ def check_out_key(spec: dict, out: str, stage: str, source: str = "--spec") -> N
 
 
 def _content_key(spec: dict) -> bool:
-    from .keys import is_key
+    from .store.keys import is_key
 
     return is_key(spec.get("key"))
 
 
 def check_inputs(spec: dict) -> None:
     """Refuse to start on an input artifact whose files no longer match its manifest, or whose spec.json names
-    another key than its folder (augsbert.manifests)."""
-    from .artifacts import check_artifact
+    another key than its folder (augsbert.store.manifests)."""
+    from .store.artifacts import check_artifact
 
     for role, path in (spec.get("inputs") or {}).items():
         if isinstance(path, str):  # a missing input: the stage says what it needed
@@ -151,7 +151,7 @@ def _verify(args) -> int:
     import shutil
     import time
 
-    from .manifests import artifact_folders, foreign_folders, hashed_bytes, key_problem, not_deletable, problems
+    from .store.manifests import artifact_folders, foreign_folders, hashed_bytes, key_problem, not_deletable, problems
 
     stages = set(REGISTRY)
     root = Path(args.artifacts)
@@ -215,7 +215,7 @@ HASH_RATE = 0.5e9
 
 
 def _data_parallel(name: str, args, spec: dict, out: str, runner: Callable, kwargs: dict) -> bool:
-    """Run `name` data-parallel when `gpus` > 1 (augsbert.distributed); True if this process has done its part.
+    """Run `name` data-parallel when `gpus` > 1 (augsbert.training.distributed); True if this process has done its part.
 
     - launcher (`gpus` > 1, a training command, not yet under torchrun): checks
       the devices and that no live process writes `out` (so a locked artifact
@@ -226,7 +226,7 @@ def _data_parallel(name: str, args, spec: dict, out: str, runner: Callable, kwar
       artifact, log); any other rank runs the stage's training part without
       the lock and returns True.
     """
-    from . import distributed
+    from .training import distributed
     from .models.device import DEVICE_ENV
 
     wanted = args.device if getattr(args, "device", None) else os.environ.get(DEVICE_ENV, "auto")
@@ -267,9 +267,9 @@ def _plan_command(sub) -> None:
     p.add_argument("--json", action="store_true", help="the experiments' specs as JSON (what collect-results reads)")
 
     def handler(args) -> None:
-        from .config import load_configs
-        from .listing import render_plan
-        from .plan import Plan
+        from .config.load import load_configs
+        from .face.listing import render_plan
+        from .planning.plan import Plan
 
         plan = Plan(load_configs(args.config, lazy=True))
         names = [args.experiment] if args.experiment else sorted(plan.experiments)
@@ -280,7 +280,7 @@ def _plan_command(sub) -> None:
 
 
 def _list_command(sub) -> None:
-    from .listing import KINDS
+    from .face.listing import KINDS
 
     p = sub.add_parser("list", help="list the configured experiments, grids and datasets, one line each, with the "
                                     "datasets each needs and whether their raw files are present",
@@ -293,8 +293,8 @@ def _list_command(sub) -> None:
     def handler(args) -> None:
         import shutil
 
-        from .config import load_configs
-        from .listing import cut, render_list
+        from .config.load import load_configs
+        from .face.listing import cut, render_list
 
         if args.config and args.kind is None and args.config[-1] in KINDS and not Path(args.config[-1]).exists():
             args.kind = args.config.pop()  # `list --config my.yaml experiments`: --config took the kind
@@ -319,10 +319,10 @@ def _aggregate_command(sub, name: str, help_text: str, what: str, out_help: str,
     p.add_argument("--out", help=out_help)
 
     def handler(args) -> None:
-        from .config import check_name
+        from .config.load import check_name
 
         if args.spec:
-            from .specs import check_aggregate_spec
+            from .store.specs import check_aggregate_spec
 
             spec = load_spec(args.spec)
             # A spec is not checked by the config schema, and its names make the default output path
@@ -332,8 +332,8 @@ def _aggregate_command(sub, name: str, help_text: str, what: str, out_help: str,
                 check_name(name, "--spec: experiments")
             check_aggregate_spec(spec, what, f"--spec {args.spec}" if args.spec.startswith("@") else "--spec")
         else:
-            from .config import load_configs
-            from .plan import Plan
+            from .config.load import load_configs
+            from .planning.plan import Plan
 
             if not getattr(args, what):
                 p.error(f"--config needs --{what}")
@@ -347,7 +347,7 @@ def _aggregate_command(sub, name: str, help_text: str, what: str, out_help: str,
 
 
 def _collect(spec: dict, args) -> str:
-    from .stages import results
+    from .jobs import results
 
     result = results.run(spec, args.out or f"results/{spec['experiment']}.json", args.report_dir)
     return json.dumps(result["models"], indent=2)
@@ -376,7 +376,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"augsbert {__version__}")
     parser.add_argument("-q", "--quiet", action="store_true", help="only warnings and errors in the log")
     sub = parser.add_subparsers(dest="command", required=True, metavar="<command>")
-    for stage in REGISTRY.values():  # one command per stage of the registry (augsbert.planning)
+    for stage in REGISTRY.values():  # one command per stage of the registry (augsbert.stages)
         _stage_command(sub, stage)
     collect = _aggregate_command(
         sub, "collect-results", "gather an experiment's artifact metrics into results/<experiment>.json",
@@ -402,14 +402,14 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--repair", action="store_true", help="delete each damaged artifact folder")
     verify.set_defaults(handler=_verify)
     ref = sub.add_parser("config-reference", help="print the Markdown config reference (config/README.md)")
-    ref.set_defaults(handler=lambda args: print(__import__("augsbert.config_reference", fromlist=["render"]).render(), end=""))
+    ref.set_defaults(handler=lambda args: print(__import__("augsbert.config.reference", fromlist=["render"]).render(), end=""))
     return parser
 
 
 def _fetch(args) -> None:
-    from .config import load_configs
-    from .fetch import fetch
-    from .plan import Plan
+    from .config.load import load_configs
+    from .face.fetch import fetch
+    from .planning.plan import Plan
 
     fetch(Plan(load_configs(args.config, lazy=True)), args.experiment)
 
@@ -446,27 +446,32 @@ EXIT_BROKEN_PIPE = 141
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .warm import SOCKET_ENV, run as run_warm  # the standard library only
+    from .scheduling.warm import SOCKET_ENV, run as run_warm
 
-    if os.environ.get(SOCKET_ENV):  # a warm server runs the command in a fork (augsbert.warm)
+    if os.environ.get(SOCKET_ENV):  # a warm server runs the command in a fork (augsbert.scheduling.warm)
         code = run_warm(list(sys.argv[1:] if argv is None else argv))
         if code is not None:
             return code
     argv = stage_names_as_commands(list(sys.argv[1:] if argv is None else argv))
-    from .distributed import is_main, parallel_job
-    from .gpus import GpuInventoryError, claim_for_job
+    from .training.distributed import is_main, parallel_job
+    from .scheduling.gpus import GpuInventoryError, claim_for_job
 
     try:
-        claim_for_job()  # a packed local run: this job's GPU(s), before torch starts (augsbert.gpus)
+        claim_for_job()  # a packed local run: this job's GPU(s), before torch starts (augsbert.scheduling.gpus)
     except GpuInventoryError as err:
         print(f"augsbert: error: {err}", file=sys.stderr)
         return 2
-    if not parallel_job(argv):  # a data-parallel job's processes share the job's GPUs (augsbert.distributed)
+    if not parallel_job(argv):  # a data-parallel job's processes share the job's GPUs (augsbert.training.distributed)
         pin_one_gpu(argv)
     from .errors import DataError
     from .models import ModelResolutionError
-    from .artifacts import (ArtifactExistsError, ArtifactLockedError, DamagedArtifactError, LockUnsupportedError,
-                            OutputWriteError)
+    from .store.artifacts import (
+        ArtifactExistsError,
+        ArtifactLockedError,
+        DamagedArtifactError,
+        LockUnsupportedError,
+        OutputWriteError,
+    )
 
     args = build_parser().parse_args(argv)
     args.argv = argv  # a data-parallel stage re-launches this command line under torchrun

@@ -1,6 +1,6 @@
 """ConfigError: the one error type every layer raises for a setting the user can fix.
 
-It lives apart from `augsbert.config` (which re-exports it) so that low modules
+It lives apart from `augsbert.config.load` (which re-exports it) so that low modules
 that only need to raise it (grids, distributed, the STS suite) import nothing
 of the config machinery and can never be imported back by it in a circle.
 """

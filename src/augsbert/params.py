@@ -1,7 +1,7 @@
 """Typed stage parameters: the `params` of a stage spec as a frozen dataclass, checked when it is read.
 
 A stage declares its parameters as a subclass of `Params` beside its declaration
-(`augsbert.planning.<module>`); the job reads them with `Spec.read(spec)` (or `<Class>.from_json`) and
+(`augsbert.stages.<module>`); the job reads them with `Spec.read(spec)` (or `<Class>.from_json`) and
 its code uses attributes (`params.lr`), so a misspelt name fails when the module is imported or
 linted, not in the middle of a run. Reading checks every value against the field's annotation and
 refuses unknown and missing names, naming the spec and the parameter: a spec written by another
@@ -191,7 +191,7 @@ class TrainingParams(ModelParams):
 @dataclass(frozen=True, kw_only=True)
 class PairTrainingParams(TrainingParams):
     """What fitting a pair model reads (augsbert.training.pairs.fit), for every architecture; the teacher's
-    and the student's classes (augsbert.planning.train) add what their stage reads.
+    and the student's classes (augsbert.stages.train) add what their stage reads.
 
     `loss` and its options: a Cross-Encoder's `bce` (default) or `mse`, with its `activation`; a
     Bi-Encoder's `cosine` (default), `cosent`, `angle`, `mnrl` or `margin_mse`, with the options that loss

@@ -3,7 +3,7 @@
 import os
 import sys
 
-from augsbert.config import (
+from augsbert.config.load import (
     GRIDS_DIR,
     ConfigError,
     check_config_file,
@@ -13,18 +13,18 @@ from augsbert.config import (
     short_hash,
     with_grid_files,
 )
-from augsbert.export import MODEL_WILDCARD
-from augsbert.distributed import GPUS_ENV
+from augsbert.face.export import MODEL_WILDCARD
+from augsbert.training.distributed import GPUS_ENV
 from augsbert.errors import MissingDataError
 from augsbert.models.device import CUDA_GRAPHS_ENV, DEVICE_ENV, PRECISION_ENV
-from augsbert.graph import KEY_PATTERN
-from augsbert.plan import Plan
-from augsbert.progress import PROGRESS_FD_ENV
-from augsbert.tracking import TRACKING_DIR_ENV, TRACKING_ENV
+from augsbert.store.graph import KEY_PATTERN
+from augsbert.planning.plan import Plan
+from augsbert.scheduling.progress import PROGRESS_FD_ENV
+from augsbert.training.tracking import TRACKING_DIR_ENV, TRACKING_ENV
 
 # artifacts/ and results/ must be writable before anything is planned: a dry run writes the jobs' spec files
 try:
-    from augsbert.artifacts import OutputWriteError, check_writable
+    from augsbert.store.artifacts import OutputWriteError, check_writable
 
     for _folder in ("artifacts", "results"):
         check_writable(_folder)
@@ -58,9 +58,9 @@ os.environ[PRECISION_ENV] = config["precision"]
 # likewise graph-captured training steps (augsbert/training/graphs.py); YAML reads a bare `off` as false
 os.environ[CUDA_GRAPHS_ENV] = "off" if config["cuda_graphs"] in (False, "off") else "auto"
 os.environ[GPUS_ENV] = str(config["gpus"])  # likewise: teacher / student jobs train on `gpus` GPUs
-os.environ[TRACKING_ENV] = config["tracking"]  # likewise the tracker (augsbert/tracking.py)
+os.environ[TRACKING_ENV] = config["tracking"]  # likewise the tracker (augsbert/training/tracking.py)
 os.environ[TRACKING_DIR_ENV] = config["tracking_dir"]
-os.environ[PROGRESS_FD_ENV] = "3"  # the console, kept by every stage rule's `3>&2` (augsbert/progress.py)
+os.environ[PROGRESS_FD_ENV] = "3"  # the console, kept by every stage rule's `3>&2` (augsbert/scheduling/progress.py)
 # Jobs call the `augsbert` CLI of the environment that runs Snakemake (a write of PATH, not a setting the
 # user must provide, hence no `envvars:`; under --sdm conda the rule's environment comes first).
 os.environ.update(PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
@@ -96,7 +96,7 @@ def raw_files(wildcards):
     # enters Snakemake: not their path (a moved data folder, a recreated environment holding Lee's files, a
     # project reached by another path all have the same bytes and must rerun nothing, now or at the next
     # parameter change) nor their timestamps (a re-copied or touched identical file). The job re-checks
-    # the digests before it reads them (augsbert.job_inputs.recheck).
+    # the digests before it reads them (augsbert.store.job_inputs.recheck).
     # A missing file ends with the data stage's instructions and exit code 2, as a config error does, not
     # wrapped in Snakemake's InputFunctionException (exit 1).
     try:
@@ -120,15 +120,15 @@ def stage_inputs(stage):
 
 
 # Job resources (runtime, mem_mb, cpus_per_task, gpu; on SLURM also partition and GPU model) sized
-# from the plan: epochs, pairs, sentences (src/augsbert/resources.py has the formula). A None value
+# from the plan: epochs, pairs, sentences (src/augsbert/scheduling/resources.py has the formula). A None value
 # leaves the resource out (no GPU model given; no partition given anywhere: SLURM's default one).
 # Override any of them with --set-resources, or with `set-resources` in a profile.
-from augsbert.resources import job_gpu_mem, job_resources, profile_value, report_resources
-from augsbert.slurm import job_threads
-from augsbert.planning import REGISTRY
-from augsbert import gpus as _gpus
+from augsbert.scheduling.resources import job_gpu_mem, job_resources, profile_value, report_resources
+from augsbert.scheduling.slurm import job_threads
+from augsbert.stages import REGISTRY
+from augsbert.scheduling import gpus as _gpus
 
-# Several model jobs per GPU in a local run (augsbert/gpus.py): the visible GPUs' memory becomes the
+# Several model jobs per GPU in a local run (augsbert/scheduling/gpus.py): the visible GPUs' memory becomes the
 # global resource `gpu_mem_mb`, every model job asks for its estimate, and each job takes a GPU with
 # room in a ledger the run's jobs share. Without GPUs (or inside a SLURM job) one model job runs at a
 # time (`gpu=1`). A --resources gpu=N or gpu_mem_mb=N of your own replaces both.
@@ -206,7 +206,7 @@ def sized(name, stage):
 
 def gpu_claim(wildcards, resources):
     """`AUGSBERT_JOB_GPU_CLAIM=<gpus>:<MB>` before a job's command in a packed local run (the job claims its GPU
-    with it, augsbert.gpus.claim_for_job); nothing elsewhere (augsbert.gpus.JobClaim)."""
+    with it, augsbert.scheduling.gpus.claim_for_job); nothing elsewhere (augsbert.scheduling.gpus.JobClaim)."""
     claim = _gpus.JobClaim(resources.gpu, resources.gpu_mem_mb) if "gpu_mem_mb" in _local else _gpus.JobClaim()
     # `--cache` hashes every param as JSON, which JobClaim is not (on purpose: see its docstring); there the
     # claim is a plain string, so a packed run's cached artifact is found again only by runs that pack alike
@@ -214,7 +214,7 @@ def gpu_claim(wildcards, resources):
 
 
 def sized_threads(stage):
-    """A stage job's threads: under profiles/slurm its CPUs (augsbert.slurm.job_threads), else the stage's."""
+    """A stage job's threads: under profiles/slurm its CPUs (augsbert.scheduling.slurm.job_threads), else the stage's."""
     return lambda wildcards: job_threads(
         stage.threads, job_resources(PLAN, wildcards.key, default_partition=DEFAULT_PARTITION)
     )

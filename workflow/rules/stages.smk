@@ -1,4 +1,4 @@
-# One rule per stage of the registry (src/augsbert/planning/). A stage's rule, its `augsbert`
+# One rule per stage of the registry (src/augsbert/stages/). A stage's rule, its `augsbert`
 # command (the name hyphenated), its artifacts (artifacts/<stage>/<key>/) and its logs share one name,
 # and everything that differs between stages is read from its declaration, so a rule cannot drift
 # from its stage. Each job runs `augsbert <stage> --spec @<spec file>`: the planned node as JSON.
@@ -39,8 +39,8 @@ for _stage in REGISTRY.values():
             gpu_claim=gpu_claim,
         # the wildcard, not the loop variable: a shell directive is evaluated when the job runs, after the
         # loop (`augsbert zero_shot` runs the command `zero-shot`). In a packed local run the job's GPU count
-        # and memory tell it which GPU it may take (`AUGSBERT_JOB_GPU_CLAIM=<gpus>:<MB>`, augsbert/gpus.py;
-        # empty elsewhere). `3>&2` keeps the console for the job's progress lines (augsbert/progress.py).
+        # and memory tell it which GPU it may take (`AUGSBERT_JOB_GPU_CLAIM=<gpus>:<MB>`, augsbert/scheduling/gpus.py;
+        # empty elsewhere). `3>&2` keeps the console for the job's progress lines (augsbert/scheduling/progress.py).
         shell:
             "{params.gpu_claim:q} augsbert {wildcards.stage:q} --spec {params.spec:q} --out {output:q} "
             "3>&2 >> {log:q} 2>&1"

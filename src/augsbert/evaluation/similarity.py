@@ -39,13 +39,13 @@ class Encoder:
         self.model, self.batch_size, self.show_progress, self.cache = model, batch_size, show_progress, {}
 
     def __call__(self, texts) -> np.ndarray:
-        from .. import inference
+        from ..models import inference
 
         texts = list(texts)
         new = [t for t in dict.fromkeys(texts) if t not in self.cache]
         if new:
             progress = len(new) > 1000 if self.show_progress is None else self.show_progress
-            # on CUDA as many rows per batch as memory holds, under autocast (augsbert.inference); elsewhere
+            # on CUDA as many rows per batch as memory holds, under autocast (augsbert.models.inference); elsewhere
             # `batch_size` and fp32, the call of before
             rows = inference.batch_size(self.model, self.batch_size, new)
             with inference.autocast(self.model):

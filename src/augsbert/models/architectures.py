@@ -4,7 +4,7 @@ Each adapter knows how to build its model from a base checkpoint, which
 trainer and loss train it (sentence-transformers trainers for the
 Cross-Encoder and Bi-Encoder, the Hugging Face Trainer for the custom
 Cross-Bi-Encoder), how it scores pairs, and how it is saved and loaded. With
-`group_by_length` each trainer gets length-grouped batches (`augsbert.batching`).
+`group_by_length` each trainer gets length-grouped batches (`augsbert.training.batching`).
 """
 
 from __future__ import annotations
@@ -46,10 +46,10 @@ def shard_batches(args: dict) -> dict:
 
     The batch sampler (length-grouped, or the library's random one) is built
     for the global batch, and each global batch is split over the processes
-    (`augsbert.distributed.ShardedBatchSampler`): a step trains on the examples
+    (`augsbert.training.distributed.ShardedBatchSampler`): a step trains on the examples
     one process would train on with the whole batch.
     """
-    from .. import distributed
+    from ..training import distributed
 
     processes = distributed.world_size()
     if processes == 1:
@@ -77,7 +77,7 @@ def main_process_saves(trainer_class):
 
 def restore_preprocess(model):
     """A TrainerCallback that gives `model` its own `preprocess` back when training ends (the Cross-Encoder
-    trains with a pre-tokenised one, augsbert.tokenized)."""
+    trains with a pre-tokenised one, augsbert.training.tokenized)."""
     from transformers import TrainerCallback
 
     class RestorePreprocess(TrainerCallback):
@@ -118,7 +118,7 @@ class BiEncoder(_SentenceTransformersModel):
         from datasets import Dataset
         from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
 
-        from ..tokenized import pretokenize_collator
+        from ..training.tokenized import pretokenize_collator
         from .student_losses import student_loss, student_rows
 
         if (params.loss or "cosine") != "cosine":  # rows of another shape (student.loss): built from the pairs
@@ -129,7 +129,7 @@ class BiEncoder(_SentenceTransformersModel):
             args = {**args, "warmup_steps": int(math.ceil(params.warmup_ratio * steps))}  # of these rows
         if params.group_by_length and "sentence1" in train.column_names:
             # the two sentences are padded apart: 2-D grouping, longer one first
-            from ..batching import length_batch_sampler, longer_first, side_lengths
+            from ..training.batching import length_batch_sampler, longer_first, side_lengths
 
             lengths = side_lengths(model.tokenizer, train["sentence1"][:], train["sentence2"][:], model.max_seq_length)
             train, lengths = longer_first(train, lengths)
@@ -173,13 +173,13 @@ class CrossEncoderArch(_SentenceTransformersModel):
         from sentence_transformers.cross_encoder import CrossEncoderTrainer, CrossEncoderTrainingArguments
         from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss, MSELoss
 
-        from .. import distributed
-        from ..tokenized import PretokenizedPreprocess, pad_multiple
+        from ..training import distributed
+        from ..training.tokenized import PretokenizedPreprocess, pad_multiple
 
         loss = BinaryCrossEntropyLoss(model) if (params.loss or "bce") == "bce" \
             else MSELoss(model, activation_fn=torch.nn.Sigmoid())
         if params.group_by_length:
-            from ..batching import length_batch_sampler, pair_lengths
+            from ..training.batching import length_batch_sampler, pair_lengths
 
             tok = model.tokenizer
             lengths = pair_lengths(tok, train["sentence1"][:], train["sentence2"][:], model.max_seq_length,
@@ -202,7 +202,7 @@ class CrossEncoderArch(_SentenceTransformersModel):
                        callbacks=[*callbacks, restore_preprocess(model)])
 
     def predict(self, model, pairs, batch_size, params) -> np.ndarray:
-        from .. import inference
+        from . import inference
 
         activation = ACTIVATIONS[params.activation]()
         with inference.autocast(model):  # on CUDA: fp16 and batches as large as memory holds; elsewhere as given
@@ -231,8 +231,8 @@ class CrossBiEncoderArch:
     def trainer(self, model, args: dict, train, callbacks, params: PairTrainingParams):
         from transformers import TrainingArguments
 
-        from ..batching import LengthGroupedTrainer, hf_grouping, pair_lengths
-        from ..tokenized import TokenIds, pad_multiple
+        from ..training.batching import LengthGroupedTrainer, hf_grouping, pair_lengths
+        from ..training.tokenized import TokenIds, pad_multiple
 
         first, second = train["sentence1"][:], train["sentence2"][:]  # lists (a column iterates row by row)
         ids = TokenIds(model.tokenizer, first + second)  # every training text tokenised once
@@ -249,7 +249,7 @@ class CrossBiEncoderArch:
                        megabatch=params.megabatch, static_step=static)
 
     def predict(self, model, pairs, batch_size, params) -> np.ndarray:
-        from .. import inference
+        from . import inference
 
         with inference.autocast(model):  # as the Cross-Encoder's
             pairs = list(pairs)

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from huggingface_hub import ModelCard, ModelHubMixin
 from torch import nn
 
-from ..tokenized import batch_width
+from ..training.tokenized import batch_width
 
 CONFIG_NAME = "cross_bi_encoder.json"
 SPECIALS_PER_PAIR = 4  # two [CLS] and two [SEP]
@@ -105,7 +105,7 @@ class PairTokenizer:
         self.tokenizer = tokenizer
         self.max_length = max_length
         self.use_token_types = use_token_types
-        # training: `ids` (augsbert.tokenized.TokenIds) holds the training texts tokenised once, and on CUDA
+        # training: `ids` (augsbert.training.tokenized.TokenIds) holds the training texts tokenised once, and on CUDA
         # batches are padded to a multiple of 8 (to `buckets`' fixed widths on the graph path,
         # augsbert.training.graphs); inference tokenises each batch at its exact width
         self.ids = ids

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..artifacts import read_json
+from ..store.artifacts import read_json
 
 CURVE_ROLES = ("teacher", "lower_bound", "student", "classifier")
 

@@ -1,61 +1,71 @@
-"""Stage `adapt_mlm`: masked-LM domain adaptation of the base model on target pairs (CBE layout)."""
+"""The `adapt` stage: masked-LM domain adaptation (thesis 4.3; job: augsbert.jobs.adapt)."""
 
 from __future__ import annotations
 
-import logging
-from dataclasses import replace
-from pathlib import Path
+from dataclasses import dataclass
+from typing import Literal
 
-from ..training.mlm import adapt, candidate_pairs, epoch_steps, evaluate_mlm, mlm_pairs, split_held_out
-from ..artifacts import artifact_dir, write_json
 from ..errors import ConfigError
-from ..models import resolve_device
-from ..models.mlm import masked_lm_from
-from ..params import read_params
-from ..planning.adapt import AdaptParams
-from .common import checkpoint_dir, model_path, precision, target_pool
-
-log = logging.getLogger(__name__)
+from ..store.graph import Graph, Node
+from ..params import TrainingParams
+from .base import Stage
+from .train import inert_grouping_dropped
 
 
-def run(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
-    params = read_params(AdaptParams, spec)
-    pool, _, removed = target_pool(spec["inputs"]["data"], params.pool, params.exclude_eval_sentences)
-    if params.pairs == "candidates":  # thesis 4.3.1: the pairs the teacher labels are the pairs MLM trains on
-        pairs = candidate_pairs(Path(spec["inputs"]["candidates"]) / "candidates.parquet")
+@dataclass(frozen=True, kw_only=True)
+class AdaptParams(TrainingParams):
+    """The `adapt_mlm` section (but `variant`, which says where the adapted model is used) and the pool.
+
+    `epochs` replaces `max_steps` when set; `pairs: candidates` trains on the `candidates` input."""
+
+    max_steps: int | None = None
+    epochs: int | None = None
+    pairs: Literal["bm25_random", "candidates"] = "bm25_random"
+    mask_probability: float
+    masking: Literal["uniform", "bert"]
+    held_out: float
+    pool: Literal["train", "train+unlabeled", "unlabeled"]
+    exclude_eval_sentences: bool
+
+
+ADAPT = Stage("adapt", 2, "masked-LM domain adaptation of the base model on target pairs in the CBE layout",
+              "augsbert.jobs.adapt:run", section="adapt_mlm", runtime=("checkpoint_steps", "model"),
+              roles=("adapt",), seconds_per_item=0.01, aliases=("adapt-mlm",), rule_alias="adapt_mlm",
+              params=AdaptParams)
+STAGES = (ADAPT,)
+
+
+def check_adapt_pairs(name: str, exp: dict, strategies: list[str]) -> None:
+    """`adapt_mlm.pairs: candidates` needs candidates the teacher labels as they are (no KDE thinning)."""
+    if exp["adapt_mlm"]["variant"] == "augsbert" or exp["adapt_mlm"]["pairs"] != "candidates":
+        return
+    if not strategies:
+        raise ConfigError(f"experiments.{name}.adapt_mlm.pairs: candidates, but sampling.strategies draws none; "
+                          "name the strategies whose pairs MLM and the teacher share, or use pairs: bm25_random")
+    thinned = [s for s in strategies if s in ("kde", "iterative_kde")]
+    if thinned:
+        raise ConfigError(f"experiments.{name}.adapt_mlm.pairs: candidates, but sampling.strategies has "
+                          f"{', '.join(thinned)}, whose candidates the teacher's scores thin out after the "
+                          "adaptation; use the other strategies or pairs: bm25_random")
+
+
+def adapt(graph: Graph, exp: dict, dataset: str, seed: int, data: Node, prompt: str | None = None,
+          candidates: Node | None = None) -> Node:
+    """The adapt node; `candidates`: the node whose pairs it trains on (`adapt_mlm.pairs: candidates`)."""
+    options = inert_grouping_dropped({k: v for k, v in exp["adapt_mlm"].items() if k != "variant"})
+    # the options added later enter the key only when set: adaptations planned before them keep their keys
+    if options.get("epochs") is None:
+        options.pop("epochs", None)
+    else:  # epochs decide the steps; max_steps is not read
+        options.pop("max_steps", None)
+    inputs = {"data": data}
+    if options.get("pairs", "bm25_random") == "bm25_random":
+        options.pop("pairs", None)
     else:
-        pairs = mlm_pairs(pool, params.seed)
-    if params.topic_prompt:  # thesis 4.4.3: [CLS] t1 ¥ a [SEP] [CLS] t2 ¥ b [SEP]
-        from ..data.prompts import prompt_pairs, topic_map
-
-        pairs = prompt_pairs(pairs, params.topic_prompt, topic_map(spec["inputs"]["data"]))
-    train, held_out = split_held_out(pairs, params.held_out, params.seed)
-    if params.epochs is not None:  # adapt_mlm.epochs: passes over the training pairs (thesis 5.6.1: 5 epochs)
-        params = replace(params, max_steps=epoch_steps(len(train), params.batch_size, params.epochs))
-    elif params.max_steps is None:
-        raise ConfigError("spec params: adapt needs max_steps or epochs (adapt_mlm.max_steps / adapt_mlm.epochs)")
-    work = checkpoint_dir(out)
-    with artifact_dir(out, spec, force, checkpoints=work) as tmp:
-        device = resolve_device(device)
-        base = model_path(params, params.model)
-        log.info("MLM adaptation of %s on %d pairs from %d target sentences (%d held out)", params.model,
-                 len(train), len(pool), len(held_out))
-        model, tokenizer, pair_tokenizer, metrics = adapt(base, train, params, work, device, precision())
-        delimiter_id = metrics.pop("topic_delimiter_id")
-        after = evaluate_mlm(model, pair_tokenizer, held_out, params.mask_probability, delimiter_id=delimiter_id)
-        base_model = masked_lm_from(base)
-        if len(tokenizer) > base_model.get_input_embeddings().num_embeddings:  # an added topic delimiter
-            base_model.resize_token_embeddings(len(tokenizer))
-        before = evaluate_mlm(base_model.to(device), pair_tokenizer, held_out, params.mask_probability,
-                              delimiter_id=delimiter_id)
-        log.info("held-out MLM loss %.3f -> %.3f, masked-token accuracy %.3f -> %.3f",
-                 before["loss"], after["loss"], before["accuracy"], after["accuracy"])
-        model.save_pretrained(str(tmp / "model"))
-        tokenizer.save_pretrained(str(tmp / "model"))
-        pairs.to_parquet(tmp / "pairs.parquet", index=False)
-        metrics = {"device": device, "pair_source": params.pairs, "pool_sentences": len(pool),
-                   "eval_sentences_removed_from_pool": removed,
-                   "pairs": len(pairs), "train_pairs": len(train), "held_out_pairs": len(held_out),
-                   "held_out": {"base": before, "adapted": after}, **metrics}
-        write_json(tmp / "metrics.json", metrics)
-    return metrics
+        inputs["candidates"] = candidates
+    params = {**options, "model": exp["teacher"]["base_model"] or exp["base_model"],
+              "pool": exp["sampling"]["pool"], "exclude_eval_sentences": exp["sampling"]["exclude_eval_sentences"],
+              "seed": seed}
+    if prompt:  # MLM on prompted pairs, prompt tokens never masked (thesis 4.4.3)
+        params["topic_prompt"] = prompt
+    return graph.add(ADAPT, f"{dataset}.mlm", params, inputs)

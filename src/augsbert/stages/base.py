@@ -1,7 +1,7 @@
 """What a stage is: one declaration per stage, the single source of its name, version and job facts.
 
-The declarations live beside each stage's planning in `augsbert.planning.<module>`, which builds
-the registry (`augsbert.planning.REGISTRY`).
+The declarations live beside each stage's planning in `augsbert.stages.<module>`, which builds
+the registry (`augsbert.stages.REGISTRY`).
 
 A stage's `name` is its plan key and its artifact and log folders (`artifacts/<name>/<key>/`,
 `logs/<name>/`); its command is the name hyphenated (`augsbert zero-shot`). What the plan, the
@@ -13,8 +13,8 @@ command line and the job sizing need to know of a stage is read from here, so th
   checkpoint intervals, data locations, model references, which enter keys by identity): passed to
   the job, never part of its key, so changing them reruns nothing.
 - `gpu`, `data_parallel`, `seconds_per_item`, `base_mem_mb`, `mb_per_item`, `fixed_resources`,
-  `gpu_sequences`: what its job asks a scheduler for (augsbert.resources and, for the GPU memory,
-  augsbert.gpu_memory have the formulas).
+  `gpu_sequences`: what its job asks a scheduler for (augsbert.scheduling.resources and, for the GPU memory,
+  augsbert.scheduling.gpu_memory have the formulas).
 - `roles`: the experiment roles it fills, in the order `--config` standalone runs pick one.
 - `runner`: "module:function" of the entry point, imported only when the stage runs, so that
   `augsbert --help` and planning import no model library.
@@ -22,7 +22,7 @@ command line and the job sizing need to know of a stage is read from here, so th
   checks a spec against it before running, and the runner reads its parameters through it.
 - `plan`: for a stage outside the built-in chain, the hook that says, per seed of every planned
   experiment, which roles (nodes) it adds: `plan(SeedPlan) -> {role: Node}` (empty when the
-  experiment does not use it; `augsbert.graph.SeedPlan`). The built-in stages are wired by `augsbert.plan`.
+  experiment does not use it; `augsbert.store.graph.SeedPlan`). The built-in stages are wired by `augsbert.planning.plan`.
 
 Importing this module imports nothing else of the package.
 """
@@ -60,7 +60,7 @@ class Stage:
     threads: int = 2
     group: str | None = None
     cache: bool = True
-    plan: Callable[[Any], dict[str, Any]] | None = None  # augsbert.graph.SeedPlan -> {role: Node}
+    plan: Callable[[Any], dict[str, Any]] | None = None  # augsbert.store.graph.SeedPlan -> {role: Node}
     # its spec's `params` as a typed class (augsbert.params.Params): checked by the command before it runs
     params: type | None = None
 

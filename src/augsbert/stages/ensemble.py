@@ -1,91 +1,75 @@
-"""Stage `teacher_ensemble`: the members' test predictions combined, and what labelling combines with.
+"""The `teacher_ensemble` stage: several teachers' scores combined per pair (`teacher.ensemble`; job:
+augsbert.jobs.ensemble).
 
-Each member scores the gold train pairs it learned (as it saw them in training: topic-prompted where it
-was) for the z-score statistics (augsbert.models.ensemble); the ensemble's test score combines the test
-predictions each member saved in its own artifact (`predictions.parquet`), so the table's ensemble row is
-exactly the combination of its member rows' predictions. Writes `ensemble.json` (combination, members,
-statistics), `predictions.parquet` (test pairs, gold, every member's score and the ensemble's) and
-`metrics.json` (the ensemble's and each member's test scores).
+Each member is an ordinary `teacher` node, planned from the experiment's teacher section with the member's
+options written over it, so a member equal to the single teacher is that teacher's artifact and adding a
+member plans one teacher. The ensemble node records how the members combine (`teacher.combine`) and the
+statistics the z-score combination needs; it is the experiment's `teacher` (its test score the teacher row)
+and the labelling stage scores pairs with its members through it.
 """
 
 from __future__ import annotations
 
-import logging
-from pathlib import Path
+from dataclasses import dataclass
+from typing import Literal
 
-import numpy as np
-import pandas as pd
-
-from ..artifacts import artifact_dir, read_json, write_json
-from ..data import DataError
-from ..evaluation import correlations
-from ..models import resolve_device
-from ..models.ensemble import combine, reference_statistics
-from ..params import read_params
-from ..planning.ensemble import MEMBER_INPUT, EnsembleParams
-from ..training.pairs import pairs_of
-from .common import read_split
-from .labels import TrainedPairModel
-
-log = logging.getLogger(__name__)
+from ..errors import ConfigError
+from ..store.graph import Graph, Node
+from ..params import Params
+from .base import Stage
 
 
-def member_dirs(spec: dict, count: int) -> list[Path]:
-    return [Path(spec["inputs"][MEMBER_INPUT.format(k)]) for k in range(count)]
+@dataclass(frozen=True, kw_only=True)
+class EnsembleParams(Params):
+    """How the members' scores combine, and the batch size the members score the gold train pairs with."""
+
+    combine: Literal["mean", "zscore"]
+    members: int
+    eval_batch_size: int = 64
 
 
-def test_predictions(members: list[Path]) -> tuple[pd.DataFrame, np.ndarray]:
-    """The test pairs with gold, and the members' saved test scores (members x pairs), checked to be of the same
-    pairs in the same order."""
-    frames = [pd.read_parquet(d / "predictions.parquet") for d in members]
-    first = frames[0]
-    for directory, frame in zip(members[1:], frames[1:]):
-        if len(frame) != len(first) or not (frame["sentence1"].equals(first["sentence1"])
-                                            and frame["sentence2"].equals(first["sentence2"])):
-            raise DataError(f"{directory}/predictions.parquet: not the test pairs of {members[0]} (members of one "
-                            "ensemble are tested on one split)")
-    return first[["sentence1", "sentence2", "gold"]], np.stack([f["predicted"].to_numpy(np.float64) for f in frames])
+TEACHER_ENSEMBLE = Stage("teacher_ensemble", 1, "combine the scores of several teachers (teacher.ensemble): the "
+                         "ensemble's test score and the statistics labelling combines with",
+                         "augsbert.jobs.ensemble:run", section="teacher", runtime=("eval_batch_size",),
+                         roles=("teacher",), seconds_per_item=0.004, base_mem_mb=8000, mb_per_item=0.002,
+                         params=EnsembleParams)
+STAGES = (TEACHER_ENSEMBLE,)
+
+MEMBER_ROLE = "teacher_member_{}"  # the members' roles in an experiment's runs (and results)
+MEMBER_INPUT = "member_{}"  # their input roles in the ensemble and labelling nodes
 
 
-def gold_scores(model: TrainedPairModel, gold: pd.DataFrame, batch_size: int) -> np.ndarray:
-    """A member's scores of the gold train pairs, shown as in its training (topic prompts where it had them)."""
-    if model.params.topic_prompt:
-        from ..data.prompts import prompt_pairs
-
-        gold = prompt_pairs(gold, model.params.topic_prompt)
-    return model.score(pairs_of(gold), batch_size)
+def member_seed(seed: int, k: int) -> int:
+    """A member's training seed: the run's for k = 0, else run seed x 1000 + k (never another run's seed)."""
+    return seed if k == 0 else seed * 1000 + k
 
 
-def run(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
-    params = read_params(EnsembleParams, spec)
-    members = member_dirs(spec, params.members)
-    gold = read_split(spec["inputs"]["data"], "train")
-    test, predicted = test_predictions(members)
-    with artifact_dir(out, spec, force) as tmp:
-        device = resolve_device(device)
-        statistics = None
-        if params.combine == "zscore":
-            reference = []
-            for directory in members:
-                model = TrainedPairModel(directory, device)
-                reference.append(gold_scores(model, gold, params.eval_batch_size))
-                del model
-            statistics = reference_statistics(reference, gold["score"].to_numpy(np.float64))
-        combined = combine(predicted, params.combine, statistics)
-        member_metrics = []
-        for directory in members:
-            metrics = read_json(directory / "metrics.json")
-            member_metrics.append({"key": directory.name, "arch": metrics["arch"], "test": metrics["test"]})
-        archs = "+".join(m["arch"] for m in member_metrics)
-        ensemble = {"combine": params.combine, "members": [{"key": m["key"], "arch": m["arch"]} for m in member_metrics],
-                    "statistics": statistics, "reference_pairs": len(gold) if statistics else None}
-        write_json(tmp / "ensemble.json", ensemble)
-        table = test.assign(**{f"member_{k}": predicted[k] for k in range(len(members))}, predicted=combined)
-        table.to_parquet(tmp / "predictions.parquet", index=False)
-        test_metrics = correlations(combined, test["gold"].to_numpy(np.float64))
-        result = {"arch": archs, "device": device, "combine": params.combine, "test": test_metrics,
-                  "members": member_metrics, "statistics": statistics}
-        write_json(tmp / "metrics.json", result)
-        log.info("ensemble of %d (%s, %s): test spearman %.2f; members %s", len(members), archs, params.combine,
-                 test_metrics["spearman"], ", ".join(f"{m['test']['spearman']:.2f}" for m in member_metrics))
-    return result
+def member_config(exp: dict, member: dict) -> dict:
+    """The experiment config a member's teacher node is planned from: its options over the teacher section."""
+    section = {k: v for k, v in exp["teacher"].items() if k not in ("ensemble", "combine")}
+    section.update({k: v for k, v in member.items() if k != "seed" and v is not None})  # null: the section's
+    return {**exp, "teacher": section}
+
+
+def check_members(name: str, members: list[Node]) -> None:
+    if len(members) < 2:
+        raise ConfigError(f"experiments.{name}.teacher.ensemble: an ensemble needs at least two members "
+                          f"(got {len(members)}); for one teacher leave `ensemble` empty")
+    seen: dict[str, int] = {}
+    for k, node in enumerate(members):
+        if node.key in seen:
+            raise ConfigError(f"experiments.{name}.teacher.ensemble: members {seen[node.key]} and {k} are the same "
+                              "teacher (same options and seed); give one a different `seed` or option")
+        seen[node.key] = k
+
+
+def member_inputs(members: list[Node]) -> dict[str, Node]:
+    return {MEMBER_INPUT.format(k): node for k, node in enumerate(members)}
+
+
+def teacher_ensemble(graph: Graph, exp: dict, dataset: str, members: list[Node], trained_on: dict[str, Node]) -> Node:
+    """The ensemble node over `members`; `trained_on` is the teachers' gold (`data`) and test split (`eval`)."""
+    params = {"combine": exp["teacher"]["combine"], "members": len(members),
+              "eval_batch_size": exp["teacher"]["eval_batch_size"]}
+    return graph.add(TEACHER_ENSEMBLE, f"{dataset}.ensemble{len(members)}", params,
+                     {**trained_on, **member_inputs(members)})

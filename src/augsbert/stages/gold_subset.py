@@ -1,59 +1,39 @@
-"""Stage `gold_subset`: a seeded fraction of a data artifact's gold train pairs, in a data artifact's layout.
+"""The `gold_subset` stage: few labels, a seeded fraction of a dataset's gold train pairs (`gold_fraction`; job:
+augsbert.jobs.gold_subset).
 
-`train.parquet` holds the kept pairs (with their scores); `unlabeled_pairs.parquet` the others without
-their scores (sentence1, sentence2 and the topic where the dataset has one), so no stage after this one
-can read a label that is not in the subset; dev, test and the unlabeled corpus are the dataset's own.
+Its artifact has the layout of a data artifact (train / dev / test / unlabeled parquet tables), so every stage
+that learns gold reads it in place of the dataset: the train split is the subset, dev and test are the
+dataset's, and the train pairs left out are kept *without their scores* in `unlabeled_pairs.parquet`, the
+unlabelled in-domain pairs that silver labelling (`sampling.strategies: [target_pairs]`) and the sentence
+pool (`sampling.pool: unlabeled` / `train+unlabeled`) draw from. This is the semi-supervised setting of the
+AugSBERT paper (a few gold pairs, many unlabelled ones from the same distribution) on any labelled dataset.
 """
 
 from __future__ import annotations
 
-import logging
-import shutil
-from pathlib import Path
+from dataclasses import dataclass
 
-import numpy as np
-
-from ..artifacts import artifact_dir, read_json, write_json
-from ..data import DataError
-from ..data.tables import write_table
-from ..params import read_params
-from ..planning.gold_subset import GoldSubsetParams
-from .common import read_split
-
-log = logging.getLogger(__name__)
-
-UNLABELED_PAIRS = "unlabeled_pairs.parquet"
+from ..store.graph import Graph, Node
+from ..params import Params
+from .base import Stage
 
 
-def subset_rows(n: int, fraction: float, seed: int) -> np.ndarray:
-    """Sorted indices of the `round(fraction * n)` kept rows (at least 2, so a Spearman can be computed),
-    drawn without replacement by numpy's PCG64 generator seeded with `seed`."""
-    k = min(n, max(2, round(fraction * n)))
-    return np.sort(np.random.default_rng(seed).choice(n, size=k, replace=False))
+@dataclass(frozen=True, kw_only=True)
+class GoldSubsetParams(Params):
+    """`gold_fraction` and the seed its subset is drawn with (the run's seed)."""
+
+    fraction: float
+    seed: int
 
 
-def run(spec: dict, out: str | Path, force: bool = False) -> dict:
-    params = read_params(GoldSubsetParams, spec)
-    data = Path(spec["inputs"]["data"])
-    train = read_split(data, "train")
-    if len(train) < 2:
-        raise DataError(f"{data}/train.parquet: {len(train)} gold pair(s); gold_fraction needs at least 2")
-    kept = subset_rows(len(train), params.fraction, params.seed)
-    mask = np.zeros(len(train), dtype=bool)
-    mask[kept] = True
-    with artifact_dir(out, spec, force) as tmp:
-        write_table(train[mask], tmp / "train.parquet")
-        # the left-out pairs as unlabelled pairs: the score column is dropped here, before any stage reads them
-        rest = train.loc[~mask, [c for c in ("sentence1", "sentence2", "topic") if c in train.columns]]
-        write_table(rest, tmp / UNLABELED_PAIRS)
-        for name in ("dev.parquet", "test.parquet", "unlabeled.parquet"):
-            if (data / name).is_file():
-                shutil.copyfile(data / name, tmp / name)
-        sizes = dict(read_json(data / "metrics.json")["sizes"])
-        sizes.update(train=int(mask.sum()), unlabeled_pairs=int((~mask).sum()))
-        metrics = {"dataset_artifact": data.name, "fraction": params.fraction, "seed": params.seed,
-                   "sizes": sizes, "gold_pairs_of": len(train)}
-        write_json(tmp / "metrics.json", metrics)
-        log.info("gold_fraction %g (seed %d): %d of %d gold train pairs kept, %d unlabelled", params.fraction,
-                 params.seed, int(mask.sum()), len(train), int((~mask).sum()))
-    return metrics
+GOLD_SUBSET = Stage("gold_subset", 1, "keep a seeded fraction of a dataset's gold train pairs (gold_fraction); the "
+                    "others stay as unlabelled pairs", "augsbert.jobs.gold_subset:run", section="gold_fraction",
+                    roles=("gold_subset",), gpu=False, device=False, seconds_per_item=0.001, base_mem_mb=4000,
+                    mb_per_item=0.002, env="cpu", threads=1, cache=False, params=GoldSubsetParams)
+STAGES = (GOLD_SUBSET,)
+
+
+def gold_subset(graph: Graph, dataset: str, fraction: float, seed: int, data: Node) -> Node:
+    """The few-label version of `data` for run `seed` (a different subset per seed: the spread over seeds
+    includes which pairs were labelled)."""
+    return graph.add(GOLD_SUBSET, f"{dataset}.gold{fraction:g}", {"fraction": fraction, "seed": seed}, {"data": data})

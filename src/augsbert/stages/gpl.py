@@ -1,134 +1,124 @@
-"""GPL's last two steps (Wang et al., NAACL 2022; UKPLab/gpl): pseudo labels, then the student.
-
-`run_margins`: `teacher.pretrained`, a Cross-Encoder used as it is (no training,
-no gold), scores every (query, positive) and (query, negative_i) of the mined
-table, in the scale `score_scale` states (logits or sigmoid); the targets are
-the margins teacher(q, p) - teacher(q, n_i), as gpl/toolkit/pl.py computes them.
-`run_student`: a Bi-Encoder learns them: MarginMSELoss (margins, dot product or
-cosine) or DistillKLDivLoss (the softmax of the teacher's scores over positive
-and negatives), for `max_steps` optimizer steps (the step budget) or `epochs`.
-"""
+"""GPL (Wang et al., NAACL 2022): `margins` (a pretrained Cross-Encoder scores the mined lists, no training, no
+gold) and `gpl_student` (a Bi-Encoder learns those scores with MarginMSE or KL-divergence for a step budget)
+(jobs: augsbert.jobs.gpl)."""
 
 from __future__ import annotations
 
-import logging
-import math
-from pathlib import Path
+from dataclasses import dataclass, field
+from typing import Literal
 
-import numpy as np
-import pandas as pd
-
-from ..artifacts import artifact_dir, write_json
-from ..data import DataError
-from ..models import resolve_device
-from ..params import read_params
-from ..planning.gpl import GplStudentParams, MarginsParams
-from ..evaluation import correlations, cosine_scores
-from .common import model_path, read_split
-from .zero_shot import load_bi_encoder
-
-log = logging.getLogger(__name__)
-
-NO_TEST_PAIRS = {"spearman": None, "pearson": None, "n_pairs": 0}  # a BEIR target: the retrieval suite scores it
+from ..errors import ConfigError
+from ..store.graph import Node, SeedPlan
+from ..params import Params
+from .base import MODEL_SETTINGS, Stage
+from .negatives import negatives_node
+from .queries import queries_node
 
 
-def negative_columns(table: pd.DataFrame) -> list[str]:
-    return sorted((c for c in table.columns if c.startswith("negative_")), key=lambda c: int(c.split("_")[1]))
+TRAINED = "trained"  # teacher.pretrained: the experiment's own trained Cross-Encoder (an offline demo's stand-in)
 
 
-def teacher_scores(model, table: pd.DataFrame, batch_size: int, scale: str) -> np.ndarray:
-    """(rows, 1 + negatives): the Cross-Encoder's score of (query, positive), then of each (query, negative_i)."""
-    import torch
+@dataclass(frozen=True, kw_only=True)
+class MarginsParams(Params):
+    """`teacher.pretrained` (the `model`; None: the `teacher` input, the experiment's trained Cross-Encoder) and
+    the scale its scores are taken in."""
 
-    activation = torch.nn.Sigmoid() if scale == "sigmoid" else torch.nn.Identity()
-    columns = ["positive", *negative_columns(table)]
-    pairs = [(q, p) for column in columns for q, p in zip(table["query"], table[column])]
-    scores = model.predict(pairs, batch_size=batch_size, activation_fn=activation, convert_to_numpy=True,
-                           show_progress_bar=len(pairs) > 10000)
-    return np.asarray(scores, dtype=np.float64).reshape(len(columns), len(table)).T
-
-
-def run_margins(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
-    from sentence_transformers import CrossEncoder
-
-    params, inputs = read_params(MarginsParams, spec), spec["inputs"]
-    table = pd.read_parquet(Path(inputs["negatives"]) / "negatives.parquet")
-    if table.empty:
-        raise DataError(f"{inputs['negatives']}: the mined table is empty (no pair found enough negatives)")
-    device = resolve_device(device)
-    with artifact_dir(out, spec, force) as tmp:
-        path = str(Path(inputs["teacher"]) / "model") if "teacher" in inputs else model_path(params, params.model)
-        model = CrossEncoder(path, device=device, max_length=params.max_length)
-        scores = teacher_scores(model, table, params.batch_size, params.score_scale)
-        negatives = negative_columns(table)
-        out_table = table.copy()
-        out_table["score_positive"] = scores[:, 0]
-        for i, column in enumerate(negatives, start=1):
-            out_table[f"score_{column}"] = scores[:, i]
-            out_table[f"margin_{i}"] = scores[:, 0] - scores[:, i]
-        out_table.to_parquet(tmp / "margins.parquet", index=False)
-        margins = scores[:, :1] - scores[:, 1:]
-        metrics = {"device": device, "rows": len(table), "negatives": len(negatives), "score_scale": params.score_scale,
-                   "margin_mean": float(margins.mean()), "margin_std": float(margins.std()),
-                   "share_negative_above_positive": float((margins < 0).mean())}
-        log.info("margins: %d rows x %d negatives, mean margin %.3f (%s), %.1f %% of negatives scored above "
-                 "their positive", len(table), len(negatives), metrics["margin_mean"], params.score_scale,
-                 100 * metrics["share_negative_above_positive"])
-        write_json(tmp / "metrics.json", metrics)
-    return metrics
+    model: str | None = None
+    model_identity: dict[str, str] = field(default_factory=dict)
+    hub_revisions: dict[str, str] = field(default_factory=dict)
+    score_scale: Literal["logits", "sigmoid"]
+    max_length: int
+    batch_size: int = 64
 
 
-def training_rows(table: pd.DataFrame, loss: str):
-    """The dataset the loss reads: (query, positive, negative_1..n, label); label = the n margins (MarginMSE)
-    or the 1 + n teacher scores (KL-divergence)."""
-    from datasets import Dataset
+@dataclass(frozen=True, kw_only=True)
+class GplStudentParams(Params):
+    """The `student` section's options a GPL student reads: its loss over the mined list, its score, the
+    optimiser and the step budget (`max_steps`; unset: `epochs` passes over the list)."""
 
-    negatives = negative_columns(table)
-    if loss == "margin_mse":
-        labels = table[[f"margin_{i}" for i in range(1, len(negatives) + 1)]].to_numpy()
+    model: str | None = None  # None: the `init` input (the pretrained encoder)
+    model_identity: dict[str, str] = field(default_factory=dict)
+    loss: Literal["margin_mse", "kl_div"]
+    similarity: Literal["cos", "dot"]
+    batch_size: int
+    lr: float
+    warmup_ratio: float
+    weight_decay: float = 0.0
+    max_length: int
+    seed: int
+    max_steps: int | None = None
+    epochs: int | None = None
+    eval_batch_size: int = 64
+    checkpoint_steps: int = 500
+    config_kwargs: dict | None = None
+    hub_revisions: dict[str, str] = field(default_factory=dict)
+
+
+MARGINS = Stage("margins", 1, "score mined (query, positive, negatives) lists with a pretrained Cross-Encoder (GPL's "
+                "pseudo labels: the margins)", "augsbert.jobs.gpl:run_margins", section="teacher",
+                runtime=("batch_size", "model"), roles=("margins",), seconds_per_item=0.01, base_mem_mb=8000,
+                params=MarginsParams)
+GPL_STUDENT = Stage("gpl_student", 1, "train a Bi-Encoder on a pretrained Cross-Encoder's margins over mined negatives "
+                    "(GPL: MarginMSE or KL-divergence, a step budget)", "augsbert.jobs.gpl:run_student",
+                    section="student", runtime=MODEL_SETTINGS, roles=("gpl",), seconds_per_item=0.02,
+                    mb_per_item=0.002, gpu_sequences=3, params=GplStudentParams,
+                    plan=lambda seed_plan: plan_gpl(seed_plan))
+STAGES = (MARGINS, GPL_STUDENT)
+
+
+def plan_gpl(seed_plan: SeedPlan) -> dict[str, Node]:
+    """`models: [gpl]`: negatives of the qrels' (query, positive) pairs, `teacher.pretrained`'s margins, the student."""
+    exp, name = seed_plan.config, seed_plan.experiment
+    if "gpl" not in exp["models"]:
+        return {}
+    teacher = exp["teacher"]
+    if not teacher["pretrained"]:
+        raise ConfigError(f"experiments.{name}.teacher.pretrained: a `gpl` model learns the margins of a "
+                          "Cross-Encoder used as it is; name one (GPL: cross-encoder/ms-marco-MiniLM-L-6-v2)")
+    if not exp["negatives"]["retrievers"]:
+        raise ConfigError(f"experiments.{name}.negatives.retrievers: a `gpl` model needs mined negatives; name a "
+                          "retriever (`bm25` or a Bi-Encoder; GPL: msmarco-distilbert-base-v3, msmarco-MiniLM-L-6-v3)")
+    dataset = exp["dataset"]
+    generated = bool(exp["queries"]["generator"])
+    if not generated and seed_plan.graph.config["datasets"][dataset]["loader"] != "beir":
+        raise ConfigError(f"experiments.{name}: a `gpl` model needs (query, positive) pairs: set "
+                          f"`queries.generator` (a T5 query generator, or `inverse_cloze` offline), or use a "
+                          f"BEIR-format dataset's qrels (dataset '{dataset}' is not `loader: beir`)")
+    student = exp["student"]
+    loss = student["loss"] if student["loss"] in ("margin_mse", "kl_div") else None
+    if loss is None:
+        raise ConfigError(f"experiments.{name}.student.loss: a `gpl` model learns margins over mined negatives: "
+                          f"`margin_mse` or `kl_div` (got {student['loss']})")
+    graph = seed_plan.graph
+    roles: dict[str, Node] = {}
+    if generated:
+        roles["queries"] = queries_node(seed_plan)
+    mined = negatives_node(seed_plan, roles.get("queries", seed_plan.roles["data"]), generated)
+    scoring = {"score_scale": teacher["score_scale"], "max_length": teacher["max_length"],
+               "batch_size": exp["silver"]["batch_size"]}
+    if teacher["pretrained"] == TRAINED:  # the chain's teacher, trained on the target's gold: not label-free
+        if "teacher" not in seed_plan.roles or teacher["arch"] != "ce":
+            raise ConfigError(f"experiments.{name}.teacher.pretrained: `trained` scores with the experiment's own "
+                              "trained Cross-Encoder: add `teacher` to `models` and set teacher.arch: ce")
+        margins = graph.add(MARGINS, f"{mined.name}.trained", scoring,
+                            {"negatives": mined, "teacher": seed_plan.roles["teacher"]})
     else:
-        labels = table[["score_positive", *(f"score_{c}" for c in negatives)]].to_numpy()
-    return Dataset.from_dict({"query": table["query"].tolist(), "positive": table["positive"].tolist(),
-                              **{c: table[c].tolist() for c in negatives}, "label": labels.tolist()})
-
-
-def run_student(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
-    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
-
-    from ..models.student_losses import student_loss
-
-    params, inputs = read_params(GplStudentParams, spec), spec["inputs"]
-    table = pd.read_parquet(Path(inputs["margins"]) / "margins.parquet")
-    device = resolve_device(device)
-    with artifact_dir(out, spec, force) as tmp:
-        start = str(Path(inputs["init"]) / "model") if "init" in inputs else model_path(params, params.model)
-        model = load_bi_encoder(start, device, params.max_length)
-        rows = training_rows(table, params.loss)
-        total = params.max_steps or (params.epochs or 1) * math.ceil(len(rows) / params.batch_size)
-        args = SentenceTransformerTrainingArguments(
-            output_dir=str(tmp / "work"), seed=params.seed, per_device_train_batch_size=params.batch_size,
-            learning_rate=params.lr, weight_decay=params.weight_decay,
-            warmup_steps=int(math.ceil(params.warmup_ratio * total)),  # as training/pairs.py: steps, not a ratio
-            max_steps=params.max_steps or -1, num_train_epochs=params.epochs or 1, save_strategy="no",
-            report_to="none", logging_steps=max(1, min(100, (params.max_steps or len(rows)) // 10)),
-            use_cpu=device == "cpu", disable_tqdm=True)
-        trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=rows,
-                                             loss=student_loss(model, params))
-        result = trainer.train()
-        model.save(str(tmp / "model"))
-        import shutil
-
-        shutil.rmtree(tmp / "work", ignore_errors=True)  # the trainer's scratch folder, no checkpoint kept
-        test = read_split(inputs["data"], "test", required=False) if "data" in inputs else None
-        scores = dict(NO_TEST_PAIRS)
-        if test is not None:  # the target's test pairs (Lee, STS): Spearman of the student's cosine, as every model
-            scores = correlations(cosine_scores(model, list(zip(test["sentence1"], test["sentence2"])),
-                                                params.eval_batch_size, show_progress=False), test["score"])
-            log.info("gpl student: test spearman %.2f", scores["spearman"])
-        metrics = {"device": device, "test": scores, "loss": params.loss, "similarity": params.similarity,
-                   "train_rows": len(rows), "steps": int(result.global_step),
-                   "train_loss": float(result.training_loss)}
-        log.info("gpl student: %s (%s) for %d steps on %d rows, final mean loss %.4f", params.loss,
-                 params.similarity, metrics["steps"], len(rows), metrics["train_loss"])
-        write_json(tmp / "metrics.json", metrics)
-    return metrics
+        margins = graph.add(MARGINS, f"{mined.name}.{teacher['pretrained'].rsplit('/', 1)[-1]}",
+                            {"model": teacher["pretrained"], **scoring}, {"negatives": mined})
+    options = {k: student[k] for k in ("loss", "similarity", "batch_size", "lr", "warmup_ratio", "weight_decay",
+                                       "max_length", "eval_batch_size", "checkpoint_steps")}
+    if student["max_steps"] is not None:  # the step budget (GPL: 140K steps)
+        options["max_steps"] = student["max_steps"]
+    else:
+        options["epochs"] = student["epochs"]
+    params = {**options, "model": student["base_model"] or exp["base_model"], "seed": seed_plan.seed}
+    # `data`: a target with test pairs (Lee, STS) gets the student's test Spearman beside the retrieval suite
+    inputs = {"margins": margins, "data": seed_plan.roles["data"]}
+    if student["base"] == "pretrained":  # TSDAE + GPL: the student starts from the `pretrain` stage's encoder
+        if "pretrained" not in seed_plan.roles:
+            raise ConfigError(f"experiments.{name}.student.base: `pretrained` needs `pretrain.objective` "
+                              "(TSDAE + GPL: tsdae)")
+        inputs["init"] = seed_plan.roles["pretrained"]
+        params.pop("model")
+    return {**roles, "negatives": mined, "margins": margins,
+            "gpl": graph.add(GPL_STUDENT, f"{dataset}.gpl", params, inputs)}

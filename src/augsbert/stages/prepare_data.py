@@ -1,101 +1,95 @@
-"""Stage `prepare_data`: raw dataset files -> canonical parquet split tables."""
+"""The `data` stage: a dataset's raw files read into canonical parquet splits (job: augsbert.jobs.prepare_data)."""
 
 from __future__ import annotations
 
-import logging
+import os
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Literal
 
-import pandas as pd
-
-from ..artifacts import artifact_dir, write_json
-from ..data import DataError, RowReport, get_loader
-from ..data.tables import duplicate_report, write_table
-from ..params import read_params
-from ..planning.prepare_data import DataParams
-
-log = logging.getLogger(__name__)
+from ..store.graph import Graph, Node
+from ..params import Params
+from .base import Stage
 
 
-def score_stats(table: pd.DataFrame) -> dict:
-    s = table["score"]
-    if s.empty:
-        return {}
-    return {"mean": round(float(s.mean()), 4), "std": round(float(s.std(ddof=0)), 4),
-            "min": round(float(s.min()), 4), "max": round(float(s.max()), 4)}
+@dataclass(frozen=True, kw_only=True)
+class DataParams(Params):
+    """A dataset definition (config `datasets.<name>`) with its name, data folder and file digests.
 
-
-def check_pools(data: Path, checks: list[dict]) -> None:
-    """Stop (before any training) when a planned sampling stage asks more partners than its pool has.
-
-    The plan checks this itself once the data exist; on a first run this data
-    job is the earliest point where the pool is known.
+    What the stage itself reads is typed here; each loader's own options (`path`, `columns`, split sizes,
+    topics, ...) stay in `options`, checked by the config schema per loader and read by the loader.
     """
-    from .common import pool_too_small, target_pool
 
-    for check in checks:
-        sampling = check["sampling"]
-        try:
-            pool = target_pool(data, sampling["pool"], sampling["exclude_eval_sentences"])[0]
-        except DataError:
-            continue  # e.g. no unlabeled corpus: the sampling stage says so with its own message
-        problem = pool_too_small(sampling, len(pool), prefix=f"experiments.{check['experiment']}.")
-        if problem:
-            raise DataError(problem)
+    OPEN = True
+    dataset: str
+    loader: str
+    on_bad_rows: Literal["error", "skip"] = "error"
+    data_dir: str = "."
+    files: list[list[str]] | str = "missing"  # [name, digest] per raw file, or "missing"
+    unlabeled: str | None = None
+    topic_corpus: dict[str, Any] | None = None
+    pool_checks: list[dict[str, Any]] = field(default_factory=list)  # what planned sampling stages need
+    options: dict[str, Any] = field(default_factory=dict)
 
 
-def run(spec: dict, out: str | Path, force: bool = False) -> dict:
-    """Load the dataset the spec names, validate it and write train/dev/test(/unlabeled).parquet."""
-    params = read_params(DataParams, spec)
-    name = params.dataset
-    loader = get_loader(params.loader)
-    report = RowReport(name, params.on_bad_rows)
-    loader.inputs(name, spec["params"], Path(params.data_dir))  # each raw file there and a file, or one message
-    with artifact_dir(out, spec, force) as tmp:
-        prepared = loader.load(name, spec["params"], Path(params.data_dir), report)  # its own options too
-        if params.topic_corpus:  # UKP Sentential / 20 Newsgroups as released: the unlabeled corpus
-            from ..data.topic_corpora import read_topic_corpus
+DATA = Stage("data", 3, "read a dataset's raw files into canonical parquet splits", "augsbert.jobs.prepare_data:run",
+             section="datasets", runtime=("data_dir", "path", "train", "dev", "test", "unlabeled"), roles=("data",),
+             gpu=False, device=False, seconds_per_item=0.001, base_mem_mb=4000, mb_per_item=0.002,
+             aliases=("prepare-data",), rule_alias="prepare_data", env="cpu", threads=1, cache=False,
+             params=DataParams)
+STAGES = (DATA,)
 
-            prepared.unlabeled, prepared.info["topic_corpus"] = read_topic_corpus(
-                name, params.topic_corpus, Path(params.data_dir), report)
-        report.settle()
-        for split in ("train", "test"):
-            if split in prepared.splits and prepared.splits[split].empty:
-                raise DataError(f"dataset '{name}': the {split} split is empty"
-                                + (f" after skipping {len(report.issues)} bad row(s)" if report.issues else ""))
-        dev = prepared.splits.get("dev")
-        if prepared.splits and (dev is None or len(dev) < 2):
-            log.warning("%s: no usable dev split: training stages will keep the last epoch and cannot "
-                        "optimise seeds", name)
-        for split, table in prepared.splits.items():
-            write_table(table, tmp / f"{split}.parquet")
-        if prepared.unlabeled is not None:
-            write_table(prepared.unlabeled, tmp / "unlabeled.parquet")
-        if prepared.beir is not None:
-            from ..data.beir import write_beir
 
-            write_beir(prepared.beir, tmp / "beir")
-        check_pools(tmp, params.pool_checks)
-        sizes = {split: len(t) for split, t in prepared.splits.items()}
-        if prepared.unlabeled is not None:
-            sizes["unlabeled"] = len(prepared.unlabeled)
-        duplicates = duplicate_report(prepared.splits)
-        metrics = {
-            "dataset": name,
-            "loader": params.loader,
-            "sizes": sizes,
-            "skipped_rows": {"total": len(report.issues), "by_file": report.counts(),
-                             "first": [str(i) for i in report.issues[:20]]},
-            "duplicates": duplicates,
-            "scores": {split: score_stats(t) for split, t in prepared.splits.items()},
-            "info": prepared.info,
-        }
-        for split, n in sizes.items():
-            log.info("%s: %s = %d rows", name, split, n)
-        for split, n in duplicates["within_split"].items():
-            if n:
-                log.warning("%s: %d duplicate pair(s) inside %s (kept)", name, n, split)
-        for pair, n in duplicates["across_splits"].items():
-            if n:
-                log.warning("%s: %d pair(s) occur in both %s", name, n, pair)
-        write_json(tmp / "metrics.json", metrics)
-    return metrics
+def pairs_have_topics(definition: dict) -> bool:
+    """Whether a dataset's gold pairs carry a topic (BWS, or a pairs_file with a `topic` column)."""
+    return definition["loader"] == "pairs_file" and bool((definition.get("columns") or {}).get("topic")) \
+        or definition["loader"].startswith("bws")
+
+
+def has_topics(definition: dict) -> bool:
+    """Whether a dataset gives sentences topic labels: its pairs, or its `topic_corpus`."""
+    return (pairs_have_topics(definition) or bool(definition.get("topic_corpus"))
+            or bool((definition.get("columns") or {}).get("topic")))
+
+
+def dataset_settings(config: dict, dataset: str) -> dict:
+    """A data node's settings before its file digests: the dataset's definition, its name and the data folder."""
+    return {"dataset": dataset, **config["datasets"][dataset], "data_dir": os.path.normpath(config["data_dir"])}
+
+
+def dataset_inputs(config: dict, dataset: str) -> list[str]:
+    """Raw files dataset `dataset` of `config` reads; raises MissingDataError (with instructions) if one is absent."""
+    return _loader_inputs(dataset_settings(config, dataset))
+
+
+def data_node(graph: Graph, dataset: str) -> Node:
+    """Raw data enter the key by content (sha256 of each file), not by where they lie or when they were copied."""
+    from ..data import MissingDataError
+    from ..store.fingerprints import path_digest
+
+    settings = dataset_settings(graph.config, dataset)
+    try:
+        files = _loader_inputs(settings)
+    except MissingDataError:
+        settings["files"] = "missing"  # the data job (if it is needed) stops with instructions
+    else:
+        settings["files"] = [[Path(f).name, path_digest(graph.digests, f)] for f in files]
+    return graph.add(DATA, dataset, settings)
+
+
+def raw_inputs(node: Node) -> list[str]:
+    """Raw files a data node reads; raises MissingDataError (with instructions) if one is absent."""
+    return _loader_inputs(node.settings)
+
+
+def raw_inputs_of(params: dict) -> list[str]:
+    """Raw files the data stage's params name (a job's spec), as planning found them."""
+    return _loader_inputs(params)
+
+
+def _loader_inputs(params: dict) -> list[str]:
+    """The raw files of a data node's settings (`dataset_settings`), as its loader's `inputs` finds them."""
+    from ..data import get_loader
+
+    loader = get_loader(params["loader"])
+    return [str(p) for p in loader.inputs(params["dataset"], params, Path(params.get("data_dir", ".")))]

@@ -1,95 +1,82 @@
-"""Stage `pretrain`: unsupervised pre-training of a sentence encoder (`pretrain.objective`).
-
-Corpus: the unique sentences of the `data` input (`pretrain.pool`), without
-the evaluated dataset's dev/test sentences; a held-out slice measures the
-objective's loss. The chosen checkpoint is evaluated on the evaluated
-dataset's test split like the zero-shot model, and saved as a
-sentence-transformers model under `model/`.
-"""
+"""The `pretrain` stage: unsupervised pre-training of a sentence encoder (job: augsbert.jobs.pretrain)."""
 
 from __future__ import annotations
 
-import logging
+import os
 from pathlib import Path
 
-import pandas as pd
-
-from ..artifacts import artifact_dir, write_json
-from ..evaluation import correlations, cosine_scores
-from ..models import resolve_device
-from ..params import read_params
+from ..errors import ConfigError
+from ..store.graph import Graph, Node
 from ..pretraining.params import PretrainParams
-from .common import checkpoint_dir, evaluation_sentences, model_path, precision, read_split
-from .pretrain_rows import checked_regulators, corpus, rcl_rows, read_triples, split_triples
-
-log = logging.getLogger(__name__)
-
-
-def base_held_out_loss(base: str, held: list[str], params: PretrainParams, device: str, triples=None) -> float:
-    """The objective's held-out loss of the untrained encoder (a fresh loss: new heads as training starts)."""
-    import torch
-    from transformers import set_seed
-
-    from ..pretraining.objectives import build_loss
-    from ..training.pretrain import build_encoder, held_out_loss
-
-    set_seed(params.seed)
-    model = build_encoder(base, params.pooling, params.max_length, device, params.config_kwargs)
-    value = held_out_loss(model, build_loss(params.objective, model, params, base), params.objective, held,
-                          params, triples)
-    del model
-    if device.startswith("cuda"):
-        torch.cuda.empty_cache()
-    return value
+from .base import Stage
+from .prepare_data import data_node
+from .rcl_entropy import rcl_entropy
 
 
-def run(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
-    from ..training.pretrain import fit, held_out_loss
+PRETRAIN = Stage("pretrain", 1, "unsupervised pre-training of a sentence encoder (pretrain.objective: SimCSE, CT, "
+                 "TSDAE, Noise Matching, MLM / TSDAE multi-task) on a dataset's sentences",
+                 "augsbert.jobs.pretrain:run",
+                 # the triples file enters by digest
+                 section="pretrain", runtime=("eval_batch_size", "model", "triples"), roles=("pretrained",),
+                 seconds_per_item=0.01, params=PretrainParams,
+                 gpu_sequences=2)  # two views (SimCSE, NM), two models (CT), or an encoder and its decoder (TSDAE)
+STAGES = (PRETRAIN,)
 
-    params, inputs = read_params(PretrainParams, spec), spec["inputs"]
-    evaluated = inputs.get("eval", inputs["data"])
-    test = read_split(evaluated, "test")
-    dev = read_split(evaluated, "dev", required=False)
-    triples = held_triples = None
-    if params.objective == "simcse_sup":
-        eval_sentences = evaluation_sentences(evaluated) if params.exclude_eval_sentences else set()
-        triples, held_triples, removed = split_triples(read_triples(params.triples, params.triples_format),
-                                                       params.held_out, params.seed, eval_sentences)
-        train, held = [t[0] for t in triples], [t[0] for t in held_triples]
-    elif params.objective == "rcl":  # rows with ids; the entropy models' embeddings of the same rows
-        triples, held_triples, removed = rcl_rows(spec, params)
-        train, held = [t[1] for t in triples], [t[1] for t in held_triples]
-        params = params.replace(regulators=checked_regulators(inputs, triples + held_triples))
+
+def check_pretrain_use(name: str, exp: dict, variant: str) -> None:
+    """Later stages may start from the pretrain stage only when there is one, and not from two checkpoints."""
+    uses = {"teacher.base": exp["teacher"]["base"] == "pretrained",
+            "student.base": exp["student"]["base"] == "pretrained",
+            "sampling.semantic_model": exp["sampling"]["semantic_model"] == "pretrained_stage"}
+    if exp["pretrain"]["objective"] == "none":
+        for key, used in uses.items():
+            if used:
+                raise ConfigError(f"experiments.{name}.{key}: starts from the pretrain stage, but "
+                                  "pretrain.objective is none; set an objective")
+    clash = {"teacher.base": variant != "augsbert", "student.base": variant == "full_domain"}
+    for key, adapted in clash.items():
+        if uses[key] and adapted:
+            raise ConfigError(f"experiments.{name}.{key}: pretrained, but adapt_mlm.variant ({variant}) already "
+                              "starts it from the MLM-adapted checkpoint; choose one")
+    if exp["pretrain"]["objective"] == "simcse_sup" and not exp["pretrain"]["triples"]:
+        raise ConfigError(f"experiments.{name}.pretrain.triples: simcse_sup learns from NLI triples; name a "
+                          "file with columns anchor, positive, negative")
+    park = exp["pretrain"].get("simcse_variant", "none")  # seed 001's SimCSE variants: simcse only
+    if park != "none" and exp["pretrain"]["objective"] not in ("simcse", "none"):
+        raise ConfigError(f"experiments.{name}.pretrain.simcse_variant: {park} is a variant of objective "
+                          f"simcse (seed 001), not of {exp['pretrain']['objective']}")
+
+
+def pretrain(graph: Graph, name: str, exp: dict, seed: int, target: Node) -> Node:
+    """The pretrain node: corpus = `pretrain.dataset` (or the target), evaluated on the target (`eval`)."""
+    from ..store.fingerprints import path_digest
+    from ..pretraining.objectives import resolved
+
+    options = resolved(exp["pretrain"])
+    options["model"] = options.pop("base_model") or exp["base_model"]
+    options["eval_batch_size"] = exp["evaluation"]["batch_size"]
+    options["eval_max_length"] = exp["evaluation"]["max_length"]  # as the zero-shot row: comparable
+    corpus = options.pop("dataset") or exp["dataset"]
+    if corpus not in graph.config["datasets"]:
+        raise ConfigError(f"experiments.{name}.pretrain.dataset: unknown dataset '{corpus}' "
+                          f"(configured: {', '.join(sorted(graph.config['datasets']))})")
+    if options.get("triples_format") == "auto":  # told from each file (name or first record) when read:
+        options.pop("triples_format")             # keys of configs without the option stay as they were
+    if options["triples"]:
+        one = isinstance(options["triples"], str)  # a list (SNLI + MultiNLI): one digest per file
+        paths = [Path(graph.config["data_dir"]) / f for f in ([options["triples"]] if one else options["triples"])]
+        # as a missing raw data file: its job stops with the path (a grid for NLI data not yet
+        # downloaded must not break every plan), and the file's arrival changes the key
+        digests = [path_digest(graph.digests, p) if p.is_file() else "missing" for p in paths]
+        options["triples"] = os.path.normpath(paths[0]) if one else [os.path.normpath(p) for p in paths]
+        options["triples_digest"] = digests[0] if one else digests
     else:
-        train, held, removed = corpus(spec, params)
-    work = checkpoint_dir(out)
-    with artifact_dir(out, spec, force, checkpoints=work) as tmp:
-        device = resolve_device(device)
-        base = model_path(params, params.model)
-        log.info("pretrain %s (pooling %s) from %s: %d training %s, %d held out, %d dev/test sentences removed, "
-                 "device %s", params.objective, params.pooling, params.model, len(train),
-                 "triples" if triples else "sentences", len(held), removed, device)
-        before = base_held_out_loss(base, held, params, device, held_triples)
-        model, loss, metrics = fit(base, train, held, dev, params, work, device, precision(), triples, held_triples)
-        after = held_out_loss(model, loss, params.objective, held, params, held_triples)
-        log.info("pretrain: held-out %s loss %.4f (base model) -> %.4f", params.objective, before, after)
-        trained_length = model.max_seq_length
-        model.max_seq_length = (params.eval_max_length or trained_length)  # as the zero-shot model is tested
-        predicted = cosine_scores(model, list(zip(test["sentence1"], test["sentence2"])),
-                                  params.eval_batch_size)
-        model.max_seq_length = trained_length
-        test_metrics = correlations(predicted, test["score"])
-        log.info("pretrain: held-out loss of the chosen checkpoint %.4f; test spearman %.2f  pearson %.2f",
-                 after, test_metrics["spearman"], test_metrics["pearson"])
-        model.save(str(tmp / "model"))
-        pd.DataFrame({"sentence1": test["sentence1"], "sentence2": test["sentence2"], "gold": test["score"],
-                      "predicted": predicted}).to_parquet(tmp / "predictions.parquet", index=False)
-        dev_scores = [h["eval_dev_spearman_cosine"] for h in metrics["history"]
-                      if h["step"] == metrics["best_step"] and "eval_dev_spearman_cosine" in h]
-        metrics = {"model": params.model, "device": device, "test": test_metrics,
-                   "eval_sentences_removed": removed, "held_out_loss_base": before, "held_out_loss_final": after,
-                   **metrics}
-        if dev_scores:
-            metrics["dev_spearman"] = 100 * dev_scores[0]
-        write_json(tmp / "metrics.json", metrics)
-    return metrics
+        options.pop("triples")
+        options.pop("triples_format", None)
+    inputs = {"data": data_node(graph, corpus), "eval": target}
+    if options["objective"] == "rcl":
+        inputs.update(rcl_entropy(graph, corpus, options, seed, inputs))
+        for key in ("rcl_patience", "rcl_eval_steps", "rcl_entropy_max_steps"):  # in the entropy keys only
+            options.pop(key)
+    return graph.add(PRETRAIN, f"{corpus}.{options['objective']}.{options['pooling']}", {**options, "seed": seed},
+                     inputs)

@@ -1,145 +1,56 @@
-"""Stage `queries`: generated (query, passage) pairs for a corpus without labels (GPL's query generation).
-
-A seq2seq generator (any hub or local encoder-decoder model, e.g. GPL's
-BeIR/query-gen-msmarco-t5-base-v1) samples `queries_per_passage` queries per
-passage (top-k / top-p, seeded per batch: a rerun writes the same queries);
-`paraphrase` mode prefixes the input (`queries.prefix`) so that a paraphrase
-model writes similar sentences for symmetric data. The offline generator
-`inverse_cloze` needs no weights: a query is one sentence of the passage
-(inverse cloze, Lee et al., 2019), drawn with the seed; a passage of one sentence
-gives a contiguous span of at least half its words. The artifact has the
-BEIR layout the `negatives` stage reads (beir/corpus, queries, qrels_train: each
-query's passage is its positive); its key (generator identity, options, seed) is
-the cache: a rerun with the same settings generates nothing.
-"""
+"""The `queries` stage: (query, passage) pairs generated for a target corpus without labels, GPL's first step
+(job: augsbert.jobs.queries)."""
 
 from __future__ import annotations
 
-import logging
-import re
-from pathlib import Path
+from dataclasses import dataclass, field
+from typing import Literal
 
-import numpy as np
-import pandas as pd
+from ..store.graph import Node, SeedPlan
+from ..params import Params
+from .base import Stage
 
-from ..artifacts import artifact_dir, write_json
-from ..data import DataError
-from ..data.beir import BeirData, write_beir
-from ..models import resolve_device
-from ..params import read_params
-from ..planning.queries import INVERSE_CLOZE, QueriesParams
-from .common import model_path
-
-log = logging.getLogger(__name__)
-
-GPL_TOTAL = 250_000  # GPL's automatic sizing: about 250K generated queries in all (gpl/train.py)
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+INVERSE_CLOZE = "inverse_cloze"
 
 
-def target_corpus(data_dir: str | Path) -> pd.DataFrame:
-    """Passages (`id`, `title`, `text`, `passage`): a BEIR dataset's corpus, else the unlabeled corpus."""
-    data_dir = Path(data_dir)
-    if (data_dir / "beir" / "corpus.parquet").is_file():
-        return pd.read_parquet(data_dir / "beir" / "corpus.parquet")
-    if not (data_dir / "unlabeled.parquet").is_file():
-        raise DataError(f"{data_dir}: the dataset has no corpus to generate queries for (a BEIR corpus or an "
-                        "unlabeled corpus: `unlabeled`, a text_file dataset)")
-    texts = pd.read_parquet(data_dir / "unlabeled.parquet")["text"].drop_duplicates().tolist()
-    return pd.DataFrame({"id": [f"p{i}" for i in range(len(texts))], "title": "", "text": texts, "passage": texts})
+@dataclass(frozen=True, kw_only=True)
+class QueriesParams(Params):
+    """`queries`: the generator (a seq2seq model reference, entering the key by identity, or the offline
+    `inverse_cloze`), the mode, the sampling and how many per passage (null = GPL's automatic sizing)."""
+
+    generator: str
+    mode: Literal["query", "paraphrase"]
+    queries_per_passage: int | None
+    total: int
+    top_k: int
+    top_p: float
+    max_length: int
+    input_max_length: int
+    prefix: str
+    batch_size: int
+    seed: int
+    model_identity: dict[str, str] = field(default_factory=dict)
+    hub_revisions: dict[str, str] = field(default_factory=dict)
 
 
-def sizing(n_passages: int, per_passage: int | None, total: int) -> tuple[int, int]:
-    """(queries per passage, passages used). Set: as given, all passages. null: GPL's rule with both automatic
-    flags (gpl/train.py `queries_per_passage -1`, `new_size -1`): ceil(total / |corpus|) per passage if
-    3 |corpus| < total, else 3 per passage over ceil(total / 3) passages."""
-    if per_passage is not None:
-        return per_passage, n_passages
-    if 3 * n_passages < total:
-        return -(-total // n_passages), n_passages
-    return 3, min(n_passages, -(-total // 3))
+QUERIES = Stage("queries", 1, "generate (query, passage) pairs for the target corpus: a seq2seq model (T5, top-k / "
+                "top-p sampling) or the offline inverse cloze; `paraphrase` for symmetric data",
+                "augsbert.jobs.queries:run", section="queries", runtime=("hub_revisions",), roles=("queries",),
+                seconds_per_item=0.05, base_mem_mb=8000, params=QueriesParams)
+STAGES = (QUERIES,)
 
 
-def inverse_cloze(passage: str, rng: np.random.Generator) -> str:
-    sentences = [s for s in _SENTENCE_END.split(passage) if s.strip()]
-    if len(sentences) > 1:
-        return sentences[int(rng.integers(len(sentences)))]
-    words = passage.split()
-    length = max(1, (len(words) + 1) // 2 + int(rng.integers(len(words) // 2 + 1)))
-    start = int(rng.integers(len(words) - min(length, len(words)) + 1))
-    return " ".join(words[start:start + length])
-
-
-def seq2seq_generator(params: QueriesParams, device: str):
-    """The generator's tokenizer and model; a model that is not an encoder-decoder stops with one message."""
-    from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer
-
-    path = model_path(params, params.generator)
-    config = AutoConfig.from_pretrained(path)
-    if not getattr(config, "is_encoder_decoder", False):
-        kinds = ", ".join(getattr(config, "architectures", None) or [config.model_type])
-        raise DataError(f"queries.generator {params.generator!r} is not a seq2seq (encoder-decoder) model ({kinds}): "
-                        "query generation needs one, e.g. a T5 query generator such as GPL's "
-                        "BeIR/query-gen-msmarco-t5-base-v1, or `inverse_cloze` (offline, no weights)")
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    return tokenizer, AutoModelForSeq2SeqLM.from_pretrained(path).to(device).eval()
-
-
-def generate(params: QueriesParams, passages: list[str], per_passage: int, device: str) -> list[list[str]]:
-    """`per_passage` generated texts for each passage (seeded per batch by `seed` and the batch's first row)."""
-    if params.generator == INVERSE_CLOZE:
-        out = []
-        for i, passage in enumerate(passages):
-            rng = np.random.default_rng([params.seed, i])
-            out.append([inverse_cloze(passage, rng) for _ in range(per_passage)])
-        return out
-    import torch
-
-    tokenizer, model = seq2seq_generator(params, device)
-    out = []
-    for start in range(0, len(passages), params.batch_size):
-        batch = [params.prefix + p for p in passages[start:start + params.batch_size]]
-        encoded = tokenizer(batch, max_length=params.input_max_length, truncation=True, padding=True,
-                            return_tensors="pt", return_token_type_ids=False).to(device)
-        torch.manual_seed(params.seed * 1_000_003 + start)
-        with torch.inference_mode():
-            generated = model.generate(**encoded, do_sample=True, top_k=params.top_k, top_p=params.top_p,
-                                       max_length=params.max_length, num_return_sequences=per_passage)
-        texts = tokenizer.batch_decode(generated, skip_special_tokens=True)
-        out += [texts[i * per_passage:(i + 1) * per_passage] for i in range(len(batch))]
-    return out
-
-
-def run(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
-    params, inputs = read_params(QueriesParams, spec), spec["inputs"]
-    corpus = target_corpus(inputs["data"])
-    if corpus.empty:
-        raise DataError(f"{inputs['data']}: the corpus is empty")
-    per_passage, used = sizing(len(corpus), params.queries_per_passage, params.total)
-    if used < len(corpus):  # GPL's sizing: a seeded subset of the passages
-        keep = np.sort(np.random.default_rng(params.seed).choice(len(corpus), used, replace=False))
-        sources = corpus.iloc[keep].reset_index(drop=True)
-    else:
-        sources = corpus
-    device = resolve_device(device) if params.generator != INVERSE_CLOZE else "cpu"
-    with artifact_dir(out, spec, force) as tmp:
-        log.info("queries: %s (%s) writes %d per passage for %d of %d passages", params.generator, params.mode,
-                 per_passage, len(sources), len(corpus))
-        texts = generate(params, sources["passage"].tolist(), per_passage, device)
-        rows, empty = [], 0
-        for pid, generated in zip(sources["id"], texts):
-            for k, text in enumerate(generated):
-                text = " ".join(text.split())
-                if text:
-                    rows.append((f"{pid}-q{k}", text, pid))
-                else:
-                    empty += 1
-        if not rows:
-            raise DataError(f"queries: {params.generator} generated no non-empty text")
-        queries = pd.DataFrame({"id": [r[0] for r in rows], "text": [r[1] for r in rows]})
-        qrels = pd.DataFrame({"query_id": queries["id"], "corpus_id": [r[2] for r in rows], "score": 1})
-        write_beir(BeirData(corpus, queries, {"train": qrels.astype({"score": "int64"})}), tmp / "beir")
-        metrics = {"device": device, "generator": params.generator, "mode": params.mode,
-                   "queries_per_passage": per_passage, "passages": len(sources), "corpus": len(corpus),
-                   "queries": len(queries), "empty_dropped": empty}
-        write_json(tmp / "metrics.json", metrics)
-    return metrics
+def queries_node(seed_plan: SeedPlan) -> Node:
+    """The queries node of the experiment's `queries` section over its data (the corpus: a BEIR dataset's passages,
+    else the unlabeled corpus). Seeded by the run seed: each seed's student learns other generated queries."""
+    graph, options = seed_plan.graph, dict(seed_plan.config["queries"])
+    generator = options["generator"]
+    if generator != INVERSE_CLOZE:
+        options["model_identity"] = {generator: graph.model_identity(generator)}
+        if generator in graph.config.get("hub_revisions", {}):
+            options["hub_revisions"] = {generator: graph.config["hub_revisions"][generator]}
+    if options["prefix"] is None:  # the generator's input prefix: none for queries, "paraphrase: " for paraphrases
+        options["prefix"] = "paraphrase: " if options["mode"] == "paraphrase" else ""
+    data = seed_plan.roles["data"]
+    name = f"{data.name}.{options['mode']}.{generator.rsplit('/', 1)[-1]}"
+    return graph.add(QUERIES, name, {**options, "seed": seed_plan.seed}, {"data": data})

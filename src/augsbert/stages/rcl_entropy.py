@@ -1,96 +1,63 @@
-"""Stage `rcl_entropy`: one entropy model of Regularized Contrastive Learning (seed 002, §3.2, Algorithm 1 l. 2-4).
-
-The base encoder is fine-tuned with equation 2 (weight φ) on the same training
-rows as the final `rcl` model, and stopped early as App. A describes: training
-ends once the held-out loss has not decreased for `patience` evaluations
-(every `eval_steps` steps; the paper's "3 steps" read as 3 evaluations), and
-the checkpoint with the lowest held-out loss is kept. That model then encodes
-every training (and held-out) row's query and document once; the artifact
-holds them as `query.npy` / `document.npy` (float32, row i = row id i; .npy,
-never pickle) with `rows.parquet` (id, split, anchor, positive), the model
-under `model/`, and `metrics.json` (with `rows_digest`, which the final stage
-checks against its own rows before using the embeddings).
-
-Rows: NLI triples from `pretrain.triples` (anchor, entailment, contradiction)
-or, without a triples file, the pretrain corpus' sentences twice (two dropout
-views, SimCSE-style; not the paper's setup). Ids: training rows 0..N-1 in their
-seeded order, held-out rows N..N+M-1.
-"""
+"""The `rcl_entropy` stage: the entropy models of Regularized Contrastive Learning (seed 002, Algorithm 1;
+job: augsbert.jobs.rcl_entropy)."""
 
 from __future__ import annotations
 
-import logging
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
-import numpy as np
-import pandas as pd
-
-from ..artifacts import artifact_dir, write_json
-from ..data import DataError
-from ..models import resolve_device
-from ..params import read_params
-from ..pretraining.params import PretrainParams
-from ..planning.rcl_entropy import RclEntropyParams
-from .common import checkpoint_dir, model_path, precision
-from .pretrain import base_held_out_loss
-from .pretrain_rows import rcl_rows, rows_digest
-
-log = logging.getLogger(__name__)
+from ..store.graph import Graph, Node
+from ..params import TrainingParams
+from .base import Stage
 
 
-def encode_rows(model, texts: list[str], path: Path, batch_size: int) -> int:
-    """Encode `texts` (each unique text once) into the .npy file `path`, row i = texts[i]; returns the dimension."""
-    unique = sorted(set(texts))
-    position = {text: i for i, text in enumerate(unique)}
-    embeddings = model.encode(unique, batch_size=batch_size, convert_to_numpy=True, show_progress_bar=False)
-    table = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(len(texts), embeddings.shape[1]))
-    for start in range(0, len(texts), 65536):  # chunks: no second full-size copy in memory
-        chunk = texts[start : start + 65536]
-        table[start : start + len(chunk)] = embeddings[[position[t] for t in chunk]]
-    table.flush()
-    del table
-    return int(embeddings.shape[1])
+@dataclass(frozen=True, kw_only=True)
+class RclEntropyParams(TrainingParams):
+    """One entropy model: the final model's schedule (RCL_ENTROPY_KEYS), its φ, and its own stopping."""
+
+    phi: float
+    max_steps: int
+    patience: int
+    eval_steps: int
+    pooling: Literal["cls", "mean"]
+    scheduler: str
+    held_out: float
+    exclude_eval_sentences: bool
+    pool: str | None = None  # the corpus' sentences, or
+    triples: str | list[str] | None = None  # NLI rows (anchors and positives) from these files
+    triples_digest: str | list[str] | None = None
+    triples_format: Literal["triples", "nli"] | None = None
 
 
-def run(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
-    from transformers import EarlyStoppingCallback
+RCL_ENTROPY = Stage("rcl_entropy", 1, "train one entropy model of Regularized Contrastive Learning (pretrain.objective "
+                    "rcl, one per rcl_phis value) and store its embeddings of every training query and document",
+                    "augsbert.jobs.rcl_entropy:run", section="pretrain",
+                    runtime=("eval_batch_size", "model", "triples"),
+                    roles=("rcl_entropy_0",),  # --role rcl_entropy_<n> for the n-th φ
+                    seconds_per_item=0.01, params=RclEntropyParams,
+                    gpu_sequences=2)  # query and document
+STAGES = (RCL_ENTROPY,)
 
-    from ..pretraining.rcl import DOCUMENT_FILE, QUERY_FILE, ROWS_FILE
-    from ..training.pretrain import fit, held_out_loss
+# what trains an entropy model: the final model's own options (selection, the other φ values) stay out
+RCL_ENTROPY_KEYS = ("model", "pooling", "max_length", "batch_size", "lr", "warmup_ratio", "weight_decay",
+                    "scheduler", "group_by_length", "megabatch", "held_out", "exclude_eval_sentences",
+                    "eval_batch_size", "config_kwargs")
 
-    params = read_params(RclEntropyParams, spec)
-    train, held, removed = rcl_rows(spec, params)
-    if not held:
-        raise DataError("rcl_entropy: no held-out rows, so early stopping has nothing to measure")
-    # the trainer's view: equation 2 with weight phi, best checkpoint by held-out loss
-    fit_params = PretrainParams.from_json({
-        **{k: v for k, v in params.to_json().items() if k not in ("patience", "pool")},
-        "objective": "rcl_entropy", "selection": "held_out_loss", "preset": "rcl_entropy"})
-    work = checkpoint_dir(out)
-    with artifact_dir(out, spec, force, checkpoints=work) as tmp:
-        device = resolve_device(device)
-        base = model_path(params, params.model)
-        log.info("rcl_entropy phi=%g from %s: %d training rows, %d held out, %d removed (dev/test), device %s",
-                 params.phi, params.model, len(train), len(held), removed, device)
-        anchors, held_anchors = [r[1] for r in train], [r[1] for r in held]
-        before = base_held_out_loss(base, held_anchors, fit_params, device, held)
-        model, loss, metrics = fit(base, anchors, held_anchors, None, fit_params, work, device, precision(),
-                                   train, held, callbacks=[EarlyStoppingCallback(params.patience)])
-        after = held_out_loss(model, loss, "rcl_entropy", held_anchors, fit_params, held)
-        log.info("rcl_entropy: held-out loss %.4f (base) -> %.4f after %d step(s)", before, after, metrics["steps"])
-        rows = train + held  # Algorithm 1 line 4: every query and index, once, with the frozen entropy model
-        batch = params.eval_batch_size
-        model.eval()
-        dim = encode_rows(model, [r[1] for r in rows], tmp / QUERY_FILE, batch)
-        encode_rows(model, [r[2] for r in rows], tmp / DOCUMENT_FILE, batch)
-        pd.DataFrame({"id": [r[0] for r in rows], "split": ["train"] * len(train) + ["held_out"] * len(held),
-                      "anchor": [r[1] for r in rows], "positive": [r[2] for r in rows]}).to_parquet(
-            tmp / ROWS_FILE, index=False)
-        model.save(str(tmp / "model"))
-        metrics = {"model": params.model, "device": device, "phi": params.phi,
-                   "rows": {"train": len(train), "held_out": len(held)}, "dim": dim,
-                   "rows_digest": rows_digest(rows), "eval_sentences_removed": removed,
-                   "stopped_early": metrics["steps"] < params.max_steps,
-                   "held_out_loss_base": before, "held_out_loss_final": after, **metrics}
-        write_json(tmp / "metrics.json", metrics)
-    return metrics
+
+def rcl_entropy(graph: Graph, corpus: str, options: dict, seed: int, inputs: dict[str, Node]) -> dict[str, Node]:
+    """One node per φ of `rcl_phis`, as the pretrain node's inputs entropy_0, entropy_1, ..."""
+    params = {k: options[k] for k in RCL_ENTROPY_KEYS if k in options}
+    params.update(seed=seed, patience=options["rcl_patience"], eval_steps=options["rcl_eval_steps"],
+                  max_steps=options["rcl_entropy_max_steps"] or options["max_steps"])
+    if "triples" in options:  # NLI rows: the corpus dataset is not read
+        params.update(triples=options["triples"], triples_digest=options["triples_digest"])
+        if "triples_format" in options:
+            params["triples_format"] = options["triples_format"]
+        files = [options["triples"]] if isinstance(options["triples"], str) else options["triples"]
+        entropy_inputs, name = {"eval": inputs["eval"]}, "+".join(Path(f).stem for f in files)
+    else:
+        params["pool"] = options["pool"]
+        entropy_inputs, name = dict(inputs), corpus
+    return {f"entropy_{i}": graph.add(RCL_ENTROPY, f"{name}.phi{phi:g}", {**params, "phi": phi}, entropy_inputs)
+            for i, phi in enumerate(options["rcl_phis"])}

@@ -1,150 +1,167 @@
-"""Stage `evaluate_suite`: one Bi-Encoder on the STS suite, topic classification, USEB, MTEB and diagnostics.
-
-Which tasks run was decided while planning (a task whose data is absent is in
-`params.skipped` with the reason); this stage evaluates the rest and writes
-`metrics.json` with a flat `summary` of headline numbers plus the details.
-"""
+"""The `suite` stage: a Bi-Encoder on the STS suite, topic classification, USEB, MTEB and alignment/uniformity
+(job: augsbert.jobs.suite)."""
 
 from __future__ import annotations
 
-import logging
+import os
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
-
-from ..artifacts import artifact_dir, write_json
-from ..data import DataError
-from ..data.prompts import prompt, prompt_pairs, topic_map
-from ..data.tables import normalise_text
-from ..evaluation.retrieval import alignment, uniformity
-from ..evaluation.similarity import Encoder, correlations
-from ..evaluation.sts_suite import sts_suite
-from ..evaluation.topic import linear_probe
-from ..evaluation.useb import useb_suite
-from ..models import resolve_device
-from ..params import read_params
-from ..planning.suite import SuiteParams
-from .common import model_path, read_split
-from .zero_shot import load_bi_encoder
-
-log = logging.getLogger(__name__)
-
-UNIFORMITY_SAMPLE = 5000  # uniformity is O(n^2) in memory: a fixed random subset of larger test sets
+from ..errors import ConfigError
+from ..store.graph import Graph, Node
+from ..params import Params
+from .base import Stage
+from .prepare_data import has_topics
 
 
-def topic_sentences(data_dir: str | Path) -> tuple[list[str], list[str]]:
-    """The sentences the topic probe classifies, with their labels.
+@dataclass(frozen=True, kw_only=True)
+class TopicTask(Params):
+    """`evaluation.topic`: logistic regression on frozen embeddings; `prompted` = the delimiter when on."""
 
-    A topic corpus (`topic_corpus`: UKP, 20 Newsgroups; or an unlabeled table
-    with topics) is the classification data, scored on its finest labels
-    (`fine_topic`: the 20 newsgroups even when prompts use the 6 parent
-    groups, as thesis Table 6.14); otherwise the unique sentences of every
-    split with the topic of the pairs they occur in (BWS).
+    epochs: int
+    lr: float
+    batch_size: int
+    test_fraction: float
+    seed: int = 0
+    prompted: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SuiteParams(Params):
+    """The tasks `suite_tasks` found (task -> file, directory or "hub"; the others in `skipped`, with why),
+    their digests, and the encoding options. `model` only for the zero-shot model (else the `model` input)."""
+
+    batch_size: int
+    max_length: int
+    sts: dict[str, str] = field(default_factory=dict)
+    useb: dict[str, str] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+    digests: dict[str, str] = field(default_factory=dict)  # key material: a task file's content
+    sts_format: dict[str, str] = field(default_factory=dict)
+    topic: TopicTask | None = None
+    positive_threshold: float | None = None  # the diagnostics (alignment / uniformity) when set
+    mteb: dict[str, str] | None = None
+    retrieval: dict[str, str] | None = None  # BEIR-format qrels: split, score_function
+    mteb_version: str | None = None
+    model: str | None = None
+    model_identity: dict[str, str] = field(default_factory=dict)
+    hub_revisions: dict[str, str] = field(default_factory=dict)
+
+
+SUITE = Stage("suite", 2, "evaluate a Bi-Encoder on the STS suite, topic classification, USEB and "
+              "alignment/uniformity (--role zero_shot_suite | pretrained_suite | lower_bound_suite | student_suite)",
+              "augsbert.jobs.suite:run",
+              # the tasks run and their files enter the key by digest
+              section="evaluation", runtime=("batch_size", "model", "sts", "useb", "mteb", "skipped"),
+              roles=("student_suite", "lower_bound_suite", "pretrained_suite", "classifier_suite", "zero_shot_suite"),
+              seconds_per_item=0.002, aliases=("evaluate-suite",), rule_alias="evaluate_suite", group="evaluation",
+              cache=False, params=SuiteParams)
+STAGES = (SUITE,)
+
+# Bi-Encoder roles that get the evaluation suite (STS suite, topic, USEB, diagnostics).
+SUITE_ROLES = ("zero_shot", "pretrained", "classifier", "lower_bound", "student", "gpl")
+STS_TASKS_DIR = "sts_suite"
+USEB_DIR = "useb/data-eval"
+
+
+def suite_tasks(config: dict, evaluation: dict, dataset: dict) -> dict:
+    """Which suite tasks can run, decided while planning so that adding a data file changes the key.
+
+    Each task maps to its local file or directory, "hub" (STS from mteb), or
+    None with the reason it is skipped in `skipped`.
     """
-    unlabeled = Path(data_dir) / "unlabeled.parquet"
-    if unlabeled.is_file():
-        corpus = pd.read_parquet(unlabeled)
-        label = next((c for c in ("fine_topic", "topic") if c in corpus.columns), None)
-        if label:
-            corpus = corpus[corpus[label].astype(str) != ""].drop_duplicates("text", keep="first")
-            return corpus["text"].tolist(), corpus[label].astype(str).tolist()
-    frames = [t for t in (read_split(data_dir, s, required=False) for s in ("train", "dev", "test")) if t is not None]
-    table = pd.concat(frames, ignore_index=True)
-    if "topic" not in table.columns:
-        raise DataError(f"{data_dir}: the prepared dataset has no topic column")
-    long = pd.concat([table[["sentence1", "topic"]].set_axis(["text", "topic"], axis=1),
-                      table[["sentence2", "topic"]].set_axis(["text", "topic"], axis=1)], ignore_index=True)
-    long = long.drop_duplicates("text", keep="first")
-    return long["text"].tolist(), long["topic"].tolist()
+    root = Path(config["data_dir"])
+    suites = evaluation["suites"]
+    tasks: dict = {"sts": {}, "useb": {}, "skipped": {}}
+    if "sts" in suites:
+        from ..evaluation.sts_suite import locate_task
+
+        for task in evaluation["sts_tasks"]:
+            override = (evaluation.get("sts_files") or {}).get(task)
+            found, fmt = locate_task(root / STS_TASKS_DIR, root, task, override)
+            if found:
+                tasks["sts"][task] = os.path.normpath(found)
+                if fmt != "tsv":  # a key only for release layouts: suites of TSV files keep their keys
+                    tasks.setdefault("sts_format", {})[task] = fmt
+            elif evaluation["sts_hub"]:
+                tasks["sts"][task] = "hub"
+            else:
+                path = root / (override if isinstance(override, str) else override["path"]) if override \
+                    else root / STS_TASKS_DIR / f"{task}.tsv"
+                tasks["skipped"][task] = f"no file {os.path.normpath(path)} (and evaluation.sts_hub is false)"
+    if "useb" in suites:
+        for task in evaluation["useb_tasks"]:
+            path = root / USEB_DIR / task
+            if path.is_dir():
+                tasks["useb"][task] = os.path.normpath(path)
+            else:
+                tasks["skipped"][task] = f"no directory {os.path.normpath(path)} (unzip USEB's data-eval.zip there)"
+    if "topic" in suites:
+        if has_topics(dataset):
+            tasks["topic"] = {k: v for k, v in evaluation["topic"].items() if k != "prompted"}
+            if evaluation["topic"]["prompted"]:  # a key only when on: existing suites keep their keys
+                tasks["topic"]["prompted"] = evaluation.get("topic_delimiter", "¥")
+        else:
+            tasks["skipped"]["topic"] = "the dataset has no topic labels"
+    if "diagnostics" in suites and dataset["loader"] == "beir":
+        tasks["skipped"]["diagnostics"] = "a BEIR-format dataset has no test pairs"
+    elif "diagnostics" in suites:
+        tasks["positive_threshold"] = evaluation["positive_threshold"]
+    if "retrieval" in suites:
+        if dataset["loader"] == "beir":
+            tasks["retrieval"] = {"split": evaluation["retrieval"]["split"],
+                                  "score_function": evaluation["retrieval"]["score_function"]}
+        else:
+            tasks["skipped"]["retrieval"] = "the dataset is not BEIR-format (`loader: beir`)"
+    if "mteb" in suites:
+        tasks.update(mteb_tasks(evaluation.get("mteb") or {}, root, tasks["skipped"]))
+    return tasks
 
 
-def diagnostics(encode: Encoder, test: pd.DataFrame, threshold: float) -> dict:
-    positives = test[test["score"] >= threshold]
-    texts = sorted(set(test["sentence1"]) | set(test["sentence2"]))
-    if len(texts) > UNIFORMITY_SAMPLE:
-        rng = np.random.default_rng(0)
-        texts = [texts[i] for i in sorted(rng.choice(len(texts), UNIFORMITY_SAMPLE, replace=False))]
-    out = {"alignment": None, "uniformity": uniformity(encode(texts)), "n_positive_pairs": int(len(positives)),
-           "n_uniformity_texts": len(texts)}
-    if len(positives):
-        out["alignment"] = alignment(encode(positives["sentence1"]), encode(positives["sentence2"]))
-    return out
+def mteb_tasks(options: dict, root: Path, skipped: dict) -> dict:
+    """MTEB task -> local directory or "hub"; the mteb version enters the key (it pins the hub data
+    revisions and computes the scores). Checked here so a missing package stops the dry run."""
+    from ..evaluation.mteb_suite import LOCAL_DIR, MISSING_MTEB, mteb_version
+
+    version = mteb_version()
+    if version is None:
+        raise ConfigError(MISSING_MTEB)
+    if not options.get("tasks"):
+        raise ConfigError("evaluation.suites has `mteb` but evaluation.mteb.tasks is empty: name the MTEB "
+                          "tasks to run (e.g. [STS12, SICK-R])")
+    found: dict[str, str] = {}
+    for name in options["tasks"]:
+        path = root / (options.get("local") or {}).get(name, f"{LOCAL_DIR}/{name}")
+        if path.is_dir():
+            found[name] = os.path.normpath(path)
+        elif options.get("hub", True):
+            found[name] = "hub"
+        else:
+            skipped[f"mteb:{name}"] = f"no directory {os.path.normpath(path)} (and evaluation.mteb.hub is false)"
+    return {"mteb": found, "mteb_version": version}
 
 
-def run(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
-    params, inputs = read_params(SuiteParams, spec), spec["inputs"]
-    model_dir = str(Path(inputs["model"]) / "model") if "model" in inputs else model_path(params, params.model)
-    device = resolve_device(device)
-    with artifact_dir(out, spec, force) as tmp:
-        log.info("suite: model %s (device %s)", inputs.get("model", params.model), device)
-        encode = Encoder(load_bi_encoder(model_dir, device, params.max_length), params.batch_size)
-        summary: dict[str, float | None] = {}
-        metrics: dict = {"device": device, "skipped": dict(params.skipped)}
-        if params.sts:
-            sts = sts_suite(encode.cosine, params.sts, params.sts_format)
-            metrics["sts"] = sts
-            metrics["skipped"].update(sts["skipped"])
-            summary.update({task: r["spearman"] for task, r in sts["tasks"].items()})
-            summary["sts_avg"] = sts["sts_avg"]
-        if params.topic:
-            probe = {k: v for k, v in params.topic.to_json().items() if k != "prompted"}
-            delimiter = params.topic.prompted
-            texts, topics = topic_sentences(inputs["data"])
-            try:
-                topic = linear_probe(encode(texts), topics, **probe)
-                if delimiter:  # thesis Tables 6.14/6.16 "Prompted (F1)": each sentence with its true topic
-                    # prompted with the label prompts use (20 Newsgroups: the parent group), scored on the finest
-                    known = topic_map(inputs["data"])
-                    shown = [prompt(t, known.get(normalise_text(t), c), delimiter) for t, c in zip(texts, topics)]
-                    prompted = linear_probe(encode(shown), topics, **probe)
-            except ValueError as err:
-                raise DataError(f"{inputs['data']}: {err}") from None
-            log.info("suite: topic macro-F1 %.2f over %d topics (%d test sentences)", topic["topic_macro_f1"],
-                     len(topic["topics"]), topic["n_test"])
-            metrics["topic"] = topic
-            summary["topic_macro_f1"] = topic["topic_macro_f1"]
-            if delimiter:
-                test = read_split(inputs["data"], "test", required=False)
-                metrics["prompted"] = {"topic": prompted, "delimiter": delimiter}
-                summary["prompted_topic_macro_f1"] = prompted["topic_macro_f1"]
-                if test is not None:  # target similarity on prompted input (thesis Table 6.16 "Prompted BWS")
-                    shown = prompt_pairs(test, delimiter, known)
-                    similarity = correlations(encode.cosine(list(zip(shown["sentence1"], shown["sentence2"]))),
-                                              test["score"])
-                    metrics["prompted"]["test"] = similarity
-                    summary["prompted_spearman"] = similarity["spearman"]
-                log.info("suite: prompted input: topic macro-F1 %.2f, test spearman %s",
-                         prompted["topic_macro_f1"], summary.get("prompted_spearman"))
-        if params.useb:
-            useb = useb_suite(encode, params.useb)
-            metrics["useb"] = useb
-            metrics["skipped"].update(useb["skipped"])
-            summary.update(useb["summary"])
-        if params.mteb:
-            from ..evaluation.mteb_suite import mteb_suite
+def suite(graph: Graph, exp: dict, data: Node, model: Node) -> Node:
+    """Evaluation-suite node of one Bi-Encoder (a trained student, or the zero-shot base model)."""
+    from ..store.fingerprints import path_digest
 
-            result = mteb_suite(encode.model, params.mteb, params.batch_size, tmp / "mteb")
-            metrics["mteb"] = result
-            metrics["skipped"].update({f"mteb:{t}": reason for t, reason in result["skipped"].items()})
-            summary.update({f"mteb_{t}": r["main_score"] for t, r in result["tasks"].items()})
-            summary["mteb_avg"] = result["mteb_avg"]
-        if params.retrieval:
-            from ..data.beir import load_prepared
-            from ..evaluation.beir_retrieval import evaluate_retrieval
+    tasks = suite_tasks(graph.config, {**exp["evaluation"], "topic_delimiter": exp["topic_delimiter"]},
+                        graph.config["datasets"][exp["dataset"]])
+    params = {**tasks, **{k: exp["evaluation"][k] for k in ("batch_size", "max_length")},
+              "digests": {task: path if path == "hub" else path_digest(graph.digests, path)
+                          for task, path in {**tasks["sts"], **tasks["useb"],
+                                             **{f"mteb:{t}": p for t, p in tasks.get("mteb", {}).items()}}.items()}}
+    inputs = {"data": data}
+    if model.stage == "zero_shot":
+        params["model"] = model.settings["model"]
+    else:
+        inputs["model"] = model
+    return graph.add(SUITE, f"{data.name}.{model.name}", params, inputs)
 
-            corpus, queries, qrels = load_prepared(inputs["data"], params.retrieval["split"])
-            result = evaluate_retrieval(encode.model, corpus, queries, qrels, params.retrieval["score_function"],
-                                        params.batch_size)
-            metrics["retrieval"] = {**result, "split": params.retrieval["split"]}
-            summary.update({m: result[m] for m in ("ndcg@10", "mrr@10", "recall@100")})
-        if params.positive_threshold is not None:
-            diag = diagnostics(encode, read_split(inputs["data"], "test"), params.positive_threshold)
-            log.info("suite: alignment %s, uniformity %.4f", diag["alignment"], diag["uniformity"])
-            metrics["diagnostics"] = diag
-            summary.update({"alignment": diag["alignment"], "uniformity": diag["uniformity"]})
-        for task, reason in metrics["skipped"].items():
-            log.info("suite: %s skipped: %s", task, reason)
-        metrics["summary"] = summary
-        write_json(tmp / "metrics.json", metrics)
-    return metrics
+
+def local_files(node: Node) -> list[str]:
+    """Raw files a suite node reads (Snakemake inputs, so a replaced file reruns it)."""
+    params = node.settings
+    paths = [p for p in [*params.get("sts", {}).values(), *params.get("mteb", {}).values()] if p != "hub"] \
+        + list(params.get("useb", {}).values())
+    return sorted(paths)

@@ -1,135 +1,155 @@
-"""Stages `train_teacher` (Cross-Encoder / Cross-Bi-Encoder on gold) and `train_student` (Bi-Encoder).
+"""The `teacher` and `student` stages: the pair model and the Bi-Encoder (job: augsbert.jobs.train).
 
-Both select the best epoch on dev, evaluate the chosen model on the test
-split and save it in its standard format under `model/`.
+The student stage also trains the lower bound (the same Bi-Encoder on gold labels only).
 """
 
 from __future__ import annotations
 
-import logging
-from pathlib import Path
+from dataclasses import dataclass
+from typing import Literal
 
-import pandas as pd
-
-from .. import distributed
-from ..artifacts import artifact_dir, write_json
-from ..data import DataError, read_pairs
-from ..data.prompts import prompt_pairs
-from ..models import resolve_device
-from ..params import PairTrainingParams, read_params
-from ..planning.train import StudentParams, TeacherParams
-from ..training.pairs import evaluate, fit, save_model, symmetrise
-from .common import checkpoint_dir, model_path, precision, read_split
-
-log = logging.getLogger(__name__)
+from ..errors import ConfigError
+from ..store.graph import Graph, Node
+from ..params import PairTrainingParams
+from .base import MODEL_SETTINGS, Stage
 
 
-def selection_dev(spec: dict, selection: str | None) -> pd.DataFrame | None:
-    """The dev split that picks the best epoch, or None (`selection: last`).
+@dataclass(frozen=True, kw_only=True)
+class TeacherParams(PairTrainingParams):
+    """The `teacher` section (the Cross-Encoder's `loss` and `activation` only for arch ce).
 
-    Teachers and in-domain Bi-Encoders read the dev split of the data they
-    learn; a transfer student the source's (`source_dev`, its default) or, only
-    when asked for, the target's (`target_dev`, the planned `dev` input).
+    `selection: last` (keyed only then): keep the last epoch, read no dev split (a Trans-Encoder cross model,
+    which must not see a gold label); a teacher with a `labels` input learns those scores, not the gold.
     """
-    inputs = spec["inputs"]
-    if selection == "last":
-        return None
-    return read_split(inputs.get("dev", inputs["data"]), "dev", required=False)
+
+    arch: Literal["ce", "cbe"]
+    symmetric: bool
+    loss: Literal["bce", "mse"] | None = None
+    selection: Literal["dev", "last"] = "dev"
 
 
-def _train_and_save(arch: str, spec: dict, params: PairTrainingParams, train: pd.DataFrame, out, device,
-                    force) -> dict:
-    data = spec["inputs"]["data"]
-    # Bi-Encoders: their `selection`; teachers their own dev split, or the last epoch (Trans-Encoder: no gold)
-    selection = params.selection if isinstance(params, StudentParams) or params.selection == "last" else None
-    dev = selection_dev(spec, selection)
-    test = read_split(spec["inputs"].get("eval", data), "test")  # domain transfer: the target's test split
-    device = resolve_device(device)
-    work = checkpoint_dir(out)
-    # an MLM-adapted checkpoint (domain / full_domain variants) replaces the base model
-    base = str(Path(spec["inputs"]["init"]) / "model") if "init" in spec["inputs"] else model_path(params, params.model)
-    log.info("%s: %d training pairs, %s dev pairs, %d test pairs, base %s, device %s", arch, len(train),
-             len(dev) if dev is not None else "no", len(test), params.model, device)
-    delimiter = params.topic_prompt
-    tested = test
-    if delimiter:  # topic prompts (thesis 4.4): training and dev pairs with topics are prompted
-        train = prompt_pairs(train, delimiter)
-        dev = prompt_pairs(dev, delimiter) if dev is not None else None
-        if arch != "be":  # a teacher is tested as it is used: on prompted pairs; Bi-Encoders on raw text
-            tested = prompt_pairs(test, delimiter)  # (their prompted test score is in the suite)
-        log.info("topic prompts on (delimiter %r): e.g. %r", delimiter, train["sentence1"].iloc[0][:80])
-    if not distributed.is_main():  # a further process of a distributed run: it trains; rank 0 writes the artifact
-        fit(arch, base, train, dev, params, work, device, precision())
-        return {}
-    with artifact_dir(out, spec, force, checkpoints=work) as tmp:
-        result = fit(arch, base, train, dev, params, work, device, precision())
-        test_metrics, predicted = evaluate(arch, result.model, tested, params)
-        log.info("%s: test spearman %.2f  pearson %.2f", arch, test_metrics["spearman"], test_metrics["pearson"])
-        save_model(arch, result.model, tmp / "model")
-        pd.DataFrame({"sentence1": test["sentence1"], "sentence2": test["sentence2"], "gold": test["score"],
-                      "predicted": predicted}).to_parquet(tmp / "predictions.parquet", index=False)
-        metrics = {"arch": arch, "device": device, "test": test_metrics, **result.metrics}
-        if selection:
-            metrics["selection"] = selection
-        if "source" in train:
-            metrics["training_set"] = {str(k): int(v) for k, v in train["source"].value_counts(sort=False).items()}
-        if "eval" in spec["inputs"]:
-            metrics["source_test"] = evaluate(arch, result.model, read_split(data, "test"), params)[0]
-        write_json(tmp / "metrics.json", metrics)
-    return metrics
+@dataclass(frozen=True, kw_only=True)
+class StudentParams(PairTrainingParams):
+    """The `student` section; `selection` is how it picks its epoch (planning.train.student_selection).
+    With `max_steps` (a step budget) the planner leaves `epochs` out: None here."""
+
+    epochs: int | None = None
+    use_gold_labels: bool
+    selection: Literal["source_dev", "target_dev", "last"]
+    loss: Literal["cosine", "cosent", "angle", "mnrl", "margin_mse", "kl_div"] | None = None
 
 
-def run_teacher(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
-    """A teacher learns the gold train pairs, or, with a `labels` input (Trans-Encoder's cross models), the
-    scores of those pairs and no gold."""
-    params = read_params(TeacherParams, spec)
-    if "labels" in spec["inputs"]:
-        labelled = read_pairs(Path(spec["inputs"]["labels"]) / "pairs.parquet")
-        train = labelled[["sentence1", "sentence2", "score"]].reset_index(drop=True)
-    else:
-        train = read_split(spec["inputs"]["data"], "train")
-    if params.symmetric:
-        train = symmetrise(train)
-    return _train_and_save(params.arch, spec, params, train, out, device, force)
+TEACHER = Stage("teacher", 3, "train the teacher (Cross-Encoder or Cross-Bi-Encoder) on the gold train split",
+                "augsbert.jobs.train:run_teacher", section="teacher", runtime=MODEL_SETTINGS, roles=("teacher",),
+                data_parallel=True, seconds_per_item=0.02, mb_per_item=0.002, aliases=("train-teacher",),
+                rule_alias="train_teacher", params=TeacherParams)
+STUDENT = Stage("student", 3, "train a Bi-Encoder on gold and/or teacher-labelled pairs (also the lower bound)",
+                "augsbert.jobs.train:run_student", section="student", runtime=MODEL_SETTINGS,
+                roles=("student", "lower_bound"), data_parallel=True, seconds_per_item=0.01, mb_per_item=0.002,
+                aliases=("train-student",), rule_alias="train_student", gpu_sequences=2,  # both sides of a pair
+                params=StudentParams)
+STAGES = (TEACHER, STUDENT)
 
 
-def _topics(table: pd.DataFrame) -> list[str]:
-    """The topic columns a pair table carries (kept for a prompted student)."""
-    return [c for c in ("topic", "topic1", "topic2") if c in table.columns]
+def inert_grouping_dropped(options: dict) -> dict:
+    """A copy of a training section without `megabatch` when `group_by_length` is off (it changes nothing then),
+    and without `early_stopping_patience` when it is 0 and `torch_compile` when false (off: sections planned
+    before they existed keep their keys)."""
+    options = dict(options)
+    if not options.get("group_by_length", False):
+        options.pop("megabatch", None)
+    for key in ("early_stopping_patience", "torch_compile"):
+        if not options.get(key):
+            options.pop(key, None)
+    return options
 
 
-def student_training_set(inputs: dict[str, str], use_gold_labels: bool) -> pd.DataFrame:
-    """What the student learns from, one row per (pair, label), with its `source`.
-
-    - `gold`: the gold train pairs with their gold scores (`student.use_gold_labels`);
-      the teacher's gold, so in domain transfer the *source's*;
-    - `relabelled_gold`: the same pairs scored by the teacher (`silver.relabel_gold`,
-      label regularisation; the labels artifact's `gold` strategy);
-    - one source per sampling strategy: candidates scored by the teacher, already
-      de-duplicated across strategies by the labels stage (first strategy wins).
-
-    Defaults follow the thesis: each gold pair once, with the teacher's score
-    (relabel on, gold labels off). With both on, each gold pair enters twice,
-    once per label, as in the AugSBERT paper's gold + silver set plus label
-    regularisation.
-    """
-    parts = []
-    if use_gold_labels:
-        gold = read_split(inputs["data"], "train")
-        parts.append(gold[["sentence1", "sentence2", "score", *_topics(gold)]].assign(source="gold"))
-    if "labels" in inputs:
-        labelled = read_pairs(Path(inputs["labels"]) / "pairs.parquet")
-        source = labelled["strategy"].where(labelled["strategy"] != "gold", "relabelled_gold")
-        parts.append(labelled[["sentence1", "sentence2", "score", *_topics(labelled)]]
-                     .assign(source=source.to_numpy()))
-    if not parts:
-        raise DataError("the student has no training pairs: enable student.use_gold_labels or silver labels")
-    table = pd.concat(parts, ignore_index=True)
-    log.info("student training set: %s", table["source"].value_counts(sort=False).to_dict())
-    return table
+def student_loss_options(options: dict) -> dict:
+    """A student section without the options its `loss` does not read (the default `cosine` reads none,
+    so students planned before `student.loss` existed keep their keys)."""
+    options = dict(options)
+    loss = options.pop("loss", "cosine")
+    used = {"cosent": ("scale",), "angle": ("scale",), "mnrl": ("scale", "positive_threshold", "hard_negatives"),
+            "margin_mse": (), "kl_div": ("similarity",)}.get(loss, ())
+    if loss == "margin_mse" and options.get("similarity", "cos") != "cos":  # cosine: keys as before the option
+        used += ("similarity",)
+    if loss == "mnrl" and options.get("hard_negatives"):
+        used += ("negative_threshold",)
+    for key in ("scale", "positive_threshold", "hard_negatives", "negative_threshold", "similarity"):
+        if key not in used:
+            options.pop(key, None)
+    if loss != "cosine":
+        options["loss"] = loss
+    if loss in ("mnrl", "margin_mse", "kl_div"):
+        # mnrl: in-batch negatives, length-sorted batches would change them; margin_mse: triples, which the
+        # two-sided length grouping does not sort (random batches, said here so the key says it too)
+        options["group_by_length"] = False
+        options.pop("megabatch", None)
+    return options
 
 
-def run_student(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
-    params = read_params(StudentParams, spec)
-    train = student_training_set(spec["inputs"], params.use_gold_labels)
-    return _train_and_save("be", spec, params, train, out, device, force)
+def student_selection(name: str, exp: dict) -> str:
+    """How Bi-Encoders pick their epoch: `target_dev`, `source_dev` (transfer default) or `last`."""
+    transfer = bool(exp["source"]) and exp["source"] != exp["dataset"]
+    selection = exp["student"]["selection"] or ("source_dev" if transfer else "target_dev")
+    if selection == "source_dev" and not transfer:
+        selection = "target_dev"  # in-domain the teacher's data is the target: one and the same split
+    if selection == "last" and exp["student"]["seed_optimization"]["trials"] > 0:
+        raise ConfigError(f"experiments.{name}.student.seed_optimization.trials: seed optimisation compares "
+                          "seeds on a dev split, but student.selection is `last`; set trials to 0 or choose "
+                          "a dev split")
+    return selection
+
+
+def dev_input(selection: str, target: Node, transfer: bool) -> dict[str, Node]:
+    """A transfer model selected by `target_dev` reads the target's dev split (else that of `data`)."""
+    return {"dev": target} if selection == "target_dev" and transfer else {}
+
+
+def from_adapted(inputs: dict[str, Node]) -> bool:
+    return "init" in inputs and inputs["init"].stage == "adapt"
+
+
+def teacher(graph: Graph, exp: dict, dataset: str, seed: int, inputs: dict[str, Node],
+            prompt: str | None = None, selection: str = "dev") -> Node:
+    options = inert_grouping_dropped(exp["teacher"])
+    options.pop("ensemble", None)  # an ensemble's members are teachers of their own (planning.ensemble)
+    options.pop("combine", None)
+    options.pop("pretrained", None)  # a `gpl` model's Cross-Encoder used as it is (planning.gpl), never trained
+    options.pop("score_scale", None)
+    model = options.pop("base_model") or exp["base_model"]
+    options.pop("base")  # the start point is the `init` input (pretrained) or `model`
+    if options["freeze_embeddings"] is None:  # thesis 5.4.3: freeze when starting from an adapted checkpoint
+        options["freeze_embeddings"] = from_adapted(inputs)
+    if options["arch"] == "cbe":  # Cross-Encoder-only options must not change a CBE's key
+        options.pop("loss")
+        options.pop("activation")
+    params = {**options, "model": model, "seed": seed}
+    if prompt:  # its gold pairs carry topics: trained and tested on prompted pairs
+        params["topic_prompt"] = prompt
+    if selection != "dev":
+        params["selection"] = selection
+    return graph.add(TEACHER, f"{dataset}.{options['arch']}", params, inputs)
+
+
+def student(graph: Graph, exp: dict, dataset: str, seed: int, inputs: dict[str, Node], selection: str,
+            gold_only: bool = False, prompt: str | None = None) -> Node:
+    if exp["student"].get("loss") == "kl_div":
+        raise ConfigError("student.loss kl_div learns a teacher's scores over a mined list of passages: it is the "
+                          "loss of a GPL student (`models: [gpl]`), not of a student of scored pairs")
+    options = student_loss_options(inert_grouping_dropped(exp["student"]))
+    if options.get("max_steps") is None:  # unset: `epochs` decides, and keys planned before the option stay
+        options.pop("max_steps", None)
+    else:  # a step budget (thesis 5.4.3): the number of epochs does not enter
+        options.pop("epochs")
+    model = options.pop("base_model") or exp["base_model"]
+    options.pop("base")  # the start point is the `init` input (pretrained / adapted) or `model`
+    if options["freeze_embeddings"] is None:
+        options["freeze_embeddings"] = from_adapted(inputs)
+    if gold_only:
+        options["use_gold_labels"] = True
+    options["selection"] = selection
+    params = {**options, "model": model, "seed": seed}
+    if prompt:  # `prompted`: the student sees the prompts too (`hidden`: plain texts, same scores)
+        params["topic_prompt"] = prompt
+    return graph.add(STUDENT, f"{dataset}.be", params, inputs)

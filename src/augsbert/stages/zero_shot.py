@@ -1,52 +1,29 @@
-"""Stage `evaluate_zero_shot`: the untrained base model as a Bi-Encoder on the test split."""
+"""The `zero_shot` stage: the untrained base model tested on the target (job: augsbert.jobs.zero_shot)."""
 
 from __future__ import annotations
 
-import logging
-from pathlib import Path
+from dataclasses import dataclass
 
-import pandas as pd
-
-from ..artifacts import artifact_dir, write_json
-from ..evaluation import correlations, cosine_scores
-from ..models import resolve_device
-from ..params import read_params
-from ..planning.zero_shot import ZeroShotParams
-from .common import model_path, read_split
-
-log = logging.getLogger(__name__)
+from ..store.graph import Graph, Node, slug
+from ..params import ModelParams
+from .base import Stage
 
 
-def load_bi_encoder(ref: str, device: str, max_length: int):
-    """A SentenceTransformer from the local model directory `ref` (mean pooling is added for plain encoders)."""
-    from sentence_transformers import SentenceTransformer
-
-    model = SentenceTransformer(ref, device=device)
-    model.max_seq_length = max_length
-    return model
+@dataclass(frozen=True, kw_only=True)
+class ZeroShotParams(ModelParams):
+    max_length: int
+    batch_size: int
 
 
-def _is_beir(data_dir) -> bool:
-    return (Path(data_dir) / "beir").is_dir()
+ZERO_SHOT = Stage("zero_shot", 3, "evaluate the untrained base model (cosine of mean-pooled embeddings) on the test "
+                  "split", "augsbert.jobs.zero_shot:run", section="evaluation", runtime=("batch_size", "model"),
+                  roles=("zero_shot",), seconds_per_item=0.002, base_mem_mb=8000, aliases=("evaluate-zero-shot",),
+                  rule_alias="evaluate_zero_shot", group="evaluation", cache=False,
+                  params=ZeroShotParams)
+STAGES = (ZERO_SHOT,)
 
 
-def run(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
-    params = read_params(ZeroShotParams, spec)
-    test = read_split(spec["inputs"]["data"], "test", required=not _is_beir(spec["inputs"]["data"]))
-    with artifact_dir(out, spec, force) as tmp:
-        device = resolve_device(device)
-        if test is None:  # a BEIR-format dataset: no test pairs; its suite's `retrieval` scores the model
-            metrics = {"model": params.model, "device": device,
-                       "test": {"spearman": None, "pearson": None, "n_pairs": 0}}
-            log.info("zero-shot: the dataset has no test pairs (BEIR-format); see the retrieval suite")
-            write_json(tmp / "metrics.json", metrics)
-            return metrics
-        log.info("zero-shot: model %s on %d test pairs (device %s)", params.model, len(test), device)
-        model = load_bi_encoder(model_path(params, params.model), device, params.max_length)
-        predicted = cosine_scores(model, list(zip(test["sentence1"], test["sentence2"])), params.batch_size)
-        metrics = {"model": params.model, "device": device, "test": correlations(predicted, test["score"])}
-        log.info("zero-shot: test spearman %.2f  pearson %.2f", metrics["test"]["spearman"], metrics["test"]["pearson"])
-        pd.DataFrame({"sentence1": test["sentence1"], "sentence2": test["sentence2"],
-                      "gold": test["score"], "predicted": predicted}).to_parquet(tmp / "predictions.parquet", index=False)
-        write_json(tmp / "metrics.json", metrics)
-    return metrics
+def zero_shot(graph: Graph, exp: dict, dataset: str, data: Node) -> Node:
+    encoding = {k: exp["evaluation"][k] for k in ("batch_size", "max_length")}
+    return graph.add(ZERO_SHOT, f"{dataset}.{slug(exp['base_model'])}", {"model": exp["base_model"], **encoding},
+                     {"data": data})

@@ -8,6 +8,6 @@
 - `classifier`: the topic-classifier baseline (stage classifier);
 - `common`: the resumable work directory, resuming from the newest checkpoint, precision flags.
 
-Batching (`augsbert.batching`), several GPUs (`augsbert.distributed`) and experiment trackers
-(`augsbert.tracking`) are shared with the inference stages and live beside this package.
+Batching (`augsbert.training.batching`), several GPUs (`augsbert.training.distributed`) and experiment trackers
+(`augsbert.training.tracking`) are shared with the inference stages and live beside this package.
 """

@@ -1,5 +1,5 @@
 """The topic-classifier baseline's trainer (thesis 5.6.1): a mean-pooled encoder with a linear head learns
-each sentence's topic by cross-entropy (stage `classifier`, augsbert.stages.classifier)."""
+each sentence's topic by cross-entropy (stage `classifier`, augsbert.jobs.classifier)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import numpy as np
 
 from ..data import DataError
 from ..data.prompts import ensure_delimiter, prompt
-from ..planning.classifier import ClassifierParams
-from ..tokenized import pretokenize_collator
-from ..tracking import callbacks as tracking_callbacks, trainer_arguments
+from ..stages.classifier import ClassifierParams
+from .tokenized import pretokenize_collator
+from .tracking import callbacks as tracking_callbacks, trainer_arguments
 from .common import claim_workdir, device_flags, precision_flags, train_resuming
 from .pretrain import build_encoder, trainer_class
 

@@ -14,7 +14,7 @@ import os
 import shutil
 from pathlib import Path
 
-from ..artifacts import read_json, write_json
+from ..store.artifacts import read_json, write_json
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ host thread; the GPU waits on Python (issue 37). A CUDA graph records a step's k
 them in one launch, which needs the same shapes and the same memory every time. So, on CUDA with
 `cuda_graphs: auto`:
 
-- **buckets:** training batches are padded to a few fixed widths (`augsbert.tokenized.bucket_width`, the
+- **buckets:** training batches are padded to a few fixed widths (`augsbert.training.tokenized.bucket_width`, the
   trainers' collators pad to it when `buckets` gives `max_length`: multiples of 8 up to
   64 tokens, of 16 up to 128, of 32 up to 256, then of 64, never past `max_length`), so there are at
   most about twenty shapes per trainer. Padding is masked everywhere; what changes is float summation
@@ -60,7 +60,7 @@ def active(device, torch_compile: bool = False) -> bool:
     """Whether a trainer on `device` takes the graph path: CUDA with `cuda_graphs: auto`, in one process, the model
     not compiled. Several processes (`gpus` > 1) stay eager: their gradients are averaged by DDP's hooks during
     the backward, which a graph of the bare model would skip. A compiled model has graphs of its own making."""
-    from .. import distributed
+    from . import distributed
 
     return torch.device(device).type == "cuda" and mode() == "auto" and distributed.world_size() == 1 \
         and not torch_compile

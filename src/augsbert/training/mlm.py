@@ -20,10 +20,10 @@ import torch
 
 from ..models.cross_bi_encoder import PairTokenizer
 from ..models.mlm import MLMPairCollator, masked_lm_from
-from ..planning.adapt import AdaptParams
+from ..stages.adapt import AdaptParams
 from ..sampling import bm25_neighbors
 from ..sampling.pool import PairCollector, pair_key, random_partners
-from ..tracking import callbacks as tracking_callbacks, trainer_arguments
+from .tracking import callbacks as tracking_callbacks, trainer_arguments
 from .common import claim_workdir, device_flags, precision_flags, train_resuming
 
 log = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ def mlm_pairs(pool: list[str], seed: int) -> pd.DataFrame:
 
 def candidate_pairs(path: str | Path) -> pd.DataFrame:
     """The candidate pairs of a candidates artifact as the teacher labels them: a pair a second strategy emits
-    again (either order) counts once, the first strategy's (augsbert.stages.labels.write_pairs)."""
+    again (either order) counts once, the first strategy's (augsbert.jobs.labels.write_pairs)."""
     pairs = pd.read_parquet(path, columns=["sentence1", "sentence2", "strategy"])
     keys = pd.Series([pair_key(a, b) for a, b in zip(pairs["sentence1"], pairs["sentence2"])], index=pairs.index)
     return pairs[~keys.duplicated()].reset_index(drop=True)
@@ -90,9 +90,9 @@ def adapt(base: str, train: pd.DataFrame, params: AdaptParams, workdir: Path, de
     from datasets import Dataset
     from transformers import AutoTokenizer, TrainingArguments, set_seed
 
-    from ..batching import LengthGroupedTrainer, hf_grouping, pair_lengths
+    from .batching import LengthGroupedTrainer, hf_grouping, pair_lengths
     from ..models.cross_bi_encoder import SPECIALS_PER_PAIR
-    from ..tokenized import TokenIds, pad_multiple
+    from .tokenized import TokenIds, pad_multiple
 
     claim_workdir(workdir, {"stage": "adapt_mlm", "base": base, "params": params.to_json(), "device": device,
                              "precision": precision, "train_pairs": len(train)})

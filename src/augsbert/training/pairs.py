@@ -14,7 +14,7 @@ callbacks only:
   `checkpoint_steps`; a restarted job continues from the last checkpoint
   (RNG states included), so on CPU with a fixed seed it ends with the model an
   uninterrupted run would have produced;
-- several processes (`gpus` > 1, `augsbert.distributed`): every rank trains,
+- several processes (`gpus` > 1, `augsbert.training.distributed`): every rank trains,
   rank 0 alone claims the work directory, evaluates dev Spearman and keeps the
   best model; the others wait for it at barriers.
 """
@@ -31,12 +31,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import distributed
-from ..artifacts import read_json, write_json
+from . import distributed
+from ..store.artifacts import read_json, write_json
 from ..evaluation import correlations
 from ..models.architectures import ARCHITECTURES, freeze_embeddings
 from ..params import PairTrainingParams
-from ..tracking import callbacks as tracking_callbacks, log_metrics
+from .tracking import callbacks as tracking_callbacks, log_metrics
 from .common import claim_workdir, device_flags, frozen_heap, precision_flags, train_resuming
 
 log = logging.getLogger(__name__)
@@ -166,10 +166,10 @@ class FitResult:
 
 def training_args(params: PairTrainingParams, output_dir: Path, seed: int, device: str, precision: str, n_train: int,
                   run_part: str | None = None) -> dict:
-    from ..tracking import trainer_arguments
+    from .tracking import trainer_arguments
 
 
-    # `batch_size` is the global batch: split over the processes of a distributed run (augsbert.distributed)
+    # `batch_size` is the global batch: split over the processes of a distributed run (augsbert.training.distributed)
     steps_per_epoch = math.ceil(n_train / params.batch_size)
     if params.max_steps is None and params.epochs is None:
         raise ValueError("a pair model needs `epochs` or `max_steps`")

@@ -29,7 +29,7 @@ import torch
 from ..pretraining.objectives import OBJECTIVES, build_loss, ct_stepped, training_rows
 from ..pretraining.params import PretrainParams
 from ..pretraining.variants import weight_perturbation
-from ..tracking import callbacks as tracking_callbacks, trainer_arguments
+from .tracking import callbacks as tracking_callbacks, trainer_arguments
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +174,7 @@ def fit(base: str, sentences: list[str], held_out: list[str], dev: pd.DataFrame 
     from sentence_transformers.sentence_transformer.evaluation import EmbeddingSimilarityEvaluator
     from transformers import set_seed
 
-    from ..tokenized import pretokenize_collator
+    from .tokenized import pretokenize_collator
     from .common import claim_workdir, device_flags, precision_flags, train_resuming
 
     objective = params.objective
@@ -215,7 +215,7 @@ def fit(base: str, sentences: list[str], held_out: list[str], dev: pd.DataFrame 
     elif selection == "held_out_loss":
         args.update(metric_for_best_model="eval_loss", greater_is_better=False)
     if params.group_by_length:
-        from ..batching import length_batch_sampler, token_counts
+        from .batching import length_batch_sampler, token_counts
 
         first = OBJECTIVES[objective].columns[0]
         args["batch_sampler"] = length_batch_sampler(

@@ -1,0 +1,1 @@
+"""Configuration: loading, validating and merging the workflow config, its grids, and its reference."""

@@ -1,0 +1,466 @@
+"""`augsbert export`: copy a finished model out of its hashed artifact into a named directory.
+
+Bi-Encoders (student, lower bound) are written as sentence-transformers
+`SentenceTransformer` directories, Cross-Encoder teachers as `CrossEncoder`
+directories, Cross-Bi-Encoder teachers with `CrossBiEncoder.save_pretrained`.
+Each gets a model card: the library's own card (sentence-transformers'
+template; the CBE's card for a CBE) plus a section with what augsbert knows of
+the model: base model, data, teacher, sampling and silver counts, training
+settings, the test metrics of the results file, the config hash and the
+commands that reproduce it; augsbert.face.model_card adds the training data's
+statistics and samples, the loss, the non-default hyperparameters, the training
+log, the citations and the YAML metadata (base_model, datasets, widget,
+model-index). `augsbert_export.json` beside it says where it
+came from.
+
+An experiment may have several seeds: the first is exported unless `seed` is
+given. The target is written under a temporary name and renamed when
+complete; an existing non-empty target is never touched without `force`, and
+`force` replaces only a directory an earlier export wrote.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+from pathlib import Path
+
+import yaml
+
+from . import model_card
+from ..store.artifacts import partial_name, read_json, write_json, writing
+from ..store.specs import load_spec
+
+log = logging.getLogger(__name__)
+
+# What `--model` can name, and the Snakemake wildcard pattern of models/<experiment>/<model>/.
+EXPORT_MODELS = ("student", "teacher", "lower_bound")
+MODEL_WILDCARD = "|".join(EXPORT_MODELS)
+MARKER = "augsbert_export.json"  # provenance of an export; also what lets --force replace a directory
+ARCH_TITLES = {"be": "Bi-Encoder (SentenceTransformer)", "ce": "Cross-Encoder", "cbe": "Cross-Bi-Encoder"}
+ROLE_TITLES = {"student": "AugSBERT student (Bi-Encoder on the teacher's labels)",
+               "teacher": "teacher (trained on gold)", "lower_bound": "lower bound (Bi-Encoder on gold only)"}
+# Training settings shown in the card, in this order (those a node has).
+SETTINGS = ("epochs", "max_steps", "batch_size", "lr", "warmup_ratio", "weight_decay", "max_length", "loss",
+            "activation", "symmetric", "freeze_embeddings", "use_gold_labels", "selection", "group_by_length",
+            "megabatch", "seed_optimization", "topic_prompt", "seed")
+
+
+class ExportError(ValueError):
+    """An export that cannot be done as asked (no such model or seed, unfinished artifact, occupied target)."""
+
+
+def select(spec: dict, model: str, seed: int | None) -> tuple[int, dict]:
+    """The seed (first of the experiment unless given) and the run node of `model` for it."""
+    seeds = [int(s) for s in spec["seeds"]]
+    seed = seeds[0] if seed is None else seed
+    runs = spec["runs"].get(str(seed))
+    if runs is None:
+        raise ExportError(f"experiment '{spec['experiment']}' has no seed {seed} (seeds: {seeds})")
+    if model not in runs:
+        models = [r for r in EXPORT_MODELS if r in runs]
+        raise ExportError(f"experiment '{spec['experiment']}' has no {model} model (it has: "
+                          f"{', '.join(models) or 'none of ' + ', '.join(EXPORT_MODELS)}; see its `models` option)")
+    return seed, runs[model]
+
+
+def _finished(node: dict) -> Path:
+    path = Path(node["path"])
+    if (path / "ensemble.json").is_file():
+        raise ExportError(f"{path} is a teacher ensemble (teacher.ensemble): it has no model of its own; export "
+                          "its members' artifacts (the results' teacher_member_<k> entries) one by one")
+    if not (path / "metrics.json").is_file() or not (path / "model").is_dir():
+        raise ExportError(f"{path} is not a finished artifact: train it first, e.g. "
+                          f"`snakemake --cores 2 {path}` (or the experiment's results file)")
+    return path
+
+
+def _results_metrics(results: dict | None, role: str, seed: int, artifact: Path) -> tuple[dict | None, dict | None]:
+    """This seed's metrics and the summary over seeds from the results file, if it describes this very artifact."""
+    if results is None:
+        return None, None
+    entry = (results.get("models") or {}).get(role) or {}
+    recorded = ((entry.get("artifacts") or {}).get(str(seed)) or {}).get("model")
+    if recorded is None or os.path.normpath(recorded) != os.path.normpath(str(artifact)):
+        return None, None  # the results file is older than the artifact (another config): its numbers are not this model's
+    return entry["per_seed"][str(seed)], entry.get("summary")
+
+
+def _fmt(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.2f}" if abs(value) >= 1 else f"{value:.4g}"
+    if isinstance(value, (bool, dict, list)) or value is None:
+        return "`" + json.dumps(value, sort_keys=True) + "`"
+    return f"`{value}`" if isinstance(value, str) else str(value)
+
+
+def _table(rows: list[tuple[str, str]]) -> list[str]:
+    return ["| | |", "| --- | --- |", *[f"| {k} | {v} |" for k, v in rows]]
+
+
+def _base_model(params: dict, inputs: dict) -> str:
+    text = f"`{params.get('model')}`"
+    identity = (params.get("model_identity") or {}).get("model")
+    if identity:
+        text += f" ({identity})"
+    init = inputs.get("init")
+    if init:
+        stage = Path(init).parent.name
+        what = {"adapt": "MLM-adapted", "pretrain": "unsupervised pre-trained"}.get(stage, stage)
+        text += f", started from the {what} checkpoint `{Path(init).name}`"
+    return text
+
+
+def training_facts(spec: dict, role: str, seed: int, node: dict, results: dict | None,
+                   results_path: str | None, to_hint: str) -> tuple[str, dict]:
+    """The augsbert section of the model card (Markdown) and the facts as JSON for augsbert_export.json."""
+    artifact = Path(node["path"])
+    node_spec, metrics = read_json(artifact / "spec.json"), read_json(artifact / "metrics.json")
+    params, inputs = node_spec["params"], node_spec["inputs"]
+    config = spec["config"]
+    arch = metrics.get("arch", "be")
+    name = spec["experiment"]
+    facts: dict = {"experiment": name, "model": role, "seed": seed, "seeds": spec["seeds"], "arch": arch,
+                   "artifact": str(artifact), "key": node["key"], "config_hash": spec["config_hash"]}
+    rows = [("experiment", f"`{name}`" + (f": {config['description']}" if config.get("description") else "")),
+            ("model", f"{ROLE_TITLES[role]}, {ARCH_TITLES[arch]}"),
+            ("seed", f"{seed} (the experiment's seeds: {', '.join(map(str, spec['seeds']))}; "
+                     f"{'the first, exported by default' if seed == spec['seeds'][0] else 'chosen with --seed'})"),
+            ("base model", _base_model(params, inputs))]
+    dataset = config["dataset"]
+    source = config.get("source")
+    if source and source != dataset:
+        rows.append(("data", f"teacher and gold from `{source}`, silver sentences and test split from `{dataset}` "
+                             "(domain transfer)"))
+    else:
+        rows.append(("data", f"`{dataset}` (train / dev / test splits)"))
+    data_metrics = read_json(Path(inputs["data"]) / "metrics.json") if "data" in inputs else {}
+    if data_metrics.get("sizes"):
+        sizes = data_metrics["sizes"]
+        rows.append(("data sizes", ", ".join(f"{k} {v}" for k, v in sizes.items())))
+        facts["data_sizes"] = sizes
+    if metrics.get("train_pairs") is not None:
+        rows.append(("training pairs", str(metrics["train_pairs"])))
+    if role == "student" and "labels" in inputs:
+        labels = Path(inputs["labels"])
+        stats = read_json(labels / "sampling_stats.json")
+        teacher = Path(read_json(labels / "spec.json")["inputs"]["teacher"])
+        teacher_test = read_json(teacher / "metrics.json").get("test", {})
+        rows.append(("teacher", f"{ARCH_TITLES.get(stats.get('teacher_arch'), stats.get('teacher_arch'))} "
+                                f"`{teacher.name}`, test Spearman {_fmt(teacher_test.get('spearman'))}"))
+        sampling = config.get("sampling", {})
+        rows.append(("sampling", ", ".join(f"{k} {_fmt(sampling[k])}" for k in
+                                           ("strategies", "top_k", "pool", "semantic_model") if k in sampling)))
+        per_strategy = {("relabelled gold" if s == "gold" else s): v.get("after_dedup", v.get("kept"))
+                        for s, v in stats.get("strategies", {}).items()}
+        rows.append(("silver pairs (teacher-labelled)",
+                     ", ".join(f"{s} {n}" for s, n in per_strategy.items()) + f"; {stats.get('pairs')} in total"))
+        facts.update(teacher=teacher.name, silver=per_strategy)
+    if metrics.get("training_set"):
+        rows.append(("training set by source", ", ".join(f"{k} {v}" for k, v in metrics["training_set"].items())))
+        facts["training_set"] = metrics["training_set"]
+    settings = {k: params[k] for k in SETTINGS if k in params}
+    rows.append(("training settings", ", ".join(f"{k} {_fmt(v)}" for k, v in settings.items())))
+    if metrics.get("best_epoch") is not None:
+        rows.append(("chosen epoch", f"{metrics['best_epoch']} (dev Spearman {_fmt(metrics.get('dev_spearman'))})"))
+    rows.append(("config hash", f"`{spec['config_hash']}` (artifact `{node['key']}`)"))
+    facts["settings"] = settings
+
+    per_seed, summary = _results_metrics(results, role, seed, artifact)
+    if per_seed is not None:
+        source_text = f"from `{results_path}`"
+        values = {k: v for k, v in per_seed.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    else:
+        source_text = (f"from the artifact's metrics.json ({'no results file' if results is None else 'the results file'}"
+                       f"{'' if results is None else ' describes another artifact for this model'}; run "
+                       f"`snakemake results/{name}.json` for the evaluation suite)")
+        values = dict(metrics.get("test", {}))
+        summary = None
+    facts["test_metrics"] = values
+    lines = ["## Training (augsbert)", "", *_table(rows), "",
+             f"### Test metrics ({source_text})", "",
+             "Correlations × 100 with gold on the target test split (cosine of the embeddings for Bi-Encoders, the "
+             "teacher's own score for Cross-Encoders and Cross-Bi-Encoders).", "",
+             "| metric | this seed | mean ± std over seeds |", "| --- | --- | --- |"]
+    for metric, value in values.items():
+        over = (summary or {}).get(metric)
+        spread = f"{_fmt(over['mean'])} ± {_fmt(over['std'])} (n={over['n']})" if over and over.get("mean") is not None \
+            else "–"
+        lines.append(f"| {metric} | {_fmt(value)} | {spread} |")
+    data_spec = Path(inputs["data"]) / "spec.json" if "data" in inputs else None
+    data_dir = read_json(data_spec)["params"].get("data_dir") if data_spec and data_spec.is_file() else None
+    lines += reproduce_section(spec, role, seed, node, to_hint, data_dir)
+    return "\n".join(lines), facts
+
+
+def reproduce_section(spec: dict, role: str, seed: int, node: dict, to_hint: str, data_dir: str | None) -> list[str]:
+    """A recipe that runs as written in a clone of augsbert: one config file holding the dataset definition and
+    the effective experiment config (its hash is the one above), and the commands that train and export."""
+    name, config = spec["experiment"], spec["config"]
+    # a grid's experiment is named <grid>.<values>.<column>, a name the grid itself makes in a clone: a name of
+    # its own keeps the recipe's experiment from clashing with it (the name is no part of the config hash)
+    own = name.replace(".", "-")
+    recipe: dict = {}
+    if data_dir:
+        recipe["data_dir"] = data_dir
+    if config.get("seeds") is None:  # the top-level seeds it ran with (its own `seeds` unset)
+        recipe["seeds"] = spec["seeds"]
+    if spec.get("dataset"):
+        recipe["datasets"] = {config["dataset"]: spec["dataset"]}
+    recipe["experiments"] = {own: config}
+    stage = node.get("stage", Path(node["path"]).parent.name)
+    source = config.get("source")
+    return [
+        "", "### Reproduce", "",
+        "In a clone of augsbert (`make setup`), with the raw data where `data_dir` says, save this as "
+        f"`reproduce.yaml` (the dataset and the experiment as trained; its config hash is `{spec['config_hash']}`"
+        + (f"; the source dataset `{source}` is read from config/config.yaml" if source and source != config[
+            "dataset"] else "") + "):", "",
+        "```yaml", yaml.safe_dump(recipe, sort_keys=False, allow_unicode=True).rstrip(), "```", "",
+        "then, from the clone's root (`--` ends the list of config files):", "",
+        "```bash",
+        f".venv/bin/snakemake --cores 2 --configfile reproduce.yaml -- results/{own}.json   # trains this {stage} "
+        "and everything the results need",
+        f".venv/bin/augsbert export --config reproduce.yaml --experiment {own} --model {role} --seed {seed} "
+        f"--to {to_hint}",
+        "```", ""]
+
+
+def _insert_section(card: str, section: str) -> str:
+    """Put the augsbert section before the card's first second-level heading (after its title and intro)."""
+    at = card.find("\n## ")
+    return card.rstrip() + "\n\n" + section if at < 0 else card[: at + 1] + section + "\n" + card[at + 1 :]
+
+
+def _save_sentence_transformers(arch: str, source: Path, target: Path, title: str, section: str, tags: list[str],
+                                base: str | None, model_id: str | None):
+    """Load with the library class, fill its model card data, save; then add our section to its card."""
+    if arch == "be":
+        from sentence_transformers import SentenceTransformer as cls
+    else:
+        from sentence_transformers import CrossEncoder as cls
+    model = cls(str(source), device="cpu", local_files_only=True)  # local: no hub look-ups for the card
+    card = model.model_card_data
+    card.model_name = title  # (train_datasets stays empty: the template wants the trainer's column statistics;
+    card.add_tags(tags)       # the data are in our section)
+    if base:
+        card.base_model = base
+    if model_id:  # the hub repository it is pushed to: the card's usage snippet loads it from there
+        card.model_id = model_id
+    model._model_card_text = None  # write a fresh card from the card data, not the artifact's stored one
+    model.save(str(target))
+    readme = target / "README.md"
+    if not readme.is_file():  # the library logs its card error and skips the card: not an export we hand out
+        raise RuntimeError(f"sentence-transformers wrote no model card for {source} (see its error above)")
+    readme.write_text(_insert_section(readme.read_text(encoding="utf-8"), section), encoding="utf-8")
+    return model
+
+
+def export(spec: dict, model: str, to: str | Path, seed: int | None = None, force: bool = False,
+           results_path: str | Path | None = None, model_id: str | None = None) -> dict:
+    """Write the experiment's `model` (of `seed`, default the first) to `to`; returns the provenance record.
+
+    `model_id` (a hub repository) goes into the card's usage example instead of a placeholder path.
+    """
+    from ..config.load import check_name
+
+    check_name(spec.get("experiment"), "experiment")
+    if model not in EXPORT_MODELS:
+        raise ExportError(f"--model {model!r}: choose one of {', '.join(EXPORT_MODELS)}")
+    seed, node = select(spec, model, seed)
+    artifact = _finished(node)
+    _check_read(artifact, node)
+    target = Path(to)
+    _check_target(target, force)
+    results_path = str(results_path) if results_path else f"results/{spec['experiment']}.json"
+    results = read_json(results_path) if Path(results_path).is_file() else None
+    section, facts = training_facts(spec, model, seed, node, results, results_path, str(to))
+    arch = facts["arch"]
+    name = spec["experiment"]
+    title = f"augsbert {name}: {model.replace('_', ' ')} ({ARCH_TITLES[arch]}, seed {seed})"
+    tags = ["augsbert", "augmented-sbert", model.replace("_", "-")]
+    base = model_card.hub_base(read_json(artifact / "spec.json")["params"])
+
+    with writing(target):  # a read-only or full location: one message naming it
+        return _write(spec, model, artifact, target, section, facts, title, tags, base, model_id, seed, name)
+
+
+def _write(spec, model, artifact, target, section, facts, title, tags, base, model_id, seed, name) -> dict:
+    arch = facts["arch"]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = partial_name(target)
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        if arch == "cbe":
+            from ..models.cross_bi_encoder import CrossBiEncoder
+
+            card_data = {"tags": tags, **({"base_model": base} if base else {})}
+            CrossBiEncoder.from_pretrained(artifact / "model").save_pretrained(
+                tmp, model_card_kwargs={"model_name": title, "model_id": model_id or str(target), "training_facts": section,
+                                        **card_data})
+            loaded = None
+        else:
+            loaded = _save_sentence_transformers(arch, artifact / "model", tmp, title, section, tags, base, model_id)
+    except Exception as err:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not _unreadable_model(err):
+            raise
+        raise ExportError(f"cannot load the model in {artifact / 'model'} ({type(err).__name__}: "
+                          f"{(str(err).splitlines() or [''])[0][:200]}): the artifact is damaged (a file cut short?) "
+                          f"or was written by another version; check it with `augsbert verify`, or delete it "
+                          f"(`rm -r {artifact}`) and train it again") from None
+    try:
+        model_card.apply(tmp / "README.md", *model_card.build(spec, model, artifact, arch, loaded,
+                                                              facts["test_metrics"], title))
+        readme = tmp / "README.md"  # the usage snippet loads the export itself, not a placeholder id
+        readme.write_text(readme.read_text(encoding="utf-8").replace(
+            '"sentence_transformers_model_id"', json.dumps(model_id or str(target))), encoding="utf-8")
+        # the files this export wrote: all that a later `--force` may replace (files you add are never deleted)
+        facts["files"] = sorted([*(p.relative_to(tmp).as_posix() for p in tmp.rglob("*") if p.is_file()), MARKER])
+        write_json(tmp / MARKER, facts)
+        readable(tmp)
+        if target.exists():  # empty, or (with force) an earlier export: checked above
+            shutil.rmtree(target)
+        os.replace(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    log.info("exported %s of %s (seed %d, %s) to %s", model, name, seed, artifact, target)
+    return {"target": str(target), **facts}
+
+
+def _unreadable_model(err: Exception) -> bool:
+    """A failure to load the artifact's model (not a failure to write the target, which `writing` reports)."""
+    from ..store.artifacts import FORBIDDEN, FULL_OR_READ_ONLY, write_failure
+
+    if isinstance(err, OSError):
+        return err.errno not in FULL_OR_READ_ONLY | FORBIDDEN
+    if write_failure(err) is not None:
+        return False
+    return isinstance(err, (ValueError, RuntimeError, EOFError)) or type(err).__name__ == "SafetensorError"
+
+
+def _check_read(artifact: Path, node: dict) -> None:
+    """The model's artifact, and those the card reads (data sizes, teacher, silver statistics), are what their
+    names say and hold what they held when written (augsbert.store.manifests): nothing edited or damaged is exported."""
+    from ..store.artifacts import check_artifact
+
+    if node.get("key") and artifact.name != node["key"]:
+        raise ExportError(f"{artifact}: the experiment's spec names key {node['key']} for it")
+    check_artifact(artifact, "model artifact")  # every file: the model is read whole
+    inputs = (read_json(artifact / "spec.json").get("inputs") or {}) if (artifact / "spec.json").is_file() else {}
+    for role, path in inputs.items():
+        if isinstance(path, str):
+            check_artifact(path, f"input `{role}` of the model", only={"metrics.json", "spec.json",
+                                                                        "sampling_stats.json"})
+            if role == "labels" and (Path(path) / "spec.json").is_file():
+                teacher = (read_json(Path(path) / "spec.json").get("inputs") or {}).get("teacher")
+                if isinstance(teacher, str):
+                    check_artifact(teacher, "the labels' teacher", only={"metrics.json", "spec.json"})
+
+
+def readable(folder: Path) -> None:
+    """Give the export's files and folders the modes a new file gets (0644 / 0755 under umask 022): atomic
+    writes through temporary files leave some at 0600, unreadable to the group that is to use the model."""
+    mask = os.umask(0)
+    os.umask(mask)
+    for path in [folder, *folder.rglob("*")]:
+        if not path.is_symlink():
+            path.chmod((0o777 if path.is_dir() else 0o666) & ~mask)
+
+
+def _check_target(target: Path, force: bool) -> None:
+    if target.is_file() or target.is_symlink():
+        raise ExportError(f"--to {target}: exists and is not a directory")
+    if not target.is_dir() or not any(target.iterdir()):
+        return
+    if not force:
+        raise ExportError(f"--to {target}: the directory exists and is not empty; refusing to overwrite it "
+                          "(use --force to replace an earlier export)")
+    try:
+        written = read_json(target / MARKER) if (target / MARKER).is_file() else None
+    except (OSError, ValueError):
+        written = None
+    listed = written.get("files") if isinstance(written, dict) else None
+    if not isinstance(listed, list) or not all(isinstance(name, str) for name in listed):
+        raise ExportError(f"--to {target}: --force replaces only a directory written by `augsbert export` (its "
+                          f"{MARKER} lists the files it wrote); this one has {'no' if written is None else 'no usable'} "
+                          f"{MARKER}, so remove or rename it yourself")
+    present = {p.relative_to(target).as_posix() for p in target.rglob("*") if not p.is_dir() or p.is_symlink()}
+    added = sorted(present - set(listed))
+    if added:
+        raise ExportError(f"--to {target}: holds {len(added)} file(s) the earlier export did not write "
+                          f"({', '.join(added[:3])}{' ...' if len(added) > 3 else ''}); --force replaces only an "
+                          "export's own files: move them out, or export to another --to")
+
+
+def push_to_hub(folder: str | Path, repo_id: str, private: bool | None = None) -> str:
+    """Upload an exported directory to a Hugging Face hub model repository (created if missing).
+
+    Any failure (no network, no token, no permission) becomes one ExportError that says the export itself
+    is complete and how to upload it later.
+    """
+    from huggingface_hub import HfApi
+
+    api = HfApi()
+    try:
+        repo = api.create_repo(repo_id=repo_id, repo_type="model", private=private, exist_ok=True).repo_id
+        commit = api.upload_folder(repo_id=repo, repo_type="model", folder_path=str(folder),
+                                   commit_message="Upload model exported by augsbert")
+    except Exception as err:  # network, auth, HTTP: all end the same way for the user
+        detail = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        raise ExportError(
+            f"could not push {folder} to the Hugging Face hub repository {repo_id} ({type(err).__name__}"
+            f"{': ' + detail[:200] if detail else ''}). The export itself is complete; with network access and a "
+            f"token (`hf auth login` or HF_TOKEN) upload it later with `hf upload {repo_id} {folder} .`") from None
+    return getattr(commit, "commit_url", None) or str(commit)
+
+
+def add_command(sub) -> None:
+    """`augsbert export`: planned from --config/--experiment (standalone) or from --spec (the workflow rule)."""
+    help_text = ("copy a finished model (student, teacher or lower bound) out of its artifact into a named "
+                 "directory in its library's format, with a model card (sentence-transformers; CrossBiEncoder)")
+    p = sub.add_parser("export", help=help_text, description=help_text + ". An experiment with several seeds: the "
+                       "first seed is exported unless --seed says otherwise.")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--spec", help="experiment spec JSON or @file (what the workflow passes)")
+    src.add_argument("--config", nargs="+", action="extend", metavar="FILE",
+                     help="config YAML file(s) to plan from, merged in order over config/config.yaml of the current "
+                          "directory as Snakemake's --configfile (needs --experiment)")
+    p.add_argument("--experiment", help="experiment name (with --config)")
+    p.add_argument("--model", default="student", choices=EXPORT_MODELS, help="which model (default: student)")
+    p.add_argument("--seed", type=int, help="which seed's model (default: the experiment's first seed)")
+    p.add_argument("--to", required=True, help="directory to write (any path; must not exist or be empty)")
+    p.add_argument("--force", action="store_true", help="replace a directory an earlier export wrote")
+    p.add_argument("--results", help="results file with the test metrics (default results/<experiment>.json)")
+    p.add_argument("--push-to-hub", metavar="REPO", help="then upload the directory to this hub model repository "
+                   "(needs network and a token)")
+    p.add_argument("--private", action="store_true", help="with --push-to-hub: create the repository private")
+
+    def handler(args: argparse.Namespace) -> None:
+        from ..config.load import check_name
+
+        if args.spec:
+            from ..store.specs import check_aggregate_spec
+
+            spec = load_spec(args.spec)
+            check_aggregate_spec(spec, "experiment", f"--spec {args.spec}" if args.spec.startswith("@") else "--spec")
+        else:
+            from ..config.load import load_configs
+            from ..planning.plan import Plan
+
+            if not args.experiment:
+                p.error("--config needs --experiment")
+            check_name(args.experiment, "--experiment")
+            spec = Plan(load_configs(args.config, lazy=True)).experiment_spec(args.experiment)
+        record = export(spec, args.model, args.to, seed=args.seed, force=args.force, results_path=args.results,
+                        model_id=args.push_to_hub)
+        if args.push_to_hub:
+            record["hub_commit"] = push_to_hub(args.to, args.push_to_hub, private=args.private or None)
+        print(json.dumps({k: record[k] for k in ("target", "experiment", "model", "seed", "arch", "key",
+                                                 "config_hash", "hub_commit") if k in record}, indent=2))
+
+    p.set_defaults(handler=handler)

@@ -1,0 +1,1 @@
+"""Stage entry points: each takes a planned spec and writes one artifact."""

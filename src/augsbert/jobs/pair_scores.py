@@ -1,0 +1,106 @@
+"""Stage `pair_scores`: unlabelled pairs scored by one or two models, averaged (Trans-Encoder's pseudo-labels).
+
+The pairs are the target's train pairs, read without their score column (no gold label enters), or the
+sampling stage's candidates; with `max_pairs`, a seeded subset of them. A scorer is a trained artifact
+(a cross model, `teacher`; a Bi-Encoder, `student` / `pretrain`) or, in round 0, a model reference used
+as a Bi-Encoder (cosine of its sentence embeddings, mean pooling for a plain encoder). Writes
+`pairs.parquet` in the labelling stage's layout (`sentence1, sentence2, strategy, score, teacher`, plus
+each scorer's own score `score_<k>`), which the teacher and student stages learn from, and metrics.json.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..store.artifacts import artifact_dir, read_json, write_json
+from ..data import DataError
+from ..models import resolve_device
+from ..models.architectures import ARCHITECTURES
+from ..params import read_params
+from ..stages.trans_encoder import SCORER_INPUT, PairScoresParams
+from ..training.pairs import pairs_of
+from .common import model_path, read_split
+from .labels import TrainedPairModel
+from .zero_shot import load_bi_encoder
+
+log = logging.getLogger(__name__)
+
+STRATEGY = "trans_encoder"
+
+
+def unlabelled_pairs(spec: dict, params: PairScoresParams) -> pd.DataFrame:
+    """sentence1, sentence2 of the pair source, at most `max_pairs` of them (sorted rows of a seeded draw)."""
+    source = Path(spec["inputs"]["pairs"])
+    if params.source == "train":
+        pairs = read_split(source, "train")[["sentence1", "sentence2"]]  # the scores are dropped here
+    else:
+        pairs = pd.read_parquet(source / "candidates.parquet", columns=["sentence1", "sentence2"])
+    if len(pairs) < 2:
+        raise DataError(f"{source}: {len(pairs)} unlabelled pair(s); Trans-Encoder needs at least 2")
+    if params.max_pairs is not None and params.max_pairs < len(pairs):
+        rows = np.sort(np.random.default_rng(params.seed).choice(len(pairs), size=params.max_pairs, replace=False))
+        pairs = pairs.iloc[rows]
+    return pairs.reset_index(drop=True)
+
+
+class BiEncoderScorer:
+    """A Bi-Encoder scoring pairs by the cosine of its embeddings (a model directory or a reference)."""
+
+    arch_name = "be"
+
+    def __init__(self, path: str, device: str, max_length: int):
+        self.model = load_bi_encoder(path, device, max_length)
+
+    def score(self, pairs: list[tuple[str, str]], batch_size: int) -> np.ndarray:
+        return np.asarray(ARCHITECTURES["be"].predict(self.model, pairs, batch_size, None), dtype=np.float64)
+
+
+def scorer(spec: dict, params: PairScoresParams, k: int, device: str):
+    """Scorer k: the input `scorer_<k>` (a trained artifact) or the reference `model` / `mutual_model`."""
+    directory = spec["inputs"].get(SCORER_INPUT.format(k))
+    if directory is None:
+        ref = params.model if k == 0 else params.mutual_model
+        if ref is None:
+            raise DataError(f"pair_scores spec: scorer {k} is neither an input nor a model reference")
+        return BiEncoderScorer(model_path(params, ref), device, params.max_length), ref
+    directory = Path(directory)
+    if read_json(directory / "spec.json")["stage"] == "teacher":
+        return TrainedPairModel(directory, device), directory.name
+    return BiEncoderScorer(str(directory / "model"), device, params.max_length), directory.name
+
+
+def run(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
+    params = read_params(PairScoresParams, spec)
+    pairs = unlabelled_pairs(spec, params)
+    with artifact_dir(out, spec, force) as tmp:
+        device = resolve_device(device)
+        shown, scores, names = pairs_of(pairs), [], []
+        for k in range(params.scorers):
+            model, name = scorer(spec, params, k, device)
+            log.info("scoring %d unlabelled pairs with %s (%s)", len(pairs), name, model.arch_name)
+            scores.append(model.score(shown, params.batch_size))
+            names.append(name)
+            del model
+        score = np.mean(scores, axis=0)  # mutual distillation: the two models' mean
+        clipped = int(((score < 0) | (score > 1)).sum()) if params.clip else 0
+        if params.clip:
+            score = np.clip(score, 0.0, 1.0)
+        table = pairs.assign(strategy=STRATEGY, score=score, teacher="+".join(names),
+                             **{f"score_{k}": s for k, s in enumerate(scores)})
+        table.to_parquet(tmp / "pairs.parquet", index=False)
+        metrics = {"device": device, "pairs": len(table), "source": params.source, "scorers": names,
+                   "clipped_to_unit_interval": clipped,
+                   "score": {"mean": float(score.mean()), "std": float(score.std()), "min": float(score.min()),
+                             "max": float(score.max())}}
+        if len(scores) == 2:
+            from ..evaluation import correlations
+
+            metrics["scorer_agreement"] = correlations(scores[0], scores[1])  # Spearman / Pearson x 100
+        write_json(tmp / "metrics.json", metrics)
+        log.info("pseudo-labels: %d pairs, mean %.3f, std %.3f%s", len(table), score.mean(), score.std(),
+                 f", {clipped} clipped to [0, 1]" if params.clip else "")
+    return metrics

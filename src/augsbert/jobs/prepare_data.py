@@ -1,0 +1,101 @@
+"""Stage `prepare_data`: raw dataset files -> canonical parquet split tables."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pandas as pd
+
+from ..store.artifacts import artifact_dir, write_json
+from ..data import DataError, RowReport, get_loader
+from ..data.tables import duplicate_report, write_table
+from ..params import read_params
+from ..stages.prepare_data import DataParams
+
+log = logging.getLogger(__name__)
+
+
+def score_stats(table: pd.DataFrame) -> dict:
+    s = table["score"]
+    if s.empty:
+        return {}
+    return {"mean": round(float(s.mean()), 4), "std": round(float(s.std(ddof=0)), 4),
+            "min": round(float(s.min()), 4), "max": round(float(s.max()), 4)}
+
+
+def check_pools(data: Path, checks: list[dict]) -> None:
+    """Stop (before any training) when a planned sampling stage asks more partners than its pool has.
+
+    The plan checks this itself once the data exist; on a first run this data
+    job is the earliest point where the pool is known.
+    """
+    from .common import pool_too_small, target_pool
+
+    for check in checks:
+        sampling = check["sampling"]
+        try:
+            pool = target_pool(data, sampling["pool"], sampling["exclude_eval_sentences"])[0]
+        except DataError:
+            continue  # e.g. no unlabeled corpus: the sampling stage says so with its own message
+        problem = pool_too_small(sampling, len(pool), prefix=f"experiments.{check['experiment']}.")
+        if problem:
+            raise DataError(problem)
+
+
+def run(spec: dict, out: str | Path, force: bool = False) -> dict:
+    """Load the dataset the spec names, validate it and write train/dev/test(/unlabeled).parquet."""
+    params = read_params(DataParams, spec)
+    name = params.dataset
+    loader = get_loader(params.loader)
+    report = RowReport(name, params.on_bad_rows)
+    loader.inputs(name, spec["params"], Path(params.data_dir))  # each raw file there and a file, or one message
+    with artifact_dir(out, spec, force) as tmp:
+        prepared = loader.load(name, spec["params"], Path(params.data_dir), report)  # its own options too
+        if params.topic_corpus:  # UKP Sentential / 20 Newsgroups as released: the unlabeled corpus
+            from ..data.topic_corpora import read_topic_corpus
+
+            prepared.unlabeled, prepared.info["topic_corpus"] = read_topic_corpus(
+                name, params.topic_corpus, Path(params.data_dir), report)
+        report.settle()
+        for split in ("train", "test"):
+            if split in prepared.splits and prepared.splits[split].empty:
+                raise DataError(f"dataset '{name}': the {split} split is empty"
+                                + (f" after skipping {len(report.issues)} bad row(s)" if report.issues else ""))
+        dev = prepared.splits.get("dev")
+        if prepared.splits and (dev is None or len(dev) < 2):
+            log.warning("%s: no usable dev split: training stages will keep the last epoch and cannot "
+                        "optimise seeds", name)
+        for split, table in prepared.splits.items():
+            write_table(table, tmp / f"{split}.parquet")
+        if prepared.unlabeled is not None:
+            write_table(prepared.unlabeled, tmp / "unlabeled.parquet")
+        if prepared.beir is not None:
+            from ..data.beir import write_beir
+
+            write_beir(prepared.beir, tmp / "beir")
+        check_pools(tmp, params.pool_checks)
+        sizes = {split: len(t) for split, t in prepared.splits.items()}
+        if prepared.unlabeled is not None:
+            sizes["unlabeled"] = len(prepared.unlabeled)
+        duplicates = duplicate_report(prepared.splits)
+        metrics = {
+            "dataset": name,
+            "loader": params.loader,
+            "sizes": sizes,
+            "skipped_rows": {"total": len(report.issues), "by_file": report.counts(),
+                             "first": [str(i) for i in report.issues[:20]]},
+            "duplicates": duplicates,
+            "scores": {split: score_stats(t) for split, t in prepared.splits.items()},
+            "info": prepared.info,
+        }
+        for split, n in sizes.items():
+            log.info("%s: %s = %d rows", name, split, n)
+        for split, n in duplicates["within_split"].items():
+            if n:
+                log.warning("%s: %d duplicate pair(s) inside %s (kept)", name, n, split)
+        for pair, n in duplicates["across_splits"].items():
+            if n:
+                log.warning("%s: %d pair(s) occur in both %s", name, n, pair)
+        write_json(tmp / "metrics.json", metrics)
+    return metrics

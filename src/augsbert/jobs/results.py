@@ -1,0 +1,218 @@
+"""Stage `collect_results`: gather an experiment's artifacts into results/<experiment>.json."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import platform
+import statistics
+from importlib import metadata
+from pathlib import Path
+
+import json
+import re
+
+from ..store.artifacts import nan_to_null, read_json, write_json, writer_lock, writing
+from ..config.load import format_errors, load_schema
+
+RESULTS_SCHEMA = "schemas/results.schema.yaml"
+
+# What each planned role means in a results table.
+ROLE_LABELS = {
+    "zero_shot": "base model, no training (zero-shot Bi-Encoder)",
+    "pretrained": "encoder after unsupervised pre-training (pretrain.objective), no labels",
+    "classifier": "encoder fine-tuned with a linear head on the target's topics (thesis 5.6.1 baseline)",
+    "lower_bound": "Bi-Encoder trained on gold only (SBERT, lower bound)",
+    "teacher": "teacher trained on gold (Cross-Encoder / Cross-Bi-Encoder, upper bound)",
+    "student": "Bi-Encoder student trained on the teacher's labels (AugSBERT)",
+    "gpl": "Bi-Encoder trained on a pretrained Cross-Encoder's margins over mined negatives (GPL), no gold",
+}
+# Roles planned in numbers (ensemble members, Trans-Encoder rounds): pattern -> description
+NUMBERED_ROLES = (
+    (re.compile(r"teacher_member_(\d+)"), lambda m: f"teacher ensemble member {int(m[1]) + 1}, trained on gold "
+                                                       "(teacher.ensemble; the `teacher` entry is the ensemble)"),
+    (re.compile(r"te_cross_(\d+)(_mutual)?"), lambda m: f"Trans-Encoder round {m[1]}: cross model trained on the "
+                                                         f"Bi-Encoder{'s' if m[2] else ''}' scores of unlabelled pairs"
+                                                         f"{' (the second, mutual chain)' if m[2] else ''}"),
+    (re.compile(r"te_bi_(\d+)(_mutual)?"), lambda m: f"Trans-Encoder round {m[1]}: Bi-Encoder trained on the cross "
+                                                      f"model{'s' if m[2] else ''}' scores, no gold label"
+                                                      f"{' (the second, mutual chain)' if m[2] else ''}"),
+)
+METRICS = ("spearman", "pearson")
+PACKAGES = ("augsbert", "torch", "transformers", "sentence-transformers", "snakemake",
+            "numpy", "pandas", "scipy", "scikit-learn", "faiss-cpu", "mteb")  # mteb: optional extra
+
+
+def package_versions() -> dict[str, str | None]:
+    out: dict[str, str | None] = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def summarise(values: list[float | None]) -> dict:
+    """Mean and sample standard deviation over seeds (std 0 for a single seed)."""
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return {"mean": None, "std": None, "n": 0}
+    std = statistics.stdev(vals) if len(vals) > 1 else 0.0
+    return {"mean": round(statistics.fmean(vals), 4), "std": round(std, 4), "n": len(vals)}
+
+
+def role_description(role: str) -> str | None:
+    """What a model role means in the results (None: not a model role: data, candidates, labels, ...)."""
+    if role in ROLE_LABELS:
+        return ROLE_LABELS[role]
+    for pattern, describe in NUMBERED_ROLES:
+        match = pattern.fullmatch(role)
+        if match:
+            return describe(match)
+    return None
+
+
+def role_order(role: str) -> tuple:
+    """Results order: the fixed roles, then members, then Trans-Encoder rounds (cross before Bi-Encoder)."""
+    if role in ROLE_LABELS:
+        return (list(ROLE_LABELS).index(role),)
+    numbers = [int(n) for n in re.findall(r"\d+", role)]
+    return (len(ROLE_LABELS), role.startswith("te_"), *numbers, role.startswith("te_bi"), role.endswith("_mutual"))
+
+
+def _model_entry(role: str, per_seed: dict[str, dict], skipped: dict[str, str], paths: dict[str, dict]) -> dict:
+    names = [m for m in dict.fromkeys(k for v in per_seed.values() for k in v)
+             if all(isinstance(v.get(m), (int, float, type(None))) and not isinstance(v.get(m), bool)
+                    for v in per_seed.values()) and m != "n_pairs"]
+    return {
+        "description": role_description(role),
+        "per_seed": per_seed,
+        "summary": {m: summarise([v.get(m) for v in per_seed.values()]) for m in names},
+        "skipped": skipped,
+        "artifacts": paths,
+    }
+
+
+def run(spec: dict, out: str | Path, report_dir: str | Path | None = None) -> dict:
+    """Read every planned artifact of the experiment and write the results file (see results.schema.yaml).
+
+    `report_dir` (default: the results file's name with `.report`) gets the
+    experiment's report files (reporting/experiment.py). Under the results
+    file's writer lock, which also sweeps temporary files of killed writes.
+    """
+    from ..reporting import experiment as experiment_report
+
+    report_dir = Path(report_dir) if report_dir else Path(out).with_suffix(".report")
+    with writing(out):  # a read-only or full results directory: one message naming the path
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        with writer_lock(out):
+            result = _results(spec)
+            experiment_report.write(result, spec, report_dir)
+            write_json(out, result)  # last: the results file is what marks the experiment finished
+    return result
+
+
+def _results(spec: dict) -> dict:
+    per_role: dict[str, dict[str, dict]] = {}
+    skipped: dict[str, dict[str, str]] = {}
+    paths: dict[str, dict[str, dict]] = {}
+    stages: dict[str, dict] = {}
+    silver: dict[str, dict] = {}
+    hub_models: dict[str, str] = {}
+    for seed, roles in spec["runs"].items():
+        for role, node in roles.items():
+            metrics = read_json(_checked(node, role) / "metrics.json")
+            stages[node["key"]] = {"stage": node["stage"], "path": node["path"],
+                                   "wall_time_s": metrics.get("wall_time_s"), "device": metrics.get("device")}
+            hub_models.update(metrics.get("resolved_models") or {})
+            if role == "labels":
+                silver[seed] = read_json(Path(node["path"]) / "sampling_stats.json")
+            if role_description(role):
+                entry = per_role.setdefault(role, {}).setdefault(seed, {})
+                entry.update({m: metrics["test"].get(m) for m in (*METRICS, "n_pairs")})
+                if metrics.get("arch"):
+                    entry["arch"] = metrics["arch"]
+                if metrics.get("selection"):  # how a Bi-Encoder picked its epoch (no target dev in transfer)
+                    entry["selection"] = metrics["selection"]
+                if isinstance(metrics.get("dev_spearman"), float) and math.isfinite(metrics["dev_spearman"]):
+                    # the chosen epoch's score on the split it was selected on
+                    entry["dev_spearman"] = metrics["dev_spearman"]
+                if isinstance(metrics.get("wall_time_s"), (int, float)):  # the model's job: training (if any) and test
+                    entry["wall_time_s"] = metrics["wall_time_s"]
+                if metrics.get("dev_history"):  # epochs trained (fewer than `epochs` after early stopping)
+                    entry["epochs_trained"] = len(metrics["dev_history"])
+                paths.setdefault(role, {}).setdefault(seed, {})["model"] = node["path"]
+            elif role.endswith("_suite"):  # evaluation suite of a Bi-Encoder
+                model_role = role[: -len("_suite")]
+                per_role.setdefault(model_role, {}).setdefault(seed, {}).update(metrics["summary"])
+                skipped.setdefault(model_role, {}).update(metrics["skipped"])
+                paths.setdefault(model_role, {}).setdefault(seed, {})["suite"] = node["path"]
+    data_node = next(iter(spec["runs"].values()))["data"]
+    data_metrics = read_json(_checked(data_node, "data") / "metrics.json")
+    devices = {s["device"] for s in stages.values()} - {None}
+    models = {role: _model_entry(role, per_role[role], skipped.get(role, {}), paths.get(role, {}))
+              for role in sorted(per_role, key=role_order) if role_description(role)}
+    result = {
+        "experiment": spec["experiment"],
+        "description": spec["config"].get("description", ""),
+        "dataset": spec["config"]["dataset"],
+        "source": spec["config"].get("source"),
+        "config_hash": spec["config_hash"],
+        "seeds": spec["seeds"],
+        "metrics_note": ("spearman / pearson: correlation x 100 with gold on the target test split (cosine for "
+                         "Bi-Encoders, the teacher's score for CE / CBE); sts*, topic_*, USEB, mteb_* figures x 100; "
+                         "summary = mean and sample std over seeds"),
+        "models": models,
+        "data": {"sizes": data_metrics["sizes"], "skipped_rows": data_metrics["skipped_rows"]["total"]},
+        "silver": silver,
+        "stages": stages,
+        "wall_time_s": {"stages_total": round(sum(s["wall_time_s"] or 0 for s in stages.values()), 3),
+                        "per_stage": _per_stage_times(stages)},
+        "device": sorted(devices),
+        "hub_models": hub_models,
+        "versions": package_versions(),
+        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "config": spec["config"],
+        "dataset_definition": spec["dataset"],
+    }
+    validate_results(result)
+    return result
+
+
+# The files of an artifact this job reads: checked against its manifest before they are published
+READ = {"metrics.json", "sampling_stats.json", "spec.json"}
+
+
+def _checked(node: dict, role: str) -> Path:
+    """The artifact of `node`, once it is what its name says and the files read here are as written
+    (a same-size edit of its metrics.json would otherwise be published)."""
+    from ..store.artifacts import DamagedArtifactError
+    from ..store.artifacts import check_artifact
+    from ..store.keys import is_key
+
+    path, key = Path(node["path"]), node.get("key")
+    if is_key(key) and path.name != key:
+        raise DamagedArtifactError(f"`{role}` of the spec: path {path} does not end in its key {node['key']}")
+    check_artifact(path, f"`{role}` artifact", only=READ)
+    if path.is_dir() and not (path / "metrics.json").is_file():
+        raise DamagedArtifactError(f"`{role}` artifact {path} has no metrics.json: it is damaged, or a job was cut "
+                                   f"short. Delete it (`rm -r {path}`) and run the workflow again; Snakemake then "
+                                   "rebuilds it and what depends on it")
+    return path
+
+
+def _per_stage_times(stages: dict[str, dict]) -> dict[str, float]:
+    totals: dict[str, float] = {}
+    for s in stages.values():
+        totals[s["stage"]] = round(totals.get(s["stage"], 0.0) + (s["wall_time_s"] or 0.0), 3)
+    return totals
+
+
+def validate_results(result: dict) -> None:
+    """Check a results document against workflow/schemas/results.schema.yaml (raises ValueError)."""
+    from jsonschema import Draft202012Validator
+
+    errors = list(Draft202012Validator(load_schema(RESULTS_SCHEMA)).iter_errors(json.loads(json.dumps(nan_to_null(result)))))
+    if errors:
+        raise ValueError("results document does not match results.schema.yaml:\n" + format_errors(errors))

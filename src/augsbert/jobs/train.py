@@ -1,0 +1,135 @@
+"""Stages `train_teacher` (Cross-Encoder / Cross-Bi-Encoder on gold) and `train_student` (Bi-Encoder).
+
+Both select the best epoch on dev, evaluate the chosen model on the test
+split and save it in its standard format under `model/`.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pandas as pd
+
+from ..training import distributed
+from ..store.artifacts import artifact_dir, write_json
+from ..data import DataError, read_pairs
+from ..data.prompts import prompt_pairs
+from ..models import resolve_device
+from ..params import PairTrainingParams, read_params
+from ..stages.train import StudentParams, TeacherParams
+from ..training.pairs import evaluate, fit, save_model, symmetrise
+from .common import checkpoint_dir, model_path, precision, read_split
+
+log = logging.getLogger(__name__)
+
+
+def selection_dev(spec: dict, selection: str | None) -> pd.DataFrame | None:
+    """The dev split that picks the best epoch, or None (`selection: last`).
+
+    Teachers and in-domain Bi-Encoders read the dev split of the data they
+    learn; a transfer student the source's (`source_dev`, its default) or, only
+    when asked for, the target's (`target_dev`, the planned `dev` input).
+    """
+    inputs = spec["inputs"]
+    if selection == "last":
+        return None
+    return read_split(inputs.get("dev", inputs["data"]), "dev", required=False)
+
+
+def _train_and_save(arch: str, spec: dict, params: PairTrainingParams, train: pd.DataFrame, out, device,
+                    force) -> dict:
+    data = spec["inputs"]["data"]
+    # Bi-Encoders: their `selection`; teachers their own dev split, or the last epoch (Trans-Encoder: no gold)
+    selection = params.selection if isinstance(params, StudentParams) or params.selection == "last" else None
+    dev = selection_dev(spec, selection)
+    test = read_split(spec["inputs"].get("eval", data), "test")  # domain transfer: the target's test split
+    device = resolve_device(device)
+    work = checkpoint_dir(out)
+    # an MLM-adapted checkpoint (domain / full_domain variants) replaces the base model
+    base = str(Path(spec["inputs"]["init"]) / "model") if "init" in spec["inputs"] else model_path(params, params.model)
+    log.info("%s: %d training pairs, %s dev pairs, %d test pairs, base %s, device %s", arch, len(train),
+             len(dev) if dev is not None else "no", len(test), params.model, device)
+    delimiter = params.topic_prompt
+    tested = test
+    if delimiter:  # topic prompts (thesis 4.4): training and dev pairs with topics are prompted
+        train = prompt_pairs(train, delimiter)
+        dev = prompt_pairs(dev, delimiter) if dev is not None else None
+        if arch != "be":  # a teacher is tested as it is used: on prompted pairs; Bi-Encoders on raw text
+            tested = prompt_pairs(test, delimiter)  # (their prompted test score is in the suite)
+        log.info("topic prompts on (delimiter %r): e.g. %r", delimiter, train["sentence1"].iloc[0][:80])
+    if not distributed.is_main():  # a further process of a distributed run: it trains; rank 0 writes the artifact
+        fit(arch, base, train, dev, params, work, device, precision())
+        return {}
+    with artifact_dir(out, spec, force, checkpoints=work) as tmp:
+        result = fit(arch, base, train, dev, params, work, device, precision())
+        test_metrics, predicted = evaluate(arch, result.model, tested, params)
+        log.info("%s: test spearman %.2f  pearson %.2f", arch, test_metrics["spearman"], test_metrics["pearson"])
+        save_model(arch, result.model, tmp / "model")
+        pd.DataFrame({"sentence1": test["sentence1"], "sentence2": test["sentence2"], "gold": test["score"],
+                      "predicted": predicted}).to_parquet(tmp / "predictions.parquet", index=False)
+        metrics = {"arch": arch, "device": device, "test": test_metrics, **result.metrics}
+        if selection:
+            metrics["selection"] = selection
+        if "source" in train:
+            metrics["training_set"] = {str(k): int(v) for k, v in train["source"].value_counts(sort=False).items()}
+        if "eval" in spec["inputs"]:
+            metrics["source_test"] = evaluate(arch, result.model, read_split(data, "test"), params)[0]
+        write_json(tmp / "metrics.json", metrics)
+    return metrics
+
+
+def run_teacher(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
+    """A teacher learns the gold train pairs, or, with a `labels` input (Trans-Encoder's cross models), the
+    scores of those pairs and no gold."""
+    params = read_params(TeacherParams, spec)
+    if "labels" in spec["inputs"]:
+        labelled = read_pairs(Path(spec["inputs"]["labels"]) / "pairs.parquet")
+        train = labelled[["sentence1", "sentence2", "score"]].reset_index(drop=True)
+    else:
+        train = read_split(spec["inputs"]["data"], "train")
+    if params.symmetric:
+        train = symmetrise(train)
+    return _train_and_save(params.arch, spec, params, train, out, device, force)
+
+
+def _topics(table: pd.DataFrame) -> list[str]:
+    """The topic columns a pair table carries (kept for a prompted student)."""
+    return [c for c in ("topic", "topic1", "topic2") if c in table.columns]
+
+
+def student_training_set(inputs: dict[str, str], use_gold_labels: bool) -> pd.DataFrame:
+    """What the student learns from, one row per (pair, label), with its `source`.
+
+    - `gold`: the gold train pairs with their gold scores (`student.use_gold_labels`);
+      the teacher's gold, so in domain transfer the *source's*;
+    - `relabelled_gold`: the same pairs scored by the teacher (`silver.relabel_gold`,
+      label regularisation; the labels artifact's `gold` strategy);
+    - one source per sampling strategy: candidates scored by the teacher, already
+      de-duplicated across strategies by the labels stage (first strategy wins).
+
+    Defaults follow the thesis: each gold pair once, with the teacher's score
+    (relabel on, gold labels off). With both on, each gold pair enters twice,
+    once per label, as in the AugSBERT paper's gold + silver set plus label
+    regularisation.
+    """
+    parts = []
+    if use_gold_labels:
+        gold = read_split(inputs["data"], "train")
+        parts.append(gold[["sentence1", "sentence2", "score", *_topics(gold)]].assign(source="gold"))
+    if "labels" in inputs:
+        labelled = read_pairs(Path(inputs["labels"]) / "pairs.parquet")
+        source = labelled["strategy"].where(labelled["strategy"] != "gold", "relabelled_gold")
+        parts.append(labelled[["sentence1", "sentence2", "score", *_topics(labelled)]]
+                     .assign(source=source.to_numpy()))
+    if not parts:
+        raise DataError("the student has no training pairs: enable student.use_gold_labels or silver labels")
+    table = pd.concat(parts, ignore_index=True)
+    log.info("student training set: %s", table["source"].value_counts(sort=False).to_dict())
+    return table
+
+
+def run_student(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
+    params = read_params(StudentParams, spec)
+    train = student_training_set(spec["inputs"], params.use_gold_labels)
+    return _train_and_save("be", spec, params, train, out, device, force)

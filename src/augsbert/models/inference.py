@@ -1,0 +1,136 @@
+"""Forward-only passes at the GPU's pace: how many rows a batch takes, and at what precision.
+
+The labelling, zero-shot, suite and pair-score stages and the trainers' dev evaluation score texts
+with a model and nothing else (`Encoder` for Bi-Encoders, the architectures' `predict` for
+Cross-Encoders and Cross-Bi-Encoders). All of them already cut length-sorted batches (the
+libraries' `encode` / `predict` and `CrossBiEncoder.predict` sort by length and hand the results
+back in input order). What is left for a GPU:
+
+- **Batch size by free memory.** A stage's `batch_size` (16-64) is sized for training; a MiniLM
+  forward pass of 64 rows keeps an H100 busy for well under a millisecond, so the host's kernel
+  launches bound it. On CUDA the rows per batch are what half the memory this job may still use
+  holds (`rows_for_memory`), at least the stage's own batch size and at most MAX_ROWS. The memory a
+  row needs is the forward-pass figure of `augsbert.scheduling.gpu_memory` (one layer's activations, fp32) for
+  the longest row of the call: its texts are counted in tokens first (`longest_row`, an upper
+  bound: every batch is padded to its own longest row, never beyond), at most `max_length`. The
+  memory the job may use is the GPU's free memory, and in a packed local run (augsbert.scheduling.gpus) no
+  more than the job's own claim less what torch holds already, so a job never takes memory
+  promised to the jobs beside it (the claim assumes `max_length` rows; real rows are shorter).
+- **Autocast.** fp16 under `precision: auto` (inference has no gradients to overflow, and fp16 keeps
+  three more mantissa bits than bf16, so scores and their ranks move least); `bf16` / `fp16` as
+  set; `fp32` none. LayerNorm and the pooling stay fp32 under autocast.
+
+On any other device nothing changes: the stage's batch size, fp32, the very calls of before, so CPU
+results are bit for bit those of before (tests/test_inference.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+
+log = logging.getLogger(__name__)
+
+SPECIAL_TOKENS = 4  # added to a row's text tokens: [CLS] a [SEP] b [SEP] (BERT: 3), <s> a </s></s> b </s> (RoBERTa: 4)
+MAX_ROWS = 1024  # beyond this a MiniLM/BERT-base forward pass gains nothing measurable: the kernels are large already
+MEMORY_SHARE = 0.5  # of the memory the job may still use: the rest for the allocator's blocks and the CUDA workspaces
+
+
+def rows_for_memory(free_mb: float, row_mb: float, requested: int, cap: int = MAX_ROWS) -> int:
+    """Rows per forward-only batch: what MEMORY_SHARE of `free_mb` holds at `row_mb` a row, within
+    [`requested`, max(`requested`, `cap`)] (never fewer than the stage asked for, as before)."""
+    if row_mb <= 0:
+        raise ValueError(f"row_mb must be positive, got {row_mb}")
+    fits = int(max(free_mb, 0.0) * MEMORY_SHARE // row_mb)
+    return max(int(requested), min(int(cap), fits))
+
+
+def row_mb(dims: dict[str, int], length: int) -> float:
+    """MB a row of `length` tokens needs in a forward pass (gpu_memory's figure, with its SAFETY factor)."""
+    from ..scheduling.gpu_memory import SAFETY, forward_bytes_per_token
+
+    s = min(int(length), dims["max_position_embeddings"])
+    return SAFETY * s * forward_bytes_per_token(dims, s) / 1e6
+
+
+def longest_row(tokenizer, rows) -> int:
+    """Tokens of the longest row: a text, or a pair (a, b) scored as one sequence, plus SPECIAL_TOKENS.
+    Each distinct text is tokenised once, without truncation."""
+    texts = list(dict.fromkeys(t for row in rows for t in ((row,) if isinstance(row, str) else row)))
+    if not texts:
+        return SPECIAL_TOKENS
+    ids = tokenizer(texts, add_special_tokens=False, truncation=False, verbose=False)["input_ids"]
+    count = dict(zip(texts, map(len, ids)))
+    return SPECIAL_TOKENS + max(count[r] if isinstance(r, str) else sum(count[t] for t in r) for r in rows)
+
+
+def _is_cuda(device) -> bool:
+    return str(device).startswith("cuda")
+
+
+def model_device(model) -> str:
+    """The device of a SentenceTransformer, CrossEncoder or CrossBiEncoder ("cpu" for anything without one)."""
+    return str(getattr(model, "device", "cpu"))
+
+
+def model_shape(model) -> tuple[dict[str, int], int]:
+    """(size fields of its transformers config, max length) of a SentenceTransformer, CrossEncoder or CrossBiEncoder."""
+    from ..scheduling.gpu_memory import DEFAULT_DIMS
+
+    if hasattr(model, "encoder") and hasattr(model, "pair_tokenizer"):  # CrossBiEncoder
+        config, max_length = model.encoder.config, model.max_length
+    else:  # SentenceTransformer, CrossEncoder (sentence-transformers 6: both a Transformer module first)
+        config, max_length = model[0].auto_model.config, model.max_seq_length
+    dims = {name: int(getattr(config, name, None) or default) for name, default in DEFAULT_DIMS.items()}
+    return dims, int(max_length or dims["max_position_embeddings"])
+
+
+def usable_mb(device) -> float:
+    """MB this job may still use on CUDA `device`: the GPU's free memory, within its claim in a packed run."""
+    import torch
+
+    from ..scheduling.gpu_memory import CONTEXT_MB
+    from ..scheduling.gpus import job_claim
+
+    free = torch.cuda.mem_get_info(torch.device(device))[0] / 1e6
+    count, total = job_claim()
+    claim = -(-total // max(count, 1))  # per GPU: a data-parallel job claims `count` GPUs
+    if claim > 0:
+        free = min(free, claim - CONTEXT_MB - torch.cuda.memory_reserved(torch.device(device)) / 1e6)
+    return free
+
+
+def tokenizer_of(model):
+    """The tokenizer of a SentenceTransformer, CrossEncoder or CrossBiEncoder."""
+    return model.pair_tokenizer.tokenizer if hasattr(model, "pair_tokenizer") else model.tokenizer
+
+
+def batch_size(model, requested: int, rows=None) -> int:
+    """Rows per forward-only batch of `model` over `rows` (texts, or (a, b) pairs): `requested` off CUDA (nothing
+    is tokenised there), sized by the usable memory and the longest of `rows` on CUDA."""
+    device = model_device(model)
+    if not _is_cuda(device):
+        return requested
+    dims, max_length = model_shape(model)
+    length = max_length if rows is None else min(max_length, longest_row(tokenizer_of(model), rows))
+    chosen = rows_for_memory(usable_mb(device), row_mb(dims, length), requested)
+    log.info("inference: %d rows per batch on %s (stage batch_size %d, longest row %d tokens)", chosen, device,
+             requested, length)
+    return chosen
+
+
+def autocast(model):
+    """The autocast context of a forward-only pass of `model`: none off CUDA or under `precision: fp32`."""
+    device = model_device(model)
+    if not _is_cuda(device):
+        return contextlib.nullcontext()
+    import torch
+
+    from .device import PRECISION_ENV
+
+    precision = os.environ.get(PRECISION_ENV, "auto")
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+    return torch.autocast("cuda", dtype=dtype)

@@ -1,0 +1,1 @@
+"""Scheduling: job sizes for a scheduler, GPUs shared between jobs, SLURM, warm starts and progress lines."""

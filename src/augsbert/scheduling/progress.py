@@ -1,0 +1,154 @@
+"""A model job's progress on the console of the run that started it: stage, step k/N, ETA, log path.
+
+A workflow job writes everything to logs/<stage>/<key>.log (the rule redirects stdout and stderr), so
+Snakemake's console stayed silent for the minutes a teacher trains. The stage rules keep the console as
+file descriptor 3 (`3>&2` before the redirection, workflow/rules/stages.smk) and the Snakefile sets
+PROGRESS_FD_ENV; a model job then prints one line there every PERIOD_S seconds while it runs:
+
+    augsbert: teacher demo-lee-...: step 12/19 (63 %), ETA 0:48 (log logs/teacher/<key>.log)
+
+Steps come from the trainers (`callback`, added to every Hugging Face trainer by augsbert.training.tracking); a
+job between trainers (scoring, evaluation, encoding) prints the time it has run. Outside the workflow
+(no PROGRESS_FD_ENV) nothing is printed here: the stage's own log reaches the terminal.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import TextIO
+
+PROGRESS_FD_ENV = "AUGSBERT_PROGRESS_FD"
+PERIOD_S = 20.0  # below the 30 s a user waits without a sign of life
+
+_active: Progress | None = None
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
+
+
+class Progress:
+    """The progress of one job: the latest trainer step, printed by a background thread every `period` s."""
+
+    def __init__(self, label: str, log_path: str | None, stream: TextIO, period: float | None = None,
+                 clock=time.monotonic):
+        self.label, self.log_path, self.stream, self.clock = label, log_path, stream, clock
+        self.period = PERIOD_S if period is None else period
+        self.started = clock()
+        self.step = self.total = 0
+        self.first_step_at: float | None = None  # time and step of the trainer's first step: the ETA's base
+        self.first_step = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def steps(self, step: int, total: int) -> None:
+        """The trainer reached `step` of `total` (a new trainer, or a restart, begins a new ETA)."""
+        if total != self.total or step < self.step or self.first_step_at is None:
+            self.first_step_at, self.first_step = self.clock(), step
+        self.step, self.total = step, total
+
+    def line(self) -> str:
+        now = self.clock()
+        if self.total:
+            done = self.step - self.first_step
+            eta = (f"ETA {_clock((now - self.first_step_at) / done * (self.total - self.step))}" if done > 0
+                   else "ETA after the first step")
+            what = f"step {self.step}/{self.total} ({100 * self.step // self.total} %), {eta}"
+        else:
+            what = f"running for {_clock(now - self.started)}"
+        return f"augsbert: {self.label}: {what}" + (f" (log {self.log_path})" if self.log_path else "")
+
+    def print(self) -> None:
+        try:
+            print(self.line(), file=self.stream, flush=True)
+        except (OSError, ValueError):  # the console went away (a closed terminal): the job goes on
+            self._stop.set()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period):
+            self.print()
+
+    def start(self) -> Progress:
+        self._thread = threading.Thread(target=self._run, name="augsbert-progress", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=1)
+
+
+def log_path(stage: str, out: str) -> str | None:
+    """The rule's log of a workflow artifact, artifacts/<stage>/<key> -> logs/<stage>/<key>.log, where it exists."""
+    path = Path(out)
+    if path.parent.name != stage or path.parent.parent.name != "artifacts":
+        return None
+    log = path.parent.parent.parent / "logs" / stage / f"{path.name}.log"
+    return str(log) if log.exists() else None
+
+
+def start(stage: str, out: str, env=None) -> Progress | None:
+    """Start printing the progress of the job writing `out` to the console descriptor, if the workflow gave one."""
+    global _active
+    env = os.environ if env is None else env
+    fd = env.get(PROGRESS_FD_ENV)
+    if not fd or not fd.isdigit():
+        return None
+    try:
+        stream = os.fdopen(os.dup(int(fd)), "w", buffering=1)  # a copy: closing it leaves the descriptor alone
+    except OSError:  # not open in this process (a job started another way)
+        return None
+    _active = Progress(f"{stage} {Path(out).name}", log_path(stage, out), stream).start()
+    return _active
+
+
+def stop() -> None:
+    global _active
+    if _active is not None:
+        _active.stop()
+        try:
+            _active.stream.close()
+        except OSError:
+            pass
+        _active = None
+
+
+def warn(message: str, env=None) -> None:
+    """A warning the user must see during a run: in the job's log, and on the workflow's console as well."""
+    import logging
+
+    logging.getLogger("augsbert").warning(message)
+    env = os.environ if env is None else env
+    fd = env.get(PROGRESS_FD_ENV)
+    if fd and fd.isdigit():
+        try:
+            with os.fdopen(os.dup(int(fd)), "w") as console:
+                print(f"augsbert: warning: {message}", file=console, flush=True)
+        except OSError:  # no console descriptor in this process
+            pass
+
+
+def callback():
+    """A TrainerCallback that passes each step to the job's progress; None when no progress is printed."""
+    if _active is None:
+        return None
+    from transformers import TrainerCallback
+
+    progress = _active
+
+    class StepProgress(TrainerCallback):
+        def on_train_begin(self, args, state, control, **kwargs):
+            progress.steps(state.global_step, state.max_steps)
+            return control
+
+        def on_step_end(self, args, state, control, **kwargs):
+            progress.steps(state.global_step, state.max_steps)
+            return control
+
+    return StepProgress()

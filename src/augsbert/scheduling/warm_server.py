@@ -1,0 +1,191 @@
+"""The warm server of augsbert.scheduling.warm (its module docstring says what it does): imports the libraries once, then
+runs each `augsbert` command handed to it at a Unix socket in a fork.
+
+    python -m augsbert.scheduling.warm_server PATH      # then AUGSBERT_WARM_SOCKET=PATH for the commands to serve
+"""
+
+from __future__ import annotations
+
+import array
+import json
+import os
+import signal
+import socket
+import sys
+
+from .warm import WARM_FIXED_ENV, send_line
+
+PRELOAD_ENV = "AUGSBERT_WARM_PRELOAD"  # comma-separated modules to import instead of PRELOAD (tests)
+PRELOAD = ("torch", "transformers", "transformers.trainer", "sentence_transformers", "datasets", "accelerate",
+           "pandas", "pyarrow.parquet", "scipy.stats", "augsbert.cli", "augsbert.training.pairs",
+           "augsbert.models.architectures", "augsbert.jobs.train")
+KILL_GRACE_S = 10.0
+
+
+def _job(request: dict, fds: list[int]) -> None:
+    """In the job's process: become the command, run it and end as a plain `augsbert` process ends (non-daemon
+    threads joined, exit handlers run, streams flushed; an uncaught error's traceback and status 1, Ctrl-C's
+    SIGINT); never return."""
+    import atexit
+    import threading
+    import traceback
+
+    code, interrupted = 1, False
+    try:
+        os.setsid()
+        for target, fd in zip((0, 1, 2), fds):
+            os.dup2(fd, target)
+        for fd in fds:
+            os.close(fd)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        sys.argv = ["augsbert", *request["argv"]]
+        for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
+            signal.signal(s, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        from ..cli import main
+
+        result = main(list(request["argv"]))  # the console script: sys.exit(main())
+        code = result if isinstance(result, int) else (0 if result is None else 1)
+    except SystemExit as stop:
+        code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+        if stop.code is not None and not isinstance(stop.code, int):
+            print(stop.code, file=sys.stderr)
+    except KeyboardInterrupt:
+        traceback.print_exc()
+        interrupted = True
+    except BaseException:  # noqa: BLE001 - reported as a plain start reports an uncaught error
+        traceback.print_exc()
+    finally:
+        try:
+            threading._shutdown()  # what the interpreter does at exit: wait for non-daemon threads
+            atexit._run_exitfuncs()  # then exit handlers (a GPU claim's release, logging's flush)
+        except BaseException:  # noqa: BLE001 - as at a plain exit, a failing handler does not change the status
+            traceback.print_exc()
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001 - a closed stream cannot stop the exit
+                pass
+        if interrupted:  # Python ends an uncaught Ctrl-C by SIGINT, so the parent sees it as such
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGINT)
+        os._exit(code)
+
+
+def _keep(conn: socket.socket) -> None:
+    """In a keeper: read one request, start its job, report pid and exit status; never return."""
+    code, pid, reaped = 0, None, False
+    try:
+        data, ancillary, _, _ = conn.recvmsg(1 << 20, socket.CMSG_SPACE(3 * array.array("i").itemsize))
+        fds = []
+        for level, kind, payload in ancillary:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds.extend(array.array("i", payload[: len(payload) - len(payload) % 4]))
+        while not data.endswith(b"\n"):
+            more = conn.recv(1 << 20)
+            if not more:
+                raise ConnectionError("request cut short")
+            data += more
+        request = json.loads(data)
+        if len(fds) != 3 or any(request["env"].get(k) != os.environ.get(k) for k in WARM_FIXED_ENV):
+            send_line(conn, {"refused": "environment"})
+            os._exit(0)
+        send_line(conn, {"accepted": True})
+        pid = os.fork()
+        if pid == 0:
+            conn.close()
+            _job(request, fds)
+        for fd in fds:
+            os.close(fd)
+        send_line(conn, {"pid": pid})
+        conn.setblocking(False)
+        deadline = None
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                reaped = True
+                send_line(conn, {"returncode": os.waitstatus_to_exitcode(status)})
+                break
+            import select
+
+            readable, _, _ = select.select([conn], [], [], 0.2)
+            if readable and deadline is None:
+                try:
+                    closed = conn.recv(1) == b""
+                except BlockingIOError:
+                    closed = False
+                if closed:  # the command is gone: its job must not outlive it
+                    os.killpg(pid, signal.SIGTERM)
+                    deadline = _monotonic() + KILL_GRACE_S
+            if deadline is not None and _monotonic() > deadline:
+                os.killpg(pid, signal.SIGKILL)
+                deadline = float("inf")
+    except BaseException:  # noqa: BLE001 - a keeper's failure ends only its own command (which sees no status)
+        code = 1
+        # the job has a session of its own: a keeper that dies (the command gone between two messages, a
+        # SIGTERM to the server's group, which the keeper inherits as SystemExit) must not leave it running
+        if pid and not reaped:
+            try:
+                os.killpg(pid, signal.SIGTERM)
+            except OSError:
+                pass
+    finally:
+        os._exit(code)
+
+
+def _monotonic() -> float:
+    import time
+
+    return time.monotonic()
+
+
+def serve(path: str) -> None:
+    """Import PRELOAD, then serve commands at the Unix socket `path` until SIGTERM or the parent's end."""
+    import gc
+    import importlib
+    import threading
+
+    for name in filter(None, os.environ.get(PRELOAD_ENV, ",".join(PRELOAD)).split(",")):
+        importlib.import_module(name)
+    if threading.active_count() != 1:  # fork copies the calling thread only: a lock held elsewhere would hang
+        raise RuntimeError(f"augsbert.scheduling.warm: an import started threads: {threading.enumerate()}")
+    if os.path.exists(path):
+        os.unlink(path)
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    os.chmod(path, 0o600)  # the user's own commands only
+    server.listen(64)
+    server.settimeout(1.0)
+    parent = os.getppid()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    gc.freeze()  # the imported objects stay shared with the forks (no collection touches their pages)
+    print(f"augsbert.scheduling.warm: serving at {path}", file=sys.stderr, flush=True)
+    try:
+        while os.getppid() == parent:
+            try:
+                while os.waitpid(-1, os.WNOHANG)[0]:  # reap finished keepers
+                    pass
+            except ChildProcessError:
+                pass
+            try:
+                conn, _ = server.accept()
+            except TimeoutError:
+                continue
+            sys.stdout.flush()
+            sys.stderr.flush()
+            if os.fork() == 0:
+                server.close()
+                _keep(conn)
+            conn.close()
+    finally:
+        server.close()
+        if os.path.exists(path):
+            os.unlink(path)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: python -m augsbert.scheduling.warm_server SOCKET_PATH")
+    serve(sys.argv[1])

@@ -1,0 +1,169 @@
+"""Trans-Encoder (Liu et al., ICLR 2022) as a loop of stages: the `pair_scores` stage (job:
+augsbert.jobs.pair_scores) and the rounds of `teacher` / `student` nodes it feeds (`models: [trans_encoder]`).
+
+Round 0 scores the unlabelled pairs with the start Bi-Encoder. Round r trains a cross model (a `teacher`
+node with a `labels` input: it learns those scores, never gold, and keeps its last epoch), scores the pairs
+with it, and trains a Bi-Encoder on them (a `student` node without gold, last epoch); its scores start round
+r + 1. Every model is its own node whose inputs are the previous round's: `rounds: 3` after `rounds: 2`
+plans round 3 and nothing else anew. Mutual distillation (`trans_encoder.mutual`) runs a second chain from
+other bases; both chains learn the mean of the two models' scores in every round.
+
+Roles per seed: `te_scores_<r>` (the Bi-Encoders' scores after round r, round 0 = the start model),
+`te_cross_<r>`, `te_cross_scores_<r>`, `te_bi_<r>` and, mutual, `te_cross_<r>_mutual`, `te_bi_<r>_mutual`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ..errors import ConfigError
+from ..store.graph import Graph, Node
+from ..params import Params
+from .base import Stage
+from .train import student, teacher
+
+
+@dataclass(frozen=True, kw_only=True)
+class PairScoresParams(Params):
+    """Which pairs (`source`, at most `max_pairs` of them drawn with `seed`) and how many scorers: scorer k is
+    the input `scorer_<k>` (a trained artifact) or else a model reference (`model`, `mutual_model`: round 0),
+    scored as a Bi-Encoder with `max_length`; several scorers' scores are averaged, then clipped to [0, 1]
+    with `clip` (the targets of a BCE cross model)."""
+
+    source: Literal["train", "candidates"]
+    scorers: int
+    seed: int
+    max_length: int
+    clip: bool = False
+    max_pairs: int | None = None
+    batch_size: int = 64
+    model: str | None = None
+    mutual_model: str | None = None
+    model_identity: dict[str, str] = field(default_factory=dict)
+    hub_revisions: dict[str, str] = field(default_factory=dict)
+
+
+PAIR_SCORES = Stage("pair_scores", 1, "score unlabelled pairs with one or two models, averaged (Trans-Encoder's "
+                    "pseudo-labels)", "augsbert.jobs.pair_scores:run", section="trans_encoder",
+                    runtime=("batch_size", "model", "mutual_model"), roles=("te_scores_0",), seconds_per_item=0.004,
+                    base_mem_mb=8000, mb_per_item=0.002, params=PairScoresParams)
+STAGES = (PAIR_SCORES,)
+
+SCORER_INPUT = "scorer_{}"
+NO_GOLD = {"seed_optimization": {"trials": 0, "fraction": 0.3}, "early_stopping_patience": 0}  # both read dev gold
+PRETRAINED = "pretrained"
+
+
+@dataclass(frozen=True)
+class Chain:
+    """Where one chain's models start: a model reference or a planned node (`pretrain`), for each kind."""
+
+    bi: str | Node
+    cross: str | Node
+    suffix: str  # of its roles: "" (the first chain) or "_mutual"
+
+
+def chains(name: str, exp: dict, pretrained: Node | None) -> list[Chain]:
+    te = exp["trans_encoder"]
+
+    def start(ref: str | None, use_pretrained: bool, what: str) -> str | Node:
+        if use_pretrained or ref == PRETRAINED:
+            if pretrained is None:
+                raise ConfigError(f"experiments.{name}.{what}: starts from the `pretrain` encoder, but "
+                                  "`pretrain.objective` is none")
+            return pretrained
+        return ref
+
+    first = Chain(start(te["bi"].get("base_model") or exp["student"]["base_model"] or exp["base_model"],
+                        exp["student"]["base"] == PRETRAINED and not te["bi"].get("base_model"), "student.base"),
+                  start(te["cross"].get("base_model") or exp["teacher"]["base_model"] or exp["base_model"],
+                        exp["teacher"]["base"] == PRETRAINED and not te["cross"].get("base_model"), "teacher.base"),
+                  "")
+    if not te["mutual"]:
+        return [first]
+    mutual = te["mutual"]
+    second = Chain(start(mutual["base_model"], False, "trans_encoder.mutual.base_model"),
+                   start(mutual["cross_base_model"] or mutual["base_model"], False,
+                         "trans_encoder.mutual.cross_base_model"), "_mutual")
+    if (second.bi, second.cross) == (first.bi, first.cross):
+        raise ConfigError(f"experiments.{name}.trans_encoder.mutual: the same bases as the first chain "
+                          f"({first.bi if isinstance(first.bi, str) else 'pretrained'}); mutual distillation needs "
+                          "models of other bases (the paper: BERT and RoBERTa)")
+    return [first, second]
+
+
+def _section(exp: dict, kind: str, overrides: dict, start: str | Node) -> dict:
+    """`exp` with its teacher (cross) or student (bi) section as a Trans-Encoder model of `start` trains."""
+    section = {**exp[kind], **{k: v for k, v in overrides.items() if k != "base_model" and v is not None}, **NO_GOLD,
+               "base": "base_model"}  # null overrides: the section's value
+    if kind == "student":
+        section["use_gold_labels"] = False
+    section["base_model"] = start if isinstance(start, str) else None
+    return {**exp, kind: section}
+
+
+def _init(start: str | Node) -> dict[str, Node]:
+    return {} if isinstance(start, str) else {"init": start}
+
+
+def pair_scores(graph: Graph, exp: dict, name: str, seed: int, pairs: Node, scorers: list[str | Node],
+                clip: bool, max_length: int) -> Node:
+    te = exp["trans_encoder"]
+    params = {"source": te["pairs"], "scorers": len(scorers), "seed": seed, "max_length": max_length,
+              "batch_size": te["batch_size"]}
+    if clip:
+        params["clip"] = True
+    if te["max_pairs"] is not None:
+        params["max_pairs"] = te["max_pairs"]
+    inputs = {"pairs": pairs}
+    for k, scorer in enumerate(scorers):
+        if isinstance(scorer, str):  # round 0: a model reference, entering the key by identity
+            params["model" if k == 0 else "mutual_model"] = scorer
+        else:
+            inputs[SCORER_INPUT.format(k)] = scorer
+    return graph.add(PAIR_SCORES, name, params, inputs)
+
+
+def trans_encoder(graph: Graph, name: str, exp: dict, dataset: str, seed: int, data: Node, pairs: Node,
+                  pretrained: Node | None) -> dict[str, Node]:
+    """The nodes of every round for one seed, by role."""
+    te = exp["trans_encoder"]
+    starts = chains(name, exp, pretrained)
+    cross_arch = te["cross"].get("arch") or exp["teacher"]["arch"]
+    cross_loss = te["cross"].get("loss") or exp["teacher"]["loss"]
+    clip = cross_arch == "ce" and cross_loss == "bce"  # BCE targets are probabilities
+    bi_length = te["bi"].get("max_length") or exp["student"]["max_length"]
+    roles: dict[str, Node] = {}
+    scores = roles["te_scores_0"] = pair_scores(graph, exp, f"{dataset}.te0.bi", seed, pairs,
+                                                [c.bi for c in starts], clip, bi_length)
+    for r in range(1, te["rounds"] + 1):
+        crosses = [teacher(graph, _section(exp, "teacher", te["cross"], c.cross), f"{dataset}.te{r}", seed,
+                           {"data": data, "labels": scores, **_init(c.cross)}, selection="last") for c in starts]
+        cross_scores = roles[f"te_cross_scores_{r}"] = pair_scores(graph, exp, f"{dataset}.te{r}.cross", seed, pairs,
+                                                                   crosses, False, bi_length)
+        bis = [student(graph, _section(exp, "student", te["bi"], c.bi), f"{dataset}.te{r}", seed,
+                       {"data": data, "labels": cross_scores, **_init(c.bi)}, "last") for c in starts]
+        for chain, cross, bi in zip(starts, crosses, bis):
+            roles[f"te_cross_{r}{chain.suffix}"] = cross
+            roles[f"te_bi_{r}{chain.suffix}"] = bi
+        if r < te["rounds"]:
+            scores = roles[f"te_scores_{r}"] = pair_scores(graph, exp, f"{dataset}.te{r}.bi", seed, pairs, bis, clip,
+                                                           bi_length)
+    return roles
+
+
+def check_pairs(name: str, exp: dict) -> None:
+    """`pairs: candidates` must come from a strategy that uses no gold label (the fine-tuned semantic-search
+    encoder learned the gold)."""
+    sampling = exp["sampling"]
+    strategies = [s for s in sampling["strategies"] if s != "none"]
+    if exp["trans_encoder"]["pairs"] != "candidates":
+        return
+    if not strategies:
+        raise ConfigError(f"experiments.{name}.trans_encoder.pairs: candidates, but sampling.strategies is [none]")
+    encodes = any(s.startswith("semantic_search") or s == "iterative_kde" for s in strategies)
+    if encodes and sampling["semantic_model"] == "finetuned":
+        raise ConfigError(f"experiments.{name}.trans_encoder.pairs: candidates from semantic search with "
+                          "sampling.semantic_model: finetuned, an encoder trained on gold; Trans-Encoder uses no "
+                          "gold label: choose pretrained, pretrained_stage or a model")

@@ -1,0 +1,1 @@
+"""The artifact store: content-addressed keys, artifact directories, manifests and what a job re-checks."""

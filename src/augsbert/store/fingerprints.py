@@ -1,0 +1,128 @@
+"""What an input *is*, for artifact keys: raw files by content, models by what they resolve to.
+
+Keys built from paths or timestamps rerun hours of training when a file is
+merely copied again or `touch`ed, and reuse stale results when a file is
+overwritten in place. So raw data files enter keys by their sha256, and model
+references by their resolved identity:
+
+- a local model directory: a sha256 over its configuration, tokenizer and
+  weight files (names and contents);
+- a packaged alias (`minilm-l6`): the package and its version;
+- a hub id: the id and the configured revision (`hub_revisions` in the config;
+  pin a commit there to make the key exact).
+
+Hashing a large file costs seconds, so digests are cached by (absolute path,
+size, mtime_ns, ctime_ns, inode) in `artifacts/.cache/file-digests.json`: a dry
+run re-hashes only what changed. A touched-but-identical file is re-hashed once,
+gets the same digest, and so the same keys. The change time and inode are in
+the stamp because the modification time alone can be set back: a same-size
+correction copied with `cp -p`, `rsync -a` or `touch -r` keeps its old mtime,
+but the system sets its ctime (and a replaced file has a new inode).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+from pathlib import Path
+
+CACHE_PATH = Path("artifacts/.cache/file-digests.json")
+MISSING = "missing"
+
+# Files of a model directory that determine what it computes (weights, config, tokenizer, pooling).
+MODEL_FILE_SUFFIXES = (".json", ".safetensors", ".bin", ".txt", ".model", ".pt", ".pth")
+
+
+class DigestCache:
+    """sha256 digests of files, memoised on disk by (path, size, mtime_ns, ctime_ns, inode)."""
+
+    def __init__(self, path: Path = CACHE_PATH):
+        self.path = path
+        self.entries: dict[str, list] = {}
+        self.dirty = False
+        try:
+            self.entries = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            self.entries = {}  # no cache yet, or a damaged one: recompute
+
+    def file(self, path: str | Path) -> str:
+        path = Path(path).resolve()
+        st = path.stat()
+        if not stat.S_ISREG(st.st_mode):  # /dev/zero or a pipe would be hashed forever, a directory fails later
+            from ..errors import DataError
+
+            raise DataError(f"{path} {'is a directory' if stat.S_ISDIR(st.st_mode) else 'is not a regular file'}; "
+                            "a data file is hashed by its content")
+        stamp = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+        cached = self.entries.get(str(path))
+        if cached and cached[:-1] == stamp:  # entries of the former (size, mtime) format re-hash once
+            return cached[-1]
+        digest = hashlib.sha256()
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        self.entries[str(path)] = [*stamp, digest.hexdigest()]
+        self.dirty = True
+        return digest.hexdigest()
+
+    def tree(self, root: str | Path, suffixes: tuple[str, ...] | None = None) -> str:
+        """One digest over the relative names and contents of the files below `root`."""
+        root = Path(root)
+        digest = hashlib.sha256()
+        for path in sorted(p for p in root.rglob("*") if p.is_file()):
+            rel = path.relative_to(root).as_posix()
+            if any(part.startswith(".") for part in path.relative_to(root).parts):
+                continue  # .git, .cache, editor files: not part of the data or model
+            if suffixes is not None and not rel.endswith(suffixes):
+                continue
+            digest.update(f"{rel}\0{self.file(path)}\n".encode())
+        return digest.hexdigest()
+
+    def save(self) -> None:
+        """Write the cache atomically (merged with what another process may have written meanwhile)."""
+        if not self.dirty:
+            return
+        tmp = self.path.with_name(f".{self.path.name}.partial-{os.getpid()}")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                merged = {**json.loads(self.path.read_text()), **self.entries}
+            except (OSError, ValueError):
+                merged = self.entries
+            tmp.write_text(json.dumps(merged, indent=0, sort_keys=True))
+            os.replace(tmp, self.path)
+            self.dirty = False
+        except OSError:  # a read-only or full project still plans; it only re-hashes next time
+            try:
+                tmp.unlink(missing_ok=True)  # a write cut short by a full disk leaves no partial file
+            except OSError:
+                pass
+
+
+def path_digest(cache: DigestCache, path: str | Path) -> str:
+    """Digest of a file or directory; `missing` if it does not exist, or is neither (a device such as /dev/zero,
+    a pipe: never read; the data stage then says what it is and what to do)."""
+    path = Path(path)
+    if path.is_file():
+        return cache.file(path)
+    if path.is_dir():
+        return "tree:" + cache.tree(path)
+    return MISSING
+
+
+def model_identity(ref: str, cache: DigestCache, revisions: dict[str, str] | None = None) -> str:
+    """What a model reference resolves to, as a string that enters artifact keys."""
+    from ..models.resolve import ALIAS_PACKAGES, reference_kind
+
+    kind = reference_kind(ref)
+    if kind == "alias":
+        from importlib.metadata import version
+
+        package = ALIAS_PACKAGES[ref]
+        return f"alias:{ref}={package}=={version(package)}"
+    if kind == "path":
+        return "sha256:" + cache.tree(Path(os.path.expanduser(ref)), MODEL_FILE_SUFFIXES)
+    return f"hub:{ref}@{(revisions or {}).get(ref, 'main')}"
+
