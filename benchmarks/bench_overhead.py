@@ -155,7 +155,8 @@ def params_of(name: str, spec: dict):
 
     stage = TRAINERS[name][0]
     if stage in ("teacher", "student"):
-        from augsbert.stages.train import StudentParams, TeacherParams
+        from augsbert.stages.student import StudentParams
+        from augsbert.stages.teacher import TeacherParams
 
         return read_params(TeacherParams if stage == "teacher" else StudentParams, spec)
     if stage == "adapt":

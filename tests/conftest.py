@@ -214,7 +214,7 @@ def train_params(**override):
 
 
 def teacher_spec_params(**override) -> dict:
-    """A teacher artifact's spec params (augsbert.stages.train.TeacherParams as JSON), for tests that write
+    """A teacher artifact's spec params (augsbert.stages.teacher.TeacherParams as JSON), for tests that write
     a teacher artifact by hand."""
     return {**train_params().to_json(), "arch": "cbe", "symmetric": True, **override}
 

@@ -188,7 +188,7 @@ def test_plan_prints_a_table_of_artifacts_and_whether_they_are_built(tmp_path, c
     assert rows[1] == ["SEED", "ROLE", "STAGE", "ARTIFACT", "BUILT"]
     assert rows[2:] == [["42", role, run["stage"], run["path"], "yes" if role == "data" else "no"]
                         for role, run in runs.items()]
-    assert [r[1] for r in rows[2:]] == ["data", "source_data", "zero_shot", "lower_bound", "zero_shot_suite",
+    assert [r[1] for r in rows[2:]] == ["data", "source_data", "lower_bound", "zero_shot", "zero_shot_suite",
                                         "lower_bound_suite"]
 
 

@@ -57,7 +57,7 @@ def test_labels_deduplicate_across_strategies_and_honour_relabel_gold(tmp_path, 
     from augsbert.models.architectures import ARCHITECTURES
 
     teacher = tmp_path / "teacher"
-    from augsbert.stages.train import TeacherParams
+    from augsbert.stages.teacher import TeacherParams
     from conftest import teacher_spec_params
 
     params = teacher_spec_params(max_length=32)

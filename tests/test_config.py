@@ -6,6 +6,7 @@ import yaml
 
 from augsbert.config.load import ConfigError, canonical_json, coerce, deep_merge, load_config, load_schema, prepare_config, read_config
 from augsbert.planning.plan import Plan
+from augsbert.reporting.layout import grid_spec
 from conftest import REPO
 
 
@@ -345,7 +346,7 @@ def test_an_unknown_experiment_names_the_closest_and_where_the_rest_are(raw_conf
         "  defined in a config file of your own? Name that file: snakemake --configfile my.yaml -- "
         "results/demo_cbee.json (`--` ends the list of config files), or augsbert ... --config my.yaml")
     with pytest.raises(ConfigError) as err:
-        plan.grid_spec("zzz")
+        grid_spec(plan, "zzz")
     assert str(err.value).split("\n")[:2] == ["unknown grid 'zzz'", "  no grid has a similar name"]
     assert "results/tables/zzz.md" in str(err.value)
 

@@ -5,7 +5,9 @@ import yaml
 
 from augsbert.config.load import ConfigError, deep_merge, prepare_config, read_config
 from augsbert.config.grids import experiment_name
-from augsbert.planning.plan import Plan, row_label
+from augsbert.planning.plan import Plan
+from augsbert.reporting.layout import row_label
+from augsbert.reporting.layout import grid_spec
 from conftest import REPO, plan_shipped
 
 GRID = {
@@ -46,7 +48,7 @@ def test_grid_cells_share_every_common_stage():
 
 
 def test_table_rows_are_one_per_distinct_model_labelled_by_what_it_depends_on():
-    spec = plan_for(grids={"g": GRID}).grid_spec("g")
+    spec = grid_spec(plan_for(grids={"g": GRID}), "g")
     labels = [r["label"] for r in spec["rows"]]
     assert labels == ["Zero-shot base model", "SBERT (lower bound)", "CE (upper bound)", "CBE (upper bound)",
                       "AugSBERT-Cross-Encoder-none", "AugSBERT-Cross-Encoder-BM25", "AugSBERT-cbe-none",
@@ -67,7 +69,7 @@ def test_grid_errors_name_the_key():
     with pytest.raises(ConfigError, match="grids.g: expands to experiment 'g.lee'"):
         plan_for(grids={"g": {"columns": {"lee": {}}}}, experiments={"g.lee": {"dataset": "lee"}})
     with pytest.raises(ConfigError, match="unknown grid 'nope'"):
-        plan_for().grid_spec("nope")
+        grid_spec(plan_for(), "nope")
     with pytest.raises(ConfigError, match="grids.g.columns"):
         plan_for(grids={"g": {"columns": {}}})
 
@@ -103,7 +105,7 @@ def test_suite_tasks_follow_the_files_present(tmp_path):
     assert set(params["skipped"]) == {"sts13", "sts14", "sts15", "sts16", "stsb", "sickr", "cqadupstack",
                                       "twitterpara", "scidocs", "topic"}
     assert "no file" in params["skipped"]["sts13"] and params["skipped"]["topic"] == "the dataset has no topic labels"
-    assert plan.local_files(key) == sorted([params["sts"]["sts12"], params["useb"]["askubuntu"]])
+    assert plan.raw_inputs(key) == sorted([params["sts"]["sts12"], params["useb"]["askubuntu"]])
     # a new file is a new key (the old evaluation stays cached); hub fetching lists the task instead
     (tmp_path / "sts_suite" / "sts13.tsv").write_text("sentence1\tsentence2\tscore\na\tb\t1\n")
     assert plan_for(data_dir=str(tmp_path)).experiment("demo_zeroshot").runs[42]["zero_shot_suite"] != key
@@ -129,12 +131,12 @@ def test_no_suites_means_no_suite_jobs_and_bws_gets_topics():
 
 def test_thesis_grids_plan():
     plan = Plan(prepare_config(read_config(REPO / "config" / "config.yaml")))
-    semi = plan.grid_spec("augsbert_semi")
+    semi = grid_spec(plan, "augsbert_semi")
     assert semi["columns"] == ["spanish_sts", "bws_cross_topic", "bws_in_topic"]
     assert len(semi["experiments"]) == 2 * 5 * 3
     assert [r["label"] for r in semi["rows"]][:3] == ["SBERT (lower bound)", "CE (upper bound)", "CBE (upper bound)"]
     assert "AugSBERT-CBE-S.S." in [r["label"] for r in semi["rows"]]
-    distill = plan.grid_spec("distill")
+    distill = grid_spec(plan, "distill")
     losses = ["cosine", "CoSENT", "AnglE", "MNRL"]  # the student.loss axis: the lower bound learns with it too
     assert [r["label"] for r in distill["rows"]] == [f"SBERT (lower bound) [{x}]" for x in losses] + [
         f"Distill-{t}-{x}" for t in ("CBE", "CE") for x in losses]
@@ -151,7 +153,7 @@ PAPER_SELECTION = {"unsupervised": "last",          # TSDAE App. B fixed steps; 
 
 def pretrain_specs(plan, grid: str) -> list[dict]:
     """The params of every pretrain node the grid plans (each cell, each seed)."""
-    spec = plan.grid_spec(grid)
+    spec = grid_spec(plan, grid)
     nodes = {key for name in spec["experiments"] for roles in plan.experiment(name).runs.values()
              for key in [roles.get("pretrained")] if key}
     return [plan.node(key).params for key in sorted(nodes)]
@@ -224,7 +226,7 @@ def test_consert_ae_trains_wangs_epochs_with_his_warm_up():
     SimCSE train one epoch of 100k (1,563 steps of 64), the autoencoders and multi-task rows three (4,689)."""
     plan = Plan(prepare_config(read_config(REPO / "config" / "config.yaml"), lazy=True))
     steps = {}
-    for name in plan.grid_spec("consert_ae")["experiments"]:
+    for name in grid_spec(plan, "consert_ae")["experiments"]:
         params = plan.node(plan.experiment(name).runs[1]["pretrained"]).params
         assert (params["warmup_steps"], params["lr"], params["batch_size"], params["scheduler"]) == (
             910, 3e-5, 64, "linear")
@@ -239,7 +241,7 @@ def test_early_stopping_grids_key_patience_only_where_set():
     plan = plan_for(grids=read_config(REPO / "config" / "config.yaml")["grids"])
     for grid, roles in (("early_stopping", ("teacher", "lower_bound", "student")),
                         ("demo_early_stopping", ("teacher", "lower_bound"))):
-        spec = plan.grid_spec(grid)
+        spec = grid_spec(plan, grid)
         assert spec["metrics"] == ["spearman", "wall_time_s", "epochs_trained"]
         column = "bws" if grid == "early_stopping" else "lee"
         on, off = (plan.experiment(f"{grid}.{value}.{column}") for value in ("1", "off"))
@@ -256,6 +258,6 @@ def test_measure_configs_plan_their_grids(path):
     own = read_config(path)
     plan = Plan(prepare_config(deep_merge(read_config(REPO / "config" / "config.yaml"), own), lazy=True))
     for grid in own["grids"]:
-        spec = plan.grid_spec(grid)
+        spec = grid_spec(plan, grid)
         assert spec["rows"] and spec["experiments"], grid
         assert all(e.startswith(f"{grid}.") for e in spec["experiments"]), spec["experiments"]

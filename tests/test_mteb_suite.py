@@ -54,7 +54,7 @@ def test_plan_takes_local_task_data_then_the_hub_and_keys_the_version(tmp_path, 
                               "STS13": "hub"}
     assert params["mteb_version"] == "2.99.0" and params["digests"]["mteb:STS13"] == "hub"
     assert params["digests"]["mteb:STS12"].startswith("tree:")
-    assert plan.local_files(key) == sorted([params["mteb"]["STS12"], params["mteb"]["SICK-R"]])
+    assert plan.raw_inputs(key) == sorted([params["mteb"]["STS12"], params["mteb"]["SICK-R"]])
     # the data enter the key by content, the mteb version too
     (tmp_path / "mteb" / "STS12" / "test.jsonl").write_text(json.dumps({"sentence1": "a", "sentence2": "b",
                                                                          "score": 1}) + "\n")

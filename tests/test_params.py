@@ -12,7 +12,8 @@ from augsbert.cli import main
 from augsbert.errors import ConfigError
 from augsbert.params import Params, SeedOptimization, TrainingParams
 from augsbert.stages import REGISTRY
-from augsbert.stages.train import StudentParams, TeacherParams
+from augsbert.stages.student import StudentParams
+from augsbert.stages.teacher import TeacherParams
 
 
 def test_every_stage_declares_its_params():
@@ -139,7 +140,7 @@ def test_early_stopping_enters_a_key_only_when_set():
     assert "early_stopping_patience" not in default_params  # off: the keys planned before the option stay
     key, params = student(2)
     assert key != default_key and params["early_stopping_patience"] == 2
-    from augsbert.stages.train import StudentParams
+    from augsbert.stages.student import StudentParams
 
     assert StudentParams.from_json(params).early_stopping_patience == 2
 

@@ -7,6 +7,8 @@ import yaml
 from augsbert.config.load import ConfigError, deep_merge, prepare_config, read_config
 from augsbert.planning.plan import Plan
 from augsbert.stages import stage
+from augsbert.reporting.layout import grid_spec
+from augsbert.stages.prepare_data import data_node
 from conftest import REPO, plan_shipped
 
 
@@ -174,11 +176,11 @@ def test_data_keys_follow_file_content_not_location_or_timestamps(tmp_path):
         return root
 
     a = write(tmp_path / "a")
-    key = plan_for(data_dir=str(a)).data_node("stsb").key
+    key = data_node(plan_for(data_dir=str(a)), "stsb").key
     assert keys(plan_for(data_dir="elsewhere"))["data"] == keys(plan_for())["data"]  # Lee ships in gensim
     shutil.copytree(a, tmp_path / "b")  # the same bytes elsewhere, with new timestamps
     os.utime(tmp_path / "b" / "stsb" / "sts-dev.csv", (1, 1))
-    assert plan_for(data_dir=str(tmp_path / "b")).data_node("stsb").key == key
+    assert data_node(plan_for(data_dir=str(tmp_path / "b")), "stsb").key == key
     # issue 26 case 3: a same-size correction that keeps its mtime (cp -p, rsync -a, touch -r) reused the old
     # digest from the cache (keyed by size + mtime); the change time and inode are in the stamp now
     files = sorted((a / "stsb").iterdir())
@@ -187,7 +189,7 @@ def test_data_keys_follow_file_content_not_location_or_timestamps(tmp_path):
     for f in files:
         os.utime(f, ns=(before[f].st_atime_ns, before[f].st_mtime_ns))
         assert (f.stat().st_size, f.stat().st_mtime_ns) == (before[f].st_size, before[f].st_mtime_ns)
-    assert plan_for(data_dir=str(a)).data_node("stsb").key != key
+    assert data_node(plan_for(data_dir=str(a)), "stsb").key != key
 
 
 def test_sampling_changes_reuse_the_teacher():
@@ -372,7 +374,7 @@ def test_pretrain_misuse_fails_while_planning(override, message):
 
 def test_unsupervised_grid_rows_and_demo_grid_plan():
     plan = plan_for()
-    spec = plan.grid_spec("demo_unsupervised")
+    spec = grid_spec(plan, "demo_unsupervised")
     labels = [r["label"] for r in spec["rows"]]
     assert labels[0] == "Zero-shot base model"
     assert "Pre-trained [SimCSE (CLS)]" in labels and "Pre-trained [CT (mean)]" in labels

@@ -106,7 +106,7 @@ def write_teacher(tmp_path, base):
     from augsbert.models.architectures import ARCHITECTURES
 
     teacher = tmp_path / "teacher"
-    from augsbert.stages.train import TeacherParams
+    from augsbert.stages.teacher import TeacherParams
     from conftest import teacher_spec_params
 
     params = teacher_spec_params(max_length=32)

@@ -97,7 +97,7 @@ def test_margin_mse_loss_manual(model):
 
 
 def test_plan_keys_keep_cosine_students_and_prune_inert_options():
-    from augsbert.stages.train import student_loss_options
+    from augsbert.stages.student import student_loss_options
 
     base = {"loss": "cosine", "scale": 20.0, "positive_threshold": 0.8, "hard_negatives": False,
             "negative_threshold": 0.2, "group_by_length": True, "megabatch": 400, "epochs": 3}

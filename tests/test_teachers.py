@@ -244,7 +244,7 @@ def test_no_gold_label_reaches_a_trans_encoder_model(tmp_path, monkeypatch, tiny
 
 
 def test_members_and_rounds_are_model_rows_of_the_results_and_tables():
-    from augsbert.planning.plan import numbered_roles, row_label
+    from augsbert.reporting.layout import numbered_roles, row_label
     from augsbert.jobs.results import role_description, role_order
 
     assert role_description("teacher_member_1").startswith("teacher ensemble member 2")

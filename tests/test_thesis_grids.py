@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from augsbert.config.load import ConfigError
+from augsbert.reporting.layout import grid_spec
 from conftest import REPO, plan_shipped
 
 ROBERTA = "FacebookAI/roberta-base"
@@ -138,7 +139,7 @@ def test_no_setting_is_the_thesis_where_the_thesis_states_none():
 def test_grids_of_tables_6_1_to_6_3_plan_as_5_2_1_states(plan):
     """Tables 6.1 / 6.3: Bi-Encoder (lower bound), CE and CBE on STS-B, BERT and RoBERTa, three epochs; Table 6.2:
     the BERT CE scored with sigmoid, tanh and no activation. Their demo variants plan on Lee."""
-    basics = plan.grid_spec("cbe_basics")
+    basics = grid_spec(plan, "cbe_basics")
     assert [r["label"] for r in basics["rows"]] == [
         "SBERT (lower bound) [BERT]", "SBERT (lower bound) [RoBERTa]", "CE (upper bound) [BERT]",
         "CBE (upper bound) [BERT]", "CE (upper bound) [RoBERTa]", "CBE (upper bound) [RoBERTa]"]
@@ -149,12 +150,12 @@ def test_grids_of_tables_6_1_to_6_3_plan_as_5_2_1_states(plan):
         assert nodes["teacher"].settings["arch"] == arch and nodes["teacher"].settings["epochs"] == 3
         assert nodes["lower_bound"].settings["epochs"] == 3
         assert nodes["teacher"].settings["lr"] == 2e-5 and nodes["teacher"].settings["batch_size"] == 16  # 5.1
-    activations = plan.grid_spec("ce_activations")
+    activations = grid_spec(plan, "ce_activations")
     assert [r["label"] for r in activations["rows"]] == [
         f"CE (upper bound) [{a}]" for a in ("No Activation", "Sigmoid", "Tanh")]
     teacher = run_nodes(plan, "ce_activations.tanh.stsb")["teacher"]
     assert teacher.settings["activation"] == "tanh" and teacher.settings["model"] == "google-bert/bert-base-uncased"
-    assert len(plan.grid_spec("demo_cbe_basics")["rows"]) == 3 and len(plan.grid_spec("demo_ce_activations")["rows"]) == 3
+    assert len(grid_spec(plan, "demo_cbe_basics")["rows"]) == 3 and len(grid_spec(plan, "demo_ce_activations")["rows"]) == 3
 
 
 def test_iterative_kde_accept_enters_the_labels_key_only_when_greater():

@@ -16,6 +16,7 @@ from augsbert.data.prompts import (
 )
 from augsbert.models.cross_bi_encoder import PairTokenizer
 from augsbert.models.mlm import IGNORE, MLMPairCollator
+from augsbert.stages.prepare_data import data_node
 
 
 def tokens(tokenizer, ids) -> list[str]:
@@ -300,7 +301,7 @@ def load_dataset(tmp_path, definition: dict):
     from augsbert.planning.plan import Plan
 
     plan = Plan(load_config(str(cfg)))
-    node = plan.data_node("corpus")
+    node = data_node(plan, "corpus")
     out = tmp_path / "data_artifact"
     prepare_data.run(plan.spec(node.key), out)
     return out, node

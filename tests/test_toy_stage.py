@@ -1,35 +1,188 @@
-"""The worked example of README "Development": a new stage is a declaration with a planning hook, a job and
-(for options of its own) a schema section. Here all three live in this file; in the package they are
-`src/augsbert/stages/<module>.py`, `src/augsbert/jobs/<module>.py` and `src/augsbert/schemas/config.schema.json`.
+"""The worked examples of docs/development.md "Adding a stage".
 
-The toy stage, `word_counts`, counts the words of a dataset's train split for every planned run. Declared and
-registered, it is planned into every experiment (its own key, path and spec), gets its `augsbert word-counts`
-command, its job sizes and its rule (workflow/rules/stages.smk makes one per registry entry), and its job runs
-through the same command line as every stage.
+1. `label_filter`, a stage between `labels` and `student`, added the way a developer adds one: three files
+   written into a copy of the project (its declaration `src/augsbert/stages/label_filter.py`, its job
+   `src/augsbert/jobs/label_filter.py` and its section of `src/augsbert/schemas/config.schema.yaml`), nothing
+   else edited (not `planning/plan.py`, not a rule), then a Snakemake dry run of an experiment that sets it.
+   Its declaration says it `needs` the `labels` role and fills it: the registry plans it after the labelling
+   stage and before the student, which reads its node through the role without knowing it.
+2. `word_counts`, registered in-process, shown planned, sized, given a command and run.
 """
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from augsbert.store.artifacts import artifact_dir, write_json
 from augsbert.cli import build_parser, main
-from augsbert.store.graph import Node, SeedPlan
-from augsbert.stages import REGISTRY, register
-from augsbert.scheduling.resources import job_resources
-from augsbert.stages.base import Stage
 from augsbert.jobs.common import read_split
+from augsbert.scheduling.resources import job_resources
+from augsbert.stages import REGISTRY, register
+from augsbert.stages.base import Stage
+from augsbert.store.artifacts import artifact_dir, write_json
+from augsbert.store.graph import Node, SeedPlan
 from conftest import REPO, plan_shipped
+from workflow_helpers import checkout, job_stats, keep_experiments
+
+# -- 1. the three files of a stage between `labels` and `student`
+DECLARATION = '''"""The `label_filter` stage: keeps the teacher-labelled pairs scored at least `label_filter.min_score`
+(job: augsbert.jobs.label_filter)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..params import Params
+from ..store.graph import Node, SeedPlan
+from .base import Stage
 
 
-# -- the planning hook: which node the stage adds to a run (its params enter the key; its input is the data)
+@dataclass(frozen=True, kw_only=True)
+class LabelFilterParams(Params):
+    min_score: float
+
+
+def plan_label_filter(seed_plan: SeedPlan) -> dict[str, Node]:
+    """Between the teacher's labels and the student: the filtered pairs become the run's `labels`."""
+    min_score = seed_plan.config["label_filter"]["min_score"]
+    labels = seed_plan.roles.get("labels")
+    if min_score is None or labels is None:  # unset: nothing planned, every key as before
+        return {}
+    node = seed_plan.graph.add(LABEL_FILTER, f"{labels.name}.min{min_score:g}", {"min_score": min_score},
+                               {"labels": labels})
+    return {"labels": node, "unfiltered_labels": labels}
+
+
+LABEL_FILTER = Stage("label_filter", 1, "keep the labelled pairs scored at least label_filter.min_score",
+                     "augsbert.jobs.label_filter:run", section="label_filter", roles=("labels",), needs=("labels",),
+                     plan=plan_label_filter, params=LabelFilterParams, gpu=False, device=False, env="cpu",
+                     threads=1, seconds_per_item=0.0001, base_mem_mb=2000)
+STAGES = (LABEL_FILTER,)
+'''
+
+JOB = '''"""The `label_filter` job: the labelled pairs scored at least `min_score`, in the labels' own layout."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from ..params import read_params
+from ..stages.label_filter import LabelFilterParams
+from ..store.artifacts import artifact_dir
+
+
+def run(spec: dict, out: str | Path, force: bool = False) -> dict:
+    params = read_params(LabelFilterParams, spec)
+    pairs = pd.read_parquet(Path(spec["inputs"]["labels"]) / "pairs.parquet")
+    kept = pairs[pairs["score"] >= params.min_score]
+    with artifact_dir(out, spec, force) as tmp:
+        kept.to_parquet(tmp / "pairs.parquet", index=False)
+    return {"pairs": len(pairs), "kept": len(kept)}
+'''
+
+SCHEMA_SECTION = '''      label_filter:
+        type: object
+        default: {}
+        additionalProperties: false
+        description: Which teacher-labelled pairs the student learns (stage `label_filter`).
+        properties:
+          min_score:
+            type: [number, "null"]
+            default: null
+            description: Keep the pairs the teacher scored at least this; null keeps every pair (no stage).
+'''
+SCHEMA_ANCHOR = "      queries:\n        type: object\n"  # the section is added before this one
+
+
+def add_label_filter(root: Path) -> list[str]:
+    """What a developer writes: two new modules and one schema section; returns the files touched."""
+    package = root / "src" / "augsbert"
+    (package / "stages" / "label_filter.py").write_text(DECLARATION)
+    (package / "jobs" / "label_filter.py").write_text(JOB)
+    schema = package / "schemas" / "config.schema.yaml"
+    text = schema.read_text()
+    assert text.count(SCHEMA_ANCHOR) == 1
+    schema.write_text(text.replace(SCHEMA_ANCHOR, SCHEMA_SECTION + SCHEMA_ANCHOR))
+    return ["src/augsbert/jobs/label_filter.py", "src/augsbert/schemas/config.schema.yaml",
+            "src/augsbert/stages/label_filter.py"]
+
+
+def changed_files(root: Path) -> list[str]:
+    """Files of src/, workflow/ and config/ that differ between the copy and the repository."""
+    found = []
+    for part in ("src", "workflow", "config"):
+        for path in sorted((root / part).rglob("*")):
+            if path.is_symlink() or not path.is_file() or "__pycache__" in path.parts:
+                continue
+            rel = path.relative_to(root)
+            original = REPO / rel
+            if not original.is_file() or original.read_bytes() != path.read_bytes():
+                found.append(rel.as_posix())
+    return found
+
+
+PLANNED = '''
+import json, sys
+from augsbert.config.load import load_configs
+from augsbert.planning.plan import Plan
+for override in ({}, {"label_filter": {"min_score": 0.5}}):
+    config = load_configs(["config/config.yaml"], lazy=True)
+    config["experiments"]["demo_augsbert_cbe"].update(override)
+    plan = Plan(config)
+    runs = plan.experiment("demo_augsbert_cbe").runs
+    student = plan.node(runs[min(runs)]["student"])
+    print(json.dumps({"labels_stage": plan.node(dict(student.inputs)["labels"]).stage,
+                      "roles": sorted(runs[min(runs)]), "keys": sorted(set(runs[min(runs)].values()))}))
+'''
+
+
+def test_a_stage_between_labels_and_student_is_three_files_and_a_dry_run(tmp_path):
+    root = checkout(tmp_path / "project", ("workflow", "config", "profiles", "src"))
+    keep_experiments(root, "demo_augsbert_cbe")
+    touched = add_label_filter(root)
+    config_before = (root / "config" / "config.yaml").read_bytes()
+    (root / "config" / "config.yaml").write_bytes((REPO / "config" / "config.yaml").read_bytes())
+    assert changed_files(root) == touched  # nothing else: no plan.py, no rule, no registry list
+    (root / "config" / "config.yaml").write_bytes(config_before)
+    env = {**os.environ, "PYTHONPATH": str(root / "src"), "HF_HUB_OFFLINE": "1", "AUGSBERT_DEVICE": "cpu"}
+
+    # planned through the roles: unset, the run is as before; set, the student reads the filter's node
+    proc = subprocess.run([sys.executable, "-c", PLANNED], cwd=root, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    unset, filtered = (json.loads(line) for line in proc.stdout.splitlines())
+    assert unset["labels_stage"] == "labels" and "unfiltered_labels" not in unset["roles"]
+    assert filtered["labels_stage"] == "label_filter"
+    assert set(filtered["roles"]) == set(unset["roles"]) | {"unfiltered_labels"}
+    # the filter changes the student (and its suite), nothing planned before it
+    assert len(set(unset["keys"]) - set(filtered["keys"])) == 2
+
+    # the dry run: the stage's rule comes from the registry, between the labelling job and the student
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-p", "--cores", "1", "results/demo_augsbert_cbe.json",
+                           "--config", "experiments={demo_augsbert_cbe: {label_filter: {min_score: 0.5}}}"],
+                          cwd=root, env=env, capture_output=True, text=True, timeout=600)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    jobs = job_stats(out)
+    assert jobs["label_filter"] == jobs["labels"] == jobs["student"] // 2  # per seed: one of each, two students
+    assert "augsbert label_filter --spec" in out
+    student_specs = [json.loads(p.read_text()) for p in (root / "artifacts" / ".specs" / "student").glob("*.json")]
+    readers = [s for s in student_specs if "labels" in s["inputs"]]
+    assert readers and all(s["inputs"]["labels"].startswith("artifacts/label_filter/") for s in readers)
+
+
+# -- 2. a stage registered in-process: planned, sized, given a command and run
 def plan_word_counts(seed_plan: SeedPlan) -> dict[str, Node]:
     data = seed_plan.roles["data"]
     return {"word_counts": seed_plan.graph.add(WORD_COUNTS, f"{data.name}.words", {"split": "train"}, {"data": data})}
 
 
-# -- the job: reads its inputs from the spec, writes its artifact (metrics.json) through artifact_dir
 def run(spec: dict, out: str | Path, force: bool = False) -> dict:
     pairs = read_split(spec["inputs"]["data"], spec["params"]["split"])
     words = [len(text.split()) for text in [*pairs["sentence1"], *pairs["sentence2"]]]
@@ -39,22 +192,21 @@ def run(spec: dict, out: str | Path, force: bool = False) -> dict:
     return metrics
 
 
-# -- the declaration: name (= plan key, rule, command, artifact folder), version (in every key), job facts
 WORD_COUNTS = Stage("word_counts", 1, "count the words of a dataset's train split", "test_toy_stage:run",
-                    section="datasets", roles=("word_counts",), gpu=False, device=False, seconds_per_item=0.001,
-                    base_mem_mb=1000, env="cpu", threads=1, plan=plan_word_counts)
+                    section="datasets", roles=("word_counts",), needs=("data",), gpu=False, device=False,
+                    seconds_per_item=0.001, base_mem_mb=1000, env="cpu", threads=1, plan=plan_word_counts)
 
 
 @pytest.fixture
 def toy_stage(monkeypatch):
-    """Registered for one test (the package's own stages are its modules in augsbert.stages)."""
+    """Registered for one test (a plugin's way; the package's own stages are its modules in augsbert.stages)."""
     monkeypatch.delitem(REGISTRY, "word_counts", raising=False)
     register(WORD_COUNTS)
     yield WORD_COUNTS
     REGISTRY.pop("word_counts", None)
 
 
-def test_a_toy_stage_is_planned_run_and_sized_from_its_declaration(toy_stage, tmp_path, monkeypatch):
+def test_a_registered_stage_is_planned_run_and_sized_from_its_declaration(toy_stage, tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="already declared"):
         register(toy_stage)
     plan = plan_shipped({})
@@ -63,20 +215,16 @@ def test_a_toy_stage_is_planned_run_and_sized_from_its_declaration(toy_stage, tm
     node = plan.node(key)
     assert node.stage == "word_counts" and node.path == f"artifacts/word_counts/{key}"
     assert key.startswith("lee.words-") and dict(node.inputs) == {"data": run_keys["data"]}
-    # every seed's run gets it; the stage's keys follow its params and version like any other
     assert {plan.experiment("demo_zeroshot").runs[s]["word_counts"] for s in plan.experiment("demo_zeroshot").seeds} \
         == {key}
     spec = plan.spec(key)
     assert spec["stage"] == "word_counts" and spec["params"] == {"split": "train"}
     assert spec["experiments"] == ["demo_zeroshot"]
-    # sized for a scheduler from the declaration: no GPU, its base memory
     resources = job_resources(plan, key, env={})
     assert resources["gpu"] == 0 and resources["mem_mb"] == 1000
-    # its command, made from the registry: the same options as every stage, no --device (it runs no model)
     sub = next(a for a in build_parser()._actions if a.dest == "command")
     options = {o for action in sub.choices["word-counts"]._actions for o in action.option_strings}
     assert {"--spec", "--config", "--out", "--force"} <= options and "--device" not in options
-    # the job, run as the workflow runs it (`augsbert {stage} --spec @file --out DIR`), after the data job
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(Path(__file__).parent))  # the runner "test_toy_stage:run"
     data_spec = tmp_path / "data.json"
@@ -100,3 +248,21 @@ def test_the_rules_are_one_template_over_the_registry():
     text = (REPO / "workflow" / "rules" / "stages.smk").read_text()
     assert "for _stage in REGISTRY.values():" in text
     assert text.count("rule:") == 1
+
+
+def test_the_planning_order_follows_needs_and_refinements():
+    """A stage is planned after the stages filling the roles it needs; one that refines a role (needs and fills
+    it) between that role's stage and its readers."""
+    from augsbert.stages import planning_order
+
+    order = [s.name for s in planning_order()]
+    assert order.index("data") < order.index("candidates") < order.index("labels") < order.index("student")
+    assert order.index("adapt") < order.index("teacher") < order.index("labels")
+    assert order.index("student") < order.index("suite") and order.index("gpl_student") < order.index("suite")
+    refine = Stage("refine_labels", 1, "x", "m:f", roles=("labels",), needs=("labels",), plan=lambda sp: {})
+    REGISTRY["refine_labels"] = refine
+    try:
+        order = [s.name for s in planning_order()]
+        assert order.index("labels") < order.index("refine_labels") < order.index("student")
+    finally:
+        REGISTRY.pop("refine_labels")

@@ -88,7 +88,7 @@ def _stage_command(sub, stage: Stage) -> None:
             replaceable(Path(out), spec, args.force)
         check_inputs(spec)
         if _content_key(spec):  # a planned job: its raw files and models are still those its key names
-            from .store.job_inputs import recheck
+            from .jobs.job_inputs import recheck
 
             recheck(spec)
         kwargs = {"device": args.device} if stage.device else {}
@@ -334,12 +334,13 @@ def _aggregate_command(sub, name: str, help_text: str, what: str, out_help: str,
         else:
             from .config.load import load_configs
             from .planning.plan import Plan
+            from .reporting.layout import grid_spec
 
             if not getattr(args, what):
                 p.error(f"--config needs --{what}")
             check_name(getattr(args, what), f"--{what}")
             plan = Plan(load_configs(args.config, lazy=True))
-            spec = plan.experiment_spec(args.experiment) if what == "experiment" else plan.grid_spec(args.grid)
+            spec = plan.experiment_spec(args.experiment) if what == "experiment" else grid_spec(plan, args.grid)
         print(runner(spec, args))
 
     p.set_defaults(handler=handler)

@@ -19,6 +19,7 @@ from augsbert.errors import MissingDataError
 from augsbert.models.device import CUDA_GRAPHS_ENV, DEVICE_ENV, PRECISION_ENV
 from augsbert.store.graph import KEY_PATTERN
 from augsbert.planning.plan import Plan
+from augsbert.reporting.layout import grid_spec, grid_spec_file
 from augsbert.scheduling.progress import PROGRESS_FD_ENV
 from augsbert.training.tracking import TRACKING_DIR_ENV, TRACKING_ENV
 
@@ -92,7 +93,7 @@ def node_spec(wildcards):
 
 
 def raw_files(wildcards):
-    # Raw data enter the data stage's key by content (the sha256 of each file), and nothing else of them
+    # Raw data (a dataset's corpus, a suite's local task files: the stage's `raw_inputs`) enter its key by content (the sha256 of each file), and nothing else of them
     # enters Snakemake: not their path (a moved data folder, a recreated environment holding Lee's files, a
     # project reached by another path all have the same bytes and must rerun nothing, now or at the next
     # parameter change) nor their timestamps (a re-copied or touched identical file). The job re-checks
@@ -112,11 +113,11 @@ def node_inputs(wildcards):
 
 
 def stage_inputs(stage):
-    if stage.name == "data":  # raw files, by content in the key only (see raw_files)
-        return lambda wildcards: {"raw": raw_files(wildcards)}
-    # a suite's local STS-suite files and USEB folders likewise enter its key by content, and not
-    # Snakemake by path: a replaced file gets a new key, a touched or moved one nothing
-    return node_inputs
+    if stage.raw_inputs is None:
+        return node_inputs
+    # raw files, by content in the key only (see raw_files): a replaced file gets a new key, a touched or moved
+    # one nothing; the node's inputs are artifacts
+    return lambda wildcards: {"raw": raw_files(wildcards), **node_inputs(wildcards)}
 
 
 # Job resources (runtime, mem_mb, cpus_per_task, gpu; on SLURM also partition and GPU model) sized

@@ -38,7 +38,7 @@ for _stage in REGISTRY.values():
             spec=node_spec,
             gpu_claim=gpu_claim,
         # the wildcard, not the loop variable: a shell directive is evaluated when the job runs, after the
-        # loop (`augsbert zero_shot` runs the command `zero-shot`). In a packed local run the job's GPU count
+        # loop (a stage `a_b` runs the command `augsbert a-b`). In a packed local run the job's GPU count
         # and memory tell it which GPU it may take (`AUGSBERT_JOB_GPU_CLAIM=<gpus>:<MB>`, augsbert/scheduling/gpus.py;
         # empty elsewhere). `3>&2` keeps the console for the job's progress lines (augsbert/scheduling/progress.py).
         shell:

@@ -3,7 +3,7 @@
 
 rule grid_table:
     input:
-        lambda wc: [f"results/{e}.json" for e in planned(PLAN.grid_spec, wc.grid)["experiments"]],
+        lambda wc: [f"results/{e}.json" for e in planned(lambda grid: grid_spec(PLAN, grid), wc.grid)["experiments"]],
     output:
         table="results/tables/{grid}.md",
         csv=report("results/tables/{grid}.csv", caption="../report/table.rst", category="Tables", subcategory="{grid}"),
@@ -35,7 +35,7 @@ rule grid_table:
         cpus_per_task=report_resources("tables")["cpus_per_task"],
         gpu=lambda wildcards: None if MODEL_JOBS_ONLY else 0,  # no GPU token where no GPU is
     params:
-        spec=lambda wc: PLAN.grid_spec_file(wc.grid),
-        digest=lambda wc: short_hash(PLAN.grid_spec(wc.grid)),
+        spec=lambda wc: grid_spec_file(PLAN, wc.grid),
+        digest=lambda wc: short_hash(grid_spec(PLAN, wc.grid)),
     shell:
         "augsbert render-table --spec {params.spec:q} --out {output.table:q} >> {log:q} 2>&1"

@@ -152,7 +152,8 @@ def data_section(table: pd.DataFrame, what: str, dataset: str) -> list[str]:
 
 def _params(role: str, node_spec: dict):
     from ..params import read_params
-    from ..stages.train import StudentParams, TeacherParams
+    from ..stages.student import StudentParams
+    from ..stages.teacher import TeacherParams
 
     return read_params(TeacherParams if role == "teacher" else StudentParams, node_spec, "spec.json")
 

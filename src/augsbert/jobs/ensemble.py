@@ -22,7 +22,7 @@ from ..evaluation import correlations
 from ..models import resolve_device
 from ..models.ensemble import combine, reference_statistics
 from ..params import read_params
-from ..stages.ensemble import MEMBER_INPUT, EnsembleParams
+from ..stages.teacher_ensemble import MEMBER_INPUT, EnsembleParams
 from ..training.pairs import pairs_of
 from .common import read_split
 from .labels import TrainedPairModel

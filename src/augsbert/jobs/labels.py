@@ -34,7 +34,7 @@ from ..models import resolve_device
 from ..models.architectures import ARCHITECTURES
 from ..params import read_params
 from ..stages.labels import LabelShardParams, LabelsParams
-from ..stages.train import TeacherParams
+from ..stages.teacher import TeacherParams
 from ..sampling import iterative_kde, kde_sample
 from ..sampling.pool import pair_key
 from ..sampling.shards import shard_rows
@@ -158,7 +158,7 @@ class Teacher:
     """
 
     def __init__(self, spec: dict, params: LabelsParams | LabelShardParams, device: str):
-        from ..stages.ensemble import MEMBER_INPUT
+        from ..stages.teacher_ensemble import MEMBER_INPUT
 
         self.dir = Path(spec["inputs"]["teacher"])
         self.ensemble = read_json(self.dir / "ensemble.json") if (self.dir / "ensemble.json").is_file() else None

@@ -17,7 +17,8 @@ from ..data import DataError, read_pairs
 from ..data.prompts import prompt_pairs
 from ..models import resolve_device
 from ..params import PairTrainingParams, read_params
-from ..stages.train import StudentParams, TeacherParams
+from ..stages.student import StudentParams
+from ..stages.teacher import TeacherParams
 from ..training.pairs import evaluate, fit, save_model, symmetrise
 from .common import checkpoint_dir, model_path, precision, read_split
 

@@ -1,9 +1,10 @@
 """The plan: validated config -> the experiments' graphs of content-addressed stage nodes.
 
 `augsbert.store.graph` says what a node and its key are; each stage's planning hook
-(`augsbert.stages.<module>`) says which options and inputs its node has; this module wires the
-hooks into one experiment (which roles a run has, per seed) and answers the Snakefile's and the
-CLI's lookups (a node's spec, an experiment's or a grid's layout).
+(`augsbert.stages.<module>`) says which options and inputs its node has and which roles it fills; this
+module runs the hooks over the registry for one experiment (which roles a run has, per seed) and answers
+the Snakefile's and the CLI's lookups (a node's spec, an experiment's spec). It names no stage: what
+differs between stages is in their declarations (augsbert.stages.base).
 
 Plain Python, no Snakemake: the Snakefile looks nodes up by `{wildcards.key}`.
 """
@@ -11,61 +12,14 @@ Plain Python, no Snakemake: the Snakefile looks nodes up by `{wildcards.key}`.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config.load import ConfigError, canonical_json, short_hash, unknown_name
+from ..models.resolve import ModelResolutionError, reference_kind
+from ..stages import REGISTRY, planning_order
 from ..store.graph import SEMANTIC_CHOICES, SPECS, Graph, Node, SeedPlan, write_spec
-from ..stages import REGISTRY
-from ..stages.adapt import adapt, check_adapt_pairs
-from ..stages.candidates import candidates, check_pool
-from ..stages.ensemble import MEMBER_ROLE, check_members, member_config, member_inputs, member_seed, teacher_ensemble
-from ..stages.gold_subset import gold_subset
-from ..stages.classifier import classifier
-from ..stages.labels import labels
-from ..stages.prepare_data import data_node, has_topics, pairs_have_topics, raw_inputs
-from ..stages.pretrain import check_pretrain_use, pretrain
-from ..stages.suite import SUITE_ROLES, local_files, suite
-from ..stages.train import dev_input, student, student_selection, teacher
-from ..stages.trans_encoder import check_pairs, trans_encoder
-from ..stages.zero_shot import zero_shot
-
-# Rows of a grid table, in thesis order, and their titles.
-TABLE_ROLES = ("zero_shot", "pretrained", "classifier", "lower_bound", "teacher", "student", "gpl")
-ROLE_TITLES = {"zero_shot": "Zero-shot base model", "pretrained": "Pre-trained", "classifier": "Topic classifier",
-               "lower_bound": "SBERT (lower bound)", "teacher": "{arch} (upper bound)", "gpl": "GPL"}
-
-
-def row_label(role: str, arch: str, values: list[str], student_title: str = "AugSBERT") -> str:
-    """Thesis-style row names: "AugSBERT-BM25", "CBE (upper bound)", "SBERT (lower bound)"; numbered roles:
-    "Teacher member 2 (CE)", "Trans-Encoder round 1: CE cross (mutual)"."""
-    if role == "student":  # an empty title: the axis values alone ("DomainSBERT")
-        return "-".join(part for part in [student_title, *values] if part)
-    title = numbered_title(role, arch) or ROLE_TITLES[role].format(arch=arch)
-    return f"{title} [{', '.join(values)}]" if values else title
-
-
-def numbered_title(role: str, arch: str) -> str | None:
-    """The title of an ensemble member's or a Trans-Encoder round's row (`arch`: that model's), else None."""
-    match = re.fullmatch(r"teacher_member_(\d+)", role)
-    if match:
-        return f"Teacher member {int(match[1]) + 1} ({arch})"
-    match = re.fullmatch(r"te_(cross|bi)_(\d+)(_mutual)?", role)
-    if match:
-        model = f"{arch} cross" if match[1] == "cross" else "Bi-Encoder"
-        return f"Trans-Encoder round {match[2]}: {model}{' (mutual)' if match[3] else ''}"
-    return None
-
-
-def numbered_roles(roles) -> list[str]:
-    """Ensemble members and Trans-Encoder rounds among `roles`, in table order (members; rounds, cross first)."""
-    found = sorted({r for r in roles if numbered_title(r, "")},
-                   key=lambda r: (r.startswith("te_"), [int(n) for n in re.findall(r"\d+", r)], r.startswith("te_bi"),
-                                  r.endswith("_mutual")))
-    return found
-
 
 @dataclass
 class ExperimentPlan:
@@ -121,171 +75,33 @@ class Plan(Graph):
         for name in self.experiments:
             self.experiment(name)
 
-    def data_node(self, dataset: str) -> Node:
-        return data_node(self, dataset)
-
     def _plan_experiment(self, name: str, exp: dict) -> ExperimentPlan:
-        """Nodes of one experiment, per seed.
-
-        In-domain the teacher and the lower bound learn the target's gold; with
-        `source` (domain transfer) they learn the source's gold and are tested
-        on the target, and no target label enters any trained model: silver
-        candidates come from the target's train *sentences*, the teacher's gold
-        (for KDE references, re-labelling and `use_gold_labels`) is the
-        source's, and the student is selected on the source dev split (or the
-        last epoch) unless `student.selection: target_dev` says otherwise.
-
-        After the built-in chain, every declared stage with a `plan` hook (a stage added
-        outside it, README "Development") is asked per seed which roles it adds.
-        """
+        """Nodes of one experiment, per seed: every stage's `check` once, then, for each seed, every stage's
+        planning hook in the registry's planning order (augsbert.stages.planning_order), each seeing the roles
+        planned before it (augsbert.stages.base says what a hook returns)."""
         self._check_models(name, exp)
-        dataset = exp["dataset"]
-        source = exp["source"] or dataset
-        transfer = source != dataset
-        plan = ExperimentPlan(name, exp, self.config["datasets"][dataset], list(exp["seeds"] or self.config["seeds"]))
-        data = data_node(self, dataset)
-        gold = data_node(self, source)
-        trained_on = {"data": gold, **({"eval": data} if transfer else {})}
-        selection = student_selection(name, exp)
-        wanted = exp["models"]
-        sampling = exp["sampling"]
-        strategies = [s for s in sampling["strategies"] if s != "none"]
-        zero_shot_node = zero_shot(self, exp, dataset, data)
-        variant = exp["adapt_mlm"]["variant"]
-        if strategies and "student" in wanted:
-            check_pool(self, name, sampling, data)
-            # the data job checks the same when it has made the tables, before any training starts
-            self.pool_checks.setdefault(data.key, []).append({"experiment": name, "sampling": {
-                k: sampling[k] for k in ("strategies", "top_k", "candidate_pool", "pool", "exclude_eval_sentences")}})
-        check_pretrain_use(name, exp, variant)
-        check_adapt_pairs(name, exp, strategies)
-        if "trans_encoder" in wanted:
-            check_pairs(name, exp)
-        prompt = self._topic_prompt(name, exp)
-        hooks = [s for s in REGISTRY.values() if s.plan is not None]
-        few_labels = exp["gold_fraction"] < 1
+        plan = ExperimentPlan(name, exp, self.config["datasets"][exp["dataset"]], list(exp["seeds"] or self.config["seeds"]))
+        for declared in REGISTRY.values():
+            if declared.check is not None:
+                declared.check(self, name, exp)
+        order = planning_order()
         for seed in plan.seeds:
-            roles = {"data": data, **({"source_data": gold} if transfer else {})}
-            if few_labels:  # gold_fraction: a seeded subset of the gold stands for the gold in every trained model
-                roles["gold_subset"] = subset = gold_subset(self, source, exp["gold_fraction"], seed, gold)
-                trained_on = {"data": subset, **({"eval": data} if transfer else {})}
-            # what sampling and labelling read as the target: the subset in-domain (its unlabelled pairs)
-            target = roles.get("gold_subset", data) if not transfer else data
-            seed_gold = roles.get("gold_subset", gold)
-            pretrained = pretrain(self, name, exp, seed, data) if exp["pretrain"]["objective"] != "none" else None
-            lower_bound = student(self, exp, source, seed, {**trained_on, **dev_input(selection, data, transfer)},
-                                  selection, gold_only=True)
-            # adapt_mlm.pairs: candidates (thesis 4.3.1): the candidates come first, MLM trains on the pairs the
-            # teacher will label
-            silver_first = candidates(self, exp, dataset, seed, target, lower_bound, strategies, pretrained) \
-                if variant != "augsbert" and exp["adapt_mlm"]["pairs"] == "candidates" else None
-            adapted = adapt(self, exp, dataset, seed, data, prompt, silver_first) if variant != "augsbert" else None
-            if silver_first is not None:
-                roles["candidates"] = silver_first
-            if adapted is not None:
-                roles["adapt"] = adapted
-            if pretrained is not None:
-                roles["pretrained"] = pretrained
-                roles.update({f"rcl_{role}": self.nodes[key] for role, key in pretrained.inputs  # RCL's entropy models
-                              if role.startswith("entropy_")})
-            if "zero_shot" in wanted:
-                roles["zero_shot"] = zero_shot_node
-            if "classifier" in wanted:
-                roles["classifier"] = classifier(self, name, exp, dataset, seed, data)
-            if "lower_bound" in wanted:
-                roles["lower_bound"] = lower_bound
-            members: list = []
-            if "teacher" in wanted or "student" in wanted:
-                teacher_prompt = prompt if pairs_have_topics(self.config["datasets"][source]) else None
-                if exp["teacher"]["ensemble"]:  # teacher.ensemble: each member a teacher, their scores combined
-                    members = [self._teacher(name, member_config(exp, m), source, member_seed(seed, m.get("seed", 0)),
-                                             trained_on, adapted, pretrained, teacher_prompt)
-                               for m in exp["teacher"]["ensemble"]]
-                    check_members(name, members)
-                    roles.update({MEMBER_ROLE.format(k): m for k, m in enumerate(members)})
-                    teacher_node = teacher_ensemble(self, exp, source, members, trained_on)
-                else:
-                    teacher_node = self._teacher(name, exp, source, seed, trained_on, adapted, pretrained,
-                                                 teacher_prompt)
-                if "teacher" in wanted:
-                    roles["teacher"] = teacher_node
-            if "student" in wanted:
-                label_inputs = {"teacher": teacher_node, "gold": seed_gold, **member_inputs(members)}
-                if strategies:
-                    roles["candidates"] = label_inputs["candidates"] = candidates(
-                        self, exp, dataset, seed, target, lower_bound, strategies, pretrained)
-                if "target_pairs" in strategies and not (transfer or few_labels):
-                    raise ConfigError(f"experiments.{name}.sampling.strategies: target_pairs is for domain transfer "
-                                      "(`source` set) or few labels (`gold_fraction` < 1: the train pairs left "
-                                      "unlabelled); in-domain, silver.relabel_gold re-labels the train pairs")
-                if not (strategies or exp["silver"]["relabel_gold"]):
-                    raise ConfigError(f"experiments.{name}: the student gets no teacher labels (sampling.strategies "
-                                      "is [none] and silver.relabel_gold is false); it would just be the lower bound")
-                roles["labels"] = labels(self, exp, dataset, seed, label_inputs, roles, data, prompt)
-                # the student's gold (use_gold_labels) and default dev split are the teacher's: the source's in transfer
-                student_inputs = {**trained_on, "labels": roles["labels"], **dev_input(selection, data, transfer)}
-                if variant == "full_domain":
-                    student_inputs["init"] = adapted
-                elif exp["student"]["base"] == "pretrained":
-                    student_inputs["init"] = pretrained
-                roles["student"] = student(self, exp, dataset, seed, student_inputs, selection,
-                                           prompt=prompt if exp["topic_prompt"] == "prompted" else None)
-            if "trans_encoder" in wanted:  # unlabelled pairs: the target's train pairs or the sampled candidates
-                te_pairs = data
-                if exp["trans_encoder"]["pairs"] == "candidates":
-                    te_pairs = roles.get("candidates") or candidates(self, exp, dataset, seed, target, lower_bound,
-                                                                     strategies, pretrained)
-                roles.update(trans_encoder(self, name, exp, dataset, seed, data, te_pairs, pretrained))
-            for hook in hooks:
-                roles.update(hook.plan(SeedPlan(self, name, exp, seed, dict(roles))))
-            plan.runs[seed] = {role: node.key for role, node in roles.items()}
-        for roles in plan.runs.values():
-            for role in SUITE_ROLES:
-                if role in roles and exp["evaluation"]["suites"]:
-                    roles[f"{role}_suite"] = suite(self, exp, data, self.nodes[roles[role]]).key
+            seed_plan = SeedPlan(self, name, exp, seed, {})
+            for declared in order:
+                seed_plan.roles.update(declared.plan(seed_plan))
+            plan.runs[seed] = {role: node.key for role, node in seed_plan.roles.items()}
         return plan
-
-    def _teacher(self, name: str, exp: dict, source: str, seed: int, trained_on: dict[str, Node],
-                 adapted: Node | None, pretrained: Node | None, prompt: str | None) -> Node:
-        """The teacher node of `exp`'s teacher section (one ensemble member's, or the single teacher's)."""
-        if exp["teacher"]["base"] == "pretrained" and pretrained is None:
-            raise ConfigError(f"experiments.{name}.teacher.base: pretrained, but `pretrain.objective` is none")
-        init = adapted or (pretrained if exp["teacher"]["base"] == "pretrained" else None)
-        return teacher(self, exp, source, seed, {**trained_on, **({"init": init} if init else {})}, prompt)
 
     @staticmethod
     def _check_models(name: str, exp: dict) -> None:
-        """Fail while planning (not hours later in a job) on a model path that does not exist."""
-        from ..models.resolve import ModelResolutionError, reference_kind
-
-        refs = {"base_model": exp["base_model"], "teacher.base_model": exp["teacher"]["base_model"],
-                "student.base_model": exp["student"]["base_model"], "pretrain.base_model": exp["pretrain"]["base_model"]}
-        if exp["sampling"]["semantic_model"] not in SEMANTIC_CHOICES:
-            refs["sampling.semantic_model"] = exp["sampling"]["semantic_model"]
-        for k, member in enumerate(exp["teacher"]["ensemble"]):
-            refs[f"teacher.ensemble[{k}].base_model"] = member.get("base_model")
-        te = exp["trans_encoder"]
-        refs.update({"trans_encoder.cross.base_model": te["cross"].get("base_model"),
-                     "trans_encoder.bi.base_model": te["bi"].get("base_model")})
-        for key in ("base_model", "cross_base_model") if te["mutual"] else ():
-            if te["mutual"][key] != "pretrained":  # `pretrained`: the pretrain stage's encoder
-                refs[f"trans_encoder.mutual.{key}"] = te["mutual"][key]
-        for key, ref in refs.items():
-            if ref is None:
-                continue
+        """Fail while planning (not hours later in a job) on a model path that does not exist: every
+        `base_model`, `cross_base_model` and `semantic_model` of the experiment, at any depth, that names a
+        model (not a choice such as `pretrained` or `finetuned`)."""
+        for key, ref in _model_references(exp):
             try:
                 reference_kind(ref)
             except ModelResolutionError as err:
                 raise ConfigError(f"experiments.{name}.{key}: {err}") from None
-
-    def _topic_prompt(self, name: str, exp: dict) -> str | None:
-        """The topic delimiter when the experiment prompts (thesis 4.4), else None; checks the data has topics."""
-        if exp["topic_prompt"] == "none":
-            return None
-        if not has_topics(self.config["datasets"][exp["dataset"]]):
-            raise ConfigError(f"experiments.{name}.topic_prompt: {exp['topic_prompt']}, but dataset "
-                              f"'{exp['dataset']}' has no topic labels (BWS, or a pairs_file with columns.topic)")
-        return exp["topic_delimiter"]
 
     # -- lookups used by the Snakefile and the CLI
     def node(self, key: str) -> Node:
@@ -358,81 +174,38 @@ class Plan(Graph):
             },
         }
 
-    def grid_spec(self, name: str) -> dict:
-        """The table layout of a grid: rows = (role, axis values), columns = the grid's columns.
-
-        A model shared by several cells (the lower bound of every sampling
-        variant, the teacher of every student of one teacher, ...) has the same
-        node keys there, so it becomes one row labelled only by the axis values
-        it depends on.
-        """
-        from ..config.grids import cells
-
-        grids = self.config.get("grids") or {}
-        if name not in grids:
-            raise ConfigError(unknown_name(name, "grid", grids))
-        grid = grids[name]
-        columns = list(grid["columns"])
-        by_combo: dict[tuple, dict[str, str]] = {}
-        for cell in cells(name, grid):
-            by_combo.setdefault(cell.combo, {})[cell.column] = cell.experiment
-        varying = [axis for axis, values in (grid.get("axes") or {}).items() if len(values) > 1]
-        rows = []
-        planned = {r for exps in by_combo.values() for e in exps.values() for roles in self.experiments[e].runs.values()
-                   for r in roles}
-        numbered = numbered_roles(planned)
-        # members after the teacher (the ensemble), Trans-Encoder rounds at the end
-        table_roles = [*TABLE_ROLES[:TABLE_ROLES.index("student")], *[r for r in numbered if not r.startswith("te_")],
-                       "student", *[r for r in numbered if r.startswith("te_")], "gpl"]
-        for role in table_roles:
-            groups: dict[tuple, list[tuple]] = {}
-            for combo, experiments in by_combo.items():
-                signature = tuple(
-                    tuple(self.experiments[experiments[c]].runs[s].get(role) for s in self.experiments[experiments[c]].seeds)
-                    for c in columns)
-                if any(k for keys in signature for k in keys):
-                    groups.setdefault(signature, []).append(combo)
-            for combos in groups.values():
-                first = by_combo[combos[0]]
-                arch = self._arch_title(role, self.experiments[first[columns[0]]])
-                # an axis that sets the teacher's arch is already in a teacher row's title ("CE (upper bound)")
-                fixed = [grid["labels"].get(value, value) for axis, value in combos[0]
-                         if axis in varying and all(dict(c)[axis] == value for c in combos)
-                         and not (role == "teacher" and "arch" in ((grid["axes"][axis][value] or {}).get("teacher") or {}))]
-                rows.append({"label": row_label(role, arch, fixed, grid["student_title"]), "role": role,
-                             "cells": {c: first[c] for c in columns}})
-        return {"grid": name, "description": grid["description"], "metrics": grid["metrics"], "columns": columns,
-                "rows": rows, "experiments": sorted({e for exps in by_combo.values() for e in exps.values()})}
-
-    def _arch_title(self, role: str, exp: ExperimentPlan) -> str:
-        """What a row title says of the model's architecture: the teacher's arch (or its ensemble), a member's or a
-        Trans-Encoder cross model's own."""
-        key = exp.runs[exp.seeds[0]].get(role)
-        node = self.nodes[key] if key else None
-        if node is not None and node.stage == "teacher_ensemble":
-            archs = "+".join(self.nodes[k].params["arch"].upper() for r, k in node.inputs if r.startswith("member_"))
-            return f"Ensemble {archs} ({node.params['combine']})"
-        if node is not None and node.stage == "teacher" and role != "teacher":
-            return node.params["arch"].upper()
-        return exp.config["teacher"]["arch"].upper()
-
     def experiment_spec_file(self, name: str) -> str:
         """`@<path>` of an experiment's spec file (artifacts/.specs/results/<name>.json)."""
         return "@" + write_spec(Path(SPECS) / "results" / f"{name}.json", canonical_json(self.experiment_spec(name)))
-
-    def grid_spec_file(self, name: str) -> str:
-        """`@<path>` of a grid's spec file (artifacts/.specs/tables/<name>.json)."""
-        return "@" + write_spec(Path(SPECS) / "tables" / f"{name}.json", canonical_json(self.grid_spec(name)))
 
     def experiment_inputs(self, name: str) -> list[str]:
         exp = self.experiment(name)
         return sorted({self.nodes[k].path for roles in exp.runs.values() for k in roles.values()})
 
     def raw_inputs(self, key: str) -> list[str]:
-        """Raw files a data node reads; raises MissingDataError (with instructions) if one is absent."""
-        return raw_inputs(self.node(key))
+        """Raw files node `key` reads, by content in its key (its stage's `raw_inputs`); raises MissingDataError
+        (with instructions) if one is absent."""
+        node = self.node(key)
+        declared = REGISTRY[node.stage]
+        return declared.raw_inputs(node) if declared.raw_inputs else []
 
-    def local_files(self, key: str) -> list[str]:
-        """Raw files a suite node reads (by content in its key: a replaced file gets a new key; not Snakemake
-        inputs, so a moved one reruns nothing)."""
-        return local_files(self.node(key))
+
+
+MODEL_KEYS = ("base_model", "cross_base_model", "semantic_model")
+NOT_REFERENCES = {*SEMANTIC_CHOICES, "pretrained"}  # choices in those keys that name no model
+
+
+def _model_references(section: dict, prefix: str = "") -> list[tuple[str, str]]:
+    """(dotted key, model reference) of every model key in an experiment config, at any depth."""
+    found = []
+    for key, value in section.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict):
+            found += _model_references(value, f"{path}.")
+        elif isinstance(value, list):
+            for k, item in enumerate(value):
+                if isinstance(item, dict):
+                    found += _model_references(item, f"{path}[{k}].")
+        elif key in MODEL_KEYS and isinstance(value, str) and value not in NOT_REFERENCES:
+            found.append((path, value))
+    return found

@@ -7,7 +7,8 @@ Everything here is an estimate made *before* the job runs, from what the plan kn
 - the number of items a job processes: gold pairs, silver pairs, sentences. Once a stage's input
   artifact exists its own counts are read (`data` metrics.json sizes, `candidates` metrics.json
   counts, `labels` pairs.parquet rows); before that, `DATASET_SIZES` (the sizes of the corpora this
-  workflow knows) or `DEFAULT_SIZE` for a dataset of your own;
+  workflow knows) or `DEFAULT_SIZE` for a dataset of your own (each stage's `items` hook,
+  augsbert.stages.sizes);
 - the passes over them: `epochs`, or `max_steps` × `batch_size` for step-based stages.
 
 Formula (our choice; constants below, per stage):
@@ -44,24 +45,13 @@ without one SLURM's default partition.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Mapping
-from pathlib import Path
 
 from ..stages import REGISTRY
+from ..stages.sizes import default_items
 from .slurm import cpu_limit
-
-# train pairs and unlabeled sentences of the corpora config/config.yaml defines (README "Real data")
-DATASET_SIZES = {
-    "lee": {"train": 300, "unlabeled": 300},
-    "stsb": {"train": 5749, "unlabeled": 0},
-    "bws_cross_topic": {"train": 2125, "unlabeled": 0},
-    "bws_in_topic": {"train": 2125, "unlabeled": 0},
-    "spanish_sts": {"train": 1400, "unlabeled": 0},
-}
-DEFAULT_SIZE = {"train": 10000, "unlabeled": 0}  # a dataset of your own, before its data job has run
 
 SETUP_S = 300  # start-up: Python, torch, model loading
 SAFETY = 2.0
@@ -76,92 +66,20 @@ LARGE_ITEMS = 50000
 REPORT_SIZES = {"results": (0.0, 1000), "tables": (0.0, 2000)}  # seconds per item, base memory
 DEFAULT_SECONDS_PER_ITEM, DEFAULT_BASE_MEM_MB = 0.02, 16000
 
-ENCODING_STRATEGIES = ("semantic_search", "iterative_kde")
-
-
-def _read_json(path: Path) -> dict | None:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def data_sizes(node) -> dict[str, int]:
-    """Train pairs and unlabeled sentences of a data node: its artifact's counts, else the estimate."""
-    metrics = _read_json(Path(node.path) / "metrics.json")
-    if metrics and isinstance(metrics.get("sizes"), dict):
-        sizes = metrics["sizes"]
-        return {"train": int(sizes.get("train") or 0), "unlabeled": int(sizes.get("unlabeled") or 0)}
-    return dict(DATASET_SIZES.get(node.params.get("dataset"), DEFAULT_SIZE))
-
-
-def pool_sentences(node) -> int:
-    """Sentences a sampling or pre-training stage reads: both sides of every train pair plus the unlabeled ones."""
-    sizes = data_sizes(node)
-    return 2 * sizes["train"] + sizes["unlabeled"]
-
-
-def silver_pairs(plan, candidates_key: str) -> int:
-    """Candidate pairs of a sampling node: counted in its metrics.json, else top_k per pool sentence and strategy."""
-    node = plan.nodes[candidates_key]
-    metrics = _read_json(Path(node.path) / "metrics.json")
-    if metrics and isinstance(metrics.get("candidates"), dict):
-        return sum(int(v) for v in metrics["candidates"].values())
-    data = plan.nodes[dict(node.inputs)["data"]]
-    return pool_sentences(data) * int(node.params.get("top_k") or 1) * max(1, len(node.params.get("strategies") or []))
-
-
-def label_pairs(plan, labels_key: str) -> int:
-    """Pairs a labels node scores: its pairs.parquet rows once written, else its candidates plus the gold pairs
-    (a Trans-Encoder `pair_scores` node: its unlabelled pairs)."""
-    node = plan.nodes[labels_key]
-    path = Path(node.path) / "pairs.parquet"
-    if path.is_file():
-        import pyarrow.parquet as pq
-
-        return pq.ParquetFile(path).metadata.num_rows
-    inputs = dict(node.inputs)
-    if node.stage == "pair_scores":
-        source = plan.nodes[inputs["pairs"]]
-        pairs = silver_pairs(plan, source.key) if source.stage == "candidates" else data_sizes(source)["train"]
-        return min(pairs, node.params.get("max_pairs") or pairs)
-    pairs = data_sizes(plan.nodes[inputs["gold"]])["train"]
-    if "candidates" in inputs:
-        pairs += silver_pairs(plan, inputs["candidates"])
-    return pairs
-
-
 def needs_gpu(node) -> bool:
-    if node.stage == "candidates":
-        if "index" in dict(node.inputs):  # sampling.shards > 1: the merge of the shards encodes nothing
-            return False
-        return any(s.startswith(ENCODING_STRATEGIES) for s in node.params.get("strategies") or [])
-    declared = REGISTRY[node.stage]  # stages with fixed sizes (the shards) state their GPU in `fixed_resources`
+    declared = REGISTRY[node.stage]
+    if declared.uses_gpu is not None:  # e.g. sampling: only strategies that encode
+        return declared.uses_gpu(node)
+    # stages with fixed sizes (the shards) state their GPU in `fixed_resources`
     return declared.gpu and not declared.fixed_resources
 
 
 def job_items(plan, key: str) -> int:
-    """What a job iterates over, before epochs: pairs (training, labelling, evaluation) or sentences."""
+    """What a job iterates over, before epochs: pairs (training, labelling, evaluation) or sentences (the
+    stage's `items` hook, augsbert.stages.sizes)."""
     node = plan.node(key)
-    inputs = dict(node.inputs)
-    if node.stage == "data":
-        sizes = DATASET_SIZES.get(node.params.get("dataset"), DEFAULT_SIZE)
-        return sizes["train"] + sizes["unlabeled"]
-    if node.stage in ("labels", "pair_scores"):
-        return label_pairs(plan, key)
-    if node.stage in ("student", "teacher") and "labels" in inputs:
-        return label_pairs(plan, inputs["labels"])
-    if node.stage == "adapt" and "candidates" in inputs:  # adapt_mlm.pairs: candidates, top_k per strategy
-        candidates = plan.nodes[inputs["candidates"]]
-        per_sentence = candidates.params["top_k"] * len(candidates.params["strategies"])
-        return pool_sentences(plan.nodes[inputs["data"]]) * per_sentence
-    if node.stage in ("candidates", "adapt", "pretrain", "rcl_entropy") and "data" in inputs:
-        return pool_sentences(plan.nodes[inputs["data"]])
-    if "data" in inputs:  # training on gold, or evaluating: the train pairs stand for the data's size
-        return data_sizes(plan.nodes[inputs["data"]])["train"]
-    if "eval" in inputs:  # an RCL entropy model trained on an NLI triples file, evaluated on the target
-        return data_sizes(plan.nodes[inputs["eval"]])["train"]
-    return DEFAULT_SIZE["train"]
+    declared = REGISTRY[node.stage]
+    return declared.items(plan, node) if declared.items else default_items(plan, node)
 
 
 def job_work(plan, key: str) -> int:

@@ -2,12 +2,13 @@
 
 `augsbert.stages.<module>` declares its stages (`STAGES`, instances of `augsbert.stages.base.Stage`)
 and holds what planning needs of them: which options enter a node's key, which nodes are its inputs,
-what is checked before any job starts. The job that computes the artifact is `augsbert.stages.<module>`
+what is checked before any job starts. The job that computes the artifact is `augsbert.jobs.<module>`
 (named by each declaration's `runner`), imported only when the job runs: these modules import no
 model library, so planning and `augsbert --help` stay fast.
 
-The registry is every module of this package, in alphabetical order of module: a new stage is a new
-module here, its job module and its schema section (README "Development").
+The registry is every module of this package, in alphabetical order of module; `planning_order` is the
+order its planning hooks run in (by the roles each needs and fills). A new stage is a new module here, its
+job module and its schema section (docs/development.md).
 """
 
 from __future__ import annotations
@@ -49,3 +50,38 @@ def register(declared: Stage) -> Stage:
         raise ValueError(f"stage '{declared.name}' is already declared")
     REGISTRY[declared.name] = declared
     return declared
+
+
+def planning_order() -> list[Stage]:
+    """The stages with a planning hook, each after the stages filling a role it `needs` (registry order
+    among the rest). A stage that needs a role it fills itself (a refinement) runs after that role's other
+    stages and before its other readers."""
+    planned = [s for s in REGISTRY.values() if s.plan is not None]
+    fillers: dict[str, list[Stage]] = {}
+    for s in planned:
+        for role in s.roles:
+            fillers.setdefault(role, []).append(s)
+
+    def before(s: Stage) -> set[str]:
+        after: set[str] = set()
+        for role in s.needs:
+            others = [f for f in fillers.get(role, []) if f is not s]
+            refines = role in s.roles
+            for f in others:
+                # of two stages that both read and fill a role, the one registered first refines first
+                if refines and f.plan is not None and role in f.needs and planned.index(f) > planned.index(s):
+                    continue
+                after.add(f.name)
+        return after
+
+    deps = {s.name: before(s) for s in planned}
+    order: list[Stage] = []
+    done: set[str] = set()
+    while len(order) < len(planned):
+        ready = [s for s in planned if s.name not in done and deps[s.name] <= done]
+        if not ready:
+            stuck = sorted(n for n in deps if n not in done)
+            raise RuntimeError(f"stages {', '.join(stuck)} need each other's roles (their `needs` and `roles`)")
+        order.append(ready[0])
+        done.add(ready[0].name)
+    return order

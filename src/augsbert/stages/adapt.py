@@ -6,10 +6,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..errors import ConfigError
-from ..store.graph import Graph, Node
+from ..store.graph import Graph, Node, SeedPlan
 from ..params import TrainingParams
 from .base import Stage
-from .train import inert_grouping_dropped
+from .runs import inert_grouping_dropped, strategies, topic_prompt
+from .sizes import pool_items, pool_sentences
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -31,7 +32,9 @@ class AdaptParams(TrainingParams):
 ADAPT = Stage("adapt", 2, "masked-LM domain adaptation of the base model on target pairs in the CBE layout",
               "augsbert.jobs.adapt:run", section="adapt_mlm", runtime=("checkpoint_steps", "model"),
               roles=("adapt",), seconds_per_item=0.01, aliases=("adapt-mlm",), rule_alias="adapt_mlm",
-              params=AdaptParams)
+              params=AdaptParams, plan=lambda seed_plan: plan_adapt(seed_plan), needs=("data", "candidates"),
+              check=lambda graph, name, exp: check_adapt_pairs(name, exp, strategies(exp)),
+              items=lambda plan, node: adapted_items(plan, node))
 STAGES = (ADAPT,)
 
 
@@ -69,3 +72,24 @@ def adapt(graph: Graph, exp: dict, dataset: str, seed: int, data: Node, prompt: 
     if prompt:  # MLM on prompted pairs, prompt tokens never masked (thesis 4.4.3)
         params["topic_prompt"] = prompt
     return graph.add(ADAPT, f"{dataset}.mlm", params, inputs)
+
+
+def plan_adapt(seed_plan: SeedPlan) -> dict[str, Node]:
+    """MLM domain adaptation (`adapt_mlm.variant` other than augsbert); with `pairs: candidates` on the
+    candidates the teacher will label (thesis 4.3.1)."""
+    exp = seed_plan.config
+    if exp["adapt_mlm"]["variant"] == "augsbert":
+        return {}
+    silver = seed_plan.roles.get("candidates") if exp["adapt_mlm"]["pairs"] == "candidates" else None
+    return {"adapt": adapt(seed_plan.graph, exp, exp["dataset"], seed_plan.seed, seed_plan.roles["data"],
+                           topic_prompt(exp), silver)}
+
+
+def adapted_items(plan, node: Node) -> int:
+    """Sentences MLM reads: its candidates' (top_k per strategy and pool sentence), else the target's pool."""
+    inputs = dict(node.inputs)
+    if "candidates" in inputs:
+        candidates = plan.nodes[inputs["candidates"]]
+        per_sentence = candidates.params["top_k"] * len(candidates.params["strategies"])
+        return pool_sentences(plan.nodes[inputs["data"]]) * per_sentence
+    return pool_items(plan, node)

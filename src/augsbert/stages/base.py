@@ -16,13 +16,28 @@ command line and the job sizing need to know of a stage is read from here, so th
   `gpu_sequences`: what its job asks a scheduler for (augsbert.scheduling.resources and, for the GPU memory,
   augsbert.scheduling.gpu_memory have the formulas).
 - `roles`: the experiment roles it fills, in the order `--config` standalone runs pick one.
+- `plan`, `needs`: how it joins an experiment. Planning an experiment (`augsbert.planning.plan`) is a loop
+  over the registry's stages in dependency order, calling each `plan(SeedPlan) -> {role: Node}` once per
+  seed; the hook sees the roles planned so far (`data`, `teacher`, `labels`, ...) and returns the nodes it
+  adds by role (empty when the experiment does not use it). `needs` names the roles it reads: it runs after
+  every stage whose `roles` hold one of them, and before every stage that needs one of its `roles`. A stage
+  that needs a role it also fills refines it (runs after the role's other stages, before its readers:
+  a filter between `labels` and `student` returns `{"labels": <its node>}`).
+- `check(graph, experiment, config)`: what is checked once per experiment before any seed is planned.
+- `items(plan, node)`: what its job iterates over before epochs (pairs, sentences), for its runtime and
+  memory (augsbert.scheduling.resources); None: the train pairs of its `data` input. `uses_gpu(node)`:
+  whether this node needs a GPU where `gpu` alone does not say (candidates: only strategies that encode).
+- `raw_inputs(node)`: the raw files a node reads, named by the config: they enter its key by content, and
+  Snakemake not at all (a moved or touched file reruns nothing); a missing one raises MissingDataError with
+  instructions (the `data` stage's corpora, the `suite` stage's local task files).
 - `runner`: "module:function" of the entry point, imported only when the stage runs, so that
   `augsbert --help` and planning import no model library.
 - `params`: the class of its spec's `params` (an `augsbert.params.Params` dataclass): the command
   checks a spec against it before running, and the runner reads its parameters through it.
-- `plan`: for a stage outside the built-in chain, the hook that says, per seed of every planned
-  experiment, which roles (nodes) it adds: `plan(SeedPlan) -> {role: Node}` (empty when the
-  experiment does not use it; `augsbert.store.graph.SeedPlan`). The built-in stages are wired by `augsbert.planning.plan`.
+- `rows`: the table rows it fills, `{role: (place, title)}`: rows stand in a grid table by place (thesis
+  order: zero-shot 10, pre-trained 20, classifier 25, lower bound 30, teacher 40, student 50, GPL 60);
+  `{arch}` in a title is the teacher's architecture, the student's title is the grid's `student_title`
+  (augsbert.reporting.layout lays grid tables out from them).
 
 Importing this module imports nothing else of the package.
 """
@@ -61,6 +76,12 @@ class Stage:
     group: str | None = None
     cache: bool = True
     plan: Callable[[Any], dict[str, Any]] | None = None  # augsbert.store.graph.SeedPlan -> {role: Node}
+    needs: tuple[str, ...] = ()  # roles its plan hook reads: it is planned after the stages filling them
+    check: Callable[[Any, str, dict], None] | None = None  # (graph, experiment name, config), once per experiment
+    items: Callable[[Any, Any], int] | None = None  # (plan, node) -> items its job iterates over
+    uses_gpu: Callable[[Any], bool] | None = None  # (node) -> needs a GPU (else `gpu` says)
+    raw_inputs: Callable[[Any], list[str]] | None = None  # (node) -> raw files it reads, by content in its key
+    rows: dict[str, tuple[int, str]] = field(default_factory=dict)  # table rows: role -> (place, title)
     # its spec's `params` as a typed class (augsbert.params.Params): checked by the command before it runs
     params: type | None = None
 

@@ -8,9 +8,13 @@ from pathlib import Path
 from typing import Literal
 
 from ..errors import ConfigError
-from ..store.graph import Graph, Node
+from ..store.graph import Graph, Node, SeedPlan
 from ..params import ModelParams, Params
 from .base import Stage
+from .prepare_data import data_node
+from .runs import strategies, target, wants
+from .sizes import pool_items
+from .student import lower_bound_node
 
 Pool = Literal["train", "train+unlabeled", "unlabeled"]
 
@@ -66,8 +70,11 @@ SAMPLING_RUNTIME = ("batch_size", "model", "semantic_model")
 CANDIDATES = Stage("candidates", 2, "draw candidate silver pairs (random, BM25, semantic search, KDE pools) from the "
                    "target sentences", "augsbert.jobs.candidates:run", section="sampling", runtime=SAMPLING_RUNTIME,
                    roles=("candidates",), seconds_per_item=0.002, base_mem_mb=4000, mb_per_item=0.008,
-                   aliases=("sample-pairs",), rule_alias="sample_pairs",
-                   params=CandidatesParams)  # GPU only when a strategy encodes
+                   aliases=("sample-pairs",), rule_alias="sample_pairs", params=CandidatesParams,
+                   plan=lambda seed_plan: plan_candidates(seed_plan), needs=("data", "source_data", "gold_subset",
+                                                                              "pretrained"),
+                   check=lambda graph, name, exp: check_sampling(graph, name, exp), items=pool_items,
+                   uses_gpu=lambda node: encodes(node))  # GPU only when a strategy encodes
 # sampling.shards > 1 (README "Large pools"): fixed sizes, one shard of a 10-million sentence pool
 POOL_INDEX = Stage("pool_index", 1, "sampling.shards > 1: write the sentence pool and, for semantic search, its "
                    "embeddings and faiss index once for every shard", "augsbert.jobs.pool_index:run",
@@ -143,3 +150,40 @@ def candidates(graph: Graph, exp: dict, dataset: str, seed: int, data: Node, enc
                                            {**params, "shards": shards, "shard": i}, {"index": index})
                    for i in range(shards)}
     return graph.add(CANDIDATES, name, {**params, "shards": shards}, {"data": data, "index": index, **shard_nodes})
+
+
+def encodes(node: Node) -> bool:
+    """Whether a candidates job encodes sentences (semantic search, iterative KDE) and so needs a GPU; the merge
+    of shards (`sampling.shards` > 1, an `index` input) encodes nothing."""
+    if "index" in dict(node.inputs):
+        return False
+    return any(s.startswith(("semantic_search", "iterative_kde")) for s in node.params.get("strategies") or [])
+
+
+def check_sampling(graph: Graph, name: str, exp: dict) -> None:
+    """A student's candidates fit the pool; the data job checks the same once it has made the tables."""
+    sampling = exp["sampling"]
+    if not (strategies(exp) and "student" in exp["models"]):
+        return
+    data = data_node(graph, exp["dataset"])
+    check_pool(graph, name, sampling, data)
+    graph.pool_checks.setdefault(data.key, []).append({"experiment": name, "sampling": {
+        k: sampling[k] for k in ("strategies", "top_k", "candidate_pool", "pool", "exclude_eval_sentences")}})
+
+
+def candidates_node(seed_plan: SeedPlan) -> Node:
+    """The candidates of the seed's target: the lower bound encodes them for `semantic_model: finetuned`,
+    the pretrain stage's encoder for `pretrained_stage`."""
+    exp = seed_plan.config
+    return candidates(seed_plan.graph, exp, exp["dataset"], seed_plan.seed, target(seed_plan),
+                      lower_bound_node(seed_plan), strategies(exp), seed_plan.roles.get("pretrained"))
+
+
+def plan_candidates(seed_plan: SeedPlan) -> dict[str, Node]:
+    """Candidates for the teacher to label (a student), or first of all for MLM to train on (`adapt_mlm.pairs:
+    candidates`, thesis 4.3.1: the adaptation sees the pairs the teacher will label)."""
+    exp = seed_plan.config
+    silver_first = exp["adapt_mlm"]["variant"] != "augsbert" and exp["adapt_mlm"]["pairs"] == "candidates"
+    if silver_first or (wants(seed_plan, "student") and strategies(exp)):
+        return {"candidates": candidates_node(seed_plan)}
+    return {}

@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import ConfigError
-from ..store.graph import Graph, Node
+from ..store.graph import Graph, Node, SeedPlan
 from ..params import TrainingParams
 from .base import MODEL_SETTINGS, Stage
 from .prepare_data import has_topics
+from .runs import wants
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -23,7 +24,8 @@ CLASSIFIER = Stage("classifier", 1, "train the topic-classifier baseline (encode
                    "topics) and test its encoder as a Bi-Encoder", "augsbert.jobs.classifier:run",
                    section="classifier", runtime=MODEL_SETTINGS, roles=("classifier",), seconds_per_item=0.01,
                    aliases=("train-classifier",), rule_alias="train_classifier",
-                   params=ClassifierParams)
+                   params=ClassifierParams, plan=lambda seed_plan: plan_classifier(seed_plan), needs=("data",),
+                   rows={"classifier": (25, "Topic classifier")})
 STAGES = (CLASSIFIER,)
 
 
@@ -38,3 +40,11 @@ def classifier(graph: Graph, name: str, exp: dict, dataset: str, seed: int, data
     if exp["topic_prompt"] == "prompted":
         params["topic_prompt"] = exp["topic_delimiter"]
     return graph.add(CLASSIFIER, f"{dataset}.topics", params, {"data": data})
+
+
+def plan_classifier(seed_plan: SeedPlan) -> dict[str, Node]:
+    if not wants(seed_plan, "classifier"):
+        return {}
+    exp = seed_plan.config
+    return {"classifier": classifier(seed_plan.graph, seed_plan.experiment, exp, exp["dataset"], seed_plan.seed,
+                                     seed_plan.roles["data"])}

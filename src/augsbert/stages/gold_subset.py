@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..store.graph import Graph, Node
+from ..store.graph import Graph, Node, SeedPlan
 from ..params import Params
 from .base import Stage
+from .runs import source
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -29,7 +30,8 @@ class GoldSubsetParams(Params):
 GOLD_SUBSET = Stage("gold_subset", 1, "keep a seeded fraction of a dataset's gold train pairs (gold_fraction); the "
                     "others stay as unlabelled pairs", "augsbert.jobs.gold_subset:run", section="gold_fraction",
                     roles=("gold_subset",), gpu=False, device=False, seconds_per_item=0.001, base_mem_mb=4000,
-                    mb_per_item=0.002, env="cpu", threads=1, cache=False, params=GoldSubsetParams)
+                    mb_per_item=0.002, env="cpu", threads=1, cache=False, params=GoldSubsetParams,
+                    plan=lambda seed_plan: plan_gold_subset(seed_plan), needs=("data", "source_data"))
 STAGES = (GOLD_SUBSET,)
 
 
@@ -37,3 +39,12 @@ def gold_subset(graph: Graph, dataset: str, fraction: float, seed: int, data: No
     """The few-label version of `data` for run `seed` (a different subset per seed: the spread over seeds
     includes which pairs were labelled)."""
     return graph.add(GOLD_SUBSET, f"{dataset}.gold{fraction:g}", {"fraction": fraction, "seed": seed}, {"data": data})
+
+
+def plan_gold_subset(seed_plan: SeedPlan) -> dict[str, Node]:
+    """`gold_fraction` < 1: a seeded subset of the gold stands for the gold in every trained model."""
+    exp, roles = seed_plan.config, seed_plan.roles
+    if exp["gold_fraction"] >= 1:
+        return {}
+    gold = roles.get("source_data") or roles["data"]
+    return {"gold_subset": gold_subset(seed_plan.graph, source(exp), exp["gold_fraction"], seed_plan.seed, gold)}

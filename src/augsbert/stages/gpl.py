@@ -62,7 +62,8 @@ GPL_STUDENT = Stage("gpl_student", 1, "train a Bi-Encoder on a pretrained Cross-
                     "(GPL: MarginMSE or KL-divergence, a step budget)", "augsbert.jobs.gpl:run_student",
                     section="student", runtime=MODEL_SETTINGS, roles=("gpl",), seconds_per_item=0.02,
                     mb_per_item=0.002, gpu_sequences=3, params=GplStudentParams,
-                    plan=lambda seed_plan: plan_gpl(seed_plan))
+                    plan=lambda seed_plan: plan_gpl(seed_plan), needs=("data", "teacher", "pretrained"),
+                    rows={"gpl": (60, "GPL")})
 STAGES = (MARGINS, GPL_STUDENT)
 
 

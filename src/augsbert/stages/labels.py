@@ -7,9 +7,14 @@ from typing import Literal
 
 from dataclasses import dataclass
 
-from ..store.graph import Graph, Node
+from ..errors import ConfigError
+from ..store.graph import Graph, Node, SeedPlan
 from ..params import Params
 from .base import Stage
+from .runs import gold, strategies, topic_prompt, transfer, wants
+from .sizes import label_pairs
+from .teacher import teacher_node
+from .teacher_ensemble import member_inputs
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,7 +41,9 @@ class LabelShardParams(Params):
 LABELS = Stage("labels", 3, "score pairs with the teacher (silver labels)", "augsbert.jobs.labels:run",
                section="silver", runtime=("batch_size",), roles=("labels",), seconds_per_item=0.004,
                base_mem_mb=8000, mb_per_item=0.002, aliases=("label-pairs",), rule_alias="label_pairs",
-               params=LabelsParams)
+               params=LabelsParams, plan=lambda seed_plan: plan_labels(seed_plan),
+               needs=("data", "source_data", "gold_subset", "teacher", "candidates"),
+               items=lambda plan, node: label_pairs(plan, node.key))
 LABEL_SHARD = Stage("label_shard", 1, "sampling.shards > 1: teacher scores of one row range of the candidates, "
                     "streamed from parquet (merged by labels)", "augsbert.jobs.labels:run_shard", section="silver",
                     runtime=("batch_size",), roles=("label_shard_0",),
@@ -69,3 +76,27 @@ def labels(graph: Graph, exp: dict, dataset: str, seed: int, inputs: dict[str, N
                 {k: v for k, v in inputs.items() if k in ("teacher", "candidates", "topics") or k.startswith("member_")})
         params["shards"] = shards
     return graph.add(LABELS, f"{dataset}.{exp['teacher']['arch']}", params, inputs)
+
+
+def plan_labels(seed_plan: SeedPlan) -> dict[str, Node]:
+    """A student's silver labels: the teacher scores the candidates and (re-labelling, KDE reference) the gold;
+    with `sampling.shards` > 1 the shard nodes are roles too."""
+    exp, name, roles = seed_plan.config, seed_plan.experiment, seed_plan.roles
+    if not wants(seed_plan, "student"):
+        return {}
+    few_labels = exp["gold_fraction"] < 1
+    if "target_pairs" in strategies(exp) and not (transfer(exp) or few_labels):
+        raise ConfigError(f"experiments.{name}.sampling.strategies: target_pairs is for domain transfer "
+                          "(`source` set) or few labels (`gold_fraction` < 1: the train pairs left "
+                          "unlabelled); in-domain, silver.relabel_gold re-labels the train pairs")
+    if not (strategies(exp) or exp["silver"]["relabel_gold"]):
+        raise ConfigError(f"experiments.{name}: the student gets no teacher labels (sampling.strategies "
+                          "is [none] and silver.relabel_gold is false); it would just be the lower bound")
+    teacher, members = teacher_node(seed_plan)
+    inputs = {"teacher": teacher, "gold": gold(seed_plan), **member_inputs(members)}
+    if strategies(exp):
+        inputs["candidates"] = roles["candidates"]
+    planned: dict[str, Node] = {}
+    planned["labels"] = labels(seed_plan.graph, exp, exp["dataset"], seed_plan.seed, inputs, planned, roles["data"],
+                               topic_prompt(exp))
+    return planned

@@ -7,9 +7,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ..store.graph import Graph, Node
+from ..errors import ConfigError
+from ..store.graph import Graph, Node, SeedPlan
 from ..params import Params
 from .base import Stage
+from .runs import source, transfer
+from .sizes import dataset_items
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,8 +39,25 @@ DATA = Stage("data", 3, "read a dataset's raw files into canonical parquet split
              section="datasets", runtime=("data_dir", "path", "train", "dev", "test", "unlabeled"), roles=("data",),
              gpu=False, device=False, seconds_per_item=0.001, base_mem_mb=4000, mb_per_item=0.002,
              aliases=("prepare-data",), rule_alias="prepare_data", env="cpu", threads=1, cache=False,
-             params=DataParams)
+             params=DataParams, raw_inputs=lambda node: raw_inputs(node), plan=lambda seed_plan: plan_data(seed_plan),
+             check=lambda graph, name, exp: check_topics(graph, name, exp), items=lambda plan, node: dataset_items(node))
 STAGES = (DATA,)
+
+
+def plan_data(seed_plan: SeedPlan) -> dict[str, Node]:
+    """The target's data node (`data`) and, in domain transfer, the source's (`source_data`)."""
+    exp, graph = seed_plan.config, seed_plan.graph
+    roles = {"data": data_node(graph, exp["dataset"])}
+    if transfer(exp):
+        roles["source_data"] = data_node(graph, source(exp))
+    return roles
+
+
+def check_topics(graph: Graph, name: str, exp: dict) -> None:
+    """A prompting experiment (`topic_prompt`, thesis 4.4) needs data with topic labels."""
+    if exp["topic_prompt"] != "none" and not has_topics(graph.config["datasets"][exp["dataset"]]):
+        raise ConfigError(f"experiments.{name}.topic_prompt: {exp['topic_prompt']}, but dataset "
+                          f"'{exp['dataset']}' has no topic labels (BWS, or a pairs_file with columns.topic)")
 
 
 def pairs_have_topics(definition: dict) -> bool:

@@ -6,11 +6,12 @@ import os
 from pathlib import Path
 
 from ..errors import ConfigError
-from ..store.graph import Graph, Node
+from ..store.graph import Graph, Node, SeedPlan
 from ..pretraining.params import PretrainParams
 from .base import Stage
 from .prepare_data import data_node
 from .rcl_entropy import rcl_entropy
+from .sizes import pool_items
 
 
 PRETRAIN = Stage("pretrain", 1, "unsupervised pre-training of a sentence encoder (pretrain.objective: SimCSE, CT, "
@@ -18,7 +19,9 @@ PRETRAIN = Stage("pretrain", 1, "unsupervised pre-training of a sentence encoder
                  "augsbert.jobs.pretrain:run",
                  # the triples file enters by digest
                  section="pretrain", runtime=("eval_batch_size", "model", "triples"), roles=("pretrained",),
-                 seconds_per_item=0.01, params=PretrainParams,
+                 seconds_per_item=0.01, params=PretrainParams, plan=lambda seed_plan: plan_pretrain(seed_plan),
+                 needs=("data",), items=pool_items, rows={"pretrained": (20, "Pre-trained")},
+                 check=lambda graph, name, exp: check_pretrain_use(name, exp, exp["adapt_mlm"]["variant"]),
                  gpu_sequences=2)  # two views (SimCSE, NM), two models (CT), or an encoder and its decoder (TSDAE)
 STAGES = (PRETRAIN,)
 
@@ -80,3 +83,13 @@ def pretrain(graph: Graph, name: str, exp: dict, seed: int, target: Node) -> Nod
             options.pop(key)
     return graph.add(PRETRAIN, f"{corpus}.{options['objective']}.{options['pooling']}", {**options, "seed": seed},
                      inputs)
+
+
+def plan_pretrain(seed_plan: SeedPlan) -> dict[str, Node]:
+    """The pretrain stage's encoder (`pretrain.objective`), and RCL's entropy models (roles `rcl_entropy_<k>`)."""
+    exp = seed_plan.config
+    if exp["pretrain"]["objective"] == "none":
+        return {}
+    node = pretrain(seed_plan.graph, seed_plan.experiment, exp, seed_plan.seed, seed_plan.roles["data"])
+    return {"pretrained": node, **{f"rcl_{role}": seed_plan.graph.nodes[key] for role, key in node.inputs
+                                   if role.startswith("entropy_")}}

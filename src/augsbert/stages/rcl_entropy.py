@@ -10,6 +10,7 @@ from typing import Literal
 from ..store.graph import Graph, Node
 from ..params import TrainingParams
 from .base import Stage
+from .sizes import pool_items
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,7 +36,7 @@ RCL_ENTROPY = Stage("rcl_entropy", 1, "train one entropy model of Regularized Co
                     "augsbert.jobs.rcl_entropy:run", section="pretrain",
                     runtime=("eval_batch_size", "model", "triples"),
                     roles=("rcl_entropy_0",),  # --role rcl_entropy_<n> for the n-th φ
-                    seconds_per_item=0.01, params=RclEntropyParams,
+                    seconds_per_item=0.01, params=RclEntropyParams, items=pool_items,
                     gpu_sequences=2)  # query and document
 STAGES = (RCL_ENTROPY,)
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ConfigError
-from ..store.graph import Graph, Node
+from ..store.graph import Graph, Node, SeedPlan
 from ..params import Params
 from .base import Stage
 from .prepare_data import has_topics
@@ -48,6 +48,8 @@ class SuiteParams(Params):
     hub_revisions: dict[str, str] = field(default_factory=dict)
 
 
+# Bi-Encoder roles that get the evaluation suite (STS suite, topic, USEB, diagnostics).
+SUITE_ROLES = ("zero_shot", "pretrained", "classifier", "lower_bound", "student", "gpl")
 SUITE = Stage("suite", 2, "evaluate a Bi-Encoder on the STS suite, topic classification, USEB and "
               "alignment/uniformity (--role zero_shot_suite | pretrained_suite | lower_bound_suite | student_suite)",
               "augsbert.jobs.suite:run",
@@ -55,11 +57,9 @@ SUITE = Stage("suite", 2, "evaluate a Bi-Encoder on the STS suite, topic classif
               section="evaluation", runtime=("batch_size", "model", "sts", "useb", "mteb", "skipped"),
               roles=("student_suite", "lower_bound_suite", "pretrained_suite", "classifier_suite", "zero_shot_suite"),
               seconds_per_item=0.002, aliases=("evaluate-suite",), rule_alias="evaluate_suite", group="evaluation",
-              cache=False, params=SuiteParams)
+              cache=False, params=SuiteParams, raw_inputs=lambda node: local_files(node), plan=lambda seed_plan: plan_suites(seed_plan), needs=SUITE_ROLES)
 STAGES = (SUITE,)
 
-# Bi-Encoder roles that get the evaluation suite (STS suite, topic, USEB, diagnostics).
-SUITE_ROLES = ("zero_shot", "pretrained", "classifier", "lower_bound", "student", "gpl")
 STS_TASKS_DIR = "sts_suite"
 USEB_DIR = "useb/data-eval"
 
@@ -165,3 +165,12 @@ def local_files(node: Node) -> list[str]:
     paths = [p for p in [*params.get("sts", {}).values(), *params.get("mteb", {}).values()] if p != "hub"] \
         + list(params.get("useb", {}).values())
     return sorted(paths)
+
+
+def plan_suites(seed_plan: SeedPlan) -> dict[str, Node]:
+    """The evaluation suite of every Bi-Encoder row of the run (`evaluation.suites`), role `<row>_suite`."""
+    exp, roles = seed_plan.config, seed_plan.roles
+    if not exp["evaluation"]["suites"]:
+        return {}
+    return {f"{role}_suite": suite(seed_plan.graph, exp, roles["data"], roles[role]) for role in SUITE_ROLES
+            if role in roles}

@@ -18,10 +18,14 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ..errors import ConfigError
-from ..store.graph import Graph, Node
+from ..store.graph import Graph, Node, SeedPlan
 from ..params import Params
 from .base import Stage
-from .train import student, teacher
+from .candidates import candidates_node
+from .runs import wants
+from .sizes import label_pairs
+from .student import student
+from .teacher import teacher
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,7 +51,10 @@ class PairScoresParams(Params):
 PAIR_SCORES = Stage("pair_scores", 1, "score unlabelled pairs with one or two models, averaged (Trans-Encoder's "
                     "pseudo-labels)", "augsbert.jobs.pair_scores:run", section="trans_encoder",
                     runtime=("batch_size", "model", "mutual_model"), roles=("te_scores_0",), seconds_per_item=0.004,
-                    base_mem_mb=8000, mb_per_item=0.002, params=PairScoresParams)
+                    base_mem_mb=8000, mb_per_item=0.002, params=PairScoresParams,
+                    plan=lambda seed_plan: plan_trans_encoder(seed_plan), needs=("data", "candidates", "pretrained"),
+                    check=lambda graph, name, exp: check_pairs(name, exp) if "trans_encoder" in exp["models"] else None,
+                    items=lambda plan, node: label_pairs(plan, node.key))
 STAGES = (PAIR_SCORES,)
 
 SCORER_INPUT = "scorer_{}"
@@ -167,3 +174,16 @@ def check_pairs(name: str, exp: dict) -> None:
         raise ConfigError(f"experiments.{name}.trans_encoder.pairs: candidates from semantic search with "
                           "sampling.semantic_model: finetuned, an encoder trained on gold; Trans-Encoder uses no "
                           "gold label: choose pretrained, pretrained_stage or a model")
+
+
+def plan_trans_encoder(seed_plan: SeedPlan) -> dict[str, Node]:
+    """`models: [trans_encoder]`: every round's nodes, on the target's train pairs (unlabelled) or on the
+    sampled candidates (`trans_encoder.pairs: candidates`)."""
+    if not wants(seed_plan, "trans_encoder"):
+        return {}
+    exp, roles = seed_plan.config, seed_plan.roles
+    pairs = roles["data"]
+    if exp["trans_encoder"]["pairs"] == "candidates":
+        pairs = roles.get("candidates") or candidates_node(seed_plan)
+    return trans_encoder(seed_plan.graph, seed_plan.experiment, exp, exp["dataset"], seed_plan.seed, roles["data"],
+                         pairs, roles.get("pretrained"))

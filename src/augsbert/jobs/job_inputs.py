@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import ConfigError
-from .fingerprints import DigestCache, model_identity, path_digest
+from ..store.fingerprints import DigestCache, model_identity, path_digest
 from ..stages.prepare_data import raw_inputs_of
 
 

@@ -1,7 +1,5 @@
-"""The `teacher` and `student` stages: the pair model and the Bi-Encoder (job: augsbert.jobs.train).
-
-The student stage also trains the lower bound (the same Bi-Encoder on gold labels only).
-"""
+"""The `student` stage: a Bi-Encoder trained on teacher-labelled pairs (with or without the gold), and the
+lower bound, the same Bi-Encoder on gold labels only (job: augsbert.jobs.train)."""
 
 from __future__ import annotations
 
@@ -9,23 +7,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..errors import ConfigError
-from ..store.graph import Graph, Node
 from ..params import PairTrainingParams
+from ..store.graph import Graph, Node, SeedPlan
 from .base import MODEL_SETTINGS, Stage
-
-
-@dataclass(frozen=True, kw_only=True)
-class TeacherParams(PairTrainingParams):
-    """The `teacher` section (the Cross-Encoder's `loss` and `activation` only for arch ce).
-
-    `selection: last` (keyed only then): keep the last epoch, read no dev split (a Trans-Encoder cross model,
-    which must not see a gold label); a teacher with a `labels` input learns those scores, not the gold.
-    """
-
-    arch: Literal["ce", "cbe"]
-    symmetric: bool
-    loss: Literal["bce", "mse"] | None = None
-    selection: Literal["dev", "last"] = "dev"
+from .runs import from_adapted, inert_grouping_dropped, source, topic_prompt, trained_on, transfer, wants
+from .sizes import trained_items
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,29 +25,14 @@ class StudentParams(PairTrainingParams):
     loss: Literal["cosine", "cosent", "angle", "mnrl", "margin_mse", "kl_div"] | None = None
 
 
-TEACHER = Stage("teacher", 3, "train the teacher (Cross-Encoder or Cross-Bi-Encoder) on the gold train split",
-                "augsbert.jobs.train:run_teacher", section="teacher", runtime=MODEL_SETTINGS, roles=("teacher",),
-                data_parallel=True, seconds_per_item=0.02, mb_per_item=0.002, aliases=("train-teacher",),
-                rule_alias="train_teacher", params=TeacherParams)
 STUDENT = Stage("student", 3, "train a Bi-Encoder on gold and/or teacher-labelled pairs (also the lower bound)",
                 "augsbert.jobs.train:run_student", section="student", runtime=MODEL_SETTINGS,
                 roles=("student", "lower_bound"), data_parallel=True, seconds_per_item=0.01, mb_per_item=0.002,
                 aliases=("train-student",), rule_alias="train_student", gpu_sequences=2,  # both sides of a pair
-                params=StudentParams)
-STAGES = (TEACHER, STUDENT)
-
-
-def inert_grouping_dropped(options: dict) -> dict:
-    """A copy of a training section without `megabatch` when `group_by_length` is off (it changes nothing then),
-    and without `early_stopping_patience` when it is 0 and `torch_compile` when false (off: sections planned
-    before they existed keep their keys)."""
-    options = dict(options)
-    if not options.get("group_by_length", False):
-        options.pop("megabatch", None)
-    for key in ("early_stopping_patience", "torch_compile"):
-        if not options.get(key):
-            options.pop(key, None)
-    return options
+                params=StudentParams, plan=lambda seed_plan: plan_student(seed_plan),
+                needs=("data", "source_data", "gold_subset", "labels", "adapt", "pretrained"), items=trained_items,
+                rows={"lower_bound": (30, "SBERT (lower bound)"), "student": (50, "")})
+STAGES = (STUDENT,)
 
 
 def student_loss_options(options: dict) -> dict:
@@ -106,32 +77,6 @@ def dev_input(selection: str, target: Node, transfer: bool) -> dict[str, Node]:
     return {"dev": target} if selection == "target_dev" and transfer else {}
 
 
-def from_adapted(inputs: dict[str, Node]) -> bool:
-    return "init" in inputs and inputs["init"].stage == "adapt"
-
-
-def teacher(graph: Graph, exp: dict, dataset: str, seed: int, inputs: dict[str, Node],
-            prompt: str | None = None, selection: str = "dev") -> Node:
-    options = inert_grouping_dropped(exp["teacher"])
-    options.pop("ensemble", None)  # an ensemble's members are teachers of their own (planning.ensemble)
-    options.pop("combine", None)
-    options.pop("pretrained", None)  # a `gpl` model's Cross-Encoder used as it is (planning.gpl), never trained
-    options.pop("score_scale", None)
-    model = options.pop("base_model") or exp["base_model"]
-    options.pop("base")  # the start point is the `init` input (pretrained) or `model`
-    if options["freeze_embeddings"] is None:  # thesis 5.4.3: freeze when starting from an adapted checkpoint
-        options["freeze_embeddings"] = from_adapted(inputs)
-    if options["arch"] == "cbe":  # Cross-Encoder-only options must not change a CBE's key
-        options.pop("loss")
-        options.pop("activation")
-    params = {**options, "model": model, "seed": seed}
-    if prompt:  # its gold pairs carry topics: trained and tested on prompted pairs
-        params["topic_prompt"] = prompt
-    if selection != "dev":
-        params["selection"] = selection
-    return graph.add(TEACHER, f"{dataset}.{options['arch']}", params, inputs)
-
-
 def student(graph: Graph, exp: dict, dataset: str, seed: int, inputs: dict[str, Node], selection: str,
             gold_only: bool = False, prompt: str | None = None) -> Node:
     if exp["student"].get("loss") == "kl_div":
@@ -153,3 +98,35 @@ def student(graph: Graph, exp: dict, dataset: str, seed: int, inputs: dict[str, 
     if prompt:  # `prompted`: the student sees the prompts too (`hidden`: plain texts, same scores)
         params["topic_prompt"] = prompt
     return graph.add(STUDENT, f"{dataset}.be", params, inputs)
+
+
+def lower_bound_node(seed_plan: SeedPlan) -> Node:
+    """The lower bound: the student's Bi-Encoder on the gold alone (also the encoder of `semantic_model:
+    finetuned` sampling, so it is planned whether or not it is a row)."""
+    exp = seed_plan.config
+    selection = student_selection(seed_plan.experiment, exp)
+    inputs = {**trained_on(seed_plan), **dev_input(selection, seed_plan.roles["data"], transfer(exp))}
+    return student(seed_plan.graph, exp, source(exp), seed_plan.seed, inputs, selection, gold_only=True)
+
+
+def plan_student(seed_plan: SeedPlan) -> dict[str, Node]:
+    """The lower bound (planned always, a row with `models: [lower_bound]`) and the student of the teacher's
+    labels (`labels`). The student's gold (use_gold_labels) and default dev split are the teacher's: the
+    source's in transfer. It starts from the MLM-adapted checkpoint with `adapt_mlm.variant: full_domain`,
+    from the pretrain stage's encoder with `student.base: pretrained`."""
+    exp, roles = seed_plan.config, seed_plan.roles
+    lower_bound = lower_bound_node(seed_plan)
+    planned = {"lower_bound": lower_bound} if wants(seed_plan, "lower_bound") else {}
+    if not wants(seed_plan, "student"):
+        return planned
+    selection = student_selection(seed_plan.experiment, exp)
+    inputs = {**trained_on(seed_plan), "labels": roles["labels"],
+              **dev_input(selection, roles["data"], transfer(exp))}
+    if exp["adapt_mlm"]["variant"] == "full_domain":
+        inputs["init"] = roles["adapt"]
+    elif exp["student"]["base"] == "pretrained":
+        inputs["init"] = roles.get("pretrained")
+    prompt = topic_prompt(exp) if exp["topic_prompt"] == "prompted" else None
+    planned["student"] = student(seed_plan.graph, exp, exp["dataset"], seed_plan.seed, inputs, selection,
+                                 prompt=prompt)
+    return planned

@@ -1,0 +1,116 @@
+"""A grid's table layout: rows = (role, axis values), columns = the grid's columns, from the plan.
+
+Which roles are rows, in which order and under which title, is what their stages declare (`Stage.rows`);
+ensemble members and Trans-Encoder rounds are numbered rows placed after the teacher and the student.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ..config.grids import cells
+from ..config.load import ConfigError, canonical_json, unknown_name
+from ..stages import REGISTRY
+from ..store.graph import SPECS, write_spec
+
+MEMBER_PLACE, ROUND_PLACE = 45, 55  # teacher ensemble members after the teacher; Trans-Encoder rounds after the student
+
+
+def table_rows() -> dict[str, tuple[int, str]]:
+    """Every role that is a row of a grid table: its place (thesis order) and title, as its stage declares them."""
+    return {role: row for stage in REGISTRY.values() for role, row in stage.rows.items()}
+
+
+def row_label(role: str, arch: str, values: list[str], student_title: str = "AugSBERT") -> str:
+    """Thesis-style row names: "AugSBERT-BM25", "CBE (upper bound)", "SBERT (lower bound)"; numbered roles:
+    "Teacher member 2 (CE)", "Trans-Encoder round 1: CE cross (mutual)"."""
+    if role == "student":  # an empty title: the axis values alone ("DomainSBERT")
+        return "-".join(part for part in [student_title, *values] if part)
+    title = numbered_title(role, arch) or table_rows()[role][1].format(arch=arch)
+    return f"{title} [{', '.join(values)}]" if values else title
+
+
+def numbered_title(role: str, arch: str) -> str | None:
+    """The title of an ensemble member's or a Trans-Encoder round's row (`arch`: that model's), else None."""
+    match = re.fullmatch(r"teacher_member_(\d+)", role)
+    if match:
+        return f"Teacher member {int(match[1]) + 1} ({arch})"
+    match = re.fullmatch(r"te_(cross|bi)_(\d+)(_mutual)?", role)
+    if match:
+        model = f"{arch} cross" if match[1] == "cross" else "Bi-Encoder"
+        return f"Trans-Encoder round {match[2]}: {model}{' (mutual)' if match[3] else ''}"
+    return None
+
+
+def numbered_roles(roles) -> list[str]:
+    """Ensemble members and Trans-Encoder rounds among `roles`, in table order (members; rounds, cross first)."""
+    found = sorted({r for r in roles if numbered_title(r, "")},
+                   key=lambda r: (r.startswith("te_"), [int(n) for n in re.findall(r"\d+", r)], r.startswith("te_bi"),
+                                  r.endswith("_mutual")))
+    return found
+
+
+def grid_spec(plan, name: str) -> dict:
+    """The table layout of a grid: rows = (role, axis values), columns = the grid's columns.
+
+    A model shared by several cells (the lower bound of every sampling
+    variant, the teacher of every student of one teacher, ...) has the same
+    node keys there, so it becomes one row labelled only by the axis values
+    it depends on.
+    """
+    grids = plan.config.get("grids") or {}
+    if name not in grids:
+        raise ConfigError(unknown_name(name, "grid", grids))
+    grid = grids[name]
+    columns = list(grid["columns"])
+    by_combo: dict[tuple, dict[str, str]] = {}
+    for cell in cells(name, grid):
+        by_combo.setdefault(cell.combo, {})[cell.column] = cell.experiment
+    varying = [axis for axis, values in (grid.get("axes") or {}).items() if len(values) > 1]
+    rows = []
+    planned = {r for exps in by_combo.values() for e in exps.values() for roles in plan.experiments[e].runs.values()
+               for r in roles}
+    numbered = numbered_roles(planned)
+    # members after the teacher (the ensemble), Trans-Encoder rounds at the end
+    # members after the teacher (place 45: the ensemble), Trans-Encoder rounds after the student (55)
+    places = {**{role: place for role, (place, _) in table_rows().items()},
+              **{r: MEMBER_PLACE if not r.startswith("te_") else ROUND_PLACE for r in numbered}}
+    table_roles = sorted(places, key=lambda r: (places[r], numbered.index(r) if r in numbered else 0))
+    for role in table_roles:
+        groups: dict[tuple, list[tuple]] = {}
+        for combo, experiments in by_combo.items():
+            signature = tuple(
+                tuple(plan.experiments[experiments[c]].runs[s].get(role) for s in plan.experiments[experiments[c]].seeds)
+                for c in columns)
+            if any(k for keys in signature for k in keys):
+                groups.setdefault(signature, []).append(combo)
+        for combos in groups.values():
+            first = by_combo[combos[0]]
+            arch = arch_title(plan, role, plan.experiments[first[columns[0]]])
+            # an axis that sets the teacher's arch is already in a teacher row's title ("CE (upper bound)")
+            fixed = [grid["labels"].get(value, value) for axis, value in combos[0]
+                     if axis in varying and all(dict(c)[axis] == value for c in combos)
+                     and not (role == "teacher" and "arch" in ((grid["axes"][axis][value] or {}).get("teacher") or {}))]
+            rows.append({"label": row_label(role, arch, fixed, grid["student_title"]), "role": role,
+                         "cells": {c: first[c] for c in columns}})
+    return {"grid": name, "description": grid["description"], "metrics": grid["metrics"], "columns": columns,
+            "rows": rows, "experiments": sorted({e for exps in by_combo.values() for e in exps.values()})}
+
+
+def arch_title(plan, role: str, exp) -> str:
+    """What a row title says of the model's architecture: the teacher's arch (or its ensemble), a member's or a
+    Trans-Encoder cross model's own."""
+    key = exp.runs[exp.seeds[0]].get(role)
+    node = plan.nodes[key] if key else None
+    if node is not None and node.stage == "teacher_ensemble":
+        archs = "+".join(plan.nodes[k].params["arch"].upper() for r, k in node.inputs if r.startswith("member_"))
+        return f"Ensemble {archs} ({node.params['combine']})"
+    if node is not None and node.stage == "teacher" and role != "teacher":
+        return node.params["arch"].upper()
+    return exp.config["teacher"]["arch"].upper()
+
+
+def grid_spec_file(plan, name: str) -> str:
+    """`@<path>` of a grid's spec file (artifacts/.specs/tables/<name>.json)."""
+    return "@" + write_spec(Path(SPECS) / "tables" / f"{name}.json", canonical_json(grid_spec(plan, name)))
