@@ -47,6 +47,10 @@ class PretrainParams(TrainingParams):
             raise ConfigError(f"{where}: expected an object, got {type(data).__name__}")
         options = entry(data.get("objective")).options
         own = {f.name for f in dataclasses.fields(options)}
+        unknown = sorted(set(data) - own - {f.name for f in dataclasses.fields(cls)})
+        if unknown:  # an option of another objective, or of no version of the stage
+            raise ConfigError(f"{where}: unknown parameter {unknown[0]!r} for objective {data['objective']!r} "
+                              "(written by another version of the stage? plan it again)")
         common = super().from_json({k: v for k, v in data.items() if k not in own}, where)
         return common.replace(options=options.from_json({k: v for k, v in data.items() if k in own}, where))
 
