@@ -69,8 +69,9 @@ def options_schema(options: type[Params]) -> dict[str, dict]:
     hints = get_type_hints(options)
     properties = {}
     for f in dataclasses.fields(options):
-        if "description" not in f.metadata:
-            continue  # not a config option (set by a stage, e.g. rcl_entropy's phi)
+        if "description" not in f.metadata:  # every config key has a description (the reference is made from them)
+            raise ValueError(f"pretrain.{f.name}: declare it with option(default, description, ...) in "
+                             f"{options.__qualname__}")
         types_, enum, items = _json_type(hints[f.name])
         if enum is not None and "null" in types_ and None not in enum:
             enum = [*enum, None]
