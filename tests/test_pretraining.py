@@ -8,6 +8,7 @@ that lowers its own held-out loss; a killed run resumes to the same model.
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +35,8 @@ def params_for(objective: str, **override) -> PretrainParams:
                "mask_probability": 0.2, "masking": "uniform", "ct_negatives": 3, "eval_steps": 2,
                "selection": "last", "group_by_length": None, "megabatch": 50, "seed": 3,
                "consert_views": ["feature_cutoff", "shuffle"], "cutoff_rate": 0.2, "dropout_rate": 0.2,
-               "decoder_layers": 1, "ae_mask_probability": 0.8}
+               "decoder_layers": 1, "ae_mask_probability": 0.8,
+               "rcl_phis": []}  # rcl: equation 1 alone (no entropy models here; test_rcl trains them)
     options.update(override)
     # the job's view of a planned pretrain spec: what the plan adds (model, corpus options) around them
     return PretrainParams.from_json({"model": "tiny", "exclude_eval_sentences": True, "held_out": 0.1,
@@ -559,8 +561,9 @@ def test_masked_logits_equal_the_full_head(tiny_model):
 
 
 def test_the_schema_offers_exactly_the_registered_objectives():
-    """An objective is its OBJECTIVES entry (columns, pooling, options, loss builder) and its loss class: the schema's
-    `pretrain.objective` choices are filled in from the registry when it is loaded, not kept in the YAML file."""
+    """An objective is its OBJECTIVES entry (columns, pooling, options class, loss) and its loss class: the schema's
+    `pretrain.objective` choices and the objectives' options are filled in from the registry when it is loaded,
+    not kept in the YAML file."""
     from augsbert.config.load import load_schema
     from augsbert.pretraining.objectives import OBJECTIVE_OPTIONS
 
@@ -569,8 +572,14 @@ def test_the_schema_offers_exactly_the_registered_objectives():
     text = (Path(__file__).parents[1] / "src" / "augsbert" / "schemas" / "config.schema.yaml").read_text()
     assert "mlm+simcse" not in text.split("objective:")[1].split("description:")[0]  # no second list to keep
     assert set(OBJECTIVE_OPTIONS) <= set(pretrain)  # every option an objective reads is a pretrain option
+    section = re.split(r"\n      \S", text.split("\n      pretrain:\n")[1])[0]  # the YAML's pretrain section
+    for key in OBJECTIVE_OPTIONS:  # declared once, in an options class: no second copy in the YAML file
+        assert f"\n          {key}:" not in section, key
+        assert pretrain[key]["description"], key
     for name, objective in OBJECTIVES.items():
-        assert set(objective.options) <= set(OBJECTIVE_OPTIONS) and callable(objective.build), name
+        assert callable(objective.build), name
+        if objective.choice:
+            assert set(objective.option_names) <= set(OBJECTIVE_OPTIONS), name
 
 
 # ---- held-out loss of dropout-view objectives (the selection criterion of seed 000's rows)
@@ -579,8 +588,8 @@ def test_dropout_view_held_out_loss_uses_train_mode_views_under_a_fixed_seed(tin
     is taken in train mode, with the same masks at every evaluation; the encoder is left in eval mode."""
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
-    assert [o for o, spec in OBJECTIVES.items() if spec.dropout_views] == [
-        "simcse", "mlm+simcse", "simcse+clm_ae", "simcse+mlm_ae"]
+    assert {o for o, spec in OBJECTIVES.items() if spec.dropout_views} == {
+        "simcse", "mlm+simcse", "simcse+clm_ae", "simcse+mlm_ae"}
     params = params_for("simcse", batch_size=8)
     model = build_encoder(tiny_minilm, "cls", 24, "cpu")
     loss = build_loss("simcse", model, params, tiny_minilm)

@@ -34,6 +34,7 @@ import yaml
 # ConfigError and deep_merge live in modules of their own that grids can import without importing this
 # one back; they are re-exported here, where every caller has always found them.
 from ..errors import ConfigError
+from ..pretraining.objectives import pretrain_schema
 from .grids import cells, expand_grids
 from .merging import deep_merge
 
@@ -48,11 +49,8 @@ def load_schema(resource: str = SCHEMA_RESOURCE) -> dict:
     """A JSON schema shipped in the package (mirrored in workflow/schemas): the config's by default."""
     text = resources.files("augsbert").joinpath(resource).read_text()
     schema = yaml.load(text, Loader=SAFE_LOADER)
-    if resource == SCHEMA_RESOURCE:  # the choices a registry declares (one place per objective)
-        from ..pretraining.objectives import OBJECTIVES
-
-        objective = schema["$defs"]["stage_options"]["properties"]["pretrain"]["properties"]["objective"]
-        objective["enum"] = ["none", *(name for name, o in OBJECTIVES.items() if o.choice)]
+    if resource == SCHEMA_RESOURCE:  # what the objectives' registry declares (one place per objective and option)
+        pretrain_schema(schema["$defs"]["stage_options"]["properties"]["pretrain"]["properties"])
     return schema
 
 

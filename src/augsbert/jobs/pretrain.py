@@ -13,12 +13,17 @@ import logging
 from pathlib import Path
 
 import pandas as pd
+import torch
+from transformers import set_seed
 
 from ..store.artifacts import artifact_dir, write_json
 from ..evaluation import correlations, cosine_scores
 from ..models import resolve_device
 from ..params import read_params
+from ..pretraining.objective import load
+from ..pretraining.objectives import OBJECTIVES, build_loss
 from ..pretraining.params import PretrainParams
+from ..training.pretrain import build_encoder, fit, held_out_loss
 from .common import checkpoint_dir, evaluation_sentences, model_path, precision, read_split
 from .pretrain_rows import checked_regulators, corpus, rcl_rows, read_triples, split_triples
 
@@ -27,12 +32,6 @@ log = logging.getLogger(__name__)
 
 def base_held_out_loss(base: str, held: list[str], params: PretrainParams, device: str, triples=None) -> float:
     """The objective's held-out loss of the untrained encoder (a fresh loss: new heads as training starts)."""
-    import torch
-    from transformers import set_seed
-
-    from ..pretraining.objectives import build_loss
-    from ..training.pretrain import build_encoder, held_out_loss
-
     set_seed(params.seed)
     model = build_encoder(base, params.pooling, params.max_length, device, params.config_kwargs)
     value = held_out_loss(model, build_loss(params.objective, model, params, base), params.objective, held,
@@ -43,25 +42,36 @@ def base_held_out_loss(base: str, held: list[str], params: PretrainParams, devic
     return value
 
 
-def run(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
-    from ..training.pretrain import fit, held_out_loss
+# The corpora an objective trains on (its entry's `corpus`): (params, train, held out, removed, triples,
+# held-out triples); the texts the trainer reads are the first of each row (`train`, `held`).
+def sentence_corpus(spec: dict, params: PretrainParams, evaluated: str):
+    """The unique sentences of the corpus (pretrain.pool), without the evaluated dataset's dev/test sentences."""
+    train, held, removed = corpus(spec, params)
+    return params, train, held, removed, None, None
 
+
+def triple_corpus(spec: dict, params: PretrainParams, evaluated: str):
+    """NLI triples (anchor, entailment, contradiction) from `pretrain.triples`."""
+    eval_sentences = evaluation_sentences(evaluated) if params.exclude_eval_sentences else set()
+    triples, held_triples, removed = split_triples(read_triples(params.triples, params.triples_format),
+                                                   params.held_out, params.seed, eval_sentences)
+    return params, [t[0] for t in triples], [t[0] for t in held_triples], removed, triples, held_triples
+
+
+def rcl_corpus(spec: dict, params: PretrainParams, evaluated: str):
+    """Rows with ids; the entropy models' embeddings of the same rows become the loss's regulators."""
+    triples, held_triples, removed = rcl_rows(spec, params)
+    params = params.replace(regulators=checked_regulators(spec["inputs"], triples + held_triples))
+    return params, [t[1] for t in triples], [t[1] for t in held_triples], removed, triples, held_triples
+
+
+def run(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
     params, inputs = read_params(PretrainParams, spec), spec["inputs"]
     evaluated = inputs.get("eval", inputs["data"])
     test = read_split(evaluated, "test")
     dev = read_split(evaluated, "dev", required=False)
-    triples = held_triples = None
-    if params.objective == "simcse_sup":
-        eval_sentences = evaluation_sentences(evaluated) if params.exclude_eval_sentences else set()
-        triples, held_triples, removed = split_triples(read_triples(params.triples, params.triples_format),
-                                                       params.held_out, params.seed, eval_sentences)
-        train, held = [t[0] for t in triples], [t[0] for t in held_triples]
-    elif params.objective == "rcl":  # rows with ids; the entropy models' embeddings of the same rows
-        triples, held_triples, removed = rcl_rows(spec, params)
-        train, held = [t[1] for t in triples], [t[1] for t in held_triples]
-        params = params.replace(regulators=checked_regulators(inputs, triples + held_triples))
-    else:
-        train, held, removed = corpus(spec, params)
+    params, train, held, removed, triples, held_triples = load(OBJECTIVES[params.objective].corpus)(
+        spec, params, evaluated)
     work = checkpoint_dir(out)
     with artifact_dir(out, spec, force, checkpoints=work) as tmp:
         device = resolve_device(device)

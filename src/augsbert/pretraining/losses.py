@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..models.mlm import IGNORE, mask_tokens
+from ..models.mlm import IGNORE, mask_tokens, masked_lm_from
 from ..models.topic_classifier import REIML_2023  # the thesis that also defines Noise Matching (below)
 
 
@@ -95,8 +95,6 @@ class MaskedLMLoss(nn.Module):
     def __init__(self, model, head_source: str, probability: float = 0.2, masking: str = "uniform",
                  config_kwargs: dict | None = None) -> None:
         super().__init__()
-        from ..models.mlm import masked_lm_from
-
         self.model = model
         encoder = model[0].auto_model
         mlm = masked_lm_from(head_source, config_kwargs)

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ..params import TrainingParams
+from ..errors import ConfigError
+from ..params import Params, TrainingParams
+from .objectives import entry
 
 
 @dataclass(frozen=True, kw_only=True)
 class PretrainParams(TrainingParams):
-    """The `pretrain` stage's params: the `pretrain` section as `pretraining.objectives.resolved` leaves it: the schedule filled from the
-    preset, and only the options the objective (and SimCSE variant) reads; the rest are None here.
+    """The `pretrain` stage's params: the `pretrain` section as `pretraining.objectives.resolved` leaves it: the
+    schedule filled from the preset, and only the options the objective (and SimCSE variant) reads. The spec is
+    flat; the objective's options are its entry's options class (`options`), read as attributes here too.
 
     `eval_batch_size` / `eval_max_length` encode the target's dev split (checkpoint selection and the
     results row), as the zero-shot row does; `regulators` is set by the job (RCL: its entropy inputs).
@@ -33,41 +37,31 @@ class PretrainParams(TrainingParams):
     triples: str | list[str] | None = None
     triples_digest: str | list[str] | None = None
     triples_format: Literal["triples", "nli"] | None = None
-    # objective options (pretraining.objectives.OBJECTIVE_OPTIONS), present when the objective reads them;
-    # the defaults of those the losses read optionally are the schema's
-    temperature: float | None = None
-    deletion_ratio: float | None = None
-    deletion_unit: Literal["word", "token"] | None = None
-    aux_weight: float | None = None
-    aux_weight_on: Literal["contrastive", "main"] = "contrastive"  # which term of mlm+simcse / mlm+nm / tsdae+nm λ weights
-    mlp_head: Literal["none", "train_only"] = "none"  # simcse: SimCSE's MLP head in training only (losses.TrainOnlyMLPHeadLoss)
-    mask_probability: float | None = None
-    masking: Literal["uniform", "bert"] | None = None
-    decoder_layers: int | None = None
-    ae_mask_probability: float | None = None
-    consert_views: list[str] | None = None
-    cutoff_rate: float = 0.2
-    dropout_rate: float = 0.2
-    ct_negatives: int = 7
-    rcl_phis: list[float] = field(default_factory=list)
-    phi: float | None = None  # objective rcl_entropy (the rcl_entropy stage's trainer): equation 2's weight
+    options: Params | None = None  # the objective's own options (its entry's options class), read from the same level
     regulators: list[str] = field(default_factory=list)
-    # seed 001's SimCSE variants (pretraining.objectives.SIMCSE_VARIANTS says which option each reads)
-    simcse_variant: str = "none"
-    noise_sigma: float = 0.001
-    noise_rate: float = 0.1
-    noise_views: Literal["positive", "both"] = "positive"
-    fgsm_epsilon: float = 0.001
-    label_smoothing: float = 0.1
-    sam_rho: float | None = None
-    awp_gamma: float | None = None
-    extra_negatives: int | None = None
-    gmm_components: int = 4
-    gmm_history: int = 8
-    vae_history: int = 8
-    vae_hidden: int = 500
-    vae_latent: int = 20
-    vae_lr: float = 1e-3
-    vae_updates: int = 1
-    vae_sampling: Literal["posterior", "prior"] = "posterior"
-    cov_sampling: Literal["gaussian", "sigma_noise"] = "gaussian"  # cov_filtering: N(μ, Σ) or μ + Σ ε
+
+    @classmethod
+    def from_json(cls, data: dict, where: str = "params") -> PretrainParams:
+        """The flat spec: the objective's options are read (and checked) by its entry's options class."""
+        if not isinstance(data, dict):
+            raise ConfigError(f"{where}: expected an object, got {type(data).__name__}")
+        options = entry(data.get("objective")).options
+        own = {f.name for f in dataclasses.fields(options)}
+        unknown = sorted(set(data) - own - {f.name for f in dataclasses.fields(cls)})
+        if unknown:  # an option of another objective, or of no version of the stage
+            raise ConfigError(f"{where}: unknown parameter {unknown[0]!r} for objective {data['objective']!r} "
+                              "(written by another version of the stage? plan it again)")
+        common = super().from_json({k: v for k, v in data.items() if k not in own}, where)
+        return common.replace(options=options.from_json({k: v for k, v in data.items() if k in own}, where))
+
+    def to_json(self) -> dict:
+        values = super().to_json()
+        values.update(values.pop("options") or {})
+        return values
+
+    def __getattr__(self, name: str):
+        # only for names the class lacks: the objective's options read as `params.temperature`
+        options = self.__dict__.get("options")
+        if options is not None and name in options.__dataclass_fields__:
+            return getattr(options, name)
+        raise AttributeError(f"{type(self).__name__} of objective {self.__dict__.get('objective')!r} has no {name!r}")

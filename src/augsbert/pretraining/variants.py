@@ -696,7 +696,7 @@ def variant_loss(model, params: PretrainParams, scale: float):
 
 def weight_perturbation(params: PretrainParams) -> WeightPerturbation | None:
     """The SAM / AWP trainer hook of `params.simcse_variant`, or None."""
-    kind = WEIGHT_PERTURBED.get(params.simcse_variant) if params.objective == "simcse" else None
+    kind = WEIGHT_PERTURBED.get(getattr(params, "simcse_variant", "none"))  # an option of simcse only
     if kind is None:
         return None
     return WeightPerturbation(kind, params.sam_rho if kind == "sam" else params.awp_gamma)

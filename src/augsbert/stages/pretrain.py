@@ -7,10 +7,10 @@ from pathlib import Path
 
 from ..errors import ConfigError
 from ..store.graph import Graph, Node, SeedPlan
+from ..pretraining.objectives import OBJECTIVES, resolved
 from ..pretraining.params import PretrainParams
 from .base import Stage
 from .prepare_data import data_node
-from .rcl_entropy import rcl_entropy
 from .sizes import pool_items
 
 
@@ -41,19 +41,13 @@ def check_pretrain_use(name: str, exp: dict, variant: str) -> None:
         if uses[key] and adapted:
             raise ConfigError(f"experiments.{name}.{key}: pretrained, but adapt_mlm.variant ({variant}) already "
                               "starts it from the MLM-adapted checkpoint; choose one")
-    if exp["pretrain"]["objective"] == "simcse_sup" and not exp["pretrain"]["triples"]:
-        raise ConfigError(f"experiments.{name}.pretrain.triples: simcse_sup learns from NLI triples; name a "
-                          "file with columns anchor, positive, negative")
-    park = exp["pretrain"].get("simcse_variant", "none")  # seed 001's SimCSE variants: simcse only
-    if park != "none" and exp["pretrain"]["objective"] not in ("simcse", "none"):
-        raise ConfigError(f"experiments.{name}.pretrain.simcse_variant: {park} is a variant of objective "
-                          f"simcse (seed 001), not of {exp['pretrain']['objective']}")
+    for objective in OBJECTIVES.values():  # what each objective refuses (its own options set for another one, ...)
+        objective.check(f"experiments.{name}", exp["pretrain"])
 
 
 def pretrain(graph: Graph, name: str, exp: dict, seed: int, target: Node) -> Node:
     """The pretrain node: corpus = `pretrain.dataset` (or the target), evaluated on the target (`eval`)."""
     from ..store.fingerprints import path_digest
-    from ..pretraining.objectives import resolved
 
     options = resolved(exp["pretrain"])
     options["model"] = options.pop("base_model") or exp["base_model"]
@@ -77,10 +71,7 @@ def pretrain(graph: Graph, name: str, exp: dict, seed: int, target: Node) -> Nod
         options.pop("triples")
         options.pop("triples_format", None)
     inputs = {"data": data_node(graph, corpus), "eval": target}
-    if options["objective"] == "rcl":
-        inputs.update(rcl_entropy(graph, corpus, options, seed, inputs))
-        for key in ("rcl_patience", "rcl_eval_steps", "rcl_entropy_max_steps"):  # in the entropy keys only
-            options.pop(key)
+    inputs.update(OBJECTIVES[options["objective"]].plan(graph, corpus, options, seed, inputs))
     return graph.add(PRETRAIN, f"{corpus}.{options['objective']}.{options['pooling']}", {**options, "seed": seed},
                      inputs)
 

@@ -26,9 +26,13 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from ..pretraining.objectives import OBJECTIVES, build_loss, ct_stepped, training_rows
+from ..pretraining.noise import deletion_collator
+from ..pretraining.objectives import OBJECTIVES, build_loss, ct_stepped
 from ..pretraining.params import PretrainParams
 from ..pretraining.variants import weight_perturbation
+from .batching import length_batch_sampler, token_counts
+from .common import claim_workdir, device_flags, precision_flags, train_resuming
+from .tokenized import pretokenize_collator
 from .tracking import callbacks as tracking_callbacks, trainer_arguments
 
 log = logging.getLogger(__name__)
@@ -157,7 +161,7 @@ def _at_length(evaluator_cls, length: int | None):
 def _dataset(objective: str, sentences: list[str], params: PretrainParams, triples=None):
     from datasets import Dataset
 
-    return Dataset.from_dict(training_rows(objective, sentences, params.seed, params.ct_negatives, triples))
+    return Dataset.from_dict(OBJECTIVES[objective].rows(sentences, params.seed, triples, params.options))
 
 
 def fit(base: str, sentences: list[str], held_out: list[str], dev: pd.DataFrame | None, params: PretrainParams,
@@ -173,9 +177,6 @@ def fit(base: str, sentences: list[str], held_out: list[str], dev: pd.DataFrame 
     from sentence_transformers import SentenceTransformerTrainingArguments
     from sentence_transformers.sentence_transformer.evaluation import EmbeddingSimilarityEvaluator
     from transformers import set_seed
-
-    from .tokenized import pretokenize_collator
-    from .common import claim_workdir, device_flags, precision_flags, train_resuming
 
     objective = params.objective
     claim_workdir(workdir, {"stage": "pretrain", "base": base, "params": params.to_json(), "device": device,
@@ -215,8 +216,6 @@ def fit(base: str, sentences: list[str], held_out: list[str], dev: pd.DataFrame 
     elif selection == "held_out_loss":
         args.update(metric_for_best_model="eval_loss", greater_is_better=False)
     if params.group_by_length:
-        from .batching import length_batch_sampler, token_counts
-
         first = OBJECTIVES[objective].columns[0]
         args["batch_sampler"] = length_batch_sampler(
             [min(n, params.max_length) for n in token_counts(model.tokenizer, train[first][:])], params.megabatch)
@@ -251,8 +250,6 @@ def collator(objective: str, model, params: PretrainParams):
     """The trainer's collator for `objective`: the deletion-noise one for noised objectives."""
     from sentence_transformers.sentence_transformer.data_collator import SentenceTransformerDataCollator
 
-    from ..pretraining.noise import deletion_collator
-
     if OBJECTIVES[objective].noised:
         return deletion_collator(SentenceTransformerDataCollator)(
             preprocess_fn=model.preprocess, ratio=params.deletion_ratio, unit=params.deletion_unit,
@@ -274,7 +271,7 @@ def loss_inputs(batch: dict, columns, device) -> tuple[list[dict], torch.Tensor 
 
 
 def records(objective: str, sentences: list[str], params: PretrainParams, triples=None) -> list[dict]:
-    rows = training_rows(objective, sentences, params.seed, params.ct_negatives, triples)
+    rows = OBJECTIVES[objective].rows(sentences, params.seed, triples, params.options)
     return [dict(zip(rows, values)) for values in zip(*rows.values())]
 
 

@@ -1,0 +1,64 @@
+"""Seed 000's autoencoders `clm_ae` / `mlm_ae` and their SimCSE combinations `simcse+clm_ae` / `simcse+mlm_ae`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..objective import AEMaskOptions, AuxWeightOptions, DecoderOptions, Objective, TemperatureOptions, load
+from .simcse import MNRL
+
+LOSSES = "augsbert.pretraining.losses"
+
+
+@dataclass(frozen=True, kw_only=True)
+class CLMOptions(TemperatureOptions, DecoderOptions):
+    pass
+
+
+@dataclass(frozen=True, kw_only=True)
+class MLMOptions(CLMOptions, AEMaskOptions):
+    pass
+
+
+@dataclass(frozen=True, kw_only=True)
+class SimCSECLMOptions(CLMOptions, AuxWeightOptions):
+    pass
+
+
+@dataclass(frozen=True, kw_only=True)
+class SimCSEMLMOptions(MLMOptions, AuxWeightOptions):
+    pass
+
+
+@dataclass(frozen=True)
+class AutoEncoder(Objective):
+    """A `decoder_layers`-layer decoder reconstructs x from f(x): its loss takes the options `decoder_args`."""
+
+    decoder_args: tuple[str, ...] = ("decoder_layers",)
+
+    def build(self, model, params, head_source: str):
+        return load(self.loss)(model, head_source, *(getattr(params, a) for a in self.decoder_args),
+                               params.config_kwargs)
+
+
+@dataclass(frozen=True)
+class ContrastiveAutoEncoder(Objective):
+    """SimCSE + w x autoencoder on the shared f(x) (seed 000 equation 3.6)."""
+
+    autoencoder: AutoEncoder | None = None
+
+    def build(self, model, params, head_source: str):
+        return load(self.loss)(model, load(MNRL)(model, scale=self.scale(params)),
+                               self.autoencoder.build(model, params, head_source), params.aux_weight)
+
+
+CLM = AutoEncoder("clm_ae", ("sentence",), "mean", False, CLMOptions, f"{LOSSES}:CLMAutoEncoderLoss")
+MLM = AutoEncoder("mlm_ae", ("sentence",), "mean", False, MLMOptions, f"{LOSSES}:MLMAutoEncoderLoss",
+                  decoder_args=("decoder_layers", "ae_mask_probability"))
+ENTRIES = (
+    CLM, MLM,
+    ContrastiveAutoEncoder("simcse+clm_ae", ("anchor", "positive"), "mean", True, SimCSECLMOptions,
+                           f"{LOSSES}:ContrastiveAutoEncoderLoss", dropout_views=True, autoencoder=CLM),
+    ContrastiveAutoEncoder("simcse+mlm_ae", ("anchor", "positive"), "mean", True, SimCSEMLMOptions,
+                           f"{LOSSES}:ContrastiveAutoEncoderLoss", dropout_views=True, autoencoder=MLM),
+)

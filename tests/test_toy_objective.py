@@ -1,0 +1,162 @@
+"""A worked example: a new pre-training objective with one option is two files (docs/development.md).
+
+The test writes exactly the two files a developer would add, under the package names they would have:
+
+- `augsbert/pretraining/objectives/toy.py`: the entry (columns, pooling, in-batch negatives, options class,
+  loss) and its options class, whose one field carries the option's default, description and bounds;
+- `augsbert/pretraining/toy_loss.py`: the loss class, in sentence-transformers' losses/ style.
+
+They are written to temporary folders added to those two packages' `__path__` (the registry lists its
+package's modules), so nothing in the source tree is touched; no other file of the package changes. It then
+shows that the option is in the loaded schema with its description, that the config is checked against it,
+that the option enters the pretrain node's key only when the objective is chosen, and the loss's exact value.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import augsbert.pretraining as pretraining
+import augsbert.pretraining.objectives as objectives
+from augsbert.config.load import ConfigError, load_schema
+from augsbert.params import read_params
+from augsbert.pretraining.params import PretrainParams
+from augsbert.training.pretrain import build_encoder
+from conftest import plan_shipped
+
+ENTRY = '''
+    """`toy`: pulls each anchor towards its positive until their cosine reaches the margin (an example)."""
+
+    from __future__ import annotations
+
+    from dataclasses import dataclass
+
+    from ...params import Params
+    from ..objective import Objective, load, option
+
+
+    @dataclass(frozen=True, kw_only=True)
+    class ToyOptions(Params):
+        toy_margin: float = option(0.5, "`toy`: the cosine each anchor and its positive should reach.",
+                                   minimum=0, maximum=2)
+
+
+    @dataclass(frozen=True)
+    class Toy(Objective):
+        def build(self, model, params, head_source: str):
+            return load(self.loss)(model, margin=params.toy_margin)
+
+
+    ENTRIES = (Toy("toy", ("anchor", "positive"), "mean", False, ToyOptions, "augsbert.pretraining.toy_loss:ToyLoss"),)
+'''
+
+LOSS = '''
+    """The toy objective's loss (augsbert.pretraining.objectives.toy)."""
+
+    from __future__ import annotations
+
+    from collections.abc import Iterable
+    from typing import Any
+
+    import torch
+    from torch import Tensor, nn
+
+
+    class ToyLoss(nn.Module):
+        """A hinge on the cosine of each (anchor, positive) pair: mean_i max(0, margin - cos(f(a_i), f(p_i))).
+
+        Inputs: (anchor, positive) text pairs. No labels.
+        """
+
+        def __init__(self, model, margin: float = 0.5) -> None:
+            super().__init__()
+            self.model = model
+            self.margin = margin
+
+        def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> Tensor:
+            anchors, positives = (self.model(f)["sentence_embedding"] for f in sentence_features)
+            return torch.relu(self.margin - nn.functional.cosine_similarity(anchors, positives)).mean()
+
+        def get_config_dict(self) -> dict[str, Any]:
+            return {"margin": self.margin}
+
+        @property
+        def citation(self) -> str:
+            return "@misc{toy, title={A toy objective}, note={the worked example of docs/development.md}}"
+'''
+
+
+@pytest.fixture
+def toy(tmp_path, monkeypatch):
+    """The two files of the toy objective, registered as a real one is: by being in the registry's package."""
+    entries, losses = tmp_path / "objectives", tmp_path / "pretraining"
+    entries.mkdir()
+    losses.mkdir()
+    written = [entries / "toy.py", losses / "toy_loss.py"]
+    written[0].write_text(textwrap.dedent(ENTRY))
+    written[1].write_text(textwrap.dedent(LOSS))
+    monkeypatch.setattr(objectives, "__path__", [*objectives.__path__, str(entries)])
+    monkeypatch.setattr(pretraining, "__path__", [*pretraining.__path__, str(losses)])
+    objectives.discover()
+    load_schema.cache_clear()
+    yield written
+    monkeypatch.undo()
+    for name in ("augsbert.pretraining.objectives.toy", "augsbert.pretraining.toy_loss"):
+        sys.modules.pop(name, None)
+    objectives.discover()
+    load_schema.cache_clear()
+
+
+def pretrain_key(pretrain: dict):
+    plan = plan_shipped({"experiments": {"x": {"dataset": "lee", "pretrain": pretrain}}}, grids=False, plan=())
+    return plan.node(plan.experiment("x").runs[42]["pretrained"])
+
+
+def test_a_toy_objective_is_two_files_and_works_end_to_end(toy, tiny_model):
+    assert len(toy) == 2 and all(path.is_file() for path in toy)
+    # the option is in the loaded schema, with its bounds and description; the objective is a choice
+    pretrain = load_schema()["$defs"]["stage_options"]["properties"]["pretrain"]["properties"]
+    assert "toy" in pretrain["objective"]["enum"]
+    assert pretrain["toy_margin"] == {"type": "number", "minimum": 0, "maximum": 2, "default": 0.5,
+                                      "description": "`toy`: the cosine each anchor and its positive should reach."}
+    # the config is checked against it
+    with pytest.raises(ConfigError, match="toy_margin"):
+        pretrain_key({"objective": "toy", "toy_margin": 3})
+    # it enters the key of the objective that reads it, at its default too, and no other objective's key
+    chosen = pretrain_key({"objective": "toy", "toy_margin": 0.25})
+    assert chosen.params["objective"] == "toy" and chosen.params["toy_margin"] == 0.25
+    assert pretrain_key({"objective": "toy"}).params["toy_margin"] == 0.5
+    assert chosen.key != pretrain_key({"objective": "toy"}).key
+    simcse = pretrain_key({"objective": "simcse"})
+    assert "toy_margin" not in simcse.params
+    assert pretrain_key({"objective": "simcse", "toy_margin": 0.25}).key == simcse.key
+    # the job reads the planned spec through its options class, and the entry builds the loss with it
+    params = read_params(PretrainParams, {"params": {**chosen.params, "model": tiny_model}})
+    assert params.options == objectives.OBJECTIVES["toy"].options(toy_margin=0.25) and params.toy_margin == 0.25
+    model = build_encoder(tiny_model, params.pooling, 16, "cpu")
+    loss = objectives.build_loss("toy", model, params, tiny_model)
+    assert type(loss).__name__ == "ToyLoss" and loss.margin == 0.25 and "toy" in loss.citation
+    # its exact value on a tiny batch: cos = 1, 0 and -1 against the margin 0.25
+    fixed = lambda features: {"sentence_embedding": features["emb"]}  # noqa: E731  (a stand-in encoder)
+    anchors = torch.tensor([[1.0, 0.0], [0.0, 2.0], [3.0, 0.0]])
+    positives = torch.tensor([[2.0, 0.0], [1.0, 0.0], [-1.0, 0.0]])
+    value = objectives.build_loss("toy", fixed, params, "")([{"emb": anchors}, {"emb": positives}])
+    assert math.isclose(float(value), (0.0 + 0.25 + 1.25) / 3, abs_tol=1e-7)
+    # and on the tiny model: the hinge of the cosines of its own embeddings
+    texts = ["a cat sat on the mat", "a dog ran in the park"]
+    batch = [model.tokenize(texts[:1] * 2), model.tokenize(texts)]
+    with torch.no_grad():
+        value = loss(batch)
+        a, p = (model(dict(b))["sentence_embedding"] for b in batch)
+    expected = torch.relu(0.25 - torch.nn.functional.cosine_similarity(a, p)).mean()
+    assert torch.equal(value, expected)
+
+
+def test_without_the_files_the_registry_and_schema_are_as_shipped():
+    assert "toy" not in objectives.OBJECTIVES
+    assert "toy_margin" not in load_schema()["$defs"]["stage_options"]["properties"]["pretrain"]["properties"]
