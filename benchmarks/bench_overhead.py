@@ -163,7 +163,7 @@ def params_of(name: str, spec: dict):
         from augsbert.stages.adapt import AdaptParams
 
         return read_params(AdaptParams, spec)
-    from augsbert.pretraining.params import PretrainParams
+    from augsbert.stages.pretrain import PretrainParams
 
     return read_params(PretrainParams, spec)
 

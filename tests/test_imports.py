@@ -222,3 +222,145 @@ def test_import_graph_resolves_every_import_form(tmp_path):
         ("pkg.c", "pkg.sub.d"): False, ("pkg.c", "pkg.b"): False, ("pkg.sub.d", "pkg.a"): True}
     assert cycles(graph) == [["pkg.a", "pkg.b", "pkg.c", "pkg.sub.d"]]
     assert private == ["pkg.c:2 imports _hidden from pkg.b", "pkg.c:5 reads dd._secret (pkg.sub.d)"]
+
+
+# ------------------------------------------------------------------ the layers (docs/development.md "Layout")
+
+# Which part of the package may import which (besides itself and the package's own __init__). A part is a
+# folder of the package, a module of its root, or one of the few modules named on their own below (light
+# declarations the lower parts read). Read bottom-up: declarations and the store below planning, planning
+# and scheduling below the models, trainers and jobs, the user's face on top.
+BELOW_JOBS = ("errors", "params", "pretraining.objective", "pretraining.objectives", "config", "data", "store",
+              "stages", "planning", "scheduling", "reporting", "models", "evaluation", "sampling", "pretraining",
+              "training")
+LAYERS: dict[str, tuple[str, ...]] = {
+    "augsbert": (),
+    "errors": (),
+    "params": ("errors",),
+    "pretraining.objective": ("errors", "params"),
+    "pretraining.objectives": ("errors", "params", "pretraining.objective"),
+    "config": ("errors", "params", "pretraining.objectives"),
+    "data": ("errors", "config"),
+    "store": ("errors", "params", "config"),
+    "stages": ("errors", "params", "config", "data", "store", "pretraining.objective", "pretraining.objectives"),
+    "planning": ("errors", "params", "config", "store", "stages"),
+    "scheduling": ("errors", "params", "config", "store", "stages", "planning"),
+    "reporting": ("errors", "config", "store", "stages", "planning"),
+    "models": ("errors", "params", "config", "data", "store", "stages", "scheduling"),
+    "evaluation": ("errors", "params", "config", "data", "store", "models"),
+    "sampling": ("errors", "params", "data", "store", "models"),
+    "pretraining": ("errors", "params", "config", "data", "store", "stages", "models", "pretraining.objective",
+                    "pretraining.objectives"),
+    "training": ("errors", "params", "config", "data", "store", "stages", "scheduling", "models", "evaluation",
+                 "sampling", "pretraining", "pretraining.objective", "pretraining.objectives"),
+    "jobs": BELOW_JOBS,
+    "face": (*BELOW_JOBS, "jobs"),
+    "__main__": ("face",),
+}
+OWN_PARTS = ("pretraining.objective", "pretraining.objectives")  # modules that are a part of their own
+
+
+def part_of(module: str) -> str:
+    """The part of the package `module` belongs to (a key of LAYERS)."""
+    inner = module.removeprefix("augsbert").removeprefix(".")
+    for own in OWN_PARTS:
+        if inner == own or inner.startswith(own + "."):
+            return own
+    return inner.split(".")[0] if inner else "augsbert"
+
+
+def _type_checking_only(tree: ast.Module) -> set[int]:
+    """ids of the nodes under `if TYPE_CHECKING:` (annotations only: no import happens at run time)."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            found.update(id(n) for n in ast.walk(node))
+    return found
+
+
+def layering_violations(root: Path) -> list[str]:
+    modules = module_names(root)
+    found = []
+    for module, path in modules.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        skip = _type_checking_only(tree)
+        for node, target, _ in _imports(module, path, tree, modules):
+            source_part, target_part = part_of(module), part_of(target)
+            if id(node) in skip or target_part in (source_part, "augsbert"):
+                continue
+            if target_part not in LAYERS.get(source_part, ()):
+                found.append(f"{module}:{node.lineno} ({source_part}) imports {target} ({target_part})")
+    return sorted(set(found))
+
+
+def test_every_part_is_in_the_layering_table():
+    parts = {part_of(m) for m in module_names(SRC)}
+    assert parts <= set(LAYERS), f"parts missing from LAYERS: {sorted(parts - set(LAYERS))}"
+
+
+def test_no_import_goes_against_the_layers():
+    found = layering_violations(SRC)
+    assert not found, "imports against the layering table (tests/test_imports.py LAYERS):\n  " + "\n  ".join(found)
+
+
+def test_the_layering_check_finds_an_upward_import(tmp_path):
+    pkg = tmp_path / "augsbert"
+    (pkg / "store").mkdir(parents=True)
+    (pkg / "stages").mkdir()
+    for name, text in {"__init__.py": "", "store/__init__.py": "", "stages/__init__.py": "",
+                       "stages/a.py": "from ..store import b\n",
+                       "store/b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..stages import a\n",
+                       "store/c.py": "def f():\n    from ..stages import a\n"}.items():
+        (pkg / name).write_text(text)
+    assert layering_violations(pkg) == ["augsbert.store.c:2 (store) imports augsbert.stages.a (stages)"]
+
+
+# ------------------------------------------------------------------ the shape of the package
+
+MAX_FUNCTION_LOCAL_IMPORTS = 40  # of the package's own modules (issue 40): only where a module is heavy
+
+
+def function_local_imports(root: Path) -> list[str]:
+    """`module:line` of every import of one of the package's modules inside a function body."""
+    return sorted({f"{e.source}:{e.line}" for e in import_graph(root)[1] if e.local})
+
+
+def test_function_local_imports_are_few():
+    found = function_local_imports(SRC)
+    assert len(found) <= MAX_FUNCTION_LOCAL_IMPORTS, "\n".join(found)
+
+
+def test_the_package_root_shows_its_parts():
+    """At most 8 modules in the root; every folder is a package whose docstring says in one line what it holds."""
+    assert len(list(SRC.glob("*.py"))) <= 8, sorted(p.name for p in SRC.glob("*.py"))
+    for folder in sorted(p for p in SRC.iterdir() if p.is_dir() and p.name not in ("__pycache__", "schemas")):
+        init = folder / "__init__.py"
+        assert init.is_file(), f"{folder.name}/ has no __init__.py"
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        assert doc and doc.splitlines()[0].strip(), f"{folder.name}/__init__.py: no one-line docstring"
+
+
+def stage_names_in(path: Path, names: set[str]) -> list[str]:
+    """String constants (and, in the rules, words of quoted strings) in `path` that are a stage's name."""
+    import io
+    import tokenize
+
+    found = []
+    for token in tokenize.generate_tokens(io.StringIO(path.read_text()).readline):
+        if token.type == tokenize.STRING:
+            text = token.string.strip("rbfRBF").strip("'\"")
+            if text in names:
+                found.append(f"{path.name}:{token.start[0]}: {token.string}")
+    return found
+
+
+def test_the_plan_resources_and_rules_name_no_stage():
+    """What differs between stages is in their declarations: the planning loop, the job sizing and the rules
+    read the registry and never branch on a stage's name."""
+    from augsbert.stages import REGISTRY
+
+    names = set(REGISTRY)
+    files = [SRC / "planning" / "plan.py", SRC / "scheduling" / "resources.py",
+             *sorted((SRC.parents[1] / "workflow").rglob("*.smk")), SRC.parents[1] / "workflow" / "Snakefile"]
+    found = [hit for path in files for hit in stage_names_in(path, names)]
+    assert not found, "\n".join(found)

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from augsbert.pretraining.noise import batch_rng, delete_tokens, delete_words, keep_mask
-from augsbert.pretraining.params import PretrainParams
+from augsbert.stages.pretrain import PretrainParams
 from augsbert.pretraining.objectives import OBJECTIVES, build_loss, resolved, training_rows
 from augsbert.training.pretrain import build_encoder, fit, held_out_loss, loss_extra_state
 

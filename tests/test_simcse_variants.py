@@ -17,7 +17,7 @@ import pytest
 import torch
 from test_pretraining import SENTENCES, Fixed
 
-from augsbert.pretraining.params import PretrainParams
+from augsbert.stages.pretrain import PretrainParams
 from augsbert.pretraining.objectives import SIMCSE_VARIANT_KEYS, SIMCSE_VARIANTS, build_loss, resolved
 from augsbert.training.pretrain import build_encoder, fit, held_out_loss, loss_extra_state
 from augsbert.pretraining.variants import (

@@ -133,7 +133,7 @@ def train_briefly(trainer: str, tiny_model: str, work):
                       "fp32")[0]
     else:
         from augsbert.pretraining.objectives import resolved
-        from augsbert.pretraining.params import PretrainParams
+        from augsbert.stages.pretrain import PretrainParams
         from augsbert.training.pretrain import fit
 
         options = resolved({"objective": trainer, "preset": "thesis", "pooling": None, "batch_size": 16, "max_steps": 4,

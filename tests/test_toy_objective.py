@@ -25,7 +25,7 @@ import augsbert.pretraining as pretraining
 import augsbert.pretraining.objectives as objectives
 from augsbert.config.load import ConfigError, load_schema
 from augsbert.params import read_params
-from augsbert.pretraining.params import PretrainParams
+from augsbert.stages.pretrain import PretrainParams
 from augsbert.training.pretrain import build_encoder
 from conftest import plan_shipped
 

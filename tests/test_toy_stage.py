@@ -11,7 +11,6 @@
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -164,7 +163,8 @@ def test_a_stage_between_labels_and_student_is_three_files_and_a_dry_run(tmp_pat
     assert len(set(unset["keys"]) - set(filtered["keys"])) == 2
 
     # the dry run: the stage's rule comes from the registry, between the labelling job and the student
-    proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-p", "--cores", "1", "results/demo_augsbert_cbe.json",
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-p", "--cores", "1",
+                           "results/demo_augsbert_cbe.json",
                            "--config", "experiments={demo_augsbert_cbe: {label_filter: {min_score: 0.5}}}"],
                           cwd=root, env=env, capture_output=True, text=True, timeout=600)
     out = proc.stdout + proc.stderr

@@ -37,6 +37,7 @@ from ..errors import ConfigError
 from ..pretraining.objectives import pretrain_schema
 from .grids import cells, expand_grids
 from .merging import deep_merge
+from .reading import CONFIG_LIMIT, check_depth, read_text
 
 SCHEMA_RESOURCE = "schemas/config.schema.yaml"
 # libyaml's safe loader where PyYAML was built with it: the same documents, ~8x faster on the schema,
@@ -588,8 +589,6 @@ def _load_yaml(text: str, path: Path):
 
 
 def _read_yaml(path: Path):
-    from .reading import CONFIG_LIMIT, check_depth, read_text
-
     text = read_text(path, "config file", CONFIG_LIMIT)  # a regular utf-8 file of bounded size (augsbert.config.reading)
     try:
         loaded = _load_yaml(text, path)

@@ -22,7 +22,7 @@ from ..models import resolve_device
 from ..params import read_params
 from ..pretraining.objective import load
 from ..pretraining.objectives import OBJECTIVES, build_loss
-from ..pretraining.params import PretrainParams
+from ..stages.pretrain import PretrainParams
 from ..training.pretrain import build_encoder, fit, held_out_loss
 from .common import checkpoint_dir, evaluation_sentences, model_path, precision, read_split
 from .pretrain_rows import checked_regulators, corpus, rcl_rows, read_triples, split_triples

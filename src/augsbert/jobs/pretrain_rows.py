@@ -19,7 +19,7 @@ from ..store.artifacts import read_json
 from ..data import DataError
 from ..data.readers import read_text_table
 from ..data.tables import RowReport
-from ..pretraining.params import PretrainParams
+from ..stages.pretrain import PretrainParams
 from ..stages.rcl_entropy import RclEntropyParams
 from .common import evaluation_sentences, target_pool
 

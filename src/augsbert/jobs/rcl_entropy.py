@@ -29,7 +29,7 @@ from ..store.artifacts import artifact_dir, write_json
 from ..data import DataError
 from ..models import resolve_device
 from ..params import read_params
-from ..pretraining.params import PretrainParams
+from ..stages.pretrain import PretrainParams
 from ..stages.rcl_entropy import RclEntropyParams
 from .common import checkpoint_dir, model_path, precision
 from .pretrain import base_held_out_loss

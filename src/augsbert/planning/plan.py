@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..config.load import ConfigError, canonical_json, short_hash, unknown_name
+from ..config.load import ConfigError, canonical_json, short_hash, unknown_name, validated_experiment
 from ..models.resolve import ModelResolutionError, reference_kind
 from ..stages import REGISTRY, planning_order
 from ..store.graph import SEMANTIC_CHOICES, SPECS, Graph, Node, SeedPlan, write_spec
@@ -80,7 +80,8 @@ class Plan(Graph):
         planning hook in the registry's planning order (augsbert.stages.planning_order), each seeing the roles
         planned before it (augsbert.stages.base says what a hook returns)."""
         self._check_models(name, exp)
-        plan = ExperimentPlan(name, exp, self.config["datasets"][exp["dataset"]], list(exp["seeds"] or self.config["seeds"]))
+        seeds = list(exp["seeds"] or self.config["seeds"])
+        plan = ExperimentPlan(name, exp, self.config["datasets"][exp["dataset"]], seeds)
         for declared in REGISTRY.values():
             if declared.check is not None:
                 declared.check(self, name, exp)
@@ -118,8 +119,6 @@ class Plan(Graph):
     def experiment(self, name: str) -> ExperimentPlan:
         """The plan of experiment `name`, validated and planned on first use."""
         if name not in self.planned:
-            from ..config.load import validated_experiment
-
             if name not in self.experiments:
                 raise ConfigError(unknown_name(name, "experiment", self.experiments))
             plan = self._plan_experiment(name, validated_experiment(self.config, name))

@@ -30,7 +30,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from .params import PretrainParams
+from ..stages.pretrain import PretrainParams
 
 PARK_CITATION = """
 @mastersthesis{park2023data,

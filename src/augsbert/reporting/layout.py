@@ -81,7 +81,8 @@ def grid_spec(plan, name: str) -> dict:
         groups: dict[tuple, list[tuple]] = {}
         for combo, experiments in by_combo.items():
             signature = tuple(
-                tuple(plan.experiments[experiments[c]].runs[s].get(role) for s in plan.experiments[experiments[c]].seeds)
+                tuple(plan.experiments[experiments[c]].runs[s].get(role)
+                      for s in plan.experiments[experiments[c]].seeds)
                 for c in columns)
             if any(k for keys in signature for k in keys):
                 groups.setdefault(signature, []).append(combo)

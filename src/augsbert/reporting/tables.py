@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..store.artifacts import read_json, write_text, writer_lock, writing
+from ..store.artifacts import check_artifact, read_json, write_text, writer_lock, writing
 
 METRIC_TITLES = {
     "spearman": "Spearman ρ × 100 on the target test split",
@@ -77,8 +77,6 @@ def collect(spec: dict, results_dir: str | Path) -> tuple[pd.DataFrame, dict[str
 def check_sources(docs: dict[str, dict]) -> None:
     """The artifacts each results file was collected from still hold what they held (the files a table takes
     from them, by their manifests): an artifact edited or damaged since is not published."""
-    from ..store.artifacts import check_artifact
-
     for name, doc in docs.items():
         for stage in (doc.get("stages") or {}).values():
             check_artifact(stage["path"], f"{name}'s {stage['stage']} artifact",

@@ -29,6 +29,10 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
+from ..models.resolve import ALIASES, ModelResolutionError, reference_kind
+from ..params import TrainingParams
+from ..stages import REGISTRY
+
 # BERT-base: what an unknown model counts as
 DEFAULT_DIMS = {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072,
                 "vocab_size": 30522, "max_position_embeddings": 512}
@@ -50,8 +54,6 @@ def _hub_config(ref: str) -> Path | None:
 @lru_cache(maxsize=None)
 def model_dims(ref: str | None) -> dict[str, int]:
     """The size fields of a model's config.json (DEFAULT_DIMS for what is missing or not found)."""
-    from ..models.resolve import ALIASES, ModelResolutionError, reference_kind
-
     path = None
     try:
         kind = reference_kind(ref) if ref else None
@@ -106,9 +108,6 @@ def estimate_mb(dims: dict[str, int], *, training: bool, batch_size: int, sequen
 
 def job_gpu_mem_mb(plan, key: str) -> int:
     """Estimated GPU memory of one process of the job of node `key` (a data-parallel job runs one per GPU)."""
-    from ..params import TrainingParams
-    from ..stages import REGISTRY
-
     node = plan.node(key)
     stage = REGISTRY[node.stage]
     settings = node.settings

@@ -52,6 +52,7 @@ from collections.abc import Mapping
 from ..stages import REGISTRY
 from ..stages.sizes import default_items
 from .slurm import cpu_limit
+from .gpu_memory import job_gpu_mem_mb
 
 SETUP_S = 300  # start-up: Python, torch, model loading
 SAFETY = 2.0
@@ -179,8 +180,6 @@ def report_resources(stage: str) -> dict[str, int]:
 def job_gpu_mem(plan, key: str, largest_gpu_mb: int | None = None) -> int:
     """gpu_mem_mb of the job of node `key`: its `gpu` count × one process's estimate (augsbert.scheduling.gpu_memory),
     each capped at the largest local GPU's memory when known; 0 for a job without a GPU."""
-    from .gpu_memory import job_gpu_mem_mb
-
     gpus = int(job_resources(plan, key)["gpu"] or 0)
     if not gpus:
         return 0

@@ -15,6 +15,7 @@ from .prepare_data import data_node
 from .runs import strategies, target, wants
 from .sizes import pool_items
 from .student import lower_bound_node
+from ..errors import DataError
 
 Pool = Literal["train", "train+unlabeled", "unlabeled"]
 
@@ -100,8 +101,7 @@ def check_pool(graph: Graph, name: str, sampling: dict, data: Node) -> None:
     """
     if not (Path(data.path) / "train.parquet").is_file():
         return
-    from ..data import DataError
-    from ..jobs.common import pool_too_small, target_pool
+    from ..jobs.common import pool_too_small, target_pool  # reads the data artifact's parquet tables (pandas)
 
     pool = (data.key, sampling["pool"], sampling["exclude_eval_sentences"])
     if pool not in graph.pool_sizes:

@@ -10,6 +10,7 @@ from ..errors import ConfigError
 from ..store.graph import Node, SeedPlan
 from ..params import Params
 from .base import Stage
+from .queries import queries_node
 
 BM25 = "bm25"
 
@@ -70,8 +71,6 @@ def plan_negatives(seed_plan: SeedPlan) -> dict[str, Node]:
     if not seed_plan.config["negatives"]["retrievers"] or "gpl" in seed_plan.config["models"]:
         return {}
     if seed_plan.config["queries"]["generator"]:
-        from .queries import queries_node
-
         pairs = queries_node(seed_plan)
         return {"queries": pairs, "negatives": negatives_node(seed_plan, pairs, generated=True)}
     dataset = seed_plan.config["dataset"]

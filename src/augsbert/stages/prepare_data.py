@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ..errors import ConfigError
+from ..errors import ConfigError, MissingDataError
+from ..store.fingerprints import path_digest
 from ..store.graph import Graph, Node, SeedPlan
 from ..params import Params
 from .base import Stage
@@ -40,7 +41,8 @@ DATA = Stage("data", 3, "read a dataset's raw files into canonical parquet split
              gpu=False, device=False, seconds_per_item=0.001, base_mem_mb=4000, mb_per_item=0.002,
              aliases=("prepare-data",), rule_alias="prepare_data", env="cpu", threads=1, cache=False,
              params=DataParams, raw_inputs=lambda node: raw_inputs(node), plan=lambda seed_plan: plan_data(seed_plan),
-             check=lambda graph, name, exp: check_topics(graph, name, exp), items=lambda plan, node: dataset_items(node))
+             check=lambda graph, name, exp: check_topics(graph, name, exp),
+             items=lambda plan, node: dataset_items(node))
 STAGES = (DATA,)
 
 
@@ -84,9 +86,6 @@ def dataset_inputs(config: dict, dataset: str) -> list[str]:
 
 def data_node(graph: Graph, dataset: str) -> Node:
     """Raw data enter the key by content (sha256 of each file), not by where they lie or when they were copied."""
-    from ..data import MissingDataError
-    from ..store.fingerprints import path_digest
-
     settings = dataset_settings(graph.config, dataset)
     try:
         files = _loader_inputs(settings)
@@ -109,7 +108,7 @@ def raw_inputs_of(params: dict) -> list[str]:
 
 def _loader_inputs(params: dict) -> list[str]:
     """The raw files of a data node's settings (`dataset_settings`), as its loader's `inputs` finds them."""
-    from ..data import get_loader
+    from ..data import get_loader  # the loaders import pandas: planning reads them only for a data node
 
     loader = get_loader(params["loader"])
     return [str(p) for p in loader.inputs(params["dataset"], params, Path(params.get("data_dir", ".")))]

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..store.fingerprints import path_digest
 from ..store.graph import Graph, Node, SeedPlan
 from ..params import Params
 from .base import Stage
@@ -57,7 +58,8 @@ SUITE = Stage("suite", 2, "evaluate a Bi-Encoder on the STS suite, topic classif
               section="evaluation", runtime=("batch_size", "model", "sts", "useb", "mteb", "skipped"),
               roles=("student_suite", "lower_bound_suite", "pretrained_suite", "classifier_suite", "zero_shot_suite"),
               seconds_per_item=0.002, aliases=("evaluate-suite",), rule_alias="evaluate_suite", group="evaluation",
-              cache=False, params=SuiteParams, raw_inputs=lambda node: local_files(node), plan=lambda seed_plan: plan_suites(seed_plan), needs=SUITE_ROLES)
+              cache=False, params=SuiteParams, raw_inputs=lambda node: local_files(node),
+              plan=lambda seed_plan: plan_suites(seed_plan), needs=SUITE_ROLES)
 STAGES = (SUITE,)
 
 STS_TASKS_DIR = "sts_suite"
@@ -74,7 +76,7 @@ def suite_tasks(config: dict, evaluation: dict, dataset: dict) -> dict:
     suites = evaluation["suites"]
     tasks: dict = {"sts": {}, "useb": {}, "skipped": {}}
     if "sts" in suites:
-        from ..evaluation.sts_suite import locate_task
+        from ..evaluation.sts_suite import locate_task  # pandas, and reads a task's file: only for local tasks
 
         for task in evaluation["sts_tasks"]:
             override = (evaluation.get("sts_files") or {}).get(task)
@@ -121,7 +123,7 @@ def suite_tasks(config: dict, evaluation: dict, dataset: dict) -> dict:
 def mteb_tasks(options: dict, root: Path, skipped: dict) -> dict:
     """MTEB task -> local directory or "hub"; the mteb version enters the key (it pins the hub data
     revisions and computes the scores). Checked here so a missing package stops the dry run."""
-    from ..evaluation.mteb_suite import LOCAL_DIR, MISSING_MTEB, mteb_version
+    from ..evaluation.mteb_suite import LOCAL_DIR, MISSING_MTEB, mteb_version  # pandas; only with the mteb suite
 
     version = mteb_version()
     if version is None:
@@ -143,7 +145,6 @@ def mteb_tasks(options: dict, root: Path, skipped: dict) -> dict:
 
 def suite(graph: Graph, exp: dict, data: Node, model: Node) -> Node:
     """Evaluation-suite node of one Bi-Encoder (a trained student, or the zero-shot base model)."""
-    from ..store.fingerprints import path_digest
 
     tasks = suite_tasks(graph.config, {**exp["evaluation"], "topic_delimiter": exp["topic_delimiter"]},
                         graph.config["datasets"][exp["dataset"]])

@@ -84,8 +84,8 @@ def _teacher(seed_plan: SeedPlan, exp: dict, seed: int, prompt: str | None) -> N
         raise ConfigError(f"experiments.{seed_plan.experiment}.teacher.base: pretrained, but `pretrain.objective` "
                           "is none")
     init = roles.get("adapt") or (roles.get("pretrained") if exp["teacher"]["base"] == "pretrained" else None)
-    return teacher(seed_plan.graph, exp, source(exp), seed, {**trained_on(seed_plan), **({"init": init} if init else {})},
-                   prompt)
+    inputs = {**trained_on(seed_plan), **({"init": init} if init else {})}
+    return teacher(seed_plan.graph, exp, source(exp), seed, inputs, prompt)
 
 
 def plan_teacher(seed_plan: SeedPlan) -> dict[str, Node]:

@@ -28,7 +28,7 @@ import torch
 
 from ..pretraining.noise import deletion_collator
 from ..pretraining.objectives import OBJECTIVES, build_loss, ct_stepped
-from ..pretraining.params import PretrainParams
+from ..stages.pretrain import PretrainParams
 from ..pretraining.variants import weight_perturbation
 from .batching import length_batch_sampler, token_counts
 from .common import claim_workdir, device_flags, precision_flags, train_resuming
