@@ -14,19 +14,10 @@ import re
 
 from ..store.artifacts import nan_to_null, read_json, write_json, writer_lock, writing
 from ..config.load import format_errors, load_schema
+from ..reporting.layout import table_rows
 
 RESULTS_SCHEMA = "schemas/results.schema.yaml"
 
-# What each planned role means in a results table.
-ROLE_LABELS = {
-    "zero_shot": "base model, no training (zero-shot Bi-Encoder)",
-    "pretrained": "encoder after unsupervised pre-training (pretrain.objective), no labels",
-    "classifier": "encoder fine-tuned with a linear head on the target's topics (thesis 5.6.1 baseline)",
-    "lower_bound": "Bi-Encoder trained on gold only (SBERT, lower bound)",
-    "teacher": "teacher trained on gold (Cross-Encoder / Cross-Bi-Encoder, upper bound)",
-    "student": "Bi-Encoder student trained on the teacher's labels (AugSBERT)",
-    "gpl": "Bi-Encoder trained on a pretrained Cross-Encoder's margins over mined negatives (GPL), no gold",
-}
 # Roles planned in numbers (ensemble members, Trans-Encoder rounds): pattern -> description
 NUMBERED_ROLES = (
     (re.compile(r"teacher_member_(\d+)"), lambda m: f"teacher ensemble member {int(m[1]) + 1}, trained on gold "
@@ -64,8 +55,9 @@ def summarise(values: list[float | None]) -> dict:
 
 def role_description(role: str) -> str | None:
     """What a model role means in the results (None: not a model role: data, candidates, labels, ...)."""
-    if role in ROLE_LABELS:
-        return ROLE_LABELS[role]
+    rows = table_rows()
+    if role in rows:
+        return rows[role].description
     for pattern, describe in NUMBERED_ROLES:
         match = pattern.fullmatch(role)
         if match:
@@ -74,11 +66,13 @@ def role_description(role: str) -> str | None:
 
 
 def role_order(role: str) -> tuple:
-    """Results order: the fixed roles, then members, then Trans-Encoder rounds (cross before Bi-Encoder)."""
-    if role in ROLE_LABELS:
-        return (list(ROLE_LABELS).index(role),)
+    """Results order: the rows stages declare (by place), then members, then Trans-Encoder rounds (cross before
+    Bi-Encoder)."""
+    rows = table_rows()
+    if role in rows:
+        return (0, rows[role].place)
     numbers = [int(n) for n in re.findall(r"\d+", role)]
-    return (len(ROLE_LABELS), role.startswith("te_"), *numbers, role.startswith("te_bi"), role.endswith("_mutual"))
+    return (1, role.startswith("te_"), *numbers, role.startswith("te_bi"), role.endswith("_mutual"))
 
 
 def _model_entry(role: str, per_seed: dict[str, dict], skipped: dict[str, str], paths: dict[str, dict]) -> dict:

@@ -27,7 +27,7 @@ def row_label(role: str, arch: str, values: list[str], student_title: str = "Aug
     "Teacher member 2 (CE)", "Trans-Encoder round 1: CE cross (mutual)"."""
     if role == "student":  # an empty title: the axis values alone ("DomainSBERT")
         return "-".join(part for part in [student_title, *values] if part)
-    title = numbered_title(role, arch) or table_rows()[role][1].format(arch=arch)
+    title = numbered_title(role, arch) or table_rows()[role].title.format(arch=arch)
     return f"{title} [{', '.join(values)}]" if values else title
 
 
@@ -74,7 +74,7 @@ def grid_spec(plan, name: str) -> dict:
     numbered = numbered_roles(planned)
     # members after the teacher (the ensemble), Trans-Encoder rounds at the end
     # members after the teacher (place 45: the ensemble), Trans-Encoder rounds after the student (55)
-    places = {**{role: place for role, (place, _) in table_rows().items()},
+    places = {**{role: row.place for role, row in table_rows().items()},
               **{r: MEMBER_PLACE if not r.startswith("te_") else ROUND_PLACE for r in numbered}}
     table_roles = sorted(places, key=lambda r: (places[r], numbered.index(r) if r in numbered else 0))
     for role in table_roles:

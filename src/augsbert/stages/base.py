@@ -34,10 +34,11 @@ command line and the job sizing need to know of a stage is read from here, so th
   `augsbert --help` and planning import no model library.
 - `params`: the class of its spec's `params` (an `augsbert.params.Params` dataclass): the command
   checks a spec against it before running, and the runner reads its parameters through it.
-- `rows`: the table rows it fills, `{role: (place, title)}`: rows stand in a grid table by place (thesis
-  order: zero-shot 10, pre-trained 20, classifier 25, lower bound 30, teacher 40, student 50, GPL 60);
-  `{arch}` in a title is the teacher's architecture, the student's title is the grid's `student_title`
-  (augsbert.reporting.layout lays grid tables out from them).
+- `rows`: the table rows it fills, `{role: Row(place, title, description)}`: rows stand in grid tables and
+  results files by place (thesis order: zero-shot 10, pre-trained 20, classifier 25, lower bound 30, teacher
+  40, student 50, GPL 60); `{arch}` in a title is the teacher's architecture, the student's title is the
+  grid's `student_title` (augsbert.reporting.layout); the description says what the model is in a results
+  file (augsbert.jobs.results).
 
 Importing this module imports nothing else of the package.
 """
@@ -46,7 +47,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from importlib import import_module
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
+
+
+
+class Row(NamedTuple):
+    """A model a stage puts in the results tables: where it stands, its row title, what it is."""
+
+    place: int
+    title: str
+    description: str
 
 
 @dataclass(frozen=True)
@@ -81,7 +91,7 @@ class Stage:
     items: Callable[[Any, Any], int] | None = None  # (plan, node) -> items its job iterates over
     uses_gpu: Callable[[Any], bool] | None = None  # (node) -> needs a GPU (else `gpu` says)
     raw_inputs: Callable[[Any], list[str]] | None = None  # (node) -> raw files it reads, by content in its key
-    rows: dict[str, tuple[int, str]] = field(default_factory=dict)  # table rows: role -> (place, title)
+    rows: dict[str, Row] = field(default_factory=dict)  # the table rows it fills, by role
     # its spec's `params` as a typed class (augsbert.params.Params): checked by the command before it runs
     params: type | None = None
 

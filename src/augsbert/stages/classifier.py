@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from ..errors import ConfigError
 from ..store.graph import Graph, Node, SeedPlan
 from ..params import TrainingParams
-from .base import MODEL_SETTINGS, Stage
+from .base import MODEL_SETTINGS, Row, Stage
 from .prepare_data import has_topics
 from .runs import wants
 
@@ -25,7 +25,8 @@ CLASSIFIER = Stage("classifier", 1, "train the topic-classifier baseline (encode
                    section="classifier", runtime=MODEL_SETTINGS, roles=("classifier",), seconds_per_item=0.01,
                    aliases=("train-classifier",), rule_alias="train_classifier",
                    params=ClassifierParams, plan=lambda seed_plan: plan_classifier(seed_plan), needs=("data",),
-                   rows={"classifier": (25, "Topic classifier")})
+                   rows={"classifier": Row(25, "Topic classifier", "encoder fine-tuned with a linear head on the "
+                                            "target's topics (thesis 5.6.1 baseline)")})
 STAGES = (CLASSIFIER,)
 
 

@@ -10,7 +10,7 @@ from typing import Literal
 from ..errors import ConfigError
 from ..store.graph import Node, SeedPlan
 from ..params import Params
-from .base import MODEL_SETTINGS, Stage
+from .base import MODEL_SETTINGS, Row, Stage
 from .negatives import negatives_node
 from .queries import queries_node
 
@@ -63,7 +63,8 @@ GPL_STUDENT = Stage("gpl_student", 1, "train a Bi-Encoder on a pretrained Cross-
                     section="student", runtime=MODEL_SETTINGS, roles=("gpl",), seconds_per_item=0.02,
                     mb_per_item=0.002, gpu_sequences=3, params=GplStudentParams,
                     plan=lambda seed_plan: plan_gpl(seed_plan), needs=("data", "teacher", "pretrained"),
-                    rows={"gpl": (60, "GPL")})
+                    rows={"gpl": Row(60, "GPL", "Bi-Encoder trained on a pretrained Cross-Encoder's margins over mined "
+                                                "negatives (GPL), no gold")})
 STAGES = (MARGINS, GPL_STUDENT)
 
 

@@ -73,7 +73,8 @@ def labels(graph: Graph, exp: dict, dataset: str, seed: int, inputs: dict[str, N
             roles[f"label_shard_{i}"] = inputs[f"label_shard_{i}"] = graph.add(
                 LABEL_SHARD, f"{dataset}.{exp['teacher']['arch']}.{i + 1}of{shards}",
                 {**{k: params[k] for k in ("batch_size", "topic_prompt") if k in params}, "shards": shards, "shard": i},
-                {k: v for k, v in inputs.items() if k in ("teacher", "candidates", "topics") or k.startswith("member_")})
+                {k: v for k, v in inputs.items()
+                 if k in ("teacher", "candidates", "topics") or k.startswith("member_")})
         params["shards"] = shards
     return graph.add(LABELS, f"{dataset}.{exp['teacher']['arch']}", params, inputs)
 

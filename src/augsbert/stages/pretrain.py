@@ -13,7 +13,7 @@ from ..store.fingerprints import path_digest
 from ..store.graph import Graph, Node, SeedPlan
 from ..params import Params, TrainingParams
 from ..pretraining.objectives import OBJECTIVES, entry, resolved
-from .base import Stage
+from .base import Row, Stage
 from .prepare_data import data_node
 from .sizes import pool_items
 
@@ -80,7 +80,8 @@ PRETRAIN = Stage("pretrain", 1, "unsupervised pre-training of a sentence encoder
                  # the triples file enters by digest
                  section="pretrain", runtime=("eval_batch_size", "model", "triples"), roles=("pretrained",),
                  seconds_per_item=0.01, params=PretrainParams, plan=lambda seed_plan: plan_pretrain(seed_plan),
-                 needs=("data",), items=pool_items, rows={"pretrained": (20, "Pre-trained")},
+                 needs=("data",), items=pool_items, rows={"pretrained": Row(20, "Pre-trained", "encoder after unsupervised pre-training "
+                                                                                  "(pretrain.objective), no labels")},
                  check=lambda graph, name, exp: check_pretrain_use(name, exp, exp["adapt_mlm"]["variant"]),
                  gpu_sequences=2)  # two views (SimCSE, NM), two models (CT), or an encoder and its decoder (TSDAE)
 STAGES = (PRETRAIN,)

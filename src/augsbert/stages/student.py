@@ -9,7 +9,7 @@ from typing import Literal
 from ..errors import ConfigError
 from ..params import PairTrainingParams
 from ..store.graph import Graph, Node, SeedPlan
-from .base import MODEL_SETTINGS, Stage
+from .base import MODEL_SETTINGS, Row, Stage
 from .runs import from_adapted, inert_grouping_dropped, source, topic_prompt, trained_on, transfer, wants
 from .sizes import trained_items
 
@@ -31,7 +31,9 @@ STUDENT = Stage("student", 3, "train a Bi-Encoder on gold and/or teacher-labelle
                 aliases=("train-student",), rule_alias="train_student", gpu_sequences=2,  # both sides of a pair
                 params=StudentParams, plan=lambda seed_plan: plan_student(seed_plan),
                 needs=("data", "source_data", "gold_subset", "labels", "adapt", "pretrained"), items=trained_items,
-                rows={"lower_bound": (30, "SBERT (lower bound)"), "student": (50, "")})
+                rows={"lower_bound": Row(30, "SBERT (lower bound)", "Bi-Encoder trained on gold only (SBERT, lower "
+                                                                         "bound)"),
+                      "student": Row(50, "", "Bi-Encoder student trained on the teacher's labels (AugSBERT)")})
 STAGES = (STUDENT,)
 
 

@@ -10,7 +10,7 @@ from typing import Literal
 from ..errors import ConfigError
 from ..params import PairTrainingParams
 from ..store.graph import Graph, Node, SeedPlan
-from .base import MODEL_SETTINGS, Stage
+from .base import MODEL_SETTINGS, Row, Stage
 from .prepare_data import pairs_have_topics
 from .runs import from_adapted, inert_grouping_dropped, source, topic_prompt, trained_on, wants
 from .sizes import trained_items
@@ -37,7 +37,8 @@ TEACHER = Stage("teacher", 3, "train the teacher (Cross-Encoder or Cross-Bi-Enco
                 rule_alias="train_teacher", params=TeacherParams,
                 plan=lambda seed_plan: plan_teacher(seed_plan), needs=("data", "source_data", "gold_subset", "adapt",
                                                                         "pretrained"),
-                items=trained_items, rows={"teacher": (40, "{arch} (upper bound)")})
+                items=trained_items, rows={"teacher": Row(40, "{arch} (upper bound)", "teacher trained on gold (Cross-Encoder / "
+                                                                  "Cross-Bi-Encoder, upper bound)")})
 STAGES = (TEACHER,)
 
 
