@@ -1,7 +1,8 @@
 """What a stage is: one declaration per stage, the single source of its name, version and job facts.
 
-The declarations live beside each stage's planning in `augsbert.stages.<module>`, which builds
-the registry (`augsbert.stages.REGISTRY`).
+Each stage's declaration lives in `augsbert.stages.<name>` with its params class and planning hook; the
+package's modules make the registry (`augsbert.stages.REGISTRY`), which the plan, the rules, the command
+line and the job sizing read.
 
 A stage's `name` is its plan key and its artifact and log folders (`artifacts/<name>/<key>/`,
 `logs/<name>/`); its command is the name hyphenated (`augsbert zero-shot`). What the plan, the
@@ -17,7 +18,7 @@ command line and the job sizing need to know of a stage is read from here, so th
   augsbert.scheduling.gpu_memory have the formulas).
 - `roles`: the experiment roles it fills, in the order `--config` standalone runs pick one.
 - `plan`, `needs`: how it joins an experiment. Planning an experiment (`augsbert.planning.plan`) is a loop
-  over the registry's stages in dependency order, calling each `plan(SeedPlan) -> {role: Node}` once per
+  over the registry's stages in dependency order (`augsbert.stages.planning_order`), calling each `plan(SeedPlan) -> {role: Node}` once per
   seed; the hook sees the roles planned so far (`data`, `teacher`, `labels`, ...) and returns the nodes it
   adds by role (empty when the experiment does not use it). `needs` names the roles it reads: it runs after
   every stage whose `roles` hold one of them, and before every stage that needs one of its `roles`. A stage
