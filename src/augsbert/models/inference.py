@@ -30,6 +30,10 @@ import contextlib
 import logging
 import os
 
+from ..scheduling.gpu_memory import SAFETY, forward_bytes_per_token, DEFAULT_DIMS, CONTEXT_MB
+from ..scheduling.gpus import job_claim
+from .device import PRECISION_ENV
+
 log = logging.getLogger(__name__)
 
 SPECIAL_TOKENS = 4  # added to a row's text tokens: [CLS] a [SEP] b [SEP] (BERT: 3), <s> a </s></s> b </s> (RoBERTa: 4)
@@ -48,8 +52,6 @@ def rows_for_memory(free_mb: float, row_mb: float, requested: int, cap: int = MA
 
 def row_mb(dims: dict[str, int], length: int) -> float:
     """MB a row of `length` tokens needs in a forward pass (gpu_memory's figure, with its SAFETY factor)."""
-    from ..scheduling.gpu_memory import SAFETY, forward_bytes_per_token
-
     s = min(int(length), dims["max_position_embeddings"])
     return SAFETY * s * forward_bytes_per_token(dims, s) / 1e6
 
@@ -76,8 +78,6 @@ def model_device(model) -> str:
 
 def model_shape(model) -> tuple[dict[str, int], int]:
     """(size fields of its transformers config, max length) of a SentenceTransformer, CrossEncoder or CrossBiEncoder."""
-    from ..scheduling.gpu_memory import DEFAULT_DIMS
-
     if hasattr(model, "encoder") and hasattr(model, "pair_tokenizer"):  # CrossBiEncoder
         config, max_length = model.encoder.config, model.max_length
     else:  # SentenceTransformer, CrossEncoder (sentence-transformers 6: both a Transformer module first)
@@ -89,9 +89,6 @@ def model_shape(model) -> tuple[dict[str, int], int]:
 def usable_mb(device) -> float:
     """MB this job may still use on CUDA `device`: the GPU's free memory, within its claim in a packed run."""
     import torch
-
-    from ..scheduling.gpu_memory import CONTEXT_MB
-    from ..scheduling.gpus import job_claim
 
     free = torch.cuda.mem_get_info(torch.device(device))[0] / 1e6
     count, total = job_claim()
@@ -126,8 +123,6 @@ def autocast(model):
     if not _is_cuda(device):
         return contextlib.nullcontext()
     import torch
-
-    from .device import PRECISION_ENV
 
     precision = os.environ.get(PRECISION_ENV, "auto")
     if precision == "fp32":

@@ -37,6 +37,8 @@ from collections.abc import Callable, Sequence
 import torch
 
 from ..models.device import CUDA_GRAPHS_ENV  # auto | off (the Snakefile sets it from the config)
+from . import distributed
+from ..errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +49,6 @@ MAX_GRAPHS = 64  # shapes captured per trainer; a batch of yet another shape run
 def mode() -> str:
     value = os.environ.get(CUDA_GRAPHS_ENV, "off").strip() or "off"  # off until measured on a GPU
     if value not in MODES:
-        from ..errors import ConfigError
-
         raise ConfigError(f"${CUDA_GRAPHS_ENV} is {value!r}; cuda_graphs is one of {', '.join(MODES)}")
     return value
 
@@ -60,8 +60,6 @@ def active(device, torch_compile: bool = False) -> bool:
     """Whether a trainer on `device` takes the graph path: CUDA with `cuda_graphs: auto`, in one process, the model
     not compiled. Several processes (`gpus` > 1) stay eager: their gradients are averaged by DDP's hooks during
     the backward, which a graph of the bare model would skip. A compiled model has graphs of its own making."""
-    from . import distributed
-
     return torch.device(device).type == "cuda" and mode() == "auto" and distributed.world_size() == 1 \
         and not torch_compile
 
