@@ -26,10 +26,8 @@ import math
 from pathlib import Path
 
 import pandas as pd
-import torch
 import yaml
 from huggingface_hub import snapshot_download
-from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss, MSELoss
 from transformers import TrainingArguments
 
 from ..jobs.common import read_split
@@ -40,6 +38,7 @@ from ..params import read_params
 from ..stages.train import StudentParams, TeacherParams
 from ..store.artifacts import read_json
 from ..training.pairs import training_args
+from ..training.trainers import cross_encoder_loss
 from .fetch import HUB_DATASET_OF_LOADER
 
 SBERT = """@inproceedings{reimers-2019-sentence-bert,
@@ -165,9 +164,7 @@ def loss_of(arch: str, role: str, node_spec: dict, model) -> tuple[str, dict, st
     if arch == "be":
         loss = student_loss(model, _params(role, node_spec))
     else:
-        params = _params(role, node_spec)
-        loss = BinaryCrossEntropyLoss(model) if (params.loss or "bce") == "bce" \
-            else MSELoss(model, activation_fn=torch.nn.Sigmoid())
+        loss = cross_encoder_loss(model, _params(role, node_spec))
     name = f"{type(loss).__module__.split('.')[0]}.{type(loss).__name__}"
     return name, loss.get_config_dict(), getattr(loss, "citation", None)
 

@@ -12,7 +12,7 @@ and negatives), for `max_steps` optimizer steps (the step budget) or `epochs`.
 from __future__ import annotations
 
 import logging
-import math
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +24,7 @@ from ..models import resolve_device
 from ..params import read_params
 from ..stages.gpl import GplStudentParams, MarginsParams
 from ..evaluation import correlations, cosine_scores
+from ..training.trainers import gpl_student_trainer
 from .common import model_path, read_split
 from .zero_shot import load_bi_encoder
 
@@ -93,10 +94,6 @@ def training_rows(table: pd.DataFrame, loss: str):
 
 
 def run_student(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
-    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
-
-    from ..models.student_losses import student_loss
-
     params, inputs = read_params(GplStudentParams, spec), spec["inputs"]
     table = pd.read_parquet(Path(inputs["margins"]) / "margins.parquet")
     device = resolve_device(device)
@@ -104,20 +101,8 @@ def run_student(spec: dict, out: str | Path, device: str | None = None, force: b
         start = str(Path(inputs["init"]) / "model") if "init" in inputs else model_path(params, params.model)
         model = load_bi_encoder(start, device, params.max_length)
         rows = training_rows(table, params.loss)
-        total = params.max_steps or (params.epochs or 1) * math.ceil(len(rows) / params.batch_size)
-        args = SentenceTransformerTrainingArguments(
-            output_dir=str(tmp / "work"), seed=params.seed, per_device_train_batch_size=params.batch_size,
-            learning_rate=params.lr, weight_decay=params.weight_decay,
-            warmup_steps=int(math.ceil(params.warmup_ratio * total)),  # as training/pairs.py: steps, not a ratio
-            max_steps=params.max_steps or -1, num_train_epochs=params.epochs or 1, save_strategy="no",
-            report_to="none", logging_steps=max(1, min(100, (params.max_steps or len(rows)) // 10)),
-            use_cpu=device == "cpu", disable_tqdm=True)
-        trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=rows,
-                                             loss=student_loss(model, params))
-        result = trainer.train()
+        result = gpl_student_trainer(model, rows, params, tmp / "work", device).train()
         model.save(str(tmp / "model"))
-        import shutil
-
         shutil.rmtree(tmp / "work", ignore_errors=True)  # the trainer's scratch folder, no checkpoint kept
         test = read_split(inputs["data"], "test", required=False) if "data" in inputs else None
         scores = dict(NO_TEST_PAIRS)

@@ -5,7 +5,7 @@ host thread; the GPU waits on Python (issue 37). A CUDA graph records a step's k
 them in one launch, which needs the same shapes and the same memory every time. So, on CUDA with
 `cuda_graphs: auto`:
 
-- **buckets:** training batches are padded to a few fixed widths (`augsbert.training.tokenized.bucket_width`, the
+- **buckets:** training batches are padded to a few fixed widths (`augsbert.models.padding.bucket_width`, the
   trainers' collators pad to it when `buckets` gives `max_length`: multiples of 8 up to
   64 tokens, of 16 up to 128, of 32 up to 256, then of 64, never past `max_length`), so there are at
   most about twenty shapes per trainer. Padding is masked everywhere; what changes is float summation
