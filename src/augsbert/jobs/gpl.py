@@ -17,6 +17,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import torch
+from datasets import Dataset
+from sentence_transformers import CrossEncoder
 
 from ..store.artifacts import artifact_dir, write_json
 from ..data import DataError
@@ -39,8 +42,6 @@ def negative_columns(table: pd.DataFrame) -> list[str]:
 
 def teacher_scores(model, table: pd.DataFrame, batch_size: int, scale: str) -> np.ndarray:
     """(rows, 1 + negatives): the Cross-Encoder's score of (query, positive), then of each (query, negative_i)."""
-    import torch
-
     activation = torch.nn.Sigmoid() if scale == "sigmoid" else torch.nn.Identity()
     columns = ["positive", *negative_columns(table)]
     pairs = [(q, p) for column in columns for q, p in zip(table["query"], table[column])]
@@ -50,8 +51,6 @@ def teacher_scores(model, table: pd.DataFrame, batch_size: int, scale: str) -> n
 
 
 def run_margins(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
-    from sentence_transformers import CrossEncoder
-
     params, inputs = read_params(MarginsParams, spec), spec["inputs"]
     table = pd.read_parquet(Path(inputs["negatives"]) / "negatives.parquet")
     if table.empty:
@@ -82,8 +81,6 @@ def run_margins(spec: dict, out: str | Path, device: str | None = None, force: b
 def training_rows(table: pd.DataFrame, loss: str):
     """The dataset the loss reads: (query, positive, negative_1..n, label); label = the n margins (MarginMSE)
     or the 1 + n teacher scores (KL-divergence)."""
-    from datasets import Dataset
-
     negatives = negative_columns(table)
     if loss == "margin_mse":
         labels = table[[f"margin_{i}" for i in range(1, len(negatives) + 1)]].to_numpy()

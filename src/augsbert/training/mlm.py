@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
+from datasets import Dataset
+from transformers import AutoTokenizer, TrainingArguments, set_seed
 
 from ..models.cross_bi_encoder import PairTokenizer, SPECIALS_PER_PAIR
 from ..models.mlm import MLMPairCollator, masked_lm_from
@@ -90,9 +92,6 @@ def adapt(base: str, train: pd.DataFrame, params: AdaptParams, workdir: Path, de
 
     `callbacks` are extra transformers TrainerCallbacks (the training benchmark times steps with one).
     """
-    from datasets import Dataset
-    from transformers import AutoTokenizer, TrainingArguments, set_seed
-
     claim_workdir(workdir, {"stage": "adapt_mlm", "base": base, "params": params.to_json(), "device": device,
                              "precision": precision, "train_pairs": len(train)})
     set_seed(params.seed)

@@ -30,6 +30,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from datasets import Dataset
+from transformers import TrainerCallback, set_seed
 
 from . import distributed
 from ..store.artifacts import read_json, write_json
@@ -68,8 +70,6 @@ def epoch_end(args, state, train_dataloader=None) -> int | None:
 
 
 def _callbacks():
-    from transformers import TrainerCallback
-
     class StopAtStep(TrainerCallback):
         """Ends training after `max_steps` optimizer steps, through the trainer's own control."""
 
@@ -202,15 +202,11 @@ def training_args(params: PairTrainingParams, output_dir: Path, seed: int, devic
 
 
 def _dataset(table: pd.DataFrame):
-    from datasets import Dataset
-
     return Dataset.from_dict({"sentence1": table["sentence1"].tolist(), "sentence2": table["sentence2"].tolist(),
                               "score": table["score"].astype(float).tolist()})
 
 
 def _build(arch, base: str, params: PairTrainingParams, device: str, seed: int):
-    from transformers import set_seed
-
     set_seed(seed)  # the fresh head of a Cross-Encoder is initialised here
     model = arch.build(base, params, device)
     if params.topic_prompt:  # one token for the topic delimiter, added before any freezing
