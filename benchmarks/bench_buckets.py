@@ -9,7 +9,7 @@ Cross-Bi-Encoder teacher (one sequence per pair; random batches, its default, an
 batch 16, with the packaged all-MiniLM-L6-v2 tokenizer, one epoch's batch order (seed 42): the share of computed
 tokens that is padding with exact widths (the CPU path), padded to a multiple of 8 (the eager CUDA path), with
 each batch padded to its bucket
-(`augsbert.training.tokenized.bucket_width`), and for the student with both sides in one forward (the graph path: both
+(`augsbert.models.padding.bucket_width`), and for the student with both sides in one forward (the graph path: both
 padded to one bucket), and how many distinct batch shapes (graphs) the epoch needs. Issue 17 measured 36-40 %
 padding for random batches and 2-5 % length-grouped; the buckets should stay well below the first.
 """
@@ -53,7 +53,7 @@ def main() -> None:
 
     from augsbert.training.batching import length_grouped_batches, pair_lengths, side_lengths
     from augsbert.models.cross_bi_encoder import SPECIALS_PER_PAIR
-    from augsbert.training.tokenized import bucket_width
+    from augsbert.models.padding import bucket_width
 
     if args.tsv:
         with open(args.tsv, encoding="utf-8") as f:

@@ -8,7 +8,7 @@ Targets (issue 17): padded-token share <= 5 % with grouping for every trainer;
 seconds per epoch >= 1.6x lower with grouping for CE, CBE and BE on 2 cores.
 
 For each data sample and trainer (Cross-Encoder, Cross-Bi-Encoder, Bi-Encoder,
-MLM adaptation) the real trainer of the package (`ARCHITECTURES[...].trainer`,
+MLM adaptation) the real trainer of the package (`training.trainers.pair_trainer`,
 `training.mlm.adapt`) runs `--steps` optimiser steps with `group_by_length` off
 and on, in this one process, on the packaged all-MiniLM-L6-v2. Printed:
 
@@ -56,6 +56,7 @@ from augsbert.training.batching import length_grouped_batches, padding_share, pa
 from augsbert.models.architectures import ARCHITECTURES  # noqa: E402
 from augsbert.models.cross_bi_encoder import SPECIALS_PER_PAIR  # noqa: E402
 from augsbert.training.pairs import training_args  # noqa: E402
+from augsbert.training.trainers import pair_trainer  # noqa: E402
 
 TRAINERS = ("ce", "cbe", "be", "mlm")
 MEGABATCH = {"ce": 50, "cbe": 50, "be": 400, "mlm": 50}  # the schema defaults
@@ -177,7 +178,7 @@ def run_pair_model(trainer: str, base: str, table: pd.DataFrame, grouped: bool, 
     # sentence-transformers calls the transformers model's `forward` directly (no hooks): count at its module 0
     counter, timer = PaddingCounter(model if trainer == "cbe" else model[0]), step_timer()
     with contextlib.redirect_stdout(io.StringIO()):  # the Trainer prints its log dicts when tqdm is off
-        arch.trainer(model, targs, data, [timer], params).train()
+        pair_trainer(trainer, model, targs, data, [timer], params).train()
     counter.handle.remove()
     return timer, counter.share
 

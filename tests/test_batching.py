@@ -103,12 +103,13 @@ def test_lengths_are_the_tokens_the_model_sees(arch, tiny_model, tmp_path):
     """Counted lengths equal the real (unpadded) tokens of each input after truncation."""
     from augsbert.models.architectures import ARCHITECTURES
     from augsbert.training.pairs import _dataset, training_args
+    from augsbert.training.trainers import pair_trainer
 
     params = train_params(max_length=24, group_by_length=True, megabatch=2)
     adapter = ARCHITECTURES[arch]
     model = adapter.build(tiny_model, params, "cpu")
-    trainer = adapter.trainer(model, training_args(params, tmp_path, 42, "cpu", "fp32", len(PAIRS)),
-                              _dataset(PAIRS), [], params)
+    trainer = pair_trainer(arch, model, training_args(params, tmp_path, 42, "cpu", "fp32", len(PAIRS)),
+                           _dataset(PAIRS), [], params)
     data = trainer.train_dataset
     rows = [data[i] for i in range(len(data))]
     if arch == "ce":
@@ -149,6 +150,7 @@ def test_trainers_consume_the_grouped_order_of_each_epoch(arch, tiny_model, tmp_
     """The trainer's batches are exactly `length_grouped_batches` of epoch 0, then of epoch 1 (set_epoch arrives)."""
     from augsbert.models.architectures import ARCHITECTURES
     from augsbert.training.pairs import _dataset, training_args
+    from augsbert.training.trainers import pair_trainer
 
     rng = np.random.default_rng(3)
     words = "cat dog bird fish horse sheep cow goat".split()
@@ -157,8 +159,8 @@ def test_trainers_consume_the_grouped_order_of_each_epoch(arch, tiny_model, tmp_
                           "score": rng.random(40)})
     params = train_params(epochs=2, batch_size=8, megabatch=2)
     adapter = ARCHITECTURES[arch]
-    trainer = adapter.trainer(adapter.build(tiny_model, params, "cpu"),
-                              training_args(params, tmp_path, 42, "cpu", "fp32", len(table)), _dataset(table), [], params)
+    trainer = pair_trainer(arch, adapter.build(tiny_model, params, "cpu"),
+                           training_args(params, tmp_path, 42, "cpu", "fp32", len(table)), _dataset(table), [], params)
     seen = []
 
     class Recorder:  # the trainer's own collator, noting each batch

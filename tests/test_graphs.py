@@ -7,7 +7,7 @@ import logging
 import pytest
 import torch
 
-from augsbert.training.tokenized import batch_width, bucket_width
+from augsbert.models.padding import batch_width, bucket_width
 from augsbert.training import graphs
 from conftest import plan_shipped, theme_pairs, train_params
 
@@ -53,10 +53,10 @@ def every_step_logged(monkeypatch):
 @pytest.fixture
 def widths(monkeypatch):
     """(row width, padded width) of every batch padded to a bucket."""
-    import augsbert.training.tokenized as tokenized
+    import augsbert.models.padding as padding
 
-    seen, original = [], tokenized.bucket_width
-    monkeypatch.setattr(tokenized, "bucket_width", lambda w, m=None: seen.append((w, original(w, m))) or seen[-1][1])
+    seen, original = [], padding.bucket_width
+    monkeypatch.setattr(padding, "bucket_width", lambda w, m=None: seen.append((w, original(w, m))) or seen[-1][1])
     return seen
 
 

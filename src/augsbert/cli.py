@@ -9,20 +9,51 @@ is planned from that config and written to its usual artifact path.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import logging
 import os
+import re
+import shutil
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 from . import __version__
-from .store.artifacts import replaceable, writer_lock, writing
-from .errors import ConfigError
+from .config import reference
+from .config.load import check_name, load_configs
+from .errors import ConfigError, DataError
 from .face.export import ExportError, add_command as add_export_command
-from .store.specs import check_stage_spec, load_spec
+from .face.fetch import fetch
+from .face.listing import KINDS, cut, render_list, render_plan
+from .models import ModelResolutionError
+from .models.device import DEVICE_ENV, REQUESTED_ENV, check_device_name
+from .planning.plan import Plan
+from .reporting.layout import grid_spec
+from .scheduling import progress
+from .scheduling.gpus import GpuInventoryError, claim_for_job
+from .scheduling.warm import SOCKET_ENV, run as run_warm
 from .stages import REGISTRY
 from .stages.base import Stage
+from .store.artifacts import (
+    ArtifactExistsError,
+    ArtifactLockedError,
+    DamagedArtifactError,
+    LockUnsupportedError,
+    OutputWriteError,
+    check_artifact,
+    replaceable,
+    writer_lock,
+    writing,
+)
+from .store.graph import KEY_PATTERN
+from .jobs.job_inputs import recheck
+from .store.keys import is_key
+from .store.manifests import artifact_folders, foreign_folders, hashed_bytes, key_problem, not_deletable, problems
+from .store.specs import check_aggregate_spec, check_stage_spec, load_spec
+from .training import distributed
+from .training.tracking import begin
 
 log = logging.getLogger("augsbert")
 # every command's --config: the files merged over the shipped config as Snakemake's --configfile does
@@ -32,9 +63,6 @@ CONFIG_HELP = ("config YAML file(s), merged in order over config/config.yaml of 
 
 def _planned_spec(args, stage: str) -> tuple[dict, str]:
     """The node of `stage` for the experiment's --role and --seed, planned from --config."""
-    from .config.load import load_configs
-    from .planning.plan import Plan
-
     plan = Plan(load_configs(args.config, lazy=True))
     exp = plan.experiment(args.experiment)
     seed = args.seed if args.seed is not None else exp.seeds[0]
@@ -70,8 +98,6 @@ def _stage_command(sub, stage: Stage) -> None:
 
     def handler(args) -> None:
         if stage.device and args.device:
-            from .models.device import REQUESTED_ENV, check_device_name
-
             check_device_name(os.environ.get(REQUESTED_ENV) or args.device, "--device")
         if args.spec:
             spec, default_out = load_spec(args.spec), None
@@ -88,20 +114,14 @@ def _stage_command(sub, stage: Stage) -> None:
             replaceable(Path(out), spec, args.force)
         check_inputs(spec)
         if _content_key(spec):  # a planned job: its raw files and models are still those its key names
-            from .jobs.job_inputs import recheck
-
             recheck(spec)
         kwargs = {"device": args.device} if stage.device else {}
         runner = stage.load_runner()  # imported here: `augsbert --help` loads no model library
         if _data_parallel(name, args, spec, out, runner, kwargs):  # a further rank of a distributed run: done
             return
-        from .training.tracking import begin
-
         begin(spec)  # names the tracker run of this stage (`tracking`; nothing when it is none)
         # One writer per artifact for the whole job: taken before the runner reads an input or touches the
         # checkpoints or a partial directory, released after the artifact is in place and its checkpoints gone.
-        from .scheduling import progress
-
         if stage.device:  # a model job: its steps on the workflow's console (augsbert.scheduling.progress)
             progress.start(stage.name, out)
         try:
@@ -120,10 +140,6 @@ def check_out_key(spec: dict, out: str, stage: str, source: str = "--spec") -> N
     Snakemake find an artifact by its folder's name, which must not say something other than its content. A
     spec planned from `--config` has its key too: `--out artifacts/<stage>/<old key> --force` once wrote another
     configuration's result under the old key."""
-    import re
-
-    from .store.graph import KEY_PATTERN
-
     key = spec.get("key")
     if isinstance(key, str) and re.fullmatch(KEY_PATTERN, key) and Path(out).name != key:
         what = "the spec's key" if source == "--spec" else "the key planned from --config"
@@ -132,27 +148,18 @@ def check_out_key(spec: dict, out: str, stage: str, source: str = "--spec") -> N
 
 
 def _content_key(spec: dict) -> bool:
-    from .store.keys import is_key
-
     return is_key(spec.get("key"))
 
 
 def check_inputs(spec: dict) -> None:
     """Refuse to start on an input artifact whose files no longer match its manifest, or whose spec.json names
     another key than its folder (augsbert.store.manifests)."""
-    from .store.artifacts import check_artifact
-
     for role, path in (spec.get("inputs") or {}).items():
         if isinstance(path, str):  # a missing input: the stage says what it needed
             check_artifact(path, f"input `{role}`")
 
 
 def _verify(args) -> int:
-    import shutil
-    import time
-
-    from .store.manifests import artifact_folders, foreign_folders, hashed_bytes, key_problem, not_deletable, problems
-
     stages = set(REGISTRY)
     root = Path(args.artifacts)
     if not root.is_dir():
@@ -226,9 +233,6 @@ def _data_parallel(name: str, args, spec: dict, out: str, runner: Callable, kwar
       artifact, log); any other rank runs the stage's training part without
       the lock and returns True.
     """
-    from .training import distributed
-    from .models.device import DEVICE_ENV
-
     wanted = args.device if getattr(args, "device", None) else os.environ.get(DEVICE_ENV, "auto")
     if distributed.in_worker() and distributed.world_size() > 1:
         if name not in distributed.DISTRIBUTED_COMMANDS:
@@ -267,10 +271,6 @@ def _plan_command(sub) -> None:
     p.add_argument("--json", action="store_true", help="the experiments' specs as JSON (what collect-results reads)")
 
     def handler(args) -> None:
-        from .config.load import load_configs
-        from .face.listing import render_plan
-        from .planning.plan import Plan
-
         plan = Plan(load_configs(args.config, lazy=True))
         names = [args.experiment] if args.experiment else sorted(plan.experiments)
         specs = {n: plan.experiment_spec(n) for n in names}
@@ -280,8 +280,6 @@ def _plan_command(sub) -> None:
 
 
 def _list_command(sub) -> None:
-    from .face.listing import KINDS
-
     p = sub.add_parser("list", help="list the configured experiments, grids and datasets, one line each, with the "
                                     "datasets each needs and whether their raw files are present",
                        description="One line per experiment, grid or dataset of the config: its name, the datasets "
@@ -291,11 +289,6 @@ def _list_command(sub) -> None:
     p.add_argument("--long", action="store_true", help="whole lines (default: each cut to the terminal's width)")
 
     def handler(args) -> None:
-        import shutil
-
-        from .config.load import load_configs
-        from .face.listing import cut, render_list
-
         if args.config and args.kind is None and args.config[-1] in KINDS and not Path(args.config[-1]).exists():
             args.kind = args.config.pop()  # `list --config my.yaml experiments`: --config took the kind
         width = shutil.get_terminal_size().columns
@@ -319,11 +312,7 @@ def _aggregate_command(sub, name: str, help_text: str, what: str, out_help: str,
     p.add_argument("--out", help=out_help)
 
     def handler(args) -> None:
-        from .config.load import check_name
-
         if args.spec:
-            from .store.specs import check_aggregate_spec
-
             spec = load_spec(args.spec)
             # A spec is not checked by the config schema, and its names make the default output path
             # (results/<experiment>.json) and the results files a table reads: `../../x` must not escape.
@@ -332,10 +321,6 @@ def _aggregate_command(sub, name: str, help_text: str, what: str, out_help: str,
                 check_name(name, "--spec: experiments")
             check_aggregate_spec(spec, what, f"--spec {args.spec}" if args.spec.startswith("@") else "--spec")
         else:
-            from .config.load import load_configs
-            from .planning.plan import Plan
-            from .reporting.layout import grid_spec
-
             if not getattr(args, what):
                 p.error(f"--config needs --{what}")
             check_name(getattr(args, what), f"--{what}")
@@ -347,17 +332,23 @@ def _aggregate_command(sub, name: str, help_text: str, what: str, out_help: str,
     return p
 
 
-def _collect(spec: dict, args) -> str:
-    from .jobs import results
+# What the two aggregate commands run, "module:function" as a stage's runner, imported when the command runs:
+# the tables read pandas, and `augsbert --help` loads no table or model library (tests/test_cli.py)
+AGGREGATE_RUNNERS = {"collect-results": "augsbert.jobs.results:run", "render-table": "augsbert.reporting.tables:run"}
 
-    result = results.run(spec, args.out or f"results/{spec['experiment']}.json", args.report_dir)
+
+def aggregate_runner(command: str) -> Callable:
+    module, _, function = AGGREGATE_RUNNERS[command].partition(":")
+    return getattr(importlib.import_module(module), function)
+
+
+def _collect(spec: dict, args) -> str:
+    result = aggregate_runner("collect-results")(spec, args.out or f"results/{spec['experiment']}.json", args.report_dir)
     return json.dumps(result["models"], indent=2)
 
 
 def _render(spec: dict, args) -> str:
-    from .reporting import tables
-
-    return tables.run(spec, args.results, Path(args.out or f"results/tables/{spec['grid']}.md"))
+    return aggregate_runner("render-table")(spec, args.results, Path(args.out or f"results/tables/{spec['grid']}.md"))
 
 
 def stage_names_as_commands(argv: list[str]) -> list[str]:
@@ -403,15 +394,11 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--repair", action="store_true", help="delete each damaged artifact folder")
     verify.set_defaults(handler=_verify)
     ref = sub.add_parser("config-reference", help="print the Markdown config reference (config/README.md)")
-    ref.set_defaults(handler=lambda args: print(__import__("augsbert.config.reference", fromlist=["render"]).render(), end=""))
+    ref.set_defaults(handler=lambda args: print(reference.render(), end=""))
     return parser
 
 
 def _fetch(args) -> None:
-    from .config.load import load_configs
-    from .face.fetch import fetch
-    from .planning.plan import Plan
-
     fetch(Plan(load_configs(args.config, lazy=True)), args.experiment)
 
 
@@ -423,14 +410,10 @@ def pin_one_gpu(argv: list[str]) -> None:
     not set CUDA_VISIBLE_DEVICES (SLURM does for --gpus), so a local job with
     `cuda:N` or several visible GPUs is pinned here.
     """
-    from .models.device import DEVICE_ENV
-
     device = os.environ.get(DEVICE_ENV, "auto")
     if "--device" in argv[:-1]:
         device = argv[argv.index("--device") + 1]
     if device.startswith("cuda:"):
-        from .models.device import REQUESTED_ENV
-
         os.environ[REQUESTED_ENV] = device  # named in messages: the job sees `cuda` below
         os.environ["CUDA_VISIBLE_DEVICES"] = device.split(":", 1)[1]
         os.environ[DEVICE_ENV] = "cuda"
@@ -447,36 +430,21 @@ EXIT_BROKEN_PIPE = 141
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .scheduling.warm import SOCKET_ENV, run as run_warm
-
     if os.environ.get(SOCKET_ENV):  # a warm server runs the command in a fork (augsbert.scheduling.warm)
         code = run_warm(list(sys.argv[1:] if argv is None else argv))
         if code is not None:
             return code
     argv = stage_names_as_commands(list(sys.argv[1:] if argv is None else argv))
-    from .training.distributed import is_main, parallel_job
-    from .scheduling.gpus import GpuInventoryError, claim_for_job
-
     try:
         claim_for_job()  # a packed local run: this job's GPU(s), before torch starts (augsbert.scheduling.gpus)
     except GpuInventoryError as err:
         print(f"augsbert: error: {err}", file=sys.stderr)
         return 2
-    if not parallel_job(argv):  # a data-parallel job's processes share the job's GPUs (augsbert.training.distributed)
+    if not distributed.parallel_job(argv):  # a data-parallel job's processes share the job's GPUs (augsbert.training.distributed)
         pin_one_gpu(argv)
-    from .errors import DataError
-    from .models import ModelResolutionError
-    from .store.artifacts import (
-        ArtifactExistsError,
-        ArtifactLockedError,
-        DamagedArtifactError,
-        LockUnsupportedError,
-        OutputWriteError,
-    )
-
     args = build_parser().parse_args(argv)
     args.argv = argv  # a data-parallel stage re-launches this command line under torchrun
-    logging.basicConfig(level=logging.WARNING if args.quiet or not is_main() else logging.INFO, stream=sys.stderr,
+    logging.basicConfig(level=logging.WARNING if args.quiet or not distributed.is_main() else logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # Failures a user can act on (config, data, model reference, output location) end with one message
     # and exit code 2; anything else is a bug or an environment problem and keeps its traceback.

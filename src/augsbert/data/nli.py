@@ -18,7 +18,7 @@ import logging
 import re
 from pathlib import Path
 
-from .readers import read_jsonl
+from .readers import read_jsonl, open_text, reading
 from .tables import DataError, RowReport, normalise_text, short_repr
 
 log = logging.getLogger(__name__)
@@ -39,8 +39,6 @@ def is_nli_release(path: Path) -> bool:
     if not suffixes or suffixes[-1] not in (".jsonl", ".json", ".ndjson"):
         return False
     import json
-
-    from .readers import open_text, reading
 
     with reading(path), open_text(path) as handle:
         for line in handle:

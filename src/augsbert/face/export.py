@@ -30,9 +30,19 @@ from pathlib import Path
 
 import yaml
 
-from . import model_card
-from ..store.artifacts import partial_name, read_json, write_json, writing
-from ..store.specs import load_spec
+from ..config.load import check_name, load_configs
+from ..planning.plan import Plan
+from ..store.artifacts import (
+    FORBIDDEN,
+    FULL_OR_READ_ONLY,
+    check_artifact,
+    partial_name,
+    read_json,
+    write_failure,
+    write_json,
+    writing,
+)
+from ..store.specs import check_aggregate_spec, load_spec
 
 log = logging.getLogger(__name__)
 
@@ -265,7 +275,7 @@ def export(spec: dict, model: str, to: str | Path, seed: int | None = None, forc
 
     `model_id` (a hub repository) goes into the card's usage example instead of a placeholder path.
     """
-    from ..config.load import check_name
+    from . import model_card  # heavy (pandas, torch): `augsbert --help` imports this module, not the card's
 
     check_name(spec.get("experiment"), "experiment")
     if model not in EXPORT_MODELS:
@@ -289,13 +299,15 @@ def export(spec: dict, model: str, to: str | Path, seed: int | None = None, forc
 
 
 def _write(spec, model, artifact, target, section, facts, title, tags, base, model_id, seed, name) -> dict:
+    from . import model_card  # heavy (pandas, torch), as in export
+
     arch = facts["arch"]
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = partial_name(target)
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         if arch == "cbe":
-            from ..models.cross_bi_encoder import CrossBiEncoder
+            from ..models.cross_bi_encoder import CrossBiEncoder  # heavy (torch): only a CBE export needs it
 
             card_data = {"tags": tags, **({"base_model": base} if base else {})}
             CrossBiEncoder.from_pretrained(artifact / "model").save_pretrained(
@@ -334,8 +346,6 @@ def _write(spec, model, artifact, target, section, facts, title, tags, base, mod
 
 def _unreadable_model(err: Exception) -> bool:
     """A failure to load the artifact's model (not a failure to write the target, which `writing` reports)."""
-    from ..store.artifacts import FORBIDDEN, FULL_OR_READ_ONLY, write_failure
-
     if isinstance(err, OSError):
         return err.errno not in FULL_OR_READ_ONLY | FORBIDDEN
     if write_failure(err) is not None:
@@ -346,8 +356,6 @@ def _unreadable_model(err: Exception) -> bool:
 def _check_read(artifact: Path, node: dict) -> None:
     """The model's artifact, and those the card reads (data sizes, teacher, silver statistics), are what their
     names say and hold what they held when written (augsbert.store.manifests): nothing edited or damaged is exported."""
-    from ..store.artifacts import check_artifact
-
     if node.get("key") and artifact.name != node["key"]:
         raise ExportError(f"{artifact}: the experiment's spec names key {node['key']} for it")
     check_artifact(artifact, "model artifact")  # every file: the model is read whole
@@ -441,17 +449,10 @@ def add_command(sub) -> None:
     p.add_argument("--private", action="store_true", help="with --push-to-hub: create the repository private")
 
     def handler(args: argparse.Namespace) -> None:
-        from ..config.load import check_name
-
         if args.spec:
-            from ..store.specs import check_aggregate_spec
-
             spec = load_spec(args.spec)
             check_aggregate_spec(spec, "experiment", f"--spec {args.spec}" if args.spec.startswith("@") else "--spec")
         else:
-            from ..config.load import load_configs
-            from ..planning.plan import Plan
-
             if not args.experiment:
                 p.error("--config needs --experiment")
             check_name(args.experiment, "--experiment")

@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..config.grids import cells
 from ..errors import DataError
+from ..stages.prepare_data import dataset_inputs
 
 KINDS = ("experiments", "grids", "datasets")
 
@@ -27,8 +29,6 @@ class DataStatus:
 
 def data_status(config: dict, dataset: str) -> DataStatus:
     """Whether the raw files of `dataset` are where `config` says (nothing is read but their existence)."""
-    from ..stages.prepare_data import dataset_inputs
-
     if dataset not in (config.get("datasets") or {}):
         return DataStatus(dataset, False, "not a configured dataset")
     try:
@@ -47,8 +47,6 @@ def experiment_datasets(experiment: dict) -> list[str]:
 
 def grid_datasets(config: dict, name: str) -> list[str]:
     """The datasets of every cell of grid `name`, in column order."""
-    from ..config.grids import cells
-
     found: dict[str, None] = {}
     for cell in cells(name, config["grids"][name]):
         found.update(dict.fromkeys(experiment_datasets(config["experiments"][cell.experiment])))
@@ -87,7 +85,7 @@ def rows(config: dict, kind: str) -> tuple[tuple[str, ...], list[tuple[str, ...]
             (name, status(grid_datasets(config, name)), one_line(grid.get("description")))
             for name, grid in (config.get("grids") or {}).items()]
     if kind == "datasets":
-        from ..data import get_loader
+        from ..data import get_loader  # heavy (pandas): `augsbert --help` imports this module
 
         out = []
         for name, definition in (config.get("datasets") or {}).items():

@@ -13,6 +13,9 @@ then `apply` adds what augsbert's artifacts hold, at the level of sentence-trans
 
 Nothing is computed that the artifacts do not hold: the statistics are those of the training pairs the
 stage read (the data and labels artifacts), the log is the artifact's metrics.json.
+
+It reads tables and rebuilds losses and trainer arguments (pandas, torch, transformers): `augsbert export`
+imports it when it writes a card, not with the command line's parser.
 """
 
 from __future__ import annotations
@@ -21,16 +24,23 @@ import dataclasses
 import json
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+import pandas as pd
 import yaml
+from huggingface_hub import snapshot_download
+from transformers import TrainingArguments
 
-if TYPE_CHECKING:  # tables only arrive from the stages' readers: `augsbert --help` does not import pandas
-    import pandas as pd
-
+from ..jobs.common import read_split
+from ..jobs.train import student_training_set
+from ..models.resolve import ALIAS_HUB_IDS, ALIASES, reference_kind
+from ..models.student_losses import student_loss
+from ..params import read_params
+from ..stages.student import StudentParams
+from ..stages.teacher import TeacherParams
 from ..store.artifacts import read_json
+from ..training.pairs import training_args
+from ..training.trainers import cross_encoder_loss
 from .fetch import HUB_DATASET_OF_LOADER
-from ..models.resolve import ALIAS_HUB_IDS
 
 SBERT = """@inproceedings{reimers-2019-sentence-bert,
     title = "Sentence-BERT: Sentence Embeddings using Siamese BERT-Networks",
@@ -79,8 +89,6 @@ DATASET_LANGUAGES = {"lee": "en", "stsb": "en", "bws_cross_topic": "en", "bws_in
 def base_card_field(params: dict, field: str):
     """A field of the base model's own card header (its README.md), read where the model is on this machine
     (a packaged alias, a local directory, the Hugging Face cache); None where it is not or has no such field."""
-    from ..models.resolve import ALIASES, reference_kind
-
     ref = params.get("model")
     try:
         kind = reference_kind(ref)
@@ -89,8 +97,6 @@ def base_card_field(params: dict, field: str):
         elif kind == "path":
             folder = Path(ref).expanduser()
         else:
-            from huggingface_hub import snapshot_download
-
             folder = Path(snapshot_download(ref, local_files_only=True))  # never the network here
         text = (folder / "README.md").read_text(encoding="utf-8")
         header = yaml.safe_load(text[4:text.index("\n---", 4)]) if text.startswith("---\n") else {}
@@ -117,9 +123,6 @@ def hub_datasets(spec: dict) -> list[str]:
 def training_table(role: str, node_spec: dict) -> tuple[pd.DataFrame, str]:
     """The pairs the stage trained on and what they are: a Bi-Encoder's training set as the student stage
     builds it (gold and / or teacher-labelled pairs, by source), a teacher's gold train split."""
-    from ..jobs.common import read_split
-    from ..jobs.train import student_training_set
-
     inputs = node_spec["inputs"]
     if role != "teacher":
         table = student_training_set(inputs, bool(node_spec["params"]["use_gold_labels"]))
@@ -151,10 +154,6 @@ def data_section(table: pd.DataFrame, what: str, dataset: str) -> list[str]:
 
 
 def _params(role: str, node_spec: dict):
-    from ..params import read_params
-    from ..stages.student import StudentParams
-    from ..stages.teacher import TeacherParams
-
     return read_params(TeacherParams if role == "teacher" else StudentParams, node_spec, "spec.json")
 
 
@@ -164,16 +163,9 @@ def loss_of(arch: str, role: str, node_spec: dict, model) -> tuple[str, dict, st
         return ("torch.nn.MSELoss (Hugging Face Trainer)",
                 {"prediction": "cosine of the two segments' mean embeddings", "target": "the gold score"}, None)
     if arch == "be":
-        from ..models.student_losses import student_loss
-
         loss = student_loss(model, _params(role, node_spec))
     else:
-        import torch
-        from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss, MSELoss
-
-        params = _params(role, node_spec)
-        loss = BinaryCrossEntropyLoss(model) if (params.loss or "bce") == "bce" \
-            else MSELoss(model, activation_fn=torch.nn.Sigmoid())
+        loss = cross_encoder_loss(model, _params(role, node_spec))
     name = f"{type(loss).__module__.split('.')[0]}.{type(loss).__name__}"
     return name, loss.get_config_dict(), getattr(loss, "citation", None)
 
@@ -182,10 +174,6 @@ def non_default_hyperparameters(role: str, node_spec: dict, metrics: dict) -> di
     """The trainer arguments the stage set that differ from Hugging Face TrainingArguments' defaults (as
     sentence-transformers' cards list them), rebuilt from the stage's params and its recorded training size
     and seed."""
-    from transformers import TrainingArguments
-
-    from ..training.pairs import training_args
-
     params = _params(role, node_spec)
     args = training_args(params, Path("."), int(metrics.get("seed", params.seed)), "cpu", "fp32",
                          int(metrics["train_pairs"]))

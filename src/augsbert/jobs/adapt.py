@@ -14,6 +14,7 @@ from ..models.mlm import masked_lm_from
 from ..params import read_params
 from ..stages.adapt import AdaptParams
 from .common import checkpoint_dir, model_path, precision, target_pool
+from ..data.prompts import prompt_pairs, topic_map
 
 log = logging.getLogger(__name__)
 
@@ -26,8 +27,6 @@ def run(spec: dict, out: str | Path, device: str | None = None, force: bool = Fa
     else:
         pairs = mlm_pairs(pool, params.seed)
     if params.topic_prompt:  # thesis 4.4.3: [CLS] t1 ¥ a [SEP] [CLS] t2 ¥ b [SEP]
-        from ..data.prompts import prompt_pairs, topic_map
-
         pairs = prompt_pairs(pairs, params.topic_prompt, topic_map(spec["inputs"]["data"]))
     train, held_out = split_held_out(pairs, params.held_out, params.seed)
     if params.epochs is not None:  # adapt_mlm.epochs: passes over the training pairs (thesis 5.6.1: 5 epochs)

@@ -26,6 +26,7 @@ from ..stages.teacher_ensemble import MEMBER_INPUT, EnsembleParams
 from ..training.pairs import pairs_of
 from .common import read_split
 from .labels import TrainedPairModel
+from ..data.prompts import prompt_pairs
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +51,6 @@ def test_predictions(members: list[Path]) -> tuple[pd.DataFrame, np.ndarray]:
 def gold_scores(model: TrainedPairModel, gold: pd.DataFrame, batch_size: int) -> np.ndarray:
     """A member's scores of the gold train pairs, shown as in its training (topic prompts where it had them)."""
     if model.params.topic_prompt:
-        from ..data.prompts import prompt_pairs
-
         gold = prompt_pairs(gold, model.params.topic_prompt)
     return model.score(pairs_of(gold), batch_size)
 

@@ -12,11 +12,14 @@ and negatives), for `max_steps` optimizer steps (the step budget) or `epochs`.
 from __future__ import annotations
 
 import logging
-import math
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import torch
+from datasets import Dataset
+from sentence_transformers import CrossEncoder
 
 from ..store.artifacts import artifact_dir, write_json
 from ..data import DataError
@@ -24,6 +27,7 @@ from ..models import resolve_device
 from ..params import read_params
 from ..stages.gpl import GplStudentParams, MarginsParams
 from ..evaluation import correlations, cosine_scores
+from ..training.trainers import gpl_student_trainer
 from .common import model_path, read_split
 from .zero_shot import load_bi_encoder
 
@@ -38,8 +42,6 @@ def negative_columns(table: pd.DataFrame) -> list[str]:
 
 def teacher_scores(model, table: pd.DataFrame, batch_size: int, scale: str) -> np.ndarray:
     """(rows, 1 + negatives): the Cross-Encoder's score of (query, positive), then of each (query, negative_i)."""
-    import torch
-
     activation = torch.nn.Sigmoid() if scale == "sigmoid" else torch.nn.Identity()
     columns = ["positive", *negative_columns(table)]
     pairs = [(q, p) for column in columns for q, p in zip(table["query"], table[column])]
@@ -49,8 +51,6 @@ def teacher_scores(model, table: pd.DataFrame, batch_size: int, scale: str) -> n
 
 
 def run_margins(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
-    from sentence_transformers import CrossEncoder
-
     params, inputs = read_params(MarginsParams, spec), spec["inputs"]
     table = pd.read_parquet(Path(inputs["negatives"]) / "negatives.parquet")
     if table.empty:
@@ -81,8 +81,6 @@ def run_margins(spec: dict, out: str | Path, device: str | None = None, force: b
 def training_rows(table: pd.DataFrame, loss: str):
     """The dataset the loss reads: (query, positive, negative_1..n, label); label = the n margins (MarginMSE)
     or the 1 + n teacher scores (KL-divergence)."""
-    from datasets import Dataset
-
     negatives = negative_columns(table)
     if loss == "margin_mse":
         labels = table[[f"margin_{i}" for i in range(1, len(negatives) + 1)]].to_numpy()
@@ -93,10 +91,6 @@ def training_rows(table: pd.DataFrame, loss: str):
 
 
 def run_student(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
-    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
-
-    from ..models.student_losses import student_loss
-
     params, inputs = read_params(GplStudentParams, spec), spec["inputs"]
     table = pd.read_parquet(Path(inputs["margins"]) / "margins.parquet")
     device = resolve_device(device)
@@ -104,20 +98,8 @@ def run_student(spec: dict, out: str | Path, device: str | None = None, force: b
         start = str(Path(inputs["init"]) / "model") if "init" in inputs else model_path(params, params.model)
         model = load_bi_encoder(start, device, params.max_length)
         rows = training_rows(table, params.loss)
-        total = params.max_steps or (params.epochs or 1) * math.ceil(len(rows) / params.batch_size)
-        args = SentenceTransformerTrainingArguments(
-            output_dir=str(tmp / "work"), seed=params.seed, per_device_train_batch_size=params.batch_size,
-            learning_rate=params.lr, weight_decay=params.weight_decay,
-            warmup_steps=int(math.ceil(params.warmup_ratio * total)),  # as training/pairs.py: steps, not a ratio
-            max_steps=params.max_steps or -1, num_train_epochs=params.epochs or 1, save_strategy="no",
-            report_to="none", logging_steps=max(1, min(100, (params.max_steps or len(rows)) // 10)),
-            use_cpu=device == "cpu", disable_tqdm=True)
-        trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=rows,
-                                             loss=student_loss(model, params))
-        result = trainer.train()
+        result = gpl_student_trainer(model, rows, params, tmp / "work", device).train()
         model.save(str(tmp / "model"))
-        import shutil
-
         shutil.rmtree(tmp / "work", ignore_errors=True)  # the trainer's scratch folder, no checkpoint kept
         test = read_split(inputs["data"], "test", required=False) if "data" in inputs else None
         scores = dict(NO_TEST_PAIRS)

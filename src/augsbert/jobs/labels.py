@@ -40,6 +40,10 @@ from ..sampling.pool import pair_key
 from ..sampling.shards import shard_rows
 from ..training.pairs import pairs_of
 from .common import read_split
+from ..data.tables import normalise_text
+from ..stages.teacher_ensemble import MEMBER_INPUT
+from ..data.prompts import prompt_pairs, topic_map
+from ..models.ensemble import combine
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +65,6 @@ def _select(strategy: str, reference: np.ndarray, scores: np.ndarray, seed: int,
 
 def with_topics(pairs: pd.DataFrame, topics: dict[str, str], pair_topic: pd.Series | None = None) -> pd.DataFrame:
     """`pairs` with `topic1` / `topic2`: the pair's own topic where given, else each text's (`topic_map`)."""
-    from ..data.tables import normalise_text
-
     out = pairs.copy()
     for side, column in ((1, "sentence1"), (2, "sentence2")):
         looked_up = out[column].map(lambda t: topics.get(normalise_text(t), ""))
@@ -158,8 +160,6 @@ class Teacher:
     """
 
     def __init__(self, spec: dict, params: LabelsParams | LabelShardParams, device: str):
-        from ..stages.teacher_ensemble import MEMBER_INPUT
-
         self.dir = Path(spec["inputs"]["teacher"])
         self.ensemble = read_json(self.dir / "ensemble.json") if (self.dir / "ensemble.json").is_file() else None
         if self.ensemble:
@@ -179,8 +179,6 @@ class Teacher:
         self.delimiter = params.topic_prompt
         self.topics = {}
         if self.delimiter:  # the teacher scores ((t1, a), (t2, b)); pairs keep plain text + topics
-            from ..data.prompts import topic_map
-
             self.topics = topic_map(spec["inputs"]["topics"])
             log.info("topic prompts on (delimiter %r): %d topic-labelled sentences", self.delimiter, len(self.topics))
 
@@ -190,9 +188,6 @@ class Teacher:
     params = property(lambda self: self.members[0].params)
 
     def score(self, frame: pd.DataFrame) -> np.ndarray:
-        from ..data.prompts import prompt_pairs
-        from ..models.ensemble import combine
-
         shown = pairs_of(prompt_pairs(frame, self.delimiter) if self.delimiter else frame)
         if not self.ensemble:
             return self.members[0].score(shown, self.batch)

@@ -26,6 +26,7 @@ from ..training.pairs import pairs_of
 from .common import model_path, read_split
 from .labels import TrainedPairModel
 from .zero_shot import load_bi_encoder
+from ..evaluation import correlations
 
 log = logging.getLogger(__name__)
 
@@ -97,8 +98,6 @@ def run(spec: dict, out: str | Path, device: str | None = None, force: bool = Fa
                    "score": {"mean": float(score.mean()), "std": float(score.std()), "min": float(score.min()),
                              "max": float(score.max())}}
         if len(scores) == 2:
-            from ..evaluation import correlations
-
             metrics["scorer_agreement"] = correlations(scores[0], scores[1])  # Spearman / Pearson x 100
         write_json(tmp / "metrics.json", metrics)
         log.info("pseudo-labels: %d pairs, mean %.3f, std %.3f%s", len(table), score.mean(), score.std(),

@@ -12,6 +12,9 @@ from ..data import DataError, RowReport, get_loader
 from ..data.tables import duplicate_report, write_table
 from ..params import read_params
 from ..stages.prepare_data import DataParams
+from .common import pool_too_small, target_pool
+from ..data.topic_corpora import read_topic_corpus
+from ..data.beir import write_beir
 
 log = logging.getLogger(__name__)
 
@@ -30,8 +33,6 @@ def check_pools(data: Path, checks: list[dict]) -> None:
     The plan checks this itself once the data exist; on a first run this data
     job is the earliest point where the pool is known.
     """
-    from .common import pool_too_small, target_pool
-
     for check in checks:
         sampling = check["sampling"]
         try:
@@ -53,8 +54,6 @@ def run(spec: dict, out: str | Path, force: bool = False) -> dict:
     with artifact_dir(out, spec, force) as tmp:
         prepared = loader.load(name, spec["params"], Path(params.data_dir), report)  # its own options too
         if params.topic_corpus:  # UKP Sentential / 20 Newsgroups as released: the unlabeled corpus
-            from ..data.topic_corpora import read_topic_corpus
-
             prepared.unlabeled, prepared.info["topic_corpus"] = read_topic_corpus(
                 name, params.topic_corpus, Path(params.data_dir), report)
         report.settle()
@@ -71,8 +70,6 @@ def run(spec: dict, out: str | Path, force: bool = False) -> dict:
         if prepared.unlabeled is not None:
             write_table(prepared.unlabeled, tmp / "unlabeled.parquet")
         if prepared.beir is not None:
-            from ..data.beir import write_beir
-
             write_beir(prepared.beir, tmp / "beir")
         check_pools(tmp, params.pool_checks)
         sizes = {split: len(t) for split, t in prepared.splits.items()}

@@ -22,6 +22,7 @@ from ..data.tables import RowReport
 from ..stages.pretrain import PretrainParams
 from ..stages.rcl_entropy import RclEntropyParams
 from .common import evaluation_sentences, target_pool
+from ..data.nli import read_nli_triples, triples_format
 
 HELD_OUT_MAX = 2000
 TRIPLE_COLUMNS = ["anchor", "positive", "negative"]
@@ -60,8 +61,6 @@ def read_triples(path: str | Path | list, fmt: str | None = None) -> list[tuple[
 
     `fmt` (pretrain.triples_format): `triples`, `nli`, or None / `auto` = told from the name or first record.
     """
-    from ..data.nli import read_nli_triples, triples_format
-
     if isinstance(path, (list, tuple)):
         return [t for p in path for t in read_triples(p, fmt)]
     path = Path(path)

@@ -34,6 +34,8 @@ from ..stages.rcl_entropy import RclEntropyParams
 from .common import checkpoint_dir, model_path, precision
 from .pretrain import base_held_out_loss
 from .pretrain_rows import rcl_rows, rows_digest
+from ..pretraining.rcl import DOCUMENT_FILE, QUERY_FILE, ROWS_FILE
+from ..training.pretrain import fit, held_out_loss
 
 log = logging.getLogger(__name__)
 
@@ -54,9 +56,6 @@ def encode_rows(model, texts: list[str], path: Path, batch_size: int) -> int:
 
 def run(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
     from transformers import EarlyStoppingCallback
-
-    from ..pretraining.rcl import DOCUMENT_FILE, QUERY_FILE, ROWS_FILE
-    from ..training.pretrain import fit, held_out_loss
 
     params = read_params(RclEntropyParams, spec)
     train, held, removed = rcl_rows(spec, params)

@@ -27,6 +27,9 @@ from ..params import read_params
 from ..stages.suite import SuiteParams
 from .common import model_path, read_split
 from .zero_shot import load_bi_encoder
+from ..evaluation.mteb_suite import mteb_suite
+from ..data.beir import load_prepared
+from ..evaluation.beir_retrieval import evaluate_retrieval
 
 log = logging.getLogger(__name__)
 
@@ -122,17 +125,12 @@ def run(spec: dict, out: str | Path, device: str | None = None, force: bool = Fa
             metrics["skipped"].update(useb["skipped"])
             summary.update(useb["summary"])
         if params.mteb:
-            from ..evaluation.mteb_suite import mteb_suite
-
             result = mteb_suite(encode.model, params.mteb, params.batch_size, tmp / "mteb")
             metrics["mteb"] = result
             metrics["skipped"].update({f"mteb:{t}": reason for t, reason in result["skipped"].items()})
             summary.update({f"mteb_{t}": r["main_score"] for t, r in result["tasks"].items()})
             summary["mteb_avg"] = result["mteb_avg"]
         if params.retrieval:
-            from ..data.beir import load_prepared
-            from ..evaluation.beir_retrieval import evaluate_retrieval
-
             corpus, queries, qrels = load_prepared(inputs["data"], params.retrieval["split"])
             result = evaluate_retrieval(encode.model, corpus, queries, qrels, params.retrieval["score_function"],
                                         params.batch_size)

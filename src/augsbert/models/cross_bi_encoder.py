@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from huggingface_hub import ModelCard, ModelHubMixin
 from torch import nn
 
-from ..training.tokenized import batch_width
+from .padding import batch_width
 
 CONFIG_NAME = "cross_bi_encoder.json"
 SPECIALS_PER_PAIR = 4  # two [CLS] and two [SEP]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+from ..errors import ConfigError
+
 DEVICE_ENV = "AUGSBERT_DEVICE"
 # What was asked for before `augsbert.cli.pin_one_gpu` turned `cuda:N` into CUDA_VISIBLE_DEVICES=N and `cuda`:
 # messages name the device the user wrote, not `cuda`
@@ -16,8 +18,6 @@ def check_device_name(pref: str, where: str = "device") -> None:
     import re
 
     if not re.fullmatch(r"auto|cpu|cuda|cuda:\d+|mps", pref):
-        from ..errors import ConfigError
-
         raise ConfigError(f"{where} {pref!r}: not a device; use {DEVICE_FORMS}")
 PRECISION_ENV = "AUGSBERT_PRECISION"  # auto | fp32 | fp16 | bf16 (the Snakefile sets it from the config)
 CUDA_GRAPHS_ENV = "AUGSBERT_CUDA_GRAPHS"  # auto | off (likewise; augsbert.training.graphs)
@@ -40,7 +40,6 @@ def resolve_device(preference: str | None = None) -> str:
         if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
             return "mps"
         return "cpu"
-    from ..errors import ConfigError
 
     requested = os.environ.get(REQUESTED_ENV)
     if pref == "cuda" and requested and requested.startswith("cuda:") and not torch.cuda.is_available():

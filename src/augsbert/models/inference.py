@@ -29,6 +29,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..scheduling.gpu_memory import SAFETY, forward_bytes_per_token, DEFAULT_DIMS, CONTEXT_MB
+from ..scheduling.gpus import job_claim
+from .device import PRECISION_ENV
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +55,6 @@ def rows_for_memory(free_mb: float, row_mb: float, requested: int, cap: int = MA
 
 def row_mb(dims: dict[str, int], length: int) -> float:
     """MB a row of `length` tokens needs in a forward pass (gpu_memory's figure, with its SAFETY factor)."""
-    from ..scheduling.gpu_memory import SAFETY, forward_bytes_per_token
-
     s = min(int(length), dims["max_position_embeddings"])
     return SAFETY * s * forward_bytes_per_token(dims, s) / 1e6
 
@@ -76,8 +81,6 @@ def model_device(model) -> str:
 
 def model_shape(model) -> tuple[dict[str, int], int]:
     """(size fields of its transformers config, max length) of a SentenceTransformer, CrossEncoder or CrossBiEncoder."""
-    from ..scheduling.gpu_memory import DEFAULT_DIMS
-
     if hasattr(model, "encoder") and hasattr(model, "pair_tokenizer"):  # CrossBiEncoder
         config, max_length = model.encoder.config, model.max_length
     else:  # SentenceTransformer, CrossEncoder (sentence-transformers 6: both a Transformer module first)
@@ -89,9 +92,6 @@ def model_shape(model) -> tuple[dict[str, int], int]:
 def usable_mb(device) -> float:
     """MB this job may still use on CUDA `device`: the GPU's free memory, within its claim in a packed run."""
     import torch
-
-    from ..scheduling.gpu_memory import CONTEXT_MB
-    from ..scheduling.gpus import job_claim
 
     free = torch.cuda.mem_get_info(torch.device(device))[0] / 1e6
     count, total = job_claim()
@@ -127,10 +127,46 @@ def autocast(model):
         return contextlib.nullcontext()
     import torch
 
-    from .device import PRECISION_ENV
-
     precision = os.environ.get(PRECISION_ENV, "auto")
     if precision == "fp32":
         return contextlib.nullcontext()
     dtype = torch.bfloat16 if precision == "bf16" else torch.float16
     return torch.autocast("cuda", dtype=dtype)
+
+
+class Encoder:
+    """L2-normalised embeddings under a SentenceTransformer, each distinct text encoded once per instance.
+
+    Lee documents occur in many pairs, and one evaluation job scores several
+    tasks with the same model: the cache serves them all.
+    """
+
+    def __init__(self, model, batch_size: int = 64, show_progress: bool | None = None):
+        self.model, self.batch_size, self.show_progress, self.cache = model, batch_size, show_progress, {}
+
+    def __call__(self, texts) -> np.ndarray:
+        texts = list(texts)
+        new = [t for t in dict.fromkeys(texts) if t not in self.cache]
+        if new:
+            progress = len(new) > 1000 if self.show_progress is None else self.show_progress
+            # on CUDA as many rows per batch as memory holds, under autocast (below); elsewhere
+            # `batch_size` and fp32, the call of before
+            rows = batch_size(self.model, self.batch_size, new)
+            with autocast(self.model):
+                emb = self.model.encode(new, batch_size=rows, convert_to_numpy=True,
+                                        normalize_embeddings=True, show_progress_bar=progress)
+            self.cache.update(zip(new, emb))
+        return np.stack([self.cache[t] for t in texts]) if texts else np.zeros((0, 0), dtype=np.float32)
+
+    def cosine(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """Cosine similarity of each (a, b) pair."""
+        self(dict.fromkeys(t for pair in pairs for t in pair))  # one encode call, first-seen order
+        a = self([p[0] for p in pairs])
+        b = self([p[1] for p in pairs])
+        return np.einsum("ij,ij->i", a, b).astype(np.float64)
+
+
+def cosine_scores(model, pairs: Sequence[tuple[str, str]], batch_size: int = 64,
+                  show_progress: bool = True) -> np.ndarray:
+    """Cosine similarity of each (a, b) pair under a SentenceTransformer (every distinct text encoded once)."""
+    return Encoder(model, batch_size, show_progress).cosine(pairs)

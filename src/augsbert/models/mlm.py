@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import torch
 
 from .cross_bi_encoder import PairTokenizer
+from ..data.prompts import prompt_positions
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +56,6 @@ def maskable_positions(pair_tokenizer: PairTokenizer, features: dict[str, torch.
     special = torch.tensor(sorted(set(tok.all_special_ids)), dtype=torch.long)
     maskable = features["attention_mask"].bool() & ~torch.isin(features["input_ids"], special)
     if delimiter_id is not None:
-        from ..data.prompts import prompt_positions
-
         maskable &= ~prompt_positions(features["input_ids"], tok.cls_token_id, delimiter_id)
     return maskable
 

@@ -56,6 +56,8 @@ import math
 import numpy as np
 from scipy import stats
 
+from ..errors import DataError  # defined there: the data layer (the same class) imports pandas
+
 GRID = 2048  # kde_sample: grid points over the score range (plus 4 sd padding each side)
 
 EPS = float(np.finfo(np.float64).eps)
@@ -95,8 +97,6 @@ def density_on_grid(points: np.ndarray, grid: np.ndarray) -> np.ndarray:
 
 def _check_gold(gold: np.ndarray, what: str) -> None:
     """User-facing errors for gold scores a Gaussian KDE cannot be fitted on."""
-    from ..data import DataError  # lazily: the data layer imports pandas
-
     if len(gold) < 2:
         raise DataError(f"{what}: {len(gold)} gold score(s); a Gaussian KDE needs at least two")
     if not np.all(np.isfinite(gold)):
@@ -556,8 +556,6 @@ def iterative_kde(gold_scores, candidate_scores, seed: int = 0, *, order=None, a
     if accept not in ("at_least", "greater"):
         raise ValueError(f"accept must be 'at_least' or 'greater', not {accept!r}")
     if not np.all(np.isfinite(cand)):
-        from ..data import DataError
-
         raise DataError("iterative KDE: the candidate scores contain NaN or infinite values")
     order = _order(len(cand), seed, order)
     if len(cand) <= 2:

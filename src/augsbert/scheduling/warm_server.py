@@ -14,6 +14,7 @@ import socket
 import sys
 
 from .warm import WARM_FIXED_ENV, send_line
+from .. import cli
 
 PRELOAD_ENV = "AUGSBERT_WARM_PRELOAD"  # comma-separated modules to import instead of PRELOAD (tests)
 PRELOAD = ("torch", "transformers", "transformers.trainer", "sentence_transformers", "datasets", "accelerate",
@@ -44,9 +45,8 @@ def _job(request: dict, fds: list[int]) -> None:
         for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
             signal.signal(s, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        from ..cli import main
-
-        result = main(list(request["argv"]))  # the console script: sys.exit(main())
+        # looked up now: what the server imported may have wrapped it (tests/test_warm.py's helper)
+        result = cli.main(list(request["argv"]))  # the console script: sys.exit(main())
         code = result if isinstance(result, int) else (0 if result is None else 1)
     except SystemExit as stop:
         code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)

@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from .manifests import WRITTEN_WITH, write_manifest
+from .manifests import WRITTEN_WITH, write_manifest, key_problem, problems
 
 log = logging.getLogger(__name__)
 
@@ -181,8 +181,6 @@ def read_json(path: str | Path) -> Any:
 def check_artifact(root: str | Path, what: str, only: set[str] | None = None) -> None:
     """Raise DamagedArtifactError naming `what` (e.g. "input `data`") unless artifact `root` is what its name says
     and its files (or just `only`) are those its manifest lists. A missing folder is left to the reader."""
-    from .manifests import key_problem, problems
-
     root = Path(root)
     if not root.is_dir():
         return

@@ -28,6 +28,9 @@ import os
 import stat
 from pathlib import Path
 
+from ..models.resolve import ALIAS_PACKAGES, reference_kind
+from ..errors import DataError
+
 CACHE_PATH = Path("artifacts/.cache/file-digests.json")
 MISSING = "missing"
 
@@ -51,8 +54,6 @@ class DigestCache:
         path = Path(path).resolve()
         st = path.stat()
         if not stat.S_ISREG(st.st_mode):  # /dev/zero or a pipe would be hashed forever, a directory fails later
-            from ..errors import DataError
-
             raise DataError(f"{path} {'is a directory' if stat.S_ISDIR(st.st_mode) else 'is not a regular file'}; "
                             "a data file is hashed by its content")
         stamp = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
@@ -114,8 +115,6 @@ def path_digest(cache: DigestCache, path: str | Path) -> str:
 
 def model_identity(ref: str, cache: DigestCache, revisions: dict[str, str] | None = None) -> str:
     """What a model reference resolves to, as a string that enters artifact keys."""
-    from ..models.resolve import ALIAS_PACKAGES, reference_kind
-
     kind = reference_kind(ref)
     if kind == "alias":
         from importlib.metadata import version

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config.load import canonical_json, short_hash
 from .keys import KEY_PATTERN
+from .fingerprints import DigestCache, model_identity
 
 if TYPE_CHECKING:  # the declarations import this module (their planning hooks add nodes)
     from ..stages.base import Stage
@@ -94,8 +95,6 @@ class Graph:
     """The nodes planned so far, indexed by key, and what adding one needs (model and file digests)."""
 
     def __init__(self, config: dict):
-        from .fingerprints import DigestCache
-
         self.config = config
         self.nodes: dict[str, Node] = {}
         self.digests = DigestCache()
@@ -104,8 +103,6 @@ class Graph:
         self.pool_checks: dict[str, list[dict]] = {}  # data key -> sampling needs of the experiments using it
 
     def model_identity(self, ref: str) -> str:
-        from .fingerprints import model_identity
-
         if ref not in self._identities:
             self._identities[ref] = model_identity(ref, self.digests, self.config.get("hub_revisions"))
         return self._identities[ref]

@@ -12,13 +12,14 @@ import os
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..config.reading import SPEC_LIMIT, check_depth, read_text
+from .graph import KEY_PATTERN, key_hash
+from ..stages import REGISTRY
 
 
 def load_spec(text: str) -> dict:
     """The spec as a dict; a missing or unreadable @file, invalid JSON or a non-object is a ConfigError
     (one message naming the file, exit code 2)."""
-    from ..config.reading import SPEC_LIMIT, check_depth, read_text
-
     where = "--spec"
     if text.startswith("@"):
         where = f"--spec {text}"
@@ -55,9 +56,6 @@ def check_stage_spec(spec: dict, stage: str, where: str = "--spec") -> None:
     a standalone run) are checked for their shape only.
     """
     import re
-
-    from ..store.graph import KEY_PATTERN, key_hash
-    from ..stages import REGISTRY
 
     named = spec.get("stage")
     if named is not None and named != stage:

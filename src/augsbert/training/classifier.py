@@ -15,6 +15,7 @@ from .tokenized import pretokenize_collator
 from .tracking import callbacks as tracking_callbacks, trainer_arguments
 from .common import claim_workdir, device_flags, precision_flags, train_resuming
 from .pretrain import build_encoder, trainer_class
+from ..models.topic_classifier import TopicClassificationLoss
 
 
 def fit(base: str, texts: list[str], topics: list[str], params: ClassifierParams, workdir: Path, device: str,
@@ -23,8 +24,6 @@ def fit(base: str, texts: list[str], topics: list[str], params: ClassifierParams
     from datasets import Dataset
     from sentence_transformers import SentenceTransformerTrainingArguments
     from transformers import set_seed
-
-    from ..models.topic_classifier import TopicClassificationLoss
 
     classes = sorted(set(topics))
     if len(classes) < 2:

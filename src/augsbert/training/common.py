@@ -15,6 +15,7 @@ import shutil
 from pathlib import Path
 
 from ..store.artifacts import read_json, write_json
+from .. import __version__
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +55,6 @@ def claim_workdir(workdir: Path, fingerprint: dict) -> None:
     artifact's writer lock, so whatever a write left half-done here is a dead
     job's, never a live one's.
     """
-    from .. import __version__
-
     fingerprint = {**fingerprint, "augsbert": __version__}
     marker = workdir / "fingerprint.json"
     if workdir.exists() and (not marker.exists() or read_json(marker) != fingerprint):

@@ -5,7 +5,7 @@ host thread; the GPU waits on Python (issue 37). A CUDA graph records a step's k
 them in one launch, which needs the same shapes and the same memory every time. So, on CUDA with
 `cuda_graphs: auto`:
 
-- **buckets:** training batches are padded to a few fixed widths (`augsbert.training.tokenized.bucket_width`, the
+- **buckets:** training batches are padded to a few fixed widths (`augsbert.models.padding.bucket_width`, the
   trainers' collators pad to it when `buckets` gives `max_length`: multiples of 8 up to
   64 tokens, of 16 up to 128, of 32 up to 256, then of 64, never past `max_length`), so there are at
   most about twenty shapes per trainer. Padding is masked everywhere; what changes is float summation
@@ -37,6 +37,8 @@ from collections.abc import Callable, Sequence
 import torch
 
 from ..models.device import CUDA_GRAPHS_ENV  # auto | off (the Snakefile sets it from the config)
+from . import distributed
+from ..errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +49,6 @@ MAX_GRAPHS = 64  # shapes captured per trainer; a batch of yet another shape run
 def mode() -> str:
     value = os.environ.get(CUDA_GRAPHS_ENV, "off").strip() or "off"  # off until measured on a GPU
     if value not in MODES:
-        from ..errors import ConfigError
-
         raise ConfigError(f"${CUDA_GRAPHS_ENV} is {value!r}; cuda_graphs is one of {', '.join(MODES)}")
     return value
 
@@ -60,8 +60,6 @@ def active(device, torch_compile: bool = False) -> bool:
     """Whether a trainer on `device` takes the graph path: CUDA with `cuda_graphs: auto`, in one process, the model
     not compiled. Several processes (`gpus` > 1) stay eager: their gradients are averaged by DDP's hooks during
     the backward, which a graph of the bare model would skip. A compiled model has graphs of its own making."""
-    from . import distributed
-
     return torch.device(device).type == "cuda" and mode() == "auto" and distributed.world_size() == 1 \
         and not torch_compile
 

@@ -17,14 +17,19 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
+from datasets import Dataset
+from transformers import AutoTokenizer, TrainingArguments, set_seed
 
-from ..models.cross_bi_encoder import PairTokenizer
+from ..models.cross_bi_encoder import PairTokenizer, SPECIALS_PER_PAIR
 from ..models.mlm import MLMPairCollator, masked_lm_from
 from ..stages.adapt import AdaptParams
 from ..sampling import bm25_neighbors
 from ..sampling.pool import PairCollector, pair_key, random_partners
 from .tracking import callbacks as tracking_callbacks, trainer_arguments
 from .common import claim_workdir, device_flags, precision_flags, train_resuming
+from .batching import LengthGroupedTrainer, hf_grouping, pair_lengths
+from .tokenized import TokenIds, pad_multiple
+from ..data.prompts import ensure_delimiter
 
 log = logging.getLogger(__name__)
 
@@ -87,13 +92,6 @@ def adapt(base: str, train: pd.DataFrame, params: AdaptParams, workdir: Path, de
 
     `callbacks` are extra transformers TrainerCallbacks (the training benchmark times steps with one).
     """
-    from datasets import Dataset
-    from transformers import AutoTokenizer, TrainingArguments, set_seed
-
-    from .batching import LengthGroupedTrainer, hf_grouping, pair_lengths
-    from ..models.cross_bi_encoder import SPECIALS_PER_PAIR
-    from .tokenized import TokenIds, pad_multiple
-
     claim_workdir(workdir, {"stage": "adapt_mlm", "base": base, "params": params.to_json(), "device": device,
                              "precision": precision, "train_pairs": len(train)})
     set_seed(params.seed)
@@ -101,8 +99,6 @@ def adapt(base: str, train: pd.DataFrame, params: AdaptParams, workdir: Path, de
     tokenizer = AutoTokenizer.from_pretrained(base)
     delimiter_id = None
     if params.topic_prompt:  # prompted pairs: the prompt (through its delimiter) is never masked
-        from ..data.prompts import ensure_delimiter
-
         delimiter_id = ensure_delimiter(tokenizer, params.topic_prompt, model)
     use_types = getattr(model.config, "type_vocab_size", 0) >= 2
     pair_tokenizer = PairTokenizer(tokenizer, params.max_length, use_types)  # returned: held-out evaluation

@@ -30,14 +30,18 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from datasets import Dataset
+from transformers import TrainerCallback, set_seed
 
 from . import distributed
 from ..store.artifacts import read_json, write_json
 from ..evaluation import correlations
 from ..models.architectures import ARCHITECTURES, freeze_embeddings
 from ..params import PairTrainingParams
-from .tracking import callbacks as tracking_callbacks, log_metrics
+from .tracking import callbacks as tracking_callbacks, log_metrics, trainer_arguments
 from .common import claim_workdir, device_flags, frozen_heap, precision_flags, train_resuming
+from .trainers import pair_trainer
+from ..data.prompts import ensure_delimiter
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +70,6 @@ def epoch_end(args, state, train_dataloader=None) -> int | None:
 
 
 def _callbacks():
-    from transformers import TrainerCallback
-
     class StopAtStep(TrainerCallback):
         """Ends training after `max_steps` optimizer steps, through the trainer's own control."""
 
@@ -166,9 +168,6 @@ class FitResult:
 
 def training_args(params: PairTrainingParams, output_dir: Path, seed: int, device: str, precision: str, n_train: int,
                   run_part: str | None = None) -> dict:
-    from .tracking import trainer_arguments
-
-
     # `batch_size` is the global batch: split over the processes of a distributed run (augsbert.training.distributed)
     steps_per_epoch = math.ceil(n_train / params.batch_size)
     if params.max_steps is None and params.epochs is None:
@@ -203,20 +202,14 @@ def training_args(params: PairTrainingParams, output_dir: Path, seed: int, devic
 
 
 def _dataset(table: pd.DataFrame):
-    from datasets import Dataset
-
     return Dataset.from_dict({"sentence1": table["sentence1"].tolist(), "sentence2": table["sentence2"].tolist(),
                               "score": table["score"].astype(float).tolist()})
 
 
 def _build(arch, base: str, params: PairTrainingParams, device: str, seed: int):
-    from transformers import set_seed
-
     set_seed(seed)  # the fresh head of a Cross-Encoder is initialised here
     model = arch.build(base, params, device)
     if params.topic_prompt:  # one token for the topic delimiter, added before any freezing
-        from ..data.prompts import ensure_delimiter
-
         ensure_delimiter(model.tokenizer, params.topic_prompt, arch.encoder(model))
     if params.freeze_embeddings:
         frozen = freeze_embeddings(arch.encoder(model))
@@ -245,7 +238,7 @@ def _seed_search(arch, base, train, dev, params, workdir, device, precision) -> 
         args = training_args(params, workdir / f"trial-{seed}", seed, device, precision, len(train), f"trial-{seed}")
         args.update(save_strategy="no")  # the full schedule (warm-up, decay), stopped early by StopAtStep
         with frozen_heap():
-            arch.trainer(model, args, _dataset(train), [StopAtStep(stop)], params).train()
+            pair_trainer(arch.name, model, args, _dataset(train), [StopAtStep(stop)], params).train()
         if not distributed.is_main():  # rank 0 scores the trial (every rank holds the same weights)
             continue
         score = dev_spearman(arch, model, dev, params)
@@ -295,8 +288,8 @@ def fit(arch_name: str, base: str, train: pd.DataFrame, dev: pd.DataFrame | None
             raise ValueError("early_stopping_patience needs a dev split to compare epochs on")
         callbacks.append(EarlyStopping(best))
     trainer_dir = workdir / "trainer"
-    trainer = arch.trainer(model, training_args(params, trainer_dir, seed, device, precision, len(train)), _dataset(train),
-                           callbacks, params)
+    trainer = pair_trainer(arch_name, model, training_args(params, trainer_dir, seed, device, precision, len(train)),
+                           _dataset(train), callbacks, params)
     output, resumed_from = train_resuming(trainer, trainer_dir)
     metrics = {"seed": seed, "seed_trials": trials, "train_pairs": len(train),
                "train_loss": float(output.training_loss), "steps": int(output.global_step),

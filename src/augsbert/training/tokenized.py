@@ -18,7 +18,7 @@ noised copy, a dev sentence) goes through the original call.
 `pad_to_multiple_of` (the trainers set 8 on CUDA only, where tensor cores
 want it) pads a batch further, and `buckets` (the pair trainers set
 `max_length` on CUDA with `cuda_graphs: auto`, augsbert.training.graphs) pads
-it to one of a few fixed widths (`bucket_width`); padding is masked
+it to one of a few fixed widths (`augsbert.models.padding.bucket_width`); padding is masked
 everywhere, so the results differ only by float summation order (and, with
 dropout, the layout of its masks), and the CPU path keeps the exact width.
 """
@@ -29,6 +29,8 @@ from collections.abc import Callable, Hashable, Sequence
 
 import numpy as np
 import torch
+
+from ..models.padding import batch_width
 
 PADDED_KEYS = ("input_ids", "attention_mask", "token_type_ids")  # the tensors a text model's preprocess pads
 CHUNK = 4096  # texts per tokeniser call while filling the cache
@@ -155,32 +157,6 @@ class TokenIds:
 
     def counts(self, texts: Sequence[str]) -> np.ndarray:
         return np.fromiter((len(ids) for ids in self(texts)), dtype=np.int64, count=len(texts))
-
-
-def bucket_width(width: int, max_length: int | None = None) -> int:
-    """The fixed width a batch of `width` tokens is padded to on the graph path (augsbert.training.graphs).
-
-    Steps of 8 up to 64 tokens, 16 up to 128, 32 up to 256, 64 beyond, capped at `max_length`: twenty
-    widths up to 512, each a multiple of 8 below the cap (tensor cores). Up to 64 tokens a bucket is the
-    multiple of 8 the eager CUDA path pads to anyway; beyond, it adds at most a quarter. On STS-B and Lee
-    sentences that is at most 2.7 points of padding over the eager CUDA path (benchmarks/bench_buckets.py;
-    docs/guide/training.md). A batch wider than `max_length` (never, for truncated texts) keeps its own
-    bucket."""
-    step = 8 if width <= 64 else 16 if width <= 128 else 32 if width <= 256 else 64
-    bucket = -(-width // step) * step
-    if max_length is not None and width <= max_length:
-        bucket = min(bucket, max_length)
-    return bucket
-
-
-def batch_width(width: int, multiple: int | None = None, buckets: int | None = None) -> int:
-    """A batch's padded width: its longest row, rounded up to `multiple`, or to its bucket when `buckets`
-    (the bucket cap, `max_length`) is given."""
-    if buckets:
-        return bucket_width(width, buckets)
-    if multiple:
-        return -(-width // multiple) * multiple
-    return width
 
 
 def pad_multiple(device) -> int | None:

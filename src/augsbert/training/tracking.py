@@ -25,6 +25,8 @@ import logging
 import os
 from pathlib import Path
 
+from ..scheduling import progress
+
 log = logging.getLogger(__name__)
 
 TRACKING_ENV = "AUGSBERT_TRACKING"
@@ -173,9 +175,7 @@ def _tensorboard():
 def callbacks() -> list:
     """TrainerCallbacks that log the stage's parameters when training begins (nothing without tracking), and the
     one that shows the steps on the workflow's console (augsbert.scheduling.progress; every trainer takes these)."""
-    from ..scheduling.progress import callback
-
-    step = callback()
+    step = progress.callback()
     steps = [step] if step is not None else []
     if backend() == "none":
         return steps
