@@ -545,7 +545,7 @@ class Finder(importlib.abc.MetaPathFinder):
         return spec
 
 sys.meta_path.insert(0, Finder())
-from augsbert.cli import main
+from augsbert.face.cli import main
 sys.exit(main(sys.argv[1:]))
 """
 

@@ -11,12 +11,12 @@ figures, on the same small data artifact and planned specs with the tiny random 
 Warm: one process imports torch, transformers, sentence-transformers, datasets, pandas, scipy and the package's
 training modules once (no CUDA initialised: it never touches a device), then forks a child per command, the way
 tests/snakemake_server.py serves Snakemake calls; the child takes the command's environment and runs
-`augsbert.cli.main` on its arguments. Timed from the moment the request is written to the warm process to the
+`augsbert.face.cli.main` on its arguments. Timed from the moment the request is written to the warm process to the
 end of the child's first training step. The warm process's own import time is shown once: a run pays it once,
 not per job.
 
 The figure is the fastest of `--repeat` runs (cold and warm alternating). The warm process here is a minimal
-one with the timing hooks built in; `python -m augsbert.scheduling.warm_server` is the one commands use (AUGSBERT_WARM_SOCKET,
+one with the timing hooks built in; `python -m augsbert.face.warm_server` is the one commands use (AUGSBERT_WARM_SOCKET,
 docs/performance.md, "Job start"), with the same imports (PRELOAD).
 """
 
@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 import bench_overhead as bo  # noqa: E402  (the start-up hooks, data artifact and specs)
 
-from augsbert.scheduling.warm_server import PRELOAD  # noqa: E402
+from augsbert.face.warm_server import PRELOAD
 
 # The warm process: imports PRELOAD, reports the time it took, then forks one child per request line
 # {"argv", "env"}; the child installs bench_overhead's two hooks on the already imported modules and runs the
@@ -74,7 +74,7 @@ for line in sys.stdin:
             return on_step_begin(*args, **kwargs)
         optimizer.register_optimizer_step_post_hook(first_step)
         callbacks.CallbackHandler.on_step_begin = step_begin
-        from augsbert.cli import main
+        from augsbert.face.cli import main
         code = 1
         try:
             code = main(request["argv"])

@@ -36,7 +36,7 @@ def test_failure_leaves_nothing_and_existing_artifact_is_kept(tmp_path):
 def test_force_replaces_only_an_artifact_of_the_same_stage(tmp_path, monkeypatch):
     """Issue 26 case 1: `--force` emptied any folder (a user's files, `..`); now only a finished artifact of the
     same stage is replaced, and everything else is refused whatever the flags, its files left as they were."""
-    from augsbert.cli import main
+    from augsbert.face.cli import main
 
     mine = tmp_path / "my_files"
     mine.mkdir()
@@ -94,7 +94,7 @@ from pathlib import Path
 
 import augsbert
 from augsbert.store.artifacts import ArtifactLockedError, lock_path, stage_sidecar, writer_lock
-from augsbert.cli import EXIT_LOCKED, main
+from augsbert.face.cli import EXIT_LOCKED, main
 
 # A first writer in its own process: starts an artifact (partial directory, resume state), says where, and works
 # on until killed, or until it reads a line on stdin, then completes the artifact.
@@ -263,7 +263,7 @@ def test_read_only_directory_for_real(tmp_path):
 def test_a_damaged_json_file_is_named(tmp_path, capsys):
     """Issue 26 case 5: a truncated metrics.json raised a bare JSONDecodeError without the file's name."""
     from augsbert.store.artifacts import DamagedArtifactError
-    from augsbert.cli import main
+    from augsbert.face.cli import main
 
     path = tmp_path / "metrics.json"
     path.write_text('{"test": {"spear')
@@ -335,8 +335,8 @@ def test_byte_flips_inside_a_large_file_are_found_with_size_and_mtime_kept(tmp_p
     import os
     import re
 
-    import augsbert.cli as cli
-    from augsbert.cli import main
+    import augsbert.face.cli as cli
+    from augsbert.face.cli import main
 
     root = tmp_path / "artifacts"
     out = root / "student" / "s-0123456789"
@@ -377,7 +377,7 @@ def test_verify_repair_deletes_only_real_artifacts(tmp_path, capsys):
     lost it, a manifest of ours listing it); a missing root or a folder without artifacts is an error."""
     import shutil
 
-    from augsbert.cli import main
+    from augsbert.face.cli import main
 
     home = tmp_path / "home"
     webapp = home / "site" / "app"  # a web app's manifest.json, two levels down
@@ -425,7 +425,7 @@ def test_a_stage_refuses_a_damaged_input_and_verify_repairs(tmp_path, capsys, mo
     anything, naming the input and the file; `augsbert verify --repair` deletes exactly the damaged artifacts."""
     import shutil
 
-    from augsbert.cli import main
+    from augsbert.face.cli import main
     from augsbert.store.manifests import MANIFEST
 
     root = tmp_path / "artifacts"
@@ -507,7 +507,7 @@ def test_locks_and_resume_state_stay_in_the_folder_the_output_goes_to(tmp_path):
 def test_out_must_be_named_after_the_specs_content_key(tmp_path, monkeypatch, capsys):
     """Issue 26 case 7: a spec was computed into any `--out` folder, under a name that says another content.
     Seen failing before: exit 0, the data artifact written to `elsewhere`."""
-    from augsbert.cli import main
+    from augsbert.face.cli import main
     from augsbert.config.load import load_config
     from augsbert.planning.plan import Plan
 

@@ -4,7 +4,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from augsbert.cli import main
+from augsbert.face.cli import main
 from augsbert.config.load import ConfigError
 from augsbert.evaluation import correlations
 from conftest import REPO
@@ -28,7 +28,7 @@ def test_help_imports_no_table_or_model_library():
     import subprocess
     import sys
 
-    code = ("import contextlib, io, sys\nfrom augsbert.cli import main\n"
+    code = ("import contextlib, io, sys\nfrom augsbert.face.cli import main\n"
             "for argv in (['--help'], ['student', '--help'], ['pretrain', '--help']):\n"
             "    with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
             "        main(argv)\n"
@@ -195,7 +195,7 @@ def test_plan_prints_a_table_of_artifacts_and_whether_they_are_built(tmp_path, c
 def test_role_and_seed_select_the_planned_node():
     import argparse
 
-    from augsbert.cli import _planned_spec
+    from augsbert.face.cli import _planned_spec
 
     args = argparse.Namespace(config=CONFIG, experiment="demo_cbe_distill", role=None, seed=None)
     spec, path = _planned_spec(args, "student")
@@ -215,7 +215,7 @@ def test_stage_job_holds_the_artifact_lock_before_its_runner_starts(tmp_path, mo
     import sys
 
     import augsbert
-    from augsbert.cli import EXIT_LOCKED
+    from augsbert.face.cli import EXIT_LOCKED
     from augsbert.jobs import prepare_data
 
     out = tmp_path / "data" / "d-0123456789"
@@ -238,7 +238,7 @@ def test_stage_job_holds_the_artifact_lock_before_its_runner_starts(tmp_path, mo
 def test_a_spec_must_be_its_stages_and_match_its_key(tmp_path, capsys):
     """Issue 26 cases 5 and 7: another stage's spec was run, and a spec with changed params was computed and
     stored under its old key."""
-    from augsbert.store.specs import check_stage_spec
+    from augsbert.jobs.specs import check_stage_spec
     from conftest import plan_shipped
 
     plan = plan_shipped({}, plan=("demo_cbe",))

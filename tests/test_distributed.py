@@ -184,7 +184,7 @@ def test_gpus_sizes_the_training_jobs_and_must_divide_their_batches(tmp_path, mo
 
 def test_a_locked_artifact_stops_the_launcher_before_torchrun(tmp_path):
     from augsbert.store.artifacts import writer_lock
-    from augsbert.cli import EXIT_LOCKED
+    from augsbert.face.cli import EXIT_LOCKED
 
     out = tmp_path / "artifacts" / "student" / "k"
     spec = _spec("student", tmp_path, "m", use_gold_labels=True, selection="target_dev")
@@ -196,7 +196,7 @@ def test_a_locked_artifact_stops_the_launcher_before_torchrun(tmp_path):
 
 
 def test_a_one_process_stage_under_torchrun_refuses_to_run(monkeypatch, tmp_path, capsys):
-    from augsbert.cli import main
+    from augsbert.face.cli import main
 
     monkeypatch.setenv("RANK", "1")
     monkeypatch.setenv("WORLD_SIZE", "2")

@@ -89,7 +89,7 @@ class Known:
 
 
 def known() -> Known:
-    from augsbert.cli import build_parser
+    from augsbert.face.cli import build_parser
     from augsbert.config.load import read_config
     from augsbert.config.grids import expand_grids
 

@@ -1,7 +1,7 @@
 """Every foreseeable failure ends with one message and exit code 2, never a traceback.
 
 The table below is the reference (README "Errors" lists the same cases): each row
-sets up an input, runs the real command line (`augsbert.cli.main`) and compares
+sets up an input, runs the real command line (`augsbert.face.cli.main`) and compares
 what is printed on stderr. `{tmp}` is the case's directory (also the working
 directory), `{lee}` the Lee data artifact. Unexpected exceptions keep their
 traceback (last tests).
@@ -23,7 +23,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from augsbert.cli import main
+from augsbert.face.cli import main
 from augsbert.config.load import NAME_RULE, deep_merge
 from conftest import REPO, write_jsonl
 
@@ -280,7 +280,7 @@ def run_cli(tmp: Path, code: str) -> subprocess.CompletedProcess:
 
 def test_the_real_entry_point_exits_2_without_a_traceback(tmp_path):
     cfg = config(tmp_path, experiments={"demo_zeroshot": {"studnet": {}}})
-    proc = run_cli(tmp_path, f"import sys; from augsbert.cli import main; sys.exit(main(['plan', '--config', {cfg!r}]))")
+    proc = run_cli(tmp_path, f"import sys; from augsbert.face.cli import main; sys.exit(main(['plan', '--config', {cfg!r}]))")
     assert proc.returncode == 2
     assert proc.stderr == "augsbert plan: error: unknown key experiments.demo_zeroshot.studnet\n  did you mean 'student'?\n"
 
@@ -289,7 +289,7 @@ def test_unexpected_exceptions_keep_their_traceback(tmp_path):
     code = ("import sys, augsbert.jobs.prepare_data as stage\n"
             "def broken(*args, **kwargs): raise RuntimeError('a bug')\n"
             "stage.run = broken\n"
-            "from augsbert.cli import main\n"
+            "from augsbert.face.cli import main\n"
             f"sys.exit(main(['prepare-data', '--config', {str(CONFIG)!r}, '--experiment', 'demo_zeroshot']))")
     proc = run_cli(tmp_path, code)
     assert proc.returncode == 1

@@ -18,7 +18,7 @@ import pytest
 import torch
 import yaml
 
-from augsbert.cli import main
+from augsbert.face.cli import main
 from augsbert.face.export import MARKER, ExportError, export, push_to_hub
 from augsbert.models.architectures import ARCHITECTURES
 from augsbert.models.cross_bi_encoder import CrossBiEncoder

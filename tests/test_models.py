@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from augsbert.models import ModelResolutionError, resolve_device, resolve_model
-from augsbert.models.resolve import reference_kind
+from augsbert.store.model_refs import reference_kind
 
 
 def test_alias_resolves_to_packaged_model(minilm_path):

@@ -8,7 +8,7 @@ from typing import Literal
 import pytest
 from conftest import REPO
 
-from augsbert.cli import main
+from augsbert.face.cli import main
 from augsbert.errors import ConfigError
 from augsbert.params import Params, SeedOptimization, TrainingParams
 from augsbert.stages import REGISTRY

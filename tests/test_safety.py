@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from augsbert.cli import main
+from augsbert.face.cli import main
 from augsbert.config.load import NAME_RULE, ConfigError, check_name, deep_merge, load_schema, prepare_config, read_config
 from augsbert.config.load import validate_with_defaults
 from conftest import REPO

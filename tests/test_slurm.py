@@ -279,7 +279,7 @@ def test_profile_on_a_real_slurm(cluster, tiny_model, tmp_path, subtests, monkey
         # equal those of the stage run here on the same spec, and no partial files of the killed write are left
         import pandas as pd
 
-        from augsbert.cli import main
+        from augsbert.face.cli import main
 
         assert chain["cancelled"], "the sampling job never ran long enough to be cancelled"
         (artifact,) = (work / "artifacts" / "candidates").iterdir()

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from augsbert.cli import build_parser
+from augsbert.face.cli import build_parser
 from augsbert.config.load import load_schema
 from augsbert.training.distributed import DISTRIBUTED_COMMANDS
 from augsbert.stages import REGISTRY, STAGES, stage
@@ -77,7 +77,7 @@ def test_fixed_size_stages_are_sized_by_job_resources(monkeypatch):
 
 def test_the_rules_call_each_stage_by_its_name():
     """workflow/rules/stages.smk runs `augsbert {wildcards.stage}`: every stage's name reaches its own command."""
-    from augsbert.cli import stage_names_as_commands
+    from augsbert.face.cli import stage_names_as_commands
 
     parsers = commands()
     for s in STAGES:

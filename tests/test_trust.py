@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from augsbert.cli import main
+from augsbert.face.cli import main
 from test_errors import CONFIG, config, lee_path, mine, prepare_lee
 
 pytestmark = pytest.mark.usefixtures("in_tmp")

@@ -1,4 +1,4 @@
-"""augsbert.scheduling.warm and augsbert.scheduling.warm_server: commands run in forks of a warm server give what a plain start gives (output, streams, exit
+"""augsbert.face.warm and augsbert.face.warm_server: commands run in forks of a warm server give what a plain start gives (output, streams, exit
 status, artifacts); signals reach the job, a dead command's job is ended; no server or another environment: a
 plain start."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from augsbert.scheduling.warm import SOCKET_ENV
+from augsbert.face.warm import SOCKET_ENV
 from conftest import REPO
 
 AUGSBERT = str(Path(sys.executable).with_name("augsbert"))
@@ -21,7 +21,7 @@ AUGSBERT = str(Path(sys.executable).with_name("augsbert"))
 # a plain start does not know it (argparse: exit 2), which tells a served command from a plain one
 HELPER = '''
 import os, time
-import augsbert.cli as cli
+import augsbert.face.cli as cli
 _main = cli.main
 def main(argv=None):
     if argv and argv[0] == "sleep-for-test":
@@ -43,9 +43,9 @@ def server(tmp_path_factory):
     (tmp / "warm_test_helper.py").write_text(HELPER)
     path = str(tmp / "warm.sock")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp), str(REPO / "src")]),
-           "AUGSBERT_WARM_PRELOAD": "augsbert.cli,warm_test_helper"}
+           "AUGSBERT_WARM_PRELOAD": "augsbert.face.cli,warm_test_helper"}
     env.pop(SOCKET_ENV, None)
-    proc = subprocess.Popen([sys.executable, "-m", "augsbert.scheduling.warm_server", path], env=env, stderr=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "augsbert.face.warm_server", path], env=env, stderr=subprocess.PIPE,
                             text=True)
     assert "serving" in proc.stderr.readline()
     yield {"path": path, "env": env, "tmp": tmp}

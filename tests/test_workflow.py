@@ -281,7 +281,7 @@ def check_fault_matrix(workdir: Path, targets: tuple[str, ...], args: tuple[str,
     import contextlib
     import io
 
-    from augsbert.cli import main
+    from augsbert.face.cli import main
     from augsbert.store.manifests import MANIFEST, artifact_folders
 
     def verify(*flags: str) -> tuple[int, list[str]]:  # `augsbert verify` as run in the project folder

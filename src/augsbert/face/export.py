@@ -42,7 +42,7 @@ from ..store.artifacts import (
     write_json,
     writing,
 )
-from ..store.specs import check_aggregate_spec, load_spec
+from ..jobs.specs import check_aggregate_spec, load_spec
 
 log = logging.getLogger(__name__)
 

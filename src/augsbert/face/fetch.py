@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from ..errors import DataError
 from ..models import ModelResolutionError
-from ..models.resolve import reference_kind
+from ..store.model_refs import reference_kind
 from ..store.graph import SEMANTIC_CHOICES
 
 # loader -> hub dataset of its `download: true` layout (src/augsbert/data/loaders.py)

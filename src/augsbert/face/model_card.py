@@ -32,7 +32,7 @@ from transformers import TrainingArguments
 
 from ..jobs.common import read_split
 from ..jobs.train import student_training_set
-from ..models.resolve import ALIAS_HUB_IDS, ALIASES, reference_kind
+from ..store.model_refs import ALIAS_HUB_IDS, ALIASES, reference_kind
 from ..models.student_losses import student_loss
 from ..params import read_params
 from ..stages.student import StudentParams

@@ -7,7 +7,7 @@ import os
 from ..errors import ConfigError
 
 DEVICE_ENV = "AUGSBERT_DEVICE"
-# What was asked for before `augsbert.cli.pin_one_gpu` turned `cuda:N` into CUDA_VISIBLE_DEVICES=N and `cuda`:
+# What was asked for before `augsbert.face.cli.pin_one_gpu` turned `cuda:N` into CUDA_VISIBLE_DEVICES=N and `cuda`:
 # messages name the device the user wrote, not `cuda`
 REQUESTED_ENV = "AUGSBERT_DEVICE_REQUESTED"
 DEVICE_FORMS = "auto, cpu, cuda, cuda:N (N = 0, 1, ...) or mps"

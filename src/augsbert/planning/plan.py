@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config.load import ConfigError, canonical_json, short_hash, unknown_name, validated_experiment
-from ..models.resolve import ModelResolutionError, reference_kind
+from ..store.model_refs import ModelResolutionError, reference_kind
 from ..stages import REGISTRY, planning_order
 from ..store.graph import SEMANTIC_CHOICES, SPECS, Graph, Node, SeedPlan, write_spec
 

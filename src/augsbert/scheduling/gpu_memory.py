@@ -29,7 +29,7 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-from ..models.resolve import ALIASES, ModelResolutionError, reference_kind
+from ..store.model_refs import ALIASES, ModelResolutionError, reference_kind
 from ..params import TrainingParams
 from ..stages import REGISTRY
 

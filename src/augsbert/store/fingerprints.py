@@ -28,7 +28,7 @@ import os
 import stat
 from pathlib import Path
 
-from ..models.resolve import ALIAS_PACKAGES, reference_kind
+from .model_refs import ALIAS_PACKAGES, reference_kind
 from ..errors import DataError
 
 CACHE_PATH = Path("artifacts/.cache/file-digests.json")

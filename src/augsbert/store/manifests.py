@@ -11,7 +11,7 @@ file in 0.09-0.10 s on the 2-core development VM), so a model costs a fraction o
 artifacts folder holds a lot. Manifests written by earlier versions (`edges-sha256:` digests) are
 still checked the way they were written.
 
-A stage checks the manifests of its input artifacts before it reads them (`augsbert.cli`), and
+A stage checks the manifests of its input artifacts before it reads them (`augsbert.face.cli`), and
 `augsbert verify [--repair]` checks every artifact and deletes the damaged ones so that Snakemake
 rebuilds them and what depends on them (named as extra targets of the next run: a run whose own targets
 are up to date never rebuilds a missing intermediate). Artifacts written before manifests existed have

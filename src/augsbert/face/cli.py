@@ -20,23 +20,23 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from . import __version__
-from .config import reference
-from .config.load import check_name, load_configs
-from .errors import ConfigError, DataError
-from .face.export import ExportError, add_command as add_export_command
-from .face.fetch import fetch
-from .face.listing import KINDS, cut, render_list, render_plan
-from .models import ModelResolutionError
-from .models.device import DEVICE_ENV, REQUESTED_ENV, check_device_name
-from .planning.plan import Plan
-from .reporting.layout import grid_spec
-from .scheduling import progress
-from .scheduling.gpus import GpuInventoryError, claim_for_job
-from .scheduling.warm import SOCKET_ENV, run as run_warm
-from .stages import REGISTRY
-from .stages.base import Stage
-from .store.artifacts import (
+from .. import __version__
+from ..config import reference
+from ..config.load import check_name, load_configs
+from ..errors import ConfigError, DataError
+from .export import ExportError, add_command as add_export_command
+from .fetch import fetch
+from .listing import KINDS, cut, render_list, render_plan
+from ..models import ModelResolutionError
+from ..models.device import DEVICE_ENV, REQUESTED_ENV, check_device_name
+from ..planning.plan import Plan
+from ..reporting.layout import grid_spec
+from ..scheduling import progress
+from ..scheduling.gpus import GpuInventoryError, claim_for_job
+from .warm import SOCKET_ENV, run as run_warm
+from ..stages import REGISTRY
+from ..stages.base import Stage
+from ..store.artifacts import (
     ArtifactExistsError,
     ArtifactLockedError,
     DamagedArtifactError,
@@ -47,13 +47,13 @@ from .store.artifacts import (
     writer_lock,
     writing,
 )
-from .store.graph import KEY_PATTERN
-from .jobs.job_inputs import recheck
-from .store.keys import is_key
-from .store.manifests import artifact_folders, foreign_folders, hashed_bytes, key_problem, not_deletable, problems
-from .store.specs import check_aggregate_spec, check_stage_spec, load_spec
-from .training import distributed
-from .training.tracking import begin
+from ..store.graph import KEY_PATTERN
+from ..jobs.job_inputs import recheck
+from ..store.keys import is_key
+from ..store.manifests import artifact_folders, foreign_folders, hashed_bytes, key_problem, not_deletable, problems
+from ..jobs.specs import check_aggregate_spec, check_stage_spec, load_spec
+from ..training import distributed
+from ..training.tracking import begin
 
 log = logging.getLogger("augsbert")
 # every command's --config: the files merged over the shipped config as Snakemake's --configfile does
@@ -430,7 +430,7 @@ EXIT_BROKEN_PIPE = 141
 
 
 def main(argv: list[str] | None = None) -> int:
-    if os.environ.get(SOCKET_ENV):  # a warm server runs the command in a fork (augsbert.scheduling.warm)
+    if os.environ.get(SOCKET_ENV):  # a warm server runs the command in a fork (augsbert.face.warm)
         code = run_warm(list(sys.argv[1:] if argv is None else argv))
         if code is not None:
             return code

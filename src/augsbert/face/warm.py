@@ -1,14 +1,14 @@
 """A warm start for `augsbert` commands: one process imports the libraries once, each command runs in a fork.
 
 A model job spends seconds importing torch, transformers and sentence-transformers before its first step
-(docs/performance.md, "Job start"). `python -m augsbert.scheduling.warm_server PATH` (augsbert/scheduling/warm_server.py: the
+(docs/performance.md, "Job start"). `python -m augsbert.face.warm_server PATH` (augsbert/face/warm_server.py: the
 server's side; this module is the command's) imports them once (no CUDA initialised:
 it never touches a device), then serves a Unix socket at PATH. An `augsbert` command started with
 `AUGSBERT_WARM_SOCKET=PATH` in its environment hands itself to it (`run`): it sends its arguments, working
 directory and environment, and passes its three standard streams as file descriptors, so the job reads and
 writes exactly what the command would (a rule's `>> log 2>&1` included). The server forks a keeper per
 command, and the keeper forks the job in a session of its own; the job takes the command's directory,
-environment and streams and runs `augsbert.cli.main`, as a fresh `augsbert` would. The keeper reports that
+environment and streams and runs `augsbert.face.cli.main`, as a fresh `augsbert` would. The keeper reports that
 it accepted the command, the job's pid, then its exit status; the command exits with it. A SIGTERM / SIGINT / SIGHUP of the command is
 passed on to the job's process group; if the command itself dies, the keeper sees its socket close and
 terminates the job, so no job outlives its command.
@@ -34,7 +34,7 @@ import socket
 import struct
 import sys
 
-from .progress import PROGRESS_FD_ENV
+from ..scheduling.progress import PROGRESS_FD_ENV
 
 SOCKET_ENV = "AUGSBERT_WARM_SOCKET"
 # read while libraries are imported: a command whose values differ is not served (it starts plainly)

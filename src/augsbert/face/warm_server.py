@@ -1,7 +1,7 @@
-"""The warm server of augsbert.scheduling.warm (its module docstring says what it does): imports the libraries once, then
+"""The warm server of augsbert.face.warm (its module docstring says what it does): imports the libraries once, then
 runs each `augsbert` command handed to it at a Unix socket in a fork.
 
-    python -m augsbert.scheduling.warm_server PATH      # then AUGSBERT_WARM_SOCKET=PATH for the commands to serve
+    python -m augsbert.face.warm_server PATH      # then AUGSBERT_WARM_SOCKET=PATH for the commands to serve
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ import socket
 import sys
 
 from .warm import WARM_FIXED_ENV, send_line
-from .. import cli
+from . import cli
 
 PRELOAD_ENV = "AUGSBERT_WARM_PRELOAD"  # comma-separated modules to import instead of PRELOAD (tests)
 PRELOAD = ("torch", "transformers", "transformers.trainer", "sentence_transformers", "datasets", "accelerate",
-           "pandas", "pyarrow.parquet", "scipy.stats", "augsbert.cli", "augsbert.training.pairs",
+           "pandas", "pyarrow.parquet", "scipy.stats", "augsbert.face.cli", "augsbert.training.pairs",
            "augsbert.models.architectures", "augsbert.jobs.train")
 KILL_GRACE_S = 10.0
 
@@ -150,7 +150,7 @@ def serve(path: str) -> None:
     for name in filter(None, os.environ.get(PRELOAD_ENV, ",".join(PRELOAD)).split(",")):
         importlib.import_module(name)
     if threading.active_count() != 1:  # fork copies the calling thread only: a lock held elsewhere would hang
-        raise RuntimeError(f"augsbert.scheduling.warm: an import started threads: {threading.enumerate()}")
+        raise RuntimeError(f"augsbert.face.warm: an import started threads: {threading.enumerate()}")
     if os.path.exists(path):
         os.unlink(path)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -161,7 +161,7 @@ def serve(path: str) -> None:
     parent = os.getppid()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     gc.freeze()  # the imported objects stay shared with the forks (no collection touches their pages)
-    print(f"augsbert.scheduling.warm: serving at {path}", file=sys.stderr, flush=True)
+    print(f"augsbert.face.warm: serving at {path}", file=sys.stderr, flush=True)
     try:
         while os.getppid() == parent:
             try:
@@ -187,5 +187,5 @@ def serve(path: str) -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
-        sys.exit("usage: python -m augsbert.scheduling.warm_server SOCKET_PATH")
+        sys.exit("usage: python -m augsbert.face.warm_server SOCKET_PATH")
     serve(sys.argv[1])

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 # filled here; kept in artifacts (the bottom layer, which records it in metrics.json) so nothing imports upwards
-from ..store.artifacts import RESOLVED_COMMITS
+from .artifacts import RESOLVED_COMMITS
 
 
 class ModelResolutionError(ValueError):

@@ -1,7 +1,7 @@
 """load_spec: read the `--spec` a workflow rule passes to a command (JSON, or @file holding it).
 
 Every command that takes `--spec` reads it the same way: the stage commands
-and the aggregate ones in `augsbert.cli`, and `augsbert export`, which cli
+and the aggregate ones in `augsbert.face.cli`, and `augsbert export`, which cli
 imports (so the reader lives below both of them).
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..errors import ConfigError
 from ..config.reading import SPEC_LIMIT, check_depth, read_text
-from .graph import KEY_PATTERN, key_hash
+from ..store.graph import KEY_PATTERN, key_hash
 from ..stages import REGISTRY
 
 
