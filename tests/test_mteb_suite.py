@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from augsbert.config.load import ConfigError, deep_merge, prepare_config
-from augsbert.data import DataError
+from augsbert.data import DataError, suite_files
 from augsbert.evaluation import mteb_suite as mteb_module
 from augsbert.planning.plan import Plan
 from conftest import REPO, plan_shipped
@@ -43,7 +43,7 @@ def test_missing_package_is_one_message_naming_the_extra(tmp_path, monkeypatch):
 
 
 def test_plan_takes_local_task_data_then_the_hub_and_keys_the_version(tmp_path, monkeypatch):
-    monkeypatch.setattr(mteb_module, "mteb_version", lambda: "2.99.0")  # planning never imports mteb
+    monkeypatch.setattr(suite_files, "mteb_version", lambda: "2.99.0")  # planning never imports mteb
     with pytest.raises(ConfigError, match=r"evaluation.mteb.tasks is empty"):
         plan_for(tmp_path, {})
     write_sts_task(tmp_path / "mteb" / "STS12")
@@ -59,7 +59,7 @@ def test_plan_takes_local_task_data_then_the_hub_and_keys_the_version(tmp_path, 
     (tmp_path / "mteb" / "STS12" / "test.jsonl").write_text(json.dumps({"sentence1": "a", "sentence2": "b",
                                                                          "score": 1}) + "\n")
     _, changed = plan_for(tmp_path, {"tasks": ["STS12", "SICK-R", "STS13"], "local": {"SICK-R": "elsewhere/sick"}})
-    monkeypatch.setattr(mteb_module, "mteb_version", lambda: "2.99.1")
+    monkeypatch.setattr(suite_files, "mteb_version", lambda: "2.99.1")
     _, upgraded = plan_for(tmp_path, {"tasks": ["STS12", "SICK-R", "STS13"], "local": {"SICK-R": "elsewhere/sick"}})
     assert len({key, changed, upgraded}) == 3
     # offline without a copy: listed as skipped, not run

@@ -12,7 +12,8 @@ from scipy import stats
 from augsbert.config.load import ConfigError, deep_merge, prepare_config
 from augsbert.data import DataError
 from augsbert.data.nli import read_nli_triples, triples_format
-from augsbert.evaluation.sts_suite import detect_format, locate_task, read_sts_file, sts_suite
+from augsbert.data.suite_files import detect_format, locate_task
+from augsbert.evaluation.sts_suite import read_sts_file, sts_suite
 from augsbert.planning.plan import Plan
 from augsbert.jobs.pretrain import read_triples
 from conftest import REPO, plan_shipped

@@ -94,7 +94,7 @@ def test_gold_fraction_swaps_the_gold_of_every_trained_model_and_nothing_else():
 
 
 def test_gold_subset_keeps_a_seeded_fraction_and_drops_the_other_scores(tmp_path, monkeypatch):
-    from augsbert.jobs.common import read_split, target_pool
+    from augsbert.data.pool import read_split, target_pool
     from augsbert.jobs.gold_subset import subset_rows
 
     rows = subset_rows(20, 0.25, 7)
@@ -163,7 +163,7 @@ def test_ensemble_scores_are_the_combination_of_the_members_predictions(tmp_path
     of each pair the same way (z-score statistics from their scores of the gold train pairs; `mean` is the
     plain mean, checked above)."""
     method = "zscore"
-    from augsbert.jobs.common import read_split
+    from augsbert.data.pool import read_split
     from augsbert.jobs.labels import TrainedPairModel
     from augsbert.training.pairs import pairs_of
 

@@ -348,7 +348,7 @@ def test_ukp_sentential_as_released(tmp_path):
     assert table["text"].iloc[0] == '"Quoted" sentence 0 on abortion'
     assert set(table["topic"]) == {"abortion", "school uniforms"}
     # the pool of silver sentences is the corpus' train part only
-    from augsbert.jobs.common import target_pool
+    from augsbert.data.pool import target_pool
 
     pool, _, _ = target_pool(out, "unlabeled", exclude_eval=True)
     assert pool == sorted(t for t, s in zip(table["text"], table["split"]) if s == "train")

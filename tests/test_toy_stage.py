@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from augsbert.face.cli import build_parser, main
-from augsbert.jobs.common import read_split
+from augsbert.data.pool import read_split
 from augsbert.scheduling.resources import job_resources
 from augsbert.stages import REGISTRY, register
 from augsbert.stages.base import Stage

@@ -20,33 +20,17 @@ keyed by the model, the task data and the mteb version.
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import math
-from importlib import metadata
 from pathlib import Path
 
 from ..data import DataError
+from ..data.suite_files import LOCAL_DIR, MISSING_MTEB, mteb_version
 
 log = logging.getLogger(__name__)
 
-MISSING_MTEB = ("evaluation.suites has `mteb`, but the mteb package is not installed; install the extra: "
-                "pip install 'augsbert[mteb]' (or pip install mteb)")
-LOCAL_DIR = "mteb"  # <data_dir>/mteb/<TaskName>/: a task's local data unless evaluation.mteb.local names another
-
-
 class MtebMissingError(DataError):
     """The suite asks for MTEB but the package is absent (a setup problem, named with its fix)."""
-
-
-def mteb_version() -> str | None:
-    """The installed mteb version, or None; found without importing mteb (a 5-10 s import)."""
-    if importlib.util.find_spec("mteb") is None:
-        return None
-    try:
-        return metadata.version("mteb")
-    except metadata.PackageNotFoundError:
-        return None
 
 
 def require_mteb():

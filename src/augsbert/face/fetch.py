@@ -50,7 +50,7 @@ def experiment_nodes(plan, name: str) -> list:
 
 def hub_items(plan, name: str) -> list[HubItem]:
     """The hub models and datasets experiment `name` needs, sorted (models and datasets by id)."""
-    from ..evaluation.sts_suite import HUB_DATASETS  # heavy (pandas): `augsbert --help` imports this module
+    from ..data.suite_files import HUB_DATASETS  # the data package imports pandas; `--help` imports this module
 
     revisions = plan.config.get("hub_revisions") or {}
     items: set[HubItem] = set()

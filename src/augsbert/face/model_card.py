@@ -30,7 +30,7 @@ import yaml
 from huggingface_hub import snapshot_download
 from transformers import TrainingArguments
 
-from ..jobs.common import read_split
+from ..data.pool import read_split
 from ..jobs.train import student_training_set
 from ..store.model_refs import ALIAS_HUB_IDS, ALIASES, reference_kind
 from ..models.student_losses import student_loss

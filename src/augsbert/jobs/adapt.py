@@ -13,7 +13,8 @@ from ..models import resolve_device
 from ..models.mlm import masked_lm_from
 from ..params import read_params
 from ..stages.adapt import AdaptParams
-from .common import checkpoint_dir, model_path, precision, target_pool
+from .common import checkpoint_dir, model_path, precision
+from ..data.pool import target_pool
 from ..data.prompts import prompt_pairs, topic_map
 
 log = logging.getLogger(__name__)

@@ -32,7 +32,8 @@ from ..sampling.pool import random_partners
 from ..sampling.semantic import build_index, normalised, search_rows
 from ..sampling.shards import gold_keys, select_pairs, shard_rows
 from ..scheduling.progress import warn
-from .common import model_path, pool_too_small, read_split, target_pool
+from .common import model_path
+from ..data.pool import pool_too_small, read_split, target_pool
 
 log = logging.getLogger(__name__)
 

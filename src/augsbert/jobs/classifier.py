@@ -23,7 +23,8 @@ from ..models import resolve_device
 from ..training.classifier import fit
 from ..params import read_params
 from ..stages.classifier import ClassifierParams
-from .common import checkpoint_dir, evaluation_sentences, model_path, precision, read_split
+from .common import checkpoint_dir, model_path, precision
+from ..data.pool import evaluation_sentences, read_split
 
 log = logging.getLogger(__name__)
 

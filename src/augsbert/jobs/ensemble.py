@@ -24,7 +24,7 @@ from ..models.ensemble import combine, reference_statistics
 from ..params import read_params
 from ..stages.teacher_ensemble import MEMBER_INPUT, EnsembleParams
 from ..training.pairs import pairs_of
-from .common import read_split
+from ..data.pool import read_split
 from .labels import TrainedPairModel
 from ..data.prompts import prompt_pairs
 

@@ -18,7 +18,7 @@ from ..data import DataError
 from ..data.tables import write_table
 from ..params import read_params
 from ..stages.gold_subset import GoldSubsetParams
-from .common import read_split
+from ..data.pool import read_split
 
 log = logging.getLogger(__name__)
 

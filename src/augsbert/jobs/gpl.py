@@ -28,7 +28,8 @@ from ..params import read_params
 from ..stages.gpl import GplStudentParams, MarginsParams
 from ..evaluation import correlations, cosine_scores
 from ..training.trainers import gpl_student_trainer
-from .common import model_path, read_split
+from .common import model_path
+from ..data.pool import read_split
 from .zero_shot import load_bi_encoder
 
 log = logging.getLogger(__name__)

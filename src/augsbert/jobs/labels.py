@@ -39,7 +39,7 @@ from ..sampling import iterative_kde, kde_sample
 from ..sampling.pool import pair_key
 from ..sampling.shards import shard_rows
 from ..training.pairs import pairs_of
-from .common import read_split
+from ..data.pool import read_split
 from ..data.tables import normalise_text
 from ..stages.teacher_ensemble import MEMBER_INPUT
 from ..data.prompts import prompt_pairs, topic_map

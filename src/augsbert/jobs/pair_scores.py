@@ -23,7 +23,8 @@ from ..models.architectures import ARCHITECTURES
 from ..params import read_params
 from ..stages.trans_encoder import SCORER_INPUT, PairScoresParams
 from ..training.pairs import pairs_of
-from .common import model_path, read_split
+from .common import model_path
+from ..data.pool import read_split
 from .labels import TrainedPairModel
 from .zero_shot import load_bi_encoder
 from ..evaluation import correlations

@@ -26,7 +26,7 @@ from ..sampling.semantic import build_index, normalised
 from ..params import read_params
 from ..stages.candidates import PoolIndexParams
 from .candidates import INDEX_FILES, embed_pool
-from .common import target_pool
+from ..data.pool import target_pool
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from ..data import DataError, RowReport, get_loader
 from ..data.tables import duplicate_report, write_table
 from ..params import read_params
 from ..stages.prepare_data import DataParams
-from .common import pool_too_small, target_pool
+from ..data.pool import pool_too_small, target_pool
 from ..data.topic_corpora import read_topic_corpus
 from ..data.beir import write_beir
 

@@ -21,7 +21,7 @@ from ..data.readers import read_text_table
 from ..data.tables import RowReport
 from ..stages.pretrain import PretrainParams
 from ..stages.rcl_entropy import RclEntropyParams
-from .common import evaluation_sentences, target_pool
+from ..data.pool import evaluation_sentences, target_pool
 from ..data.nli import read_nli_triples, triples_format
 
 HELD_OUT_MAX = 2000

@@ -25,7 +25,8 @@ from ..evaluation.useb import useb_suite
 from ..models import resolve_device
 from ..params import read_params
 from ..stages.suite import SuiteParams
-from .common import model_path, read_split
+from .common import model_path
+from ..data.pool import read_split
 from .zero_shot import load_bi_encoder
 from ..evaluation.mteb_suite import mteb_suite
 from ..data.beir import load_prepared

@@ -20,7 +20,8 @@ from ..params import PairTrainingParams, read_params
 from ..stages.student import StudentParams
 from ..stages.teacher import TeacherParams
 from ..training.pairs import evaluate, fit, save_model, symmetrise
-from .common import checkpoint_dir, model_path, precision, read_split
+from .common import checkpoint_dir, model_path, precision
+from ..data.pool import read_split
 
 log = logging.getLogger(__name__)
 

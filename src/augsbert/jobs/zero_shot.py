@@ -12,7 +12,8 @@ from ..evaluation import correlations, cosine_scores
 from ..models import resolve_device
 from ..params import read_params
 from ..stages.zero_shot import ZeroShotParams
-from .common import model_path, read_split
+from .common import model_path
+from ..data.pool import read_split
 
 log = logging.getLogger(__name__)
 

@@ -101,7 +101,7 @@ def check_pool(graph: Graph, name: str, sampling: dict, data: Node) -> None:
     """
     if not (Path(data.path) / "train.parquet").is_file():
         return
-    from ..jobs.common import pool_too_small, target_pool  # reads the data artifact's parquet tables (pandas)
+    from ..data.pool import pool_too_small, target_pool  # pandas: read only once the data artifact exists
 
     pool = (data.key, sampling["pool"], sampling["exclude_eval_sentences"])
     if pool not in graph.pool_sizes:

@@ -76,7 +76,7 @@ def suite_tasks(config: dict, evaluation: dict, dataset: dict) -> dict:
     suites = evaluation["suites"]
     tasks: dict = {"sts": {}, "useb": {}, "skipped": {}}
     if "sts" in suites:
-        from ..evaluation.sts_suite import locate_task  # pandas, and reads a task's file: only for local tasks
+        from ..data.suite_files import locate_task  # the data package imports pandas: only for local tasks
 
         for task in evaluation["sts_tasks"]:
             override = (evaluation.get("sts_files") or {}).get(task)
@@ -123,7 +123,7 @@ def suite_tasks(config: dict, evaluation: dict, dataset: dict) -> dict:
 def mteb_tasks(options: dict, root: Path, skipped: dict) -> dict:
     """MTEB task -> local directory or "hub"; the mteb version enters the key (it pins the hub data
     revisions and computes the scores). Checked here so a missing package stops the dry run."""
-    from ..evaluation.mteb_suite import LOCAL_DIR, MISSING_MTEB, mteb_version  # pandas; only with the mteb suite
+    from ..data.suite_files import LOCAL_DIR, MISSING_MTEB, mteb_version  # the data package imports pandas
 
     version = mteb_version()
     if version is None:

@@ -1,0 +1,86 @@
+"""A data stage's artifact as the jobs read it (its splits), and the target's sentence pool: what sampling
+draws partners from, and whether a strategy's `top_k` fits it (checked while planning once the data exist,
+and by the jobs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from ..errors import DataError
+from .tables import normalise_text, read_pairs, sentence_pool
+
+
+def read_split(data_dir: str | Path, split: str, required: bool = True) -> pd.DataFrame | None:
+    path = Path(data_dir) / f"{split}.parquet"
+    if not path.is_file():
+        if required:
+            raise DataError(f"{path}: the dataset has no {split} split")
+        return None
+    return read_pairs(path)
+
+
+def evaluation_sentences(data: str | Path) -> set[str]:
+    """The normalised dev and test sentences of a data artifact (never trained on by default)."""
+    tables = [t for t in (read_split(data, s, required=False) for s in ("dev", "test")) if t is not None]
+    return set(sentence_pool(tables))
+
+
+def target_pool(data: str | Path, kind: str, exclude_eval: bool,
+                option: str = "sampling.pool") -> tuple[list[str], set[str], int]:
+    """Sorted unique sentences of the target's train split and/or unlabeled corpus.
+
+    Returns the pool, the dev/test sentences, and how many pool sentences were
+    dropped for being dev/test sentences (when `exclude_eval`).
+    """
+    eval_sentences = evaluation_sentences(data)
+    pool = sentence_pool([read_split(data, "train")]) if kind != "unlabeled" else []
+    if kind != "train":
+        unlabeled = Path(data) / "unlabeled.parquet"
+        # a few-label dataset (gold_fraction): the train pairs left unlabelled are unlabelled target sentences
+        held_back = Path(data) / "unlabeled_pairs.parquet"
+        if not unlabeled.is_file() and not held_back.is_file():
+            raise DataError(f"{option} is {kind!r}, but {unlabeled} does not exist: give the dataset "
+                            "an `unlabeled` text file")
+        texts = []
+        if unlabeled.is_file():
+            corpus = pd.read_parquet(unlabeled)
+            if "split" in corpus.columns:  # a topic corpus (UKP / 20 Newsgroups): its train part only
+                corpus = corpus[corpus["split"].isin(["train", ""])]
+            texts = corpus["text"].tolist()
+        if held_back.is_file():
+            pairs = pd.read_parquet(held_back, columns=["sentence1", "sentence2"])
+            texts += pairs["sentence1"].tolist() + pairs["sentence2"].tolist()
+        pool = sorted(set(pool) | {normalise_text(t) for t in texts} - {""})
+    removed = 0
+    if exclude_eval:
+        removed = sum(t in eval_sentences for t in pool)
+        pool = [t for t in pool if t not in eval_sentences]
+    return pool, eval_sentences, removed
+
+
+def partners_per_sentence(sampling: dict) -> dict[str, int]:
+    """How many partners per pool sentence the strategies draw, by the sampling option that sets it."""
+    strategies = set(sampling["strategies"])
+    need = {}
+    if strategies & {"random", "bm25", "bm25_least", "semantic_search", "semantic_search_least"}:
+        need["top_k"] = sampling["top_k"]
+    if strategies & {"kde", "iterative_kde"}:
+        need["candidate_pool.random"] = sampling["candidate_pool"]["random"]
+    if "iterative_kde" in strategies:
+        need["candidate_pool.semantic_search"] = sampling["candidate_pool"]["semantic_search"]
+    return need
+
+
+def pool_too_small(sampling: dict, pool_size: int, prefix: str = "") -> str | None:
+    """What is wrong when a strategy asks for more partners than the pool has, else None.
+
+    Every sentence needs k other sentences (k <= pool size - 1); BM25 and faiss would
+    otherwise fail deep inside the stage, after the pool was encoded.
+    """
+    for option, k in partners_per_sentence(sampling).items():
+        if k >= pool_size:
+            return (f"{prefix}sampling.{option}: {k} partners per sentence, but the pool (sampling.pool: "
+                    f"{sampling['pool']}) has {pool_size} unique sentence(s), so at most {max(pool_size - 1, 0)}")
+    return None
