@@ -57,7 +57,7 @@ def test_student_learns_the_margins_for_its_step_budget(tmp_path, tiny_model, ti
     from sentence_transformers import SentenceTransformer, util
 
     from augsbert.models.student_losses import student_loss
-    from augsbert.stages.gpl import GplStudentParams
+    from augsbert.stages.gpl_student import GplStudentParams
     from augsbert.jobs import gpl
 
     margins(tmp_path, tiny_cross_encoder)

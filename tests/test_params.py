@@ -105,7 +105,7 @@ def test_nested_lists_and_unions():
 
 
 def test_the_data_stage_keeps_each_loaders_own_options():
-    from augsbert.stages.prepare_data import DataParams
+    from augsbert.stages.data import DataParams
 
     raw = {"dataset": "bws", "loader": "bws_cross_topic", "path": "bws/x.csv", "split_sizes": [1, 2, 3]}
     params = DataParams.from_json(raw)

@@ -8,7 +8,7 @@ from augsbert.config.load import ConfigError, deep_merge, prepare_config, read_c
 from augsbert.planning.plan import Plan
 from augsbert.stages import stage
 from augsbert.reporting.layout import grid_spec
-from augsbert.stages.prepare_data import data_node
+from augsbert.stages.data import data_node
 from conftest import REPO, plan_shipped
 
 

@@ -16,7 +16,7 @@ from augsbert.data.prompts import (
 )
 from augsbert.models.cross_bi_encoder import PairTokenizer
 from augsbert.models.mlm import IGNORE, MLMPairCollator
-from augsbert.stages.prepare_data import data_node
+from augsbert.stages.data import data_node
 
 
 def tokens(tokenizer, ids) -> list[str]:
@@ -356,7 +356,7 @@ def test_ukp_sentential_as_released(tmp_path):
 
     assert training_sentences(out, exclude_eval=True)[0] == pool  # the classifier never sees val / test either
     # and the plan sees its topics: prompting is allowed
-    from augsbert.stages.prepare_data import has_topics
+    from augsbert.stages.data import has_topics
 
     assert has_topics({"loader": "lee", "topic_corpus": {"format": "ukp_sentential"}})
 

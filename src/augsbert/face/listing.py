@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..config.grids import cells
 from ..errors import DataError
-from ..stages.prepare_data import dataset_inputs
+from ..stages.data import dataset_inputs
 
 KINDS = ("experiments", "grids", "datasets")
 

@@ -25,7 +25,8 @@ from ..store.artifacts import artifact_dir, write_json
 from ..data import DataError
 from ..models import resolve_device
 from ..params import read_params
-from ..stages.gpl import GplStudentParams, MarginsParams
+from ..stages.gpl_student import GplStudentParams
+from ..stages.margins import MarginsParams
 from ..evaluation import correlations, cosine_scores
 from ..training.trainers import gpl_student_trainer
 from .common import model_path

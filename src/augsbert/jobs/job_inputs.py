@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..errors import ConfigError
 from ..store.fingerprints import DigestCache, model_identity, path_digest
-from ..stages.prepare_data import raw_inputs_of
+from ..stages.data import raw_inputs_of
 
 
 def recheck(spec: dict, cache: DigestCache | None = None) -> None:

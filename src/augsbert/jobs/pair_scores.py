@@ -21,7 +21,7 @@ from ..data import DataError
 from ..models import resolve_device
 from ..models.architectures import ARCHITECTURES
 from ..params import read_params
-from ..stages.trans_encoder import SCORER_INPUT, PairScoresParams
+from ..stages.pair_scores import SCORER_INPUT, PairScoresParams
 from ..training.pairs import pairs_of
 from .common import model_path
 from ..data.pool import read_split

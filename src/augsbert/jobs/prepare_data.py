@@ -11,7 +11,7 @@ from ..store.artifacts import artifact_dir, write_json
 from ..data import DataError, RowReport, get_loader
 from ..data.tables import duplicate_report, write_table
 from ..params import read_params
-from ..stages.prepare_data import DataParams
+from ..stages.data import DataParams
 from ..data.pool import pool_too_small, target_pool
 from ..data.topic_corpora import read_topic_corpus
 from ..data.beir import write_beir

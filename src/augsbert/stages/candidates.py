@@ -11,7 +11,7 @@ from ..errors import ConfigError
 from ..store.graph import Graph, Node, SeedPlan
 from ..params import ModelParams, Params
 from .base import Stage
-from .prepare_data import data_node
+from .data import data_node
 from .runs import strategies, target, wants
 from .sizes import pool_items
 from .student import lower_bound_node

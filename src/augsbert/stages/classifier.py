@@ -8,7 +8,7 @@ from ..errors import ConfigError
 from ..store.graph import Graph, Node, SeedPlan
 from ..params import TrainingParams
 from .base import MODEL_SETTINGS, Row, Stage
-from .prepare_data import has_topics
+from .data import has_topics
 from .runs import wants
 
 

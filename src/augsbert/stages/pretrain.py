@@ -14,7 +14,7 @@ from ..store.graph import Graph, Node, SeedPlan
 from ..params import Params, TrainingParams
 from ..pretraining.objectives import OBJECTIVES, entry, resolved
 from .base import Row, Stage
-from .prepare_data import data_node
+from .data import data_node
 from .sizes import pool_items
 
 

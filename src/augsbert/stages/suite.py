@@ -12,7 +12,7 @@ from ..store.fingerprints import path_digest
 from ..store.graph import Graph, Node, SeedPlan
 from ..params import Params
 from .base import Stage
-from .prepare_data import has_topics
+from .data import has_topics
 
 
 @dataclass(frozen=True, kw_only=True)

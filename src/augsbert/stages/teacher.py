@@ -11,7 +11,7 @@ from ..errors import ConfigError
 from ..params import PairTrainingParams
 from ..store.graph import Graph, Node, SeedPlan
 from .base import MODEL_SETTINGS, Row, Stage
-from .prepare_data import pairs_have_topics
+from .data import pairs_have_topics
 from .runs import from_adapted, inert_grouping_dropped, source, topic_prompt, trained_on, wants
 from .sizes import trained_items
 from .teacher_ensemble import MEMBER_ROLE, check_members, member_config, member_seed, teacher_ensemble

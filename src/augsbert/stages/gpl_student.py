@@ -1,6 +1,6 @@
-"""GPL (Wang et al., NAACL 2022): `margins` (a pretrained Cross-Encoder scores the mined lists, no training, no
-gold) and `gpl_student` (a Bi-Encoder learns those scores with MarginMSE or KL-divergence for a step budget)
-(jobs: augsbert.jobs.gpl)."""
+"""The `gpl_student` stage, GPL's (Wang et al., NAACL 2022) Bi-Encoder: it learns the `margins` of a pretrained
+Cross-Encoder over mined negatives with MarginMSE or KL-divergence for a step budget (job: augsbert.jobs.gpl).
+Its planning hook plans GPL's chain: generated queries (`queries`), mined negatives, margins, the student."""
 
 from __future__ import annotations
 
@@ -13,22 +13,10 @@ from ..params import Params
 from .base import MODEL_SETTINGS, Row, Stage
 from .negatives import negatives_node
 from .queries import queries_node
+from .margins import MARGINS
 
 
 TRAINED = "trained"  # teacher.pretrained: the experiment's own trained Cross-Encoder (an offline demo's stand-in)
-
-
-@dataclass(frozen=True, kw_only=True)
-class MarginsParams(Params):
-    """`teacher.pretrained` (the `model`; None: the `teacher` input, the experiment's trained Cross-Encoder) and
-    the scale its scores are taken in."""
-
-    model: str | None = None
-    model_identity: dict[str, str] = field(default_factory=dict)
-    hub_revisions: dict[str, str] = field(default_factory=dict)
-    score_scale: Literal["logits", "sigmoid"]
-    max_length: int
-    batch_size: int = 64
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,10 +42,6 @@ class GplStudentParams(Params):
     hub_revisions: dict[str, str] = field(default_factory=dict)
 
 
-MARGINS = Stage("margins", 1, "score mined (query, positive, negatives) lists with a pretrained Cross-Encoder (GPL's "
-                "pseudo labels: the margins)", "augsbert.jobs.gpl:run_margins", section="teacher",
-                runtime=("batch_size", "model"), roles=("margins",), seconds_per_item=0.01, base_mem_mb=8000,
-                params=MarginsParams)
 GPL_STUDENT = Stage("gpl_student", 1, "train a Bi-Encoder on a pretrained Cross-Encoder's margins over mined negatives "
                     "(GPL: MarginMSE or KL-divergence, a step budget)", "augsbert.jobs.gpl:run_student",
                     section="student", runtime=MODEL_SETTINGS, roles=("gpl",), seconds_per_item=0.02,
@@ -65,7 +49,7 @@ GPL_STUDENT = Stage("gpl_student", 1, "train a Bi-Encoder on a pretrained Cross-
                     plan=lambda seed_plan: plan_gpl(seed_plan), needs=("data", "teacher", "pretrained"),
                     rows={"gpl": Row(60, "GPL", "Bi-Encoder trained on a pretrained Cross-Encoder's margins over mined "
                                                 "negatives (GPL), no gold")})
-STAGES = (MARGINS, GPL_STUDENT)
+STAGES = (GPL_STUDENT,)
 
 
 def plan_gpl(seed_plan: SeedPlan) -> dict[str, Node]:
