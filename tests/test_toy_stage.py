@@ -2,7 +2,7 @@
 
 1. `label_filter`, a stage between `labels` and `student`, added the way a developer adds one: three files
    written into a copy of the project (its declaration `src/augsbert/stages/label_filter.py`, its job
-   `src/augsbert/jobs/label_filter.py` and its section of `src/augsbert/schemas/config.schema.yaml`), nothing
+   `src/augsbert/jobs/label_filter.py` and its section of `workflow/schemas/config.schema.yaml`), nothing
    else edited (not `planning/plan.py`, not a rule), then a Snakemake dry run of an experiment that sets it.
    Its declaration says it `needs` the `labels` role and fills it: the registry plans it after the labelling
    stage and before the student, which reads its node through the role without knowing it.
@@ -104,12 +104,12 @@ def add_label_filter(root: Path) -> list[str]:
     package = root / "src" / "augsbert"
     (package / "stages" / "label_filter.py").write_text(DECLARATION)
     (package / "jobs" / "label_filter.py").write_text(JOB)
-    schema = package / "schemas" / "config.schema.yaml"
+    schema = root / "workflow" / "schemas" / "config.schema.yaml"  # the package's schemas/ links to it
     text = schema.read_text()
     assert text.count(SCHEMA_ANCHOR) == 1
     schema.write_text(text.replace(SCHEMA_ANCHOR, SCHEMA_SECTION + SCHEMA_ANCHOR))
-    return ["src/augsbert/jobs/label_filter.py", "src/augsbert/schemas/config.schema.yaml",
-            "src/augsbert/stages/label_filter.py"]
+    return ["src/augsbert/jobs/label_filter.py", "src/augsbert/stages/label_filter.py",
+            "workflow/schemas/config.schema.yaml"]
 
 
 def changed_files(root: Path) -> list[str]:
@@ -175,6 +175,21 @@ def test_a_stage_between_labels_and_student_is_three_files_and_a_dry_run(tmp_pat
     student_specs = [json.loads(p.read_text()) for p in (root / "artifacts" / ".specs" / "student").glob("*.json")]
     readers = [s for s in student_specs if "labels" in s["inputs"]]
     assert readers and all(s["inputs"]["labels"].startswith("artifacts/label_filter/") for s in readers)
+
+
+def test_the_results_find_the_teachers_statistics_under_a_refined_labels_role(tmp_path):
+    """collect-results and the model card read the labelling stage's sampling statistics through the run's
+    `labels`, which a refining stage (the filter above) may hold: they follow its `labels` inputs down."""
+    from augsbert.jobs.results import labelling_artifact
+
+    labels, filtered = tmp_path / "labels", tmp_path / "filtered"
+    for folder, inputs in ((labels, {"teacher": "t"}), (filtered, {"labels": str(labels)})):
+        folder.mkdir()
+        write_json(folder / "spec.json", {"inputs": inputs})
+    write_json(labels / "sampling_stats.json", {"pairs": 3})
+    assert labelling_artifact(filtered) == labels and labelling_artifact(labels) == labels
+    (labels / "sampling_stats.json").unlink()  # none anywhere: the artifact itself (its reader says what is missing)
+    assert labelling_artifact(filtered) == filtered
 
 
 # -- 2. a stage registered in-process: planned, sized, given a command and run

@@ -93,11 +93,11 @@ def node_spec(wildcards):
 
 
 def raw_files(wildcards):
-    # Raw data (a dataset's corpus, a suite's local task files: the stage's `raw_inputs`) enter its key by content (the sha256 of each file), and nothing else of them
-    # enters Snakemake: not their path (a moved data folder, a recreated environment holding Lee's files, a
+    # Raw files (a dataset's corpus, a suite's local task files: the stage's `raw_inputs`) enter its key by
+    # content (the sha256 of each file), and nothing else of them enters Snakemake: not their path (a moved data folder, a recreated environment holding Lee's files, a
     # project reached by another path all have the same bytes and must rerun nothing, now or at the next
     # parameter change) nor their timestamps (a re-copied or touched identical file). The job re-checks
-    # the digests before it reads them (augsbert.store.job_inputs.recheck).
+    # the digests before it reads them (augsbert.jobs.job_inputs.recheck).
     # A missing file ends with the data stage's instructions and exit code 2, as a config error does, not
     # wrapped in Snakemake's InputFunctionException (exit 1).
     try:

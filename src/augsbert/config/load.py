@@ -37,7 +37,8 @@ from ..errors import ConfigError
 from ..pretraining.objectives import pretrain_schema
 from .grids import cells, expand_grids
 from .merging import deep_merge
-from .reading import CONFIG_LIMIT, check_depth, read_text
+from . import reading
+from .reading import check_depth, read_text
 
 SCHEMA_RESOURCE = "schemas/config.schema.yaml"
 # libyaml's safe loader where PyYAML was built with it: the same documents, ~8x faster on the schema,
@@ -53,10 +54,6 @@ def load_schema(resource: str = SCHEMA_RESOURCE) -> dict:
     if resource == SCHEMA_RESOURCE:  # what the objectives' registry declares (one place per objective and option)
         pretrain_schema(schema["$defs"]["stage_options"]["properties"]["pretrain"]["properties"])
     return schema
-
-
-def schema_path() -> Path:
-    return Path(str(resources.files("augsbert").joinpath(SCHEMA_RESOURCE)))
 
 
 def _normalise_numbers(obj: Any) -> Any:
@@ -589,7 +586,7 @@ def _load_yaml(text: str, path: Path):
 
 
 def _read_yaml(path: Path):
-    text = read_text(path, "config file", CONFIG_LIMIT)  # a regular utf-8 file of bounded size (augsbert.config.reading)
+    text = read_text(path, "config file", reading.CONFIG_LIMIT)  # a regular utf-8 file of bounded size
     try:
         loaded = _load_yaml(text, path)
     except yaml.YAMLError as err:

@@ -42,6 +42,7 @@ from ..store.artifacts import (
     write_json,
     writing,
 )
+from ..jobs.results import labelling_artifact
 from ..jobs.specs import check_aggregate_spec, load_spec
 
 log = logging.getLogger(__name__)
@@ -155,7 +156,7 @@ def training_facts(spec: dict, role: str, seed: int, node: dict, results: dict |
     if metrics.get("train_pairs") is not None:
         rows.append(("training pairs", str(metrics["train_pairs"])))
     if role == "student" and "labels" in inputs:
-        labels = Path(inputs["labels"])
+        labels = labelling_artifact(Path(inputs["labels"]))  # under any stage that refines the labels
         stats = read_json(labels / "sampling_stats.json")
         teacher = Path(read_json(labels / "spec.json")["inputs"]["teacher"])
         teacher_test = read_json(teacher / "metrics.json").get("test", {})

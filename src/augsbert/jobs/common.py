@@ -1,4 +1,4 @@
-"""Helpers shared by the model stages: reading splits, runtime settings, checkpoint places."""
+"""Helpers shared by the model stages' jobs: runtime settings, model paths, checkpoint places."""
 
 from __future__ import annotations
 

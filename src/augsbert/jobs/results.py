@@ -53,6 +53,19 @@ def summarise(values: list[float | None]) -> dict:
     return {"mean": round(statistics.fmean(vals), 4), "std": round(std, 4), "n": len(vals)}
 
 
+def labelling_artifact(path: Path) -> Path:
+    """The labelling artifact behind a run's `labels`: the artifact itself, or, where a stage refines the labels
+    (a filter between `labels` and `student`, docs/development.md), the first one down its `labels` inputs
+    that holds the teacher's sampling statistics."""
+    seen = path
+    while not (seen / "sampling_stats.json").is_file():
+        below = (read_json(seen / "spec.json").get("inputs") or {}).get("labels")
+        if not below:
+            return path
+        seen = Path(below)
+    return seen
+
+
 def role_description(role: str) -> str | None:
     """What a model role means in the results (None: not a model role: data, candidates, labels, ...)."""
     rows = table_rows()
@@ -120,8 +133,8 @@ def _results(spec: dict) -> dict:
             stages[node["key"]] = {"stage": node["stage"], "path": node["path"],
                                    "wall_time_s": metrics.get("wall_time_s"), "device": metrics.get("device")}
             hub_models.update(metrics.get("resolved_models") or {})
-            if role == "labels":
-                silver[seed] = read_json(Path(node["path"]) / "sampling_stats.json")
+            if role == "labels":  # the labelling stage's statistics, under any stage that refines its labels
+                silver[seed] = read_json(labelling_artifact(Path(node["path"])) / "sampling_stats.json")
             if role_description(role):
                 entry = per_role.setdefault(role, {}).setdefault(seed, {})
                 entry.update({m: metrics["test"].get(m) for m in (*METRICS, "n_pairs")})

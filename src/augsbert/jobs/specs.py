@@ -79,7 +79,7 @@ def check_stage_spec(spec: dict, stage: str, where: str = "--spec") -> None:
                           "rewrites artifacts/.specs/) rather than editing a spec")
 
 
-# The fields an experiment's and a grid's spec hold (Plan.experiment_spec / Plan.grid_spec), with their JSON types
+# The fields an experiment's and a grid's spec hold (Plan.experiment_spec / reporting.layout.grid_spec), with their JSON types
 AGGREGATE_FIELDS = {
     "experiment": {"experiment": str, "config": dict, "dataset": dict, "config_hash": str, "seeds": list, "runs": dict},
     "grid": {"grid": str, "metrics": list, "columns": list, "rows": list, "experiments": list},

@@ -12,12 +12,13 @@ from pathlib import Path
 from ..config.grids import cells
 from ..config.load import ConfigError, canonical_json, unknown_name
 from ..stages import REGISTRY
+from ..stages.base import Row
 from ..store.graph import SPECS, write_spec
 
 MEMBER_PLACE, ROUND_PLACE = 45, 55  # teacher ensemble members after the teacher; Trans-Encoder rounds after the student
 
 
-def table_rows() -> dict[str, tuple[int, str]]:
+def table_rows() -> dict[str, Row]:
     """Every role that is a row of a grid table: its place (thesis order) and title, as its stage declares them."""
     return {role: row for stage in REGISTRY.values() for role, row in stage.rows.items()}
 
@@ -72,7 +73,6 @@ def grid_spec(plan, name: str) -> dict:
     planned = {r for exps in by_combo.values() for e in exps.values() for roles in plan.experiments[e].runs.values()
                for r in roles}
     numbered = numbered_roles(planned)
-    # members after the teacher (the ensemble), Trans-Encoder rounds at the end
     # members after the teacher (place 45: the ensemble), Trans-Encoder rounds after the student (55)
     places = {**{role: row.place for role, row in table_rows().items()},
               **{r: MEMBER_PLACE if not r.startswith("te_") else ROUND_PLACE for r in numbered}}

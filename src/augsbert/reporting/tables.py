@@ -1,7 +1,7 @@
 """Render a grid as the thesis lays its results out: rows = methods, columns = datasets, mean ± std.
 
 Reads `results/<experiment>.json` of every cell of the grid (the layout comes
-from `Plan.grid_spec`) and writes `<grid>.md` (one table per metric), a long
+from `augsbert.reporting.layout.grid_spec`) and writes `<grid>.md` (one table per metric), a long
 `<grid>.csv` (one row per method, column and metric) and `<grid>.png` (grouped
 bar chart of the first metric with std error bars). Beside them, `<grid>.logs/`
 collects the log of every stage the grid used and `<grid>.figures/` the

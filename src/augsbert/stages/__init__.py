@@ -1,10 +1,11 @@
-"""Stage declarations and planning hooks, one module per stage family, and the registry built from them.
+"""Stage declarations and planning hooks, one module per stage, and the registry built from them.
 
-`augsbert.stages.<module>` declares its stages (`STAGES`, instances of `augsbert.stages.base.Stage`)
-and holds what planning needs of them: which options enter a node's key, which nodes are its inputs,
-what is checked before any job starts. The job that computes the artifact is `augsbert.jobs.<module>`
-(named by each declaration's `runner`), imported only when the job runs: these modules import no
-model library, so planning and `augsbert --help` stay fast.
+`augsbert.stages.<name>` declares its stage (`STAGES`, instances of `augsbert.stages.base.Stage`; a shard
+stage, a fixed-size piece of another's job, is declared beside it) and holds what planning needs of it:
+which options enter a node's key, which nodes are its inputs, what is checked before any job starts. The
+job that computes the artifact is named by the declaration's `runner` (a function of `augsbert.jobs`),
+imported only when the job runs: these modules import no model library, so planning and `augsbert --help`
+stay fast.
 
 The registry is every module of this package, in alphabetical order of module; `planning_order` is the
 order its planning hooks run in (by the roles each needs and fills). A new stage is a new module here, its

@@ -23,14 +23,18 @@ command line and the job sizing need to know of a stage is read from here, so th
   adds by role (empty when the experiment does not use it). `needs` names the roles it reads: it runs after
   every stage whose `roles` hold one of them, and before every stage that needs one of its `roles`. A stage
   that needs a role it also fills refines it (runs after the role's other stages, before its readers:
-  a filter between `labels` and `student` returns `{"labels": <its node>}`).
+  a filter between `labels` and `student` returns `{"labels": <its node>}`). Ordering knows the roles a
+  stage declares in `roles`; a hook may also return the numbered or chained roles of the stages it plans
+  itself (ensemble members, shards, Trans-Encoder rounds, RCL's entropy models, GPL's queries, negatives and
+  margins), which no stage can `need`. A role is refined for the readers that take it from the roles: the
+  labelling stage plans the teacher itself when the teacher is not a row, and sampling its lower bound.
 - `check(graph, experiment, config)`: what is checked once per experiment before any seed is planned.
 - `items(plan, node)`: what its job iterates over before epochs (pairs, sentences), for its runtime and
   memory (augsbert.scheduling.resources); None: the train pairs of its `data` input. `uses_gpu(node)`:
   whether this node needs a GPU where `gpu` alone does not say (candidates: only strategies that encode).
-- `raw_inputs(node)`: the raw files a node reads, named by the config: they enter its key by content, and
-  Snakemake not at all (a moved or touched file reruns nothing); a missing one raises MissingDataError with
-  instructions (the `data` stage's corpora, the `suite` stage's local task files).
+- `raw_inputs(node)`: the raw files a node reads, named by the config (the `data` stage's corpora, the
+  `suite` stage's local task files): they enter its key by content, and Snakemake not at all (a moved or
+  touched file reruns nothing); the data stage's raises MissingDataError with instructions for a missing one.
 - `runner`: "module:function" of the entry point, imported only when the stage runs, so that
   `augsbert --help` and planning import no model library.
 - `params`: the class of its spec's `params` (an `augsbert.params.Params` dataclass): the command

@@ -76,7 +76,7 @@ CANDIDATES = Stage("candidates", 2, "draw candidate silver pairs (random, BM25, 
                                                                               "pretrained"),
                    check=lambda graph, name, exp: check_sampling(graph, name, exp), items=pool_items,
                    uses_gpu=lambda node: encodes(node))  # GPU only when a strategy encodes
-# sampling.shards > 1 (README "Large pools"): fixed sizes, one shard of a 10-million sentence pool
+# sampling.shards > 1 (docs/guide/large-pools.md): fixed sizes, one shard of a 10-million sentence pool
 POOL_INDEX = Stage("pool_index", 1, "sampling.shards > 1: write the sentence pool and, for semantic search, its "
                    "embeddings and faiss index once for every shard", "augsbert.jobs.pool_index:run",
                    section="sampling", runtime=SAMPLING_RUNTIME, roles=("pool_index",),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-# train pairs and unlabeled sentences of the corpora config/config.yaml defines (README "Real data")
+# train pairs and unlabeled sentences of the corpora config/config.yaml defines (docs/guide/data.md)
 DATASET_SIZES = {
     "lee": {"train": 300, "unlabeled": 300},
     "stsb": {"train": 5749, "unlabeled": 0},

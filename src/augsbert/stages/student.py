@@ -16,7 +16,7 @@ from .sizes import trained_items
 
 @dataclass(frozen=True, kw_only=True)
 class StudentParams(PairTrainingParams):
-    """The `student` section; `selection` is how it picks its epoch (planning.train.student_selection).
+    """The `student` section; `selection` is how it picks its epoch (`student_selection` below).
     With `max_steps` (a step budget) the planner leaves `epochs` out: None here."""
 
     epochs: int | None = None

@@ -56,7 +56,8 @@ SUITE = Stage("suite", 2, "evaluate a Bi-Encoder on the STS suite, topic classif
               "augsbert.jobs.suite:run",
               # the tasks run and their files enter the key by digest
               section="evaluation", runtime=("batch_size", "model", "sts", "useb", "mteb", "skipped"),
-              roles=("student_suite", "lower_bound_suite", "pretrained_suite", "classifier_suite", "zero_shot_suite"),
+              roles=("student_suite", "lower_bound_suite", "pretrained_suite", "classifier_suite", "zero_shot_suite",
+                     "gpl_suite"),
               seconds_per_item=0.002, aliases=("evaluate-suite",), rule_alias="evaluate_suite", group="evaluation",
               cache=False, params=SuiteParams, raw_inputs=lambda node: local_files(node),
               plan=lambda seed_plan: plan_suites(seed_plan), needs=SUITE_ROLES)
@@ -161,7 +162,7 @@ def suite(graph: Graph, exp: dict, data: Node, model: Node) -> Node:
 
 
 def local_files(node: Node) -> list[str]:
-    """Raw files a suite node reads (Snakemake inputs, so a replaced file reruns it)."""
+    """Local files a suite node reads: by content in its key (a replaced file gets a new key), not Snakemake inputs."""
     params = node.settings
     paths = [p for p in [*params.get("sts", {}).values(), *params.get("mteb", {}).values()] if p != "hub"] \
         + list(params.get("useb", {}).values())

@@ -34,7 +34,7 @@ from .manifests import WRITTEN_WITH, write_manifest, key_problem, problems
 
 log = logging.getLogger(__name__)
 
-# Hub models resolved by this process: reference -> commit (models/resolve.py adds them; artifact_dir
+# Hub models resolved by this process: reference -> commit (store/model_refs.py adds them; artifact_dir
 # records them in the stage's metrics.json).
 RESOLVED_COMMITS: dict[str, str] = {}
 
