@@ -12,7 +12,16 @@ from pathlib import Path
 import json
 import re
 
-from ..store.artifacts import nan_to_null, read_json, write_json, writer_lock, writing
+from ..store.artifacts import (
+    DamagedArtifactError,
+    check_artifact,
+    nan_to_null,
+    read_json,
+    write_json,
+    writer_lock,
+    writing,
+)
+from ..store.keys import is_key
 from ..config.load import format_errors, load_schema
 from ..reporting.layout import table_rows
 
@@ -108,7 +117,7 @@ def run(spec: dict, out: str | Path, report_dir: str | Path | None = None) -> di
     experiment's report files (reporting/experiment.py). Under the results
     file's writer lock, which also sweeps temporary files of killed writes.
     """
-    from ..reporting import experiment as experiment_report
+    from ..reporting import experiment as experiment_report  # pandas and matplotlib: `--help` imports this module
 
     report_dir = Path(report_dir) if report_dir else Path(out).with_suffix(".report")
     with writing(out):  # a read-only or full results directory: one message naming the path
@@ -194,10 +203,6 @@ READ = {"metrics.json", "sampling_stats.json", "spec.json"}
 def _checked(node: dict, role: str) -> Path:
     """The artifact of `node`, once it is what its name says and the files read here are as written
     (a same-size edit of its metrics.json would otherwise be published)."""
-    from ..store.artifacts import DamagedArtifactError
-    from ..store.artifacts import check_artifact
-    from ..store.keys import is_key
-
     path, key = Path(node["path"]), node.get("key")
     if is_key(key) and path.name != key:
         raise DamagedArtifactError(f"`{role}` of the spec: path {path} does not end in its key {node['key']}")
@@ -220,6 +225,7 @@ def validate_results(result: dict) -> None:
     """Check a results document against workflow/schemas/results.schema.yaml (raises ValueError)."""
     from jsonschema import Draft202012Validator
 
-    errors = list(Draft202012Validator(load_schema(RESULTS_SCHEMA)).iter_errors(json.loads(json.dumps(nan_to_null(result)))))
+    document = json.loads(json.dumps(nan_to_null(result)))
+    errors = list(Draft202012Validator(load_schema(RESULTS_SCHEMA)).iter_errors(document))
     if errors:
         raise ValueError("results document does not match results.schema.yaml:\n" + format_errors(errors))
