@@ -36,7 +36,10 @@ SEMANTIC_CHOICES = ("finetuned", "pretrained", "pretrained_stage")
 def slug(text: str) -> str:
     """A short readable name for a key: the last path component, filesystem-safe."""
     last = str(text).rstrip("/").split("/")[-1] or "x"
-    return re.sub(r"[^A-Za-z0-9_.+-]+", "_", last)[:60]
+    name = re.sub(r"[^A-Za-z0-9_.+-]+", "_", last)[:60]
+    # a key is dash-separated words (store.keys.KEY_PATTERN): the cut at 60 characters may end on a '-', and a
+    # model name may hold '--' or start with '-'; such a name made a key no rule's wildcard accepts
+    return re.sub(r"-{2,}", "-", name).strip("-") or "x"
 
 
 def key_hash(stage: str, version: int, params: dict, inputs: dict[str, str]) -> str:
