@@ -22,6 +22,7 @@ from augsbert.face.cli import main
 from augsbert.face.export import MARKER, ExportError, export, push_to_hub
 from augsbert.models.architectures import ARCHITECTURES
 from augsbert.models.cross_bi_encoder import CrossBiEncoder
+from augsbert.store.results_files import seal
 from conftest import train_params
 
 PAIRS = [("a cat sat on the mat", "a dog lay on the rug"), ("stock prices fell", "it rained all day"),
@@ -89,7 +90,7 @@ def write_experiment(tiny_model: str) -> dict:
                     "artifacts": {"42": {"model": STUDENTS[42]}, "43": {"model": STUDENTS[43]}}},
         "teacher": {"per_seed": {"42": {"spearman": 51.5, "pearson": 50.0, "n_pairs": 3}},
                     "summary": {}, "artifacts": {"42": {"model": TEACHER["ce"]}}}}}
-    Path("results/g.bm25.lee.json").write_text(json.dumps(results))
+    Path("results/g.bm25.lee.json").write_text(json.dumps(seal(results)))  # as collect-results writes it
     return spec
 
 
@@ -238,6 +239,54 @@ def test_force_replaces_only_what_the_earlier_export_wrote(experiment, tmp_path)
     assert json.loads((out / MARKER).read_text())["seed"] == 43
 
 
+def test_x1_force_keeps_an_edited_readme_and_an_added_empty_folder(experiment, tmp_path, capsys):
+    """Issue 49 X1: `export --force` over an earlier export dropped the README.md the user had edited, and an
+    empty folder the user had added; its marker listed names, not digests."""
+    from augsbert.store.manifests import file_digest
+
+    out = tmp_path / "student"
+    export(experiment, "student", out)
+    marker = json.loads((out / MARKER).read_text())
+    assert marker["digests"]["README.md"] == file_digest(out / "README.md", 0)
+    assert set(marker["digests"]) == set(marker["files"]) - {MARKER}
+    (out / "README.md").write_text((out / "README.md").read_text() + "\nMy notes.\n")
+    with pytest.raises(ExportError, match=r"1 file\(s\) of the earlier export were edited since \(README.md\); "
+                                          r"nothing was replaced"):
+        export(experiment, "student", out, seed=43, force=True)
+    assert (out / "README.md").read_text().endswith("My notes.\n")
+    assert json.loads((out / MARKER).read_text())["seed"] == 42
+    (out / "plots").mkdir()
+    with pytest.raises(ExportError, match=r"holds 1 file\(s\) the earlier export did not write \(plots/\)"):
+        export(experiment, "student", out, seed=43, force=True, discard_edits=True)
+    assert (out / "plots").is_dir()
+    (out / "plots").rmdir()
+    assert export(experiment, "student", out, seed=43, force=True, discard_edits=True)["seed"] == 43
+    assert not (out / "README.md").read_text().endswith("My notes.\n")
+
+
+def test_e6_export_to_a_device(experiment, capsys):
+    """Issue 49 E6: `export --to /dev/null` ended in a traceback."""
+    with pytest.raises(ExportError, match="--to /dev/null: exists and is not a directory"):
+        export(experiment, "student", "/dev/null")
+
+
+def test_g12_an_edited_results_file_does_not_reach_the_model_card(experiment, tmp_path):
+    """Issue 49 G12: a same-size edit of a number in the results file reached the model card (model-index) and
+    augsbert_export.json."""
+    from augsbert.store.artifacts import DamagedArtifactError
+
+    path = Path("results/g.bm25.lee.json")
+    text = path.read_text()
+    path.write_text(text.replace("60.25", "69.25", 1))
+    try:
+        with pytest.raises(DamagedArtifactError, match="results/g.bm25.lee.json: results file edited after "
+                                                       "collect-results wrote it"):
+            export(experiment, "student", tmp_path / "s")
+        assert not (tmp_path / "s").exists()
+    finally:
+        path.write_text(text)
+
+
 def test_unknown_model_seed_and_unfinished_artifact(experiment, tmp_path, capsys):
     with pytest.raises(ExportError, match=r"has no lower_bound model \(it has: student, teacher;"):
         export(experiment, "lower_bound", tmp_path / "x")
@@ -266,7 +315,7 @@ def test_cross_encoder_teacher_export_reproduces_scores(experiment, tmp_path):
 def test_metrics_fall_back_to_the_artifact_when_the_results_file_describes_another(experiment, tmp_path):
     results = json.loads(Path("results/g.bm25.lee.json").read_text())
     results["models"]["student"]["artifacts"]["42"]["model"] = "artifacts/student/lee.be-9999999999"
-    Path("results/g.bm25.lee.json").write_text(json.dumps(results))
+    Path("results/g.bm25.lee.json").write_text(json.dumps(seal(results)))
     card = (export(experiment, "student", tmp_path / "s") and (tmp_path / "s" / "README.md").read_text())
     assert "the results file describes another artifact for this model" in card
     assert "| spearman | 60.00 | – |" in card

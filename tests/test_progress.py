@@ -83,10 +83,12 @@ def test_the_table_a_run_ends_with(tmp_path, monkeypatch):
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "results" / "tables").mkdir(parents=True)
-    (tmp_path / "results" / "e.json").write_text(json.dumps({"experiment": "e", "seeds": [42, 43], "models": {
+    from augsbert.store.results_files import seal
+
+    (tmp_path / "results" / "e.json").write_text(json.dumps(seal({"experiment": "e", "seeds": [42, 43], "models": {
         "teacher": {"summary": {"spearman": {"mean": 43.91, "std": 0.66, "n": 2}, "pearson": {"mean": 53.66,
                                                                                              "std": 0.4, "n": 2}}},
-        "zero_shot": {"summary": {"spearman": {"mean": 53.55, "std": None, "n": 1}}}}}))
+        "zero_shot": {"summary": {"spearman": {"mean": 53.55, "std": None, "n": 1}}}}})))
     assert table_text("results/e.json") == (
         "e: test Spearman and Pearson × 100 (mean ± std over seeds 42, 43)\n"
         "model          Spearman       Pearson\n"

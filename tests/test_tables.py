@@ -7,6 +7,7 @@ import pytest
 
 from augsbert.reporting import tables
 from augsbert.jobs.results import summarise, validate_results
+from augsbert.store.results_files import seal
 
 
 def model(values, skipped=None):
@@ -17,7 +18,7 @@ def model(values, skipped=None):
 
 def write(results, name, models):
     doc = {"experiment": name, "seeds": [1, 2], "config_hash": "0123456789", "models": models, "stages": {}}
-    (results / f"{name}.json").write_text(json.dumps(doc))
+    (results / f"{name}.json").write_text(json.dumps(seal(doc)))  # as collect-results writes it
 
 
 SPEC = {"grid": "g", "description": "a test grid", "metrics": ["spearman"], "columns": ["a", "b"],

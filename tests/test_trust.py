@@ -97,7 +97,7 @@ def test_collect_results_and_render_table_refuse_an_edited_metrics_file(tmp_path
     assert f"`data` artifact {data} is damaged: metrics.json changed since it was written" in err
     assert not Path("results/y.json").exists()
     grid = {"grid": "g", "experiments": ["x"], "rows": [], "columns": [], "metrics": []}
-    with pytest.raises(DamagedArtifactError, match="x's data artifact .* metrics.json changed since it was written"):
+    with pytest.raises(DamagedArtifactError, match="results/x.json: artifact .* metrics.json changed since it was written"):
         tables.collect(grid, "results")
 
 

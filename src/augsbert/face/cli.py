@@ -43,6 +43,7 @@ from ..store.artifacts import (
     LockUnsupportedError,
     OutputWriteError,
     check_artifact,
+    read_json,
     replaceable,
     writer_lock,
     writing,
@@ -50,6 +51,7 @@ from ..store.artifacts import (
 from ..store.graph import KEY_PATTERN
 from ..jobs.job_inputs import recheck
 from ..store.keys import is_key
+from ..store.results_files import check_results
 from ..store.manifests import artifact_folders, foreign_folders, hashed_bytes, key_problem, not_deletable, problems
 from ..jobs.specs import check_aggregate_spec, check_stage_spec, load_spec
 from ..training import distributed
@@ -175,7 +177,8 @@ def _verify(args) -> int:
               f"{max(1, round(total / HASH_RATE))} s at {HASH_RATE / 1e9:.1f} GB/s", file=sys.stderr, flush=True)
     start = time.monotonic()
     damaged = {folder: found for folder in folders
-               if (found := [p for p in (key_problem(folder),) if p] + problems(folder))}
+               if (found := [p for p in (key_problem(folder),) if p]
+                   + problems(folder, holds=REGISTRY[folder.parent.name].holds))}
     deleted, kept = [], []
     for folder, found in damaged.items():
         print(f"{folder}: {'; '.join(found)}")
@@ -203,6 +206,7 @@ def _verify(args) -> int:
               f"<stage>/<key> place) and were left alone: {', '.join(map(str, foreign[:3]))}"
               + (" ..." if len(foreign) > 3 else ""))
     took = time.monotonic() - start
+    refused = _verify_results(Path(args.results))
     print(f"{len(folders)} artifact(s) checked under {root}, {len(damaged)} damaged"
           + (f", {len(deleted)} deleted" if deleted else "")
           + (f" ({total / 1e9:.1f} GB hashed in {took:.1f} s)" if total > LARGE_VERIFY else ""))
@@ -211,7 +215,22 @@ def _verify(args) -> int:
         # (results/..., tables) are up to date plans nothing, so the deleted folders are named as targets
         print("rebuild them and what depends on them: add them to the targets of your next run, "
               f"snakemake <options> <targets> {' '.join(str(folder) for folder in deleted)}")
-    return 1 if kept or (damaged and not args.repair) else 0
+    return 1 if kept or (damaged and not args.repair) or refused else 0
+
+
+def _verify_results(folder: Path) -> int:
+    """Name each results file under `folder` that its readers would refuse (edited, or collected from artifacts
+    that have changed since: augsbert.store.results_files); how many. They are never deleted (collect again)."""
+    refused = 0
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            check_results(read_json(path), path)
+        except DamagedArtifactError as err:
+            print(str(err))
+            refused += 1
+    if refused:
+        print(f"{refused} results file(s) under {folder} not as collected (not deleted: collect them again)")
+    return refused
 
 
 # verify reports its time when it hashes more than this. HASH_RATE: what its estimate reckons with; sha256 of
@@ -392,6 +411,8 @@ def build_parser() -> argparse.ArgumentParser:
                                            "damaged ones so that Snakemake rebuilds them (exit 1: damage found)")
     verify.add_argument("--artifacts", default="artifacts", help="the artifacts folder (default artifacts)")
     verify.add_argument("--repair", action="store_true", help="delete each damaged artifact folder")
+    verify.add_argument("--results", default="results", help="the results folder whose results/<experiment>.json "
+                                                              "files are checked too (default results)")
     verify.set_defaults(handler=_verify)
     ref = sub.add_parser("config-reference", help="print the Markdown config reference (config/README.md)")
     ref.set_defaults(handler=lambda args: print(reference.render(), end=""))

@@ -16,7 +16,9 @@ came from.
 An experiment may have several seeds: the first is exported unless `seed` is
 given. The target is written under a temporary name and renamed when
 complete; an existing non-empty target is never touched without `force`, and
-`force` replaces only a directory an earlier export wrote.
+`force` replaces only a directory an earlier export wrote: its marker lists each file
+with its digest, and a file added there (an empty folder too) or edited since is named
+and kept (nothing is replaced) unless `discard_edits` allows replacing the edited ones.
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ from ..store.artifacts import (
     writing,
 )
 from ..jobs.results import labelling_artifact
+from ..store.manifests import file_digest
+from ..store.results_files import check_results
 from ..jobs.specs import check_aggregate_spec, load_spec
 
 log = logging.getLogger(__name__)
@@ -271,7 +275,7 @@ def _save_sentence_transformers(arch: str, source: Path, target: Path, title: st
 
 
 def export(spec: dict, model: str, to: str | Path, seed: int | None = None, force: bool = False,
-           results_path: str | Path | None = None, model_id: str | None = None) -> dict:
+           results_path: str | Path | None = None, model_id: str | None = None, discard_edits: bool = False) -> dict:
     """Write the experiment's `model` (of `seed`, default the first) to `to`; returns the provenance record.
 
     `model_id` (a hub repository) goes into the card's usage example instead of a placeholder path.
@@ -285,9 +289,11 @@ def export(spec: dict, model: str, to: str | Path, seed: int | None = None, forc
     artifact = _finished(node)
     _check_read(artifact, node)
     target = Path(to)
-    _check_target(target, force)
+    _check_target(target, force, discard_edits)
     results_path = str(results_path) if results_path else f"results/{spec['experiment']}.json"
     results = read_json(results_path) if Path(results_path).is_file() else None
+    if results is not None:  # its numbers go into the card and augsbert_export.json: only as collected
+        check_results(results, results_path)
     section, facts = training_facts(spec, model, seed, node, results, results_path, str(to))
     arch = facts["arch"]
     name = spec["experiment"]
@@ -332,7 +338,10 @@ def _write(spec, model, artifact, target, section, facts, title, tags, base, mod
         readme.write_text(readme.read_text(encoding="utf-8").replace(
             '"sentence_transformers_model_id"', json.dumps(model_id or str(target))), encoding="utf-8")
         # the files this export wrote: all that a later `--force` may replace (files you add are never deleted)
-        facts["files"] = sorted([*(p.relative_to(tmp).as_posix() for p in tmp.rglob("*") if p.is_file()), MARKER])
+        written = sorted(p.relative_to(tmp).as_posix() for p in tmp.rglob("*") if p.is_file())
+        facts["files"] = sorted([*written, MARKER])
+        # what each held when written: a later `--force` replaces only files still as written
+        facts["digests"] = {name: file_digest(tmp / name, 0) for name in written}
         write_json(tmp / MARKER, facts)
         readable(tmp)
         if target.exists():  # empty, or (with force) an earlier export: checked above
@@ -381,9 +390,9 @@ def readable(folder: Path) -> None:
             path.chmod((0o777 if path.is_dir() else 0o666) & ~mask)
 
 
-def _check_target(target: Path, force: bool) -> None:
-    if target.is_file() or target.is_symlink():
-        raise ExportError(f"--to {target}: exists and is not a directory")
+def _check_target(target: Path, force: bool, discard_edits: bool = False) -> None:
+    if target.is_symlink() or (target.exists() and not target.is_dir()):  # a file, a link, /dev/null
+        raise ExportError(f"--to {target}: exists and is not a directory; name a new or empty directory")
     if not target.is_dir() or not any(target.iterdir()):
         return
     if not force:
@@ -399,11 +408,28 @@ def _check_target(target: Path, force: bool) -> None:
                           f"{MARKER} lists the files it wrote); this one has {'no' if written is None else 'no usable'} "
                           f"{MARKER}, so remove or rename it yourself")
     present = {p.relative_to(target).as_posix() for p in target.rglob("*") if not p.is_dir() or p.is_symlink()}
-    added = sorted(present - set(listed))
+    folders = {parent.as_posix() for name in listed for parent in Path(name).parents if parent != Path(".")}
+    empty = {p.relative_to(target).as_posix() + "/" for p in target.rglob("*")  # a folder the user added, empty
+             if p.is_dir() and not p.is_symlink() and not any(p.iterdir())
+             and p.relative_to(target).as_posix() not in folders}
+    added = sorted((present - set(listed)) | empty)
     if added:
         raise ExportError(f"--to {target}: holds {len(added)} file(s) the earlier export did not write "
                           f"({', '.join(added[:3])}{' ...' if len(added) > 3 else ''}); --force replaces only an "
                           "export's own files: move them out, or export to another --to")
+    digests = written.get("digests")
+    if not isinstance(digests, dict):
+        if not discard_edits:
+            raise ExportError(f"--to {target}: its {MARKER} (an earlier version's) records no digests, so edits of its "
+                              "files cannot be told from what the export wrote; check them, then replace it with "
+                              "--force --discard-edits, or export to another --to")
+        return
+    edited = sorted(name for name in listed if name != MARKER and name in present
+                    and digests.get(name) != file_digest(target / name, 0))
+    if edited and not discard_edits:
+        raise ExportError(f"--to {target}: {len(edited)} file(s) of the earlier export were edited since "
+                          f"({', '.join(edited[:3])}{' ...' if len(edited) > 3 else ''}); nothing was replaced: move "
+                          "them out, or replace them too with --force --discard-edits")
 
 
 def push_to_hub(folder: str | Path, repo_id: str, private: bool | None = None) -> str:
@@ -443,7 +469,10 @@ def add_command(sub) -> None:
     p.add_argument("--model", default="student", choices=EXPORT_MODELS, help="which model (default: student)")
     p.add_argument("--seed", type=int, help="which seed's model (default: the experiment's first seed)")
     p.add_argument("--to", required=True, help="directory to write (any path; must not exist or be empty)")
-    p.add_argument("--force", action="store_true", help="replace a directory an earlier export wrote")
+    p.add_argument("--force", action="store_true", help="replace a directory an earlier export wrote (files you "
+                   "added or edited there are named and kept: nothing is replaced)")
+    p.add_argument("--discard-edits", action="store_true", help="with --force: replace the earlier export's files "
+                   "even where you edited them")
     p.add_argument("--results", help="results file with the test metrics (default results/<experiment>.json)")
     p.add_argument("--push-to-hub", metavar="REPO", help="then upload the directory to this hub model repository "
                    "(needs network and a token)")
@@ -458,8 +487,10 @@ def add_command(sub) -> None:
                 p.error("--config needs --experiment")
             check_name(args.experiment, "--experiment")
             spec = Plan(load_configs(args.config, lazy=True)).experiment_spec(args.experiment)
+        if args.discard_edits and not args.force:
+            p.error("--discard-edits goes with --force")
         record = export(spec, args.model, args.to, seed=args.seed, force=args.force, results_path=args.results,
-                        model_id=args.push_to_hub)
+                        model_id=args.push_to_hub, discard_edits=args.discard_edits)
         if args.push_to_hub:
             record["hub_commit"] = push_to_hub(args.to, args.push_to_hub, private=args.private or None)
         print(json.dumps({k: record[k] for k in ("target", "experiment", "model", "seed", "arch", "key",

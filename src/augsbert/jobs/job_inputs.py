@@ -4,6 +4,12 @@ A key holds the digests of the raw files (data stage) and the identity of each m
 (`augsbert.store.fingerprints`), computed when the job was planned. A file edited between planning and the job,
 or a spec whose runtime `model` path was pointed at another model, would otherwise be computed and stored
 under a key that names other content.
+
+The job hashes every raw file anew (`DigestCache(fresh=True)`): the digest cache is a shortcut for planning
+only, and a poisoned or stale entry of it is never what a job records; the fresh digests then replace the
+cache's entries, so that the next plan keys the files by what they hold. A file edited while the data job
+reads it is found by `read_unchanged` after the read (its stat stamp, change time included, and its digest
+again): the artifact is not written.
 """
 
 from __future__ import annotations
@@ -11,6 +17,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import ConfigError
+import os
+
 from ..store.fingerprints import DigestCache, model_identity, path_digest
 from ..stages.data import raw_inputs_of
 
@@ -19,9 +27,22 @@ def recheck(spec: dict, cache: DigestCache | None = None) -> None:
     """Raise ConfigError, naming the file or model and what to do, unless the raw files (a data job) and
     every model reference of `spec` are still those its key was made from."""
     params = spec.get("params") or {}
-    cache = cache or DigestCache()
-    again = ("plan again (run snakemake again: it writes the job's spec under the key of what is there now); "
-             "nothing was written")
+    planning = cache or DigestCache()
+    cache = DigestCache(planning.path, fresh=True)  # what the key says is checked against the bytes, not a cache
+    try:
+        _recheck(spec, params, cache)
+    finally:  # the fresh digests correct the planning cache (a poisoned entry would make every plan wrong)
+        planning.entries.update(cache.entries)
+        planning.dirty = planning.dirty or bool(cache.entries)
+        planning.save()
+
+
+AGAIN = ("plan again (run snakemake again: it writes the job's spec under the key of what is there now); "
+         "nothing was written")
+
+
+def _recheck(spec: dict, params: dict, cache: DigestCache) -> None:
+    again = AGAIN
     if spec.get("stage") == "data" and "files" in params:
         planned = params["files"]
         files = raw_inputs_of(params)  # a missing file: MissingDataError with the loader's instructions
@@ -41,3 +62,32 @@ def recheck(spec: dict, cache: DigestCache | None = None) -> None:
         if found != planned:
             raise ConfigError(f"{field} '{ref}' is not the model the key {spec.get('key')} was made from (its "
                               f"files changed, or the spec points at another model); {again}")
+
+
+def raw_stamps(spec: dict) -> dict[str, tuple]:
+    """The stat stamp (size, mtime_ns, ctime_ns, inode) of each raw file a data job's spec names, taken before
+    it reads them (`read_unchanged` compares)."""
+    params = spec.get("params") or {}
+    if spec.get("stage") != "data" or "files" not in params:
+        return {}
+    return {f: _stamp(f) for f in raw_inputs_of(params)}
+
+
+def read_unchanged(spec: dict, before: dict[str, tuple]) -> None:
+    """Raise ConfigError unless each raw file is, after the data job read it, what it was before (its stamp: any
+    write sets the change time) and what the key was planned from (its digest, hashed anew): a file rewritten
+    during the read would otherwise be stored, parsed half old and half new, under the old content's key."""
+    params = spec.get("params") or {}
+    planned = [entry[1] if isinstance(entry, list) and len(entry) == 2 else None for entry in params.get("files") or []]
+    for (file, stamp), digest in zip(before.items(), planned + [None] * len(before)):
+        if _stamp(file) != stamp or path_digest(DigestCache(fresh=True), file) != digest:
+            raise ConfigError(f"dataset '{params.get('dataset')}': raw file {file} changed while the data job read "
+                              f"it (the key {spec.get('key')} names the content planned); {AGAIN}")
+
+
+def _stamp(file: str) -> tuple:
+    try:
+        st = os.stat(file)
+    except OSError:
+        return ()
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)

@@ -15,6 +15,7 @@ from ..stages.data import DataParams
 from ..data.pool import pool_too_small, target_pool
 from ..data.topic_corpora import read_topic_corpus
 from ..data.beir import write_beir
+from .job_inputs import raw_stamps, read_unchanged
 
 log = logging.getLogger(__name__)
 
@@ -51,11 +52,13 @@ def run(spec: dict, out: str | Path, force: bool = False) -> dict:
     loader = get_loader(params.loader)
     report = RowReport(name, params.on_bad_rows)
     loader.inputs(name, spec["params"], Path(params.data_dir))  # each raw file there and a file, or one message
+    stamps = raw_stamps(spec)  # before the read: a file rewritten while it is parsed is found after it
     with artifact_dir(out, spec, force) as tmp:
         prepared = loader.load(name, spec["params"], Path(params.data_dir), report)  # its own options too
         if params.topic_corpus:  # UKP Sentential / 20 Newsgroups as released: the unlabeled corpus
             prepared.unlabeled, prepared.info["topic_corpus"] = read_topic_corpus(
                 name, params.topic_corpus, Path(params.data_dir), report)
+        read_unchanged(spec, stamps)  # what was parsed is what the key names, or no artifact
         report.settle()
         for split in ("train", "test"):
             if split in prepared.splits and prepared.splits[split].empty:

@@ -1,4 +1,5 @@
-"""Stage `collect_results`: gather an experiment's artifacts into results/<experiment>.json."""
+"""Stage `collect_results`: gather an experiment's artifacts into results/<experiment>.json (sealed with the
+digests of what it read and its own: augsbert.store.results_files)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ from ..store.artifacts import (
     writing,
 )
 from ..store.keys import is_key
+from ..store.manifests import listed_digests
+from ..store.results_files import seal
 from ..config.load import format_errors, load_schema
 from ..reporting.layout import table_rows
 
@@ -123,7 +126,7 @@ def run(spec: dict, out: str | Path, report_dir: str | Path | None = None) -> di
     with writing(out):  # a read-only or full results directory: one message naming the path
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         with writer_lock(out):
-            result = _results(spec)
+            result = seal(_results(spec))
             experiment_report.write(result, spec, report_dir)
             write_json(out, result)  # last: the results file is what marks the experiment finished
     return result
@@ -136,14 +139,16 @@ def _results(spec: dict) -> dict:
     stages: dict[str, dict] = {}
     silver: dict[str, dict] = {}
     hub_models: dict[str, str] = {}
+    sources: dict[str, dict[str, str]] = {}
     for seed, roles in spec["runs"].items():
         for role, node in roles.items():
-            metrics = read_json(_checked(node, role) / "metrics.json")
+            metrics = read_json(_checked(node, role, sources) / "metrics.json")
             stages[node["key"]] = {"stage": node["stage"], "path": node["path"],
                                    "wall_time_s": metrics.get("wall_time_s"), "device": metrics.get("device")}
             hub_models.update(metrics.get("resolved_models") or {})
             if role == "labels":  # the labelling stage's statistics, under any stage that refines its labels
-                silver[seed] = read_json(labelling_artifact(Path(node["path"])) / "sampling_stats.json")
+                labelling = _checked({"path": str(labelling_artifact(Path(node["path"])))}, role, sources)
+                silver[seed] = read_json(labelling / "sampling_stats.json")
             if role_description(role):
                 entry = per_role.setdefault(role, {}).setdefault(seed, {})
                 entry.update({m: metrics["test"].get(m) for m in (*METRICS, "n_pairs")})
@@ -165,7 +170,7 @@ def _results(spec: dict) -> dict:
                 skipped.setdefault(model_role, {}).update(metrics["skipped"])
                 paths.setdefault(model_role, {}).setdefault(seed, {})["suite"] = node["path"]
     data_node = next(iter(spec["runs"].values()))["data"]
-    data_metrics = read_json(_checked(data_node, "data") / "metrics.json")
+    data_metrics = read_json(_checked(data_node, "data", sources) / "metrics.json")
     devices = {s["device"] for s in stages.values()} - {None}
     models = {role: _model_entry(role, per_role[role], skipped.get(role, {}), paths.get(role, {}))
               for role in sorted(per_role, key=role_order) if role_description(role)}
@@ -191,18 +196,19 @@ def _results(spec: dict) -> dict:
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "config": spec["config"],
         "dataset_definition": spec["dataset"],
+        "sources": sources,
     }
     validate_results(result)
     return result
 
 
 # The files of an artifact this job reads: checked against its manifest before they are published
-READ = {"metrics.json", "sampling_stats.json", "spec.json"}
+READ = {"metrics.json", "sampling_stats.json", "spec.json", "score_densities.png"}  # the plot: copied by tables
 
 
-def _checked(node: dict, role: str) -> Path:
+def _checked(node: dict, role: str, sources: dict[str, dict[str, str]]) -> Path:
     """The artifact of `node`, once it is what its name says and the files read here are as written
-    (a same-size edit of its metrics.json would otherwise be published)."""
+    (a same-size edit of its metrics.json would otherwise be published); their digests go into `sources`."""
     path, key = Path(node["path"]), node.get("key")
     if is_key(key) and path.name != key:
         raise DamagedArtifactError(f"`{role}` of the spec: path {path} does not end in its key {node['key']}")
@@ -211,6 +217,7 @@ def _checked(node: dict, role: str) -> Path:
         raise DamagedArtifactError(f"`{role}` artifact {path} has no metrics.json: it is damaged, or a job was cut "
                                    f"short. Delete it (`rm -r {path}`) and run the workflow again; Snakemake then "
                                    "rebuilds it and what depends on it")
+    sources[str(path)] = listed_digests(path, READ)
     return path
 
 

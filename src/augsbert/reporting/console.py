@@ -13,6 +13,9 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
+from ..store.artifacts import DamagedArtifactError
+from ..store.results_files import check_results
+
 PRINT_ENV = "AUGSBERT_PRINT_TABLES"  # "0": the run prints no table at its end (the Makefile prints it itself)
 
 
@@ -24,7 +27,13 @@ def _cell(stats: dict | None) -> str:
 
 
 def results_table(path: Path) -> str:
+    """The models' lines of results file `path`; the one line saying why, for a file not as collected
+    (augsbert.store.results_files: an edited results file is not shown as measured)."""
     doc = json.loads(path.read_text())
+    try:
+        check_results(doc, path)
+    except DamagedArtifactError as err:
+        return str(err)
     rows = [("model", "Spearman", "Pearson")]
     for name, model in doc.get("models", {}).items():
         summary = model.get("summary", {})

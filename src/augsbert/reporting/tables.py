@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..store.artifacts import check_artifact, read_json, write_text, writer_lock, writing
+from ..store.artifacts import DamagedArtifactError, read_json, write_text, writer_lock, writing
+from ..store.results_files import check_results
 
 METRIC_TITLES = {
     "spearman": "Spearman ρ × 100 on the target test split",
@@ -57,8 +58,7 @@ def _fmt(mean, std, n: int, seeds: int, role: str) -> str:
 
 def collect(spec: dict, results_dir: str | Path) -> tuple[pd.DataFrame, dict[str, dict]]:
     """Long table of (row, column, metric) -> mean, std, n; plus the results documents read."""
-    docs = {e: read_json(Path(results_dir) / f"{e}.json") for e in spec["experiments"]}
-    check_sources(docs)
+    docs = {e: _results_file(Path(results_dir) / f"{e}.json", spec["grid"]) for e in spec["experiments"]}
     records = []
     for order, row in enumerate(spec["rows"]):
         for column in spec["columns"]:
@@ -74,13 +74,16 @@ def collect(spec: dict, results_dir: str | Path) -> tuple[pd.DataFrame, dict[str
     return pd.DataFrame.from_records(records), docs
 
 
-def check_sources(docs: dict[str, dict]) -> None:
-    """The artifacts each results file was collected from still hold what they held (the files a table takes
-    from them, by their manifests): an artifact edited or damaged since is not published."""
-    for name, doc in docs.items():
-        for stage in (doc.get("stages") or {}).values():
-            check_artifact(stage["path"], f"{name}'s {stage['stage']} artifact",
-                           only={"metrics.json", "score_densities.png"})
+def _results_file(path: Path, grid: str) -> dict:
+    """A grid cell's results document, as collect-results wrote it from artifacts that still hold what they held
+    (augsbert.jobs.results.check_results): an edited or stale results file is not published."""
+    if not path.is_file():
+        raise DamagedArtifactError(f"{path}: no results file yet (grid {grid} needs it); run the workflow for the "
+                                   f"grid's table (`snakemake --cores 2 results/tables/{grid}.md`), which collects "
+                                   "it first")
+    doc = read_json(path)
+    check_results(doc, path)
+    return doc
 
 
 def markdown(spec: dict, long: pd.DataFrame, docs: dict[str, dict]) -> str:

@@ -97,6 +97,9 @@ class Stage:
     uses_gpu: Callable[[Any], bool] | None = None  # (node) -> needs a GPU (else `gpu` says)
     raw_inputs: Callable[[Any], list[str]] | None = None  # (node) -> raw files it reads, by content in its key
     rows: dict[str, Row] = field(default_factory=dict)  # the table rows it fills, by role
+    # files each of its artifacts holds beyond spec.json and metrics.json (store.manifests.HOLDS): `augsbert verify`
+    # names a manifest that does not list one
+    holds: tuple[str, ...] = ()
     # its spec's `params` as a typed class (augsbert.params.Params): checked by the command before it runs
     params: type | None = None
 

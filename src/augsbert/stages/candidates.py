@@ -75,7 +75,8 @@ CANDIDATES = Stage("candidates", 2, "draw candidate silver pairs (random, BM25, 
                    plan=lambda seed_plan: plan_candidates(seed_plan), needs=("data", "source_data", "gold_subset",
                                                                               "pretrained"),
                    check=lambda graph, name, exp: check_sampling(graph, name, exp), items=pool_items,
-                   uses_gpu=lambda node: encodes(node))  # GPU only when a strategy encodes
+                   uses_gpu=lambda node: encodes(node),  # GPU only when a strategy encodes
+                   holds=("candidates.parquet",))
 # sampling.shards > 1 (docs/guide/large-pools.md): fixed sizes, one shard of a 10-million sentence pool
 POOL_INDEX = Stage("pool_index", 1, "sampling.shards > 1: write the sentence pool and, for semantic search, its "
                    "embeddings and faiss index once for every shard", "augsbert.jobs.pool_index:run",

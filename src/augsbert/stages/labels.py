@@ -43,7 +43,7 @@ LABELS = Stage("labels", 3, "score pairs with the teacher (silver labels)", "aug
                base_mem_mb=8000, mb_per_item=0.002, aliases=("label-pairs",), rule_alias="label_pairs",
                params=LabelsParams, plan=lambda seed_plan: plan_labels(seed_plan),
                needs=("data", "source_data", "gold_subset", "teacher", "candidates"),
-               items=lambda plan, node: label_pairs(plan, node.key))
+               items=lambda plan, node: label_pairs(plan, node.key), holds=("pairs.parquet", "sampling_stats.json"))
 LABEL_SHARD = Stage("label_shard", 1, "sampling.shards > 1: teacher scores of one row range of the candidates, "
                     "streamed from parquet (merged by labels)", "augsbert.jobs.labels:run_shard", section="silver",
                     runtime=("batch_size",), roles=("label_shard_0",),

@@ -41,14 +41,12 @@ MODEL_FILE_SUFFIXES = (".json", ".safetensors", ".bin", ".txt", ".model", ".pt",
 class DigestCache:
     """sha256 digests of files, memoised on disk by (path, size, mtime_ns, ctime_ns, inode)."""
 
-    def __init__(self, path: Path = CACHE_PATH):
+    def __init__(self, path: Path = CACHE_PATH, fresh: bool = False):
+        """`fresh`: hash every file anew, trusting no stored entry (what a job records; the cache is a shortcut
+        for planning only)."""
         self.path = path
-        self.entries: dict[str, list] = {}
         self.dirty = False
-        try:
-            self.entries = json.loads(self.path.read_text())
-        except (OSError, ValueError):
-            self.entries = {}  # no cache yet, or a damaged one: recompute
+        self.entries: dict[str, list] = {} if fresh else _stored(self.path)
 
     def file(self, path: str | Path) -> str:
         path = Path(path).resolve()
@@ -58,7 +56,7 @@ class DigestCache:
                             "a data file is hashed by its content")
         stamp = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
         cached = self.entries.get(str(path))
-        if cached and cached[:-1] == stamp:  # entries of the former (size, mtime) format re-hash once
+        if isinstance(cached, list) and cached and cached[:-1] == stamp and isinstance(cached[-1], str):  # entries of the former (size, mtime) format re-hash once
             return cached[-1]
         digest = hashlib.sha256()
         with open(path, "rb") as handle:
@@ -88,10 +86,7 @@ class DigestCache:
         tmp = self.path.with_name(f".{self.path.name}.partial-{os.getpid()}")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                merged = {**json.loads(self.path.read_text()), **self.entries}
-            except (OSError, ValueError):
-                merged = self.entries
+            merged = {**_stored(self.path), **self.entries}
             tmp.write_text(json.dumps(merged, indent=0, sort_keys=True))
             os.replace(tmp, self.path)
             self.dirty = False
@@ -100,6 +95,16 @@ class DigestCache:
                 tmp.unlink(missing_ok=True)  # a write cut short by a full disk leaves no partial file
             except OSError:
                 pass
+
+
+def _stored(path: Path) -> dict[str, list]:
+    """The entries of a digest cache file; none from a missing, damaged or foreign one (valid JSON that is not an
+    object, `[]`, broke every plan)."""
+    try:
+        entries = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}  # no cache yet, or a damaged one: recompute
+    return entries if isinstance(entries, dict) else {}
 
 
 def path_digest(cache: DigestCache, path: str | Path) -> str:

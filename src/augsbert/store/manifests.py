@@ -29,6 +29,10 @@ from pathlib import Path
 from .keys import is_key
 
 MANIFEST = "manifest.json"
+# Files every artifact holds (artifact_dir writes both): a manifest that does not list them was emptied or edited
+HOLDS = ("spec.json", "metrics.json")
+# Files others put into a finished artifact: Snakemake touches this one in a directory output after the job
+NOT_CONTENT = (".snakemake_timestamp",)
 EDGE_BYTES = 1 << 20  # the first and last MiB of a file: how manifests before full hashing stood for large files
 WRITTEN_WITH = "manifest"  # metrics.json's key, true: the artifact was written with a manifest.json
 
@@ -49,6 +53,11 @@ def file_digest(path: Path, size: int, edges: bool = False) -> str:
 
 def _files(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("*") if p.is_file() and p.name != MANIFEST)
+
+
+def _present(root: Path) -> list[str]:
+    """The relative names of the files below `root` that a manifest should list (not its own, not Snakemake's)."""
+    return [p.relative_to(root).as_posix() for p in _files(root) if p.name not in NOT_CONTENT]
 
 
 def write_manifest(root: str | Path) -> dict:
@@ -81,9 +90,11 @@ def _entries(path: Path) -> dict | None:
     return files
 
 
-def problems(root: str | Path, limit: int = 5, only: set[str] | None = None) -> list[str]:
+def problems(root: str | Path, limit: int = 5, only: set[str] | None = None, holds: tuple[str, ...] = ()) -> list[str]:
     """What is wrong with artifact `root` by its manifest (empty: intact, or written before manifests);
-    `only`: check just these of its files (what a reader opens), not every file."""
+    `only`: check just these of its files (what a reader opens), not every file. A manifest must list the
+    files every artifact holds (`HOLDS`, and the stage's own `holds`), and a file the manifest does not list
+    (dropped in later: a stray `dev.parquet` would change what a reader does) is named too."""
     root = Path(root)
     if not root.is_dir():
         return [f"{root} is missing"]
@@ -93,7 +104,10 @@ def problems(root: str | Path, limit: int = 5, only: set[str] | None = None) -> 
     files = _entries(path)
     if files is None:
         return [f"{path} is damaged"]
-    found: list[str] = []
+    found = [f"{MANIFEST} does not list {name}, which every artifact of its stage holds (emptied or edited)"
+             for name in dict.fromkeys((*HOLDS, *holds)) if name not in files]
+    found += [f"{name} is not in its {MANIFEST} (added after the artifact was written)"
+              for name in _present(root) if name not in files and (only is None or name in only)]
     for name, entry in sorted(files.items()):
         if only is not None and name not in only:
             continue
@@ -106,7 +120,7 @@ def problems(root: str | Path, limit: int = 5, only: set[str] | None = None) -> 
             found.append(f"{name} changed since it was written (same size, other content)")
         if len(found) >= limit:
             break
-    return found
+    return found[:limit]
 
 
 def key_problem(root: str | Path) -> str | None:
@@ -124,6 +138,12 @@ def key_problem(root: str | Path) -> str | None:
     if is_key(key) and key != root.name:
         return f"its spec.json says it holds {key}, not {root.name} as its folder's name says"
     return None
+
+
+def listed_digests(root: str | Path, names: set[str]) -> dict[str, str]:
+    """The digests artifact `root`'s manifest lists for those of `names` it lists (none without a manifest)."""
+    files = _entries(Path(root) / MANIFEST) or {}
+    return {name: files[name]["digest"] for name in sorted(names) if name in files}
 
 
 def hashed_bytes(root: str | Path) -> int:

@@ -1,0 +1,207 @@
+"""Issue 49: nothing is published that the artifacts do not say. Results files, manifests, raw reads and exports
+are checked end to end; the cases of the fault probe of 4e56e01 (docs/guide/caching.md, "Faults and what
+answers them"), each of which passed silently or ended in a traceback there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from augsbert.face.cli import main
+from test_errors import CONFIG, lee_path, mine, prepare_lee
+from test_trust import _edit_same_size, err_of, write_pairs
+
+pytestmark = pytest.mark.usefixtures("in_tmp")
+
+
+@pytest.fixture
+def in_tmp(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+
+
+def planned_data(tmp_path: Path, **files) -> tuple:
+    """A plan of dataset `mine` (pairs_file) and the key, spec file and path of its data node."""
+    from augsbert.config.load import load_config
+    from augsbert.planning.plan import Plan
+
+    plan = Plan(load_config(mine(tmp_path, **files), lazy=True))
+    key = plan.experiment("e").runs[42]["data"]
+    return plan, key, plan.spec_file(key), plan.node(key).path
+
+
+def collect_lee(name: str = "x") -> tuple[Path, dict]:
+    data = Path(lee_path())
+    spec = {"experiment": name, "config": {"dataset": "lee"}, "dataset": {}, "config_hash": "0123456789",
+            "seeds": [42], "runs": {"42": {"data": {"key": data.name, "stage": "data", "path": str(data)}}}}
+    assert main(["-q", "collect-results", "--spec", json.dumps(spec), "--out", f"results/{name}.json"]) == 0
+    return data, spec
+
+
+# --- manifests that cannot be emptied (G2, G5) -----------------------------------------------------------
+
+def test_g2_a_stray_file_in_an_artifact_is_named_and_refused_by_its_reader(tmp_path, capsys):
+    """A dev.parquet dropped into a data artifact without dev was ignored by verify and read by the teacher."""
+    write_pairs(tmp_path / "p.csv")
+    plan, key, spec, out = planned_data(tmp_path, train="p.csv", test="p.csv", score_range=[0, 5])
+    assert main(["-q", "data", "--spec", spec, "--out", out]) == 0
+    assert not (Path(out) / "dev.parquet").exists()
+    shutil.copyfile(Path(out) / "test.parquet", Path(out) / "dev.parquet")
+    reader = json.dumps({"stage": "zero_shot", "key": "z", "inputs": {"data": out},
+                         "params": {"model": "no-such-model", "batch_size": 8, "max_length": 32}})
+    err = err_of(capsys, ["zero-shot", "--spec", reader, "--out", str(tmp_path / "zs"), "--device", "cpu"])
+    assert f"input `data` {out} is damaged: dev.parquet is not in its manifest.json (added after the artifact was " \
+           "written)" in err
+    capsys.readouterr()
+    assert main(["verify"]) == 1
+    assert f"{out}: dev.parquet is not in its manifest.json (added after the artifact was written)" in \
+        capsys.readouterr().out
+
+
+def test_g5_an_emptied_manifest_is_named_and_nothing_beside_it_is_published(tmp_path, capsys):
+    prepare_lee(tmp_path)
+    data = Path(lee_path())
+    (data / "manifest.json").write_text('{"files": {}}')
+    _edit_same_size(data / "metrics.json")
+    capsys.readouterr()
+    assert main(["verify"]) == 1
+    out = capsys.readouterr().out
+    assert (f"{data}: manifest.json does not list spec.json, which every artifact of its stage holds (emptied or "
+            "edited); manifest.json does not list metrics.json") in out
+    spec = {"experiment": "x", "config": {"dataset": "lee"}, "dataset": {}, "config_hash": "0123456789",
+            "seeds": [42], "runs": {"42": {"data": {"key": data.name, "stage": "data", "path": str(data)}}}}
+    err = err_of(capsys, ["collect-results", "--spec", json.dumps(spec), "--out", "results/x.json"])
+    assert "metrics.json is not in its manifest.json" in err and not Path("results/x.json").exists()
+
+
+def test_verify_names_an_emptied_manifest_a_stray_file_and_an_edited_results_file_together(tmp_path, capsys):
+    write_pairs(tmp_path / "p.csv")
+    _, _, spec, out = planned_data(tmp_path, train="p.csv", test="p.csv", score_range=[0, 5])
+    assert main(["-q", "data", "--spec", spec, "--out", out]) == 0
+    prepare_lee(tmp_path)
+    collect_lee("x")
+    (Path(lee_path()) / "manifest.json").write_text('{"files": {}}')  # after collecting: the results' source
+    (Path(out) / "notes.txt").write_text("mine")
+    _edit_same_size(Path("results/x.json"))
+    capsys.readouterr()
+    assert main(["verify"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert any(line.startswith(f"{lee_path()}: manifest.json does not list spec.json") for line in lines)
+    assert f"{out}: notes.txt is not in its manifest.json (added after the artifact was written)" in lines
+    assert any(line.startswith("results/x.json: results file edited after collect-results wrote it") for line in lines)
+    assert "2 artifact(s) checked under artifacts, 2 damaged" in lines
+
+
+# --- results are derived, never trusted (G11, G12) -----------------------------------------------------------
+
+def test_g11_an_edited_results_file_is_not_rendered(tmp_path, capsys):
+    """A same-size edit of a number in results/<experiment>.json was rendered as if measured."""
+    from augsbert.reporting import tables
+    from augsbert.store.artifacts import DamagedArtifactError
+
+    prepare_lee(tmp_path)
+    collect_lee("x")
+    grid = {"grid": "g", "experiments": ["x"], "rows": [], "columns": [], "metrics": []}
+    tables.collect(grid, "results")  # as collected: read
+    text = Path("results/x.json").read_text()
+    edited = text.replace('"skipped_rows": 0', '"skipped_rows": 9', 1)
+    assert edited != text and len(edited) == len(text)
+    Path("results/x.json").write_text(edited)
+    with pytest.raises(DamagedArtifactError, match=r"^results/x.json: results file edited after collect-results "
+                                                   r"wrote it \(its content does not match its digest\)"):
+        tables.collect(grid, "results")
+
+
+def test_g11_results_collected_from_an_artifact_rebuilt_since_are_refused(tmp_path):
+    from augsbert.reporting import tables
+    from augsbert.store.artifacts import DamagedArtifactError
+    from augsbert.store.manifests import write_manifest
+
+    prepare_lee(tmp_path)
+    data, _ = collect_lee("x")
+    metrics = json.loads((data / "metrics.json").read_text())
+    metrics["wall_time_s"] = 123.0  # rewritten as a rerun would, its manifest with it
+    (data / "metrics.json").write_text(json.dumps(metrics))
+    write_manifest(data)
+    grid = {"grid": "g", "experiments": ["x"], "rows": [], "columns": [], "metrics": []}
+    with pytest.raises(DamagedArtifactError, match=f"results/x.json: artifact {data} was rewritten after the results "
+                                                   "were collected from it"):
+        tables.collect(grid, "results")
+
+
+def test_e5_render_table_before_the_results_exist(tmp_path, capsys):
+    from augsbert.reporting import tables
+    from augsbert.store.artifacts import DamagedArtifactError
+
+    grid = {"grid": "g", "experiments": ["x"], "rows": [], "columns": [], "metrics": []}
+    with pytest.raises(DamagedArtifactError, match=r"results/x.json: no results file yet \(grid g needs it\)"):
+        tables.run(grid, "results", Path("results/tables/g.md"))
+
+
+# --- raw files hashed as they are read (G10, G13) ------------------------------------------------------------
+
+def test_g10_a_digest_cache_holding_valid_json_that_is_no_object(tmp_path, capsys):
+    write_pairs(tmp_path / "p.csv")
+    cache = Path("artifacts/.cache/file-digests.json")
+    for content in ("[]", "3", '"x"', '{"%s": 7}' % (tmp_path / "p.csv")):
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text(content)
+        _, key, _, _ = planned_data(tmp_path, train="p.csv", test="p.csv", score_range=[0, 5])
+        assert key.startswith("mine-")
+    assert isinstance(json.loads(cache.read_text()), dict)
+
+
+def test_g13_a_poisoned_cache_entry_is_not_what_a_job_records_and_is_corrected(tmp_path, capsys):
+    """The job trusted the cache's stat entry: a poisoned entry was trusted for ever, and a data artifact was
+    written whose spec.json records a sha256 its content does not have."""
+    write_pairs(tmp_path / "p.csv")
+    planned_data(tmp_path, train="p.csv", test="p.csv", score_range=[0, 5])  # fills the cache
+    cache = Path("artifacts/.cache/file-digests.json")
+    entries = json.loads(cache.read_text())
+    name = str((tmp_path / "p.csv").resolve())
+    good = entries[name][-1]
+    entries[name][-1] = "0" * 64  # poisoned: the stamp still matches
+    cache.write_text(json.dumps(entries))
+    _, key, spec, out = planned_data(tmp_path, train="p.csv", test="p.csv", score_range=[0, 5])
+    err = err_of(capsys, ["data", "--spec", spec, "--out", out])
+    assert "changed since the job was planned" in err and not Path(out).exists()
+    assert json.loads(cache.read_text())[name][-1] == good  # the job put what it hashed into the cache
+    _, key, spec, out = planned_data(tmp_path, train="p.csv", test="p.csv", score_range=[0, 5])
+    assert main(["-q", "data", "--spec", spec, "--out", out]) == 0
+    assert json.loads((Path(out) / "spec.json").read_text())["params"]["files"] == [["p.csv", good]] * 2
+
+
+def test_g13_race_a_raw_file_rewritten_while_the_data_job_reads_it(tmp_path, capsys, monkeypatch):
+    """The job exited 0 and the old key held the new content; restoring the file reused the wrong artifact. Now
+    no artifact is written, and the plan after the restore reuses nothing."""
+    from augsbert.data import loaders
+
+    raw = write_pairs(tmp_path / "p.csv")
+    original = raw.read_bytes()
+    _, key, spec, out = planned_data(tmp_path, train="p.csv", test="p.csv", score_range=[0, 5])
+    loader = type(loaders.get_loader("pairs_file"))
+    load = loader.load
+
+    def rewritten_while_read(self, *args, **kwargs):
+        prepared = load(self, *args, **kwargs)
+        raw.write_bytes(original.replace(b"a1 ", b"z1 "))  # another process rewrites it during the read
+        return prepared
+
+    monkeypatch.setattr(loader, "load", rewritten_while_read)
+    err = err_of(capsys, ["data", "--spec", spec, "--out", out])
+    assert err == (f"augsbert data: error: dataset 'mine': raw file {tmp_path}/p.csv changed while the data job read "
+                   f"it (the key {key} names the content planned); plan again (run snakemake again: it writes the "
+                   "job's spec under the key of what is there now); nothing was written\n")
+    assert not Path(out).exists()
+    monkeypatch.setattr(loader, "load", load)
+    _, edited_key, _, _ = planned_data(tmp_path, train="p.csv", test="p.csv", score_range=[0, 5])
+    assert edited_key != key
+    raw.write_bytes(original)  # restored: the original key again, and no artifact under it to reuse
+    _, restored_key, spec, out = planned_data(tmp_path, train="p.csv", test="p.csv", score_range=[0, 5])
+    assert restored_key == key and not Path(out).exists()
+    assert main(["-q", "data", "--spec", spec, "--out", out]) == 0
+    assert b"z1 " not in b"".join(p.read_bytes() for p in Path(out).glob("*.parquet"))
