@@ -228,6 +228,21 @@ def test_configure_exports_the_partitions_for_the_jobs():
         configure({"AUGSBERT_SLURM_CPUS": "four"}, run)
 
 
+def test_s1_sbatch_without_a_controller_stops_with_a_message():
+    """Issue 49 S1: on a host with sbatch but no controller the profile's run hung for 12+ minutes."""
+    from augsbert.scheduling.slurm import SlurmSettingError, configure
+
+    calls = []
+    run = fake_run({"sbatch": (0, "slurm 24.11.5"), "sacct": ("timeout", ""), "squeue": ("timeout", ""),
+                    "scontrol": ("timeout", ""), "sinfo": ("timeout", "")}, calls)
+    with pytest.raises(SlurmSettingError, match=r"^profiles/slurm: sbatch is installed here, but no SLURM controller "
+                                                r"answers \(squeue and sacct failed or gave no answer within 30 s\)"):
+        configure({}, run)
+    assert [argv[0] for argv in calls] == ["sacct", "squeue", "sbatch"]  # nothing submitted, no partition probe
+    env = {}
+    assert configure(env, fake_run({"sacct": (1, ""), "squeue": (1, "")})) is None  # no SLURM here at all: as before
+
+
 def test_cpu_limit_and_threads(tmp_path, monkeypatch):
     from augsbert.scheduling.slurm import SlurmSettingError, cpu_limit, job_threads
 

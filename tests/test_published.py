@@ -205,3 +205,93 @@ def test_g13_race_a_raw_file_rewritten_while_the_data_job_reads_it(tmp_path, cap
     assert restored_key == key and not Path(out).exists()
     assert main(["-q", "data", "--spec", spec, "--out", out]) == 0
     assert b"z1 " not in b"".join(p.read_bytes() for p in Path(out).glob("*.parquet"))
+
+
+def test_g13_the_data_artifact_of_a_file_edited_in_place_is_keyed_by_what_was_read(tmp_path):
+    """A job's spec.json never records a digest its raw file does not have: the artifact written holds the
+    planned digest, which is the sha256 of the file's bytes."""
+    import hashlib
+
+    raw = write_pairs(tmp_path / "p.csv")
+    _, _, spec, out = planned_data(tmp_path, train="p.csv", test="p.csv", score_range=[0, 5])
+    assert main(["-q", "data", "--spec", spec, "--out", out]) == 0
+    recorded = json.loads((Path(out) / "spec.json").read_text())["params"]["files"]
+    assert recorded == [["p.csv", hashlib.sha256(raw.read_bytes()).hexdigest()]] * 2
+
+
+# --- one line each, exit status 2 (C12, E4, B3) ----------------------------------------------------------------
+
+@pytest.mark.parametrize("raw, expected", [
+    ({"seeds": "[1"}, "seeds: the string '[1' (it is not valid YAML: expected ',' or ']', but got '<stream end>' at "
+                      "column 3); a --config value is YAML in flow style: quote the whole argument, e.g. --config "
+                      "'seeds=[...]'"),
+    ({"experiments": "{a"}, "experiments: a mapping of name -> experiment, not the string '{a' (it is not valid "
+                            "YAML: expected ',' or '}', but got '<stream end>' at column 3); a --config value is YAML "
+                            "in flow style: quote the whole argument, e.g. --config 'experiments={name: {option: "
+                            "value}}'"),
+])
+def test_c12_a_malformed_config_mapping_is_named(raw, expected):
+    """`snakemake --config 'seeds=[1'` ended in a YAML traceback (exit 1); `experiments={a` said only "not str"."""
+    from augsbert.config.load import prepare_config
+    from augsbert.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        prepare_config(raw)
+    assert str(err.value) == expected
+
+
+@pytest.mark.workflow
+def test_e4_a_malformed_config_value_exits_2_in_snakemake(tmp_path):
+    from workflow_helpers import checkout, keep_experiments, snakemake
+
+    project = checkout(tmp_path / "p")
+    keep_experiments(project, "demo_zeroshot")
+    proc = snakemake(project, "-n", "--config", "seeds=[1", "--", "results/demo_zeroshot.json")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "augsbert: error: seeds: the string '[1' (it is not valid YAML" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_b3_a_read_only_stage_folder_is_found_before_planning(tmp_path, monkeypatch):
+    """A read-only artifacts/<stage>/ ended in an OSError from Snakemake's remove_existing_output."""
+    from augsbert.store.artifacts import OutputWriteError, check_writable
+    from test_trust import _read_only
+
+    (tmp_path / "artifacts" / "teacher").mkdir(parents=True)
+    (tmp_path / "artifacts" / "data").mkdir()
+    _read_only(monkeypatch, tmp_path / "artifacts" / "teacher")
+    check_writable("artifacts")  # the top folder alone: writable
+    with pytest.raises(OutputWriteError, match=r"^cannot write artifacts/teacher/: Read-only file system"):
+        check_writable("artifacts", below=True)
+    common = (Path(__file__).parents[1] / "workflow" / "rules" / "common.smk").read_text()
+    assert "check_writable(_folder, below=True)" in common
+
+
+# --- scores that cannot rank (D9, C14) -----------------------------------------------------------------------
+
+def test_d9_an_undefined_correlation_says_why(caplog):
+    import numpy as np
+
+    from augsbert.evaluation.similarity import correlations
+
+    with caplog.at_level("WARNING"):
+        assert np.isnan(correlations([0.5, 0.5, 0.5], [0.1, 0.2, 0.3])["spearman"])
+        assert np.isnan(correlations([0.1, 0.2, 0.3], [1.0, 1.0, 1.0])["pearson"])
+    assert [r.getMessage() for r in caplog.records] == [
+        "Spearman and Pearson undefined (null in the metrics): the model gives all 3 pairs the same score (0.5), "
+        "so it ranks none above another (a collapsed or untrained model?)",
+        "Spearman and Pearson undefined (null in the metrics): all 3 gold scores are equal (1); check the split's "
+        "scores and the dataset's score_range"]
+
+
+def test_c14_a_score_range_far_wider_than_the_scores_and_equal_scores_warn(tmp_path, capsys, caplog):
+    write_pairs(tmp_path / "p.csv")  # scores 0 to 5
+    (tmp_path / "same.csv").write_text("sentence1,sentence2,score\n" + "".join(f"a{i},b{i},3\n" for i in range(4)))
+    _, _, spec, out = planned_data(tmp_path, train="p.csv", test="same.csv", score_range=[-1000, 1000])
+    with caplog.at_level("WARNING", logger="augsbert.data.tables"):
+        assert main(["data", "--spec", spec, "--out", out]) == 0
+    messages = [r.getMessage() for r in caplog.records if r.name == "augsbert.data.tables"]
+    assert ("dataset 'mine': datasets.mine.score_range [-1000, 1000] is 400 times wider than the scores (0 to 5), "
+            "which land in [0.5, 0.502] after rescaling; set it to the bounds of the scores' scale") in messages
+    assert "dataset 'mine': all 4 scores are equal (3): Spearman and Pearson against them are undefined (null)" \
+        in messages

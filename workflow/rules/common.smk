@@ -28,7 +28,7 @@ try:
     from augsbert.store.artifacts import OutputWriteError, check_writable
 
     for _folder in ("artifacts", "results"):
-        check_writable(_folder)
+        check_writable(_folder, below=True)  # and each stage's folder: Snakemake removes an output there to rerun
 except OutputWriteError as err:
     print(f"augsbert: error: {err}", file=sys.stderr)
     sys.exit(2)

@@ -130,16 +130,40 @@ def _check_shapes(config: Any) -> None:
         raise ConfigError(f"the config is a mapping of sections (datasets, defaults, experiments, ...), "
                           f"not {type(config).__name__}")
     if config.get("defaults") is not None and not isinstance(config["defaults"], Mapping):
-        raise ConfigError(f"defaults: a mapping of stage sections, not {type(config['defaults']).__name__}")
+        raise ConfigError(f"defaults: a mapping of stage sections, not {_not_mapping(config['defaults'], 'defaults')}")
     for section, noun in (("datasets", "dataset"), ("experiments", "experiment"), ("grids", "grid")):
         entries = config.get(section)
         if entries is None:
             continue
         if not isinstance(entries, Mapping):
-            raise ConfigError(f"{section}: a mapping of name -> {noun}, not {type(entries).__name__}")
+            raise ConfigError(f"{section}: a mapping of name -> {noun}, not {_not_mapping(entries, section)}")
         for name, entry in entries.items():
             if not isinstance(entry, Mapping):
-                raise ConfigError(f"{section}.{name}: each {noun} is a mapping of options, not {type(entry).__name__}")
+                raise ConfigError(f"{section}.{name}: each {noun} is a mapping of options, not "
+                                  f"{_not_mapping(entry, f'{section}.{name}')}")
+
+
+def _not_mapping(value: Any, where: str) -> str:
+    """What stands where a mapping belongs; for a string (a `snakemake --config` value, read as YAML by
+    Snakemake, stays a string when it does not parse: `experiments={a`), why it did not parse."""
+    if not isinstance(value, str):
+        return type(value).__name__
+    try:
+        yaml.safe_load(value)
+        why = "it is no {key: value} mapping"
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        why = (f"it is not valid YAML: {getattr(err, 'problem', None) or err}"
+               + (f" at column {mark.column + 1}" if mark is not None else ""))
+    top, _, rest = where.partition(".")
+    if value.strip()[:1] == "[":
+        why, example = why.replace("no {key: value} mapping", "no list"), f"{where}=[...]"
+    elif rest:
+        example = f"{top}={{{rest}: {{option: value}}}}"
+    else:
+        example = f"{top}={{name: {{option: value}}}}"
+    return (f"the string {value!r} ({why}); a --config value is YAML in flow style: quote the whole argument, "
+            f"e.g. --config '{example}'")
 
 
 def _check_names(config: Mapping) -> None:
@@ -201,9 +225,11 @@ _TRUE = {"true", "yes", "on"}
 _FALSE = {"false", "no", "off"}
 
 
-def _coerce_scalar(value: str, types: list[str]) -> Any:
-    """Convert a command-line string to the first schema type it parses as."""
+def _coerce_scalar(value: str, types: list[str], path: tuple = ()) -> Any:
+    """Convert a command-line string to the first schema type it parses as (a list or mapping that is no valid
+    YAML, `--config 'seeds=[1'`: one message naming the key; it ended in a YAML traceback)."""
     text = value.strip()
+    unparsed = False
     if "null" in types and text.lower() in {"null", "none", "~"}:
         return None
     if "string" in types:
@@ -220,21 +246,29 @@ def _coerce_scalar(value: str, types: list[str]) -> Any:
             if t == "null" and text.lower() in {"null", "none", "~", ""}:
                 return None
             if t in ("array", "object"):
-                parsed = yaml.safe_load(text)
+                try:
+                    parsed = yaml.safe_load(text)
+                except yaml.YAMLError:
+                    if text[:1] in "[{":  # meant as a list or mapping: said below, outside this `except ValueError`
+                        unparsed = True
+                    continue
                 if isinstance(parsed, list if t == "array" else dict):
                     return parsed
         except ValueError:
             continue
+    if unparsed:
+        where = _format_path(list(path))
+        raise ConfigError(f"{where}: {_not_mapping(value, where)}")
     return value  # leave it; validation reports the type error with its path
 
 
-def coerce(value: Any, schema: dict, root: dict | None = None) -> Any:
-    """Return `value` with strings converted to the types `schema` declares."""
+def coerce(value: Any, schema: dict, root: dict | None = None, path: tuple = ()) -> Any:
+    """Return `value` with strings converted to the types `schema` declares (`path`: where `value` stands)."""
     root = root if root is not None else schema
     branches = _branches(schema, root)
     types = [t for b in branches for t in _types(b)]
     if isinstance(value, str) and types and (types != ["string"]):
-        value = _coerce_scalar(value, types)
+        value = _coerce_scalar(value, types, path)
     if isinstance(value, dict):
         props: dict[str, dict] = {}
         extra: list[dict] = []
@@ -243,12 +277,13 @@ def coerce(value: Any, schema: dict, root: dict | None = None) -> Any:
             if isinstance(b.get("additionalProperties"), dict):
                 extra.append(b["additionalProperties"])
         return {
-            k: coerce(v, props[k], root) if k in props else (coerce(v, extra[0], root) if extra else v)
+            k: coerce(v, props[k], root, (*path, k)) if k in props
+            else (coerce(v, extra[0], root, (*path, k)) if extra else v)
             for k, v in value.items()
         }
     if isinstance(value, list):
         items = next((b["items"] for b in branches if isinstance(b.get("items"), dict)), None)
-        return [coerce(v, items, root) for v in value] if items else value
+        return [coerce(v, items, root, (*path, i)) for i, v in enumerate(value)] if items else value
     return value
 
 

@@ -109,6 +109,28 @@ def raw_frame(rows: list[tuple], columns: list[str]) -> pd.DataFrame:
     return pd.DataFrame.from_records(rows, columns=["_file", "_line", *columns])
 
 
+# score_range this many times wider than the scores read: almost surely not their scale (a warning; issue 49 C14)
+WIDE_RANGE = 10
+
+
+def _warn_flat(scores: np.ndarray, lo: float, hi: float, dataset: str, range_option: str | None) -> None:
+    """Warn when the scores of a split cannot rank pairs as declared: all equal (every correlation with them is
+    undefined, null), or `score_range` ≥ WIDE_RANGE times wider than their own range (they are squeezed into a
+    sliver of [0, 1]: a range of [-1e300, 1e300] gave scores of ~1e-300 without a word)."""
+    if len(scores) < 2:
+        return
+    span = float(scores.max() - scores.min())
+    option = range_option or f"datasets.{dataset}.score_range"
+    if span == 0:
+        log.warning("dataset '%s': all %d scores are equal (%g): Spearman and Pearson against them are undefined "
+                    "(null)", dataset, len(scores), float(scores[0]))
+    elif hi - lo >= WIDE_RANGE * span:
+        log.warning("dataset '%s': %s [%g, %g] is %.3g times wider than the scores (%g to %g), which land in [%.3g, "
+                    "%.3g] after rescaling; set it to the bounds of the scores' scale", dataset, option, lo, hi,
+                    (hi - lo) / span, float(scores.min()), float(scores.max()), (float(scores.min()) - lo) / (hi - lo),
+                    (float(scores.max()) - lo) / (hi - lo))
+
+
 def validate_pairs(
     raw: pd.DataFrame,
     report: RowReport,
@@ -158,6 +180,7 @@ def validate_pairs(
     keep = frame[good]
     rescaled = np.clip((score[good] - lo) / (hi - lo), 0.0, 1.0)
     distinct = len(np.unique(score[good]))
+    _warn_flat(score[good], lo, hi, report.dataset, range_option)
     if len(np.unique(rescaled)) < distinct:  # a range so wide that different scores become one (constant gold)
         raise DataError(f"dataset '{report.dataset}': rescaled from score_range [{lo:g}, {hi:g}], {distinct} distinct "
                         f"score(s) become {len(np.unique(rescaled))} (the range is far wider than the scores, so "

@@ -12,6 +12,9 @@ its environment through `sbatch --export=ALL`):
   at most the partition's MaxCPUsPerNode) are read from `scontrol show partition` and `sinfo` and exported
   as `AUGSBERT_SLURM_PARTITION_CPUS`; `cpu_limit` caps a job's CPUs at them and at `AUGSBERT_SLURM_CPUS`.
   Under the profile a job's threads are its CPUs (`job_threads`), so OMP threads and the allocation agree.
+- no controller: where sbatch exists but neither `sacct` nor `squeue` answers (a login node whose slurmctld
+  is down or unreachable), `configure` stops with one message instead of letting the plugin submit and then
+  wait on job states for ever.
 - sbatch's message for a refused group job: Snakemake 9's GroupJob.log_error drops the message an
   executor reports (the plugin's "SLURM sbatch failed. The error message was ..."), so a refused group
   job showed only "Error in group evaluation" (snakemake-executor-plugin-slurm issue 456).
@@ -173,6 +176,12 @@ def configure(environ: MutableMapping[str, str] | None = None, run: Run = subpro
     environ = os.environ if environ is None else environ
     _positive_int(environ, CPUS_ENV)  # a bad value is reported now, not in the first job's sizes
     status = status_command(environ, run)
+    if status is None and _answers(["sbatch", "--version"], run) is not None:
+        # sbatch here but no controller: the plugin's status queries would wait for ever (12+ minutes seen,
+        # deaf to SIGTERM); stop while the profile is parsed, before any job is submitted
+        raise SlurmSettingError(f"profiles/slurm: sbatch is installed here, but no SLURM controller answers (squeue "
+                                f"and sacct failed or gave no answer within {TIMEOUT_S} s); check the cluster with "
+                                "`scontrol ping`, or run without --profile profiles/slurm")
     if PARTITION_CPUS_ENV not in environ:
         environ[PARTITION_CPUS_ENV] = format_partition_cpus(partition_cpus(run))
     environ[PROFILE_ENV] = "1"

@@ -344,13 +344,17 @@ def writer_lock(out: str | Path, wait: float = 0) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
-def check_writable(folder: str | Path) -> None:
+def check_writable(folder: str | Path, below: bool = False) -> None:
     """Raise OutputWriteError unless files can be created in `folder` (made if missing): the workflow checks
     artifacts/ and results/ before it plans, so a read-only mount ends with one message, even in a dry run
-    (which writes the jobs' spec files), instead of a traceback from the first write."""
+    (which writes the jobs' spec files), instead of a traceback from the first write. `below`: each folder in
+    it too (a read-only `artifacts/teacher/` ended in an OSError of Snakemake's, removing an output to rerun)."""
     import tempfile
 
     folder = Path(folder)
+    if below and folder.is_dir():
+        for sub in sorted(p for p in folder.iterdir() if p.is_dir() and not p.is_symlink()):
+            check_writable(sub)
     try:
         folder.mkdir(parents=True, exist_ok=True)
         # a name of its own (mkstemp): a pid can repeat across containers or nodes sharing the folder
