@@ -146,7 +146,7 @@ def _check_shapes(config: Any) -> None:
 def _not_mapping(value: Any, where: str) -> str:
     """What stands where a mapping belongs; for a string (a `snakemake --config` value, read as YAML by
     Snakemake, stays a string when it does not parse: `experiments={a`), why it did not parse."""
-    if not isinstance(value, str):
+    if not isinstance(value, str) or value.strip()[:1] not in ("{", "["):  # a plain string: meant as no mapping
         return type(value).__name__
     try:
         yaml.safe_load(value)

@@ -31,9 +31,11 @@ def seal(doc: dict) -> dict:
     return doc
 
 
-def check_results(doc: dict, path: str | Path) -> None:
+def check_results(doc: dict, path: str | Path, gone_ok: bool = False) -> None:
     """Raise DamagedArtifactError (one line naming `path`) unless results document `doc` is as collect-results
-    wrote it and the artifacts it was collected from still hold what they held then."""
+    wrote it and the artifacts it was collected from still hold what they held then. `gone_ok`: an artifact
+    that is no longer there passes (`verify --repair` deleted it: the next run rebuilds it and collects the
+    results file again)."""
     again = (f"collect it again from the artifacts (`snakemake {path}` after deleting it, or `augsbert "
              "collect-results`); nothing was published")
     if not isinstance(doc, dict) or not isinstance(doc.get("digest"), str):
@@ -47,6 +49,8 @@ def check_results(doc: dict, path: str | Path) -> None:
         raise DamagedArtifactError(f"{path}: its `sources` is not an object; {again}")
     for source, files in sources.items():
         if not Path(source).is_dir():
+            if gone_ok:
+                continue
             raise DamagedArtifactError(f"{path}: artifact {source}, which it was collected from, is gone; {again}")
         check_artifact(source, f"{path}: artifact", only=set(files))
         if listed_digests(source, set(files)) != files:
