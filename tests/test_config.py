@@ -157,7 +157,8 @@ def test_load_config_errors(tmp_path):
         load_config(tmp_path / "nope.yaml")
     bad = tmp_path / "bad.yaml"
     bad.write_text("seeds: [1,\n")
-    with pytest.raises(ConfigError, match="bad.yaml: not valid YAML"):
+    with pytest.raises(ConfigError, match=r"bad.yaml:2:1: not valid YAML: did not find expected node content \(while "
+                                          r"parsing a flow node at line 2, column 1\)"):
         load_config(bad)
 
 

@@ -252,6 +252,24 @@ def test_e4_a_malformed_config_value_exits_2_in_snakemake(tmp_path):
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.workflow
+def test_c8_a_yaml_error_in_a_configfile_names_file_line_and_column(tmp_path):
+    """Snakemake said only "Config file is not valid JSON or YAML" (exit 1): it reads --configfile before any
+    workflow code; the workflow profile reads them first now."""
+    from augsbert.config.load import configfile_args
+    from workflow_helpers import checkout, keep_experiments, snakemake
+
+    assert configfile_args(["-n", "--configfile", "a.yaml", "b.yaml", "-n", "x", "--configfiles=c.yaml"]) == \
+        ["a.yaml", "b.yaml", "c.yaml"]
+    project = checkout(tmp_path / "p")
+    keep_experiments(project, "demo_zeroshot")
+    (project / "my.yaml").write_text("experiments:\n  e: [a\n")
+    proc = snakemake(project, "-n", "--configfile", "my.yaml", "--", "results/demo_zeroshot.json")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.endswith("augsbert: error: my.yaml:3:1: not valid YAML: did not find expected ',' or ']' "
+                                "(while parsing a flow sequence at line 2, column 6)\n"), proc.stderr
+
+
 def test_b3_a_read_only_stage_folder_is_found_before_planning(tmp_path, monkeypatch):
     """A read-only artifacts/<stage>/ ended in an OSError from Snakemake's remove_existing_output."""
     from augsbert.store.artifacts import OutputWriteError, check_writable

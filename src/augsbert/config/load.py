@@ -625,6 +625,12 @@ def _read_yaml(path: Path):
     try:
         loaded = _load_yaml(text, path)
     except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        if mark is not None:  # file:line:column and the problem, not the parser's "<unicode string>" lines
+            started = getattr(err, "context_mark", None)
+            context = (f" ({err.context}" + (f" at line {started.line + 1}, column {started.column + 1}" if started
+                                              else "") + ")") if getattr(err, "context", None) else ""
+            raise ConfigError(f"{path}:{mark.line + 1}:{mark.column + 1}: not valid YAML: {err.problem}{context}") from None
         raise ConfigError(f"{path}: not valid YAML: {err}") from None
     except RecursionError:
         raise ConfigError(f"{path}: mappings and lists nested too deep to read; no setting is nested like that: is "
@@ -692,6 +698,37 @@ def check_config_file(path: str | Path, body: Any = None, option: str = "--confi
             f"files with `--` (snakemake -n --configfile my.yaml -- {text}) or name the targets first")
     raise ConfigError(f"{option} {text}: it is {what}; {option} takes config YAML files (config/config.yaml, "
                       "a file of your own)")
+
+
+def configfile_args(argv: list[str]) -> list[str]:
+    """The paths a Snakemake command line gives to `--configfile` / `--configfiles` (each takes every word after
+    it up to the next option)."""
+    paths, taking = [], False
+    for word in argv:
+        if word.startswith("-"):
+            flag, eq, value = word.partition("=")
+            taking = flag in ("--configfile", "--configfiles") and not eq
+            if flag in ("--configfile", "--configfiles") and eq:
+                paths.append(value)
+        elif taking:
+            paths.append(word)
+    return paths
+
+
+def check_configfile_syntax(argv: list[str] | None = None) -> None:
+    """Stop with one message naming file, line and column when a `--configfile` of this Snakemake command line
+    is not readable YAML (exit 2). Snakemake reads those files before any code of the workflow runs and says
+    only "Config file is not valid JSON or YAML"; the workflow profile (profiles/default) calls this while
+    Snakemake parses it, which is earlier. A missing file is left to Snakemake's own message."""
+    import sys
+
+    for path in configfile_args(sys.argv[1:] if argv is None else argv):
+        if Path(path).is_file():
+            try:
+                _read_yaml(Path(path))
+            except ConfigError as err:
+                print(f"augsbert: error: {err}", file=sys.stderr)
+                sys.exit(2)  # as the workflow's other config errors
 
 
 def read_config(path: str | Path) -> dict:
