@@ -313,3 +313,13 @@ def test_c14_a_score_range_far_wider_than_the_scores_and_equal_scores_warn(tmp_p
             "which land in [0.5, 0.502] after rescaling; set it to the bounds of the scores' scale") in messages
     assert "dataset 'mine': all 4 scores are equal (3): Spearman and Pearson against them are undefined (null)" \
         in messages
+
+
+def test_g13_one_raw_file_read_for_two_splits_beside_another(tmp_path):
+    """The after-read check pairs each file with its own planned digest, also where a file serves two splits."""
+    write_pairs(tmp_path / "p.csv")
+    write_pairs(tmp_path / "q.csv", n=8)
+    _, _, spec, out = planned_data(tmp_path, train="p.csv", dev="p.csv", test="q.csv", score_range=[0, 5])
+    assert main(["-q", "data", "--spec", spec, "--out", out]) == 0
+    assert [name for name, _ in json.loads((Path(out) / "spec.json").read_text())["params"]["files"]] == \
+        ["p.csv", "p.csv", "q.csv"]

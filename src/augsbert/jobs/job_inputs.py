@@ -14,11 +14,10 @@ again): the artifact is not written.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from ..errors import ConfigError
-import os
-
 from ..store.fingerprints import DigestCache, model_identity, path_digest
 from ..stages.data import raw_inputs_of
 
@@ -42,7 +41,6 @@ AGAIN = ("plan again (run snakemake again: it writes the job's spec under the ke
 
 
 def _recheck(spec: dict, params: dict, cache: DigestCache) -> None:
-    again = AGAIN
     if spec.get("stage") == "data" and "files" in params:
         planned = params["files"]
         files = raw_inputs_of(params)  # a missing file: MissingDataError with the loader's instructions
@@ -52,7 +50,7 @@ def _recheck(spec: dict, params: dict, cache: DigestCache) -> None:
                                          if p != n))
             which = ", ".join(changed[:3]) or ", ".join(files[:3])
             raise ConfigError(f"dataset '{params.get('dataset')}': raw file(s) {which} changed since the job was "
-                              f"planned (the key {spec.get('key')} holds the content planned); {again}")
+                              f"planned (the key {spec.get('key')} holds the content planned); {AGAIN}")
     identities = params.get("model_identity") or {}
     for field, planned in identities.items():
         ref = params.get(field)
@@ -61,25 +59,25 @@ def _recheck(spec: dict, params: dict, cache: DigestCache) -> None:
         found = model_identity(ref, cache, params.get("hub_revisions"))
         if found != planned:
             raise ConfigError(f"{field} '{ref}' is not the model the key {spec.get('key')} was made from (its "
-                              f"files changed, or the spec points at another model); {again}")
+                              f"files changed, or the spec points at another model); {AGAIN}")
 
 
-def raw_stamps(spec: dict) -> dict[str, tuple]:
-    """The stat stamp (size, mtime_ns, ctime_ns, inode) of each raw file a data job's spec names, taken before
-    it reads them (`read_unchanged` compares)."""
+def raw_stamps(spec: dict) -> list[tuple[str, tuple]]:
+    """Each raw file a data job's spec names (in the order of its planned `files`) with its stat stamp (size,
+    mtime_ns, ctime_ns, inode), taken before the job reads them (`read_unchanged` compares)."""
     params = spec.get("params") or {}
     if spec.get("stage") != "data" or "files" not in params:
-        return {}
-    return {f: _stamp(f) for f in raw_inputs_of(params)}
+        return []
+    return [(f, _stamp(f)) for f in raw_inputs_of(params)]
 
 
-def read_unchanged(spec: dict, before: dict[str, tuple]) -> None:
+def read_unchanged(spec: dict, before: list[tuple[str, tuple]]) -> None:
     """Raise ConfigError unless each raw file is, after the data job read it, what it was before (its stamp: any
     write sets the change time) and what the key was planned from (its digest, hashed anew): a file rewritten
     during the read would otherwise be stored, parsed half old and half new, under the old content's key."""
     params = spec.get("params") or {}
     planned = [entry[1] if isinstance(entry, list) and len(entry) == 2 else None for entry in params.get("files") or []]
-    for (file, stamp), digest in zip(before.items(), planned + [None] * len(before)):
+    for (file, stamp), digest in zip(before, planned + [None] * len(before)):
         if _stamp(file) != stamp or path_digest(DigestCache(fresh=True), file) != digest:
             raise ConfigError(f"dataset '{params.get('dataset')}': raw file {file} changed while the data job read "
                               f"it (the key {spec.get('key')} names the content planned); {AGAIN}")
