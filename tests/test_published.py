@@ -80,18 +80,23 @@ def test_g5_an_emptied_manifest_is_named_and_nothing_beside_it_is_published(tmp_
 
 def test_verify_names_an_emptied_manifest_a_stray_file_and_an_edited_results_file_together(tmp_path, capsys):
     write_pairs(tmp_path / "p.csv")
-    _, _, spec, out = planned_data(tmp_path, train="p.csv", test="p.csv", score_range=[0, 5])
-    assert main(["-q", "data", "--spec", spec, "--out", out]) == 0
-    prepare_lee(tmp_path)
-    collect_lee("x")
-    (Path(lee_path()) / "manifest.json").write_text('{"files": {}}')  # after collecting: the results' source
-    (Path(out) / "notes.txt").write_text("mine")
+    write_pairs(tmp_path / "q.csv", n=8)
+    outs = []
+    for raw in ("p.csv", "q.csv"):
+        _, key, spec, out = planned_data(tmp_path, train=raw, test=raw, score_range=[0, 5])
+        assert main(["-q", "data", "--spec", spec, "--out", out]) == 0
+        outs.append(out)
+    spec = {"experiment": "x", "config": {"dataset": "mine"}, "dataset": {}, "config_hash": "0123456789",
+            "seeds": [42], "runs": {"42": {"data": {"key": Path(outs[0]).name, "stage": "data", "path": outs[0]}}}}
+    assert main(["-q", "collect-results", "--spec", json.dumps(spec), "--out", "results/x.json"]) == 0
+    (Path(outs[0]) / "manifest.json").write_text('{"files": {}}')  # after collecting: the results' source
+    (Path(outs[1]) / "notes.txt").write_text("mine")
     _edit_same_size(Path("results/x.json"))
     capsys.readouterr()
     assert main(["verify"]) == 1
     lines = capsys.readouterr().out.splitlines()
-    assert any(line.startswith(f"{lee_path()}: manifest.json does not list spec.json") for line in lines)
-    assert f"{out}: notes.txt is not in its manifest.json (added after the artifact was written)" in lines
+    assert any(line.startswith(f"{outs[0]}: manifest.json does not list spec.json") for line in lines)
+    assert f"{outs[1]}: notes.txt is not in its manifest.json (added after the artifact was written)" in lines
     assert any(line.startswith("results/x.json: results file edited after collect-results wrote it") for line in lines)
     assert "2 artifact(s) checked under artifacts, 2 damaged" in lines
 
