@@ -36,6 +36,7 @@ docs/performance.md, "Warm job starts".
 from __future__ import annotations
 
 import array
+import atexit
 import json
 import os
 import shutil
@@ -219,6 +220,7 @@ def start_for_run() -> str:
     log.close()
     _started.update(proc=proc, folder=folder)
     os.environ[SOCKET_ENV] = path
+    atexit.register(stop_for_run)  # a run ended without its hooks (an interrupt)
     return path
 
 
