@@ -9,12 +9,14 @@ is planned from that config and written to its usual artifact path.
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import json
 import logging
 import os
 import re
 import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -279,6 +281,70 @@ def _plan_command(sub) -> None:
     p.set_defaults(handler=handler)
 
 
+def _run_command(sub) -> None:
+    p = sub.add_parser(
+        "run", help="run the workflow for experiments or grids of your config file (builds the snakemake call)",
+        description="`augsbert run my.yaml NAME ...` runs `snakemake --cores N --configfile my.yaml -- TARGET ...` "
+                    "from the repository root: an experiment's target is results/<NAME>.json, a grid's "
+                    "results/tables/<NAME>.md (a path under results/ or models/ is taken as it is). Every name is "
+                    "checked first, so a mistake ends with one line.")
+    p.add_argument("configfile", help="your config YAML (merged over config/config.yaml, as --configfile)")
+    p.add_argument("names", nargs="+", metavar="NAME", help="experiment or grid of the config, or a target path")
+    p.add_argument("--cores", type=int, default=2, help="CPU cores for local jobs (default 2)")
+    p.add_argument("-n", "--dry-run", action="store_true", help="show the jobs and the estimate, run nothing")
+
+    def handler(args) -> int:
+        config = load_configs([args.configfile], lazy=True)
+        targets = [run_target(config, name) for name in args.names]
+        command = [sys.executable, "-m", "snakemake", "--cores", str(args.cores), "--configfile",
+                   args.configfile, *(["--dry-run"] if args.dry_run else []), "--", *targets]
+        print("augsbert: " + " ".join(["snakemake", *command[3:]]), file=sys.stderr, flush=True)
+        return run_snakemake(command)
+
+    p.set_defaults(handler=handler)
+
+
+FAILED_LOG = re.compile(r"^\s+log: (.+?) \(check log file\(s\) for error details\)$")
+
+
+def run_snakemake(command: list[str]) -> int:
+    """Run Snakemake, its console passed through; when it fails, the failed jobs' own error lines (the last
+    `augsbert ...: error:` line of each job's log) come last, below Snakemake's report."""
+    proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, errors="replace")
+    logs = []
+    for line in proc.stderr:
+        sys.stderr.write(line)
+        sys.stderr.flush()
+        found = FAILED_LOG.match(line.rstrip("\n"))
+        if found:
+            logs.extend(found.group(1).split(", "))
+    code = proc.wait()
+    for log_file in dict.fromkeys(logs) if code else ():
+        try:
+            lines = Path(log_file).read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        errors = [line for line in lines if line.startswith("augsbert") and ": error: " in line]
+        if errors:
+            print(f"augsbert: a job failed ({log_file}): {errors[-1]}", file=sys.stderr)
+    return code
+
+
+def run_target(config: dict, name: str) -> str:
+    """The Snakemake target of `augsbert run`'s NAME: an experiment's results file, a grid's table, or a path."""
+    if name.startswith(("results/", "models/")):
+        return name
+    if name in (config.get("experiments") or {}):
+        return f"results/{name}.json"
+    if name in (config.get("grids") or {}):
+        return f"results/tables/{name}.md"
+    known = [*(config.get("experiments") or {}), *(config.get("grids") or {})]
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+    raise ConfigError(f"'{name}' is no experiment or grid of the config" +
+                      (f" (did you mean {', '.join(map(repr, close))}?)" if close else
+                       " (augsbert list --config FILE: the names)"))
+
+
 def _list_command(sub) -> None:
     p = sub.add_parser("list", help="list the configured experiments, grids and datasets, one line each, with the "
                                     "datasets each needs and whether their raw files are present",
@@ -381,6 +447,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Markdown table to write (default results/tables/<grid>.md; .csv and .png beside)", _render)
     table.add_argument("--results", default="results", help="directory holding results/<experiment>.json")
     _plan_command(sub)
+    _run_command(sub)
     _list_command(sub)
     add_export_command(sub)
     fetch = sub.add_parser("fetch", help="download every hub model and dataset an experiment needs into the local "
