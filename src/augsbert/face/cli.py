@@ -271,12 +271,16 @@ def _plan_command(sub) -> None:
     p.add_argument("--config", nargs="+", action="extend", metavar="FILE", help=CONFIG_HELP)
     p.add_argument("--experiment", help="only this experiment")
     p.add_argument("--json", action="store_true", help="the experiments' specs as JSON (what collect-results reads)")
+    p.add_argument("--estimate", action="store_true", help="per job not yet built: its steps and an estimated time "
+                                                            "on this machine, and the total")
 
     def handler(args) -> None:
         plan = Plan(load_configs(args.config, lazy=True))
         names = [args.experiment] if args.experiment else sorted(plan.experiments)
         specs = {n: plan.experiment_spec(n) for n in names}
         print(json.dumps(specs, indent=2) if args.json else render_plan(specs))
+        if args.estimate:
+            print("\n" + print_estimate(plan, names))
 
     p.set_defaults(handler=handler)
 
@@ -296,6 +300,9 @@ def _run_command(sub) -> None:
     def handler(args) -> int:
         config = load_configs([args.configfile], lazy=True)
         targets = [run_target(config, name) for name in args.names]
+        if args.dry_run:  # a real run prints it before its first job (workflow/Snakefile onstart)
+            experiments = [e for name in args.names for e in run_experiments(config, name)]
+            print(print_estimate(Plan(config), experiments), file=sys.stderr)
         command = [sys.executable, "-m", "snakemake", "--cores", str(args.cores), "--configfile",
                    args.configfile, *(["--dry-run"] if args.dry_run else []), "--", *targets]
         print("augsbert: " + " ".join(["snakemake", *command[3:]]), file=sys.stderr, flush=True)
@@ -328,6 +335,28 @@ def run_snakemake(command: list[str]) -> int:
         if errors:
             print(f"augsbert: a job failed ({log_file}): {errors[-1]}", file=sys.stderr)
     return code
+
+
+def print_estimate(plan: Plan, experiments: list[str]) -> str:
+    """The time estimate of the experiments' jobs whose artifacts are not built yet (augsbert.scheduling.estimate)."""
+    from ..scheduling.estimate import estimate_text
+
+    keys = []
+    for name in experiments:
+        for roles in plan.experiment_spec(name)["runs"].values():
+            keys += [run["key"] for run in roles.values() if not Path(run["path"]).is_dir() and run["key"] not in keys]
+    return estimate_text(plan, keys, experiments, plan.config["device"])
+
+
+def run_experiments(config: dict, name: str) -> list[str]:
+    """The experiments behind `augsbert run`'s NAME (a grid's cells; none for a path)."""
+    if name in (config.get("experiments") or {}):
+        return [name]
+    if name in (config.get("grids") or {}):
+        from ..config.grids import cells
+
+        return [cell.experiment for cell in cells(name, config["grids"][name])]
+    return []
 
 
 def run_target(config: dict, name: str) -> str:
