@@ -72,6 +72,9 @@ def test_a_small_silver_pool_or_set_is_warned_about_with_the_count_and_why():
         "only 3 silver pair(s) were drawn (below 100; pool of 4 sentence(s), top_k 3, pairs already in the gold "
         "train split excluded): the students learn from almost no silver data"]
     assert small_silver(params, 325, 0, {"bm25": 300}) == []
+    assert small_silver(params, 180, 820, {"bm25": 500}) == [  # issue 50: a pool shrunk by 82 % is said too
+        "820 of the 1000 pool sentences (82 %) occur in dev/test pairs and were removed from the silver pool "
+        "(sampling.exclude_eval_sentences): the splits share many sentences"]
     none = type("P", (), {"pool": "train", "top_k": 3, "strategies": ["none"]})()
     assert small_silver(none, 325, 0, {"none": 300}) == []  # no sampling asked for: no silver to warn about
 

@@ -31,9 +31,12 @@ def results_table(path: Path) -> str:
         rows.append((name, _cell(summary.get("spearman")), _cell(summary.get("pearson"))))
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
-    seeds = ", ".join(map(str, doc.get("seeds", [])))
-    return (f"{doc.get('experiment', path.stem)}: test Spearman and Pearson × 100 (mean ± std over seeds {seeds})\n"
-            + "\n".join(lines))
+    seeds = doc.get("seeds", [])
+    over = (f"seed {seeds[0]}" if len(seeds) == 1 else
+            f"mean ± std over seeds {', '.join(map(str, seeds))}")
+    warnings = "".join(f"  - {w}\n" for w in doc.get("warnings") or ())
+    return ((f"warnings:\n{warnings}\n" if warnings else "")
+            + f"{doc.get('experiment', path.stem)}: test Spearman and Pearson × 100 ({over})\n" + "\n".join(lines))
 
 
 def table_text(path: str | Path) -> str | None:
