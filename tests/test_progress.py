@@ -33,6 +33,18 @@ def test_the_line_names_stage_step_eta_and_log():
     assert job.line().endswith("step 2/4 (50 %), ETA 2:00:00 (log logs/teacher/lee.cbe-0123456789.log)")
     job.print()
     assert out.getvalue() == job.line() + "\n"
+    # after the last step the job's scoring is named, not a frozen "100 %, ETA 0:00" (issue 50 item 5)
+    import augsbert.scheduling.progress as progress_module
+
+    job.steps(4, 4)
+    progress_module._active = job
+    try:
+        progress_module.phase("scoring test (4,906 pairs)")
+        clock.now += 75.0
+        assert job.line() == ("augsbert: teacher lee.cbe-0123456789: scoring test (4,906 pairs), for 1:15 "
+                              "(log logs/teacher/lee.cbe-0123456789.log)")
+    finally:
+        progress_module._active = None
 
 
 def test_progress_is_printed_on_the_console_descriptor_every_period(tmp_path, monkeypatch):
