@@ -112,3 +112,17 @@ def test_the_table_a_run_ends_with(tmp_path, monkeypatch):
     out = io.StringIO()
     print_tables(["results/tables/g.md", "models/e/student", "results/tables/none.md"], out)
     assert out.getvalue() == "\nresults/tables/g.md:\n\n# g\n\n| a |\n\n"
+
+
+def test_the_lower_bound_is_named_by_its_role(tmp_path, monkeypatch):
+    """The lower bound runs as a `student` job: its progress lines say lower_bound (issue 50 item 6)."""
+    monkeypatch.chdir(tmp_path)
+    read, write = os.pipe()
+    job = progress.start("student", "artifacts/student/lee.be-1", env={progress.PROGRESS_FD_ENV: str(write)},
+                         label="lower_bound")
+    try:
+        assert job.line().startswith("augsbert: lower_bound lee.be-1: running for ")
+    finally:
+        progress.stop()
+        os.close(read)
+        os.close(write)

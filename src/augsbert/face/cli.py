@@ -125,7 +125,9 @@ def _stage_command(sub, stage: Stage) -> None:
         # One writer per artifact for the whole job: taken before the runner reads an input or touches the
         # checkpoints or a partial directory, released after the artifact is in place and its checkpoints gone.
         if stage.device:  # a model job: its steps on the workflow's console (augsbert.scheduling.progress)
-            progress.start(stage.name, out)
+            # the lower bound is a `student` job without teacher labels: named by its role on the console
+            lower_bound = stage.name == "student" and "labels" not in (spec.get("inputs") or {})
+            progress.start(stage.name, out, label="lower_bound" if lower_bound else None)
         try:
             with writing(out), writer_lock(out, wait=args.wait_lock):
                 metrics = runner(spec, out, force=args.force, **kwargs)

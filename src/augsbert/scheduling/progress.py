@@ -97,8 +97,9 @@ def log_path(stage: str, out: str) -> str | None:
     return str(log) if log.exists() else None
 
 
-def start(stage: str, out: str, env=None) -> Progress | None:
-    """Start printing the progress of the job writing `out` to the console descriptor, if the workflow gave one."""
+def start(stage: str, out: str, env=None, label: str | None = None) -> Progress | None:
+    """Start printing the progress of the job writing `out` to the console descriptor, if the workflow gave one;
+    `label` names the job where its stage does not (the lower bound, a `student` job)."""
     global _active
     env = os.environ if env is None else env
     fd = env.get(PROGRESS_FD_ENV)
@@ -108,7 +109,7 @@ def start(stage: str, out: str, env=None) -> Progress | None:
         stream = os.fdopen(os.dup(int(fd)), "w", buffering=1)  # a copy: closing it leaves the descriptor alone
     except OSError:  # not open in this process (a job started another way)
         return None
-    _active = Progress(f"{stage} {Path(out).name}", log_path(stage, out), stream).start()
+    _active = Progress(f"{label or stage} {Path(out).name}", log_path(stage, out), stream).start()
     return _active
 
 
