@@ -43,7 +43,7 @@ def test_the_own_data_page_runs_as_written(tmp_path, tiny_model):
     # the estimate before the first job (issue 50): the page's run prints it, one line per job and the total
     estimate = out.index("augsbert: estimate for 6 job(s) on this CPU")
     assert estimate < out.index("augsbert data --spec") and "\n  total " in out[estimate:]
-    for model in ("lower_bound", "teacher", "student"):
+    for model in ("SBERT (lower bound)", "CBE (upper bound)", "AugSBERT"):  # the rows by their titles
         assert f"\n{model} " in out
     assert "augsbert: warning: the silver pool holds only " in out and "sentence(s) (below 100)" in out
     assert "augsbert: warning: only " in out and "silver pair(s) were drawn (below 100;" in out

@@ -98,15 +98,16 @@ def test_the_table_a_run_ends_with(tmp_path, monkeypatch):
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "results" / "tables").mkdir(parents=True)
-    (tmp_path / "results" / "e.json").write_text(json.dumps({"experiment": "e", "seeds": [42, 43], "models": {
+    (tmp_path / "results" / "e.json").write_text(json.dumps({"experiment": "e", "seeds": [42, 43],
+                                                            "config": {"teacher": {"arch": "cbe"}}, "models": {
         "teacher": {"summary": {"spearman": {"mean": 43.91, "std": 0.66, "n": 2}, "pearson": {"mean": 53.66,
                                                                                              "std": 0.4, "n": 2}}},
         "zero_shot": {"summary": {"spearman": {"mean": 53.55, "std": None, "n": 1}}}}}))
     assert table_text("results/e.json") == (
         "e: test Spearman and Pearson × 100 (mean ± std over seeds 42, 43)\n"
-        "model          Spearman       Pearson\n"
-        "teacher    43.91 ± 0.66  53.66 ± 0.40\n"
-        "zero_shot         53.55             –")
+        "model                     Spearman       Pearson\n"  # the grid tables' row titles (issue 50 item 6)
+        "CBE (upper bound)     43.91 ± 0.66  53.66 ± 0.40\n"
+        "Zero-shot base model         53.55             –")
     (tmp_path / "results" / "tables" / "g.md").write_text("# g\n\n| a |\n\n## Experiments\n\n| long |\n")
     assert table_text("results/tables/g.md") == "# g\n\n| a |"
     out = io.StringIO()
