@@ -60,7 +60,8 @@ def test_steps_and_seconds_of_each_job(tmp_path):
     assert 0.9 < size < 1.1  # the packaged model is the reference
     teacher = estimate.job_estimate(plan, runs["teacher"]["key"], "cpu")
     assert teacher.steps == math.ceil(2 * 4000 / 16) == 500  # symmetric: both orders of each pair
-    assert teacher.seconds == pytest.approx(estimate.START_S + size * (500 * 16 * estimate.TRAIN_S_PER_EXAMPLE
+    per_example = estimate.TRAIN_S_PER_EXAMPLE * (1 + estimate.SMALL_BATCH / 16)
+    assert teacher.seconds == pytest.approx(estimate.START_S + size * (500 * 16 * per_example
                                                                        + (500 + 300) * estimate.SCORE_S_PER_PAIR))
     assert teacher.what == "500 steps of 16; scoring 800 dev/test pairs"
     student = estimate.job_estimate(plan, runs["student"]["key"], "cpu")

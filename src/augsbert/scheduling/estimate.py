@@ -7,16 +7,21 @@ calibration run (nothing is timed on the device while planning):
     pairs      the data's own counts once its data job ran; before, the rows of a `pairs_file` dataset's files
                (augsbert.stages.sizes.split_sizes), the known corpora's sizes, else a guess said as such
     training   steps = max_steps, else ⌈examples / batch_size⌉ × epochs (examples: the pairs, twice with
-               teacher.symmetric); time = steps × batch_size × TRAIN_S_PER_EXAMPLE × size
+               teacher.symmetric); time = steps × batch_size × TRAIN_S_PER_EXAMPLE × (1 + SMALL_BATCH /
+               batch_size) × size
     scoring    dev pairs after every pass, test pairs once, silver pairs to label, evaluation test pairs:
                pairs × SCORE_S_PER_PAIR × size
     size       the base model's parameters (its weight files' bytes / 4) / REFERENCE_PARAMS (all-MiniLM-L6-v2)
     start-up   START_S per job (importing torch and loading the model; less with warm job starts)
 
-TRAIN_S_PER_EXAMPLE and SCORE_S_PER_PAIR are CPU figures measured on the 2-core development machine
-(docs/guide/own-data.md, "Real-size data on a CPU", has the run they come from and how the estimate compared);
-on a GPU they are divided by GPU_SPEED-UP, an assumption, not a measurement. Texts longer than the
-reference run's STS sentences (~12 words) take longer than estimated: `max_length` caps that.
+TRAIN_S_PER_EXAMPLE, SCORE_S_PER_PAIR and START_S are CPU figures for 2 idle cores, set from two runs measured
+on this project's 2-core machine: `make demo` (grid demo_quick, 10 jobs: 1 min 53 s on idle cores, README;
+estimated 3 min 26 s, 1.8x) and the own-data page's settings (batch 4) on a 4.4K / 0.5K / 4.9K-pair STS corpus
+("80+ minutes" on shared cores, issue 50; estimated 1 h 15 min). Before the sampling job has run, the silver
+pairs are counted as pool sentences × top_k (augsbert.stages.sizes), an upper bound: duplicates and sentences
+of dev/test pairs leave later, so an estimate is rather long than short. On a GPU the figures are divided by
+GPU_SPEEDUP, an assumption, not a measurement. Texts longer than STS sentences (~12 words) take longer than
+estimated: `max_length` caps that.
 """
 
 from __future__ import annotations
@@ -30,9 +35,11 @@ from ..stages import REGISTRY
 from ..stages.sizes import split_sizes
 
 REFERENCE_PARAMS = 22_700_000  # all-MiniLM-L6-v2, the packaged default model
-TRAIN_S_PER_EXAMPLE = 0.012  # seconds per training example (forward + backward), reference model, CPU
-SCORE_S_PER_PAIR = 0.004  # seconds per scored pair (a Cross-Bi-Encoder's or two Bi-Encoder encodings), CPU
-START_S = 12.0  # per job: interpreter, torch, the model
+# CPU figures of the reference model on 2 idle cores (see the module docstring for where they come from)
+TRAIN_S_PER_EXAMPLE = 0.06  # seconds per training example (forward + backward) at a large batch
+SMALL_BATCH = 4.0  # per-example cost x (1 + SMALL_BATCH / batch_size): small batches use the cores less well
+SCORE_S_PER_PAIR = 0.006  # seconds per scored pair (a Cross-Bi-Encoder's or two Bi-Encoder encodings)
+START_S = 6.0  # per job: interpreter, torch, the model (a plain start on idle cores; a warm start is faster)
 GPU_SPEEDUP = 20.0  # assumed, not measured here
 UNKNOWN_MODEL_PARAMS = 110_000_000  # a model whose files are not on this machine: BERT-base assumed
 TRAINING_STAGES = ("teacher", "student", "gpl_student", "classifier")
@@ -136,7 +143,8 @@ def job_estimate(plan, key: str, device: str = "cpu", params_cache: dict | None 
         steps = int(p["max_steps"]) if p.get("max_steps") else math.ceil(examples / batch) * epochs
         passes = max(1, math.ceil(steps * batch / max(examples, 1))) if p.get("max_steps") else epochs
         scored = (dev * passes if p.get("selection") != "last" else 0) + test
-        seconds = START_S + factor * size * (steps * batch * TRAIN_S_PER_EXAMPLE + scored * SCORE_S_PER_PAIR)
+        per_example = TRAIN_S_PER_EXAMPLE * (1 + SMALL_BATCH / batch)
+        seconds = START_S + factor * size * (steps * batch * per_example + scored * SCORE_S_PER_PAIR)
         return JobEstimate(key, node.stage, steps, seconds,
                            f"{steps:,} steps of {batch}; scoring {scored:,} dev/test pairs")
     if node.stage in ("labels", "pair_scores"):
