@@ -266,7 +266,10 @@ def _save_sentence_transformers(arch: str, source: Path, target: Path, title: st
     readme = target / "README.md"
     if not readme.is_file():  # the library logs its card error and skips the card: not an export we hand out
         raise RuntimeError(f"sentence-transformers wrote no model card for {source} (see its error above)")
-    readme.write_text(_insert_section(readme.read_text(encoding="utf-8"), section), encoding="utf-8")
+    text = _insert_section(readme.read_text(encoding="utf-8"), section)
+    if not model_id:  # a local folder: the library's usage snippet must not say it downloads from the hub
+        text = text.replace("# Download from the \U0001f917 Hub", "# Load the exported folder")
+    readme.write_text(text, encoding="utf-8")
     return model
 
 
