@@ -199,3 +199,32 @@ def test_the_former_module_path_points_at_the_new_one():
     assert old.returncode == 2
     assert old.stderr == ("augsbert: error: augsbert.warm_server moved: start the warm server with "
                           "`python -m augsbert.face.warm_server SOCKET_PATH`\n")
+
+
+def test_which_runs_get_a_warm_server_and_its_start_and_stop(monkeypatch):
+    """Warm by default for a local run of two or more stage jobs (workflow/Snakefile onstart); the server the run
+    starts serves at a private socket and is stopped, its folder removed, when the run ends."""
+    from augsbert.face import warm
+
+    monkeypatch.delenv(SOCKET_ENV, raising=False)
+    monkeypatch.delenv(warm.WARM_ENV, raising=False)
+    assert warm.wanted(local=True, deployment=False, stage_jobs=2) is None
+    assert warm.wanted(local=False, deployment=False, stage_jobs=9) == "jobs run on a cluster"
+    assert warm.wanted(local=True, deployment=True, stage_jobs=9) == "jobs run in their own software environments"
+    assert warm.wanted(local=True, deployment=False, stage_jobs=1) == "1 stage job(s)"
+    monkeypatch.setenv(warm.WARM_ENV, "0")
+    assert warm.wanted(local=True, deployment=False, stage_jobs=9) == "AUGSBERT_WARM=0"
+    monkeypatch.delenv(warm.WARM_ENV)
+    monkeypatch.setenv("AUGSBERT_WARM_PRELOAD", "augsbert.face.cli")  # a quick server
+    path = warm.start_for_run()
+    try:
+        assert os.environ[SOCKET_ENV] == path and len(path.encode()) < 108
+        assert warm.wanted(local=True, deployment=False, stage_jobs=9).startswith(SOCKET_ENV)  # one per run
+        for _ in range(400):
+            if os.path.exists(path):
+                break
+            time.sleep(0.05)
+        assert oct(os.stat(os.path.dirname(path)).st_mode & 0o777) == "0o700" and os.path.exists(path)
+    finally:
+        warm.stop_for_run()
+    assert SOCKET_ENV not in os.environ and not os.path.exists(os.path.dirname(path))

@@ -174,7 +174,11 @@ def training_facts(spec: dict, role: str, seed: int, node: dict, results: dict |
         rows.append(("training set by source", ", ".join(f"{k} {v}" for k, v in metrics["training_set"].items())))
         facts["training_set"] = metrics["training_set"]
     settings = {k: params[k] for k in SETTINGS if k in params}
-    rows.append(("training settings", ", ".join(f"{k} {_fmt(v)}" for k, v in settings.items())))
+    words = {k: _fmt(v) for k, v in settings.items()}
+    section = config.get("teacher" if role == "teacher" else "student") or {}
+    if "selection" in words and section.get("selection", "unset") is None:  # the recipe below says `null`
+        words["selection"] += " (what `selection: null` means here)"
+    rows.append(("training settings", ", ".join(f"{k} {v}" for k, v in words.items())))
     if metrics.get("best_epoch") is not None:
         rows.append(("chosen epoch", f"{metrics['best_epoch']} (dev Spearman {_fmt(metrics.get('dev_spearman'))})"))
     rows.append(("config hash", f"`{spec['config_hash']}` (artifact `{node['key']}`)"))

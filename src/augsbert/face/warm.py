@@ -186,13 +186,13 @@ def _ended(pid: int, within: float) -> bool:
 # ---- warm by default in a local workflow run -----------------------------------------------------------------
 
 WARM_ENV = "AUGSBERT_WARM"  # 0: no warm server for the run (every job starts plainly)
-MIN_JOBS = 2  # a run of fewer model jobs gains nothing from a server (it would import the libraries once more)
+MIN_JOBS = 2  # a run of fewer stage jobs gains nothing from a server (it would import the libraries once more)
 _started: dict = {}
 
 
-def wanted(local: bool, deployment: bool, model_jobs: int) -> str | None:
+def wanted(local: bool, deployment: bool, stage_jobs: int) -> str | None:
     """Why a run gets no warm server (None: it gets one): a cluster's jobs run elsewhere, a conda / container
-    job runs another environment's `augsbert`, AUGSBERT_WARM=0, a server given already, too few model jobs."""
+    job runs another environment's `augsbert`, AUGSBERT_WARM=0, a server given already, too few stage jobs."""
     if os.environ.get(WARM_ENV, "1") == "0":
         return f"{WARM_ENV}=0"
     if os.environ.get(SOCKET_ENV):
@@ -201,8 +201,8 @@ def wanted(local: bool, deployment: bool, model_jobs: int) -> str | None:
         return "jobs run on a cluster"
     if deployment:
         return "jobs run in their own software environments"
-    if model_jobs < MIN_JOBS:
-        return f"{model_jobs} model job(s)"
+    if stage_jobs < MIN_JOBS:
+        return f"{stage_jobs} stage job(s)"
     return None
 
 
