@@ -179,7 +179,7 @@ def test_a_killed_keeper_takes_its_job_and_the_command_runs_plainly(server, tmp_
     keeper = int(Path(f"/proc/{job}/stat").read_text().rpartition(")")[2].split()[1])
     assert keeper not in (proc.pid, server["proc"].pid)
     os.kill(keeper, signal.SIGKILL)
-    assert gone(job, 10)
+    assert gone(job, 30)
     assert proc.wait(timeout=30) == 2  # the plain start of `sleep-for-test` (argparse)
 
 

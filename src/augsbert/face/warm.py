@@ -56,7 +56,7 @@ WARM_FIXED_ENV = ("HF_HOME", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_C
 # set by Snakemake per job (its threads): applied again in the job's fork (augsbert.face.warm_server.thread_limits)
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS",
               "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
-KILL_GRACE_S = 10.0  # how long a command waits for the job of a lost keeper to end
+KILL_GRACE_S = 30.0  # how long a command waits for the job of a lost keeper to end (a loaded machine)
 
 
 def lock_path(path: str) -> str:
@@ -117,11 +117,11 @@ def run(argv: list[str], path: str | None = None) -> int | None:
         pid = (next(replies, None) or {}).get("pid")
     except OSError:
         pid = None
-    if pid is None:
+    if pid is None:  # the keeper died before it reported a job: none runs (it waits for that report)
         conn.close()
-        print(f"augsbert: error: the warm server at {path} accepted the command but reported no job",
-              file=sys.stderr)
-        return 1
+        print(f"augsbert: warning: the warm server at {path} lost the command before it started it; running it "
+              "in a plain start", file=sys.stderr, flush=True)
+        return None
 
     def forward(signum, frame):
         try:

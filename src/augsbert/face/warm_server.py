@@ -162,13 +162,23 @@ def _keep(conn: socket.socket) -> None:
             os._exit(0)
         send_line(conn, {"accepted": True})
         keeper = os.getpid()
+        # the job waits until the command knows its pid: a keeper killed in between leaves no job unknown to it
+        ready, go = os.pipe()
         pid = os.fork()
         if pid == 0:
             conn.close()
+            os.close(go)
+            started = os.read(ready, 1)
+            os.close(ready)
+            if not started:  # the keeper died before it reported the pid
+                os._exit(128 + signal.SIGTERM)
             _job(request, fds, keeper)
+        os.close(ready)
         for fd in fds:
             os.close(fd)
         send_line(conn, {"pid": pid})
+        os.write(go, b"1")
+        os.close(go)
         conn.setblocking(False)
         deadline = None
         while True:
