@@ -16,7 +16,7 @@ MINIMAL_SPEC = json.dumps({"stage": "data", "params": {"dataset": "x", "loader":
 def test_every_command_has_help(capsys):
     for command in ["prepare-data", "evaluate-zero-shot", "adapt-mlm", "train-teacher", "sample-pairs", "label-pairs",
                     "train-student", "evaluate-suite", "collect-results", "render-table", "plan", "list", "export",
-                    "fetch", "config-reference"]:
+                    "fetch", "config-reference", "run"]:
         with pytest.raises(SystemExit) as exit_:
             main([command, "--help"])
         assert exit_.value.code == 0
@@ -291,3 +291,48 @@ def test_list_cuts_each_line_to_the_terminal_and_long_keeps_it_whole(capsys, mon
     assert len(whole) == len(lines) and max(map(len, whole)) > 60 and not any(w.endswith("…") for w in whole)
     assert [line.split()[0] for line in lines] == [w.split()[0] for w in whole]  # the same items, one line each
     assert all("…" in line for line, w in zip(lines[1:], whole[1:]) if len(w) > 60)
+
+
+def test_run_builds_the_snakemake_call_and_an_unknown_name_is_one_line(tmp_path, capsys, monkeypatch):
+    """`augsbert run my.yaml NAME` (issue 50 item 3): the `--` a user forgets after --configfile is written for
+    them; an experiment becomes results/<name>.json, a grid results/tables/<grid>.md; a name of neither (or a
+    target left out) is one line and exit status 2, before Snakemake starts."""
+    import sys
+
+    from augsbert.face import cli
+
+    mine = tmp_path / "my.yaml"
+    mine.write_text("experiments:\n  mine_zero: {dataset: lee, models: [zero_shot]}\n")
+    monkeypatch.chdir(REPO)
+    calls = []
+    monkeypatch.setattr(cli, "run_snakemake", lambda command: calls.append(command) or 0)
+    assert main(["run", str(mine), "mine_zero", "demo_quick", "--cores", "3", "-n"]) == 0
+    assert calls == [[sys.executable, "-m", "snakemake", "--cores", "3", "--configfile", str(mine), "--dry-run", "--",
+                      "results/mine_zero.json", "results/tables/demo_quick.md"]]
+    capsys.readouterr()
+    assert main(["run", str(mine), "results/mine_zero.json"]) == 0 and calls[-1][-2:] == ["--", "results/mine_zero.json"]
+    capsys.readouterr()
+    assert main(["run", str(mine), "mine_zer"]) == 2
+    assert capsys.readouterr().err == ("augsbert run: error: 'mine_zer' is no experiment or grid of the config (did you "
+                                       "mean 'mine_zero'?)\n")
+    assert main(["run", str(tmp_path / "absent.yaml"), "mine_zero"]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    assert len(calls) == 2
+
+
+def test_run_shows_the_failed_jobs_own_error_last(tmp_path, capsys):
+    """`augsbert run`: below Snakemake's report of a failed job, the job's own one-line error from its log."""
+    import sys
+
+    from augsbert.face.cli import run_snakemake
+
+    log = tmp_path / "data.log"
+    log.write_text("INFO reading\naugsbert data: error: train.csv:1: header lacks column(s) ['score'] (found 3 "
+                   "column(s); did you mean 'scor' for 'score'?)\n")
+    fake = (f"import sys; print('Error in rule data:', file=sys.stderr); print('    log: {log} (check log file(s) for "
+            "error details)', file=sys.stderr); print('RuleException ...', file=sys.stderr); sys.exit(1)")
+    assert run_snakemake([sys.executable, "-c", fake]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1] == (f"augsbert: a job failed ({log}): augsbert data: error: train.csv:1: header lacks column(s) "
+                       "['score'] (found 3 column(s); did you mean 'scor' for 'score'?)")
+    assert err[:3] == ["Error in rule data:", f"    log: {log} (check log file(s) for error details)", "RuleException ..."]

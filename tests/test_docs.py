@@ -555,3 +555,20 @@ def test_pointers_in_the_shipped_config_lead_somewhere():
     assert broken == []
     assert pointers('x: 1  # see README "Real data" and docs/guide/nothing.md') == [
         (1, "docs/guide/nothing.md"), (1, 'README "Real data"')]
+
+
+def test_the_performance_page_holds_nothing_a_user_cannot_run():
+    """issue 50 item 7: docs/performance.md speaks of what a user can run; comparisons of commits, issue numbers
+    and the maintainers' GPU-machine commands (bundles, leases) live in docs/development.md."""
+    text = (REPO / "docs" / "performance.md").read_text()
+    for pattern in (r"\bissues? ?-?\d+", r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}\b",
+                    r"\$(GPU_BUNDLE|STAGE|DEST|SHARED_DATA)\b", r"\bleases?\b", r"\bbundles?\b"):
+        found = re.search(pattern, text, re.IGNORECASE)
+        assert not found, f"docs/performance.md: {found.group(0)!r} (line {text[:found.start()].count(chr(10)) + 1})"
+
+
+def test_the_suites_time_is_the_same_wherever_it_is_given():
+    """issue 50 item 7: README and getting-started once gave 9 and 19 minutes for `make test`."""
+    found = {page: re.findall(r"fresh clone about (\d+) min", (REPO / page).read_text())
+             for page in ("README.md", "docs/getting-started.md")}
+    assert all(found.values()) and len({m for ms in found.values() for m in ms}) == 1, found

@@ -141,6 +141,7 @@ def test_bi_encoder_export_reproduces_embeddings_and_fills_the_card(experiment, 
                  f'model = SentenceTransformer("{out}")'):
         assert fact in card, fact
     assert "sentence_transformers_model_id" not in card
+    assert "Download from the" not in card and "# Load the exported folder" in card  # a local path (issue 50)
     recipe = yaml.safe_load(card.split("save this as `reproduce.yaml`", 1)[1].split("```yaml\n", 1)[1].split("```")[0])
     assert recipe == {"seeds": [42, 43], "datasets": {"lee": {"loader": "lee"}},  # the seeds it ran with
                       "experiments": {"g-bm25-lee": experiment["config"]}}

@@ -256,6 +256,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "jobs": BELOW_JOBS,
     "face": (*BELOW_JOBS, "jobs"),
     "__main__": ("face",),
+    "warm_server": (),  # the former module path's pointer (imports nothing)
 }
 OWN_PARTS = ("pretraining.objective", "pretraining.objectives")  # modules that are a part of their own
 

@@ -38,8 +38,12 @@ def test_the_own_data_page_runs_as_written(tmp_path, tiny_model):
         assert proc.returncode == 0, out[-5000:]
     assert (work / "results" / "mine_augsbert.json").is_file()
     # the table the run ends with, and the warnings the page says this tiny example gets
-    assert "results/mine_augsbert.json:\n\nmine_augsbert: test Spearman and Pearson × 100" in out
-    for model in ("lower_bound", "teacher", "student"):
+    assert "results/mine_augsbert.json:\n\nwarnings:\n  - the silver pool holds only " in out
+    assert "\n\nmine_augsbert: test Spearman and Pearson × 100 (seed 42)\n" in out
+    # the estimate before the first job (issue 50): the page's run prints it, one line per job and the total
+    estimate = out.index("augsbert: estimate for 6 job(s) on this CPU")
+    assert estimate < out.index("augsbert data --spec") and "\n  total " in out[estimate:]
+    for model in ("SBERT (lower bound)", "CBE (upper bound)", "AugSBERT"):  # the rows by their titles
         assert f"\n{model} " in out
     assert "augsbert: warning: the silver pool holds only " in out and "sentence(s) (below 100)" in out
     assert "augsbert: warning: only " in out and "silver pair(s) were drawn (below 100;" in out

@@ -346,6 +346,24 @@ def test_student_max_steps_is_keyed_only_when_set_and_replaces_epochs():
     assert keys(plan({"max_steps": 100, "epochs": 7}), "demo_cbe_distill")["student"] == stepped["student"]
 
 
+def test_teacher_max_steps_is_keyed_only_when_set_and_replaces_epochs():
+    """teacher.max_steps (issue 50: a cap for real-size data on a CPU), as student.max_steps: unset, no key changes;
+    set, `epochs` leaves the teacher's key, and what reads the teacher gets a new key with it."""
+    def plan(teacher=None):
+        return plan_shipped({"experiments": {"demo_cbe_distill": {"teacher": teacher or {}}}}, grids=False)
+
+    base_plan = plan()
+    base = keys(base_plan, "demo_cbe_distill")
+    assert "max_steps" not in base_plan.node(base["teacher"]).params
+    stepped_plan = plan({"max_steps": 40})
+    stepped = keys(stepped_plan, "demo_cbe_distill")
+    params = stepped_plan.node(stepped["teacher"]).params
+    assert params["max_steps"] == 40 and "epochs" not in params
+    assert stepped["teacher"] != base["teacher"] and stepped["student"] != base["student"]
+    assert stepped["lower_bound"] == base["lower_bound"]
+    assert keys(plan({"max_steps": 40, "epochs": 7}), "demo_cbe_distill")["teacher"] == stepped["teacher"]
+
+
 def test_inert_pretrain_options_leave_the_key():
     base = keys(plan_for(), "demo_simcse")["pretrained"]
     # simcse has no deletion noise, MLM term, auxiliary weight or CT negatives

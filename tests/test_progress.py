@@ -33,6 +33,18 @@ def test_the_line_names_stage_step_eta_and_log():
     assert job.line().endswith("step 2/4 (50 %), ETA 2:00:00 (log logs/teacher/lee.cbe-0123456789.log)")
     job.print()
     assert out.getvalue() == job.line() + "\n"
+    # after the last step the job's scoring is named, not a frozen "100 %, ETA 0:00" (issue 50 item 5)
+    import augsbert.scheduling.progress as progress_module
+
+    job.steps(4, 4)
+    progress_module._active = job
+    try:
+        progress_module.phase("scoring test (4,906 pairs)")
+        clock.now += 75.0
+        assert job.line() == ("augsbert: teacher lee.cbe-0123456789: scoring test (4,906 pairs), for 1:15 "
+                              "(log logs/teacher/lee.cbe-0123456789.log)")
+    finally:
+        progress_module._active = None
 
 
 def test_progress_is_printed_on_the_console_descriptor_every_period(tmp_path, monkeypatch):
@@ -72,6 +84,9 @@ def test_a_small_silver_pool_or_set_is_warned_about_with_the_count_and_why():
         "only 3 silver pair(s) were drawn (below 100; pool of 4 sentence(s), top_k 3, pairs already in the gold "
         "train split excluded): the students learn from almost no silver data"]
     assert small_silver(params, 325, 0, {"bm25": 300}) == []
+    assert small_silver(params, 180, 820, {"bm25": 500}) == [  # issue 50: a pool shrunk by 82 % is said too
+        "820 of the 1000 pool sentences (82 %) occur in dev/test pairs and were removed from the silver pool "
+        "(sampling.exclude_eval_sentences): the splits share many sentences"]
     none = type("P", (), {"pool": "train", "top_k": 3, "strategies": ["none"]})()
     assert small_silver(none, 325, 0, {"none": 300}) == []  # no sampling asked for: no silver to warn about
 
@@ -85,17 +100,32 @@ def test_the_table_a_run_ends_with(tmp_path, monkeypatch):
     (tmp_path / "results" / "tables").mkdir(parents=True)
     from augsbert.store.results_files import seal
 
-    (tmp_path / "results" / "e.json").write_text(json.dumps(seal({"experiment": "e", "seeds": [42, 43], "models": {
+    (tmp_path / "results" / "e.json").write_text(json.dumps(seal({"experiment": "e", "seeds": [42, 43],
+                                                                 "config": {"teacher": {"arch": "cbe"}}, "models": {
         "teacher": {"summary": {"spearman": {"mean": 43.91, "std": 0.66, "n": 2}, "pearson": {"mean": 53.66,
                                                                                              "std": 0.4, "n": 2}}},
         "zero_shot": {"summary": {"spearman": {"mean": 53.55, "std": None, "n": 1}}}}})))
     assert table_text("results/e.json") == (
         "e: test Spearman and Pearson × 100 (mean ± std over seeds 42, 43)\n"
-        "model          Spearman       Pearson\n"
-        "teacher    43.91 ± 0.66  53.66 ± 0.40\n"
-        "zero_shot         53.55             –")
+        "model                     Spearman       Pearson\n"  # the grid tables' row titles (issue 50 item 6)
+        "CBE (upper bound)     43.91 ± 0.66  53.66 ± 0.40\n"
+        "Zero-shot base model         53.55             –")
     (tmp_path / "results" / "tables" / "g.md").write_text("# g\n\n| a |\n\n## Experiments\n\n| long |\n")
     assert table_text("results/tables/g.md") == "# g\n\n| a |"
     out = io.StringIO()
     print_tables(["results/tables/g.md", "models/e/student", "results/tables/none.md"], out)
     assert out.getvalue() == "\nresults/tables/g.md:\n\n# g\n\n| a |\n\n"
+
+
+def test_the_lower_bound_is_named_by_its_role(tmp_path, monkeypatch):
+    """The lower bound runs as a `student` job: its progress lines say lower_bound (issue 50 item 6)."""
+    monkeypatch.chdir(tmp_path)
+    read, write = os.pipe()
+    job = progress.start("student", "artifacts/student/lee.be-1", env={progress.PROGRESS_FD_ENV: str(write)},
+                         label="lower_bound")
+    try:
+        assert job.line().startswith("augsbert: lower_bound lee.be-1: running for ")
+    finally:
+        progress.stop()
+        os.close(read)
+        os.close(write)

@@ -27,6 +27,18 @@ SPEC = {"grid": "g", "description": "a test grid", "metrics": ["spearman"], "col
                  {"label": "AugSBERT", "role": "student", "cells": {"a": "g.bm25.a", "b": "g.bm25.b"}}]}
 
 
+def test_one_seed_tables_show_no_spread(tmp_path):
+    """A grid of one seed and one experiment: no "± 0.00", no "over seeds 42", no "the 1 experiments"."""
+    doc = {"experiment": "g.bm25.a", "seeds": [42], "config_hash": "0123456789", "stages": {},
+           "models": {"lower_bound": model([60.0]), "student": model([70.0])}}
+    (tmp_path / "g.bm25.a.json").write_text(json.dumps(doc))
+    spec = {**SPEC, "columns": ["a"], "experiments": ["g.bm25.a"],
+            "rows": [{**row, "cells": {"a": "g.bm25.a"}} for row in SPEC["rows"]]}
+    text = tables.run(spec, tmp_path, tmp_path / "tables" / "g.md")
+    assert "| SBERT (lower bound) | 60.00 |" in text and "| AugSBERT | 70.00 |" in text and "±" not in text
+    assert "One seed (42): single runs, no spread;" in text and "of the experiment of this grid" in text
+
+
 def test_summarise_is_mean_and_sample_std():
     assert summarise([60.0, 64.0]) == {"mean": 62.0, "std": pytest.approx(2.8284, abs=1e-4), "n": 2}
     assert summarise([50.0, None]) == {"mean": 50.0, "std": 0.0, "n": 1}

@@ -220,6 +220,16 @@ def test_max_steps_trains_that_many_steps_and_scores_every_pass_and_the_last_ste
         training_args(train_params().replace(epochs=None), tmp_path, 1, "cpu", "auto", 32)
 
 
+@pytest.mark.parametrize("arch", ["ce", "cbe"])
+def test_a_teachers_max_steps_caps_its_training(arch, tiny_model, tmp_path):
+    """teacher.max_steps: a Cross-Encoder or Cross-Bi-Encoder teacher trains exactly that many steps (32 pairs at 16:
+    2 steps a pass, 3 steps of the 2 epochs' 4), scored after the pass and at the last step."""
+    train, dev = theme_pairs(32, 7), theme_pairs(16, 8)
+    result = fit(arch, tiny_model, train, dev, train_params(epochs=2, max_steps=3), tmp_path / "work", "cpu", "fp32")
+    assert result.metrics["steps"] == 3
+    assert [(h["epoch"], h["step"]) for h in result.metrics["dev_history"]] == [(1, 2), (2, 3)]
+
+
 def test_resume_state_of_another_configuration_is_discarded(tiny_model, tmp_path):
     train, dev = theme_pairs(32, 7), theme_pairs(16, 8)
     work = tmp_path / "work"

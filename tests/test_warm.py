@@ -1,7 +1,9 @@
 """augsbert.face.warm and augsbert.face.warm_server: commands run in forks of a warm server give what a plain start gives (output, streams, exit
-status, artifacts); signals reach the job, a dead command's job is ended; no server or another environment: a
-plain start."""
+status, artifacts); signals reach the job, a dead command's job is ended, as is a dead keeper's (and the command
+then runs plainly); no server or another environment: a plain start; one server per socket; Snakemake's thread
+variables applied in the fork; the former module path points at the new one."""
 
+import json
 import os
 import signal
 import subprocess
@@ -12,7 +14,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from augsbert.face.warm import SOCKET_ENV
+from augsbert.face.warm import SOCKET_ENV, THREAD_ENV
+from augsbert.scheduling.progress import PROGRESS_FD_ENV
 from conftest import REPO
 
 AUGSBERT = str(Path(sys.executable).with_name("augsbert"))
@@ -27,6 +30,14 @@ def main(argv=None):
     if argv and argv[0] == "sleep-for-test":
         open(argv[1], "w").write(str(os.getpid()))
         time.sleep(60)
+        return 0
+    if argv and argv[0] == "threads-for-test":  # the thread pools' sizes the job runs with
+        import json, threadpoolctl, torch
+        pools = {p["user_api"]: p["num_threads"] for p in threadpoolctl.threadpool_info()}
+        print(json.dumps({"torch": torch.get_num_threads(), **pools}))
+        return 0
+    if argv and argv[0] == "progress-for-test":  # a line on the progress console (descriptor AUGSBERT_PROGRESS_FD)
+        os.write(int(os.environ["AUGSBERT_PROGRESS_FD"]), b"progress line\\n")
         return 0
     if argv and argv[0] == "fail-for-test":  # an exit handler, then an uncaught error
         import atexit
@@ -43,12 +54,13 @@ def server(tmp_path_factory):
     (tmp / "warm_test_helper.py").write_text(HELPER)
     path = str(tmp / "warm.sock")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp), str(REPO / "src")]),
-           "AUGSBERT_WARM_PRELOAD": "augsbert.face.cli,warm_test_helper"}
-    env.pop(SOCKET_ENV, None)
+           "AUGSBERT_WARM_PRELOAD": "augsbert.face.cli,torch,threadpoolctl,warm_test_helper"}
+    for name in (SOCKET_ENV, PROGRESS_FD_ENV, *THREAD_ENV):  # as from a plain shell
+        env.pop(name, None)
     proc = subprocess.Popen([sys.executable, "-m", "augsbert.face.warm_server", path], env=env, stderr=subprocess.PIPE,
                             text=True)
     assert "serving" in proc.stderr.readline()
-    yield {"path": path, "env": env, "tmp": tmp}
+    yield {"path": path, "env": env, "tmp": tmp, "proc": proc}
     proc.terminate()
     proc.wait(timeout=30)
     assert not os.path.exists(path)  # the server removes its socket
@@ -123,8 +135,8 @@ def test_a_killed_command_takes_its_job_with_it(server, tmp_path):
 
 
 def test_no_server_or_another_environment_starts_plainly(server, tmp_path):
-    # another value of a variable read at import (here OMP_NUM_THREADS): refused, so a plain start (exit 2)
-    refused = command(server, "sleep-for-test", str(tmp_path / "x"), env={"OMP_NUM_THREADS": "7"})
+    # another value of a variable read at import (here HF_HUB_OFFLINE): refused, so a plain start (exit 2)
+    refused = command(server, "sleep-for-test", str(tmp_path / "x"), env={"HF_HUB_OFFLINE": "maybe"})
     assert refused.returncode == 2 and "invalid choice" in refused.stderr
     absent = command(server, "list", "experiments", env={SOCKET_ENV: str(tmp_path / "none.sock")}, cwd=REPO)
     assert absent.returncode == 0 and "demo_zeroshot" in absent.stdout
@@ -135,3 +147,84 @@ def test_an_uncaught_error_ends_as_in_a_plain_process(server, tmp_path):
     assert failed.returncode == 1
     assert "Traceback" in failed.stderr and "RuntimeError: a bug in a served command" in failed.stderr
     assert (tmp_path / "handler").read_text() == "exit handler ran"
+
+
+def test_snakemake_thread_variables_are_served_and_applied(server):
+    """F6: a server started from a plain shell serves a workflow job, whose environment Snakemake gives the job's
+    threads (shell.py: OMP_NUM_THREADS, MKL_NUM_THREADS, ... = threads); the fork sizes its pools by them."""
+    snakemake_env = {name: "1" for name in THREAD_ENV}
+    served = command(server, "threads-for-test", env=snakemake_env)
+    assert served.returncode == 0, served.stderr  # a plain start does not know the command (exit 2)
+    pools = json.loads(served.stdout)
+    assert pools["torch"] == 1 and pools.get("openmp", 1) == 1 and pools.get("blas", 1) == 1
+    two = json.loads(command(server, "threads-for-test", env={**snakemake_env, "OMP_NUM_THREADS": "2"}).stdout)
+    assert two["torch"] == 2
+
+
+def test_a_second_server_on_the_socket_says_so_and_exits(server):
+    """F5: the second server neither takes the socket nor, when it ends, removes the first one's."""
+    second = subprocess.run([sys.executable, "-m", "augsbert.face.warm_server", server["path"]], env=server["env"],
+                            capture_output=True, text=True, timeout=60)
+    assert second.returncode == 1
+    assert second.stderr.strip() == (f"augsbert.face.warm: error: another warm server (pid {server['proc'].pid}) "
+                                     f"serves {server['path']}; this one exits")
+    assert os.path.exists(server["path"])
+    assert command(server, "threads-for-test").returncode == 0  # the first one still serves
+
+
+def test_a_killed_keeper_takes_its_job_and_the_command_runs_plainly(server, tmp_path):
+    """F7: SIGKILL to the keeper (the server's fork that watches the job) ends the job too; the command then
+    starts plainly (here: the test command unknown to a plain start, exit 2) instead of failing the rule."""
+    proc, job = start_sleeper(server, tmp_path)
+    keeper = int(Path(f"/proc/{job}/stat").read_text().rpartition(")")[2].split()[1])
+    assert keeper not in (proc.pid, server["proc"].pid)
+    os.kill(keeper, signal.SIGKILL)
+    assert gone(job, 30)
+    assert proc.wait(timeout=30) == 2  # the plain start of `sleep-for-test` (argparse)
+
+
+def test_the_progress_console_reaches_the_served_job(server, tmp_path):
+    """Progress lines in warm mode: the console descriptor the rule keeps (`3>&2`) is handed over as well."""
+    env = {**server["env"], SOCKET_ENV: server["path"], PROGRESS_FD_ENV: "3"}
+    env.pop("AUGSBERT_WARM_PRELOAD")
+    console = tmp_path / "console"
+    done = subprocess.run(f"{AUGSBERT} progress-for-test 3>{console} >/dev/null 2>&1", shell=True, env=env)
+    assert done.returncode == 0 and console.read_text() == "progress line\n"
+
+
+def test_the_former_module_path_points_at_the_new_one():
+    """F1: `python -m augsbert.warm_server` (the docs' earlier name): one line and exit status 2."""
+    old = subprocess.run([sys.executable, "-m", "augsbert.warm_server", "x.sock"], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+    assert old.returncode == 2
+    assert old.stderr == ("augsbert: error: augsbert.warm_server moved: start the warm server with "
+                          "`python -m augsbert.face.warm_server SOCKET_PATH`\n")
+
+
+def test_which_runs_get_a_warm_server_and_its_start_and_stop(monkeypatch):
+    """Warm by default for a local run of two or more stage jobs (workflow/Snakefile onstart); the server the run
+    starts serves at a private socket and is stopped, its folder removed, when the run ends."""
+    from augsbert.face import warm
+
+    monkeypatch.delenv(SOCKET_ENV, raising=False)
+    monkeypatch.delenv(warm.WARM_ENV, raising=False)
+    assert warm.wanted(local=True, deployment=False, stage_jobs=2) is None
+    assert warm.wanted(local=False, deployment=False, stage_jobs=9) == "jobs run on a cluster"
+    assert warm.wanted(local=True, deployment=True, stage_jobs=9) == "jobs run in their own software environments"
+    assert warm.wanted(local=True, deployment=False, stage_jobs=1) == "1 stage job(s)"
+    monkeypatch.setenv(warm.WARM_ENV, "0")
+    assert warm.wanted(local=True, deployment=False, stage_jobs=9) == "AUGSBERT_WARM=0"
+    monkeypatch.delenv(warm.WARM_ENV)
+    monkeypatch.setenv("AUGSBERT_WARM_PRELOAD", "augsbert.face.cli")  # a quick server
+    path = warm.start_for_run()
+    try:
+        assert os.environ[SOCKET_ENV] == path and len(path.encode()) < 108
+        assert warm.wanted(local=True, deployment=False, stage_jobs=9).startswith(SOCKET_ENV)  # one per run
+        for _ in range(400):
+            if os.path.exists(path):
+                break
+            time.sleep(0.05)
+        assert oct(os.stat(os.path.dirname(path)).st_mode & 0o777) == "0o700" and os.path.exists(path)
+    finally:
+        warm.stop_for_run()
+    assert SOCKET_ENV not in os.environ and not os.path.exists(os.path.dirname(path))

@@ -9,12 +9,14 @@ is planned from that config and written to its usual artifact path.
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import json
 import logging
 import os
 import re
 import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -125,7 +127,9 @@ def _stage_command(sub, stage: Stage) -> None:
         # One writer per artifact for the whole job: taken before the runner reads an input or touches the
         # checkpoints or a partial directory, released after the artifact is in place and its checkpoints gone.
         if stage.device:  # a model job: its steps on the workflow's console (augsbert.scheduling.progress)
-            progress.start(stage.name, out)
+            # the lower bound is a `student` job without teacher labels: named by its role on the console
+            lower_bound = stage.name == "student" and "labels" not in (spec.get("inputs") or {})
+            progress.start(stage.name, out, label="lower_bound" if lower_bound else None)
         try:
             with writing(out), writer_lock(out, wait=args.wait_lock):
                 metrics = runner(spec, out, force=args.force, **kwargs)
@@ -288,14 +292,107 @@ def _plan_command(sub) -> None:
     p.add_argument("--config", nargs="+", action="extend", metavar="FILE", help=CONFIG_HELP)
     p.add_argument("--experiment", help="only this experiment")
     p.add_argument("--json", action="store_true", help="the experiments' specs as JSON (what collect-results reads)")
+    p.add_argument("--estimate", action="store_true", help="per job not yet built: its steps and an estimated time "
+                                                            "on this machine, and the total")
 
     def handler(args) -> None:
         plan = Plan(load_configs(args.config, lazy=True))
         names = [args.experiment] if args.experiment else sorted(plan.experiments)
         specs = {n: plan.experiment_spec(n) for n in names}
         print(json.dumps(specs, indent=2) if args.json else render_plan(specs))
+        if args.estimate:
+            print("\n" + print_estimate(plan, names))
 
     p.set_defaults(handler=handler)
+
+
+def _run_command(sub) -> None:
+    p = sub.add_parser(
+        "run", help="run the workflow for experiments or grids of your config file (builds the snakemake call)",
+        description="`augsbert run my.yaml NAME ...` runs `snakemake --cores N --configfile my.yaml -- TARGET ...` "
+                    "from the repository root: an experiment's target is results/<NAME>.json, a grid's "
+                    "results/tables/<NAME>.md (a path under results/ or models/ is taken as it is). Every name is "
+                    "checked first, so a mistake ends with one line.")
+    p.add_argument("configfile", help="your config YAML (merged over config/config.yaml, as --configfile)")
+    p.add_argument("names", nargs="+", metavar="NAME", help="experiment or grid of the config, or a target path")
+    p.add_argument("--cores", type=int, default=2, help="CPU cores for local jobs (default 2)")
+    p.add_argument("-n", "--dry-run", action="store_true", help="show the jobs and the estimate, run nothing")
+
+    def handler(args) -> int:
+        config = load_configs([args.configfile], lazy=True)
+        targets = [run_target(config, name) for name in args.names]
+        if args.dry_run:  # a real run prints it before its first job (workflow/Snakefile onstart)
+            experiments = [e for name in args.names for e in run_experiments(config, name)]
+            print(print_estimate(Plan(config), experiments), file=sys.stderr)
+        command = [sys.executable, "-m", "snakemake", "--cores", str(args.cores), "--configfile",
+                   args.configfile, *(["--dry-run"] if args.dry_run else []), "--", *targets]
+        print("augsbert: " + " ".join(["snakemake", *command[3:]]), file=sys.stderr, flush=True)
+        return run_snakemake(command)
+
+    p.set_defaults(handler=handler)
+
+
+FAILED_LOG = re.compile(r"^\s+log: (.+?) \(check log file\(s\) for error details\)$")
+
+
+def run_snakemake(command: list[str]) -> int:
+    """Run Snakemake, its console passed through; when it fails, the failed jobs' own error lines (the last
+    `augsbert ...: error:` line of each job's log) come last, below Snakemake's report."""
+    proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, errors="replace")
+    logs = []
+    for line in proc.stderr:
+        sys.stderr.write(line)
+        sys.stderr.flush()
+        found = FAILED_LOG.match(line.rstrip("\n"))
+        if found:
+            logs.extend(found.group(1).split(", "))
+    code = proc.wait()
+    for log_file in dict.fromkeys(logs) if code else ():
+        try:
+            lines = Path(log_file).read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        errors = [line for line in lines if line.startswith("augsbert") and ": error: " in line]
+        if errors:
+            print(f"augsbert: a job failed ({log_file}): {errors[-1]}", file=sys.stderr)
+    return code
+
+
+def print_estimate(plan: Plan, experiments: list[str]) -> str:
+    """The time estimate of the experiments' jobs whose artifacts are not built yet (augsbert.scheduling.estimate)."""
+    from ..scheduling.estimate import estimate_text
+
+    keys = []
+    for name in experiments:
+        for roles in plan.experiment_spec(name)["runs"].values():
+            keys += [run["key"] for run in roles.values() if not Path(run["path"]).is_dir() and run["key"] not in keys]
+    return estimate_text(plan, keys, experiments, plan.config["device"])
+
+
+def run_experiments(config: dict, name: str) -> list[str]:
+    """The experiments behind `augsbert run`'s NAME (a grid's cells; none for a path)."""
+    if name in (config.get("experiments") or {}):
+        return [name]
+    if name in (config.get("grids") or {}):
+        from ..config.grids import cells
+
+        return [cell.experiment for cell in cells(name, config["grids"][name])]
+    return []
+
+
+def run_target(config: dict, name: str) -> str:
+    """The Snakemake target of `augsbert run`'s NAME: an experiment's results file, a grid's table, or a path."""
+    if name.startswith(("results/", "models/")):
+        return name
+    if name in (config.get("experiments") or {}):
+        return f"results/{name}.json"
+    if name in (config.get("grids") or {}):
+        return f"results/tables/{name}.md"
+    known = [*(config.get("experiments") or {}), *(config.get("grids") or {})]
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+    raise ConfigError(f"'{name}' is no experiment or grid of the config" +
+                      (f" (did you mean {', '.join(map(repr, close))}?)" if close else
+                       " (augsbert list --config FILE: the names)"))
 
 
 def _list_command(sub) -> None:
@@ -400,6 +497,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Markdown table to write (default results/tables/<grid>.md; .csv and .png beside)", _render)
     table.add_argument("--results", default="results", help="directory holding results/<experiment>.json")
     _plan_command(sub)
+    _run_command(sub)
     _list_command(sub)
     add_export_command(sub)
     fetch = sub.add_parser("fetch", help="download every hub model and dataset an experiment needs into the local "

@@ -178,7 +178,11 @@ def training_facts(spec: dict, role: str, seed: int, node: dict, results: dict |
         rows.append(("training set by source", ", ".join(f"{k} {v}" for k, v in metrics["training_set"].items())))
         facts["training_set"] = metrics["training_set"]
     settings = {k: params[k] for k in SETTINGS if k in params}
-    rows.append(("training settings", ", ".join(f"{k} {_fmt(v)}" for k, v in settings.items())))
+    words = {k: _fmt(v) for k, v in settings.items()}
+    section = config.get("teacher" if role == "teacher" else "student") or {}
+    if "selection" in words and section.get("selection", "unset") is None:  # the recipe below says `null`
+        words["selection"] += " (what `selection: null` means here)"
+    rows.append(("training settings", ", ".join(f"{k} {v}" for k, v in words.items())))
     if metrics.get("best_epoch") is not None:
         rows.append(("chosen epoch", f"{metrics['best_epoch']} (dev Spearman {_fmt(metrics.get('dev_spearman'))})"))
     rows.append(("config hash", f"`{spec['config_hash']}` (artifact `{node['key']}`)"))
@@ -270,7 +274,10 @@ def _save_sentence_transformers(arch: str, source: Path, target: Path, title: st
     readme = target / "README.md"
     if not readme.is_file():  # the library logs its card error and skips the card: not an export we hand out
         raise RuntimeError(f"sentence-transformers wrote no model card for {source} (see its error above)")
-    readme.write_text(_insert_section(readme.read_text(encoding="utf-8"), section), encoding="utf-8")
+    text = _insert_section(readme.read_text(encoding="utf-8"), section)
+    if not model_id:  # a local folder: the library's usage snippet must not say it downloads from the hub
+        text = text.replace("# Download from the \U0001f917 Hub", "# Load the exported folder")
+    readme.write_text(text, encoding="utf-8")
     return model
 
 

@@ -15,31 +15,53 @@ terminates the job, so no job outlives its command.
 
 Plain start as the fallback: where no server answers at PATH (not started, gone, another machine), the
 command runs itself as before (also where the server refuses it, or closes before accepting it). Once the
-command has been accepted there is no second start: a keeper that vanishes without a status ends the command
-with exit status 1 and a message.
+command has been accepted, a keeper that vanishes without a status takes its job with it (the job ends with
+its keeper, `PR_SET_PDEATHSIG`); the command waits for the job to be gone, says so in one line and runs itself
+plainly, so a killed warm process costs no result. A job still alive after KILL_GRACE_S: exit status 1 and a
+message (never two jobs writing one artifact).
+
+One server per socket: the server holds `PATH.lock` while it serves; a second one started at the same PATH
+says so and exits with status 1 (it never takes the first one's socket).
 
 What a fork cannot take from the command: environment variables that a library reads while it is imported
-(e.g. `HF_HUB_OFFLINE`, `OMP_NUM_THREADS`) keep the server's values, and the server serves only commands whose
-values of WARM_FIXED_ENV equal its own (the others start plainly). Start the server with the environment the
-run's jobs get (benchmarks/bench_headline.py --warm does).
+(e.g. `HF_HUB_OFFLINE`) keep the server's values, and the server serves only commands whose values of
+WARM_FIXED_ENV equal its own (the others start plainly). The thread variables Snakemake sets for each job
+(THREAD_ENV: OMP_NUM_THREADS = the job's threads, ...) are applied again in the fork (threadpoolctl and
+`torch.set_num_threads`), so a server started from a plain shell serves a workflow's jobs.
+
+Warm by default in a local workflow run (start_for_run / stop_for_run, called by workflow/Snakefile's hooks):
+docs/performance.md, "Warm job starts".
 """
 
 from __future__ import annotations
 
 import array
+import atexit
 import json
 import os
+import shutil
 import signal
 import socket
 import struct
+import subprocess
 import sys
+import tempfile
+import time
 
 from ..scheduling.progress import PROGRESS_FD_ENV
 
 SOCKET_ENV = "AUGSBERT_WARM_SOCKET"
 # read while libraries are imported: a command whose values differ is not served (it starts plainly)
-WARM_FIXED_ENV = ("HF_HOME", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_CACHE", "OMP_NUM_THREADS",
-                  "MKL_NUM_THREADS", "PYTHONHASHSEED", "PYTHONPATH")
+WARM_FIXED_ENV = ("HF_HOME", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_CACHE", "PYTHONHASHSEED", "PYTHONPATH")
+# set by Snakemake per job (its threads): applied again in the job's fork (augsbert.face.warm_server.thread_limits)
+THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS",
+              "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
+KILL_GRACE_S = 30.0  # how long a command waits for the job of a lost keeper to end (a loaded machine)
+
+
+def lock_path(path: str) -> str:
+    """The file a warm server serving the socket `path` holds locked (one server per socket)."""
+    return path + ".lock"
 
 
 def send_line(conn: socket.socket, message: dict) -> None:
@@ -75,10 +97,14 @@ def run(argv: list[str], path: str | None = None) -> int | None:
         if uid != os.getuid():
             conn.close()
             return None
-        # the progress lines' descriptor (augsbert.scheduling.progress) is not among the streams handed over
-        env = {k: v for k, v in os.environ.items() if k not in (SOCKET_ENV, PROGRESS_FD_ENV)}
+        # the console of the progress lines (augsbert.scheduling.progress), where the command has it open, is
+        # handed over as a fourth stream
+        fds, progress = [0, 1, 2], os.environ.get(PROGRESS_FD_ENV, "")
+        if progress.isdigit() and _is_open(int(progress)):
+            fds.append(int(progress))
+        env = {k: v for k, v in os.environ.items() if k != SOCKET_ENV and (k != PROGRESS_FD_ENV or len(fds) == 4)}
         request = (json.dumps({"argv": argv, "cwd": os.getcwd(), "env": env}) + "\n").encode()
-        conn.sendmsg([request], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [0, 1, 2]))])
+        conn.sendmsg([request], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
         replies = read_lines(conn)
         first = next(replies, None)
     except OSError:
@@ -91,11 +117,11 @@ def run(argv: list[str], path: str | None = None) -> int | None:
         pid = (next(replies, None) or {}).get("pid")
     except OSError:
         pid = None
-    if pid is None:
+    if pid is None:  # the keeper died before it reported a job: none runs (it waits for that report)
         conn.close()
-        print(f"augsbert: error: the warm server at {path} accepted the command but reported no job",
-              file=sys.stderr)
-        return 1
+        print(f"augsbert: warning: the warm server at {path} lost the command before it started it; running it "
+              "in a plain start", file=sys.stderr, flush=True)
+        return None
 
     def forward(signum, frame):
         try:
@@ -115,9 +141,99 @@ def run(argv: list[str], path: str | None = None) -> int | None:
         for s, handler in previous.items():
             signal.signal(s, handler)
         conn.close()
-    if status is None:
+    if status is None:  # the keeper died: its job ends with it (warm_server._die_with); then a plain start
+        if _ended(pid, KILL_GRACE_S):
+            print(f"augsbert: warning: the warm server at {path} lost job {pid}; running the command again in "
+                  "a plain start", file=sys.stderr, flush=True)
+            return None
         print(f"augsbert: error: the warm server at {path} lost job {pid} before it reported an exit status",
               file=sys.stderr)
         return 1
     code = status["returncode"]
     return 128 - code if code < 0 else code  # killed by signal N: 128 + N, as a shell reports it
+
+
+def _is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
+def _ended(pid: int, within: float) -> bool:
+    """Whether process `pid` is gone (or a zombie nobody reaped yet) within `within` seconds."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                if stat.read().rpartition(")")[2].split()[0] in ("Z", "X"):
+                    return True
+        except FileNotFoundError:
+            return True
+        except OSError:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return True
+            except PermissionError:
+                pass
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+
+
+# ---- warm by default in a local workflow run -----------------------------------------------------------------
+
+WARM_ENV = "AUGSBERT_WARM"  # 0: no warm server for the run (every job starts plainly)
+MIN_JOBS = 2  # a run of fewer stage jobs gains nothing from a server (it would import the libraries once more)
+_started: dict = {}
+
+
+def wanted(local: bool, deployment: bool, stage_jobs: int) -> str | None:
+    """Why a run gets no warm server (None: it gets one): a cluster's jobs run elsewhere, a conda / container
+    job runs another environment's `augsbert`, AUGSBERT_WARM=0, a server given already, too few stage jobs."""
+    if os.environ.get(WARM_ENV, "1") == "0":
+        return f"{WARM_ENV}=0"
+    if os.environ.get(SOCKET_ENV):
+        return f"{SOCKET_ENV} is set (that server serves the jobs)"
+    if not local:
+        return "jobs run on a cluster"
+    if deployment:
+        return "jobs run in their own software environments"
+    if stage_jobs < MIN_JOBS:
+        return f"{stage_jobs} stage job(s)"
+    return None
+
+
+def start_for_run() -> str:
+    """Start a warm server for this run's jobs (a private folder under the system's temporary one: a socket path
+    has at most 107 bytes) and point the jobs at it (AUGSBERT_WARM_SOCKET). Returns at once: until the server has
+    imported its libraries, jobs find no socket and start plainly; a server that fails costs nothing either.
+    The server ends with the run (stop_for_run) or with the process that started it."""
+    folder = tempfile.mkdtemp(prefix="augsbert-warm-")
+    path = os.path.join(folder, "warm.sock")
+    log = open(os.path.join(folder, "server.log"), "wb")
+    env = {k: v for k, v in os.environ.items() if k != PROGRESS_FD_ENV}
+    proc = subprocess.Popen([sys.executable, "-m", "augsbert.face.warm_server", path], env=env,
+                            stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+    log.close()
+    _started.update(proc=proc, folder=folder)
+    os.environ[SOCKET_ENV] = path
+    atexit.register(stop_for_run)  # a run ended without its hooks (an interrupt)
+    return path
+
+
+def stop_for_run() -> None:
+    """Stop the server start_for_run started (no-op otherwise) and remove its folder."""
+    proc, folder = _started.pop("proc", None), _started.pop("folder", None)
+    if proc is None:
+        return
+    os.environ.pop(SOCKET_ENV, None)
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    shutil.rmtree(folder, ignore_errors=True)

@@ -171,10 +171,11 @@ def _finish(tmp: Path, params: CandidatesParams, pool: list[str], removed: int, 
     gold = gold_keys(pool, zip(train["sentence1"], train["sentence2"]))
     counts, excluded = write_candidates(tmp / "candidates.parquet", pool, params.strategies, pass_rows,
                                         target_pairs_of(data, train), gold)
+    found = small_silver(params, len(pool), removed, counts)
     metrics = {"pool_sentences": len(pool), "eval_sentences_removed_from_pool": removed,
-               "candidates": counts, "excluded": excluded, "device": device}
+               "candidates": counts, "excluded": excluded, "device": device, "warnings": found}
     write_json(tmp / "metrics.json", metrics)
-    for message in small_silver(params, len(pool), removed, counts):
+    for message in found:
         warn(message)
     return metrics
 
@@ -183,6 +184,7 @@ def _finish(tmp: Path, params: CandidatesParams, pool: list[str], removed: int, 
 # the counts are otherwise only in the candidates log (docs/guide/own-data.md, "The silver pool")
 SMALL_POOL = 100  # sentences
 SMALL_SILVER = 100  # candidate pairs of the sampling strategies together
+SHRUNK = 0.5  # a pool that lost this share of its sentences to the dev/test exclusion: said as well
 
 
 def small_silver(params: CandidatesParams, pool: int, removed: int, counts: dict[str, int]) -> list[str]:
@@ -191,6 +193,10 @@ def small_silver(params: CandidatesParams, pool: int, removed: int, counts: dict
     why = (f"{removed} sentence(s) of dev/test pairs were removed from it (sampling.exclude_eval_sentences: no test "
            "sentence is trained on; a random split shares sentences across splits)" if removed else
            f"sampling.pool is {params.pool}")
+    if removed and removed >= SHRUNK * (pool + removed) and pool >= SMALL_POOL:  # (a small pool says why)
+        found.append(f"{removed} of the {pool + removed} pool sentences ({100 * removed // (pool + removed)} %) occur in "
+                     "dev/test pairs and were removed from the silver pool (sampling.exclude_eval_sentences): the "
+                     "splits share many sentences")
     if pool < SMALL_POOL:
         found.append(f"the silver pool holds only {pool} sentence(s) (below {SMALL_POOL}): {why}; add unlabeled "
                      "text (the dataset's `unlabeled` file, sampling.pool: train+unlabeled) for more silver pairs")

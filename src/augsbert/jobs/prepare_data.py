@@ -15,6 +15,7 @@ from ..stages.data import DataParams
 from ..data.pool import pool_too_small, target_pool
 from ..data.topic_corpora import read_topic_corpus
 from ..data.beir import write_beir
+from ..scheduling.progress import warn
 from .job_inputs import raw_stamps, read_unchanged
 
 log = logging.getLogger(__name__)
@@ -65,9 +66,10 @@ def run(spec: dict, out: str | Path, force: bool = False) -> dict:
                 raise DataError(f"dataset '{name}': the {split} split is empty"
                                 + (f" after skipping {len(report.issues)} bad row(s)" if report.issues else ""))
         dev = prepared.splits.get("dev")
+        found = []  # data-quality warnings: on the console during the run, in metrics.json for the results file
         if prepared.splits and (dev is None or len(dev) < 2):
-            log.warning("%s: no usable dev split: training stages will keep the last epoch and cannot "
-                        "optimise seeds", name)
+            found.append(f"{name}: no usable dev split: training stages will keep the last epoch and cannot "
+                         "optimise seeds")
         for split, table in prepared.splits.items():
             write_table(table, tmp / f"{split}.parquet")
         if prepared.unlabeled is not None:
@@ -91,11 +93,13 @@ def run(spec: dict, out: str | Path, force: bool = False) -> dict:
         }
         for split, n in sizes.items():
             log.info("%s: %s = %d rows", name, split, n)
-        for split, n in duplicates["within_split"].items():
-            if n:
-                log.warning("%s: %d duplicate pair(s) inside %s (kept)", name, n, split)
-        for pair, n in duplicates["across_splits"].items():
-            if n:
-                log.warning("%s: %d pair(s) occur in both %s", name, n, pair)
+        found += [f"{name}: {n} duplicate pair(s) inside {split} (kept)"
+                  for split, n in duplicates["within_split"].items() if n]
+        found += [f"{name}: {n} pair(s) occur in both {pair} (a test pair seen in training inflates its score)"
+                  if "test" in pair else f"{name}: {n} pair(s) occur in both {pair}"
+                  for pair, n in duplicates["across_splits"].items() if n]
+        metrics["warnings"] = found
+        for message in found:
+            warn(message)
         write_json(tmp / "metrics.json", metrics)
     return metrics

@@ -140,12 +140,14 @@ def _results(spec: dict) -> dict:
     silver: dict[str, dict] = {}
     hub_models: dict[str, str] = {}
     sources: dict[str, dict[str, str]] = {}
+    warnings: list[str] = []  # the data-quality and silver-pool warnings of the artifacts read, once each
     for seed, roles in spec["runs"].items():
         for role, node in roles.items():
             metrics = read_json(_checked(node, role, sources) / "metrics.json")
             stages[node["key"]] = {"stage": node["stage"], "path": node["path"],
                                    "wall_time_s": metrics.get("wall_time_s"), "device": metrics.get("device")}
             hub_models.update(metrics.get("resolved_models") or {})
+            warnings.extend(w for w in metrics.get("warnings") or () if isinstance(w, str) and w not in warnings)
             if role == "labels":  # the labelling stage's statistics, under any stage that refines its labels
                 labelling = _checked({"path": str(labelling_artifact(Path(node["path"])))}, role, sources)
                 silver[seed] = read_json(labelling / "sampling_stats.json")
@@ -171,6 +173,7 @@ def _results(spec: dict) -> dict:
                 paths.setdefault(model_role, {}).setdefault(seed, {})["suite"] = node["path"]
     data_node = next(iter(spec["runs"].values()))["data"]
     data_metrics = read_json(_checked(data_node, "data", sources) / "metrics.json")
+    warnings = [*(w for w in data_metrics.get("warnings") or () if w not in warnings), *warnings]
     devices = {s["device"] for s in stages.values()} - {None}
     models = {role: _model_entry(role, per_role[role], skipped.get(role, {}), paths.get(role, {}))
               for role in sorted(per_role, key=role_order) if role_description(role)}
@@ -187,6 +190,7 @@ def _results(spec: dict) -> dict:
         "models": models,
         "data": {"sizes": data_metrics["sizes"], "skipped_rows": data_metrics["skipped_rows"]["total"]},
         "silver": silver,
+        "warnings": warnings,
         "stages": stages,
         "wall_time_s": {"stages_total": round(sum(s["wall_time_s"] or 0 for s in stages.values()), 3),
                         "per_stage": _per_stage_times(stages)},

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..scheduling import progress
 from ..training import distributed
 from ..store.artifacts import artifact_dir, write_json
 from ..data import DataError, read_pairs
@@ -65,6 +66,7 @@ def _train_and_save(arch: str, spec: dict, params: PairTrainingParams, train: pd
         return {}
     with artifact_dir(out, spec, force, checkpoints=work) as tmp:
         result = fit(arch, base, train, dev, params, work, device, precision())
+        progress.phase(f"scoring test ({len(tested):,} pairs)")
         test_metrics, predicted = evaluate(arch, result.model, tested, params)
         log.info("%s: test spearman %.2f  pearson %.2f", arch, test_metrics["spearman"], test_metrics["pearson"])
         save_model(arch, result.model, tmp / "model")

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..store.artifacts import DamagedArtifactError
 from ..store.results_files import check_results
+from .layout import numbered_title, row_label, table_rows
 
 PRINT_ENV = "AUGSBERT_PRINT_TABLES"  # "0": the run prints no table at its end (the Makefile prints it itself)
 
@@ -26,6 +27,13 @@ def _cell(stats: dict | None) -> str:
     return f"{stats['mean']:.2f}" + (f" ± {std:.2f}" if std is not None and stats.get("n", 1) > 1 else "")
 
 
+def human_name(role: str, arch: str) -> str:
+    """A results file's model role as the grid tables title it ("SBERT (lower bound)", "CBE (upper bound)")."""
+    if role in table_rows() or numbered_title(role, arch):
+        return row_label(role, arch, [])
+    return role
+
+
 def results_table(path: Path) -> str:
     """The models' lines of results file `path`; the one line saying why, for a file not as collected
     (augsbert.store.results_files: an edited results file is not shown as measured)."""
@@ -35,14 +43,18 @@ def results_table(path: Path) -> str:
     except DamagedArtifactError as err:
         return str(err)
     rows = [("model", "Spearman", "Pearson")]
+    arch = str(((doc.get("config") or {}).get("teacher") or {}).get("arch") or "").upper()
     for name, model in doc.get("models", {}).items():
         summary = model.get("summary", {})
-        rows.append((name, _cell(summary.get("spearman")), _cell(summary.get("pearson"))))
+        rows.append((human_name(name, arch), _cell(summary.get("spearman")), _cell(summary.get("pearson"))))
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
-    seeds = ", ".join(map(str, doc.get("seeds", [])))
-    return (f"{doc.get('experiment', path.stem)}: test Spearman and Pearson × 100 (mean ± std over seeds {seeds})\n"
-            + "\n".join(lines))
+    seeds = doc.get("seeds", [])
+    over = (f"seed {seeds[0]}" if len(seeds) == 1 else
+            f"mean ± std over seeds {', '.join(map(str, seeds))}")
+    warnings = "".join(f"  - {w}\n" for w in doc.get("warnings") or ())
+    return ((f"warnings:\n{warnings}\n" if warnings else "")
+            + f"{doc.get('experiment', path.stem)}: test Spearman and Pearson × 100 ({over})\n" + "\n".join(lines))
 
 
 def table_text(path: str | Path) -> str | None:

@@ -45,6 +45,8 @@ class Progress:
         self.first_step = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.phase: str | None = None  # what the job does after its trainer, e.g. "scoring test (4,906 pairs)"
+        self.phase_started = 0.0
 
     def steps(self, step: int, total: int) -> None:
         """The trainer reached `step` of `total` (a new trainer, or a restart, begins a new ETA)."""
@@ -54,7 +56,9 @@ class Progress:
 
     def line(self) -> str:
         now = self.clock()
-        if self.total:
+        if self.phase:  # past the last step: no frozen "100 %, ETA 0:00" while the job scores its splits
+            what = f"{self.phase}, for {_clock(now - self.phase_started)}"
+        elif self.total:
             done = self.step - self.first_step
             eta = (f"ETA {_clock((now - self.first_step_at) / done * (self.total - self.step))}" if done > 0
                    else "ETA after the first step")
@@ -93,8 +97,9 @@ def log_path(stage: str, out: str) -> str | None:
     return str(log) if log.exists() else None
 
 
-def start(stage: str, out: str, env=None) -> Progress | None:
-    """Start printing the progress of the job writing `out` to the console descriptor, if the workflow gave one."""
+def start(stage: str, out: str, env=None, label: str | None = None) -> Progress | None:
+    """Start printing the progress of the job writing `out` to the console descriptor, if the workflow gave one;
+    `label` names the job where its stage does not (the lower bound, a `student` job)."""
     global _active
     env = os.environ if env is None else env
     fd = env.get(PROGRESS_FD_ENV)
@@ -104,8 +109,14 @@ def start(stage: str, out: str, env=None) -> Progress | None:
         stream = os.fdopen(os.dup(int(fd)), "w", buffering=1)  # a copy: closing it leaves the descriptor alone
     except OSError:  # not open in this process (a job started another way)
         return None
-    _active = Progress(f"{stage} {Path(out).name}", log_path(stage, out), stream).start()
+    _active = Progress(f"{label or stage} {Path(out).name}", log_path(stage, out), stream).start()
     return _active
+
+
+def phase(text: str) -> None:
+    """The job's step after training (e.g. `scoring test (4,906 pairs)`), shown instead of the trainer's last step."""
+    if _active is not None:
+        _active.phase, _active.phase_started = text, _active.clock()
 
 
 def stop() -> None:

@@ -9,6 +9,7 @@ this workflow knows) or `DEFAULT_SIZE` for a dataset of your own.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 # train pairs and unlabeled sentences of the corpora config/config.yaml defines (docs/guide/data.md)
@@ -20,6 +21,9 @@ DATASET_SIZES = {
     "spanish_sts": {"train": 1400, "unlabeled": 0},
 }
 DEFAULT_SIZE = {"train": 10000, "unlabeled": 0}  # a dataset of your own, before its data job has run
+# dev and test pairs of the same corpora (the time estimate scores them; augsbert.scheduling.estimate)
+EVAL_SIZES = {"lee": {"dev": 45, "test": 105}, "stsb": {"dev": 1500, "test": 1379}}
+COUNT_LIMIT_BYTES = 256 * 2**20  # files counted line by line while planning; a larger one: DEFAULT_SIZE
 
 
 def _read_json(path: Path) -> dict | None:
@@ -35,7 +39,57 @@ def data_sizes(node) -> dict[str, int]:
     if metrics and isinstance(metrics.get("sizes"), dict):
         sizes = metrics["sizes"]
         return {"train": int(sizes.get("train") or 0), "unlabeled": int(sizes.get("unlabeled") or 0)}
+    if node.params.get("dataset") not in DATASET_SIZES:  # a dataset of your own: its files' rows where countable
+        counted = counted_sizes(node)
+        if counted:
+            return {"train": counted["train"], "unlabeled": counted["unlabeled"]}
     return dict(DATASET_SIZES.get(node.params.get("dataset"), DEFAULT_SIZE))
+
+
+def _lines(path: Path) -> int | None:
+    try:
+        if path.stat().st_size > COUNT_LIMIT_BYTES or path.suffix in (".parquet", ".gz"):
+            return None
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    return data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
+
+
+def counted_sizes(node) -> dict[str, int] | None:
+    """The rows of a `pairs_file` dataset's files (lines, less the header), before its data job has run: what a
+    dataset of your own holds. None for another loader or a file that cannot be counted cheaply."""
+    settings = node.settings
+    if settings.get("loader") != "pairs_file":
+        return None
+    base = Path(settings.get("data_dir") or ".")
+    sizes = {}
+    for split in ("train", "dev", "test", "unlabeled"):
+        if not settings.get(split):
+            sizes[split] = 0
+            continue
+        path = Path(os.path.expanduser(settings[split]))
+        lines = _lines(path if path.is_absolute() else base / path)
+        if lines is None:
+            return None
+        header = split != "unlabeled" and settings.get("header", True) and path.suffix.lower() in (".csv", ".tsv")
+        sizes[split] = max(0, lines - (1 if header else 0))
+    return sizes
+
+
+def split_sizes(node) -> dict[str, int]:
+    """Train, dev, test pairs and unlabeled sentences of a data node: its artifact's counts, else the files' rows
+    (counted_sizes), else the known corpora's sizes, else DEFAULT_SIZE with dev and test a tenth of it."""
+    metrics = _read_json(Path(node.path) / "metrics.json")
+    if metrics and isinstance(metrics.get("sizes"), dict):
+        return {k: int(metrics["sizes"].get(k) or 0) for k in ("train", "dev", "test", "unlabeled")}
+    counted = counted_sizes(node)
+    if counted:
+        return counted
+    known = DATASET_SIZES.get(node.params.get("dataset"), DEFAULT_SIZE)
+    guess = {"dev": known["train"] // 10, "test": known["train"] // 10}
+    return {**known, **EVAL_SIZES.get(node.params.get("dataset"), guess)}
 
 
 def dataset_items(node) -> int:

@@ -25,6 +25,7 @@ class TeacherParams(PairTrainingParams):
     which must not see a gold label); a teacher with a `labels` input learns those scores, not the gold.
     """
 
+    epochs: int | None = None  # None with `max_steps` (a step budget): the planner leaves `epochs` out
     arch: Literal["ce", "cbe"]
     symmetric: bool
     loss: Literal["bce", "mse"] | None = None
@@ -53,6 +54,10 @@ def teacher(graph: Graph, exp: dict, dataset: str, seed: int, inputs: dict[str, 
     options.pop("base")  # the start point is the `init` input (pretrained) or `model`
     if options["freeze_embeddings"] is None:  # thesis 5.4.3: freeze when starting from an adapted checkpoint
         options["freeze_embeddings"] = from_adapted(inputs)
+    if options.get("max_steps") is None:  # unset: `epochs` decides, and keys planned before the option stay
+        options.pop("max_steps", None)
+    else:  # a step budget: the number of epochs does not enter
+        options.pop("epochs")
     if options["arch"] == "cbe":  # Cross-Encoder-only options must not change a CBE's key
         options.pop("loss")
         options.pop("activation")
