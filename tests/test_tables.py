@@ -31,7 +31,7 @@ def test_one_seed_tables_show_no_spread(tmp_path):
     """A grid of one seed and one experiment: no "± 0.00", no "over seeds 42", no "the 1 experiments"."""
     doc = {"experiment": "g.bm25.a", "seeds": [42], "config_hash": "0123456789", "stages": {},
            "models": {"lower_bound": model([60.0]), "student": model([70.0])}}
-    (tmp_path / "g.bm25.a.json").write_text(json.dumps(doc))
+    (tmp_path / "g.bm25.a.json").write_text(json.dumps(seal(doc)))
     spec = {**SPEC, "columns": ["a"], "experiments": ["g.bm25.a"],
             "rows": [{**row, "cells": {"a": "g.bm25.a"}} for row in SPEC["rows"]]}
     text = tables.run(spec, tmp_path, tmp_path / "tables" / "g.md")
