@@ -275,6 +275,31 @@ def test_c8_a_yaml_error_in_a_configfile_names_file_line_and_column(tmp_path):
                                 "(while parsing a flow sequence at line 2, column 6)\n"), proc.stderr
 
 
+@pytest.mark.workflow
+def test_a_target_after_configfile_without_the_separator_is_one_line(tmp_path):
+    """Issue 50 item 3: `snakemake --configfile my.yaml results/x.json` (no `--`) with x.json not yet present ended
+    in a 27-line traceback (FileNotFoundError: 'results/x.json'); now one line and exit 2, present or not."""
+    from augsbert.config.load import looks_like_target
+    from workflow_helpers import checkout, keep_experiments, snakemake
+
+    assert looks_like_target("results/x.json") and looks_like_target("results/tables/g.md")
+    assert not looks_like_target("my.yaml") and not looks_like_target("config/results.yaml")
+    project = checkout(tmp_path / "p")
+    keep_experiments(project, "demo_zeroshot")
+    (project / "my.yaml").write_text("seeds: [42]\n")
+    for present in (False, True):
+        if present:
+            (project / "results").mkdir()
+            (project / "results" / "demo_zeroshot.json").write_text("{}")
+        proc = snakemake(project, "-n", "--configfile", "my.yaml", "results/demo_zeroshot.json")
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert proc.stderr.endswith(
+            "augsbert: error: results/demo_zeroshot.json follows --configfile, so Snakemake reads it as a config "
+            "file: put -- before the targets (snakemake --cores 2 --configfile my.yaml -- results/demo_zeroshot.json)"
+            ", or run augsbert run my.yaml NAME\n"), proc.stderr
+        assert "Traceback" not in proc.stderr
+
+
 def test_b3_a_read_only_stage_folder_is_found_before_planning(tmp_path, monkeypatch):
     """A read-only artifacts/<stage>/ ended in an OSError from Snakemake's remove_existing_output."""
     from augsbert.store.artifacts import OutputWriteError, check_writable
