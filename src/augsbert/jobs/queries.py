@@ -25,6 +25,7 @@ import pandas as pd
 from ..store.artifacts import artifact_dir, write_json
 from ..data import DataError
 from ..data.beir import BeirData, write_beir
+from ..data.pool import target_pool
 from ..models import resolve_device
 from ..params import read_params
 from ..stages.queries import INVERSE_CLOZE, QueriesParams
@@ -36,15 +37,19 @@ GPL_TOTAL = 250_000  # GPL's automatic sizing: about 250K generated queries in a
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
-def target_corpus(data_dir: str | Path) -> pd.DataFrame:
-    """Passages (`id`, `title`, `text`, `passage`): a BEIR dataset's corpus, else the unlabeled corpus."""
+def target_corpus(data_dir: str | Path, source: str = "corpus") -> pd.DataFrame:
+    """Passages (`id`, `title`, `text`, `passage`): a BEIR dataset's corpus, else the unlabeled corpus;
+    `sentences`: the distinct sentences of the train split (their scores unused), dev and test sentences left out."""
     data_dir = Path(data_dir)
-    if (data_dir / "beir" / "corpus.parquet").is_file():
+    if source == "sentences":
+        texts = target_pool(data_dir, "train", exclude_eval=True, option="queries.source")[0]
+    elif (data_dir / "beir" / "corpus.parquet").is_file():
         return pd.read_parquet(data_dir / "beir" / "corpus.parquet")
-    if not (data_dir / "unlabeled.parquet").is_file():
+    elif not (data_dir / "unlabeled.parquet").is_file():
         raise DataError(f"{data_dir}: the dataset has no corpus to generate queries for (a BEIR corpus or an "
                         "unlabeled corpus: `unlabeled`, a text_file dataset)")
-    texts = pd.read_parquet(data_dir / "unlabeled.parquet")["text"].drop_duplicates().tolist()
+    else:
+        texts = pd.read_parquet(data_dir / "unlabeled.parquet")["text"].drop_duplicates().tolist()
     return pd.DataFrame({"id": [f"p{i}" for i in range(len(texts))], "title": "", "text": texts, "passage": texts})
 
 
@@ -109,9 +114,28 @@ def generate(params: QueriesParams, passages: list[str], per_passage: int, devic
     return out
 
 
+def passage_queries(passage_ids, texts: list[list[str]]) -> tuple[list[tuple[str, str, str]], int, int]:
+    """(query id, text, passage id) of each passage's distinct non-empty texts (whitespace collapsed), as
+    BEIR's QueryGenerator keeps them (a set per passage, beir/generation/generate.py), first occurrence
+    first; and the counts of empty and of repeated texts dropped."""
+    rows, empty, duplicates = [], 0, 0
+    for pid, generated in zip(passage_ids, texts):
+        seen = set()
+        for k, text in enumerate(generated):
+            text = " ".join(text.split())
+            if not text:
+                empty += 1
+            elif text in seen:
+                duplicates += 1
+            else:
+                seen.add(text)
+                rows.append((f"{pid}-q{k}", text, pid))
+    return rows, empty, duplicates
+
+
 def run(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
     params, inputs = read_params(QueriesParams, spec), spec["inputs"]
-    corpus = target_corpus(inputs["data"])
+    corpus = target_corpus(inputs["data"], params.source)
     if corpus.empty:
         raise DataError(f"{inputs['data']}: the corpus is empty")
     per_passage, used = sizing(len(corpus), params.queries_per_passage, params.total)
@@ -125,21 +149,16 @@ def run(spec: dict, out: str | Path, device: str | None = None, force: bool = Fa
         log.info("queries: %s (%s) writes %d per passage for %d of %d passages", params.generator, params.mode,
                  per_passage, len(sources), len(corpus))
         texts = generate(params, sources["passage"].tolist(), per_passage, device)
-        rows, empty = [], 0
-        for pid, generated in zip(sources["id"], texts):
-            for k, text in enumerate(generated):
-                text = " ".join(text.split())
-                if text:
-                    rows.append((f"{pid}-q{k}", text, pid))
-                else:
-                    empty += 1
+        rows, empty, duplicates = passage_queries(sources["id"], texts)
         if not rows:
             raise DataError(f"queries: {params.generator} generated no non-empty text")
         queries = pd.DataFrame({"id": [r[0] for r in rows], "text": [r[1] for r in rows]})
         qrels = pd.DataFrame({"query_id": queries["id"], "corpus_id": [r[2] for r in rows], "score": 1})
-        write_beir(BeirData(corpus, queries, {"train": qrels.astype({"score": "int64"})}), tmp / "beir")
+        # GPL's `new_size -1`: a resized corpus is the one mined and labelled (gpl/train.py, toolkit/resize.py)
+        write_beir(BeirData(sources, queries, {"train": qrels.astype({"score": "int64"})}), tmp / "beir")
         metrics = {"device": device, "generator": params.generator, "mode": params.mode,
                    "queries_per_passage": per_passage, "passages": len(sources), "corpus": len(corpus),
-                   "queries": len(queries), "empty_dropped": empty}
+                   "queries": len(queries), "empty_dropped": empty, "duplicates_dropped": duplicates,
+                   "mined_corpus": len(sources)}
         write_json(tmp / "metrics.json", metrics)
     return metrics

@@ -158,10 +158,11 @@ def candidates_and_positives(block_scores: ScoreBlock, n_queries: int, n_corpus:
 
 
 def mine(pairs: Sequence[tuple[str, str]], corpus: Sequence[str], retrievers: dict[str, ScoreBlock | Callable],
-         rule: Rule, rescore: Rescore | None = None) -> dict:
+         rule: Rule, rescore: Rescore | None = None, union: bool = False) -> dict:
     """Negatives of every (query, positive) pair. `retrievers`: name -> a function that, given the unique
     queries and the corpus, returns its ScoreBlock. Returns the rows (query, positive, negatives) that got
-    `num_negatives` negatives, the count of those that did not, and per retriever its chosen lists."""
+    `num_negatives` negatives (`union`: every retriever's chosen ones, at least one), their negatives' indices
+    in the returned corpus (`ids`), the count of the pairs that did not, and per retriever its chosen lists."""
     corpus = list(dict.fromkeys([*corpus, *(p for _, p in pairs)]))  # every positive is a passage
     where = {text: i for i, text in enumerate(corpus)}
     queries = list(dict.fromkeys(q for q, _ in pairs))
@@ -185,14 +186,16 @@ def mine(pairs: Sequence[tuple[str, str]], corpus: Sequence[str], retrievers: di
             pos = [flat[cuts[q]:cuts[q + 1]].tolist() for q in range(len(queries))]
         lowest = np.array([min(p) for p in pos])
         chosen[name] = select(idx, sc, [set(p) for p in positives], lowest, rule, max_positives)
-    rows, short = [], 0
+    rows, ids, short = [], [], 0
     for q, p in pairs:
-        negatives = interleave([chosen[name][query_row[q]] for name in retrievers], rule.num_negatives)
-        if len(negatives) < rule.num_negatives:
+        limit = rule.num_negatives * (len(retrievers) if union else 1)
+        negatives = interleave([chosen[name][query_row[q]] for name in retrievers], limit)
+        if len(negatives) < (1 if union else rule.num_negatives):
             short += 1
             continue
         rows.append((q, p, [corpus[i] for i in negatives]))
-    return {"rows": rows, "short": short, "corpus": corpus, "queries": queries, "chosen": chosen}
+        ids.append(negatives)
+    return {"rows": rows, "ids": ids, "short": short, "corpus": corpus, "queries": queries, "chosen": chosen}
 
 
 def bi_encoder_scores(query_embeddings: np.ndarray, corpus_embeddings: np.ndarray) -> ScoreBlock:
