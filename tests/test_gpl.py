@@ -132,7 +132,7 @@ def test_results_and_tables_show_the_gpl_row_with_its_retrieval_figures(tmp_path
     gpl.run_student({"params": student, "inputs": {"margins": str(tmp_path / "margins-logits"), "data": str(data)}},
                     tmp_path / "student", device="cpu")
     suite.run({"params": {"sts": {}, "useb": {}, "skipped": {}, "batch_size": 8, "max_length": 32,
-                          "retrieval": {"split": "test", "score_function": "dot"}},
+                          "retrieval": {"split": "test", "score_function": "dot", "without_relevant": "zero"}},
                "inputs": {"data": str(data), "model": str(tmp_path / "student")}}, tmp_path / "suite", device="cpu")
     node = lambda stage, path: {"key": path.name, "stage": stage, "path": str(path)}  # noqa: E731
     spec = {"experiment": "g", "config": {"dataset": "toy"}, "dataset": {"loader": "beir"}, "config_hash": "0123456789",

@@ -53,7 +53,7 @@ def top_k(queries: np.ndarray, corpus: np.ndarray, k: int,
 
 def evaluate_retrieval(model, corpus: pd.DataFrame, queries: pd.DataFrame, qrels: pd.DataFrame,
                        score_function: str = "cos", batch_size: int = 64, k: int = 100,
-                       faiss_from: int = FAISS_FROM) -> dict:
+                       faiss_from: int = FAISS_FROM, without_relevant: str = "zero") -> dict:
     """BEIR's headline metrics of `model` (a SentenceTransformer) on one qrels split."""
     if score_function not in ("cos", "dot"):
         raise ValueError(f"score_function must be cos or dot, got {score_function!r}")
@@ -68,7 +68,7 @@ def evaluate_retrieval(model, corpus: pd.DataFrame, queries: pd.DataFrame, qrels
     ids = corpus["id"].to_numpy()
     indices, _ = top_k(query_emb, passages, k + 1, faiss_from)  # one more: a hit equal to the query is dropped
     rankings = [[d for d in ids[row] if d != qid][:k] for qid, row in zip(qids, indices)]
-    metrics = beir_metrics(rankings, [relevance[q] for q in qids], recall_k=k)
+    metrics = beir_metrics(rankings, [relevance[q] for q in qids], recall_k=k, without_relevant=without_relevant)
     metrics.update({"corpus": len(corpus), "score_function": score_function,
                     "search": "faiss flat (exact)" if len(corpus) >= faiss_from else "exact (numpy)"})
     log.info("retrieval: nDCG@10 %.2f, MRR@10 %.2f, Recall@%d %.2f over %d queries, %d passages",
