@@ -268,3 +268,17 @@ def test_per_step_negatives_are_both_retrievers_lists_and_each_visit_draws_a_sco
     metrics = gpl.run_student({"params": params, "inputs": {"margins": str(tmp_path / "margins")}},
                               tmp_path / "student", device="cpu")
     assert metrics["steps"] == 40 and metrics["pairs"] == 3 and metrics["train_rows"] == 81
+
+
+def test_sharded_queries_plan_one_content_keyed_job_per_shard(tmp_path):
+    config = gpl_config(tmp_path, queries={"generator": "inverse_cloze", "queries_per_passage": 2, "shards": 3})
+    plan = plan_shipped(config, grids=False, plan=("g",))
+    runs = plan.experiment("g").runs[42]
+    merged = plan.node(runs["queries"])
+    shards = [plan.node(key) for name, key in sorted(merged.inputs) if name.startswith("shard_")]
+    assert [s.params["shard"] for s in shards] == [0, 1, 2] and merged.params["shards"] == 3
+    assert all(dict(s.inputs) == {"data": runs["data"]} for s in shards) and len({s.key for s in shards}) == 3
+    one = plan_shipped(gpl_config(tmp_path, queries={"generator": "inverse_cloze", "queries_per_passage": 2}),
+                       grids=False, plan=("g",))
+    single = one.node(one.experiment("g").runs[42]["queries"])
+    assert "shards" not in single.params and single.key != merged.key  # one job: the key as before shards existed

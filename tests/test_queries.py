@@ -136,3 +136,30 @@ def test_a_grid_column_without_a_corpus_is_refused_while_planning_and_gpl_symmet
     pd.DataFrame({"sentence1": ["the test one"], "sentence2": ["another"], "score": [0.5]}).to_parquet(
         data / "test.parquet", index=False)
     assert sorted(queries.target_corpus(data, "sentences")["passage"]) == ["a cat sat", "a cat sits", "a dog runs"]
+
+
+@pytest.mark.parametrize("generator", ["inverse_cloze", "t5"])
+def test_sharded_generation_equals_one_job_and_plans_content_keyed_shards(tmp_path, tiny_t5, generator):
+    """`queries.shards`: N query_shard jobs over passage ranges cut at batch boundaries write, once merged, the
+    very queries one job writes (the sampling is seeded per batch by its global first row)."""
+    model = tiny_t5 if generator == "t5" else "inverse_cloze"
+    seven = tmp_path / "seven"
+    seven.mkdir()
+    pd.DataFrame({"text": [f"Passage {i} about topic {i % 4}. It has two sentences." for i in range(7)]}).to_parquet(
+        seven / "unlabeled.parquet", index=False)
+
+    def on_seven(**extra):
+        return {**spec(tmp_path, model, **extra), "inputs": {"data": str(seven)}}
+
+    whole = queries.run(on_seven(), tmp_path / "one", device="cpu")
+    shards = {}
+    for shard in range(3):
+        one = on_seven(shards=3, shard=shard)
+        shards[f"shard_{shard}"] = str(tmp_path / f"s{shard}")
+        assert queries.run_shard(one, tmp_path / f"s{shard}", device="cpu")["rows"] == [
+            [0, 4], [4, 7], [7, 7]][shard]  # batch_size 2: cut at even rows (7 passages, 4 batches)
+    merged = on_seven(shards=3)
+    merged["inputs"].update(shards)
+    metrics = queries.run(merged, tmp_path / "merged", device="cpu")
+    assert generated(tmp_path / "merged") == generated(tmp_path / "one")
+    assert metrics["queries"] == whole["queries"]

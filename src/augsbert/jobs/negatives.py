@@ -29,6 +29,7 @@ from ..params import read_params
 from ..stages.negatives import BM25, PER_STEP, NegativesParams
 from ..sampling.hard_negatives import Rule, bi_encoder_scores, bm25_scores, cached_embeddings, mine
 from .common import model_path
+from .gpl import stream_scores
 from .zero_shot import load_bi_encoder
 
 log = logging.getLogger(__name__)
@@ -61,17 +62,12 @@ def retriever(params: NegativesParams, ref: str, device: str):
 
 
 def cross_encoder_scores(params: NegativesParams, device: str):
-    import torch
     from sentence_transformers import CrossEncoder
 
     model = CrossEncoder(model_path(params, params.cross_encoder), device=device, max_length=params.max_length)
-    activation = torch.nn.Sigmoid() if params.cross_encoder_scale == "sigmoid" else torch.nn.Identity()
 
-    def rescore(pairs):
-        if not pairs:
-            return np.zeros(0)
-        return np.asarray(model.predict(pairs, batch_size=params.batch_size, activation_fn=activation,
-                                        convert_to_numpy=True, show_progress_bar=len(pairs) > 10000), dtype=np.float64)
+    def rescore(pairs):  # an iterable of pairs, scored a chunk at a time (jobs.gpl.stream_scores)
+        return stream_scores(model, pairs, params.batch_size, params.cross_encoder_scale)
 
     return rescore
 

@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from .bm25 import bm25_weights, default_tokenize, term_counts
+from ..models.search import FAISS_FROM, best_of_block, top_k
+from .bm25 import block_rows, bm25_weights, default_tokenize, term_counts
 
 
 @dataclass(frozen=True)
@@ -132,25 +133,30 @@ def cached_embeddings(model, texts: list[str], identity: str, cache_dir: str | P
 
 # ------------------------------------------------------------------ mining
 ScoreBlock = Callable[[int, int], np.ndarray]  # (start, stop) -> scores of those queries against every passage
-Rescore = Callable[[list[tuple[str, str]]], np.ndarray]  # (query, passage) pairs -> Cross-Encoder scores
-BLOCK_BYTES = 64 * 2**20
+Rescore = Callable[[Iterable[tuple[str, str]]], np.ndarray]  # (query, passage) pairs -> Cross-Encoder scores
 
 
 def candidates_and_positives(block_scores: ScoreBlock, n_queries: int, n_corpus: int, k: int,
                              positives: Sequence[list[int]]) -> tuple[np.ndarray, np.ndarray, list[list[float]]]:
-    """Top-k candidates of every query and the retriever's score of each of its positives, one block of
-    queries at a time (memory: one block of about 64 MiB of scores)."""
-    block = max(1, BLOCK_BYTES // (8 * max(1, n_corpus)))
-    indices, scores, positive_scores = [], [], []
-    for start in range(0, n_queries, block):
-        stop = min(n_queries, start + block)
-        s = np.asarray(block_scores(start, stop), dtype=np.float64)
-        kk = min(k, n_corpus)
-        top = np.argsort(-s, axis=1, kind="stable")[:, :kk]
-        indices.append(top)
-        scores.append(np.take_along_axis(s, top, axis=1))
-        positive_scores += [[float(s[q - start, p]) for p in positives[q]] for q in range(start, stop)]
-    idx, sc = np.concatenate(indices), np.concatenate(scores)
+    """Top-k candidates of every query and the retriever's score of each of its positives. A dense retriever
+    (`DenseScores`) searches exactly through augsbert.models.search (numpy blocks or faiss.knn); any other
+    scores one block of queries at a time (about 64 MiB of scores), keeping each block's top k (no full sort)."""
+    kk = min(k, n_corpus)
+    if isinstance(block_scores, DenseScores):
+        idx, sc = block_scores.top_k(kk)
+        sc = sc.astype(np.float64)
+        positive_scores = [[block_scores.pair(q, p) for p in positives[q]] for q in range(n_queries)]
+    else:
+        block = block_rows(n_corpus)
+        indices, scores, positive_scores = [], [], []
+        for start in range(0, n_queries, block):
+            stop = min(n_queries, start + block)
+            s = np.asarray(block_scores(start, stop), dtype=np.float64)
+            top, top_scores = best_of_block(s, kk)
+            indices.append(top)
+            scores.append(top_scores)
+            positive_scores += [[float(s[q - start, p]) for p in positives[q]] for q in range(start, stop)]
+        idx, sc = np.concatenate(indices), np.concatenate(scores)
     if idx.shape[1] < k:  # a corpus smaller than the window: padded with "no candidate"
         idx = np.pad(idx, ((0, 0), (0, k - idx.shape[1])), constant_values=-1)
         sc = np.pad(sc, ((0, 0), (0, k - sc.shape[1])), constant_values=-np.inf)
@@ -180,8 +186,8 @@ def mine(pairs: Sequence[tuple[str, str]], corpus: Sequence[str], retrievers: di
         if rescore is not None:  # the Cross-Encoder's scores replace the retriever's (library step)
             rows, cols = np.nonzero(idx >= 0)
             sc = np.full(idx.shape, -np.inf)
-            sc[rows, cols] = rescore([(queries[r], corpus[idx[r, c]]) for r, c in zip(rows, cols)])
-            flat = rescore([(queries[q], corpus[p]) for q in range(len(queries)) for p in positives[q]])
+            sc[rows, cols] = rescore((queries[r], corpus[idx[r, c]]) for r, c in zip(rows, cols))  # streamed
+            flat = rescore((queries[q], corpus[p]) for q in range(len(queries)) for p in positives[q])
             cuts = np.cumsum([0, *(len(p) for p in positives)])
             pos = [flat[cuts[q]:cuts[q + 1]].tolist() for q in range(len(queries))]
         lowest = np.array([min(p) for p in pos])
@@ -198,6 +204,24 @@ def mine(pairs: Sequence[tuple[str, str]], corpus: Sequence[str], retrievers: di
     return {"rows": rows, "ids": ids, "short": short, "corpus": corpus, "queries": queries, "chosen": chosen}
 
 
-def bi_encoder_scores(query_embeddings: np.ndarray, corpus_embeddings: np.ndarray) -> ScoreBlock:
+class DenseScores:
+    """Cosine of normalised embeddings (the library miner's similarity): a ScoreBlock (scores of a block of
+    queries against every passage), an exact top-k search over all queries, and the score of one pair."""
+
+    def __init__(self, query_embeddings: np.ndarray, corpus_embeddings: np.ndarray, faiss_from: int = FAISS_FROM):
+        self.queries, self.corpus, self.faiss_from = query_embeddings, corpus_embeddings, faiss_from
+
+    def __call__(self, start: int, stop: int) -> np.ndarray:
+        return self.queries[start:stop] @ self.corpus.T
+
+    def top_k(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        return top_k(self.queries, self.corpus, k, self.faiss_from)
+
+    def pair(self, query: int, passage: int) -> float:
+        return float(np.dot(self.queries[query].astype(np.float64), self.corpus[passage].astype(np.float64)))
+
+
+def bi_encoder_scores(query_embeddings: np.ndarray, corpus_embeddings: np.ndarray,
+                      faiss_from: int = FAISS_FROM) -> DenseScores:
     """Cosine of normalised embeddings (the library miner's similarity)."""
-    return lambda start, stop: query_embeddings[start:stop] @ corpus_embeddings.T
+    return DenseScores(query_embeddings, corpus_embeddings, faiss_from)
