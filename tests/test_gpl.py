@@ -265,6 +265,9 @@ def test_per_step_negatives_are_both_retrievers_lists_and_each_visit_draws_a_sco
         for negative, label in draws:
             k = [passages[i] for i in table["negatives"][r]].index(negative)
             assert label == pytest.approx([table["margins"][r][k]])
+    kl = gpl.drawn_rows(table, passages, "kl_div")[5]  # KL-divergence reads the teacher's two scores of the visit
+    r, k = 5 // 27, 5 % 27
+    assert kl["label"] == pytest.approx([table["score_positive"][r], table["negative_scores"][r][k]])
     metrics = gpl.run_student({"params": params, "inputs": {"margins": str(tmp_path / "margins")}},
                               tmp_path / "student", device="cpu")
     assert metrics["steps"] == 40 and metrics["pairs"] == 3 and metrics["train_rows"] == 81

@@ -1,12 +1,16 @@
 """GPL's last two steps (Wang et al., NAACL 2022; UKPLab/gpl): pseudo labels, then the student.
 
 `run_margins`: `teacher.pretrained`, a Cross-Encoder used as it is (no training,
-no gold), scores every (query, positive) and (query, negative_i) of the mined
-table, in the scale `score_scale` states (logits or sigmoid); the targets are
-the margins teacher(q, p) - teacher(q, n_i), as gpl/toolkit/pl.py computes them.
+no gold), scores in the scale `score_scale` states (logits or sigmoid); the
+targets are the margins teacher(q, p) - teacher(q, n), as gpl/toolkit/pl.py
+computes them. With candidate lists (`negatives.mode: per_step`, GPL) it first
+fixes the student's draws (one candidate per visit of a pair, seeded) and
+scores each distinct drawn (query, candidate) once; with a fixed table it
+scores every (query, negative_i).
 `run_student`: a Bi-Encoder learns them: MarginMSELoss (margins, dot product or
 cosine) or DistillKLDivLoss (the softmax of the teacher's scores over positive
-and negatives), for `max_steps` optimizer steps (the step budget) or `epochs`.
+and negatives), for `max_steps` optimizer steps (the step budget) or `epochs`;
+with candidate lists every visit of a pair reads its own drawn negative.
 """
 
 from __future__ import annotations

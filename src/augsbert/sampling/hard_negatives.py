@@ -14,7 +14,9 @@ drops a query with fewer than `num_negatives` survivors; here one rule serves ev
 tests/test_negatives.py checks it equal to the library's output for a Bi-Encoder on the same input.
 
 Several retrievers (GPL mines with two Bi-Encoders, BM25 optional): each retriever's list is selected
-as above, then the lists are interleaved in retriever order without repeats, up to `num_negatives`.
+as above, then the lists are interleaved in retriever order without repeats, up to `num_negatives`
+(`mine(union=True)`: all of them, GPL's candidate list). The search keeps each block's top k only
+(augsbert.models.search): memory beyond the embeddings is the (queries, k) result.
 """
 
 from __future__ import annotations
