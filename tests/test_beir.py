@@ -49,11 +49,16 @@ def test_ndcg_mrr_recall_equal_hand_computed_values_on_a_hand_made_qrels():
     assert ndcg_at_k(rankings[0], qrels[0], 2) == pytest.approx((2 / math.log2(3)) / (2 + 1 / math.log2(3)))
     assert reciprocal_rank_at_k(rankings[0], qrels[0], 10) == 0.5
     assert reciprocal_rank_at_k(rankings[0], qrels[0], 1) == 0.0
-    metrics = beir_metrics(rankings, qrels, recall_k=100)
-    assert metrics["queries"] == 2 and metrics["skipped_queries"] == 1
+    metrics = beir_metrics(rankings, qrels, recall_k=100, without_relevant="skip")
+    assert metrics["queries"] == 2 and metrics["skipped_queries"] == 1 and metrics["without_relevant"] == 1
     assert metrics["ndcg@10"] == pytest.approx(100 * (q1_ndcg + q2_ndcg) / 2, rel=1e-12)
     assert metrics["mrr@10"] == pytest.approx(100 * (0.5 + 0.5) / 2)
     assert metrics["recall@100"] == pytest.approx(100 * (2 / 3 + 1) / 2)
+    # the default, as pytrec_eval: query 3 scores 0 and counts in the mean
+    metrics = beir_metrics(rankings, qrels, recall_k=100)
+    assert metrics["queries"] == 3 and metrics["skipped_queries"] == 0 and metrics["without_relevant"] == 1
+    assert metrics["ndcg@10"] == pytest.approx(100 * (q1_ndcg + q2_ndcg) / 3, rel=1e-12)
+    assert metrics["recall@100"] == pytest.approx(100 * (2 / 3 + 1) / 3)
 
 
 def test_exact_top_k_in_numpy_equals_faiss_flat_index():
@@ -115,12 +120,13 @@ def test_evaluate_retrieval_ranks_and_never_returns_the_query_itself(data_dir):
     data = load(data_dir)[0].beir
     metrics = evaluate_retrieval(WordModel(), data.corpus, data.queries, data.qrels["test"], k=100)
     # q1 finds d1 first (nDCG 1); q2 finds d2 first, and its other relevant passage "q2" has its own id:
-    # dropped (BEIR's ignore_identical_ids), so recall 1/2 and nDCG = 1 / (1 + 1/log2(3)); q3 skipped
+    # dropped (BEIR's ignore_identical_ids), so recall 1/2 and nDCG = 1 / (1 + 1/log2(3)); q3 (grade 0 only)
+    # scores 0 and counts, as pytrec_eval counts it
     q2_ndcg = 1 / (1 + 1 / math.log2(3))
-    assert metrics["queries"] == 2 and metrics["skipped_queries"] == 1
-    assert metrics["ndcg@10"] == pytest.approx(100 * (1 + q2_ndcg) / 2, rel=1e-6)
-    assert metrics["mrr@10"] == pytest.approx(100.0)
-    assert metrics["recall@100"] == pytest.approx(100 * (1 + 0.5) / 2)
+    assert metrics["queries"] == 3 and metrics["skipped_queries"] == 0 and metrics["without_relevant"] == 1
+    assert metrics["ndcg@10"] == pytest.approx(100 * (1 + q2_ndcg) / 3, rel=1e-6)
+    assert metrics["mrr@10"] == pytest.approx(100 * 2 / 3)
+    assert metrics["recall@100"] == pytest.approx(100 * (1 + 0.5) / 3)
 
 
 # ------------------------------------------------------------------ plan and suite job
@@ -137,7 +143,7 @@ def beir_plan(tmp_path):
 def test_retrieval_suite_plans_on_a_beir_dataset_only(tmp_path):
     plan = beir_plan(tmp_path)
     params = plan.node(plan.experiment("beir_zeroshot").runs[42]["zero_shot_suite"]).settings
-    assert params["retrieval"] == {"split": "test", "score_function": "cos"}
+    assert params["retrieval"] == {"split": "test", "score_function": "cos", "without_relevant": "zero"}
     assert params["skipped"] == {"diagnostics": "a BEIR-format dataset has no test pairs"}
     assert "retrieval" not in plan.node(plan.experiment("demo_zeroshot").runs[42]["zero_shot_suite"]).settings
 
@@ -152,11 +158,61 @@ def test_suite_job_writes_retrieval_figures_beside_the_others(tmp_path, tiny_mod
                      data)
     assert read_json(data / "metrics.json")["sizes"] == {"unlabeled": 4}
     params = {"sts": {}, "useb": {}, "skipped": {}, "batch_size": 8, "max_length": 32, "model": tiny_model,
-              "retrieval": {"split": "test", "score_function": "dot"}}
+              "retrieval": {"split": "test", "score_function": "dot", "without_relevant": "zero"}}
     metrics = suite.run({"params": params, "inputs": {"data": str(data)}}, tmp_path / "out", device="cpu")
     assert set(metrics["summary"]) == {"ndcg@10", "mrr@10", "recall@100"}
-    assert metrics["retrieval"]["queries"] == 2 and metrics["retrieval"]["score_function"] == "dot"
+    assert metrics["retrieval"]["queries"] == 3 and metrics["retrieval"]["score_function"] == "dot"
     assert 0 <= metrics["summary"]["ndcg@10"] <= 100
     shot = zero_shot.run({"params": {"model": tiny_model, "batch_size": 8, "max_length": 32},
                           "inputs": {"data": str(data)}}, tmp_path / "zs", device="cpu")
     assert shot["test"] == {"spearman": None, "pearson": None, "n_pairs": 0}
+
+
+def stsb_beir_set(path):
+    """A BEIR-format set built from real text (STS-B test): queries = the distinct sentence1, corpus = every
+    distinct sentence2, judgements = every pair, grade 1 for a score of 4 or more (2 for 5), else 0, so
+    queries whose judgements are all 0 are in it."""
+    table = pd.read_csv(path, sep="\t", header=None, quoting=3, usecols=[4, 5, 6], names=["score", "s1", "s2"],
+                        dtype={"s1": str, "s2": str}).dropna()
+    qid = {t: f"q{i}" for i, t in enumerate(dict.fromkeys(table["s1"]))}
+    did = {t: f"d{i}" for i, t in enumerate(dict.fromkeys(table["s2"]))}
+    qrels: dict[str, dict[str, int]] = {}
+    for score, s1, s2 in table.itertuples(index=False):
+        grade = 2 if score >= 5 else 1 if score >= 4 else 0
+        qrels.setdefault(qid[s1], {})[did[s2]] = max(grade, qrels.get(qid[s1], {}).get(did[s2], 0))
+    return list(qid.values()), list(did.values()), qrels
+
+
+def test_retrieval_metrics_equal_pytrec_eval_on_a_real_text_set_with_all_zero_queries():
+    """nDCG@10, MRR@10, Recall@100 of BM25 rankings over STS-B test equal pytrec_eval's (trec_eval) to 1e-6,
+    queries with only grade-0 judgements included and scored 0 as it scores them. Reads ../shared/data/stsb
+    (CI has shared/ beside the clone; STS-B's parts keep their sources' licences, so no copy is committed)."""
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    from conftest import REPO
+    from augsbert.sampling.hard_negatives import bm25_scores
+
+    path = REPO.parent / "shared" / "data" / "stsb" / "sts-test.csv"
+    if not path.is_file():
+        pytest.skip(f"{path} not found (the shared data beside the repository)")
+    queries, docs, qrels = stsb_beir_set(path)
+    texts = pd.read_csv(path, sep="\t", header=None, quoting=3, usecols=[5, 6], names=["s1", "s2"],
+                        dtype=str).dropna()
+    query_text, doc_text = list(dict.fromkeys(texts["s1"])), list(dict.fromkeys(texts["s2"]))
+    scores = bm25_scores(query_text, doc_text)(0, len(query_text))
+    order = np.argsort(-scores, axis=1, kind="stable")[:, :100]
+    rankings = [[docs[i] for i in row] for row in order]
+    zero = sum(not any(g >= 1 for g in qrels[q].values()) for q in queries)
+    assert zero > 100 and len(queries) > 1000  # many all-zero queries are part of the check
+    ours = beir_metrics(rankings, [qrels[q] for q in queries], recall_k=100)
+    # trec_eval sorts by score (ties by document id): distinct scores keep our order
+    run = {q: {d: float(100 - r) for r, d in enumerate(ranking)} for q, ranking in zip(queries, rankings)}
+    top10 = {q: {d: s for d, s in docs_.items() if s > 90} for q, docs_ in run.items()}
+    full = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10", "recall.100"}).evaluate(run)
+    rr = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank"}).evaluate(top10)
+    assert len(full) == len(queries) == ours["queries"] and ours["without_relevant"] == zero
+    reference = {"ndcg@10": np.mean([m["ndcg_cut_10"] for m in full.values()]),
+                 "recall@100": np.mean([m["recall_100"] for m in full.values()]),
+                 "mrr@10": np.mean([m["recip_rank"] for m in rr.values()])}
+    for name, value in reference.items():
+        assert ours[name] / 100 == pytest.approx(value, abs=1e-6), name
+    assert 0 < reference["ndcg@10"] < 1

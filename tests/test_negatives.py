@@ -120,7 +120,7 @@ def test_negatives_stage_plans_on_beir_data_and_writes_the_table(tmp_path, tiny_
     write_beir(tmp_path / "raw" / "beir", corpus=corpus)
     qrels = "query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\nq3\td3\t1\n"
     (tmp_path / "raw" / "beir" / "qrels" / "train.tsv").write_text(qrels)
-    mining = {"retrievers": ["bm25", tiny_model], "num_negatives": 3, "range_min": 1}
+    mining = {"retrievers": ["bm25", tiny_model], "mode": "fixed", "num_negatives": 3, "range_min": 1}
     config = {"data_dir": str(tmp_path / "raw"), "datasets": {"toy_beir": {"loader": "beir", "path": "beir"}},
               "experiments": {"mined": {"dataset": "toy_beir", "models": ["zero_shot"], "negatives": mining}}}
     plan = plan_shipped(config, grids=False, plan=("mined",))

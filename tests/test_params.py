@@ -43,8 +43,9 @@ def test_every_spec_of_the_shipped_config_reads_back_through_its_stage_class():
         back = params.to_json()
         assert holds(back, spec["params"]), key
         seen.add(node.stage)
-    # the shipped grids plan every stage but the sharded ones (sampling.shards > 1 is a large-pool option)
-    assert seen == set(REGISTRY) - {"pool_index", "candidate_shard", "label_shard"}
+    # the shipped grids plan every stage but the sharded ones (sampling.shards > 1 is a large-pool option,
+    # queries.shards > 1 a large-corpus one: tests/test_gpl.py plans it)
+    assert seen == set(REGISTRY) - {"pool_index", "candidate_shard", "label_shard", "query_shard"}
 
 
 TEACHER = {"model": "m", "batch_size": 16, "lr": 2e-5, "warmup_ratio": 0.1, "max_length": 64, "seed": 1,

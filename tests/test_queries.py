@@ -93,3 +93,73 @@ def test_paraphrase_mode_prefixes_the_generator_input(tmp_path, tiny_t5):
     queries.run(spec(tmp_path, tiny_t5), tmp_path / "q", device="cpu")
     queries.run(spec(tmp_path, tiny_t5, mode="paraphrase", prefix="paraphrase: "), tmp_path / "p", device="cpu")
     assert generated(tmp_path / "p") != generated(tmp_path / "q")  # the same seed, another input
+
+
+def test_duplicate_queries_of_a_passage_are_removed_and_the_resized_corpus_is_the_one_mined(tmp_path):
+    rows, empty, duplicates = queries.passage_queries(["p0", "p1"], [["a  b", "a b", " ", "c"], ["a b", "a b"]])
+    # BEIR's generator keeps a set per passage (beir/generation/generate.py); the same text of another passage stays
+    assert rows == [("p0-q0", "a b", "p0"), ("p0-q3", "c", "p0"), ("p1-q0", "a b", "p1")]
+    assert (empty, duplicates) == (1, 2)
+    # GPL's automatic sizing with a total of 6 over 3 passages: 3 per passage over 2 of them (`new_size -1`),
+    # and that resized corpus is the artifact's corpus, the one `negatives` mines and `margins` labels
+    metrics = queries.run(spec(tmp_path, "inverse_cloze", queries_per_passage=None, total=6), tmp_path / "r")
+    corpus = pd.read_parquet(tmp_path / "r" / "beir" / "corpus.parquet")
+    qrels = pd.read_parquet(tmp_path / "r" / "beir" / "qrels_train.parquet")
+    assert metrics["passages"] == metrics["mined_corpus"] == len(corpus) == 2 and metrics["corpus"] == 3
+    assert set(qrels["corpus_id"]) == set(corpus["id"])
+    assert metrics["queries"] + metrics["duplicates_dropped"] + metrics["empty_dropped"] == 6
+
+
+def test_a_grid_column_without_a_corpus_is_refused_while_planning_and_gpl_symmetric_reads_its_sentences(tmp_path):
+    """A column whose dataset has no corpus stops the plan with one line naming experiment, dataset and the
+    ways out; `gpl_symmetric` generates from its targets' train sentences and plans."""
+    from augsbert.errors import ConfigError
+    from conftest import plan_shipped
+
+    grid = {"options": {"models": ["zero_shot", "teacher", "gpl"], "teacher": {"arch": "ce", "pretrained": "trained"},
+                        "queries": {"generator": "inverse_cloze", "queries_per_passage": 3},
+                        "negatives": {"retrievers": ["bm25"], "range_max": 5},
+                        "student": {"loss": "margin_mse", "max_steps": 2}},
+            "columns": {"stsb": {"dataset": "stsb"}}, "axes": {"method": {"gpl": {}}}}
+    with pytest.raises(ConfigError) as caught:
+        plan_shipped({"grids": {"nocorpus": grid}}, plan=("nocorpus.gpl.stsb",))
+    assert str(caught.value).count("\n") == 0 and str(caught.value).startswith(
+        "experiments.nocorpus.gpl.stsb.queries: dataset 'stsb' (loader stsb) has no corpus")
+    plan = plan_shipped({}, plan=("gpl_symmetric.gpl.stsb", "gpl_symmetric.gpl.bws"))
+    for name in ("gpl_symmetric.gpl.stsb", "gpl_symmetric.gpl.bws"):
+        assert plan.node(plan.experiment(name).runs[42]["queries"]).params["source"] == "sentences"
+    # the job: the train split's distinct sentences, dev/test sentences left out
+    data = tmp_path / "pairs"
+    data.mkdir()
+    pd.DataFrame({"sentence1": ["a cat sits", "a dog runs"], "sentence2": ["a cat sat", "the test one"],
+                  "score": [0.9, 0.1]}).to_parquet(data / "train.parquet", index=False)
+    pd.DataFrame({"sentence1": ["the test one"], "sentence2": ["another"], "score": [0.5]}).to_parquet(
+        data / "test.parquet", index=False)
+    assert sorted(queries.target_corpus(data, "sentences")["passage"]) == ["a cat sat", "a cat sits", "a dog runs"]
+
+
+@pytest.mark.parametrize("generator", ["inverse_cloze", "t5"])
+def test_sharded_generation_equals_one_job_and_plans_content_keyed_shards(tmp_path, tiny_t5, generator):
+    """`queries.shards`: N query_shard jobs over passage ranges cut at batch boundaries write, once merged, the
+    very queries one job writes (the sampling is seeded per batch by its global first row)."""
+    model = tiny_t5 if generator == "t5" else "inverse_cloze"
+    seven = tmp_path / "seven"
+    seven.mkdir()
+    pd.DataFrame({"text": [f"Passage {i} about topic {i % 4}. It has two sentences." for i in range(7)]}).to_parquet(
+        seven / "unlabeled.parquet", index=False)
+
+    def on_seven(**extra):
+        return {**spec(tmp_path, model, **extra), "inputs": {"data": str(seven)}}
+
+    whole = queries.run(on_seven(), tmp_path / "one", device="cpu")
+    shards = {}
+    for shard in range(3):
+        one = on_seven(shards=3, shard=shard)
+        shards[f"shard_{shard}"] = str(tmp_path / f"s{shard}")
+        assert queries.run_shard(one, tmp_path / f"s{shard}", device="cpu")["rows"] == [
+            [0, 4], [4, 7], [7, 7]][shard]  # batch_size 2: cut at even rows (7 passages, 4 batches)
+    merged = on_seven(shards=3)
+    merged["inputs"].update(shards)
+    metrics = queries.run(merged, tmp_path / "merged", device="cpu")
+    assert generated(tmp_path / "merged") == generated(tmp_path / "one")
+    assert metrics["queries"] == whole["queries"]

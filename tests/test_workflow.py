@@ -587,3 +587,27 @@ def test_rcl_grid_plans_one_entropy_job_per_phi_and_seed(workdir):
     assert jobs["rcl_entropy"] == 5 * 5 and jobs["pretrain"] == 5 * 6 and jobs["collect_results"] == 6
     assert jobs["suite"] == 5 * 6 + 1 and jobs["grid_table"] == 1
     assert planned(workdir, "results/tables/demo_rcl.md")["rcl_entropy"] == 4
+
+
+def test_gpl_targets_plan_in_snakemakes_dag_with_one_line_beir_stand_ins(workdir):
+    """Issue 47: with BEIR folders in place (one passage, one query, one judgement each), Snakemake's own DAG
+    (not only the package's plan) holds every GPL target: the two-retriever margins keys have a producing rule."""
+    from conftest import write_jsonl
+
+    for name in ("scifact", "fiqa", "trec-covid"):
+        root = workdir / "data" / "raw" / "beir" / name
+        (root / "qrels").mkdir(parents=True)
+        write_jsonl(root / "corpus.jsonl", [{"_id": "d1", "title": "", "text": "a passage"}])
+        write_jsonl(root / "queries.jsonl", [{"_id": "q1", "text": "a query"}])
+        for split in ("train", "test"):
+            (root / "qrels" / f"{split}.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    write_stsb_useb(workdir)
+    write_bws(workdir / "data" / "raw" / "bws" / "BWS_Argument_Similarity_Corpus.csv", per_topic=12)
+    jobs = planned(workdir, "results/scifact_gpl.json", "results/scifact_negatives.json",
+                   "results/tables/gpl.md", "results/tables/gpl_compare.md", "results/tables/gpl_symmetric.md")
+    # gpl: 3 datasets x 2 rows (a starting point with its miners), each queries -> negatives -> margins -> student;
+    # scifact_gpl: its train qrels mined; scifact_negatives: mined only; gpl_compare: 3 seeds, its two GPL rows
+    # share the seed's negatives and margins (the same trained teacher); gpl_symmetric: 3 seeds x 2 columns; the
+    # queries of grid gpl: one per dataset (both rows generate the same)
+    assert jobs["negatives"] == 6 + 1 + 1 + 3 + 6 and jobs["margins"] == 6 + 1 + 3 + 6
+    assert jobs["gpl_student"] == 6 + 1 + 3 * 2 + 6 and jobs["queries"] == 3 + 3 + 6 and jobs["grid_table"] == 3

@@ -4,8 +4,8 @@ Every passage (`title text`) and every judged query is encoded by the Bi-Encoder
 each query retrieves the top 100 passages by cosine or dot product (`score_function`,
 as BEIR's `cos_sim` / `dot`: dot-product models such as GPL's TAS-B students are
 scored unnormalised). The search is exact: blocks of queries against all passages
-in numpy, or faiss' flat inner-product index from `faiss_from` passages on (also
-exact; it keeps memory at O(corpus x dim)). A passage whose id equals the query's
+in numpy (about 64 MiB of scores per block, top-k per block), or `faiss.knn` from
+`faiss_from` passages on (also exact; augsbert.models.search). A passage whose id equals the query's
 is never retrieved (BEIR's `ignore_identical_ids`, for Quora-like corpora whose
 queries are passages). Ties keep corpus order (trec_eval would break them by id).
 """
@@ -17,43 +17,17 @@ import logging
 import numpy as np
 import pandas as pd
 
+from ..models.search import FAISS_FROM, top_k
 from .retrieval import beir_metrics
 
+__all__ = ["FAISS_FROM", "evaluate_retrieval", "top_k"]
+
 log = logging.getLogger(__name__)
-
-QUERY_BLOCK = 1024
-FAISS_FROM = 200_000  # passages: from here on the flat faiss index (same hits, less memory per block)
-
-
-def top_k(queries: np.ndarray, corpus: np.ndarray, k: int,
-          faiss_from: int = FAISS_FROM) -> tuple[np.ndarray, np.ndarray]:
-    """The k highest inner products of each query row among the corpus rows, best first (indices, scores)."""
-    k = min(k, len(corpus))
-    queries = np.ascontiguousarray(queries, dtype=np.float32)
-    corpus = np.ascontiguousarray(corpus, dtype=np.float32)
-    if len(corpus) >= faiss_from:
-        import faiss
-
-        index = faiss.IndexFlatIP(corpus.shape[1])
-        index.add(corpus)
-        scores, indices = index.search(queries, k)
-        return indices, scores
-    indices = np.empty((len(queries), k), dtype=np.int64)
-    scores = np.empty((len(queries), k), dtype=np.float32)
-    for start in range(0, len(queries), QUERY_BLOCK):
-        sims = queries[start:start + QUERY_BLOCK] @ corpus.T
-        part = np.argpartition(-sims, k - 1, axis=1)[:, :k] if k < len(corpus) else \
-            np.tile(np.arange(len(corpus)), (len(sims), 1))
-        part_scores = np.take_along_axis(sims, part, axis=1)
-        order = np.lexsort((part, -part_scores), axis=1)  # best first; ties by corpus order
-        indices[start:start + len(sims)] = np.take_along_axis(part, order, axis=1)
-        scores[start:start + len(sims)] = np.take_along_axis(part_scores, order, axis=1)
-    return indices, scores
 
 
 def evaluate_retrieval(model, corpus: pd.DataFrame, queries: pd.DataFrame, qrels: pd.DataFrame,
                        score_function: str = "cos", batch_size: int = 64, k: int = 100,
-                       faiss_from: int = FAISS_FROM) -> dict:
+                       faiss_from: int = FAISS_FROM, without_relevant: str = "zero") -> dict:
     """BEIR's headline metrics of `model` (a SentenceTransformer) on one qrels split."""
     if score_function not in ("cos", "dot"):
         raise ValueError(f"score_function must be cos or dot, got {score_function!r}")
@@ -68,9 +42,9 @@ def evaluate_retrieval(model, corpus: pd.DataFrame, queries: pd.DataFrame, qrels
     ids = corpus["id"].to_numpy()
     indices, _ = top_k(query_emb, passages, k + 1, faiss_from)  # one more: a hit equal to the query is dropped
     rankings = [[d for d in ids[row] if d != qid][:k] for qid, row in zip(qids, indices)]
-    metrics = beir_metrics(rankings, [relevance[q] for q in qids], recall_k=k)
+    metrics = beir_metrics(rankings, [relevance[q] for q in qids], recall_k=k, without_relevant=without_relevant)
     metrics.update({"corpus": len(corpus), "score_function": score_function,
-                    "search": "faiss flat (exact)" if len(corpus) >= faiss_from else "exact (numpy)"})
+                    "search": "faiss knn (exact)" if len(corpus) >= faiss_from else "exact (numpy)"})
     log.info("retrieval: nDCG@10 %.2f, MRR@10 %.2f, Recall@%d %.2f over %d queries, %d passages",
              metrics["ndcg@10"], metrics["mrr@10"], k, metrics[f"recall@{k}"], metrics["queries"], len(corpus))
     return metrics

@@ -108,13 +108,20 @@ def graded_recall_at_k(ranking: Sequence, relevance: dict, k: int) -> float:
 
 
 def beir_metrics(rankings: Sequence[Sequence], relevance: Sequence[dict], ndcg_k: int = 10, mrr_k: int = 10,
-                 recall_k: int = 100) -> dict:
-    """Mean nDCG@k, MRR@k and Recall@k x 100 (BEIR's headline figures); queries without a relevant item are
-    skipped and counted (trec_eval scores them 0 when they are in its run)."""
-    pairs = [(r, rel) for r, rel in zip(rankings, relevance) if any(g >= 1 for g in rel.values())]
-    if not pairs:
+                 recall_k: int = 100, without_relevant: str = "zero") -> dict:
+    """Mean nDCG@k, MRR@k and Recall@k x 100 (BEIR's headline figures). A judged query without a relevant item
+    (every grade 0) scores 0 on all three and counts in the mean, as pytrec_eval (trec_eval) and so BEIR count
+    it (`without_relevant: zero`), or is left out of the mean (`skip`); either way it is counted."""
+    if without_relevant not in ("zero", "skip"):
+        raise ValueError(f"without_relevant must be zero or skip, got {without_relevant!r}")
+    has_relevant = [any(g >= 1 for g in rel.values()) for rel in relevance]
+    if not any(has_relevant):
         raise ValueError("no query has a relevant item")
-    return {"queries": len(pairs), "skipped_queries": len(rankings) - len(pairs),
-            f"ndcg@{ndcg_k}": 100 * float(np.mean([ndcg_at_k(r, rel, ndcg_k) for r, rel in pairs])),
-            f"mrr@{mrr_k}": 100 * float(np.mean([reciprocal_rank_at_k(r, rel, mrr_k) for r, rel in pairs])),
-            f"recall@{recall_k}": 100 * float(np.mean([graded_recall_at_k(r, rel, recall_k) for r, rel in pairs]))}
+    pairs = [(r, rel, ok) for r, rel, ok in zip(rankings, relevance, has_relevant) if ok or without_relevant == "zero"]
+
+    def mean(metric, k):
+        return 100 * float(np.mean([metric(r, rel, k) if ok else 0.0 for r, rel, ok in pairs]))
+
+    return {"queries": len(pairs), "without_relevant": len(has_relevant) - sum(has_relevant),
+            "skipped_queries": len(rankings) - len(pairs), f"ndcg@{ndcg_k}": mean(ndcg_at_k, ndcg_k),
+            f"mrr@{mrr_k}": mean(reciprocal_rank_at_k, mrr_k), f"recall@{recall_k}": mean(graded_recall_at_k, recall_k)}

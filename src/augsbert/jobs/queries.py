@@ -25,9 +25,11 @@ import pandas as pd
 from ..store.artifacts import artifact_dir, write_json
 from ..data import DataError
 from ..data.beir import BeirData, write_beir
+from ..data.pool import target_pool
 from ..models import resolve_device
 from ..params import read_params
-from ..stages.queries import INVERSE_CLOZE, QueriesParams
+from ..sampling.shards import shard_rows
+from ..stages.queries import INVERSE_CLOZE, QueriesParams, QueryShardParams
 from .common import model_path
 
 log = logging.getLogger(__name__)
@@ -36,15 +38,19 @@ GPL_TOTAL = 250_000  # GPL's automatic sizing: about 250K generated queries in a
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
-def target_corpus(data_dir: str | Path) -> pd.DataFrame:
-    """Passages (`id`, `title`, `text`, `passage`): a BEIR dataset's corpus, else the unlabeled corpus."""
+def target_corpus(data_dir: str | Path, source: str = "corpus") -> pd.DataFrame:
+    """Passages (`id`, `title`, `text`, `passage`): a BEIR dataset's corpus, else the unlabeled corpus;
+    `sentences`: the distinct sentences of the train split (their scores unused), dev and test sentences left out."""
     data_dir = Path(data_dir)
-    if (data_dir / "beir" / "corpus.parquet").is_file():
+    if source == "sentences":
+        texts = target_pool(data_dir, "train", exclude_eval=True, option="queries.source")[0]
+    elif (data_dir / "beir" / "corpus.parquet").is_file():
         return pd.read_parquet(data_dir / "beir" / "corpus.parquet")
-    if not (data_dir / "unlabeled.parquet").is_file():
+    elif not (data_dir / "unlabeled.parquet").is_file():
         raise DataError(f"{data_dir}: the dataset has no corpus to generate queries for (a BEIR corpus or an "
                         "unlabeled corpus: `unlabeled`, a text_file dataset)")
-    texts = pd.read_parquet(data_dir / "unlabeled.parquet")["text"].drop_duplicates().tolist()
+    else:
+        texts = pd.read_parquet(data_dir / "unlabeled.parquet")["text"].drop_duplicates().tolist()
     return pd.DataFrame({"id": [f"p{i}" for i in range(len(texts))], "title": "", "text": texts, "passage": texts})
 
 
@@ -84,11 +90,13 @@ def seq2seq_generator(params: QueriesParams, device: str):
     return tokenizer, AutoModelForSeq2SeqLM.from_pretrained(path).to(device).eval()
 
 
-def generate(params: QueriesParams, passages: list[str], per_passage: int, device: str) -> list[list[str]]:
-    """`per_passage` generated texts for each passage (seeded per batch by `seed` and the batch's first row)."""
+def generate(params: QueriesParams, passages: list[str], per_passage: int, device: str,
+             offset: int = 0) -> list[list[str]]:
+    """`per_passage` generated texts for each passage (seeded per batch by `seed` and the batch's first row;
+    `offset`: the first passage's row among all, so that a shard draws what the whole run draws)."""
     if params.generator == INVERSE_CLOZE:
         out = []
-        for i, passage in enumerate(passages):
+        for i, passage in enumerate(passages, start=offset):
             rng = np.random.default_rng([params.seed, i])
             out.append([inverse_cloze(passage, rng) for _ in range(per_passage)])
         return out
@@ -100,7 +108,7 @@ def generate(params: QueriesParams, passages: list[str], per_passage: int, devic
         batch = [params.prefix + p for p in passages[start:start + params.batch_size]]
         encoded = tokenizer(batch, max_length=params.input_max_length, truncation=True, padding=True,
                             return_tensors="pt", return_token_type_ids=False).to(device)
-        torch.manual_seed(params.seed * 1_000_003 + start)
+        torch.manual_seed(params.seed * 1_000_003 + offset + start)
         with torch.inference_mode():
             generated = model.generate(**encoded, do_sample=True, top_k=params.top_k, top_p=params.top_p,
                                        max_length=params.max_length, num_return_sequences=per_passage)
@@ -109,37 +117,89 @@ def generate(params: QueriesParams, passages: list[str], per_passage: int, devic
     return out
 
 
-def run(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
-    params, inputs = read_params(QueriesParams, spec), spec["inputs"]
-    corpus = target_corpus(inputs["data"])
+def passage_queries(passage_ids, texts: list[list[str]]) -> tuple[list[tuple[str, str, str]], int, int]:
+    """(query id, text, passage id) of each passage's distinct non-empty texts (whitespace collapsed), as
+    BEIR's QueryGenerator keeps them (a set per passage, beir/generation/generate.py), first occurrence
+    first; and the counts of empty and of repeated texts dropped."""
+    rows, empty, duplicates = [], 0, 0
+    for pid, generated in zip(passage_ids, texts):
+        seen = set()
+        for k, text in enumerate(generated):
+            text = " ".join(text.split())
+            if not text:
+                empty += 1
+            elif text in seen:
+                duplicates += 1
+            else:
+                seen.add(text)
+                rows.append((f"{pid}-q{k}", text, pid))
+    return rows, empty, duplicates
+
+
+def passages_to_generate(params: QueriesParams, data: str | Path) -> tuple[pd.DataFrame, pd.DataFrame, int]:
+    """The corpus, the passages generated for (GPL's sizing: a seeded subset when resized) and how many
+    queries each gets."""
+    corpus = target_corpus(data, params.source)
     if corpus.empty:
-        raise DataError(f"{inputs['data']}: the corpus is empty")
+        raise DataError(f"{data}: the corpus is empty")
     per_passage, used = sizing(len(corpus), params.queries_per_passage, params.total)
     if used < len(corpus):  # GPL's sizing: a seeded subset of the passages
         keep = np.sort(np.random.default_rng(params.seed).choice(len(corpus), used, replace=False))
-        sources = corpus.iloc[keep].reset_index(drop=True)
-    else:
-        sources = corpus
+        return corpus, corpus.iloc[keep].reset_index(drop=True), per_passage
+    return corpus, corpus, per_passage
+
+
+def shard_range(params: QueriesParams, n_passages: int, shard: int) -> tuple[int, int]:
+    """Passage rows of shard `shard`, cut at multiples of the generation batch (so each shard forms the very
+    batches, and so the very seeds, of a run without shards)."""
+    return shard_rows(n_passages, params.shards, shard, unit=params.batch_size)
+
+
+def run_shard(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
+    """`queries.shards` > 1: the generated texts of one range of passages (`generated.parquet`: passage row,
+    its texts); the `queries` job merges the shards in order."""
+    params, inputs = read_params(QueryShardParams, spec), spec["inputs"]
+    _, sources, per_passage = passages_to_generate(params, inputs["data"])
+    start, stop = shard_range(params, len(sources), params.shard)
     device = resolve_device(device) if params.generator != INVERSE_CLOZE else "cpu"
     with artifact_dir(out, spec, force) as tmp:
-        log.info("queries: %s (%s) writes %d per passage for %d of %d passages", params.generator, params.mode,
-                 per_passage, len(sources), len(corpus))
-        texts = generate(params, sources["passage"].tolist(), per_passage, device)
-        rows, empty = [], 0
-        for pid, generated in zip(sources["id"], texts):
-            for k, text in enumerate(generated):
-                text = " ".join(text.split())
-                if text:
-                    rows.append((f"{pid}-q{k}", text, pid))
-                else:
-                    empty += 1
+        log.info("query shard %d of %d: passages %d..%d of %d", params.shard + 1, params.shards, start, stop,
+                 len(sources))
+        texts = generate(params, sources["passage"].iloc[start:stop].tolist(), per_passage, device, offset=start)
+        pd.DataFrame({"row": np.arange(start, stop), "texts": texts}).to_parquet(tmp / "generated.parquet",
+                                                                                 index=False)
+        metrics = {"device": device, "rows": [start, stop], "passages": stop - start,
+                   "queries_per_passage": per_passage}
+        write_json(tmp / "metrics.json", metrics)
+    return metrics
+
+
+def run(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
+    params, inputs = read_params(QueriesParams, spec), spec["inputs"]
+    corpus, sources, per_passage = passages_to_generate(params, inputs["data"])
+    device = resolve_device(device) if params.generator != INVERSE_CLOZE and params.shards == 1 else "cpu"
+    with artifact_dir(out, spec, force) as tmp:
+        log.info("queries: %s (%s) writes %d per passage for %d of %d passages%s", params.generator, params.mode,
+                 per_passage, len(sources), len(corpus), f" in {params.shards} shards" if params.shards > 1 else "")
+        if params.shards > 1:  # the shards' texts, in passage order
+            texts = []
+            for shard in range(params.shards):
+                part = pd.read_parquet(Path(inputs[f"shard_{shard}"]) / "generated.parquet")
+                if part["row"].tolist() != list(range(*shard_range(params, len(sources), shard))):
+                    raise DataError(f"{inputs[f'shard_{shard}']}: its passages are not shard {shard}'s of these")
+                texts += [list(t) for t in part["texts"]]
+        else:
+            texts = generate(params, sources["passage"].tolist(), per_passage, device)
+        rows, empty, duplicates = passage_queries(sources["id"], texts)
         if not rows:
             raise DataError(f"queries: {params.generator} generated no non-empty text")
         queries = pd.DataFrame({"id": [r[0] for r in rows], "text": [r[1] for r in rows]})
         qrels = pd.DataFrame({"query_id": queries["id"], "corpus_id": [r[2] for r in rows], "score": 1})
-        write_beir(BeirData(corpus, queries, {"train": qrels.astype({"score": "int64"})}), tmp / "beir")
+        # GPL's `new_size -1`: a resized corpus is the one mined and labelled (gpl/train.py, toolkit/resize.py)
+        write_beir(BeirData(sources, queries, {"train": qrels.astype({"score": "int64"})}), tmp / "beir")
         metrics = {"device": device, "generator": params.generator, "mode": params.mode,
                    "queries_per_passage": per_passage, "passages": len(sources), "corpus": len(corpus),
-                   "queries": len(queries), "empty_dropped": empty}
+                   "queries": len(queries), "empty_dropped": empty, "duplicates_dropped": duplicates,
+                   "mined_corpus": len(sources)}
         write_json(tmp / "metrics.json", metrics)
     return metrics

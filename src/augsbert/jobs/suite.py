@@ -134,7 +134,7 @@ def run(spec: dict, out: str | Path, device: str | None = None, force: bool = Fa
         if params.retrieval:
             corpus, queries, qrels = load_prepared(inputs["data"], params.retrieval["split"])
             result = evaluate_retrieval(encode.model, corpus, queries, qrels, params.retrieval["score_function"],
-                                        params.batch_size)
+                                        params.batch_size, without_relevant=params.retrieval["without_relevant"])
             metrics["retrieval"] = {**result, "split": params.retrieval["split"]}
             summary.update({m: result[m] for m in ("ndcg@10", "mrr@10", "recall@100")})
         if params.positive_threshold is not None:

@@ -14,20 +14,23 @@ drops a query with fewer than `num_negatives` survivors; here one rule serves ev
 tests/test_negatives.py checks it equal to the library's output for a Bi-Encoder on the same input.
 
 Several retrievers (GPL mines with two Bi-Encoders, BM25 optional): each retriever's list is selected
-as above, then the lists are interleaved in retriever order without repeats, up to `num_negatives`.
+as above, then the lists are interleaved in retriever order without repeats, up to `num_negatives`
+(`mine(union=True)`: all of them, GPL's candidate list). The search keeps each block's top k only
+(augsbert.models.search): memory beyond the embeddings is the (queries, k) result.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from .bm25 import bm25_weights, default_tokenize, term_counts
+from ..models.search import FAISS_FROM, best_of_block, top_k
+from .bm25 import block_rows, bm25_weights, default_tokenize, term_counts
 
 
 @dataclass(frozen=True)
@@ -132,25 +135,30 @@ def cached_embeddings(model, texts: list[str], identity: str, cache_dir: str | P
 
 # ------------------------------------------------------------------ mining
 ScoreBlock = Callable[[int, int], np.ndarray]  # (start, stop) -> scores of those queries against every passage
-Rescore = Callable[[list[tuple[str, str]]], np.ndarray]  # (query, passage) pairs -> Cross-Encoder scores
-BLOCK_BYTES = 64 * 2**20
+Rescore = Callable[[Iterable[tuple[str, str]]], np.ndarray]  # (query, passage) pairs -> Cross-Encoder scores
 
 
 def candidates_and_positives(block_scores: ScoreBlock, n_queries: int, n_corpus: int, k: int,
                              positives: Sequence[list[int]]) -> tuple[np.ndarray, np.ndarray, list[list[float]]]:
-    """Top-k candidates of every query and the retriever's score of each of its positives, one block of
-    queries at a time (memory: one block of about 64 MiB of scores)."""
-    block = max(1, BLOCK_BYTES // (8 * max(1, n_corpus)))
-    indices, scores, positive_scores = [], [], []
-    for start in range(0, n_queries, block):
-        stop = min(n_queries, start + block)
-        s = np.asarray(block_scores(start, stop), dtype=np.float64)
-        kk = min(k, n_corpus)
-        top = np.argsort(-s, axis=1, kind="stable")[:, :kk]
-        indices.append(top)
-        scores.append(np.take_along_axis(s, top, axis=1))
-        positive_scores += [[float(s[q - start, p]) for p in positives[q]] for q in range(start, stop)]
-    idx, sc = np.concatenate(indices), np.concatenate(scores)
+    """Top-k candidates of every query and the retriever's score of each of its positives. A dense retriever
+    (`DenseScores`) searches exactly through augsbert.models.search (numpy blocks or faiss.knn); any other
+    scores one block of queries at a time (about 64 MiB of scores), keeping each block's top k (no full sort)."""
+    kk = min(k, n_corpus)
+    if isinstance(block_scores, DenseScores):
+        idx, sc = block_scores.top_k(kk)
+        sc = sc.astype(np.float64)
+        positive_scores = [[block_scores.pair(q, p) for p in positives[q]] for q in range(n_queries)]
+    else:
+        block = block_rows(n_corpus)
+        indices, scores, positive_scores = [], [], []
+        for start in range(0, n_queries, block):
+            stop = min(n_queries, start + block)
+            s = np.asarray(block_scores(start, stop), dtype=np.float64)
+            top, top_scores = best_of_block(s, kk)
+            indices.append(top)
+            scores.append(top_scores)
+            positive_scores += [[float(s[q - start, p]) for p in positives[q]] for q in range(start, stop)]
+        idx, sc = np.concatenate(indices), np.concatenate(scores)
     if idx.shape[1] < k:  # a corpus smaller than the window: padded with "no candidate"
         idx = np.pad(idx, ((0, 0), (0, k - idx.shape[1])), constant_values=-1)
         sc = np.pad(sc, ((0, 0), (0, k - sc.shape[1])), constant_values=-np.inf)
@@ -158,10 +166,11 @@ def candidates_and_positives(block_scores: ScoreBlock, n_queries: int, n_corpus:
 
 
 def mine(pairs: Sequence[tuple[str, str]], corpus: Sequence[str], retrievers: dict[str, ScoreBlock | Callable],
-         rule: Rule, rescore: Rescore | None = None) -> dict:
+         rule: Rule, rescore: Rescore | None = None, union: bool = False) -> dict:
     """Negatives of every (query, positive) pair. `retrievers`: name -> a function that, given the unique
     queries and the corpus, returns its ScoreBlock. Returns the rows (query, positive, negatives) that got
-    `num_negatives` negatives, the count of those that did not, and per retriever its chosen lists."""
+    `num_negatives` negatives (`union`: every retriever's chosen ones, at least one), their negatives' indices
+    in the returned corpus (`ids`), the count of the pairs that did not, and per retriever its chosen lists."""
     corpus = list(dict.fromkeys([*corpus, *(p for _, p in pairs)]))  # every positive is a passage
     where = {text: i for i, text in enumerate(corpus)}
     queries = list(dict.fromkeys(q for q, _ in pairs))
@@ -179,22 +188,42 @@ def mine(pairs: Sequence[tuple[str, str]], corpus: Sequence[str], retrievers: di
         if rescore is not None:  # the Cross-Encoder's scores replace the retriever's (library step)
             rows, cols = np.nonzero(idx >= 0)
             sc = np.full(idx.shape, -np.inf)
-            sc[rows, cols] = rescore([(queries[r], corpus[idx[r, c]]) for r, c in zip(rows, cols)])
-            flat = rescore([(queries[q], corpus[p]) for q in range(len(queries)) for p in positives[q]])
+            sc[rows, cols] = rescore((queries[r], corpus[idx[r, c]]) for r, c in zip(rows, cols))  # streamed
+            flat = rescore((queries[q], corpus[p]) for q in range(len(queries)) for p in positives[q])
             cuts = np.cumsum([0, *(len(p) for p in positives)])
             pos = [flat[cuts[q]:cuts[q + 1]].tolist() for q in range(len(queries))]
         lowest = np.array([min(p) for p in pos])
         chosen[name] = select(idx, sc, [set(p) for p in positives], lowest, rule, max_positives)
-    rows, short = [], 0
+    rows, ids, short = [], [], 0
     for q, p in pairs:
-        negatives = interleave([chosen[name][query_row[q]] for name in retrievers], rule.num_negatives)
-        if len(negatives) < rule.num_negatives:
+        limit = rule.num_negatives * (len(retrievers) if union else 1)
+        negatives = interleave([chosen[name][query_row[q]] for name in retrievers], limit)
+        if len(negatives) < (1 if union else rule.num_negatives):
             short += 1
             continue
         rows.append((q, p, [corpus[i] for i in negatives]))
-    return {"rows": rows, "short": short, "corpus": corpus, "queries": queries, "chosen": chosen}
+        ids.append(negatives)
+    return {"rows": rows, "ids": ids, "short": short, "corpus": corpus, "queries": queries, "chosen": chosen}
 
 
-def bi_encoder_scores(query_embeddings: np.ndarray, corpus_embeddings: np.ndarray) -> ScoreBlock:
+class DenseScores:
+    """Cosine of normalised embeddings (the library miner's similarity): a ScoreBlock (scores of a block of
+    queries against every passage), an exact top-k search over all queries, and the score of one pair."""
+
+    def __init__(self, query_embeddings: np.ndarray, corpus_embeddings: np.ndarray, faiss_from: int = FAISS_FROM):
+        self.queries, self.corpus, self.faiss_from = query_embeddings, corpus_embeddings, faiss_from
+
+    def __call__(self, start: int, stop: int) -> np.ndarray:
+        return self.queries[start:stop] @ self.corpus.T
+
+    def top_k(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        return top_k(self.queries, self.corpus, k, self.faiss_from)
+
+    def pair(self, query: int, passage: int) -> float:
+        return float(np.dot(self.queries[query].astype(np.float64), self.corpus[passage].astype(np.float64)))
+
+
+def bi_encoder_scores(query_embeddings: np.ndarray, corpus_embeddings: np.ndarray,
+                      faiss_from: int = FAISS_FROM) -> DenseScores:
     """Cosine of normalised embeddings (the library miner's similarity)."""
-    return lambda start, stop: query_embeddings[start:stop] @ corpus_embeddings.T
+    return DenseScores(query_embeddings, corpus_embeddings, faiss_from)

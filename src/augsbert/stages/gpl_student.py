@@ -11,7 +11,7 @@ from ..errors import ConfigError
 from ..store.graph import Node, SeedPlan
 from ..params import Params
 from .base import MODEL_SETTINGS, Row, Stage
-from .negatives import negatives_node
+from .negatives import PER_STEP, negatives_node
 from .queries import queries_node
 from .margins import MARGINS
 
@@ -82,6 +82,10 @@ def plan_gpl(seed_plan: SeedPlan) -> dict[str, Node]:
     mined = negatives_node(seed_plan, roles.get("queries", seed_plan.roles["data"]), generated)
     scoring = {"score_scale": teacher["score_scale"], "max_length": teacher["max_length"],
                "batch_size": exp["silver"]["batch_size"]}
+    if exp["negatives"]["mode"] == PER_STEP:  # the margins of the negatives the student will draw, seeded
+        budget = {"max_steps": student["max_steps"]} if student["max_steps"] is not None \
+            else {"epochs": student["epochs"]}
+        scoring["draws"] = {"seed": seed_plan.seed, "batch_size": student["batch_size"], **budget}
     if teacher["pretrained"] == TRAINED:  # the chain's teacher, trained on the target's gold: not label-free
         if "teacher" not in seed_plan.roles or teacher["arch"] != "ce":
             raise ConfigError(f"experiments.{name}.teacher.pretrained: `trained` scores with the experiment's own "

@@ -21,6 +21,8 @@ class MarginsParams(Params):
     score_scale: Literal["logits", "sigmoid"]
     max_length: int
     batch_size: int = 64
+    # `negatives.mode: per_step`: the student's draws (its seed, batch_size, max_steps or epochs), fixed here
+    draws: dict[str, int] | None = None
 
 
 MARGINS = Stage("margins", 1, "score mined (query, positive, negatives) lists with a pretrained Cross-Encoder (GPL's "

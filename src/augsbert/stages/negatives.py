@@ -13,6 +13,7 @@ from .base import Stage
 from .queries import queries_node
 
 BM25 = "bm25"
+PER_STEP = "per_step"  # GPL: a candidate list per pair, one negative drawn for every training tuple
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -22,7 +23,8 @@ class NegativesParams(Params):
 
     retrievers: list[str]
     qrels_split: Literal["train", "dev", "test"]
-    num_negatives: int
+    mode: Literal["per_step", "fixed"] = "fixed"
+    num_negatives: int = 1  # `fixed` only
     range_min: int = 0
     range_max: int | None = None
     absolute_margin: float | None = None
@@ -39,7 +41,7 @@ class NegativesParams(Params):
 
 
 NEGATIVES = Stage("negatives", 1, "mine hard negatives of (query, positive) pairs with BM25 / Bi-Encoder retrievers "
-                  "(rank range, margins, optional Cross-Encoder filter)", "augsbert.jobs.negatives:run",
+                  "(rank range, margins, optional Cross-Encoder filter): a candidate list per pair (GPL) or fixed negatives", "augsbert.jobs.negatives:run",
                   section="negatives", runtime=("batch_size", "embedding_cache", "hub_revisions"),
                   roles=("negatives",), seconds_per_item=0.01, base_mem_mb=8000, mb_per_item=0.01,
                   params=NegativesParams, plan=lambda seed_plan: plan_negatives(seed_plan), needs=("data",))
@@ -61,6 +63,11 @@ def negatives_node(seed_plan: SeedPlan, pairs: Node, generated: bool = False) ->
         options["hub_revisions"] = revisions
     if not options["cross_encoder"]:
         options.pop("cross_encoder_scale")  # no Cross-Encoder: its scale cannot change anything
+    if options["mode"] == PER_STEP:  # every survivor of each retriever's top range_max is a candidate
+        if options["range_max"] is None:
+            raise ConfigError(f"experiments.{seed_plan.experiment}.negatives.range_max: `mode: per_step` keeps "
+                              "each retriever's top range_max as the query's candidates; set it (GPL: 50)")
+        options.pop("num_negatives")
     name = f"{pairs.name}.{options['qrels_split']}.{'+'.join(r.rsplit('/', 1)[-1] for r in options['retrievers'])}"
     return graph.add(NEGATIVES, name, options, {"pairs": pairs})
 

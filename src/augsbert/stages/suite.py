@@ -42,7 +42,7 @@ class SuiteParams(Params):
     topic: TopicTask | None = None
     positive_threshold: float | None = None  # the diagnostics (alignment / uniformity) when set
     mteb: dict[str, str] | None = None
-    retrieval: dict[str, str] | None = None  # BEIR-format qrels: split, score_function
+    retrieval: dict[str, str] | None = None  # BEIR-format qrels: split, score_function, without_relevant
     mteb_version: str | None = None
     model: str | None = None
     model_identity: dict[str, str] = field(default_factory=dict)
@@ -112,8 +112,8 @@ def suite_tasks(config: dict, evaluation: dict, dataset: dict) -> dict:
         tasks["positive_threshold"] = evaluation["positive_threshold"]
     if "retrieval" in suites:
         if dataset["loader"] == "beir":
-            tasks["retrieval"] = {"split": evaluation["retrieval"]["split"],
-                                  "score_function": evaluation["retrieval"]["score_function"]}
+            tasks["retrieval"] = {k: evaluation["retrieval"][k] for k in ("split", "score_function",
+                                                                          "without_relevant")}
         else:
             tasks["skipped"]["retrieval"] = "the dataset is not BEIR-format (`loader: beir`)"
     if "mteb" in suites:
