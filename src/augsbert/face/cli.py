@@ -279,6 +279,25 @@ def _plan_command(sub) -> None:
     p.set_defaults(handler=handler)
 
 
+def _rehearse_command(sub) -> None:
+    p = sub.add_parser("rehearse", help="run every job of the targets on stand-ins (tiny models, cut data, one seed, "
+                                        "2 steps) under .rehearsal/, in minutes: one line per job kind, OK or failed",
+                       description="Plan the targets' Snakemake DAG with `rehearse: true` and run each of its jobs on "
+                                   "stand-ins under .rehearsal/ (docs/guide/rehearsal.md); exit 1 when a job failed.")
+    p.add_argument("targets", nargs="+", metavar="TARGET", help="results/<experiment>.json, results/tables/<grid>.md, ...")
+    p.add_argument("--config", nargs="+", action="extend", metavar="FILE", help=CONFIG_HELP)
+    p.add_argument("--cores", type=int, default=2, help="cores for the rehearsal's jobs (default 2)")
+    p.add_argument("--cold", action="store_true", help="start every job as a fresh process (default: forks of a "
+                                                       "warm server that imported the libraries once)")
+
+    def handler(args) -> int:
+        from .rehearse import run  # imports the model libraries' builders only when a rehearsal runs
+
+        return run(args.targets, args.config, cores=args.cores, warm=not args.cold)
+
+    p.set_defaults(handler=handler)
+
+
 def _list_command(sub) -> None:
     p = sub.add_parser("list", help="list the configured experiments, grids and datasets, one line each, with the "
                                     "datasets each needs and whether their raw files are present",
@@ -382,6 +401,7 @@ def build_parser() -> argparse.ArgumentParser:
     table.add_argument("--results", default="results", help="directory holding results/<experiment>.json")
     _plan_command(sub)
     _list_command(sub)
+    _rehearse_command(sub)
     add_export_command(sub)
     fetch = sub.add_parser("fetch", help="download every hub model and dataset an experiment needs into the local "
                                          "Hugging Face cache (run where there is internet; jobs then run offline)")

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Callable
 from pathlib import Path
+
+from ..config import rehearsal
 
 # filled here; kept in artifacts (the bottom layer, which records it in metrics.json) so nothing imports upwards
 from .artifacts import RESOLVED_COMMITS
@@ -61,6 +64,8 @@ def resolve_model(ref: str, revision: str | None = None) -> str:
     reachable; offline it fails with instructions. The commit it resolved to
     is kept in RESOLVED_COMMITS, which the stage writes to its metrics.
     """
+    if os.environ.get(rehearsal.STANDINS_ENV):  # a rehearsal: every reference is a stand-in of its kind
+        return standin_path(ref, os.environ[rehearsal.STANDINS_ENV])
     kind = reference_kind(ref)
     if kind == "alias":
         return ALIASES[ref]()
@@ -86,3 +91,15 @@ def resolve_model(ref: str, revision: str | None = None) -> str:
             f"  copy that directory here and set base_model: models/{ref.split('/')[-1]} "
             f"(or use the packaged alias: {', '.join(ALIASES)})."
         ) from None
+
+
+def standin_path(ref: str, folder: str) -> str:
+    """The stand-in model that takes `ref`'s place in a rehearsal (augsbert.models.standins): the kind the
+    rehearsal's config gave it (`<folder>/references.json`, written when the rehearsal was planned), else an
+    encoder's."""
+    try:
+        with open(os.path.join(folder, rehearsal.REFERENCES_FILE), encoding="utf-8") as handle:
+            kinds = json.load(handle)
+    except FileNotFoundError:
+        kinds = {}
+    return os.path.join(folder, kinds.get(ref) or rehearsal.standin_kind(ref))

@@ -1,0 +1,112 @@
+"""A rehearsal's config: the same experiments, cut to the fewest steps that still take every code path.
+
+`rehearse: true` (`augsbert rehearse TARGET`, or `snakemake --config rehearse=true TARGET`) runs the workflow
+under its own root (ROOT, the Snakefile's `workdir:`), where models are stand-ins (augsbert.models.standins,
+chosen when a job resolves a reference: the config's references stay as written) and datasets are cut copies
+(augsbert.data.standins). What this module changes is the config's amounts, never a value that selects a code
+path (an architecture, a loss, a strategy, an objective, a loader, a score scale, a suite):
+
+- one seed (the first of the experiment's, or of the top level's);
+- every `epochs` 1, every `max_steps` at most MAX_STEPS, every `top_k` at most TOP_K, every `trials` (seed
+  optimisation) at most MAX_TRIALS but not 0 when it was not;
+- `data_dir` the root's cut copies (DATA_DIR, relative to the root).
+
+Both functions are idempotent: an experiment validated twice is cut once.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+ROOT = ".rehearsal"  # relative to the directory the workflow runs in; every output of a rehearsal lies below it
+DATA_DIR = "data/raw"  # the cut datasets, relative to ROOT (as the shipped data_dir is relative to the project)
+STANDINS_ENV = "AUGSBERT_STANDINS"  # the stand-in models' folder: set, every model reference resolves to one
+MAX_STEPS = 2
+TOP_K = 2
+MAX_TRIALS = 2
+# amounts the rehearsal caps, by key at any depth of an experiment: key -> new value from the configured one
+CAPS = {
+    "epochs": lambda v: 1,
+    "max_steps": lambda v: min(v, MAX_STEPS),
+    "top_k": lambda v: min(v, TOP_K),
+    "trials": lambda v: min(v, MAX_TRIALS),
+}
+
+
+def is_on(config: Mapping) -> bool:
+    """Whether `config` asks for a rehearsal (`rehearse: true`; Snakemake's --config gives a bool already)."""
+    value = config.get("rehearse", False)
+    return value is True or (isinstance(value, str) and value.strip().lower() in ("true", "yes", "on", "1"))
+
+
+def _cap(section: Any) -> None:
+    if isinstance(section, dict):
+        for key, value in section.items():
+            if key in CAPS and isinstance(value, int) and not isinstance(value, bool):
+                section[key] = CAPS[key](value)
+            else:
+                _cap(value)
+    elif isinstance(section, list):
+        for item in section:
+            _cap(item)
+
+
+def overlay_top(config: dict) -> dict:
+    """The top level of a rehearsal's config, in place: one seed, the cut data."""
+    config["rehearse"] = True
+    config["seeds"] = list(config.get("seeds") or [42])[:1]
+    config["data_dir"] = DATA_DIR
+    return config
+
+
+def overlay_experiment(exp: dict) -> dict:
+    """One experiment of a rehearsal (validated, defaults filled), in place."""
+    if exp.get("seeds"):
+        exp["seeds"] = list(exp["seeds"])[:1]
+    _cap({k: v for k, v in exp.items() if k != "seeds"})
+    return exp
+
+
+# Model references: where a config names one, and which stand-in kind (augsbert.models.standins) takes its place.
+# A key not listed here is an encoder's (base_model, cross_base_model, semantic_model, retrievers).
+REFERENCE_KEYS = ("base_model", "cross_base_model", "semantic_model", "pretrained", "generator", "retrievers",
+                  "cross_encoder")
+ROLE_OF_KEY = {"pretrained": "cross", "cross_encoder": "cross", "generator": "t5"}
+NOT_MODELS = {"finetuned", "pretrained", "pretrained_stage", "trained", "inverse_cloze", "bm25", "base_model"}
+REFERENCES_FILE = "references.json"  # in the stand-ins' folder: model reference -> stand-in kind
+
+
+def standin_kind(ref: str, role: str = "encoder") -> str:
+    """The stand-in kind of model `ref` named where a model of `role` (encoder, cross, t5) is read.
+
+    The family from the name (RoBERTa where it says so, else BERT); an encoder is a sentence-transformers folder
+    where the reference is one (the packaged alias, `sentence-transformers/...`, a local folder with modules.json),
+    else a plain transformers checkpoint with its masked-LM head (bert-base-uncased, FacebookAI/roberta-base)."""
+    if role == "t5":
+        return "t5"
+    family = "roberta" if "roberta" in ref.lower() else "bert"
+    if role == "cross":
+        return f"{family}-cross"
+    sentence_transformers = ("/" not in ref and "." not in ref and "-" in ref and ref.islower()  # an alias
+                             or ref.startswith("sentence-transformers/")
+                             or os.path.isfile(os.path.join(os.path.expanduser(ref), "modules.json")))
+    return f"{family}-{'st' if sentence_transformers else 'hf'}"
+
+
+def model_references(section: Any, role: str = "encoder", found: dict | None = None) -> dict[str, str]:
+    """{model reference: stand-in kind} of every model a config (or a part of one) names, at any depth."""
+    found = {} if found is None else found
+    if isinstance(section, dict):
+        for key, value in section.items():
+            if key in REFERENCE_KEYS:
+                for ref in value if isinstance(value, list) else [value]:
+                    if isinstance(ref, str) and ref not in NOT_MODELS:
+                        found.setdefault(ref, standin_kind(ref, ROLE_OF_KEY.get(key, "encoder")))
+            else:
+                model_references(value, role, found)
+    elif isinstance(section, list):
+        for item in section:
+            model_references(item, role, found)
+    return found

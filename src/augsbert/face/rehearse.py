@@ -1,0 +1,194 @@
+"""`augsbert rehearse TARGET...`: run every job of the targets' DAG on stand-ins, under `.rehearsal/`, in minutes.
+
+The rehearsal is the workflow itself with `rehearse: true` (docs/guide/rehearsal.md): `snakemake --config
+rehearse=true TARGET` does the same thing. With it the Snakefile moves its working directory to
+`.rehearsal/` (augsbert.config.rehearsal.ROOT) before anything is read or written, and `prepare` (called by
+workflow/rules/common.smk there) builds the stand-in models and cuts the datasets below it; Snakemake then plans
+its own DAG of the targets and runs every job, each resolving its model references to stand-ins.
+
+This command adds what a person wants around it: the jobs start as forks of a warm server (the libraries
+imported once, augsbert.face.warm), every job runs even after one failed (`--keep-going`), and the end is one
+line per job kind (`job_kind`: the stage and the options that choose its code path), OK or failed with its log,
+then "N jobs of K kinds rehearsed in T s"; the exit status is 1 when any job failed or did not run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ..config import rehearsal
+from ..config.load import SHIPPED_CONFIG, check_name, deep_merge, prepare_config, read_config
+from ..data.standins import prepare_datasets
+from ..errors import ConfigError
+from ..models.standins import build_standins
+from ..planning.plan import Plan
+from ..stages.base import Stage
+from ..reporting.layout import grid_spec
+from .warm import SOCKET_ENV
+
+STANDINS_DIR = "standins"  # below the rehearsal's root
+# Options of a node's params that choose the code path its job takes: a job kind is its stage and these values.
+KIND_OPTIONS = ("arch", "loss", "objective", "strategy", "strategies", "loader", "format", "score_scale", "suite",
+                "suites", "variant", "similarity", "activation", "mode", "combine", "symmetric", "pooling",
+                "selection", "rounds", "use_gold_labels", "relabel_gold", "ensemble", "cross_encoder_scale")
+# and model references, by the stand-in kind they take (a seq2seq generator and inverse cloze differ)
+KIND_MODELS = ("model", "generator", "cross_encoder", "retrievers", "semantic_model")
+
+
+def prepare(config: dict, data_source: str | Path) -> dict[str, str]:
+    """In the rehearsal's root (the current directory): the stand-in models (built once per recipe), the model
+    references' kinds, the datasets cut from `data_source` (the real data_dir); sets $AUGSBERT_STANDINS for the
+    jobs. Returns what was done per dataset."""
+    folder = build_standins(STANDINS_DIR).resolve()
+    kinds = rehearsal.model_references({k: config.get(k) for k in ("defaults", "experiments", "grids")})
+    known = folder / rehearsal.REFERENCES_FILE
+    previous = json.loads(known.read_text()) if known.is_file() else {}
+    if {**previous, **kinds} != previous:
+        tmp = known.with_name(f".{known.name}.tmp")
+        tmp.write_text(json.dumps({**previous, **kinds}, indent=1, sort_keys=True) + "\n")
+        os.replace(tmp, known)
+    os.environ[rehearsal.STANDINS_ENV] = str(folder)
+    return prepare_datasets(config, data_source, rehearsal.DATA_DIR)
+
+
+def _model_kind(value, references: dict) -> str:
+    if isinstance(value, list):
+        return "+".join(_model_kind(v, references) for v in value)
+    if not isinstance(value, str) or value in rehearsal.NOT_MODELS:
+        return str(value)
+    return references.get(value) or rehearsal.standin_kind(value)
+
+
+def job_kind(node, references: dict) -> str:
+    """A node's job kind: its stage, then `option=value` for each option of KIND_OPTIONS it has and the stand-in
+    kind of each model it reads (KIND_MODELS)."""
+    params = node.settings
+    parts = [node.stage]
+    for key in KIND_OPTIONS:
+        if key in params and not isinstance(params[key], dict):
+            parts.append(f"{key}={json.dumps(params[key], sort_keys=True) if isinstance(params[key], list) else params[key]}")
+    for key in KIND_MODELS:
+        if params.get(key) is not None:
+            parts.append(f"{key}={_model_kind(params[key], references)}")
+    return " ".join(parts)
+
+
+def target_experiments(plan: Plan, targets: list[str]) -> list[str]:
+    """The experiments whose jobs a target needs: results/<experiment>.json, results/tables/<grid>.md|csv|png,
+    models/<experiment>/<model>."""
+    names = []
+    for target in targets:
+        parts = Path(target).parts
+        if len(parts) == 2 and parts[0] == "results" and target.endswith(".json"):
+            names.append(check_name(Path(target).stem, target))
+        elif len(parts) == 3 and parts[:2] == ("results", "tables"):
+            spec = grid_spec(plan, check_name(Path(target).stem, target))
+            names.extend(spec["experiments"])
+        elif len(parts) >= 2 and parts[0] == "models":
+            names.append(check_name(parts[1], target))
+        else:
+            raise ConfigError(f"{target}: not a target of the workflow (results/<experiment>.json, "
+                              "results/tables/<grid>.md, models/<experiment>/<model>)")
+    return list(dict.fromkeys(names))
+
+
+def job_states(plan: Plan, names: list[str]) -> dict[str, list[tuple[str, str, str]]]:
+    """{job kind: [(key, 'OK' | 'failed' | 'not run', log path)]} of every stage job the experiments plan, read from
+    the rehearsal's root (the current directory): an artifact folder is there only once its job finished."""
+    references = json.loads((Path(os.environ[rehearsal.STANDINS_ENV]) / rehearsal.REFERENCES_FILE).read_text()) \
+        if os.environ.get(rehearsal.STANDINS_ENV) else {}
+    keys = {key for name in names for roles in plan.experiment(name).runs.values() for key in roles.values()}
+    kinds: dict[str, list] = {}
+    for key in sorted(keys):
+        node = plan.nodes[key]
+        log = Path("logs") / node.stage / f"{key}.log"
+        state = "OK" if Path(node.path).is_dir() else "failed" if log.is_file() else "not run"
+        kinds.setdefault(job_kind(node, references), []).append((key, state, str(Path(rehearsal.ROOT) / log)))
+    return kinds
+
+
+def summary(kinds: dict[str, list], seconds: float) -> tuple[str, bool]:
+    """The closing lines (one per job kind, then the count) and whether every job ran."""
+    lines, ok = [], True
+    for kind, jobs in sorted(kinds.items()):
+        bad = [job for job in jobs if job[1] != "OK"]
+        ok = ok and not bad
+        state = "OK     " if not bad else f"{bad[0][1]:<7}"
+        where = f"  log: {bad[0][2]}" if bad and bad[0][1] == "failed" else ""
+        lines.append(f"{state} {kind} ({len(jobs)} job{'s' if len(jobs) > 1 else ''}){where}")
+    jobs = sum(len(v) for v in kinds.values())
+    lines.append(f"{jobs} jobs of {len(kinds)} kinds rehearsed in {seconds:.0f} s")
+    return "\n".join(lines), ok
+
+
+def _warm_server(env: dict, folder: Path, threads: int):
+    """A warm server (augsbert.face.warm_server) for the jobs of `threads` threads: Snakemake gives each job
+    OMP_NUM_THREADS / MKL_NUM_THREADS = its threads, which a server must share to serve it (WARM_FIXED_ENV); a job of
+    other threads (the one-thread data jobs) starts plainly."""
+    path = folder / "warm.sock"
+    env = {**env, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+    server = subprocess.Popen([sys.executable, "-m", "augsbert.face.warm_server", str(path)], env=env,
+                              stderr=open(folder / "warm_server.log", "w"))
+    for _ in range(600):
+        if path.exists() or server.poll() is not None:
+            break
+        time.sleep(0.1)
+    return server, path
+
+
+def run(targets: list[str], configs: list[str] | None = None, cores: int = 2, warm: bool = True,
+        extra: list[str] | None = None) -> int:
+    """Rehearse `targets` (see the module's docstring); prints Snakemake's log tail on failure and the summary."""
+    for target in targets:
+        if not isinstance(target, str) or target.startswith("-"):
+            raise ConfigError(f"{target!r}: a target is a path such as results/<experiment>.json")
+    raw = {}
+    for path in [SHIPPED_CONFIG, *(configs or [])]:
+        raw = deep_merge(raw, read_config(path))
+    config = prepare_config(deep_merge(raw, {"rehearse": True}), lazy=True)
+    root = Path(rehearsal.ROOT).resolve()
+    root.mkdir(exist_ok=True)
+    command = [sys.executable, "-m", "snakemake", "--cores", str(cores), "--keep-going", "--config", "rehearse=true"]
+    if configs:
+        command += ["--configfile", *[str(Path(c).resolve()) for c in configs]]
+    command += [*(extra or []), "--", *targets]
+    start = time.perf_counter()
+    env = dict(os.environ)
+    server = None
+    with tempfile.TemporaryDirectory(prefix="augsbert-rehearse-") as scratch:
+        if warm:
+            # the model stages' declared threads (augsbert.stages.base.Stage.threads), as Snakemake scales them
+            server, socket_path = _warm_server(env, Path(scratch), min(Stage.threads, cores))
+            if server.poll() is None:
+                env[SOCKET_ENV] = str(socket_path)
+        log_path = root / "rehearse.log"
+        try:
+            with open(log_path, "w") as log:
+                print(f"augsbert rehearse: {' '.join(command[1:])} (log: {log_path})", file=sys.stderr, flush=True)
+                code = subprocess.run(command, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
+        finally:
+            if server is not None:
+                server.terminate()
+                server.wait()
+    seconds = time.perf_counter() - start
+    here = os.getcwd()
+    os.chdir(root)  # plan where the rehearsal ran: its data, its digests, its artifacts
+    try:
+        os.environ[rehearsal.STANDINS_ENV] = str(build_standins(STANDINS_DIR).resolve())
+        plan = Plan(config)
+        try:
+            text, ok = summary(job_states(plan, target_experiments(plan, targets)), seconds)
+        except ConfigError as err:  # planning stopped: Snakemake said why (the log's tail below)
+            text, ok = f"the targets do not plan: {err}", False
+    finally:
+        os.chdir(here)
+    if code != 0 or not ok:
+        print("\n".join(log_path.read_text(errors="replace").splitlines()[-25:]), file=sys.stderr)
+    print(text)
+    return 0 if code == 0 and ok else 1
