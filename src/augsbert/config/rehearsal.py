@@ -16,7 +16,6 @@ Both functions are idempotent: an experiment validated twice is cut once.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,6 +25,8 @@ STANDINS_ENV = "AUGSBERT_STANDINS"  # the stand-in models' folder: set, every mo
 MAX_STEPS = 2
 TOP_K = 2
 MAX_TRIALS = 2
+CUT_ROWS = 120  # rows of a dataset's pairs file after the cut (augsbert.data.standins): a few dozen per split
+DEV_SIZE = 10
 # amounts the rehearsal caps, by key at any depth of an experiment: key -> new value from the configured one
 CAPS = {
     "epochs": lambda v: 1,
@@ -53,11 +54,25 @@ def _cap(section: Any) -> None:
             _cap(item)
 
 
+def _scaled(sizes: list[int], total: int) -> list[int]:
+    """`sizes` scaled to add up to `total` (largest remainders), each at least 1 where it was."""
+    whole = sum(sizes)
+    out = [max(1 if s else 0, s * total // whole) for s in sizes]
+    out[out.index(max(out))] += total - sum(out)
+    return out
+
+
 def overlay_top(config: dict) -> dict:
-    """The top level of a rehearsal's config, in place: one seed, the cut data."""
+    """The top level of a rehearsal's config, in place: one seed, the cut data (a dataset's split sizes scaled
+    to the cut's CUT_ROWS rows, a dev split carved from train at most DEV_SIZE)."""
     config["rehearse"] = True
     config["seeds"] = list(config.get("seeds") or [42])[:1]
     config["data_dir"] = DATA_DIR
+    for options in (config.get("datasets") or {}).values():
+        if isinstance(options.get("split_sizes"), list) and sum(options["split_sizes"]) > CUT_ROWS:
+            options["split_sizes"] = _scaled(options["split_sizes"], CUT_ROWS)
+        if isinstance(options.get("dev_size"), int):
+            options["dev_size"] = min(options["dev_size"], DEV_SIZE)
     return config
 
 
@@ -76,37 +91,3 @@ REFERENCE_KEYS = ("base_model", "cross_base_model", "semantic_model", "pretraine
 ROLE_OF_KEY = {"pretrained": "cross", "cross_encoder": "cross", "generator": "t5"}
 NOT_MODELS = {"finetuned", "pretrained", "pretrained_stage", "trained", "inverse_cloze", "bm25", "base_model"}
 REFERENCES_FILE = "references.json"  # in the stand-ins' folder: model reference -> stand-in kind
-
-
-def standin_kind(ref: str, role: str = "encoder") -> str:
-    """The stand-in kind of model `ref` named where a model of `role` (encoder, cross, t5) is read.
-
-    The family from the name (RoBERTa where it says so, else BERT); an encoder is a sentence-transformers folder
-    where the reference is one (the packaged alias, `sentence-transformers/...`, a local folder with modules.json),
-    else a plain transformers checkpoint with its masked-LM head (bert-base-uncased, FacebookAI/roberta-base)."""
-    if role == "t5":
-        return "t5"
-    family = "roberta" if "roberta" in ref.lower() else "bert"
-    if role == "cross":
-        return f"{family}-cross"
-    sentence_transformers = ("/" not in ref and "." not in ref and "-" in ref and ref.islower()  # an alias
-                             or ref.startswith("sentence-transformers/")
-                             or os.path.isfile(os.path.join(os.path.expanduser(ref), "modules.json")))
-    return f"{family}-{'st' if sentence_transformers else 'hf'}"
-
-
-def model_references(section: Any, role: str = "encoder", found: dict | None = None) -> dict[str, str]:
-    """{model reference: stand-in kind} of every model a config (or a part of one) names, at any depth."""
-    found = {} if found is None else found
-    if isinstance(section, dict):
-        for key, value in section.items():
-            if key in REFERENCE_KEYS:
-                for ref in value if isinstance(value, list) else [value]:
-                    if isinstance(ref, str) and ref not in NOT_MODELS:
-                        found.setdefault(ref, standin_kind(ref, ROLE_OF_KEY.get(key, "encoder")))
-            else:
-                model_references(value, role, found)
-    elif isinstance(section, list):
-        for item in section:
-            model_references(item, role, found)
-    return found

@@ -24,15 +24,16 @@ import gzip
 import io
 import json
 import os
+import tempfile
 from pathlib import Path
 
+from ..config.rehearsal import CUT_ROWS
 from ..errors import MissingDataError
 from .loaders import LOADERS
 
-CUT_ROWS = 120  # a few dozen rows per split after the loader's split
 CORPUS_ROWS = 300  # passages or unlabeled sentences
 QRELS_ROWS = 40  # judgements per BEIR qrels split
-CORPUS_WORDS = ("corpus", "unlabeled", "background", "titles", "sentences", "posts")
+CORPUS_WORDS = ("unlabeled", "background", "titles", "sentences")  # in a file's name: a corpus (as corpus.jsonl)
 
 
 def _spread(lines: list[bytes], keep: int) -> list[bytes]:
@@ -72,7 +73,8 @@ def cut_lines(data: bytes, keep: int) -> bytes:
 
 def cut_file(source: Path, dest: Path) -> None:
     """A cut copy of `source` at `dest` (see the module's docstring); a parquet table keeps spread rows."""
-    keep = CORPUS_ROWS if any(word in source.name.lower() for word in CORPUS_WORDS) else CUT_ROWS
+    stem = source.name.lower().split(".")[0]
+    keep = CORPUS_ROWS if stem == "corpus" or any(word in stem for word in CORPUS_WORDS) else CUT_ROWS
     if source.suffix in (".parquet", ".pq"):
         import pandas as pd
 
@@ -176,6 +178,55 @@ def write_text(path: Path, lines: int = CORPUS_ROWS) -> Path:
     return path
 
 
+def write_spanish(root: Path, stems: list[str], rows: int = 40) -> Path:
+    """<stem>-input.txt (two tab-separated sentences a line) and <stem>-score.txt (one score a line) per stem."""
+    for stem in stems:
+        _write_if_changed(root / f"{stem}-input.txt", "".join(f"{_sentence(i)}\t{_sentence(i, i % 4)}\n"
+                                                            for i in range(rows)).encode())
+        _write_if_changed(root / f"{stem}-score.txt", "".join(f"{(i * 3) % 5}\n" for i in range(rows)).encode())
+    return root
+
+
+UKP_TOPICS = ["abortion", "cloning", "death_penalty", "gun_control", "marijuana_legalization", "minimum_wage",
+              "nuclear_energy", "school_uniforms"]
+UKP_HEADER = "topic\tretrievedUrl\tarchivedUrl\tsentenceHash\tsentence\tannotation\tset\n"
+NEWS_GROUPS = ["comp.graphics", "rec.autos", "sci.space", "talk.politics.misc", "misc.forsale", "soc.religion.christian"]
+
+
+def write_topic_corpus(options: dict, dest: Path) -> None:
+    """A topic corpus in its release's layout (augsbert.data.topic_corpora): UKP Sentential's `<topic>.tsv` files,
+    20 Newsgroups' bydate folders, or a `table` (.tsv / .csv / .jsonl with text, topic, split)."""
+    root = dest / options["path"]
+    if options["format"] == "ukp_sentential":
+        for topic in UKP_TOPICS:
+            rows = [f"{topic.replace('_', ' ')}\thttp://a\thttp://b\th{i}\t{_sentence(i, len(topic))}\t"
+                    f"{'NoArgument' if i % 2 else 'Argument_for'}\t{('train', 'train', 'val', 'test')[i % 4]}\n"
+                    for i in range(12)]
+            _write_if_changed(root / f"{topic}.tsv", (UKP_HEADER + "".join(rows)).encode())
+    elif options["format"] == "newsgroups":
+        for part in ("20news-bydate-train", "20news-bydate-test"):
+            for g, group in enumerate(NEWS_GROUPS):
+                for i in range(6):
+                    post = f"From: someone@example.com\nSubject: {group} {i}\n\n{_sentence(i, g)}\n{_sentence(i + 1, g)}\n"
+                    _write_if_changed(root / part / group / str(1000 + i), post.encode("latin-1"))
+    else:  # table
+        lines = [("text", "topic", "split")] + [(_sentence(i, t), f"topic {t}", ("train", "train", "dev", "test")[i % 4])
+                                                for t in range(4) for i in range(12)]
+        sep = "," if root.suffix == ".csv" else "\t"
+        if root.suffix in (".jsonl", ".json", ".ndjson"):
+            text = "".join(json.dumps(dict(zip(lines[0], row))) + "\n" for row in lines[1:])
+        else:
+            text = "".join(sep.join(row) + "\n" for row in lines)
+        _write_if_changed(root, text.encode())
+
+
+def cut_folder(source: Path, dest: Path, per_folder: int = 6) -> None:
+    """A folder of one file per item (20 Newsgroups' bydate posts): `per_folder` files of each subfolder."""
+    for folder in sorted({p.parent for p in source.rglob("*") if p.is_file()}):
+        for path in sorted(p for p in folder.iterdir() if p.is_file())[:per_folder]:
+            _write_if_changed(dest / path.relative_to(source), path.read_bytes())
+
+
 def _bws(name, options, dest):
     return write_bws(dest / options["path"])
 
@@ -188,7 +239,24 @@ def _beir(name, options, dest):
     return write_beir(dest / options["path"])
 
 
-STANDIN_WRITERS = {"bws_cross_topic": _bws, "bws_in_topic": _bws, "stsb": _stsb, "beir": _beir}
+def _spanish(name, options, dest):
+    return write_spanish(dest / options["path"], options["train_files"] + options["test_files"])
+
+
+def _no_files(name, options, dest):  # a loader whose own files ship with the package (Lee, in the gensim wheel)
+    return dest
+
+
+STANDIN_WRITERS = {"bws_cross_topic": _bws, "bws_in_topic": _bws, "stsb": _stsb, "beir": _beir,
+                   "spanish_sts": _spanish, "lee": _no_files}
+
+
+def _cut_folder_of(source: Path, relative: Path) -> Path | None:
+    """The 20 Newsgroups part folder (20news-bydate-train/...) of a stand-in file, when the real one is there."""
+    for i, part in enumerate(relative.parts):
+        if part.startswith("20news-bydate-") and (source / Path(*relative.parts[:i + 1])).is_dir():
+            return Path(*relative.parts[:i + 1])
+    return None
 
 
 def _under(path: Path, root: Path) -> Path | None:
@@ -219,17 +287,38 @@ def prepare_datasets(config: dict, source: str | Path, dest: str | Path) -> dict
                 relative = _under(path, source)
                 if relative is None:
                     continue  # outside the data folder: read where it is
-                if beir and path.name == "corpus.jsonl":
+                if path.is_dir():
+                    cut_folder(path, dest / relative)
+                elif beir and path.name == "corpus.jsonl":
                     cut_beir(path.parent, dest / relative.parent)
                 elif not beir:
                     cut_file(path, dest / relative)
                 cut.append(str(path))
             done[name] = f"cut from {', '.join(cut)}" if cut else "read in place"
         elif options.get("loader") in STANDIN_WRITERS:
-            STANDIN_WRITERS[options["loader"]](name, options, dest)
-            if options.get("unlabeled"):
-                write_text(dest / options["unlabeled"])
-            done[name] = "stand-in files"
+            # the stand-in files written aside; each one whose real file is there is cut from it instead
+            with tempfile.TemporaryDirectory() as scratch:
+                STANDIN_WRITERS[options["loader"]](name, options, Path(scratch))
+                if options.get("unlabeled"):
+                    write_text(Path(scratch) / options["unlabeled"])
+                if options.get("topic_corpus"):
+                    write_topic_corpus(options["topic_corpus"], Path(scratch))
+                made, cut = [], []
+                for written in sorted(p for p in Path(scratch).rglob("*") if p.is_file()):
+                    relative = written.relative_to(scratch)
+                    folder = _cut_folder_of(source, relative)
+                    if folder is not None:
+                        cut_folder(source / folder, dest / folder)
+                        cut.append(str(source / folder))
+                    elif (source / relative).is_file():
+                        cut_file(source / relative, dest / relative)
+                        cut.append(str(source / relative))
+                    else:
+                        _write_if_changed(dest / relative, written.read_bytes())
+                        made.append(str(relative))
+            done[name] = f"stand-in files ({', '.join(made)})" + (f", cut from {', '.join(cut)}" if cut else "")
+            if "topic_corpus" in options:
+                done[name] += f"; {missing}".splitlines()[0]
         else:
-            done[name] = f"absent, no stand-in for loader {options.get('loader')!r}"
+            done[name] = f"absent, no stand-in for loader {options.get('loader')!r}: {str(missing).splitlines()[0]}"
     return done

@@ -29,6 +29,7 @@ from ..errors import ConfigError
 from ..models.standins import build_standins
 from ..planning.plan import Plan
 from ..stages.base import Stage
+from ..store.model_refs import model_references, standin_kind
 from ..reporting.layout import grid_spec
 from .warm import SOCKET_ENV
 
@@ -46,7 +47,7 @@ def prepare(config: dict, data_source: str | Path) -> dict[str, str]:
     references' kinds, the datasets cut from `data_source` (the real data_dir); sets $AUGSBERT_STANDINS for the
     jobs. Returns what was done per dataset."""
     folder = build_standins(STANDINS_DIR).resolve()
-    kinds = rehearsal.model_references({k: config.get(k) for k in ("defaults", "experiments", "grids")})
+    kinds = model_references({k: config.get(k) for k in ("defaults", "experiments", "grids")})
     known = folder / rehearsal.REFERENCES_FILE
     previous = json.loads(known.read_text()) if known.is_file() else {}
     if {**previous, **kinds} != previous:
@@ -62,7 +63,7 @@ def _model_kind(value, references: dict) -> str:
         return "+".join(_model_kind(v, references) for v in value)
     if not isinstance(value, str) or value in rehearsal.NOT_MODELS:
         return str(value)
-    return references.get(value) or rehearsal.standin_kind(value)
+    return references.get(value) or standin_kind(value)
 
 
 def job_kind(node, references: dict) -> str:
@@ -142,6 +143,21 @@ def _warm_server(env: dict, folder: Path, threads: int):
     return server, path
 
 
+def _snakemake_logs() -> set[Path]:
+    folder = Path(".snakemake") / "log"
+    return set(folder.glob("*.snakemake.log")) if folder.is_dir() else set()
+
+
+def _move_snakemake_logs(before: set[Path], root: Path) -> None:
+    """Snakemake opens its own run log in the project's .snakemake/log/ before the Snakefile moves to the root: a
+    log that appeared during the rehearsal and is a rehearsal's (its command line says rehearse=true) is moved
+    into the root's .snakemake/log/."""
+    for path in sorted(_snakemake_logs() - before):
+        if "rehearse=true" in path.read_text(errors="replace")[:4000]:
+            (root / ".snakemake" / "log").mkdir(parents=True, exist_ok=True)
+            os.replace(path, root / ".snakemake" / "log" / path.name)
+
+
 def run(targets: list[str], configs: list[str] | None = None, cores: int = 2, warm: bool = True,
         extra: list[str] | None = None) -> int:
     """Rehearse `targets` (see the module's docstring); prints Snakemake's log tail on failure and the summary."""
@@ -159,6 +175,7 @@ def run(targets: list[str], configs: list[str] | None = None, cores: int = 2, wa
         command += ["--configfile", *[str(Path(c).resolve()) for c in configs]]
     command += [*(extra or []), "--", *targets]
     start = time.perf_counter()
+    logs_before = _snakemake_logs()
     env = dict(os.environ)
     server = None
     with tempfile.TemporaryDirectory(prefix="augsbert-rehearse-") as scratch:
@@ -177,6 +194,7 @@ def run(targets: list[str], configs: list[str] | None = None, cores: int = 2, wa
                 server.terminate()
                 server.wait()
     seconds = time.perf_counter() - start
+    _move_snakemake_logs(logs_before, root)
     here = os.getcwd()
     os.chdir(root)  # plan where the rehearsal ran: its data, its digests, its artifacts
     try:

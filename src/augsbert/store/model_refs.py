@@ -6,6 +6,7 @@ import json
 import os
 import re
 from collections.abc import Callable
+from typing import Any
 from pathlib import Path
 
 from ..config import rehearsal
@@ -102,4 +103,37 @@ def standin_path(ref: str, folder: str) -> str:
             kinds = json.load(handle)
     except FileNotFoundError:
         kinds = {}
-    return os.path.join(folder, kinds.get(ref) or rehearsal.standin_kind(ref))
+    return os.path.join(folder, kinds.get(ref) or standin_kind(ref))
+
+
+def standin_kind(ref: str, role: str = "encoder") -> str:
+    """The stand-in kind of model `ref` named where a model of `role` (encoder, cross, t5) is read.
+
+    The family from the name (RoBERTa where it says so, else BERT); an encoder is a sentence-transformers folder
+    where the reference is one (a packaged alias, `sentence-transformers/...`, a local folder with modules.json),
+    else a plain transformers checkpoint with its masked-LM head (bert-base-uncased, FacebookAI/roberta-base)."""
+    if role == "t5":
+        return "t5"
+    family = "roberta" if "roberta" in ref.lower() else "bert"
+    if role == "cross":
+        return f"{family}-cross"
+    sentence_transformers = (ref in ALIASES or ref.startswith("sentence-transformers/")
+                             or os.path.isfile(os.path.join(os.path.expanduser(ref), "modules.json")))
+    return f"{family}-{'st' if sentence_transformers else 'hf'}"
+
+
+def model_references(section: Any, found: dict | None = None) -> dict[str, str]:
+    """{model reference: stand-in kind} of every model a config (or a part of one) names, at any depth."""
+    found = {} if found is None else found
+    if isinstance(section, dict):
+        for key, value in section.items():
+            if key in rehearsal.REFERENCE_KEYS:
+                for ref in value if isinstance(value, list) else [value]:
+                    if isinstance(ref, str) and ref not in rehearsal.NOT_MODELS:
+                        found.setdefault(ref, standin_kind(ref, rehearsal.ROLE_OF_KEY.get(key, "encoder")))
+            else:
+                model_references(value, found)
+    elif isinstance(section, list):
+        for item in section:
+            model_references(item, found)
+    return found
