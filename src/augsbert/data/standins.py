@@ -153,7 +153,7 @@ def write_stsb_semeval(root: Path, rows: int = 40) -> Path:
     """sts-train/dev/test.csv: tab-separated, unquoted, genre, file, year, id, score, sentence1, sentence2."""
     for split in ("train", "dev", "test"):
         lines = ["\t".join(["main-captions", "MSRvid", "2012test", f"{i:04d}", f"{(i * 5) % 6:.3f}",
-                            _sentence(i), _sentence(i, i % 3)]) for i in range(rows)]
+                            f"{split} {_sentence(i)}", f"{split} {_sentence(i, 1 + i % 3)}"]) for i in range(rows)]
         _write_if_changed(root / f"sts-{split}.csv", ("\n".join(lines) + "\n").encode())
     return root
 
@@ -181,7 +181,7 @@ def write_text(path: Path, lines: int = CORPUS_ROWS) -> Path:
 def write_spanish(root: Path, stems: list[str], rows: int = 40) -> Path:
     """<stem>-input.txt (two tab-separated sentences a line) and <stem>-score.txt (one score a line) per stem."""
     for stem in stems:
-        _write_if_changed(root / f"{stem}-input.txt", "".join(f"{_sentence(i)}\t{_sentence(i, i % 4)}\n"
+        _write_if_changed(root / f"{stem}-input.txt", "".join(f"{stem} {_sentence(i)}\t{stem} {_sentence(i, 1 + i % 4)}\n"
                                                             for i in range(rows)).encode())
         _write_if_changed(root / f"{stem}-score.txt", "".join(f"{(i * 3) % 5}\n" for i in range(rows)).encode())
     return root

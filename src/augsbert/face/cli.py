@@ -287,13 +287,16 @@ def _rehearse_command(sub) -> None:
     p.add_argument("targets", nargs="+", metavar="TARGET", help="results/<experiment>.json, results/tables/<grid>.md, ...")
     p.add_argument("--config", nargs="+", action="extend", metavar="FILE", help=CONFIG_HELP)
     p.add_argument("--cores", type=int, default=2, help="cores for the rehearsal's jobs (default 2)")
+    p.add_argument("--every-kind", action="store_true",
+                   help="rehearse few of the targets' experiments that hold every job kind they hold (each code "
+                        "path once), not all of them")
     p.add_argument("--cold", action="store_true", help="start every job as a fresh process (default: forks of a "
                                                        "warm server that imported the libraries once)")
 
     def handler(args) -> int:
         from .rehearse import run  # imports the model libraries' builders only when a rehearsal runs
 
-        return run(args.targets, args.config, cores=args.cores, warm=not args.cold)
+        return run(args.targets, args.config, cores=args.cores, warm=not args.cold, every_kind=args.every_kind)
 
     p.set_defaults(handler=handler)
 

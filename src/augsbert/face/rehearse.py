@@ -99,12 +99,13 @@ def target_experiments(plan: Plan, targets: list[str]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def job_states(plan: Plan, names: list[str]) -> dict[str, list[tuple[str, str, str]]]:
-    """{job kind: [(key, 'OK' | 'failed' | 'not run', log path)]} of every stage job the experiments plan, read from
-    the rehearsal's root (the current directory): an artifact folder is there only once its job finished."""
-    references = json.loads((Path(os.environ[rehearsal.STANDINS_ENV]) / rehearsal.REFERENCES_FILE).read_text()) \
-        if os.environ.get(rehearsal.STANDINS_ENV) else {}
-    keys = {key for name in names for roles in plan.experiment(name).runs.values() for key in roles.values()}
+def job_states(plan: Plan, names: list[str], keys: set[str] | None = None) -> dict[str, list[tuple[str, str, str]]]:
+    """{job kind: [(key, 'OK' | 'failed' | 'not run', log path)]} of every stage job the experiments plan (or of the
+    jobs `keys`), read from the rehearsal's root (the current directory): an artifact folder is there only once its
+    job finished."""
+    references = _references()
+    if keys is None:
+        keys = {key for name in names for roles in plan.experiment(name).runs.values() for key in roles.values()}
     kinds: dict[str, list] = {}
     for key in sorted(keys):
         node = plan.nodes[key]
@@ -158,9 +159,48 @@ def _move_snakemake_logs(before: set[Path], root: Path) -> None:
             os.replace(path, root / ".snakemake" / "log" / path.name)
 
 
+def upstream(plan: Plan, key: str, seen: set | None = None) -> set[str]:
+    """The node `key` and every node it reads, directly or not."""
+    seen = set() if seen is None else seen
+    if key not in seen:
+        seen.add(key)
+        for _, source in plan.nodes[key].inputs:
+            upstream(plan, source, seen)
+    return seen
+
+
+def covering_jobs(plan: Plan, names: list[str], references: dict) -> tuple[list[str], int]:
+    """One job per job kind of the experiments `names`, chosen so that they and what they read are few: kinds
+    whose cheapest job reads the most go first, and each takes its job that adds the fewest jobs to those already
+    chosen (greedy). Returns the chosen keys (with their upstream jobs, every kind at least once) and the number
+    of kinds."""
+    by_kind: dict[str, list[str]] = {}
+    for name in names:
+        for roles in plan.experiment(name).runs.values():
+            for key in roles.values():
+                kind = job_kind(plan.nodes[key], references)
+                if key not in by_kind.setdefault(kind, []):
+                    by_kind[kind].append(key)
+    chosen, held = [], set()
+    for kind, keys in sorted(by_kind.items(), key=lambda kv: (-min(len(upstream(plan, k)) for k in kv[1]), kv[0])):
+        best = min(keys, key=lambda k: (len(upstream(plan, k) - held), k))
+        chosen.append(best)
+        held |= upstream(plan, best)
+    return chosen, len(by_kind)
+
+
+def _references() -> dict:
+    folder = os.environ.get(rehearsal.STANDINS_ENV)
+    path = Path(folder) / rehearsal.REFERENCES_FILE if folder else None
+    return json.loads(path.read_text()) if path and path.is_file() else {}
+
+
 def run(targets: list[str], configs: list[str] | None = None, cores: int = 2, warm: bool = True,
-        extra: list[str] | None = None) -> int:
-    """Rehearse `targets` (see the module's docstring); prints Snakemake's log tail on failure and the summary."""
+        extra: list[str] | None = None, every_kind: bool = False) -> int:
+    """Rehearse `targets` (see the module's docstring); prints Snakemake's log tail on failure and the summary.
+
+    `every_kind`: instead of every job the targets need, one job of each job kind they hold and what it reads
+    (`covering_jobs`): each distinct code path runs once, for a grid of hundreds of jobs."""
     for target in targets:
         if not isinstance(target, str) or target.startswith("-"):
             raise ConfigError(f"{target!r}: a target is a path such as results/<experiment>.json")
@@ -170,6 +210,20 @@ def run(targets: list[str], configs: list[str] | None = None, cores: int = 2, wa
     config = prepare_config(deep_merge(raw, {"rehearse": True}), lazy=True)
     root = Path(rehearsal.ROOT).resolve()
     root.mkdir(exist_ok=True)
+    covering = ""
+    if every_kind:
+        here, source = os.getcwd(), Path(os.path.expanduser(str(raw.get("data_dir", "data/raw")))).resolve()
+        os.chdir(root)
+        try:
+            prepare(config, source)
+            plan = Plan(config)
+            names = target_experiments(plan, targets)
+            chosen, kinds = covering_jobs(plan, names, _references())
+            jobs = set().union(*(upstream(plan, key) for key in chosen))
+            targets = [plan.nodes[key].path for key in chosen]
+        finally:
+            os.chdir(here)
+        covering = f"every kind: the {kinds} job kinds of {len(names)} experiments in {len(jobs)} of their jobs"
     command = [sys.executable, "-m", "snakemake", "--cores", str(cores), "--keep-going", "--config", "rehearse=true"]
     if configs:
         command += ["--configfile", *[str(Path(c).resolve()) for c in configs]]
@@ -199,14 +253,17 @@ def run(targets: list[str], configs: list[str] | None = None, cores: int = 2, wa
     os.chdir(root)  # plan where the rehearsal ran: its data, its digests, its artifacts
     try:
         os.environ[rehearsal.STANDINS_ENV] = str(build_standins(STANDINS_DIR).resolve())
-        plan = Plan(config)
+        plan = plan if every_kind else Plan(config)  # (every kind: the plan the jobs were chosen from)
         try:
-            text, ok = summary(job_states(plan, target_experiments(plan, targets)), seconds)
+            text, ok = summary(job_states(plan, target_experiments(plan, targets) if not every_kind else [],
+                                          jobs if every_kind else None), seconds)
         except ConfigError as err:  # planning stopped: Snakemake said why (the log's tail below)
             text, ok = f"the targets do not plan: {err}", False
     finally:
         os.chdir(here)
     if code != 0 or not ok:
         print("\n".join(log_path.read_text(errors="replace").splitlines()[-25:]), file=sys.stderr)
+    if covering:
+        print(covering)
     print(text)
     return 0 if code == 0 and ok else 1
