@@ -46,6 +46,8 @@ def test_the_overlay_changes_amounts_only_in_every_shipped_experiment():
             key = path.split(".")[-1]
             if key == "seeds":
                 assert after == before[:1], (name, path)
+            elif before is None and path == "pretrain.max_steps":  # null: the preset's steps, cut as a number
+                assert after == rehearsal.MAX_STEPS
             else:
                 assert key in rehearsal.CAPS, (name, path, before, after)
                 assert after == rehearsal.CAPS[key](before) and after <= before, (name, path, before, after)

@@ -7,7 +7,7 @@ chosen when a job resolves a reference: the config's references stay as written)
 path (an architecture, a loss, a strategy, an objective, a loader, a score scale, a suite):
 
 - one seed (the first of the experiment's, or of the top level's);
-- every `epochs` 1, every `max_steps` at most MAX_STEPS, every `top_k` at most TOP_K, every `trials` (seed
+- every `epochs` 1, every `max_steps` at most MAX_STEPS (pre-training's preset steps too: PRESET_STEPS), every `top_k` at most TOP_K, every `trials` (seed
   optimisation) at most MAX_TRIALS but not 0 when it was not;
 - `data_dir` the root's cut copies (DATA_DIR, relative to the root).
 
@@ -76,10 +76,18 @@ def overlay_top(config: dict) -> dict:
     return config
 
 
+# sections whose `max_steps: null` means a preset's step count (pre-training: `preset`), not "epochs decide": there a
+# rehearsal sets MAX_STEPS (the steps count alike; elsewhere null selects epoch-based training and stays)
+PRESET_STEPS = ("pretrain",)
+
+
 def overlay_experiment(exp: dict) -> dict:
     """One experiment of a rehearsal (validated, defaults filled), in place."""
     if exp.get("seeds"):
         exp["seeds"] = list(exp["seeds"])[:1]
+    for section in PRESET_STEPS:
+        if isinstance(exp.get(section), dict) and "max_steps" in exp[section] and exp[section]["max_steps"] is None:
+            exp[section]["max_steps"] = MAX_STEPS
     _cap({k: v for k, v in exp.items() if k != "seeds"})
     return exp
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -105,7 +106,7 @@ def job_states(plan: Plan, names: list[str], keys: set[str] | None = None) -> di
     job finished."""
     references = _references()
     if keys is None:
-        keys = {key for name in names for roles in plan.experiment(name).runs.values() for key in roles.values()}
+        keys = experiment_jobs(plan, names)
     kinds: dict[str, list] = {}
     for key in sorted(keys):
         node = plan.nodes[key]
@@ -119,11 +120,16 @@ def summary(kinds: dict[str, list], seconds: float) -> tuple[str, bool]:
     """The closing lines (one per job kind, then the count) and whether every job ran."""
     lines, ok = [], True
     for kind, jobs in sorted(kinds.items()):
-        bad = [job for job in jobs if job[1] != "OK"]
-        ok = ok and not bad
-        state = "OK     " if not bad else f"{bad[0][1]:<7}"
-        where = f"  log: {bad[0][2]}" if bad and bad[0][1] == "failed" else ""
-        lines.append(f"{state} {kind} ({len(jobs)} job{'s' if len(jobs) > 1 else ''}){where}")
+        failed = [job for job in jobs if job[1] == "failed"]
+        missing = [job for job in jobs if job[1] == "not run"]
+        ok = ok and not failed and not missing
+        state = "failed " if failed else "not run" if missing else "OK     "
+        count = f"{len(jobs)} job{'s' if len(jobs) > 1 else ''}"
+        if failed or missing:
+            count = ", ".join(f"{len(part)} of {len(jobs)} {word}" for part, word in
+                              ((failed, "failed"), (missing, "not run")) if part)
+        where = f"  log: {failed[0][2]}" if failed else ""
+        lines.append(f"{state} {kind} ({count}){where}")
     jobs = sum(len(v) for v in kinds.values())
     lines.append(f"{jobs} jobs of {len(kinds)} kinds rehearsed in {seconds:.0f} s")
     return "\n".join(lines), ok
@@ -169,18 +175,25 @@ def upstream(plan: Plan, key: str, seen: set | None = None) -> set[str]:
     return seen
 
 
+def experiment_jobs(plan: Plan, names: list[str]) -> set[str]:
+    """Every job the experiments `names` need: their runs' roles and what those read (the members, shards and
+    rounds a hook plans without a role of their own included)."""
+    keys: set[str] = set()
+    for name in names:
+        for roles in plan.experiment(name).runs.values():
+            for key in roles.values():
+                upstream(plan, key, keys)
+    return keys
+
+
 def covering_jobs(plan: Plan, names: list[str], references: dict) -> tuple[list[str], int]:
     """One job per job kind of the experiments `names`, chosen so that they and what they read are few: kinds
     whose cheapest job reads the most go first, and each takes its job that adds the fewest jobs to those already
     chosen (greedy). Returns the chosen keys (with their upstream jobs, every kind at least once) and the number
     of kinds."""
     by_kind: dict[str, list[str]] = {}
-    for name in names:
-        for roles in plan.experiment(name).runs.values():
-            for key in roles.values():
-                kind = job_kind(plan.nodes[key], references)
-                if key not in by_kind.setdefault(kind, []):
-                    by_kind[kind].append(key)
+    for key in sorted(experiment_jobs(plan, names)):
+        by_kind.setdefault(job_kind(plan.nodes[key], references), []).append(key)
     chosen, held = [], set()
     for kind, keys in sorted(by_kind.items(), key=lambda kv: (-min(len(upstream(plan, k)) for k in kv[1]), kv[0])):
         best = min(keys, key=lambda k: (len(upstream(plan, k) - held), k))
@@ -239,11 +252,20 @@ def run(targets: list[str], configs: list[str] | None = None, cores: int = 2, wa
             if server.poll() is None:
                 env[SOCKET_ENV] = str(socket_path)
         log_path = root / "rehearse.log"
+        # a SIGTERM of this command ends Snakemake (and its jobs) and the server too, as Ctrl-C does
+        previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
         try:
             with open(log_path, "w") as log:
                 print(f"augsbert rehearse: {' '.join(command[1:])} (log: {log_path})", file=sys.stderr, flush=True)
-                code = subprocess.run(command, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
+                process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+                try:
+                    code = process.wait()
+                except BaseException:  # Ctrl-C or SIGTERM: Snakemake stops its jobs, then this command ends
+                    process.terminate()
+                    process.wait()
+                    raise
         finally:
+            signal.signal(signal.SIGTERM, previous)
             if server is not None:
                 server.terminate()
                 server.wait()
