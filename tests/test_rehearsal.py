@@ -195,3 +195,4 @@ def test_the_headline_rehearses_every_job_and_a_renamed_column_stops_its_data_jo
     assert "data/raw/bws/BWS_Argument_Similarity_Corpus.csv:1: header lacks column(s) ['argument1']" \
         in log.read_text()
     assert failed.stdout.splitlines()[-1].startswith("10 jobs of 9 kinds rehearsed in ")
+

@@ -7,8 +7,10 @@ chosen when a job resolves a reference: the config's references stay as written)
 path (an architecture, a loss, a strategy, an objective, a loader, a score scale, a suite):
 
 - one seed (the first of the experiment's, or of the top level's);
-- every `epochs` 1, every `max_steps` at most MAX_STEPS (pre-training's preset steps too: PRESET_STEPS), every `top_k` at most TOP_K, every `trials` (seed
-  optimisation) at most MAX_TRIALS but not 0 when it was not;
+- every `epochs` 1, every `max_steps` at most MAX_STEPS (pre-training's preset steps too: PRESET_STEPS), every
+  `top_k` at most TOP_K, every `trials` (seed optimisation) at most MAX_TRIALS but not 0 when it was not, every
+  `max_length` at most MAX_LENGTH;
+- a dataset's fixed split sizes scaled to the cut, Lee's 50 documents in three equal groups;
 - `data_dir` the root's cut copies (DATA_DIR, relative to the root).
 
 Both functions are idempotent: an experiment validated twice is cut once.
@@ -25,14 +27,17 @@ STANDINS_ENV = "AUGSBERT_STANDINS"  # the stand-in models' folder: set, every mo
 MAX_STEPS = 2
 TOP_K = 2
 MAX_TRIALS = 2
+MAX_LENGTH = 64  # tokens: Lee's documents are hundreds long
 CUT_ROWS = 120  # rows of a dataset's pairs file after the cut (augsbert.data.standins): a few dozen per split
 DEV_SIZE = 10
+LEE_FRACTIONS = [1, 1, 1]
 # amounts the rehearsal caps, by key at any depth of an experiment: key -> new value from the configured one
 CAPS = {
     "epochs": lambda v: 1,
     "max_steps": lambda v: min(v, MAX_STEPS),
     "top_k": lambda v: min(v, TOP_K),
     "trials": lambda v: min(v, MAX_TRIALS),
+    "max_length": lambda v: min(v, MAX_LENGTH),
 }
 
 
@@ -73,6 +78,8 @@ def overlay_top(config: dict) -> dict:
             options["split_sizes"] = _scaled(options["split_sizes"], CUT_ROWS)
         if isinstance(options.get("dev_size"), int):
             options["dev_size"] = min(options["dev_size"], DEV_SIZE)
+        if options.get("loader") == "lee":  # 50 documents in 3 groups: 136 / 136 / 120 pairs, not 300 / 45 / 105
+            options["split_fractions"] = LEE_FRACTIONS
     return config
 
 
