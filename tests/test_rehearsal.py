@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, write_bws
+from conftest import REPO, plan_shipped, write_bws
 from workflow_helpers import checkout
 
 
@@ -196,3 +196,24 @@ def test_the_headline_rehearses_every_job_and_a_renamed_column_stops_its_data_jo
         in log.read_text()
     assert failed.stdout.splitlines()[-1].startswith("10 jobs of 9 kinds rehearsed in ")
 
+
+
+def test_a_missing_nli_triples_file_stops_the_plan_of_a_target_that_needs_it(tmp_path):
+    """Found by rehearsing the rcl grid: its NLI triples (pretrain.triples) were checked only by the job. Now
+    Snakemake's DAG of a target with such a job stops with the path (the stage's raw_inputs), while the key still
+    plans (other targets' plans are not touched)."""
+    from augsbert.errors import MissingDataError
+    from augsbert.data.standins import prepare_files
+
+    plan = plan_shipped({"data_dir": str(tmp_path)}, plan=())
+    runs = plan.experiment("rcl.rcl_1.stsb").runs
+    keys = [key for roles in runs.values() for key in roles.values()
+            if plan.node(key).stage in ("pretrain", "rcl_entropy") and plan.node(key).settings.get("triples")]
+    assert {plan.node(key).stage for key in keys} == {"pretrain", "rcl_entropy"}
+    for key in keys:
+        with pytest.raises(MissingDataError, match=r"all-nli-triplet\.parquet: no such file \(pretrain\.triples"):
+            plan.raw_inputs(key)
+    assert prepare_files(["nli/all-nli-triplet.parquet"], tmp_path / "none", tmp_path) == {
+        "nli/all-nli-triplet.parquet": "stand-in file"}
+    for key in keys:
+        assert plan.raw_inputs(key) == [str(tmp_path / "nli" / "all-nli-triplet.parquet")]

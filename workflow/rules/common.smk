@@ -55,7 +55,7 @@ try:
         from augsbert.face.rehearse import prepare as _prepare_rehearsal
 
         for _name, _done in _prepare_rehearsal(config, _data_source).items():
-            print(f"augsbert: rehearsal: dataset {_name}: {_done}", file=sys.stderr)
+            print(f"augsbert: rehearsal: {_name}: {_done}", file=sys.stderr)
     PLAN = Plan(config)
 except ConfigError as err:
     print(f"augsbert: error: {err}", file=sys.stderr)

@@ -227,6 +227,44 @@ def cut_folder(source: Path, dest: Path, per_folder: int = 6) -> None:
             _write_if_changed(dest / path.relative_to(source), path.read_bytes())
 
 
+def write_triples(path: Path, rows: int = CUT_ROWS) -> Path:
+    """NLI triples (pretrain.triples) in the file's format: anchor, positive, negative columns (.parquet, .tsv,
+    .csv), or SNLI / MultiNLI jsonl as released (sentence1, sentence2, gold_label)."""
+    triples = [(_sentence(i), _sentence(i, 1), _sentence(i, 3)) for i in range(rows)]
+    if path.suffix in (".jsonl", ".json", ".ndjson"):
+        text = "".join(json.dumps({"sentence1": a, "sentence2": h, "gold_label": label}) + "\n"
+                       for a, p, n in triples for h, label in ((p, "entailment"), (n, "contradiction")))
+        _write_if_changed(path, text.encode())
+    elif path.suffix in (".parquet", ".pq"):
+        import pandas as pd
+
+        buffer = io.BytesIO()
+        pd.DataFrame(triples, columns=["anchor", "positive", "negative"]).to_parquet(buffer, index=False)
+        _write_if_changed(path, buffer.getvalue())
+    else:
+        sep = "," if path.suffix == ".csv" else "\t"
+        _write_if_changed(path, "".join(sep.join(row) + "\n" for row in [("anchor", "positive", "negative"),
+                                                                          *triples]).encode())
+    return path
+
+
+def prepare_files(paths: list[str], source: Path, dest: Path, writer=write_triples) -> dict[str, str]:
+    """Files a config names outside its datasets (pretrain.triples), relative to the data folder: cut from
+    `source` when there, else written by `writer`; {path: what was done}."""
+    done = {}
+    for name in sorted(set(paths)):
+        relative = Path(name)
+        if relative.is_absolute() or ".." in relative.parts:
+            done[name] = "read in place"
+        elif (source / relative).is_file():
+            cut_file(source / relative, dest / relative)
+            done[name] = f"cut from {source / relative}"
+        else:
+            writer(dest / relative)
+            done[name] = "stand-in file"
+    return done
+
+
 def _bws(name, options, dest):
     return write_bws(dest / options["path"])
 

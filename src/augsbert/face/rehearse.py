@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ..config import rehearsal
 from ..config.load import SHIPPED_CONFIG, check_name, deep_merge, prepare_config, read_config
-from ..data.standins import prepare_datasets
+from ..data.standins import prepare_datasets, prepare_files
 from ..errors import ConfigError
 from ..models.standins import build_standins
 from ..planning.plan import Plan
@@ -56,7 +56,26 @@ def prepare(config: dict, data_source: str | Path) -> dict[str, str]:
         tmp.write_text(json.dumps({**previous, **kinds}, indent=1, sort_keys=True) + "\n")
         os.replace(tmp, known)
     os.environ[rehearsal.STANDINS_ENV] = str(folder)
-    return prepare_datasets(config, data_source, rehearsal.DATA_DIR)
+    done = prepare_datasets(config, data_source, rehearsal.DATA_DIR)
+    triples = _named_files({k: config.get(k) for k in ("defaults", "experiments", "grids")}, "triples")
+    for path, what in prepare_files(triples, Path(data_source), Path(rehearsal.DATA_DIR)).items():
+        done[f"pretrain.triples {path}"] = what
+    return done
+
+
+def _named_files(section, key: str, found: list | None = None) -> list[str]:
+    """Every value (a path, or a list of paths) of `key` at any depth of a config."""
+    found = [] if found is None else found
+    if isinstance(section, dict):
+        for name, value in section.items():
+            if name == key and value:
+                found.extend([value] if isinstance(value, str) else [v for v in value if isinstance(v, str)])
+            else:
+                _named_files(value, key, found)
+    elif isinstance(section, list):
+        for item in section:
+            _named_files(item, key, found)
+    return found
 
 
 def _model_kind(value, references: dict) -> str:
