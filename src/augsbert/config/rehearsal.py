@@ -9,7 +9,7 @@ path (an architecture, a loss, a strategy, an objective, a loader, a score scale
 - one seed (the first of the experiment's, or of the top level's);
 - every `epochs` 1, every `max_steps` at most MAX_STEPS (pre-training's preset steps too: PRESET_STEPS), every
   `top_k` at most TOP_K, every `trials` (seed optimisation) at most MAX_TRIALS but not 0 when it was not, every
-  `max_length` at most MAX_LENGTH;
+  `max_length` at most MAX_LENGTH, queries per passage at most TOP_K, generated queries in all at most MAX_QUERIES;
 - a dataset's fixed split sizes scaled to the cut, Lee's 50 documents in three equal groups;
 - `data_dir` the root's cut copies (DATA_DIR, relative to the root).
 
@@ -28,6 +28,7 @@ MAX_STEPS = 2
 TOP_K = 2
 MAX_TRIALS = 2
 MAX_LENGTH = 64  # tokens: Lee's documents are hundreds long
+MAX_QUERIES = 600  # generated queries in all (GPL's 250K over a cut corpus would be 1,250 per passage)
 CUT_ROWS = 120  # rows of a dataset's pairs file after the cut (augsbert.data.standins): a few dozen per split
 DEV_SIZE = 10
 LEE_FRACTIONS = [1, 1, 1]
@@ -38,6 +39,8 @@ CAPS = {
     "top_k": lambda v: min(v, TOP_K),
     "trials": lambda v: min(v, MAX_TRIALS),
     "max_length": lambda v: min(v, MAX_LENGTH),
+    "queries_per_passage": lambda v: min(v, TOP_K),
+    "total": lambda v: min(v, MAX_QUERIES),  # queries.total: GPL's automatic sizing (250K)
 }
 
 
