@@ -98,6 +98,10 @@ def overlay_experiment(exp: dict) -> dict:
     for section in PRESET_STEPS:
         if isinstance(exp.get(section), dict) and "max_steps" in exp[section] and exp[section]["max_steps"] is None:
             exp[section]["max_steps"] = MAX_STEPS
+    # a stand-in teacher's scores lie in a narrow band (about 0.2-0.3): MNRL's positives are every pair, so the
+    # loss still runs (the real threshold would leave none: "no pair scores >= positive_threshold")
+    if isinstance(exp.get("student"), dict) and isinstance(exp["student"].get("positive_threshold"), (int, float)):
+        exp["student"]["positive_threshold"] = 0.0
     _cap({k: v for k, v in exp.items() if k != "seeds"})
     return exp
 
