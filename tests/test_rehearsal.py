@@ -219,3 +219,38 @@ def test_a_missing_nli_triples_file_stops_the_plan_of_a_target_that_needs_it(tmp
         "nli/all-nli-triplet.parquet": "stand-in file"}
     for key in keys:
         assert plan.raw_inputs(key) == [str(tmp_path / "nli" / "all-nli-triplet.parquet")]
+
+
+# ---- every job kind of the shipped configs (issue 46 item 2) ---------------------------------------------------
+
+# Kinds whose rehearsal fails in GPL stages that issue 47 (branch wt-gpl) rewrites: listed so that a new failure,
+# or one of these passing, shows here (then remove it from the list).
+KNOWN_GPL_FAILURES = {
+    # gpl_symmetric's bws_cross_topic / stsb columns have no unlabeled corpus (issue 46; refused when planned by 47)
+    "queries mode=paraphrase generator=inverse_cloze",
+}
+
+
+@pytest.mark.skipif(os.environ.get("AUGSBERT_REHEARSE_ALL") != "1",
+                    reason="every shipped job kind: about 150 jobs, minutes beyond the suite's CI budget on 2 cores; "
+                           "AUGSBERT_REHEARSE_ALL=1 runs it (docs/guide/rehearsal.md)")
+def test_every_shipped_job_kind_is_rehearsed(tmp_path):
+    """Every grid and every experiment outside grids (all 292 shipped experiments): one job of each job kind and
+    what it reads, on stand-ins (no data present: stand-in files in each loader's format). The counts are the
+    ones docs/guide/rehearsal.md states."""
+    from augsbert.config.load import load_configs
+
+    project = checkout(tmp_path / "project")
+    names = list(load_configs([REPO / "config" / "config.yaml"], lazy=True)["experiments"])
+    done = _rehearse(project, "--every-kind", *[f"results/{name}.json" for name in names])
+    lines = done.stdout.splitlines()
+    header = next(line for line in lines if line.startswith("every kind: "))
+    kinds, experiments, jobs = (int(word) for word in header.split() if word.isdigit())
+    assert experiments == len(names) == 292
+    docs = (REPO / "docs" / "guide" / "rehearsal.md").read_text()
+    assert f"hold\n{kinds} job kinds" in docs or f"hold {kinds} job kinds" in docs, header
+    assert f"are {jobs} jobs" in docs, header
+    rows = [line for line in lines if line[:7] in ("OK     ", "failed ", "not run")]
+    assert len(rows) == kinds and lines[-1].startswith(f"{jobs} jobs of {kinds} kinds rehearsed in ")
+    bad = {line.split(" (")[0][8:] for line in rows if not line.startswith("OK ")}
+    assert bad == KNOWN_GPL_FAILURES, "\n".join(rows)
