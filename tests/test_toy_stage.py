@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from augsbert.face.cli import build_parser, main
@@ -175,6 +176,32 @@ def test_a_stage_between_labels_and_student_is_three_files_and_a_dry_run(tmp_pat
     student_specs = [json.loads(p.read_text()) for p in (root / "artifacts" / ".specs" / "student").glob("*.json")]
     readers = [s for s in student_specs if "labels" in s["inputs"]]
     assert readers and all(s["inputs"]["labels"].startswith("artifacts/label_filter/") for s in readers)
+
+    # and it runs: a rehearsal (stand-in models, one seed, 1 epoch; docs/guide/rehearsal.md) runs the filter's job,
+    # and the student learns exactly the pairs it kept (read from the student's own training-set counts)
+    # (the stand-in teacher is seeded: its scores of these pairs lie around 0.24, so 0.24 keeps some, not all)
+    (root / "filter.yaml").write_text("experiments: {demo_augsbert_cbe: {label_filter: {min_score: 0.24}}}\n")
+    proc = subprocess.run([sys.executable, "-m", "augsbert", "rehearse", "results/demo_augsbert_cbe.json",
+                           "--config", "filter.yaml"], cwd=root, env={**env, "AUGSBERT_PRINT_TABLES": "0"},
+                          capture_output=True, text=True, timeout=600)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-5000:]
+    assert "OK      label_filter (1 job)" in proc.stdout.splitlines()
+    rehearsal = root / ".rehearsal"
+    [filtered] = (rehearsal / "artifacts" / "label_filter").iterdir()
+    filter_spec = json.loads((filtered / "spec.json").read_text())
+    labelled = pd.read_parquet(rehearsal / filter_spec["inputs"]["labels"] / "pairs.parquet")
+    kept = pd.read_parquet(filtered / "pairs.parquet")
+    assert kept.reset_index(drop=True).equals(labelled[labelled["score"] >= 0.24].reset_index(drop=True))
+    students = [json.loads((p / "spec.json").read_text()) for p in (rehearsal / "artifacts" / "student").iterdir()]
+    [student] = [s for s in students if "labels" in s["inputs"]]
+    assert rehearsal / student["inputs"]["labels"] == filtered
+    trained = json.loads((rehearsal / "artifacts" / "student" / student["key"] / "metrics.json").read_text())
+    expected = kept["strategy"].where(kept["strategy"] != "gold", "relabelled_gold").value_counts().to_dict()
+    if student["params"]["use_gold_labels"]:
+        expected["gold"] = len(pd.read_parquet(rehearsal / student["inputs"]["data"] / "train.parquet"))
+    assert trained["training_set"] == expected
+    assert 0 < len(kept) < len(labelled)  # the filter kept some of the teacher's pairs, not all
 
 
 def test_the_results_find_the_teachers_statistics_under_a_refined_labels_role(tmp_path):

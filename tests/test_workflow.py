@@ -577,11 +577,16 @@ def test_simcse_variants_grid_plans_with_the_useb_titles(workdir):
 
 
 def test_rcl_grid_plans_one_entropy_job_per_phi_and_seed(workdir):
-    """Seed 002 Tables 3-4: entropy models shared by the rows that use them; no NLI file yet still plans
-    (the entropy jobs would stop with its path), as a missing raw data file does."""
+    """Seed 002 Tables 3-4: entropy models shared by the rows that use them. Without the NLI file the plan stops
+    with its path, as a missing raw data file does (issue 46: it was found by the entropy job, hours in)."""
     from conftest import write_stsb_sbert
+    from augsbert.data.standins import write_triples
 
     write_stsb_sbert(workdir / "data" / "raw" / "stsb")
+    proc = snakemake(workdir, "-n", "results/tables/rcl.md")
+    assert proc.returncode == 2
+    assert "data/raw/nli/all-nli-triplet.parquet: no such file (pretrain.triples" in proc.stderr
+    write_triples(workdir / "data" / "raw" / "nli" / "all-nli-triplet.parquet")
     jobs = planned(workdir, "results/tables/rcl.md")
     # 5 seeds: phi 0.01 ... 0.05 once each; 6 final models (equation 1 alone, 1-5 entropy models)
     assert jobs["rcl_entropy"] == 5 * 5 and jobs["pretrain"] == 5 * 6 and jobs["collect_results"] == 6

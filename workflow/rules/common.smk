@@ -39,14 +39,23 @@ except OutputWriteError as err:
 # keeps Snakemake from adding a traceback to an error the user fixes in the config.
 try:
     # the grid files beside each config file read (config/grids/*.yaml), under the configs' own `grids:`
-    _grid_dirs = [os.path.join(os.path.dirname(f), GRIDS_DIR) for f in dict.fromkeys(workflow.configfiles)]
-    for _file in dict.fromkeys(workflow.configfiles):  # Snakemake read them keeping the last of duplicate keys
+    # as read, relative to the project (a rehearsal runs in its own root below it)
+    _config_files = [os.path.join(PROJECT_DIR, f) for f in dict.fromkeys(workflow.configfiles)]
+    _grid_dirs = [os.path.join(os.path.dirname(f), GRIDS_DIR) for f in _config_files]
+    for _file in _config_files:  # Snakemake read them keeping the last of duplicate keys
         check_duplicate_keys(_file)
         # a target written after --configfile is read as one more config file: say so, not "unknown key ..."
         check_config_file(_file, option="--configfile")
+    # a rehearsal reads the project's data folder, cut into its own root (augsbert.face.rehearse.prepare)
+    _data_source = os.path.join(PROJECT_DIR, os.path.expanduser(str(config.get("data_dir", "data/raw"))))
     _effective = prepare_config(with_grid_files(config, _grid_dirs), lazy=True)  # experiments validated when planned
     config.clear()
     config.update(_effective)
+    if _rehearsal.is_on(config):
+        from augsbert.face.rehearse import prepare as _prepare_rehearsal
+
+        for _name, _done in _prepare_rehearsal(config, _data_source).items():
+            print(f"augsbert: rehearsal: {_name}: {_done}", file=sys.stderr)
     PLAN = Plan(config)
 except ConfigError as err:
     print(f"augsbert: error: {err}", file=sys.stderr)

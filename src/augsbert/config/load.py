@@ -37,7 +37,7 @@ from ..errors import ConfigError
 from ..pretraining.objectives import pretrain_schema
 from .grids import cells, expand_grids
 from .merging import deep_merge
-from . import reading
+from . import reading, rehearsal
 from .reading import check_depth, read_text
 
 SCHEMA_RESOURCE = "schemas/config.schema.yaml"
@@ -498,10 +498,14 @@ def prepare_config(raw: Mapping, validate: Callable[[dict], None] | None = None,
         experiments = config.pop("experiments")
         (validate or validate_with_defaults)(config)  # the top level: datasets, defaults, grids, ...
         config["experiments"] = experiments
-        return config
+        return rehearsal.overlay_top(config) if rehearsal.is_on(config) else config
     (validate or validate_with_defaults)(config)  # one pass over everything: faster than one per experiment
     _check_references(config)
     _check_parallel_batches(config)
+    if rehearsal.is_on(config):  # a rehearsal: the same experiments, cut (augsbert.config.rehearsal)
+        rehearsal.overlay_top(config)
+        for exp in config["experiments"].values():
+            rehearsal.overlay_experiment(exp)
     return config
 
 
@@ -536,7 +540,7 @@ def validated_experiment(config: dict, name: str, schema: dict | None = None) ->
     one = {**config, "experiments": {name: exp}}
     _check_references(one)
     _check_parallel_batches(one)
-    return exp
+    return rehearsal.overlay_experiment(exp) if rehearsal.is_on(config) else exp
 
 
 def _check_parallel_batches(config: dict) -> None:

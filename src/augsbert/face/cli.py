@@ -332,6 +332,28 @@ def _run_command(sub) -> None:
     p.set_defaults(handler=handler)
 
 
+def _rehearse_command(sub) -> None:
+    p = sub.add_parser("rehearse", help="run every job of the targets on stand-ins (tiny models, cut data, one seed, "
+                                        "2 steps) under .rehearsal/, in minutes: one line per job kind, OK or failed",
+                       description="Plan the targets' Snakemake DAG with `rehearse: true` and run each of its jobs on "
+                                   "stand-ins under .rehearsal/ (docs/guide/rehearsal.md); exit 1 when a job failed.")
+    p.add_argument("targets", nargs="+", metavar="TARGET", help="results/<experiment>.json, results/tables/<grid>.md, ...")
+    p.add_argument("--config", nargs="+", action="extend", metavar="FILE", help=CONFIG_HELP)
+    p.add_argument("--cores", type=int, default=2, help="cores for the rehearsal's jobs (default 2)")
+    p.add_argument("--every-kind", action="store_true",
+                   help="rehearse few of the targets' experiments that hold every job kind they hold (each code "
+                        "path once), not all of them")
+    p.add_argument("--cold", action="store_true", help="start every job as a fresh process (default: forks of a "
+                                                       "warm server that imported the libraries once)")
+
+    def handler(args) -> int:
+        from .rehearse import run  # imports the model libraries' builders only when a rehearsal runs
+
+        return run(args.targets, args.config, cores=args.cores, warm=not args.cold, every_kind=args.every_kind)
+
+    p.set_defaults(handler=handler)
+
+
 FAILED_LOG = re.compile(r"^\s+log: (.+?) \(check log file\(s\) for error details\)$")
 
 
@@ -499,6 +521,7 @@ def build_parser() -> argparse.ArgumentParser:
     _plan_command(sub)
     _run_command(sub)
     _list_command(sub)
+    _rehearse_command(sub)
     add_export_command(sub)
     fetch = sub.add_parser("fetch", help="download every hub model and dataset an experiment needs into the local "
                                          "Hugging Face cache (run where there is internet; jobs then run offline)")

@@ -129,6 +129,9 @@ def student_training_set(inputs: dict[str, str], use_gold_labels: bool) -> pd.Da
     if not parts:
         raise DataError("the student has no training pairs: enable student.use_gold_labels or silver labels")
     table = pd.concat(parts, ignore_index=True)
+    if table.empty:  # e.g. a stage refining the labels kept none: say so, not the trainer's "max_steps" error
+        raise DataError(f"the student has no training pairs: {inputs.get('labels', 'the labels')} holds none"
+                        + ("" if use_gold_labels else " and student.use_gold_labels is off"))
     log.info("student training set: %s", table["source"].value_counts(sort=False).to_dict())
     return table
 

@@ -113,3 +113,17 @@ def _loader_inputs(params: dict) -> list[str]:
 
     loader = get_loader(params["loader"])
     return [str(p) for p in loader.inputs(params["dataset"], params, Path(params.get("data_dir", ".")))]
+
+
+def triples_inputs(node: Node) -> list[str]:
+    """The NLI triples files a pre-training or RCL entropy node reads (`pretrain.triples`), for Snakemake's DAG: a
+    missing one stops the plan of a target that needs it, with its path (not the job, hours in); other targets'
+    plans are not touched (the key holds the file as `missing` until it arrives)."""
+    triples = node.settings.get("triples")
+    paths = [triples] if isinstance(triples, str) else list(triples or [])
+    for path in paths:
+        if not Path(path).is_file():
+            raise MissingDataError(f"{path}: no such file (pretrain.triples of {node.stage} {node.key}); put the NLI "
+                                   "triples there (columns anchor, positive, negative, or SNLI / MultiNLI jsonl as "
+                                   "released) or change pretrain.triples")
+    return paths

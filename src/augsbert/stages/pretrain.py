@@ -14,7 +14,7 @@ from ..store.graph import Graph, Node, SeedPlan
 from ..params import Params, TrainingParams
 from ..pretraining.objectives import OBJECTIVES, entry, resolved
 from .base import Row, Stage
-from .data import data_node
+from .data import data_node, triples_inputs
 from .sizes import pool_items
 
 
@@ -79,6 +79,7 @@ PRETRAIN = Stage("pretrain", 1, "unsupervised pre-training of a sentence encoder
                  "augsbert.jobs.pretrain:run",
                  # the triples file enters by digest
                  section="pretrain", runtime=("eval_batch_size", "model", "triples"), roles=("pretrained",),
+                 raw_inputs=lambda node: triples_inputs(node),
                  seconds_per_item=0.01, params=PretrainParams, plan=lambda seed_plan: plan_pretrain(seed_plan),
                  needs=("data",), items=pool_items, rows={"pretrained": Row(20, "Pre-trained", "encoder after unsupervised pre-training "
                                                                                   "(pretrain.objective), no labels")},

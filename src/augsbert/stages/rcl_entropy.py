@@ -10,6 +10,7 @@ from typing import Literal
 from ..store.graph import Graph, Node
 from ..params import TrainingParams
 from .base import Stage
+from .data import triples_inputs
 from .sizes import pool_items
 
 
@@ -35,6 +36,7 @@ RCL_ENTROPY = Stage("rcl_entropy", 1, "train one entropy model of Regularized Co
                     "rcl, one per rcl_phis value) and store its embeddings of every training query and document",
                     "augsbert.jobs.rcl_entropy:run", section="pretrain",
                     runtime=("eval_batch_size", "model", "triples"),
+                    raw_inputs=lambda node: triples_inputs(node),  # the NLI triples: checked when Snakemake plans
                     roles=("rcl_entropy_0",),  # --role rcl_entropy_<n> for the n-th φ
                     seconds_per_item=0.01, params=RclEntropyParams, items=pool_items,
                     gpu_sequences=2)  # query and document

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Callable
+from typing import Any
 from pathlib import Path
+
+from ..config import rehearsal
 
 # filled here; kept in artifacts (the bottom layer, which records it in metrics.json) so nothing imports upwards
 from .artifacts import RESOLVED_COMMITS
@@ -61,6 +65,8 @@ def resolve_model(ref: str, revision: str | None = None) -> str:
     reachable; offline it fails with instructions. The commit it resolved to
     is kept in RESOLVED_COMMITS, which the stage writes to its metrics.
     """
+    if os.environ.get(rehearsal.STANDINS_ENV):  # a rehearsal: every reference is a stand-in of its kind
+        return standin_path(ref, os.environ[rehearsal.STANDINS_ENV])
     kind = reference_kind(ref)
     if kind == "alias":
         return ALIASES[ref]()
@@ -86,3 +92,48 @@ def resolve_model(ref: str, revision: str | None = None) -> str:
             f"  copy that directory here and set base_model: models/{ref.split('/')[-1]} "
             f"(or use the packaged alias: {', '.join(ALIASES)})."
         ) from None
+
+
+def standin_path(ref: str, folder: str) -> str:
+    """The stand-in model that takes `ref`'s place in a rehearsal (augsbert.models.standins): the kind the
+    rehearsal's config gave it (`<folder>/references.json`, written when the rehearsal was planned), else an
+    encoder's."""
+    try:
+        with open(os.path.join(folder, rehearsal.REFERENCES_FILE), encoding="utf-8") as handle:
+            kinds = json.load(handle)
+    except FileNotFoundError:
+        kinds = {}
+    return os.path.join(folder, kinds.get(ref) or standin_kind(ref))
+
+
+def standin_kind(ref: str, role: str = "encoder") -> str:
+    """The stand-in kind of model `ref` named where a model of `role` (encoder, cross, t5) is read.
+
+    The family from the name (RoBERTa where it says so, else BERT); an encoder is a sentence-transformers folder
+    where the reference is one (a packaged alias, `sentence-transformers/...`, a local folder with modules.json),
+    else a plain transformers checkpoint with its masked-LM head (bert-base-uncased, FacebookAI/roberta-base)."""
+    if role == "t5":
+        return "t5"
+    family = "roberta" if "roberta" in ref.lower() else "bert"
+    if role == "cross":
+        return f"{family}-cross"
+    sentence_transformers = (ref in ALIASES or ref.startswith("sentence-transformers/")
+                             or os.path.isfile(os.path.join(os.path.expanduser(ref), "modules.json")))
+    return f"{family}-{'st' if sentence_transformers else 'hf'}"
+
+
+def model_references(section: Any, found: dict | None = None) -> dict[str, str]:
+    """{model reference: stand-in kind} of every model a config (or a part of one) names, at any depth."""
+    found = {} if found is None else found
+    if isinstance(section, dict):
+        for key, value in section.items():
+            if key in rehearsal.REFERENCE_KEYS:
+                for ref in value if isinstance(value, list) else [value]:
+                    if isinstance(ref, str) and ref not in rehearsal.NOT_MODELS:
+                        found.setdefault(ref, standin_kind(ref, rehearsal.ROLE_OF_KEY.get(key, "encoder")))
+            else:
+                model_references(value, found)
+    elif isinstance(section, list):
+        for item in section:
+            model_references(item, found)
+    return found
