@@ -152,3 +152,74 @@ def test_static_student_is_distilled_offline_trains_and_its_loss_falls(tmp_path,
     losses = [entry["loss"] for entry in result.metrics["loss_log"]]
     assert len(losses) >= 4 and np.mean(losses[-2:]) < np.mean(losses[:2])
     assert result.metrics["dev_spearman"] > 0.3  # the themes are learnt (an untrained static model knows none)
+
+
+# --- export --backend (augsbert.face.backends): sentence-transformers' ONNX / OpenVINO export
+from augsbert.face.backends import backend_available  # noqa: E402
+
+ONNX_MISSING = backend_available("onnx")
+
+
+def test_backend_options_that_cannot_apply_are_refused():
+    from augsbert.face.export import ExportError, _deploy_check
+
+    assert _deploy_check("torch", None, "be", {}) is False
+    assert _deploy_check("onnx", "int8", "be", {}) is True
+    with pytest.raises(ExportError, match="--quantize needs --backend"):
+        _deploy_check("torch", "int8", "be", {})
+    with pytest.raises(ExportError, match="Bi-Encoders only"):
+        _deploy_check("onnx", None, "ce", {})
+    with pytest.raises(ExportError, match="static student"):
+        _deploy_check("openvino", None, "be", {"arch": "static"})
+
+
+def test_card_section_states_backend_quantisation_and_the_loading_line():
+    from augsbert.face.backends import card_section
+
+    text = card_section({"backend": "onnx", "quantize": "int8", "quantize_config": "avx2",
+                         "file": "onnx/model_qint8_avx2.onnx"}, "models/x")
+    assert "| backend | onnx" in text and "dynamic int8" in text and "`avx2`" in text
+    assert ("SentenceTransformer('models/x', backend='onnx', "
+            'model_kwargs={"file_name": "onnx/model_qint8_avx2.onnx"})') in text
+    plain = card_section({"backend": "openvino", "quantize": None, "file": "openvino/openvino_model.xml"}, "m")
+    assert "none (float32)" in plain and "SentenceTransformer('m', backend='openvino')" in plain
+
+
+@pytest.mark.skipif(ONNX_MISSING is not None, reason=f"the ONNX backend cannot load here: {ONNX_MISSING}")
+def test_onnx_int8_export_loads_with_the_backend_and_keeps_the_embeddings(tmp_path, tiny_model):
+    import shutil
+
+    from sentence_transformers import SentenceTransformer
+
+    from augsbert.face.backends import export_backend
+
+    folder = tmp_path / "export"
+    shutil.copytree(tiny_model, folder)
+    record = export_backend(folder, "onnx", "int8", "avx2")
+    assert record == {"backend": "onnx", "quantize": "int8", "file": "onnx/model_qint8_avx2.onnx",
+                      "quantize_config": "avx2"}
+    assert (folder / "onnx" / "model.onnx").is_file() and (folder / record["file"]).is_file()
+    texts = [t for pair in theme_pairs(50, 5)[["sentence1", "sentence2"]].to_numpy() for t in pair]
+    reference = SentenceTransformer(str(folder), device="cpu").encode(texts, normalize_embeddings=True)
+    onnx = SentenceTransformer(str(folder), backend="onnx", model_kwargs={"file_name": record["file"]})
+    quantised = onnx.encode(texts, normalize_embeddings=True)
+    assert len(texts) == 100
+    assert (reference * quantised).sum(1).min() >= 0.99
+
+
+from test_export import experiment, finished_experiment  # noqa: E402,F401  (the exported experiment's fixtures)
+
+
+def test_export_with_a_backend_writes_its_files_and_card_or_nothing(experiment, tmp_path):
+    from augsbert.face.export import ExportError, export
+
+    out = tmp_path / "deploy" / "student"
+    if ONNX_MISSING is not None:  # this environment: one message naming what to install, nothing written
+        with pytest.raises(ExportError, match=r"--backend onnx needs packages .*sentence-transformers\[onnx\]"):
+            export(experiment, "student", out, backend="onnx", quantize="int8")
+        assert not out.exists() and not any(out.parent.iterdir())
+        return
+    record = export(experiment, "student", out, backend="onnx", quantize="int8", quantize_config="avx2")
+    assert record["deployment"]["file"] == "onnx/model_qint8_avx2.onnx" and (out / record["deployment"]["file"]).is_file()
+    assert "## Deployment (augsbert export)" in (out / "README.md").read_text()
+    assert "onnx/model_qint8_avx2.onnx" in (out / "augsbert_export.json").read_text()

@@ -149,6 +149,8 @@ def _results(spec: dict) -> dict:
                 entry.update({m: metrics["test"].get(m) for m in (*METRICS, "n_pairs")})
                 if metrics.get("arch"):
                     entry["arch"] = metrics["arch"]
+                for dim, scores in (metrics.get("test_by_dim") or {}).items():  # a Matryoshka student, per size
+                    entry[f"spearman@{dim}"] = scores.get("spearman")
                 if metrics.get("selection"):  # how a Bi-Encoder picked its epoch (no target dev in transfer)
                     entry["selection"] = metrics["selection"]
                 if isinstance(metrics.get("dev_spearman"), float) and math.isfinite(metrics["dev_spearman"]):
