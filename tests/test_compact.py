@@ -39,7 +39,7 @@ def test_layer_indices_are_evenly_spread_as_the_library_example():
     ({"init": "layers"}, {"init": "layers", "layers": 3}),
     ({"init": "layers", "layers": [0, 2]}, {"init": "layers", "layers": [0, 2]}),
     ({"matryoshka_dims": [64, 384, 128]}, {"matryoshka_dims": [384, 128, 64]}),
-    ({"arch": "static"}, {"arch": "static", "static_dims": 256, "group_by_length": False}),
+    ({"arch": "static"}, {"arch": "static", "static_dims": 256, "lr": 0.05, "group_by_length": False}),
 ])
 def test_each_option_changes_the_students_key_and_nothing_upstream(option, params):
     base_plan, plan = _plan(), _plan(option)
@@ -55,7 +55,7 @@ def test_each_option_changes_the_students_key_and_nothing_upstream(option, param
 
 def test_unset_options_leave_every_key_and_layers_alone_is_inert():
     base = _runs(_plan())
-    defaults = {"init": "full", "arch": "transformer", "matryoshka_dims": None, "layers": 4, "static_dims": 64}
+    defaults = {"init": "full", "arch": "transformer", "matryoshka_dims": None, "layers": 4, "static_dims": 64, "static_lr": 0.2}
     assert _runs(_plan(defaults)) == base
 
 

@@ -67,7 +67,7 @@ def student_loss_options(options: dict) -> dict:
     return options
 
 
-COMPACT = ("init", "layers", "arch", "static_dims", "matryoshka_dims")
+COMPACT = ("init", "layers", "arch", "static_dims", "static_lr", "matryoshka_dims")
 
 
 def compact_options(options: dict, gold_only: bool, name: str = "student") -> dict:
@@ -77,6 +77,7 @@ def compact_options(options: dict, gold_only: bool, name: str = "student") -> di
     options = dict(options)
     init, arch, dims = options.pop("init", "full"), options.pop("arch", "transformer"), options.get("matryoshka_dims")
     layers, static_dims = options.pop("layers", None), options.pop("static_dims", None)
+    static_lr = options.pop("static_lr", None)
     options.pop("matryoshka_dims", None)
     if gold_only:
         return options
@@ -92,6 +93,8 @@ def compact_options(options: dict, gold_only: bool, name: str = "student") -> di
             raise ConfigError(f"{where}.torch_compile: a static student has no Transformer to compile")
         # one vector per token: no sequence to group by length, no embeddings to freeze apart
         options.update(arch=arch, static_dims=static_dims, group_by_length=False, freeze_embeddings=False)
+        if static_lr is not None:  # its own rate: the lower bound of the same section keeps `lr`
+            options["lr"] = static_lr
         options.pop("megabatch", None)
     if dims:
         if len(set(dims)) != len(dims):
