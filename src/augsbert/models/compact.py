@@ -14,7 +14,7 @@ the epoch selection stay those of every student (augsbert.training.pairs):
   (`scores_by_dim`: the first d components, re-normalised, cosine);
 - `student.arch: static` -- a StaticEmbedding (one vector per token, mean-pooled) made by model2vec's
   distillation of the base (`StaticEmbedding.from_distillation`: every vocabulary token through the base,
-  PCA to `static_dims`, Zipf weighting), offline on a local model, then trained on the student's pairs.
+  PCA to `static_dims`, SIF weighting), offline on a local model, then trained on the student's pairs.
 """
 
 from __future__ import annotations
@@ -101,7 +101,10 @@ def is_static(model) -> bool:
     """Whether a SentenceTransformer is a static-embedding model (no Hugging Face tokenizer or encoder)."""
     from sentence_transformers.models import StaticEmbedding
 
-    return isinstance(model[0], StaticEmbedding)
+    try:
+        return isinstance(model[0], StaticEmbedding)
+    except (TypeError, IndexError, KeyError):  # not a module sequence (a CrossBiEncoder)
+        return False
 
 
 def matryoshka_loss(model, loss, dims: Sequence[int]):
