@@ -67,9 +67,6 @@ def student_loss_options(options: dict) -> dict:
     return options
 
 
-COMPACT = ("init", "layers", "arch", "static_dims", "static_lr", "matryoshka_dims")
-
-
 def compact_options(options: dict, gold_only: bool, name: str = "student") -> dict:
     """A student section with the options of the compact students (issue 51) only where they are set, so
     students planned before they existed keep their keys; the lower bound (gold only) is always the full
