@@ -103,8 +103,10 @@ def throughput(model, texts, repeat: int) -> float:
     return len(texts) / best
 
 
-def train_rows(steps: int, out: Path) -> list[str]:
-    """Full, 3-layer, Matryoshka and static students from the bundled MiniLM on the STS-B gold train pairs."""
+def train_rows(steps: int, out: Path, only: list[str], static_init: str | None) -> list[str]:
+    """Full, 3-layer, Matryoshka and static students from the bundled MiniLM on the STS-B gold train pairs
+    (`only`: these rows; `static_init`: a StaticEmbedding model distilled before, trained as it is instead of
+    distilling the base again)."""
     import pandas as pd
 
     sys.path.insert(0, str(ROOT / "src"))
@@ -123,11 +125,16 @@ def train_rows(steps: int, out: Path) -> list[str]:
             "static": {"arch": "static", "static_dims": 256, "lr": 0.05, "group_by_length": False}}
     specs = []
     for name, options in rows.items():
+        if only and name not in only:
+            continue
         target = out / name
         if not (target / "modules.json").is_file():
+            start_from = base
+            if name == "static" and static_init:  # the distilled table, trained by the same trainer
+                start_from, options = static_init, {k: v for k, v in options.items() if k != "arch"}
             params = StudentParams.from_json({**common, **options})
             start = time.perf_counter()
-            result = fit("be", base, train, None, params, out / f".work-{name}", "cpu", "fp32")
+            result = fit("be", start_from, train, None, params, out / f".work-{name}", "cpu", "fp32")
             result.model.save(str(target))
             print(f"trained {name}: {result.metrics['steps']} steps, loss {result.metrics['train_loss']:.4f}, "
                   f"{time.perf_counter() - start:.0f} s", flush=True)
@@ -140,7 +147,11 @@ def main(argv=None) -> None:
     parser.add_argument("--rows", nargs="*", default=[], metavar="NAME=PATH[@BACKEND:FILE]")
     parser.add_argument("--train-steps", type=int, default=0, help="build the rows: train each for this many steps")
     parser.add_argument("--out", default="/tmp/augsbert-compact-rows", help="where --train-steps saves the rows")
-    parser.add_argument("--sentences", type=int, default=10000)
+    parser.add_argument("--only", nargs="*", default=[], help="with --train-steps: only these rows "
+                        "(full, layers3, matryoshka, static)")
+    parser.add_argument("--static-init", help="with --train-steps: a static model distilled before (no second "
+                        "distillation)")
+    parser.add_argument("--sentences", type=int, default=10000, help="0: quality and size only")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--matryoshka-dims", default="384,128,64", help="the sizes a row named matryoshka* is scored at")
@@ -150,7 +161,8 @@ def main(argv=None) -> None:
 
     torch.set_num_threads(args.threads)
     os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
-    rows = (train_rows(args.train_steps, Path(args.out)) if args.train_steps else []) + args.rows
+    rows = (train_rows(args.train_steps, Path(args.out), args.only, args.static_init) if args.train_steps
+            else []) + args.rows
     if not rows:
         parser.error("name rows (--rows) or build them (--train-steps)")
     texts = sentences(args.sentences)
@@ -166,9 +178,9 @@ def main(argv=None) -> None:
         model, folder, backend, file_name = load(spec, "cpu")
         dims = [int(d) for d in args.matryoshka_dims.split(",")] if name.startswith("matryoshka") else None
         quality = spearman(model, test, dims)
-        cpu = throughput(model, texts, args.repeat)
+        cpu = throughput(model, texts, args.repeat) if texts else float("nan")
         gpu = ""
-        if cuda and backend == "torch":
+        if cuda and backend == "torch" and texts:
             gpu = f"{throughput(load(spec, 'cuda')[0], texts, args.repeat):.0f} | "
         elif cuda:
             gpu = "– | "
