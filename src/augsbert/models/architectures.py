@@ -68,7 +68,10 @@ class BiEncoder(_SentenceTransformersModel):
 
             return static_student(base, params.static_dims, device)
         model = SentenceTransformer(base, device=device, config_kwargs=params.config_kwargs)
-        model.max_seq_length = params.max_length
+        from .compact import is_static
+
+        if not is_static(model):  # a static model (a base trained before) has no sequence length to cut
+            model.max_seq_length = params.max_length
         if getattr(params, "init", "full") == "layers":
             from .compact import reduce_layers
 
