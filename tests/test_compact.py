@@ -223,3 +223,18 @@ def test_export_with_a_backend_writes_its_files_and_card_or_nothing(experiment, 
     assert record["deployment"]["file"] == "onnx/model_qint8_avx2.onnx" and (out / record["deployment"]["file"]).is_file()
     assert "## Deployment (augsbert export)" in (out / "README.md").read_text()
     assert "onnx/model_qint8_avx2.onnx" in (out / "augsbert_export.json").read_text()
+
+
+def test_size_and_speed_figures_of_a_trained_bi_encoder(tmp_path, tiny_model):
+    import os
+    from pathlib import Path
+
+    from sentence_transformers import SentenceTransformer
+
+    from augsbert.jobs.train import encode_speed, folder_mb
+
+    folder = Path(tiny_model)
+    files = [p for p in folder.rglob("*") if p.is_file()]
+    assert folder_mb(folder) == round(sum(os.path.getsize(p) for p in files) / 1e6, 2)
+    speed = encode_speed(SentenceTransformer(tiny_model, device="cpu"), theme_pairs(20, 4), 8)
+    assert speed > 0 and isinstance(speed, float)
