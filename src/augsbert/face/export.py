@@ -47,6 +47,7 @@ from ..store.artifacts import (
 from ..jobs.results import labelling_artifact
 from ..store.manifests import file_digest
 from ..store.results_files import check_results
+from .backends import BACKENDS, ONNX_CONFIGS, QUANTIZATIONS
 from ..jobs.specs import check_aggregate_spec, load_spec
 
 log = logging.getLogger(__name__)
@@ -282,10 +283,12 @@ def _save_sentence_transformers(arch: str, source: Path, target: Path, title: st
 
 
 def export(spec: dict, model: str, to: str | Path, seed: int | None = None, force: bool = False,
-           results_path: str | Path | None = None, model_id: str | None = None, discard_edits: bool = False) -> dict:
+           results_path: str | Path | None = None, model_id: str | None = None, discard_edits: bool = False,
+           backend: str = "torch", quantize: str | None = None, quantize_config: str = "avx512_vnni") -> dict:
     """Write the experiment's `model` (of `seed`, default the first) to `to`; returns the provenance record.
 
     `model_id` (a hub repository) goes into the card's usage example instead of a placeholder path.
+    `backend` / `quantize`: a Bi-Encoder also in ONNX or OpenVINO format, int8 if asked (augsbert.face.backends).
     """
     from . import model_card  # heavy (pandas, torch): `augsbert --help` imports this module, not the card's
 
@@ -304,15 +307,33 @@ def export(spec: dict, model: str, to: str | Path, seed: int | None = None, forc
     section, facts = training_facts(spec, model, seed, node, results, results_path, str(to))
     arch = facts["arch"]
     name = spec["experiment"]
+    deploy = _deploy_check(backend, quantize, arch, read_json(artifact / "spec.json")["params"])
     title = f"augsbert {name}: {model.replace('_', ' ')} ({ARCH_TITLES[arch]}, seed {seed})"
     tags = ["augsbert", "augmented-sbert", model.replace("_", "-")]
     base = model_card.hub_base(read_json(artifact / "spec.json")["params"])
 
     with writing(target):  # a read-only or full location: one message naming it
-        return _write(spec, model, artifact, target, section, facts, title, tags, base, model_id, seed, name)
+        return _write(spec, model, artifact, target, section, facts, title, tags, base, model_id, seed, name,
+                      deploy and {"backend": backend, "quantize": quantize, "config": quantize_config})
 
 
-def _write(spec, model, artifact, target, section, facts, title, tags, base, model_id, seed, name) -> dict:
+def _deploy_check(backend: str, quantize: str | None, arch: str, params: dict) -> bool:
+    """Whether the export adds a backend's files; an ExportError for what cannot be asked."""
+    if backend == "torch":
+        if quantize:
+            raise ExportError("--quantize needs --backend onnx or openvino")
+        return False
+    if arch != "be":
+        raise ExportError(f"--backend {backend}: Bi-Encoders only (student, lower bound); this model is a "
+                          f"{ARCH_TITLES[arch]}")
+    if params.get("arch") == "static":
+        raise ExportError(f"--backend {backend}: a static student is a table of token vectors (no Transformer to "
+                          "convert); export it without --backend: it is already fast on a CPU")
+    return True
+
+
+def _write(spec, model, artifact, target, section, facts, title, tags, base, model_id, seed, name,
+           deploy: dict | None = None) -> dict:
     from . import model_card  # heavy (pandas, torch), as in export
 
     arch = facts["arch"]
@@ -344,6 +365,8 @@ def _write(spec, model, artifact, target, section, facts, title, tags, base, mod
         readme = tmp / "README.md"  # the usage snippet loads the export itself, not a placeholder id
         readme.write_text(readme.read_text(encoding="utf-8").replace(
             '"sentence_transformers_model_id"', json.dumps(model_id or str(target))), encoding="utf-8")
+        if deploy:  # ONNX / OpenVINO files beside the weights, and the card's deployment section
+            facts["deployment"] = _deploy(tmp, deploy, artifact, model_id or str(target))
         # the files this export wrote: all that a later `--force` may replace (files you add are never deleted)
         written = sorted(p.relative_to(tmp).as_posix() for p in tmp.rglob("*") if p.is_file())
         facts["files"] = sorted([*written, MARKER])
@@ -359,6 +382,21 @@ def _write(spec, model, artifact, target, section, facts, title, tags, base, mod
         raise
     log.info("exported %s of %s (seed %d, %s) to %s", model, name, seed, artifact, target)
     return {"target": str(target), **facts}
+
+
+def _deploy(folder: Path, deploy: dict, artifact: Path, path: str) -> dict:
+    """The backend's files in the export `folder`, and its section at the end of the card."""
+    from .backends import BackendError, card_section, export_backend, training_sentences
+
+    calibration = training_sentences(artifact) if deploy["backend"] == "openvino" and deploy["quantize"] else None
+    try:
+        record = export_backend(folder, deploy["backend"], deploy["quantize"], deploy["config"], calibration)
+    except BackendError as err:
+        raise ExportError(str(err)) from None
+    readme = folder / "README.md"
+    readme.write_text(readme.read_text(encoding="utf-8").rstrip() + "\n\n" + card_section(record, path),
+                      encoding="utf-8")
+    return record
 
 
 def _unreadable_model(err: Exception) -> bool:
@@ -481,6 +519,13 @@ def add_command(sub) -> None:
     p.add_argument("--discard-edits", action="store_true", help="with --force: replace the earlier export's files "
                    "even where you edited them")
     p.add_argument("--results", help="results file with the test metrics (default results/<experiment>.json)")
+    p.add_argument("--backend", default="torch", choices=BACKENDS, help="also write the Bi-Encoder for this "
+                   "runtime (sentence-transformers' export; loads with SentenceTransformer(path, backend=...)); "
+                   "default torch: the PyTorch weights only")
+    p.add_argument("--quantize", choices=QUANTIZATIONS, help="with --backend: int8 (ONNX: dynamic; OpenVINO: "
+                   "static, calibrated on the training sentences)")
+    p.add_argument("--quantize-config", default=ONNX_CONFIGS[0], choices=ONNX_CONFIGS,
+                   help="ONNX int8: ONNX Runtime's configuration for the CPU it runs on (default avx512_vnni)")
     p.add_argument("--push-to-hub", metavar="REPO", help="then upload the directory to this hub model repository "
                    "(needs network and a token)")
     p.add_argument("--private", action="store_true", help="with --push-to-hub: create the repository private")
@@ -497,10 +542,12 @@ def add_command(sub) -> None:
         if args.discard_edits and not args.force:
             p.error("--discard-edits goes with --force")
         record = export(spec, args.model, args.to, seed=args.seed, force=args.force, results_path=args.results,
-                        model_id=args.push_to_hub, discard_edits=args.discard_edits)
+                        model_id=args.push_to_hub, discard_edits=args.discard_edits, backend=args.backend,
+                        quantize=args.quantize, quantize_config=args.quantize_config)
         if args.push_to_hub:
             record["hub_commit"] = push_to_hub(args.to, args.push_to_hub, private=args.private or None)
         print(json.dumps({k: record[k] for k in ("target", "experiment", "model", "seed", "arch", "key",
-                                                 "config_hash", "hub_commit") if k in record}, indent=2))
+                                                 "config_hash", "deployment", "hub_commit") if k in record},
+                         indent=2))
 
     p.set_defaults(handler=handler)

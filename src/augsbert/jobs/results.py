@@ -156,6 +156,11 @@ def _results(spec: dict) -> dict:
                 entry.update({m: metrics["test"].get(m) for m in (*METRICS, "n_pairs")})
                 if metrics.get("arch"):
                     entry["arch"] = metrics["arch"]
+                for dim, scores in (metrics.get("test_by_dim") or {}).items():  # a Matryoshka student, per size
+                    entry[f"spearman@{dim}"] = scores.get("spearman")
+                for key in ("sentences_per_s", "model_size_mb"):  # a Bi-Encoder's deployment cost
+                    if isinstance(metrics.get(key), (int, float)):
+                        entry[key] = metrics[key]
                 if metrics.get("selection"):  # how a Bi-Encoder picked its epoch (no target dev in transfer)
                     entry["selection"] = metrics["selection"]
                 if isinstance(metrics.get("dev_spearman"), float) and math.isfinite(metrics["dev_spearman"]):

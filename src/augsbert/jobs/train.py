@@ -16,7 +16,9 @@ from ..training import distributed
 from ..store.artifacts import artifact_dir, write_json
 from ..data import DataError, read_pairs
 from ..data.prompts import prompt_pairs
+from ..evaluation import correlations
 from ..models import resolve_device
+from ..models.compact import scores_by_dim
 from ..params import PairTrainingParams, read_params
 from ..stages.student import StudentParams
 from ..stages.teacher import TeacherParams
@@ -79,8 +81,40 @@ def _train_and_save(arch: str, spec: dict, params: PairTrainingParams, train: pd
             metrics["training_set"] = {str(k): int(v) for k, v in train["source"].value_counts(sort=False).items()}
         if "eval" in spec["inputs"]:
             metrics["source_test"] = evaluate(arch, result.model, read_split(data, "test"), params)[0]
+        if getattr(params, "matryoshka_dims", None):  # the test split at each Matryoshka size
+            metrics["test_by_dim"] = test_by_dim(result.model, test, params)
+        if arch == "be":  # what the model costs to deploy (the results' speed and size columns)
+            metrics.update(model_size_mb=folder_mb(tmp / "model"),
+                           sentences_per_s=encode_speed(result.model, test, params.eval_batch_size))
         write_json(tmp / "metrics.json", metrics)
     return metrics
+
+
+def test_by_dim(model, test: pd.DataFrame, params: StudentParams) -> dict[str, dict]:
+    """Spearman / Pearson of the test pairs with the embeddings cut to each of `params.matryoshka_dims`."""
+    pairs = list(zip(test["sentence1"].tolist(), test["sentence2"].tolist()))
+    scores = scores_by_dim(model, pairs, params.matryoshka_dims, params.eval_batch_size)
+    result = {str(d): correlations(s, test["score"].to_numpy()) for d, s in scores.items()}
+    log.info("be: test spearman by dimension %s", {d: round(m["spearman"], 2) for d, m in result.items()})
+    return result
+
+
+def folder_mb(folder: Path) -> float:
+    """Megabytes of the files under `folder` (a saved model: weights, tokenizer, config)."""
+    return round(sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 1e6, 2)
+
+
+def encode_speed(model, test: pd.DataFrame, batch_size: int) -> float:
+    """Sentences per second encoding the distinct test sentences once more, on the job's device and threads (a
+    warm-up batch first): a figure of this job's machine, as noisy as its load; benchmarks/bench_encode.py
+    measures the rows side by side."""
+    import time
+
+    texts = list(dict.fromkeys([*test["sentence1"].tolist(), *test["sentence2"].tolist()]))
+    model.encode(texts[:batch_size], batch_size=batch_size, show_progress_bar=False)
+    start = time.perf_counter()
+    model.encode(texts, batch_size=batch_size, show_progress_bar=False)
+    return round(len(texts) / max(time.perf_counter() - start, 1e-9), 1)
 
 
 def run_teacher(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:

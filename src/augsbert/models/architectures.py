@@ -63,8 +63,19 @@ class BiEncoder(_SentenceTransformersModel):
     def build(self, base: str, params: PairTrainingParams, device: str):
         from sentence_transformers import SentenceTransformer
 
+        if getattr(params, "arch", "transformer") == "static":  # a student's options (augsbert.models.compact)
+            from .compact import static_student
+
+            return static_student(base, params.static_dims, device)
         model = SentenceTransformer(base, device=device, config_kwargs=params.config_kwargs)
-        model.max_seq_length = params.max_length
+        from .compact import is_static
+
+        if not is_static(model):  # a static model (a base trained before) has no sequence length to cut
+            model.max_seq_length = params.max_length
+        if getattr(params, "init", "full") == "layers":
+            from .compact import reduce_layers
+
+            reduce_layers(model, params.layers)
         return model
 
     def predict(self, model, pairs: Sequence[tuple[str, str]], batch_size: int, params: PairTrainingParams) -> np.ndarray:

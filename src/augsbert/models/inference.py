@@ -36,6 +36,7 @@ import numpy as np
 from ..scheduling.gpu_memory import SAFETY, forward_bytes_per_token, DEFAULT_DIMS, CONTEXT_MB
 from ..scheduling.gpus import job_claim
 from .device import PRECISION_ENV
+from .compact import is_static
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +111,7 @@ def batch_size(model, requested: int, rows=None) -> int:
     """Rows per forward-only batch of `model` over `rows` (texts, or (a, b) pairs): `requested` off CUDA (nothing
     is tokenised there), sized by the usable memory and the longest of `rows` on CUDA."""
     device = model_device(model)
-    if not _is_cuda(device):
+    if not _is_cuda(device) or is_static(model):  # a static student: a table look-up, no activations to size
         return requested
     dims, max_length = model_shape(model)
     length = max_length if rows is None else min(max_length, longest_row(tokenizer_of(model), rows))

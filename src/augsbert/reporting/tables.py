@@ -32,6 +32,8 @@ METRIC_TITLES = {
     "ndcg@10": "nDCG@10 × 100 on the BEIR-format test qrels (dense retrieval, exact search)",
     "mrr@10": "MRR@10 × 100 on the BEIR-format test qrels",
     "recall@100": "Recall@100 × 100 on the BEIR-format test qrels",
+    "sentences_per_s": "Sentences per second encoding the test sentences (the training job's device; noisy)",
+    "model_size_mb": "Model size on disk, MB",
     "dev_spearman": "Spearman ρ × 100 on the dev split the model was selected on",
     "prompted_spearman": "Spearman ρ × 100 on the target test split, both sentences topic-prompted",
     "prompted_topic_macro_f1": "Topic classification macro-F1 × 100 on topic-prompted sentences (frozen encoder)",
@@ -41,7 +43,8 @@ METRIC_HEADS = {"askubuntu_map": "AskU", "cqadupstack_map@100": "CQADup", "twitt
                 "scidocs_map": "SciDocs", "useb_avg": "USEB Avg.", "sts_avg": "STS Avg.", "spearman": "Test ρ",
                 "pearson": "Test r", "dev_spearman": "Dev ρ", "topic_macro_f1": "Raw F1",
                 "prompted_topic_macro_f1": "Prompted F1", "prompted_spearman": "Prompted ρ",
-                "ndcg@10": "nDCG@10", "mrr@10": "MRR@10", "recall@100": "R@100"}
+                "ndcg@10": "nDCG@10", "mrr@10": "MRR@10", "recall@100": "R@100", "sentences_per_s": "Sent./s",
+                "model_size_mb": "MB"}
 
 
 def _missing(value) -> bool:

@@ -23,6 +23,12 @@ class StudentParams(PairTrainingParams):
     use_gold_labels: bool
     selection: Literal["source_dev", "target_dev", "last"]
     loss: Literal["cosine", "cosent", "angle", "mnrl", "margin_mse", "kl_div"] | None = None
+    # students that deploy (augsbert.models.compact); each keyed only when set, the student's only
+    init: Literal["full", "layers"] = "full"
+    layers: int | list[int] | None = None  # init layers: a count (evenly spread) or the base's layer indices
+    arch: Literal["transformer", "static"] = "transformer"
+    static_dims: int | None = None  # arch static: model2vec's PCA dimensions (None: the base's)
+    matryoshka_dims: list[int] | None = None  # MatryoshkaLoss around the loss; the test scored at each
 
 
 STUDENT = Stage("student", 3, "train a Bi-Encoder on gold and/or teacher-labelled pairs (also the lower bound)",
@@ -61,6 +67,39 @@ def student_loss_options(options: dict) -> dict:
     return options
 
 
+def compact_options(options: dict, gold_only: bool, name: str = "student") -> dict:
+    """A student section with the options of the compact students (issue 51) only where they are set, so
+    students planned before they existed keep their keys; the lower bound (gold only) is always the full
+    Transformer (it is also the encoder of `semantic_model: finetuned` sampling, upstream of the student)."""
+    options = dict(options)
+    init, arch, dims = options.pop("init", "full"), options.pop("arch", "transformer"), options.get("matryoshka_dims")
+    layers, static_dims = options.pop("layers", None), options.pop("static_dims", None)
+    static_lr = options.pop("static_lr", None)
+    options.pop("matryoshka_dims", None)
+    if gold_only:
+        return options
+    where = f"experiments.{name}.student"
+    if init == "layers":
+        if arch == "static":
+            raise ConfigError(f"{where}.init: `layers` keeps Transformer layers, but arch is `static` (no layers)")
+        options.update(init=init, layers=3 if layers is None else layers)
+    if arch == "static":
+        if options.get("freeze_embeddings"):
+            raise ConfigError(f"{where}.freeze_embeddings: a static student is its embeddings; it cannot freeze them")
+        if options.get("torch_compile"):
+            raise ConfigError(f"{where}.torch_compile: a static student has no Transformer to compile")
+        # one vector per token: no sequence to group by length, no embeddings to freeze apart
+        options.update(arch=arch, static_dims=static_dims, group_by_length=False, freeze_embeddings=False)
+        if static_lr is not None:  # its own rate: the lower bound of the same section keeps `lr`
+            options["lr"] = static_lr
+        options.pop("megabatch", None)
+    if dims:
+        if len(set(dims)) != len(dims):
+            raise ConfigError(f"{where}.matryoshka_dims: {dims} lists a dimension twice")
+        options["matryoshka_dims"] = sorted(dims, reverse=True)
+    return options
+
+
 def student_selection(name: str, exp: dict) -> str:
     """How Bi-Encoders pick their epoch: `target_dev`, `source_dev` (transfer default) or `last`."""
     transfer = bool(exp["source"]) and exp["source"] != exp["dataset"]
@@ -80,11 +119,12 @@ def dev_input(selection: str, target: Node, transfer: bool) -> dict[str, Node]:
 
 
 def student(graph: Graph, exp: dict, dataset: str, seed: int, inputs: dict[str, Node], selection: str,
-            gold_only: bool = False, prompt: str | None = None) -> Node:
+            gold_only: bool = False, prompt: str | None = None, name: str = "student") -> Node:
     if exp["student"].get("loss") == "kl_div":
         raise ConfigError("student.loss kl_div learns a teacher's scores over a mined list of passages: it is the "
                           "loss of a GPL student (`models: [gpl]`), not of a student of scored pairs")
-    options = student_loss_options(inert_grouping_dropped(exp["student"]))
+    options = compact_options(exp["student"], gold_only, name)
+    options = student_loss_options(inert_grouping_dropped(options))
     if options.get("max_steps") is None:  # unset: `epochs` decides, and keys planned before the option stay
         options.pop("max_steps", None)
     else:  # a step budget (thesis 5.4.3): the number of epochs does not enter
@@ -97,6 +137,8 @@ def student(graph: Graph, exp: dict, dataset: str, seed: int, inputs: dict[str, 
         options["use_gold_labels"] = True
     options["selection"] = selection
     params = {**options, "model": model, "seed": seed}
+    if prompt and options.get("arch") == "static":
+        raise ConfigError(f"experiments.{name}.student.arch: a static student takes no topic prompts")
     if prompt:  # `prompted`: the student sees the prompts too (`hidden`: plain texts, same scores)
         params["topic_prompt"] = prompt
     return graph.add(STUDENT, f"{dataset}.be", params, inputs)
@@ -108,7 +150,8 @@ def lower_bound_node(seed_plan: SeedPlan) -> Node:
     exp = seed_plan.config
     selection = student_selection(seed_plan.experiment, exp)
     inputs = {**trained_on(seed_plan), **dev_input(selection, seed_plan.roles["data"], transfer(exp))}
-    return student(seed_plan.graph, exp, source(exp), seed_plan.seed, inputs, selection, gold_only=True)
+    return student(seed_plan.graph, exp, source(exp), seed_plan.seed, inputs, selection, gold_only=True,
+                   name=seed_plan.experiment)
 
 
 def plan_student(seed_plan: SeedPlan) -> dict[str, Node]:
@@ -130,5 +173,5 @@ def plan_student(seed_plan: SeedPlan) -> dict[str, Node]:
         inputs["init"] = roles.get("pretrained")
     prompt = topic_prompt(exp) if exp["topic_prompt"] == "prompted" else None
     planned["student"] = student(seed_plan.graph, exp, exp["dataset"], seed_plan.seed, inputs, selection,
-                                 prompt=prompt)
+                                 prompt=prompt, name=seed_plan.experiment)
     return planned

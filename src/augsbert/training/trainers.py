@@ -24,6 +24,7 @@ from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss, M
 from transformers import TrainerCallback, TrainingArguments
 
 from ..models.cross_bi_encoder import SPECIALS_PER_PAIR, CrossBiEncoderCollator, PairTokenizer
+from ..models.compact import is_static, matryoshka_loss
 from ..models.student_losses import student_loss, student_rows
 from ..params import PairTrainingParams
 from . import distributed, graphs
@@ -97,14 +98,17 @@ def bi_encoder_trainer(model, args: dict, train, callbacks, params: PairTraining
         args = {**args, "batch_sampler": length_batch_sampler(lengths, params.megabatch)}
     args = shard_batches(args)
     loss = student_loss(model, params)
+    if getattr(params, "matryoshka_dims", None):  # student.matryoshka_dims (augsbert.models.compact)
+        loss = matryoshka_loss(model, loss, params.matryoshka_dims)
     static = graphs.active(model.device, params.torch_compile)  # cuda_graphs (augsbert.training.graphs)
     if static:  # fixed widths, one forward for all columns, replayed per bucket
         loss = graphs.static_sentence_loss(loss)
     trainer = main_process_saves(SentenceTransformerTrainer)(
         model=model, args=SentenceTransformerTrainingArguments(**args), train_dataset=train,
         loss=loss, callbacks=callbacks)
-    pretokenize_collator(trainer.data_collator, model, train,
-                         graphs.buckets(model.device, model.max_seq_length, params.torch_compile))
+    if not is_static(model):  # a static student's tokenizer is a plain `tokenizers` one: its own preprocess
+        pretokenize_collator(trainer.data_collator, model, train,
+                             graphs.buckets(model.device, model.max_seq_length, params.torch_compile))
     return trainer
 
 

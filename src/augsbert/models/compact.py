@@ -1,0 +1,138 @@
+"""Students that deploy (issue 51): a layer-reduced student, a Matryoshka student, a static-embedding student.
+
+Each is the student's Bi-Encoder built differently (or trained under a wrapped loss); the trainer, the data and
+the epoch selection stay those of every student (augsbert.training.pairs):
+
+- `student.init: layers` -- the student starts from `layers` of the base's Transformer layers (the
+  embeddings and the pooling kept), as sentence-transformers' layer-reduction distillation example
+  (examples/sentence_transformer/training/distillation/model_distillation_layer_reduction.py, which keeps
+  layers 1, 4, 7, 10 of 12): k layers of n are the evenly spread `floor((i + 0.5) * n / k)`, i = 0..k-1
+  (`layer_indices`: 3 of MiniLM-L6's 6 -> 1, 3, 5; 4 of 12 -> 1, 4, 7, 10, the example's), or the
+  indices given as a list;
+- `student.matryoshka_dims` -- sentence-transformers' MatryoshkaLoss around the student loss (each listed
+  prefix of the embedding trained with it, equal weights); the test split is scored at every dimension
+  (`scores_by_dim`: the first d components, re-normalised, cosine);
+- `student.arch: static` -- a StaticEmbedding (one vector per token, mean-pooled) made by model2vec's
+  distillation of the base (`StaticEmbedding.from_distillation`: every vocabulary token through the base,
+  PCA to `static_dims`, SIF weighting), offline on a local model, then trained on the student's pairs.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+
+def layer_indices(total: int, keep: int | Sequence[int]) -> list[int]:
+    """The indices of the Transformer layers a `keep`-layer student keeps of `total` (see the module)."""
+    if isinstance(keep, int):
+        if not 1 <= keep <= total:
+            raise ValueError(f"student.layers {keep}: the base model has {total} layers (1..{total})")
+        return [math.floor((i + 0.5) * total / keep) for i in range(keep)]
+    chosen = list(keep)
+    if not chosen or sorted(set(chosen)) != chosen or chosen[0] < 0 or chosen[-1] >= total:
+        raise ValueError(f"student.layers {chosen}: distinct ascending layer indices in 0..{total - 1} "
+                         f"(the base model has {total} layers)")
+    return chosen
+
+
+def _layer_list(hf_model):
+    """(the ModuleList of a Hugging Face encoder's Transformer layers, the config key counting them)."""
+    base = getattr(hf_model, "base_model", hf_model)
+    for path in ("encoder.layer", "transformer.layer", "layers", "encoder.layers"):
+        module = base
+        for part in path.split("."):
+            module = getattr(module, part, None)
+        if module is not None and hasattr(module, "__len__"):
+            return module
+    raise ValueError(f"student.init layers: cannot find the Transformer layers of {type(hf_model).__name__} "
+                     "(BERT / RoBERTa / MPNet: encoder.layer; DistilBERT: transformer.layer)")
+
+
+def reduce_layers(model, keep: int | Sequence[int]) -> list[int]:
+    """Keep only layers `keep` (a count or indices) of the SentenceTransformer `model`'s Transformer, in place;
+    returns the kept indices (of the base)."""
+    import torch
+
+    hf_model = model[0].auto_model
+    layers = _layer_list(hf_model)
+    kept = layer_indices(len(layers), keep)
+    new = torch.nn.ModuleList([layers[i] for i in kept])
+    parent = getattr(hf_model, "base_model", hf_model)
+    for path in ("encoder.layer", "transformer.layer", "layers", "encoder.layers"):
+        *owner_path, name = path.split(".")
+        owner = parent
+        for part in owner_path:
+            owner = getattr(owner, part, None)
+        if owner is not None and getattr(owner, name, None) is layers:
+            setattr(owner, name, new)
+            break
+    hf_model.config.num_hidden_layers = len(kept)  # saved with the model: it loads with these layers
+    for i, layer in enumerate(new):  # attention layers that know their index (caches) get their new one
+        for module in layer.modules():
+            if hasattr(module, "layer_idx"):
+                module.layer_idx = i
+    log.info("student.init layers: kept layers %s of %d", kept, len(layers))
+    return kept
+
+
+def static_student(base: str, dims: int | None, device: str):
+    """A SentenceTransformer of one StaticEmbedding distilled from the local model `base` by model2vec."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.models import StaticEmbedding
+
+    try:
+        import model2vec.distill  # noqa: F401  (the library's own check says less)
+    except ImportError as err:
+        raise ImportError(f"student.arch static needs model2vec ({err}); install augsbert's `deploy` extra: "
+                          "pip install -e '.[deploy]'") from None
+    embedding = StaticEmbedding.from_distillation(base, device=device, pca_dims=dims)
+    log.info("student.arch static: model2vec distillation of %s -> %d tokens x %d dims", base,
+             embedding.embedding.weight.shape[0], embedding.embedding.weight.shape[1])
+    return SentenceTransformer(modules=[embedding], device=device)
+
+
+def is_static(model) -> bool:
+    """Whether a SentenceTransformer is a static-embedding model (no Hugging Face tokenizer or encoder)."""
+    from sentence_transformers.models import StaticEmbedding
+
+    try:
+        return isinstance(model[0], StaticEmbedding)
+    except (TypeError, IndexError, KeyError):  # not a module sequence (a CrossBiEncoder)
+        return False
+
+
+def matryoshka_loss(model, loss, dims: Sequence[int]):
+    """sentence-transformers' MatryoshkaLoss around `loss`, over `dims` (largest first), equal weights."""
+    from sentence_transformers.sentence_transformer.losses import MatryoshkaLoss
+
+    size = model.get_embedding_dimension()
+    too_large = [d for d in dims if d > size]
+    if too_large:
+        raise ValueError(f"student.matryoshka_dims {list(dims)}: {too_large[0]} is more than the student's "
+                         f"{size} dimensions")
+    return MatryoshkaLoss(model, loss, matryoshka_dims=sorted(dims, reverse=True))
+
+
+def scores_by_dim(model, pairs: Sequence[tuple[str, str]], dims: Sequence[int], batch_size: int) -> dict[int, np.ndarray]:
+    """Cosine of each pair's embeddings cut to their first d components, for every d of `dims`."""
+    from .inference import autocast, batch_size as rows_per_batch
+
+    texts = list(dict.fromkeys(t for pair in pairs for t in pair))
+    with autocast(model):
+        emb = model.encode(texts, batch_size=rows_per_batch(model, batch_size, texts), convert_to_numpy=True,
+                           normalize_embeddings=False, show_progress_bar=False)
+    where = {t: i for i, t in enumerate(texts)}
+    first = emb[[where[a] for a, _ in pairs]].astype(np.float64)
+    second = emb[[where[b] for _, b in pairs]].astype(np.float64)
+    scores = {}
+    for d in dims:
+        a, b = first[:, :d], second[:, :d]
+        norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
+        scores[int(d)] = np.einsum("ij,ij->i", a, b) / np.where(norms == 0, 1.0, norms)
+    return scores

@@ -1,0 +1,240 @@
+"""Students that deploy (issue 51): the layer-reduced, Matryoshka and static students, and their keys."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+from augsbert.config.load import ConfigError
+from augsbert.models.compact import layer_indices
+from conftest import plan_shipped, theme_pairs, train_params
+
+EXPERIMENT = "demo_cbe_distill"
+HAS_MODEL2VEC = importlib.util.find_spec("model2vec") is not None
+
+
+def _plan(student=None, **sampling):
+    override = {"experiments": {EXPERIMENT: {"student": student or {}, **sampling}}}
+    return plan_shipped(override, grids=False)
+
+
+def _runs(plan):
+    return plan.experiment(EXPERIMENT).runs[42]
+
+
+def test_layer_indices_are_evenly_spread_as_the_library_example():
+    assert layer_indices(12, 4) == [1, 4, 7, 10]  # sentence-transformers' layer-reduction example
+    assert layer_indices(6, 3) == [1, 3, 5]        # the 3-layer MiniLM student
+    assert layer_indices(6, 6) == [0, 1, 2, 3, 4, 5]
+    assert layer_indices(6, 1) == [3]
+    assert layer_indices(6, [0, 5]) == [0, 5]
+    for bad in (0, 7, [3, 1], [2, 2], [6], []):
+        with pytest.raises(ValueError, match="student.layers"):
+            layer_indices(6, bad)
+
+
+@pytest.mark.parametrize("option, params", [
+    ({"init": "layers"}, {"init": "layers", "layers": 3}),
+    ({"init": "layers", "layers": [0, 2]}, {"init": "layers", "layers": [0, 2]}),
+    ({"matryoshka_dims": [64, 384, 128]}, {"matryoshka_dims": [384, 128, 64]}),
+    ({"arch": "static"}, {"arch": "static", "static_dims": 256, "lr": 0.05, "group_by_length": False}),
+])
+def test_each_option_changes_the_students_key_and_nothing_upstream(option, params):
+    base_plan, plan = _plan(), _plan(option)
+    base, changed = _runs(base_plan), _runs(plan)
+    assert {role for role in base if base[role] != changed[role]} == {"student", "student_suite"}
+    student = plan.node(changed["student"]).params
+    assert {k: student[k] for k in params} == params
+    if option.get("arch") == "static":  # no length grouping: its megabatch leaves the key
+        assert "megabatch" not in student
+    lower_bound = plan.node(changed["lower_bound"]).params  # the full Transformer, as before
+    assert not set(lower_bound) & {"init", "layers", "arch", "static_dims", "matryoshka_dims"}
+
+
+def test_unset_options_leave_every_key_and_layers_alone_is_inert():
+    base = _runs(_plan())
+    defaults = {"init": "full", "arch": "transformer", "matryoshka_dims": None, "layers": 4, "static_dims": 64, "static_lr": 0.2}
+    assert _runs(_plan(defaults)) == base
+
+
+def test_the_lower_bound_upstream_of_semantic_sampling_is_untouched():
+    """`semantic_model: finetuned` encodes the pool with the lower bound: a compact student must not move it."""
+    sampling = {"sampling": {"strategies": ["semantic_search"]}}
+    base, changed = _runs(_plan(None, **sampling)), _runs(_plan({"init": "layers"}, **sampling))
+    assert {role for role in base if base[role] != changed[role]} == {"student", "student_suite"}
+
+
+@pytest.mark.parametrize("option, message", [
+    ({"init": "layers", "arch": "static"}, "init"),
+    ({"arch": "static", "freeze_embeddings": True}, "freeze_embeddings"),
+    ({"matryoshka_dims": [64, 64]}, "twice"),
+])
+def test_contradictory_options_fail_while_planning(option, message):
+    with pytest.raises(ConfigError, match=message):
+        _plan(option)
+
+
+def test_layer_reduced_student_has_the_stated_layers_and_loads_with_them(tmp_path, minilm_path):
+    from sentence_transformers import SentenceTransformer
+
+    from augsbert.models.architectures import ARCHITECTURES
+
+    params = train_params(max_length=32)
+    be = ARCHITECTURES["be"]
+    full = be.build(minilm_path, params, "cpu")
+    reduced = be.build(minilm_path, _student_params(init="layers", layers=3), "cpu")
+    kept = reduced[0].auto_model.encoder.layer
+    assert len(kept) == 3 and reduced[0].auto_model.config.num_hidden_layers == 3
+    for mine, theirs in zip(kept, [full[0].auto_model.encoder.layer[i] for i in (1, 3, 5)]):
+        for a, b in zip(mine.parameters(), theirs.parameters()):
+            assert a.data_ptr() != b.data_ptr() and bool((a == b).all())
+    be.save(reduced, tmp_path / "m")
+    loaded = SentenceTransformer(str(tmp_path / "m"), device="cpu")
+    assert len(loaded[0].auto_model.encoder.layer) == 3
+    texts = ["a man plays a guitar", "the cat sleeps"]
+    assert np.allclose(loaded.encode(texts), reduced.encode(texts), atol=1e-6)
+
+
+def _student_params(**options):
+    from augsbert.stages.student import StudentParams
+
+    base = train_params(max_length=32).to_json()
+    return StudentParams.from_json({**base, "use_gold_labels": False, "selection": "target_dev", **options})
+
+
+def test_matryoshka_student_reports_every_dimension(tmp_path, tiny_model):
+    from augsbert.jobs.train import test_by_dim
+    from augsbert.models.compact import scores_by_dim
+    from augsbert.training.pairs import fit
+
+    train, test = theme_pairs(32, 1), theme_pairs(16, 3)
+    params = _student_params(epochs=1, batch_size=8, matryoshka_dims=[16, 8, 4], group_by_length=False)
+    result = fit("be", tiny_model, train, None, params, tmp_path / "work", "cpu", "fp32")
+    assert result.metrics["train_loss"] > 0
+    by_dim = test_by_dim(result.model, test, params)
+    assert list(by_dim) == ["16", "8", "4"]
+    # each dimension: the cosine of the first d components, against a literal computation
+    emb = result.model.encode(sorted(set(test["sentence1"]) | set(test["sentence2"])), convert_to_numpy=True)
+    where = {t: i for i, t in enumerate(sorted(set(test["sentence1"]) | set(test["sentence2"])))}
+    a, b = emb[[where[t] for t in test["sentence1"]], :4], emb[[where[t] for t in test["sentence2"]], :4]
+    manual = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+    pairs = list(zip(test["sentence1"], test["sentence2"]))
+    assert np.allclose(scores_by_dim(result.model, pairs, [4], 64)[4], manual, atol=1e-5)
+    full = scores_by_dim(result.model, pairs, [16], 64)[16]
+    from augsbert.training.pairs import evaluate
+    assert by_dim["16"]["spearman"] == pytest.approx(evaluate("be", result.model, test, params)[0]["spearman"])
+    assert not np.allclose(full, manual)
+
+
+def test_matryoshka_dims_larger_than_the_model_fail_with_the_option(tiny_model):
+    from sentence_transformers import SentenceTransformer
+
+    from augsbert.models.compact import matryoshka_loss
+    from augsbert.models.student_losses import student_loss
+
+    model = SentenceTransformer(tiny_model, device="cpu")
+    with pytest.raises(ValueError, match="matryoshka_dims.*32"):
+        matryoshka_loss(model, student_loss(model, train_params()), [32, 8])
+
+
+@pytest.mark.skipif(not HAS_MODEL2VEC, reason="model2vec is not installed (augsbert's `deploy` / `test` extra)")
+def test_static_student_is_distilled_offline_trains_and_its_loss_falls(tmp_path, tiny_model):
+    from augsbert.models.compact import is_static
+    from augsbert.training.pairs import fit
+
+    train, dev = theme_pairs(96, 1), theme_pairs(24, 2)
+    params = _student_params(epochs=3, batch_size=8, lr=0.05, arch="static", static_dims=8, group_by_length=False)
+    result = fit("be", tiny_model, train, dev, params, tmp_path / "work", "cpu", "fp32")
+    assert is_static(result.model)
+    assert result.model[0].embedding.weight.shape[1] == 8
+    losses = [entry["loss"] for entry in result.metrics["loss_log"]]
+    assert len(losses) >= 4 and np.mean(losses[-2:]) < np.mean(losses[:2])
+    assert result.metrics["dev_spearman"] > 0.3  # the themes are learnt (an untrained static model knows none)
+
+
+# --- export --backend (augsbert.face.backends): sentence-transformers' ONNX / OpenVINO export
+from augsbert.face.backends import backend_available  # noqa: E402
+
+ONNX_MISSING = backend_available("onnx")
+
+
+def test_backend_options_that_cannot_apply_are_refused():
+    from augsbert.face.export import ExportError, _deploy_check
+
+    assert _deploy_check("torch", None, "be", {}) is False
+    assert _deploy_check("onnx", "int8", "be", {}) is True
+    with pytest.raises(ExportError, match="--quantize needs --backend"):
+        _deploy_check("torch", "int8", "be", {})
+    with pytest.raises(ExportError, match="Bi-Encoders only"):
+        _deploy_check("onnx", None, "ce", {})
+    with pytest.raises(ExportError, match="static student"):
+        _deploy_check("openvino", None, "be", {"arch": "static"})
+
+
+def test_card_section_states_backend_quantisation_and_the_loading_line():
+    from augsbert.face.backends import card_section
+
+    text = card_section({"backend": "onnx", "quantize": "int8", "quantize_config": "avx2",
+                         "file": "onnx/model_qint8_avx2.onnx"}, "models/x")
+    assert "| backend | onnx" in text and "dynamic int8" in text and "`avx2`" in text
+    assert ("SentenceTransformer('models/x', backend='onnx', "
+            'model_kwargs={"file_name": "onnx/model_qint8_avx2.onnx"})') in text
+    plain = card_section({"backend": "openvino", "quantize": None, "file": "openvino/openvino_model.xml"}, "m")
+    assert "none (float32)" in plain and "SentenceTransformer('m', backend='openvino')" in plain
+
+
+@pytest.mark.skipif(ONNX_MISSING is not None, reason=f"the ONNX backend cannot load here: {ONNX_MISSING}")
+def test_onnx_int8_export_loads_with_the_backend_and_keeps_the_embeddings(tmp_path, tiny_model):
+    import shutil
+
+    from sentence_transformers import SentenceTransformer
+
+    from augsbert.face.backends import export_backend
+
+    folder = tmp_path / "export"
+    shutil.copytree(tiny_model, folder)
+    record = export_backend(folder, "onnx", "int8", "avx2")
+    assert record == {"backend": "onnx", "quantize": "int8", "file": "onnx/model_qint8_avx2.onnx",
+                      "quantize_config": "avx2"}
+    assert (folder / "onnx" / "model.onnx").is_file() and (folder / record["file"]).is_file()
+    texts = [t for pair in theme_pairs(50, 5)[["sentence1", "sentence2"]].to_numpy() for t in pair]
+    reference = SentenceTransformer(str(folder), device="cpu").encode(texts, normalize_embeddings=True)
+    onnx = SentenceTransformer(str(folder), backend="onnx", model_kwargs={"file_name": record["file"]})
+    quantised = onnx.encode(texts, normalize_embeddings=True)
+    assert len(texts) == 100
+    assert (reference * quantised).sum(1).min() >= 0.99
+
+
+from test_export import experiment, finished_experiment  # noqa: E402,F401  (the exported experiment's fixtures)
+
+
+def test_export_with_a_backend_writes_its_files_and_card_or_nothing(experiment, tmp_path):
+    from augsbert.face.export import ExportError, export
+
+    out = tmp_path / "deploy" / "student"
+    if ONNX_MISSING is not None:  # this environment: one message naming what to install, nothing written
+        with pytest.raises(ExportError, match=r"--backend onnx needs packages .*sentence-transformers\[onnx\]"):
+            export(experiment, "student", out, backend="onnx", quantize="int8")
+        assert not out.exists() and not any(out.parent.iterdir())
+        return
+    record = export(experiment, "student", out, backend="onnx", quantize="int8", quantize_config="avx2")
+    assert record["deployment"]["file"] == "onnx/model_qint8_avx2.onnx" and (out / record["deployment"]["file"]).is_file()
+    assert "## Deployment (augsbert export)" in (out / "README.md").read_text()
+    assert "onnx/model_qint8_avx2.onnx" in (out / "augsbert_export.json").read_text()
+
+
+def test_size_and_speed_figures_of_a_trained_bi_encoder(tmp_path, tiny_model):
+    import os
+    from pathlib import Path
+
+    from sentence_transformers import SentenceTransformer
+
+    from augsbert.jobs.train import encode_speed, folder_mb
+
+    folder = Path(tiny_model)
+    files = [p for p in folder.rglob("*") if p.is_file()]
+    assert folder_mb(folder) == round(sum(os.path.getsize(p) for p in files) / 1e6, 2)
+    speed = encode_speed(SentenceTransformer(tiny_model, device="cpu"), theme_pairs(20, 4), 8)
+    assert speed > 0 and isinstance(speed, float)
