@@ -48,6 +48,7 @@ from ..jobs.results import labelling_artifact
 from ..store.manifests import file_digest
 from ..store.results_files import check_results
 from ..jobs.specs import check_aggregate_spec, load_spec
+from .recipe import prune
 
 log = logging.getLogger(__name__)
 
@@ -177,9 +178,12 @@ def training_facts(spec: dict, role: str, seed: int, node: dict, results: dict |
     if metrics.get("training_set"):
         rows.append(("training set by source", ", ".join(f"{k} {v}" for k, v in metrics["training_set"].items())))
         facts["training_set"] = metrics["training_set"]
+    data_spec = Path(inputs["data"]) / "spec.json" if "data" in inputs else None
+    data_dir = read_json(data_spec)["params"].get("data_dir") if data_spec and data_spec.is_file() else None
+    recipe, own, unpruned = reproduce_recipe(spec, role, seed, node, data_dir)
     settings = {k: params[k] for k in SETTINGS if k in params}
     words = {k: _fmt(v) for k, v in settings.items()}
-    section = config.get("teacher" if role == "teacher" else "student") or {}
+    section = recipe["experiments"][own].get("teacher" if role == "teacher" else "student") or {}
     if "selection" in words and section.get("selection", "unset") is None:  # the recipe below says `null`
         words["selection"] += " (what `selection: null` means here)"
     rows.append(("training settings", ", ".join(f"{k} {v}" for k, v in words.items())))
@@ -209,18 +213,17 @@ def training_facts(spec: dict, role: str, seed: int, node: dict, results: dict |
         spread = f"{_fmt(over['mean'])} ± {_fmt(over['std'])} (n={over['n']})" if over and over.get("mean") is not None \
             else "–"
         lines.append(f"| {metric} | {_fmt(value)} | {spread} |")
-    data_spec = Path(inputs["data"]) / "spec.json" if "data" in inputs else None
-    data_dir = read_json(data_spec)["params"].get("data_dir") if data_spec and data_spec.is_file() else None
-    lines += reproduce_section(spec, role, seed, node, to_hint, data_dir)
+    lines += reproduce_section(spec, role, seed, node, to_hint, recipe, own, unpruned)
     return "\n".join(lines), facts
 
 
-def reproduce_section(spec: dict, role: str, seed: int, node: dict, to_hint: str, data_dir: str | None) -> list[str]:
-    """A recipe that runs as written in a clone of augsbert: one config file holding the dataset definition and
-    the effective experiment config (its hash is the one above), and the commands that train and export."""
+def reproduce_recipe(spec: dict, role: str, seed: int, node: dict, data_dir: str | None) -> tuple[dict, str, str | None]:
+    """The config file of the card's recipe: `data_dir`, the seeds, the dataset definition and the experiment's
+    options that give this model its artifact key (augsbert.face.recipe); its experiment's name; and why it
+    holds the full effective config instead (None where it is pruned)."""
     name, config = spec["experiment"], spec["config"]
     # a grid's experiment is named <grid>.<values>.<column>, a name the grid itself makes in a clone: a name of
-    # its own keeps the recipe's experiment from clashing with it (the name is no part of the config hash)
+    # its own keeps the recipe's experiment from clashing with it (the name is no part of any key)
     own = name.replace(".", "-")
     recipe: dict = {}
     if data_dir:
@@ -230,12 +233,26 @@ def reproduce_section(spec: dict, role: str, seed: int, node: dict, to_hint: str
     if spec.get("dataset"):
         recipe["datasets"] = {config["dataset"]: spec["dataset"]}
     recipe["experiments"] = {own: config}
+    recipe, unpruned = prune(recipe, own, seed, role, node["key"])
+    return recipe, own, unpruned
+
+
+def reproduce_section(spec: dict, role: str, seed: int, node: dict, to_hint: str, recipe: dict, own: str,
+                      unpruned: str | None) -> list[str]:
+    """A recipe that runs as written in a clone of augsbert: one config file (`reproduce_recipe`) and the
+    commands that train and export."""
+    config = spec["config"]
+    what = (f"the dataset and the experiment's options that give this model its artifact key `{node['key']}` (a "
+            "planned check: read over config/config.yaml, it plans that very key; options left out did not enter it "
+            "or have config/config.yaml's value)" if unpruned is None else
+            f"the dataset and the experiment as trained; its config hash is `{spec['config_hash']}`; the full config, "
+            f"as it could not be checked here: {unpruned}")
     stage = node.get("stage", Path(node["path"]).parent.name)
     source = config.get("source")
     return [
         "", "### Reproduce", "",
         "In a clone of augsbert (`make setup`), with the raw data where `data_dir` says, save this as "
-        f"`reproduce.yaml` (the dataset and the experiment as trained; its config hash is `{spec['config_hash']}`"
+        f"`reproduce.yaml` ({what}"
         + (f"; the source dataset `{source}` is read from config/config.yaml" if source and source != config[
             "dataset"] else "") + "):", "",
         "```yaml", yaml.safe_dump(recipe, sort_keys=False, allow_unicode=True).rstrip(), "```", "",
