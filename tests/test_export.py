@@ -448,3 +448,37 @@ def test_export_refuses_an_edited_artifact_and_names_a_truncated_model(experimen
     with pytest.raises(ExportError, match=f"cannot load the model in {student / 'model'} .*: the artifact is damaged"):
         export(experiment, "student", tmp_path / "out")
     assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".out.partial*"))
+
+
+@pytest.mark.parametrize("name, role, seed", [("demo_cbe", "teacher", 42), ("demo.bm25.lee", "student", 43)])
+def test_recipe_holds_what_gives_the_model_its_key(tmp_path, monkeypatch, name, role, seed):
+    """Issue 50 item 7: the recipe dumped the whole effective config (~290 lines), `loss: bce` under a
+    Cross-Bi-Encoder teacher and the student's `selection: null` beside a teacher among them. It now holds the
+    options the key needs; read as the user will (over config/config.yaml), it plans the exported model's key."""
+    from augsbert.config.load import load_configs
+    from augsbert.face.export import reproduce_recipe
+    from augsbert.planning.plan import Plan
+    from workflow_helpers import checkout
+
+    monkeypatch.chdir(checkout(tmp_path, ("config",)))
+    plan = Plan(load_configs(None, lazy=True))
+    spec = plan.experiment_spec(name)
+    node = spec["runs"][str(seed)][role]
+    recipe, own, unpruned = reproduce_recipe(spec, role, seed, node, None)
+    assert unpruned is None and own == name.replace(".", "-")
+    Path("reproduce.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False))
+    replan = Plan(load_configs(["reproduce.yaml"], lazy=True))
+    assert replan.experiment_spec(own)["runs"][str(seed)][role]["key"] == node["key"]
+
+    def chain(graph, key):  # the model's node and all it was built from
+        return [key, *[k for _, up in graph.node(key).inputs for k in chain(graph, up)]]
+    assert chain(replan, node["key"]) == chain(plan, node["key"]) and len(chain(plan, node["key"])) > 1
+    experiment = recipe["experiments"][own]
+    if role == "teacher":  # the CBE teacher: no Cross-Encoder loss, no student options
+        assert experiment == {"dataset": "lee", "models": ["zero_shot", "lower_bound", "teacher"],
+                              "description": spec["config"]["description"]}
+        assert spec["config"]["teacher"]["loss"] == "bce" and spec["config"]["student"]["selection"] is None
+    else:  # the demo's own options: the shipped defaults give the rest
+        assert experiment["sampling"] == {"strategies": ["bm25"], "top_k": 1, "pool": "train+unlabeled"}
+        assert experiment["teacher"] == {"epochs": 1, "max_length": 256}
+    assert replan.experiment_spec(own)["seeds"] == spec["seeds"] and recipe["datasets"] == {"lee": spec["dataset"]}

@@ -59,10 +59,6 @@ MARKER = "augsbert_export.json"  # provenance of an export; also what lets --for
 ARCH_TITLES = {"be": "Bi-Encoder (SentenceTransformer)", "ce": "Cross-Encoder", "cbe": "Cross-Bi-Encoder"}
 ROLE_TITLES = {"student": "AugSBERT student (Bi-Encoder on the teacher's labels)",
                "teacher": "teacher (trained on gold)", "lower_bound": "lower bound (Bi-Encoder on gold only)"}
-# Training settings shown in the card, in this order (those a node has).
-SETTINGS = ("epochs", "max_steps", "batch_size", "lr", "warmup_ratio", "weight_decay", "max_length", "loss",
-            "activation", "symmetric", "freeze_embeddings", "use_gold_labels", "selection", "group_by_length",
-            "megabatch", "seed_optimization", "topic_prompt", "seed")
 
 
 class ExportError(ValueError):
@@ -181,12 +177,8 @@ def training_facts(spec: dict, role: str, seed: int, node: dict, results: dict |
     data_spec = Path(inputs["data"]) / "spec.json" if "data" in inputs else None
     data_dir = read_json(data_spec)["params"].get("data_dir") if data_spec and data_spec.is_file() else None
     recipe, own, unpruned = reproduce_recipe(spec, role, seed, node, data_dir)
-    settings = {k: params[k] for k in SETTINGS if k in params}
-    words = {k: _fmt(v) for k, v in settings.items()}
-    section = recipe["experiments"][own].get("teacher" if role == "teacher" else "student") or {}
-    if "selection" in words and section.get("selection", "unset") is None:  # the recipe below says `null`
-        words["selection"] += " (what `selection: null` means here)"
-    rows.append(("training settings", ", ".join(f"{k} {v}" for k, v in words.items())))
+    chain = keyed_settings(artifact)
+    settings = chain[0][2]
     if metrics.get("best_epoch") is not None:
         rows.append(("chosen epoch", f"{metrics['best_epoch']} (dev Spearman {_fmt(metrics.get('dev_spearman'))})"))
     rows.append(("config hash", f"`{spec['config_hash']}` (artifact `{node['key']}`)"))
@@ -203,7 +195,17 @@ def training_facts(spec: dict, role: str, seed: int, node: dict, results: dict |
         values = dict(metrics.get("test", {}))
         summary = None
     facts["test_metrics"] = values
+    section = recipe["experiments"][own].get("teacher" if role == "teacher" else "student") or {}
+    mark = {"selection": " (what the recipe's `selection: null` means here)"} \
+        if section.get("selection", "unset") is None else {}
     lines = ["## Training (augsbert)", "", *_table(rows), "",
+             "### Settings (what entered the artifact keys)", "",
+             "The options of this model's stage and of each artifact it was built from, as planned (their key hashes "
+             "them; runtime settings such as the evaluation batch size are left out).", "",
+             "| artifact | stage | settings |", "| --- | --- | --- |",
+             *[f"| `{key}` | {stage} | " + ", ".join(f"{k} {_fmt(v)}{mark.get(k, '') if at == 0 else ''}"
+                                                     for k, v in options.items()).replace("|", "\\|") + " |"
+               for at, (key, stage, options) in enumerate(chain)], "",
              f"### Test metrics ({source_text})", "",
              "Correlations × 100 with gold on the target test split (cosine of the embeddings for Bi-Encoders, the "
              "teacher's own score for Cross-Encoders and Cross-Bi-Encoders).", "",
@@ -215,6 +217,23 @@ def training_facts(spec: dict, role: str, seed: int, node: dict, results: dict |
         lines.append(f"| {metric} | {_fmt(value)} | {spread} |")
     lines += reproduce_section(spec, role, seed, node, to_hint, recipe, own, unpruned)
     return "\n".join(lines), facts
+
+
+def keyed_settings(artifact: Path) -> list[tuple[str, str, dict]]:
+    """(key, stage, keyed params) of the artifact and of every artifact it was built from, each once, the model's
+    first: what its spec.json records (its `runtime` settings are no part of the key: left out)."""
+    found: dict[str, tuple[str, str, dict]] = {}
+    todo = [Path(artifact)]
+    while todo:
+        path = todo.pop(0)
+        if path.name in found or not (path / "spec.json").is_file():
+            continue
+        node_spec = read_json(path / "spec.json")
+        runtime = set(node_spec.get("runtime") or ())
+        params = {k: v for k, v in sorted((node_spec.get("params") or {}).items()) if k not in runtime}
+        found[path.name] = (path.name, node_spec.get("stage") or path.parent.name, params)
+        todo += [Path(p) for p in (node_spec.get("inputs") or {}).values() if isinstance(p, str)]
+    return list(found.values())
 
 
 def reproduce_recipe(spec: dict, role: str, seed: int, node: dict, data_dir: str | None) -> tuple[dict, str, str | None]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -246,13 +247,21 @@ def build(spec: dict, role: str, artifact: Path, arch: str, model, test: dict, t
     return {k: v for k, v in metadata.items() if v}, "\n".join(training), "\n".join(citation)
 
 
-def _cut_section(body: str, heading: str) -> str:
-    """`body` without its second-level section `heading` (up to the next second-level heading)."""
+def _cut_section(body: str, heading: str, until: str = "\n## ") -> str:
+    """`body` without its section `heading` (up to the next heading that starts with `until`: by default the
+    next second-level one)."""
     start = body.find(f"\n{heading}\n")
     if start < 0:
         return body
-    ends = [at for at in (body.find("\n## ", start + 1), body.find("\n<!--\n## ", start + 1)) if at >= 0]
+    ends = [at for at in (body.find(until, start + 1), body.find("\n<!--\n## ", start + 1)) if at >= 0]
     return body[:start + 1] + (body[min(ends) + 1:] if ends else "")
+
+
+def unused_removed(body: str) -> str:
+    """The template's sections and lines with nothing to say: those it writes commented out (`<!-- ... -->`:
+    the training dataset, language and license when unknown, out-of-scope use, bias, glossary, card authors and
+    contact); blank lines where they stood are collapsed."""
+    return re.sub(r"\n{3,}", "\n\n", re.sub(r"<!--.*?-->[ \t]*\n?", "", body, flags=re.S))
 
 
 def apply(readme: Path, metadata: dict, training: str, citation: str) -> None:
@@ -265,6 +274,8 @@ def apply(readme: Path, metadata: dict, training: str, citation: str) -> None:
     header = yaml.safe_load(text[4:end]) or {}
     header.update(metadata)
     body = _cut_section(text[end + 5:], "## Citation")
+    body = _cut_section(unused_removed(body), "## Additional Resources")  # the library's blog posts, not this model
+    body = _cut_section(body, "### Model Sources", "\n#")  # the library's links, not this model's
     ours = body.find("## Training (augsbert)")
     at = body.find("\n## ", ours + 1) if ours >= 0 else -1
     body = body.rstrip() + "\n\n" + training if at < 0 else body[: at + 1] + training + "\n" + body[at + 1:]

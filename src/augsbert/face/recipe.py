@@ -67,7 +67,8 @@ def minimal(recipe: dict, name: str, same: Callable[[dict], bool]) -> dict:
     """`recipe` without every option of experiment `name` that `same` (the model's key is unchanged) lets go:
     a whole option dropped where it can be, else its own options tried one by one (lists are single options)."""
     kept = copy.deepcopy(recipe)
-    todo = [path for path in _paths(kept[EXPERIMENT][name], (EXPERIMENT, name)) if path[-1] not in KEEP]
+    todo = [path for path in _paths(kept[EXPERIMENT][name], (EXPERIMENT, name))
+            if path[-1] not in KEEP or _get(kept, path) is None]  # `seeds: null`: the recipe's top-level seeds
     while todo:
         path = todo.pop(0)
         trial = _without(kept, path)
