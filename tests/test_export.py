@@ -482,3 +482,66 @@ def test_recipe_holds_what_gives_the_model_its_key(tmp_path, monkeypatch, name, 
         assert experiment["sampling"] == {"strategies": ["bm25"], "top_k": 1, "pool": "train+unlabeled"}
         assert experiment["teacher"] == {"epochs": 1, "max_length": 256}
     assert replan.experiment_spec(own)["seeds"] == spec["seeds"] and recipe["datasets"] == {"lee": spec["dataset"]}
+
+
+def write_planned(plan, key: str, tiny_model: str, cbe) -> None:
+    """The artifacts of node `key` and all it was built from, at their planned paths with their planned
+    spec.json (made-up data, metrics and statistics; the tiny model; the `cbe` fixture for a CBE teacher)."""
+    node = plan.node(key)
+    root = Path(node.path)
+    if (root / "spec.json").is_file():
+        return
+    for _, up in node.inputs:
+        write_planned(plan, up, tiny_model, cbe)
+    spec = plan.spec(key)
+    inputs, metrics = spec["inputs"], {}
+    root.mkdir(parents=True)
+    if node.stage == "data":
+        metrics = {"sizes": {"train": 4, "dev": 2, "test": 3}}
+        pd.DataFrame(GOLD, columns=["sentence1", "sentence2", "score"]).to_parquet(root / "train.parquet")
+    elif node.stage == "labels":
+        teacher = Path(inputs["teacher"]).name
+        (root / "sampling_stats.json").write_text(json.dumps(
+            {"teacher": teacher, "teacher_arch": teacher.split("-")[0].rsplit(".", 1)[-1], "pairs": 7,
+             "strategies": {"bm25": {"kept": 3, "after_dedup": 3}, "gold": {"kept": 4, "after_dedup": 4}}}))
+        pd.DataFrame(SILVER, columns=["sentence1", "sentence2", "score", "strategy"]).to_parquet(root / "pairs.parquet")
+    elif node.stage == "teacher":
+        assert spec["params"]["arch"] == "cbe", "a CBE teacher only"
+        metrics = {"arch": "cbe", "seed": 42, "train_pairs": 4, "test": {"spearman": 40.0, "pearson": 41.0}}
+        cbe.save(root / "model")
+    elif node.stage == "student":
+        metrics = {"arch": "be", "test": {"spearman": 60.0, "pearson": 61.0}, "train_pairs": 7, "seed": 42,
+                   "training_set": {"relabelled_gold": 4, "bm25": 3}, "best_epoch": 1, "dev_spearman": 55.5,
+                   "dev_history": [{"epoch": 1, "step": 1, "dev_spearman": 55.5, "train_loss": 0.125}]}
+        shutil.copytree(tiny_model, root / "model")
+    (root / "metrics.json").write_text(json.dumps(metrics))
+    (root / "spec.json").write_text(json.dumps(spec))
+
+
+def test_cbe_teacher_card_says_only_what_made_it(tmp_path, monkeypatch, tiny_model, cbe):
+    """Issue 50 item 7: a CBE teacher's card listed `loss: bce` (the Cross-Encoder's option) and the student's
+    `selection: null` in its recipe, and ~290 lines, mostly the template's unused sections."""
+    from augsbert.config.load import load_configs
+    from augsbert.planning.plan import Plan
+    from workflow_helpers import checkout
+
+    monkeypatch.chdir(checkout(tmp_path / "clone", ("config",)))
+    plan = Plan(load_configs(None, lazy=True))
+    spec = plan.experiment_spec("demo_cbe")
+    teacher = spec["runs"]["42"]["teacher"]
+    write_planned(plan, teacher["key"], tiny_model, cbe)
+    export(spec, "teacher", tmp_path / "t")
+    card = (tmp_path / "t" / "README.md").read_text()
+    recipe = yaml.safe_load(card.split("save this as `reproduce.yaml`", 1)[1].split("```yaml\n", 1)[1].split("```")[0])
+    assert recipe["experiments"] == {"demo_cbe": {"dataset": "lee", "models": ["zero_shot", "lower_bound", "teacher"],
+                                                  "description": spec["config"]["description"]}}
+    assert f"that give this model its artifact key `{teacher['key']}`" in card
+    for word in ("bce", "selection", "use_gold_labels", "sampling", "<!--", "Additional Resources"):
+        assert word not in card, word  # nothing of the Cross-Encoder, the student, the silver data; no empty section
+    settings = card.split("### Settings (what entered the artifact keys)", 1)[1].split("\n### ", 1)[0]
+    rows = [line for line in settings.splitlines() if line.startswith("| `")]
+    assert [row.split(" | ")[:2] for row in rows] == [[f"| `{teacher['key']}`", "teacher"],
+                                                      [f"| `{spec['runs']['42']['data']['key']}`", "data"]]
+    assert "arch `cbe`" in rows[0] and "symmetric `true`" in rows[0] and "eval_batch_size" not in rows[0]
+    assert [line for line in card.splitlines() if line.startswith("## ")] == [
+        "## Usage", "## Training (augsbert)", "## Citation"]  # the CBE card: usage first
