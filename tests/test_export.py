@@ -145,6 +145,9 @@ def test_bi_encoder_export_reproduces_embeddings_and_fills_the_card(experiment, 
     recipe = yaml.safe_load(card.split("save this as `reproduce.yaml`", 1)[1].split("```yaml\n", 1)[1].split("```")[0])
     assert recipe == {"seeds": [42, 43], "datasets": {"lee": {"loader": "lee"}},  # the seeds it ran with
                       "experiments": {"g-bm25-lee": experiment["config"]}}
+    # no shipped config to plan it over here: the whole config, and the card says why (issue 50 item 7)
+    assert ("it could not be cut to the options this model used: no config/config.yaml in the working directory "
+            "to plan it with") in card
     meta, _ = card_parts(out / "README.md")
     assert meta["license"] == "apache-2.0" and meta["language"] == "en"  # the base model's; Lee is English
     assert card.index("## Training (augsbert)") < card.index("## Model Details")  # ST's card, our section first
@@ -465,7 +468,7 @@ def test_recipe_holds_what_gives_the_model_its_key(tmp_path, monkeypatch, name, 
     spec = plan.experiment_spec(name)
     node = spec["runs"][str(seed)][role]
     recipe, own, unpruned = reproduce_recipe(spec, role, seed, node, None)
-    assert unpruned is None and own == name.replace(".", "-")
+    assert unpruned is None and own == {"demo_cbe": "demo_cbe-reproduced"}.get(name, "demo-bm25-lee")
     Path("reproduce.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False))
     replan = Plan(load_configs(["reproduce.yaml"], lazy=True))
     assert replan.experiment_spec(own)["runs"][str(seed)][role]["key"] == node["key"]
@@ -533,7 +536,7 @@ def test_cbe_teacher_card_says_only_what_made_it(tmp_path, monkeypatch, tiny_mod
     export(spec, "teacher", tmp_path / "t")
     card = (tmp_path / "t" / "README.md").read_text()
     recipe = yaml.safe_load(card.split("save this as `reproduce.yaml`", 1)[1].split("```yaml\n", 1)[1].split("```")[0])
-    assert recipe["experiments"] == {"demo_cbe": {"dataset": "lee", "models": ["zero_shot", "lower_bound", "teacher"],
+    assert recipe["experiments"] == {"demo_cbe-reproduced": {"dataset": "lee", "models": ["zero_shot", "lower_bound", "teacher"],
                                                   "description": spec["config"]["description"]}}
     assert f"that give this model its artifact key `{teacher['key']}`" in card
     for word in ("bce", "selection", "use_gold_labels", "sampling", "<!--", "Additional Resources"):

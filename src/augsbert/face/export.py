@@ -48,7 +48,7 @@ from ..jobs.results import labelling_artifact
 from ..store.manifests import file_digest
 from ..store.results_files import check_results
 from ..jobs.specs import check_aggregate_spec, load_spec
-from .recipe import prune
+from .recipe import prune, recipe_name
 
 log = logging.getLogger(__name__)
 
@@ -240,10 +240,8 @@ def reproduce_recipe(spec: dict, role: str, seed: int, node: dict, data_dir: str
     """The config file of the card's recipe: `data_dir`, the seeds, the dataset definition and the experiment's
     options that give this model its artifact key (augsbert.face.recipe); its experiment's name; and why it
     holds the full effective config instead (None where it is pruned)."""
-    name, config = spec["experiment"], spec["config"]
-    # a grid's experiment is named <grid>.<values>.<column>, a name the grid itself makes in a clone: a name of
-    # its own keeps the recipe's experiment from clashing with it (the name is no part of any key)
-    own = name.replace(".", "-")
+    config = spec["config"]
+    own = recipe_name(spec["experiment"])  # one no experiment of a clone has (the name is no part of any key)
     recipe: dict = {}
     if data_dir:
         recipe["data_dir"] = data_dir
@@ -261,11 +259,11 @@ def reproduce_section(spec: dict, role: str, seed: int, node: dict, to_hint: str
     """A recipe that runs as written in a clone of augsbert: one config file (`reproduce_recipe`) and the
     commands that train and export."""
     config = spec["config"]
-    what = (f"the dataset and the experiment's options that give this model its artifact key `{node['key']}` (a "
-            "planned check: read over config/config.yaml, it plans that very key; options left out did not enter it "
-            "or have config/config.yaml's value)" if unpruned is None else
-            f"the dataset and the experiment as trained; its config hash is `{spec['config_hash']}`; the full config, "
-            f"as it could not be checked here: {unpruned}")
+    what = (f"the dataset and only the options that give this model its artifact key `{node['key']}`: read over "
+            "config/config.yaml it plans that very key, as checked when this card was written; every option left out "
+            "never reached this model or has config/config.yaml's value" if unpruned is None else
+            f"the dataset and the whole experiment config as trained, config hash `{spec['config_hash']}`; it could "
+            f"not be cut to the options this model used: {unpruned}")
     stage = node.get("stage", Path(node["path"]).parent.name)
     source = config.get("source")
     return [

@@ -21,7 +21,7 @@ import copy
 from pathlib import Path
 from typing import Callable
 
-from ..config.load import SHIPPED_CONFIG, ConfigError, deep_merge, prepare_config, read_config
+from ..config.load import SHIPPED_CONFIG, deep_merge, prepare_config, read_config
 from ..planning.plan import Plan
 
 EXPERIMENT = "experiments"
@@ -31,16 +31,25 @@ EXPERIMENT = "experiments"
 KEEP = ("models", "seeds", "description")
 
 
+def recipe_name(name: str, shipped: Path = SHIPPED_CONFIG) -> str:
+    """The experiment's name in the recipe: a grid's experiment is named <grid>.<values>.<column>, a name the grid
+    itself makes in a clone, so its dots become dashes; a name config/config.yaml already has gets `-reproduced`
+    (read over it, the shipped experiment's options would be merged into the recipe's)."""
+    own = name.replace(".", "-")
+    taken = (read_config(shipped).get(EXPERIMENT) or {}) if shipped.is_file() else {}
+    return f"{own}-reproduced" if own in taken else own
+
+
 def planned_key(base: dict, recipe: dict, name: str, seed: int, role: str) -> str | None:
     """The key the planner gives `role` of `seed` when `recipe` is read over `base` (the shipped config's raw
     YAML); None where it plans no such model or the config is refused."""
-    raw = deep_merge(base, recipe)
-    raw["experiments"] = copy.deepcopy(recipe[EXPERIMENT])  # only the recipe's experiment: the shipped ones and
-    raw.pop("grids", None)                                   # their grids are not planned (faster, no clashes)
+    raw = deep_merge(base, recipe)  # as the user's --configfile is read: a shipped experiment of that name under it
+    raw["experiments"] = {name: raw["experiments"][name]}  # only the recipe's experiment: the other shipped ones
+    raw.pop("grids", None)                                  # and the grids are not planned (faster, no clashes)
     try:
         spec = Plan(prepare_config(raw, lazy=True)).experiment_spec(name)
-    except (ConfigError, ValueError, KeyError, OSError):  # an option the experiment cannot do without
-        return None
+    except Exception:  # noqa: BLE001 -- refused for whatever reason (an option it cannot do without, data the
+        return None     # planner cannot read): not the same key
     return ((spec["runs"].get(str(seed)) or {}).get(role) or {}).get("key")
 
 
