@@ -5,9 +5,10 @@ Bi-Encoders (student, lower bound) are written as sentence-transformers
 directories, Cross-Bi-Encoder teachers with `CrossBiEncoder.save_pretrained`.
 Each gets a model card: the library's own card (sentence-transformers'
 template; the CBE's card for a CBE) plus a section with what augsbert knows of
-the model: base model, data, teacher, sampling and silver counts, training
-settings, the test metrics of the results file, the config hash and the
-commands that reproduce it; augsbert.face.model_card adds the training data's
+the model: base model, data, teacher, sampling and silver counts, the settings
+that entered the artifact keys of the model and its inputs, the test metrics of
+the results file, the config hash and the commands that reproduce it (a config
+pruned to the options that give the model its key: augsbert.face.recipe); augsbert.face.model_card adds the training data's
 statistics and samples, the loss, the non-default hyperparameters, the training
 log, the citations and the YAML metadata (base_model, datasets, widget,
 model-index). `augsbert_export.json` beside it says where it

@@ -9,7 +9,9 @@ then `apply` adds what augsbert's artifacts hold, at the level of sentence-trans
   writes them);
 - sections: the training data (size, by source, per-column statistics and samples), the loss and its
   parameters, the hyperparameters that differ from the Hugging Face trainer's defaults, the training log and
-  the citations (SBERT, Augmented SBERT, the thesis and the loss).
+  the citations (SBERT, Augmented SBERT, the thesis and the loss);
+- and leaves out the template's sections with nothing to say: those it writes commented out and its links to
+  the library's own resources.
 
 Nothing is computed that the artifacts do not hold: the statistics are those of the training pairs the
 stage read (the data and labels artifacts), the log is the artifact's metrics.json.
