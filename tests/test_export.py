@@ -546,5 +546,9 @@ def test_cbe_teacher_card_says_only_what_made_it(tmp_path, monkeypatch, tiny_mod
     assert [row.split(" | ")[:2] for row in rows] == [[f"| `{teacher['key']}`", "teacher"],
                                                       [f"| `{spec['runs']['42']['data']['key']}`", "data"]]
     assert "arch `cbe`" in rows[0] and "symmetric `true`" in rows[0] and "eval_batch_size" not in rows[0]
+    facts = json.loads((tmp_path / "t" / MARKER).read_text())
+    assert facts["settings"] == {k: v for k, v in plan.spec(teacher["key"])["params"].items()
+                                 if k not in plan.spec(teacher["key"])["runtime"]} and "loss" not in facts["settings"]
+    assert [(b["key"], b["stage"]) for b in facts["built_from"]] == [(spec["runs"]["42"]["data"]["key"], "data")]
     assert [line for line in card.splitlines() if line.startswith("## ")] == [
         "## Usage", "## Training (augsbert)", "## Citation"]  # the CBE card: usage first

@@ -179,11 +179,11 @@ def training_facts(spec: dict, role: str, seed: int, node: dict, results: dict |
     data_dir = read_json(data_spec)["params"].get("data_dir") if data_spec and data_spec.is_file() else None
     recipe, own, unpruned = reproduce_recipe(spec, role, seed, node, data_dir)
     chain = keyed_settings(artifact)
-    settings = chain[0][2]
     if metrics.get("best_epoch") is not None:
         rows.append(("chosen epoch", f"{metrics['best_epoch']} (dev Spearman {_fmt(metrics.get('dev_spearman'))})"))
     rows.append(("config hash", f"`{spec['config_hash']}` (artifact `{node['key']}`)"))
-    facts["settings"] = settings
+    facts["settings"] = chain[0][2]  # the keyed params of the model's stage; of all it was built from:
+    facts["built_from"] = [{"key": key, "stage": stage, "settings": options} for key, stage, options in chain[1:]]
 
     per_seed, summary = _results_metrics(results, role, seed, artifact)
     if per_seed is not None:

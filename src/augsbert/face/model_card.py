@@ -268,7 +268,9 @@ def unused_removed(body: str) -> str:
 
 def apply(readme: Path, metadata: dict, training: str, citation: str) -> None:
     """Merge `metadata` into the card's YAML header, put `training` at the end of the augsbert training section
-    and `citation` in place of the template's citation section, at the end."""
+    and `citation` in place of the template's citation section, at the end. Of the rest only what
+    `unused_removed` and the two cuts name goes: a second-level section another step of the export adds (a
+    deployment section, say) stays where it was put."""
     text = readme.read_text(encoding="utf-8")
     if not text.startswith("---\n"):
         raise ValueError(f"{readme}: the card has no YAML header")
