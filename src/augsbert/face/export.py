@@ -209,13 +209,18 @@ def training_facts(spec: dict, role: str, seed: int, node: dict, results: dict |
                for at, (key, stage, options) in enumerate(chain)], "",
              f"### Test metrics ({source_text})", "",
              "Correlations × 100 with gold on the target test split (cosine of the embeddings for Bi-Encoders, the "
-             "teacher's own score for Cross-Encoders and Cross-Bi-Encoders).", "",
-             "| metric | this seed | mean ± std over seeds |", "| --- | --- | --- |"]
-    for metric, value in values.items():
+             "teacher's own score for Cross-Encoders and Cross-Bi-Encoders).", ""]
+    spreads = {}  # mean ± std over seeds, where more than one seed has the metric (one seed: no spread to show)
+    for metric in values:
         over = (summary or {}).get(metric)
-        spread = f"{_fmt(over['mean'])} ± {_fmt(over['std'])} (n={over['n']})" if over and over.get("mean") is not None \
-            else "–"
-        lines.append(f"| {metric} | {_fmt(value)} | {spread} |")
+        if over and over.get("mean") is not None and (over.get("n") or 0) > 1:
+            spreads[metric] = f"{_fmt(over['mean'])} ± {_fmt(over['std'])} (n={over['n']})"
+    if spreads:
+        lines += ["| metric | this seed | mean ± std over seeds |", "| --- | --- | --- |",
+                  *[f"| {metric} | {_fmt(value)} | {spreads.get(metric, '–')} |" for metric, value in values.items()]]
+    else:
+        lines += ["| metric | this seed |", "| --- | --- |",
+                  *[f"| {metric} | {_fmt(value)} |" for metric, value in values.items()]]
     lines += reproduce_section(spec, role, seed, node, to_hint, recipe, own, unpruned)
     return "\n".join(lines), facts
 
