@@ -316,6 +316,17 @@ def test_cross_encoder_teacher_export_reproduces_scores(experiment, tmp_path):
     assert "# augsbert g.bm25.lee: teacher (Cross-Encoder, seed 42)" in card and "| spearman | 51.50 |" in card
 
 
+def test_one_seed_metrics_have_no_spread_column(experiment, tmp_path):
+    """Issue 50 item 7: a one-seed model's card showed `± 0.00 (n=1)` (or a column of dashes)."""
+    results = json.loads(Path("results/g.bm25.lee.json").read_text())
+    results["models"]["teacher"]["summary"] = {"spearman": {"mean": 51.5, "std": 0.0, "n": 1}}
+    Path("results/g.bm25.lee.json").write_text(json.dumps(seal(results)))
+    export(experiment, "teacher", tmp_path / "t")
+    card = (tmp_path / "t" / "README.md").read_text()
+    assert "| metric | this seed |\n| --- | --- |\n| spearman | 51.50 |\n| pearson | 50.00 |\n" in card
+    assert "± 0.00" not in card and "mean ± std" not in card
+
+
 def test_metrics_fall_back_to_the_artifact_when_the_results_file_describes_another(experiment, tmp_path):
     results = json.loads(Path("results/g.bm25.lee.json").read_text())
     results["models"]["student"]["artifacts"]["42"]["model"] = "artifacts/student/lee.be-9999999999"
