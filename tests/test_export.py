@@ -145,6 +145,9 @@ def test_bi_encoder_export_reproduces_embeddings_and_fills_the_card(experiment, 
     recipe = yaml.safe_load(card.split("save this as `reproduce.yaml`", 1)[1].split("```yaml\n", 1)[1].split("```")[0])
     assert recipe == {"seeds": [42, 43], "datasets": {"lee": {"loader": "lee"}},  # the seeds it ran with
                       "experiments": {"g-bm25-lee": experiment["config"]}}
+    # no shipped config to plan it over here: the whole config, and the card says why (issue 50 item 7)
+    assert ("it could not be cut to the options this model used: no config/config.yaml in the working directory "
+            "to plan it with") in card
     meta, _ = card_parts(out / "README.md")
     assert meta["license"] == "apache-2.0" and meta["language"] == "en"  # the base model's; Lee is English
     assert card.index("## Training (augsbert)") < card.index("## Model Details")  # ST's card, our section first
@@ -313,13 +316,24 @@ def test_cross_encoder_teacher_export_reproduces_scores(experiment, tmp_path):
     assert "# augsbert g.bm25.lee: teacher (Cross-Encoder, seed 42)" in card and "| spearman | 51.50 |" in card
 
 
+def test_one_seed_metrics_have_no_spread_column(experiment, tmp_path):
+    """Issue 50 item 7: a one-seed model's card showed `± 0.00 (n=1)` (or a column of dashes)."""
+    results = json.loads(Path("results/g.bm25.lee.json").read_text())
+    results["models"]["teacher"]["summary"] = {"spearman": {"mean": 51.5, "std": 0.0, "n": 1}}
+    Path("results/g.bm25.lee.json").write_text(json.dumps(seal(results)))
+    export(experiment, "teacher", tmp_path / "t")
+    card = (tmp_path / "t" / "README.md").read_text()
+    assert "| metric | this seed |\n| --- | --- |\n| spearman | 51.50 |\n| pearson | 50.00 |\n" in card
+    assert "± 0.00" not in card and "mean ± std" not in card
+
+
 def test_metrics_fall_back_to_the_artifact_when_the_results_file_describes_another(experiment, tmp_path):
     results = json.loads(Path("results/g.bm25.lee.json").read_text())
     results["models"]["student"]["artifacts"]["42"]["model"] = "artifacts/student/lee.be-9999999999"
     Path("results/g.bm25.lee.json").write_text(json.dumps(seal(results)))
     card = (export(experiment, "student", tmp_path / "s") and (tmp_path / "s" / "README.md").read_text())
     assert "the results file describes another artifact for this model" in card
-    assert "| spearman | 60.00 | – |" in card
+    assert "| spearman | 60.00 |\n" in card  # one seed's metrics: no column of dashes
 
 
 @pytest.fixture
@@ -366,7 +380,7 @@ def test_cross_bi_encoder_teacher_export(cbe, experiment, tmp_path):
     np.testing.assert_array_equal(exported.predict(PAIRS), cbe.predict(PAIRS))
     card = (tmp_path / "t" / "README.md").read_text()
     assert "# augsbert g.bm25.lee: teacher (Cross-Bi-Encoder, seed 42)" in card
-    assert 'CrossBiEncoder.from_pretrained("me/cbe")' in card and "| spearman | 40.00 | – |" in card
+    assert 'CrossBiEncoder.from_pretrained("me/cbe")' in card and "| spearman | 40.00 |\n" in card
     assert "\nbase_model: org/encoder\n" in card.split("---")[1]  # the card's metadata names the hub base model
     meta, body = card_parts(tmp_path / "t" / "README.md")
     assert {m["type"]: m["value"] for m in meta["model-index"][0]["results"][0]["metrics"]} == {
@@ -448,3 +462,104 @@ def test_export_refuses_an_edited_artifact_and_names_a_truncated_model(experimen
     with pytest.raises(ExportError, match=f"cannot load the model in {student / 'model'} .*: the artifact is damaged"):
         export(experiment, "student", tmp_path / "out")
     assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".out.partial*"))
+
+
+@pytest.mark.parametrize("name, role, seed", [("demo_cbe", "teacher", 42), ("demo.bm25.lee", "student", 43)])
+def test_recipe_holds_what_gives_the_model_its_key(tmp_path, monkeypatch, name, role, seed):
+    """Issue 50 item 7: the recipe dumped the whole effective config (~290 lines), `loss: bce` under a
+    Cross-Bi-Encoder teacher and the student's `selection: null` beside a teacher among them. It now holds the
+    options the key needs; read as the user will (over config/config.yaml), it plans the exported model's key."""
+    from augsbert.config.load import load_configs
+    from augsbert.face.export import reproduce_recipe
+    from augsbert.planning.plan import Plan
+    from workflow_helpers import checkout
+
+    monkeypatch.chdir(checkout(tmp_path, ("config",)))
+    plan = Plan(load_configs(None, lazy=True))
+    spec = plan.experiment_spec(name)
+    node = spec["runs"][str(seed)][role]
+    recipe, own, unpruned = reproduce_recipe(spec, role, seed, node, None)
+    assert unpruned is None and own == {"demo_cbe": "demo_cbe-reproduced"}.get(name, "demo-bm25-lee")
+    Path("reproduce.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False))
+    replan = Plan(load_configs(["reproduce.yaml"], lazy=True))
+    assert replan.experiment_spec(own)["runs"][str(seed)][role]["key"] == node["key"]
+
+    def chain(graph, key):  # the model's node and all it was built from
+        return [key, *[k for _, up in graph.node(key).inputs for k in chain(graph, up)]]
+    assert chain(replan, node["key"]) == chain(plan, node["key"]) and len(chain(plan, node["key"])) > 1
+    experiment = recipe["experiments"][own]
+    if role == "teacher":  # the CBE teacher: no Cross-Encoder loss, no student options
+        assert experiment == {"dataset": "lee", "models": ["zero_shot", "lower_bound", "teacher"],
+                              "description": spec["config"]["description"]}
+        assert spec["config"]["teacher"]["loss"] == "bce" and spec["config"]["student"]["selection"] is None
+    else:  # the demo's own options: the shipped defaults give the rest
+        assert experiment["sampling"] == {"strategies": ["bm25"], "top_k": 1, "pool": "train+unlabeled"}
+        assert experiment["teacher"] == {"epochs": 1, "max_length": 256}
+    assert replan.experiment_spec(own)["seeds"] == spec["seeds"] and recipe["datasets"] == {"lee": spec["dataset"]}
+
+
+def write_planned(plan, key: str, tiny_model: str, cbe) -> None:
+    """The artifacts of node `key` and all it was built from, at their planned paths with their planned
+    spec.json (made-up data, metrics and statistics; the tiny model; the `cbe` fixture for a CBE teacher)."""
+    node = plan.node(key)
+    root = Path(node.path)
+    if (root / "spec.json").is_file():
+        return
+    for _, up in node.inputs:
+        write_planned(plan, up, tiny_model, cbe)
+    spec = plan.spec(key)
+    inputs, metrics = spec["inputs"], {}
+    root.mkdir(parents=True)
+    if node.stage == "data":
+        metrics = {"sizes": {"train": 4, "dev": 2, "test": 3}}
+        pd.DataFrame(GOLD, columns=["sentence1", "sentence2", "score"]).to_parquet(root / "train.parquet")
+    elif node.stage == "labels":
+        teacher = Path(inputs["teacher"]).name
+        (root / "sampling_stats.json").write_text(json.dumps(
+            {"teacher": teacher, "teacher_arch": teacher.split("-")[0].rsplit(".", 1)[-1], "pairs": 7,
+             "strategies": {"bm25": {"kept": 3, "after_dedup": 3}, "gold": {"kept": 4, "after_dedup": 4}}}))
+        pd.DataFrame(SILVER, columns=["sentence1", "sentence2", "score", "strategy"]).to_parquet(root / "pairs.parquet")
+    elif node.stage == "teacher":
+        assert spec["params"]["arch"] == "cbe", "a CBE teacher only"
+        metrics = {"arch": "cbe", "seed": 42, "train_pairs": 4, "test": {"spearman": 40.0, "pearson": 41.0}}
+        cbe.save(root / "model")
+    elif node.stage == "student":
+        metrics = {"arch": "be", "test": {"spearman": 60.0, "pearson": 61.0}, "train_pairs": 7, "seed": 42,
+                   "training_set": {"relabelled_gold": 4, "bm25": 3}, "best_epoch": 1, "dev_spearman": 55.5,
+                   "dev_history": [{"epoch": 1, "step": 1, "dev_spearman": 55.5, "train_loss": 0.125}]}
+        shutil.copytree(tiny_model, root / "model")
+    (root / "metrics.json").write_text(json.dumps(metrics))
+    (root / "spec.json").write_text(json.dumps(spec))
+
+
+def test_cbe_teacher_card_says_only_what_made_it(tmp_path, monkeypatch, tiny_model, cbe):
+    """Issue 50 item 7: a CBE teacher's card listed `loss: bce` (the Cross-Encoder's option) and the student's
+    `selection: null` in its recipe, and ~290 lines, mostly the template's unused sections."""
+    from augsbert.config.load import load_configs
+    from augsbert.planning.plan import Plan
+    from workflow_helpers import checkout
+
+    monkeypatch.chdir(checkout(tmp_path / "clone", ("config",)))
+    plan = Plan(load_configs(None, lazy=True))
+    spec = plan.experiment_spec("demo_cbe")
+    teacher = spec["runs"]["42"]["teacher"]
+    write_planned(plan, teacher["key"], tiny_model, cbe)
+    export(spec, "teacher", tmp_path / "t")
+    card = (tmp_path / "t" / "README.md").read_text()
+    recipe = yaml.safe_load(card.split("save this as `reproduce.yaml`", 1)[1].split("```yaml\n", 1)[1].split("```")[0])
+    assert recipe["experiments"] == {"demo_cbe-reproduced": {"dataset": "lee", "models": ["zero_shot", "lower_bound", "teacher"],
+                                                  "description": spec["config"]["description"]}}
+    assert f"that give this model its artifact key `{teacher['key']}`" in card
+    for word in ("bce", "selection", "use_gold_labels", "sampling", "<!--", "Additional Resources"):
+        assert word not in card, word  # nothing of the Cross-Encoder, the student, the silver data; no empty section
+    settings = card.split("### Settings (what entered the artifact keys)", 1)[1].split("\n### ", 1)[0]
+    rows = [line for line in settings.splitlines() if line.startswith("| `")]
+    assert [row.split(" | ")[:2] for row in rows] == [[f"| `{teacher['key']}`", "teacher"],
+                                                      [f"| `{spec['runs']['42']['data']['key']}`", "data"]]
+    assert "arch `cbe`" in rows[0] and "symmetric `true`" in rows[0] and "eval_batch_size" not in rows[0]
+    facts = json.loads((tmp_path / "t" / MARKER).read_text())
+    assert facts["settings"] == {k: v for k, v in plan.spec(teacher["key"])["params"].items()
+                                 if k not in plan.spec(teacher["key"])["runtime"]} and "loss" not in facts["settings"]
+    assert [(b["key"], b["stage"]) for b in facts["built_from"]] == [(spec["runs"]["42"]["data"]["key"], "data")]
+    assert [line for line in card.splitlines() if line.startswith("## ")] == [
+        "## Usage", "## Training (augsbert)", "## Citation"]  # the CBE card: usage first

@@ -5,9 +5,10 @@ Bi-Encoders (student, lower bound) are written as sentence-transformers
 directories, Cross-Bi-Encoder teachers with `CrossBiEncoder.save_pretrained`.
 Each gets a model card: the library's own card (sentence-transformers'
 template; the CBE's card for a CBE) plus a section with what augsbert knows of
-the model: base model, data, teacher, sampling and silver counts, training
-settings, the test metrics of the results file, the config hash and the
-commands that reproduce it; augsbert.face.model_card adds the training data's
+the model: base model, data, teacher, sampling and silver counts, the settings
+that entered the artifact keys of the model and its inputs, the test metrics of
+the results file, the config hash and the commands that reproduce it (a config
+pruned to the options that give the model its key: augsbert.face.recipe); augsbert.face.model_card adds the training data's
 statistics and samples, the loss, the non-default hyperparameters, the training
 log, the citations and the YAML metadata (base_model, datasets, widget,
 model-index). `augsbert_export.json` beside it says where it
@@ -49,6 +50,7 @@ from ..store.manifests import file_digest
 from ..store.results_files import check_results
 from .backends import BACKENDS, ONNX_CONFIGS, QUANTIZATIONS
 from ..jobs.specs import check_aggregate_spec, load_spec
+from .recipe import prune, recipe_name
 
 log = logging.getLogger(__name__)
 
@@ -59,10 +61,6 @@ MARKER = "augsbert_export.json"  # provenance of an export; also what lets --for
 ARCH_TITLES = {"be": "Bi-Encoder (SentenceTransformer)", "ce": "Cross-Encoder", "cbe": "Cross-Bi-Encoder"}
 ROLE_TITLES = {"student": "AugSBERT student (Bi-Encoder on the teacher's labels)",
                "teacher": "teacher (trained on gold)", "lower_bound": "lower bound (Bi-Encoder on gold only)"}
-# Training settings shown in the card, in this order (those a node has).
-SETTINGS = ("epochs", "max_steps", "batch_size", "lr", "warmup_ratio", "weight_decay", "max_length", "loss",
-            "activation", "symmetric", "freeze_embeddings", "use_gold_labels", "selection", "group_by_length",
-            "megabatch", "seed_optimization", "topic_prompt", "seed")
 
 
 class ExportError(ValueError):
@@ -178,16 +176,15 @@ def training_facts(spec: dict, role: str, seed: int, node: dict, results: dict |
     if metrics.get("training_set"):
         rows.append(("training set by source", ", ".join(f"{k} {v}" for k, v in metrics["training_set"].items())))
         facts["training_set"] = metrics["training_set"]
-    settings = {k: params[k] for k in SETTINGS if k in params}
-    words = {k: _fmt(v) for k, v in settings.items()}
-    section = config.get("teacher" if role == "teacher" else "student") or {}
-    if "selection" in words and section.get("selection", "unset") is None:  # the recipe below says `null`
-        words["selection"] += " (what `selection: null` means here)"
-    rows.append(("training settings", ", ".join(f"{k} {v}" for k, v in words.items())))
+    data_spec = Path(inputs["data"]) / "spec.json" if "data" in inputs else None
+    data_dir = read_json(data_spec)["params"].get("data_dir") if data_spec and data_spec.is_file() else None
+    recipe, own, unpruned = reproduce_recipe(spec, role, seed, node, data_dir)
+    chain = keyed_settings(artifact)
     if metrics.get("best_epoch") is not None:
         rows.append(("chosen epoch", f"{metrics['best_epoch']} (dev Spearman {_fmt(metrics.get('dev_spearman'))})"))
     rows.append(("config hash", f"`{spec['config_hash']}` (artifact `{node['key']}`)"))
-    facts["settings"] = settings
+    facts["settings"] = chain[0][2]  # the keyed params of the model's stage; of all it was built from:
+    facts["built_from"] = [{"key": key, "stage": stage, "settings": options} for key, stage, options in chain[1:]]
 
     per_seed, summary = _results_metrics(results, role, seed, artifact)
     if per_seed is not None:
@@ -200,29 +197,58 @@ def training_facts(spec: dict, role: str, seed: int, node: dict, results: dict |
         values = dict(metrics.get("test", {}))
         summary = None
     facts["test_metrics"] = values
+    section = recipe["experiments"][own].get("teacher" if role == "teacher" else "student") or {}
+    mark = {"selection": " (what the recipe's `selection: null` means here)"} \
+        if section.get("selection", "unset") is None else {}
     lines = ["## Training (augsbert)", "", *_table(rows), "",
+             "### Settings (what entered the artifact keys)", "",
+             "The options of this model's stage and of each artifact it was built from, as planned (their key hashes "
+             "them; runtime settings such as the evaluation batch size are left out).", "",
+             "| artifact | stage | settings |", "| --- | --- | --- |",
+             *[f"| `{key}` | {stage} | " + ", ".join(f"{k} {_fmt(v)}{mark.get(k, '') if at == 0 else ''}"
+                                                     for k, v in options.items()).replace("|", "\\|") + " |"
+               for at, (key, stage, options) in enumerate(chain)], "",
              f"### Test metrics ({source_text})", "",
              "Correlations × 100 with gold on the target test split (cosine of the embeddings for Bi-Encoders, the "
-             "teacher's own score for Cross-Encoders and Cross-Bi-Encoders).", "",
-             "| metric | this seed | mean ± std over seeds |", "| --- | --- | --- |"]
-    for metric, value in values.items():
+             "teacher's own score for Cross-Encoders and Cross-Bi-Encoders).", ""]
+    spreads = {}  # mean ± std over seeds, where more than one seed has the metric (one seed: no spread to show)
+    for metric in values:
         over = (summary or {}).get(metric)
-        spread = f"{_fmt(over['mean'])} ± {_fmt(over['std'])} (n={over['n']})" if over and over.get("mean") is not None \
-            else "–"
-        lines.append(f"| {metric} | {_fmt(value)} | {spread} |")
-    data_spec = Path(inputs["data"]) / "spec.json" if "data" in inputs else None
-    data_dir = read_json(data_spec)["params"].get("data_dir") if data_spec and data_spec.is_file() else None
-    lines += reproduce_section(spec, role, seed, node, to_hint, data_dir)
+        if over and over.get("mean") is not None and (over.get("n") or 0) > 1:
+            spreads[metric] = f"{_fmt(over['mean'])} ± {_fmt(over['std'])} (n={over['n']})"
+    if spreads:
+        lines += ["| metric | this seed | mean ± std over seeds |", "| --- | --- | --- |",
+                  *[f"| {metric} | {_fmt(value)} | {spreads.get(metric, '–')} |" for metric, value in values.items()]]
+    else:
+        lines += ["| metric | this seed |", "| --- | --- |",
+                  *[f"| {metric} | {_fmt(value)} |" for metric, value in values.items()]]
+    lines += reproduce_section(spec, role, seed, node, to_hint, recipe, own, unpruned)
     return "\n".join(lines), facts
 
 
-def reproduce_section(spec: dict, role: str, seed: int, node: dict, to_hint: str, data_dir: str | None) -> list[str]:
-    """A recipe that runs as written in a clone of augsbert: one config file holding the dataset definition and
-    the effective experiment config (its hash is the one above), and the commands that train and export."""
-    name, config = spec["experiment"], spec["config"]
-    # a grid's experiment is named <grid>.<values>.<column>, a name the grid itself makes in a clone: a name of
-    # its own keeps the recipe's experiment from clashing with it (the name is no part of the config hash)
-    own = name.replace(".", "-")
+def keyed_settings(artifact: Path) -> list[tuple[str, str, dict]]:
+    """(key, stage, keyed params) of the artifact and of every artifact it was built from, each once, the model's
+    first: what its spec.json records (its `runtime` settings are no part of the key: left out)."""
+    found: dict[str, tuple[str, str, dict]] = {}
+    todo = [Path(artifact)]
+    while todo:
+        path = todo.pop(0)
+        if path.name in found or not (path / "spec.json").is_file():
+            continue
+        node_spec = read_json(path / "spec.json")
+        runtime = set(node_spec.get("runtime") or ())
+        params = {k: v for k, v in sorted((node_spec.get("params") or {}).items()) if k not in runtime}
+        found[path.name] = (path.name, node_spec.get("stage") or path.parent.name, params)
+        todo += [Path(p) for p in (node_spec.get("inputs") or {}).values() if isinstance(p, str)]
+    return list(found.values())
+
+
+def reproduce_recipe(spec: dict, role: str, seed: int, node: dict, data_dir: str | None) -> tuple[dict, str, str | None]:
+    """The config file of the card's recipe: `data_dir`, the seeds, the dataset definition and the experiment's
+    options that give this model its artifact key (augsbert.face.recipe); its experiment's name; and why it
+    holds the full effective config instead (None where it is pruned)."""
+    config = spec["config"]
+    own = recipe_name(spec["experiment"])  # one no experiment of a clone has (the name is no part of any key)
     recipe: dict = {}
     if data_dir:
         recipe["data_dir"] = data_dir
@@ -231,12 +257,26 @@ def reproduce_section(spec: dict, role: str, seed: int, node: dict, to_hint: str
     if spec.get("dataset"):
         recipe["datasets"] = {config["dataset"]: spec["dataset"]}
     recipe["experiments"] = {own: config}
+    recipe, unpruned = prune(recipe, own, seed, role, node["key"])
+    return recipe, own, unpruned
+
+
+def reproduce_section(spec: dict, role: str, seed: int, node: dict, to_hint: str, recipe: dict, own: str,
+                      unpruned: str | None) -> list[str]:
+    """A recipe that runs as written in a clone of augsbert: one config file (`reproduce_recipe`) and the
+    commands that train and export."""
+    config = spec["config"]
+    what = (f"the dataset and only the options that give this model its artifact key `{node['key']}`: read over "
+            "config/config.yaml it plans that very key, as checked when this card was written; every option left out "
+            "never reached this model or has config/config.yaml's value" if unpruned is None else
+            f"the dataset and the whole experiment config as trained, config hash `{spec['config_hash']}`; it could "
+            f"not be cut to the options this model used: {unpruned}")
     stage = node.get("stage", Path(node["path"]).parent.name)
     source = config.get("source")
     return [
         "", "### Reproduce", "",
         "In a clone of augsbert (`make setup`), with the raw data where `data_dir` says, save this as "
-        f"`reproduce.yaml` (the dataset and the experiment as trained; its config hash is `{spec['config_hash']}`"
+        f"`reproduce.yaml` ({what}"
         + (f"; the source dataset `{source}` is read from config/config.yaml" if source and source != config[
             "dataset"] else "") + "):", "",
         "```yaml", yaml.safe_dump(recipe, sort_keys=False, allow_unicode=True).rstrip(), "```", "",

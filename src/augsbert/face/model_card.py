@@ -9,7 +9,9 @@ then `apply` adds what augsbert's artifacts hold, at the level of sentence-trans
   writes them);
 - sections: the training data (size, by source, per-column statistics and samples), the loss and its
   parameters, the hyperparameters that differ from the Hugging Face trainer's defaults, the training log and
-  the citations (SBERT, Augmented SBERT, the thesis and the loss).
+  the citations (SBERT, Augmented SBERT, the thesis and the loss);
+- and leaves out the template's sections with nothing to say: those it writes commented out and its links to
+  the library's own resources.
 
 Nothing is computed that the artifacts do not hold: the statistics are those of the training pairs the
 stage read (the data and labels artifacts), the log is the artifact's metrics.json.
@@ -23,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -246,18 +249,28 @@ def build(spec: dict, role: str, artifact: Path, arch: str, model, test: dict, t
     return {k: v for k, v in metadata.items() if v}, "\n".join(training), "\n".join(citation)
 
 
-def _cut_section(body: str, heading: str) -> str:
-    """`body` without its second-level section `heading` (up to the next second-level heading)."""
+def _cut_section(body: str, heading: str, until: str = "\n## ") -> str:
+    """`body` without its section `heading` (up to the next heading that starts with `until`: by default the
+    next second-level one)."""
     start = body.find(f"\n{heading}\n")
     if start < 0:
         return body
-    ends = [at for at in (body.find("\n## ", start + 1), body.find("\n<!--\n## ", start + 1)) if at >= 0]
+    ends = [at for at in (body.find(until, start + 1), body.find("\n<!--\n## ", start + 1)) if at >= 0]
     return body[:start + 1] + (body[min(ends) + 1:] if ends else "")
+
+
+def unused_removed(body: str) -> str:
+    """The template's sections and lines with nothing to say: those it writes commented out (`<!-- ... -->`:
+    the training dataset, language and license when unknown, out-of-scope use, bias, glossary, card authors and
+    contact); blank lines where they stood are collapsed."""
+    return re.sub(r"\n{3,}", "\n\n", re.sub(r"<!--.*?-->[ \t]*\n?", "", body, flags=re.S))
 
 
 def apply(readme: Path, metadata: dict, training: str, citation: str) -> None:
     """Merge `metadata` into the card's YAML header, put `training` at the end of the augsbert training section
-    and `citation` in place of the template's citation section, at the end."""
+    and `citation` in place of the template's citation section, at the end. Of the rest only what
+    `unused_removed` and the two cuts name goes: a second-level section another step of the export adds (a
+    deployment section, say) stays where it was put."""
     text = readme.read_text(encoding="utf-8")
     if not text.startswith("---\n"):
         raise ValueError(f"{readme}: the card has no YAML header")
@@ -265,6 +278,8 @@ def apply(readme: Path, metadata: dict, training: str, citation: str) -> None:
     header = yaml.safe_load(text[4:end]) or {}
     header.update(metadata)
     body = _cut_section(text[end + 5:], "## Citation")
+    body = _cut_section(unused_removed(body), "## Additional Resources")  # the library's blog posts, not this model
+    body = _cut_section(body, "### Model Sources", "\n#")  # the library's links, not this model's
     ours = body.find("## Training (augsbert)")
     at = body.find("\n## ", ours + 1) if ours >= 0 else -1
     body = body.rstrip() + "\n\n" + training if at < 0 else body[: at + 1] + training + "\n" + body[at + 1:]
