@@ -18,7 +18,7 @@ import pytest
 # Under pytest-xdist (`make test` runs two workers) the files of the longest tests go first, so that the
 # workers finish together instead of one running the last long workflow tests alone (longest first); a
 # one-process run keeps the usual order.
-LONGEST_FIRST = ("test_slurm.py", "test_workflow.py", "test_cluster.py", "test_training.py", "test_distributed.py",
+LONGEST_FIRST = ("test_rehearsal.py", "test_slurm.py", "test_workflow.py", "test_cluster.py", "test_training.py", "test_distributed.py",
                  "test_cache.py", "test_catalog.py")
 
 

@@ -106,7 +106,7 @@ def _student_params(**options):
 
 def test_matryoshka_student_reports_every_dimension(tmp_path, tiny_model):
     from augsbert.jobs.train import test_by_dim
-    from augsbert.models.compact import scores_by_dim
+    from augsbert.models.inference import scores_by_dim
     from augsbert.training.pairs import fit
 
     train, test = theme_pairs(32, 1), theme_pairs(16, 3)

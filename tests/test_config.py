@@ -118,7 +118,7 @@ def test_unknown_key_without_a_close_match_lists_the_keys_allowed_there(raw_conf
         "  experiments.demo_zeroshot.teacher.lr: 'fast' is not of type 'number'\n"
         "  unknown key xyzzy\n"
         "    allowed here: cuda_graphs, data_dir, datasets, defaults, device, experiments, gpus, grids, hub_revisions, "
-        "precision, seeds, "
+        "precision, rehearse, seeds, "
         "tracking, tracking_dir")
 
 

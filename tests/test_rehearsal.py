@@ -223,14 +223,6 @@ def test_a_missing_nli_triples_file_stops_the_plan_of_a_target_that_needs_it(tmp
 
 # ---- every job kind of the shipped configs (issue 46 item 2) ---------------------------------------------------
 
-# Kinds whose rehearsal fails in GPL stages that issue 47 (branch wt-gpl) rewrites: listed so that a new failure,
-# or one of these passing, shows here (then remove it from the list).
-KNOWN_GPL_FAILURES = {
-    # gpl_symmetric's bws_cross_topic / stsb columns have no unlabeled corpus (issue 46; refused when planned by 47)
-    "queries mode=paraphrase generator=inverse_cloze",
-}
-
-
 @pytest.mark.skipif(os.environ.get("AUGSBERT_REHEARSE_ALL") != "1",
                     reason="every shipped job kind: about 150 jobs, minutes beyond the suite's CI budget on 2 cores; "
                            "AUGSBERT_REHEARSE_ALL=1 runs it (docs/guide/rehearsal.md)")
@@ -246,11 +238,11 @@ def test_every_shipped_job_kind_is_rehearsed(tmp_path):
     lines = done.stdout.splitlines()
     header = next(line for line in lines if line.startswith("every kind: "))
     kinds, experiments, jobs = (int(word) for word in header.split() if word.isdigit())
-    assert experiments == len(names) == 292
-    docs = (REPO / "docs" / "guide" / "rehearsal.md").read_text()
-    assert f"hold\n{kinds} job kinds" in docs or f"hold {kinds} job kinds" in docs, header
-    assert f"are {jobs} jobs" in docs, header
+    assert experiments == len(names)
     rows = [line for line in lines if line[:7] in ("OK     ", "failed ", "not run")]
     assert len(rows) == kinds and lines[-1].startswith(f"{jobs} jobs of {kinds} kinds rehearsed in ")
     bad = {line.split(" (")[0][8:] for line in rows if not line.startswith("OK ")}
-    assert bad == KNOWN_GPL_FAILURES, "\n".join(rows)
+    assert not bad, "\n".join(rows)
+    docs = " ".join((REPO / "docs" / "guide" / "rehearsal.md").read_text().split())
+    assert f"{len(names)} experiments" in docs and f"hold {kinds} job kinds" in docs, header
+    assert f"are {jobs} jobs" in docs, header

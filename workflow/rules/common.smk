@@ -40,7 +40,8 @@ except OutputWriteError as err:
 try:
     # the grid files beside each config file read (config/grids/*.yaml), under the configs' own `grids:`
     # as read, relative to the project (a rehearsal runs in its own root below it)
-    _config_files = [os.path.join(PROJECT_DIR, f) for f in dict.fromkeys(workflow.configfiles)]
+    # (relative to the current folder again, so that a message names config/config.yaml as the user knows it)
+    _config_files = [os.path.relpath(os.path.join(PROJECT_DIR, f)) for f in dict.fromkeys(workflow.configfiles)]
     _grid_dirs = [os.path.join(os.path.dirname(f), GRIDS_DIR) for f in _config_files]
     for _file in _config_files:  # Snakemake read them keeping the last of duplicate keys
         check_duplicate_keys(_file)

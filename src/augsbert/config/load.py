@@ -719,13 +719,6 @@ def configfile_args(argv: list[str]) -> list[str]:
     return paths
 
 
-def looks_like_target(path: str) -> bool:
-    """Whether a `--configfile` word is one of the workflow's targets (a results file, a grid table, an export),
-    existing or not: no config file lives there."""
-    parts = Path(path).parts
-    return len(parts) >= 2 and parts[0] in ("results", "models")
-
-
 def check_configfile_syntax(argv: list[str] | None = None) -> None:
     """Stop with one message naming file, line and column when a `--configfile` of this Snakemake command line
     is not readable YAML (exit 2). Snakemake reads those files before any code of the workflow runs and says
@@ -734,17 +727,16 @@ def check_configfile_syntax(argv: list[str] | None = None) -> None:
     import sys
 
     for path in configfile_args(sys.argv[1:] if argv is None else argv):
-        if looks_like_target(path):  # `--configfile my.yaml results/x.json`: the target was taken as a config file
-            print(f"augsbert: error: {path} follows --configfile, so Snakemake reads it as a config file: put -- "
-                  f"before the targets (snakemake --cores 2 --configfile my.yaml -- {path}), or run "
-                  f"augsbert run my.yaml NAME", file=sys.stderr)
-            sys.exit(2)
-        if Path(path).is_file():
-            try:
+        try:
+            # `--configfile my.yaml results/x.json` without `--`: the target is read as a config file, and when it
+            # does not exist yet Snakemake ends in a traceback (FileNotFoundError) before any workflow code runs
+            if re.fullmatch(TARGET_PATTERN, Path(path).as_posix().removeprefix("./")):
+                check_config_file(path)
+            if Path(path).is_file():
                 _read_yaml(Path(path))
-            except ConfigError as err:
-                print(f"augsbert: error: {err}", file=sys.stderr)
-                sys.exit(2)  # as the workflow's other config errors
+        except ConfigError as err:
+            print(f"augsbert: error: {err}", file=sys.stderr)
+            sys.exit(2)  # as the workflow's other config errors
 
 
 def read_config(path: str | Path) -> dict:

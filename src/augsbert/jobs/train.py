@@ -18,7 +18,7 @@ from ..data import DataError, read_pairs
 from ..data.prompts import prompt_pairs
 from ..evaluation import correlations
 from ..models import resolve_device
-from ..models.compact import scores_by_dim
+from ..models.inference import scores_by_dim
 from ..params import PairTrainingParams, read_params
 from ..stages.student import StudentParams
 from ..stages.teacher import TeacherParams

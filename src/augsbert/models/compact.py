@@ -11,7 +11,7 @@ the epoch selection stay those of every student (augsbert.training.pairs):
   indices given as a list;
 - `student.matryoshka_dims` -- sentence-transformers' MatryoshkaLoss around the student loss (each listed
   prefix of the embedding trained with it, equal weights); the test split is scored at every dimension
-  (`scores_by_dim`: the first d components, re-normalised, cosine);
+  (`models.inference.scores_by_dim`: the first d components, re-normalised, cosine);
 - `student.arch: static` -- a StaticEmbedding (one vector per token, mean-pooled) made by model2vec's
   distillation of the base (`StaticEmbedding.from_distillation`: every vocabulary token through the base,
   PCA to `static_dims`, SIF weighting), offline on a local model, then trained on the student's pairs.
@@ -117,22 +117,3 @@ def matryoshka_loss(model, loss, dims: Sequence[int]):
         raise ValueError(f"student.matryoshka_dims {list(dims)}: {too_large[0]} is more than the student's "
                          f"{size} dimensions")
     return MatryoshkaLoss(model, loss, matryoshka_dims=sorted(dims, reverse=True))
-
-
-def scores_by_dim(model, pairs: Sequence[tuple[str, str]], dims: Sequence[int], batch_size: int) -> dict[int, np.ndarray]:
-    """Cosine of each pair's embeddings cut to their first d components, for every d of `dims`."""
-    from .inference import autocast, batch_size as rows_per_batch
-
-    texts = list(dict.fromkeys(t for pair in pairs for t in pair))
-    with autocast(model):
-        emb = model.encode(texts, batch_size=rows_per_batch(model, batch_size, texts), convert_to_numpy=True,
-                           normalize_embeddings=False, show_progress_bar=False)
-    where = {t: i for i, t in enumerate(texts)}
-    first = emb[[where[a] for a, _ in pairs]].astype(np.float64)
-    second = emb[[where[b] for _, b in pairs]].astype(np.float64)
-    scores = {}
-    for d in dims:
-        a, b = first[:, :d], second[:, :d]
-        norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
-        scores[int(d)] = np.einsum("ij,ij->i", a, b) / np.where(norms == 0, 1.0, norms)
-    return scores

@@ -171,3 +171,22 @@ def cosine_scores(model, pairs: Sequence[tuple[str, str]], batch_size: int = 64,
                   show_progress: bool = True) -> np.ndarray:
     """Cosine similarity of each (a, b) pair under a SentenceTransformer (every distinct text encoded once)."""
     return Encoder(model, batch_size, show_progress).cosine(pairs)
+
+
+def scores_by_dim(model, pairs: Sequence[tuple[str, str]], dims: Sequence[int],
+                  requested: int) -> dict[int, np.ndarray]:
+    """Cosine of each pair's embeddings cut to their first d components, for every d of `dims` (a Matryoshka
+    student's test split at each size; augsbert.models.compact); `requested`: the rows per batch asked for."""
+    texts = list(dict.fromkeys(t for pair in pairs for t in pair))
+    with autocast(model):
+        emb = model.encode(texts, batch_size=batch_size(model, requested, texts), convert_to_numpy=True,
+                           normalize_embeddings=False, show_progress_bar=False)
+    where = {t: i for i, t in enumerate(texts)}
+    first = emb[[where[a] for a, _ in pairs]].astype(np.float64)
+    second = emb[[where[b] for _, b in pairs]].astype(np.float64)
+    scores = {}
+    for d in dims:
+        a, b = first[:, :d], second[:, :d]
+        norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
+        scores[int(d)] = np.einsum("ij,ij->i", a, b) / np.where(norms == 0, 1.0, norms)
+    return scores
