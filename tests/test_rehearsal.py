@@ -50,6 +50,10 @@ def test_the_overlay_changes_amounts_only_in_every_shipped_experiment():
                 assert after == rehearsal.MAX_STEPS
             elif path == "student.positive_threshold":  # MNRL's positives: every stand-in-scored pair
                 assert after == 0.0
+            elif path == "student.layers":  # 3 of MiniLM's 6 -> 1 of the stand-in's 2: still a reduction
+                assert (before, after) == (3, 1), (name, path, before, after)
+            elif path == "student.matryoshka_dims":  # scaled so the largest is the stand-in's 16 dimensions
+                assert (before, after) == ([384, 128, 64], [16, 5, 3]), (name, path, before, after)
             else:
                 assert key in rehearsal.CAPS, (name, path, before, after)
                 assert after == rehearsal.CAPS[key](before) and after <= before, (name, path, before, after)

@@ -11,6 +11,8 @@ path (an architecture, a loss, a strategy, an objective, a loader, a score scale
   `top_k` at most TOP_K, every `trials` (seed optimisation) at most MAX_TRIALS but not 0 when it was not, every
   `max_length` at most MAX_LENGTH, queries per passage at most TOP_K, generated queries in all at most MAX_QUERIES;
 - a dataset's fixed split sizes scaled to the cut, Lee's 50 documents in three equal groups;
+- a layer-reduced student's `layers` and a Matryoshka student's `matryoshka_dims` scaled to the stand-in
+  encoder (STANDIN_LAYERS layers of STANDIN_DIMS dimensions), so the same code path runs on it;
 - `data_dir` the root's cut copies (DATA_DIR, relative to the root).
 
 Both functions are idempotent: an experiment validated twice is cut once.
@@ -32,6 +34,10 @@ MAX_QUERIES = 600  # generated queries in all (GPL's 250K over a cut corpus woul
 CUT_ROWS = 120  # rows of a dataset's pairs file after the cut (augsbert.data.standins): a few dozen per split
 DEV_SIZE = 10
 LEE_FRACTIONS = [1, 1, 1]
+# the stand-in encoders' size (augsbert.models.standins builds them so): a student cut to k layers or trained
+# at Matryoshka sizes (augsbert.models.compact) gets those amounts scaled to it
+STANDIN_LAYERS = 2
+STANDIN_DIMS = 16
 # amounts the rehearsal caps, by key at any depth of an experiment: key -> new value from the configured one
 CAPS = {
     "epochs": lambda v: 1,
@@ -102,8 +108,25 @@ def overlay_experiment(exp: dict) -> dict:
     # loss still runs (the real threshold would leave none: "no pair scores >= positive_threshold")
     if isinstance(exp.get("student"), dict) and isinstance(exp["student"].get("positive_threshold"), (int, float)):
         exp["student"]["positive_threshold"] = 0.0
+    if isinstance(exp.get("student"), dict):
+        _compact_amounts(exp["student"])
     _cap({k: v for k, v in exp.items() if k != "seeds"})
     return exp
+
+
+def _compact_amounts(student: dict) -> None:
+    """A compact student's amounts on the stand-in encoder: k of n layers -> at most STANDIN_LAYERS - 1 (a
+    reduction still), listed layer indices folded into the stand-in's; Matryoshka sizes scaled so the largest is
+    STANDIN_DIMS (distinct, descending as written)."""
+    layers = student.get("layers")
+    if isinstance(layers, int) and not isinstance(layers, bool):
+        student["layers"] = max(1, min(layers, STANDIN_LAYERS - 1))
+    elif isinstance(layers, list) and layers:
+        student["layers"] = sorted({int(i) % STANDIN_LAYERS for i in layers})[:STANDIN_LAYERS - 1]
+    dims = student.get("matryoshka_dims")
+    if isinstance(dims, list) and dims and max(dims) > STANDIN_DIMS:
+        top = max(dims)
+        student["matryoshka_dims"] = sorted({max(1, round(d * STANDIN_DIMS / top)) for d in dims}, reverse=True)
 
 
 # Model references: where a config names one, and which stand-in kind (augsbert.models.standins) takes its place.

@@ -25,10 +25,11 @@ import tempfile
 from pathlib import Path
 
 from ..config.load import short_hash
+from ..config.rehearsal import STANDIN_DIMS, STANDIN_LAYERS
 from ..store.model_refs import ALIASES
 
 RECIPE_VERSION = 1
-TINY = dict(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32)
+TINY = dict(hidden_size=STANDIN_DIMS, num_hidden_layers=STANDIN_LAYERS, num_attention_heads=2, intermediate_size=32)
 KINDS = ("bert-st", "bert-hf", "bert-cross", "roberta-st", "roberta-hf", "roberta-cross", "t5")
 BPE_TEXT = ["hello world good day to you", "a b c d e f g", "the cat sat on the mat", "abortion cloning this is a test",
             "0 1 2 3 4 5 6 7 8 9 , . ; : ! ? ' \" ( ) - _ / + = * & % $ # @"]
