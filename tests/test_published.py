@@ -60,6 +60,12 @@ def test_g2_a_stray_file_in_an_artifact_is_named_and_refused_by_its_reader(tmp_p
     assert main(["verify"]) == 1
     assert f"{out}: dev.parquet is not in its manifest.json (added after the artifact was written)" in \
         capsys.readouterr().out
+    # a file browser's or an editor's files beside the content are no damage (verify --repair deletes damage)
+    (Path(out) / "dev.parquet").unlink()
+    (Path(out) / ".DS_Store").write_bytes(b"\0")
+    (Path(out) / ".metrics.json.swp").write_bytes(b"\0")
+    (Path(out) / "metrics.json~").write_text("{}")
+    assert main(["verify"]) == 0
 
 
 def test_g5_an_emptied_manifest_is_named_and_nothing_beside_it_is_published(tmp_path, capsys):

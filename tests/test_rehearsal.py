@@ -247,3 +247,39 @@ def test_every_shipped_job_kind_is_rehearsed(tmp_path):
     docs = " ".join((REPO / "docs" / "guide" / "rehearsal.md").read_text().split())
     assert f"{len(names)} experiments" in docs and f"hold {kinds} job kinds" in docs, header
     assert f"are {jobs} jobs" in docs, header
+
+
+# ---- Snakemake's own DAG of everything shipped (issue 47) -------------------------------------------------------
+
+@pytest.mark.workflow
+def test_snakemake_plans_every_shipped_experiment_and_grid_on_stand_in_data(tmp_path):
+    """The package's plan is not Snakemake's DAG (a key the rules' wildcards refuse planned in the package and
+    failed under Snakemake: MissingInputException). With stand-in data in every loader's format (a rehearsal's
+    root), Snakemake itself plans every shipped experiment's results file and every grid's table."""
+    from augsbert.config.load import load_configs
+    from workflow_helpers import job_stats, snakemake
+
+    config = load_configs([REPO / "config" / "config.yaml"], lazy=True)
+    targets = [*(f"results/{name}.json" for name in config["experiments"]),
+               *(f"results/tables/{grid}.md" for grid in config["grids"])]
+    project = checkout(tmp_path / "project")
+    proc = snakemake(project, "-n", "--config", "rehearse=true", "--", *targets)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    jobs = job_stats(proc.stdout + proc.stderr)
+    assert jobs["collect_results"] == len(config["experiments"]) and jobs["grid_table"] == len(config["grids"]), jobs
+
+
+def test_a_stand_in_is_never_written_where_an_absolute_dataset_path_points(tmp_path):
+    """An incomplete dataset named by an absolute path: its stand-in writer would have written into the user's
+    own folder (pathlib drops the scratch folder before an absolute path), over their real files."""
+    from augsbert.data.standins import prepare_datasets
+
+    real = tmp_path / "mine" / "stsbenchmark"
+    real.mkdir(parents=True)
+    (real / "sts-train.csv").write_text("REAL TRAIN\n")  # sts-dev.csv and sts-test.csv missing
+    before = {p.name: p.read_bytes() for p in real.iterdir()}
+    done = prepare_datasets({"datasets": {"stsb": {"loader": "stsb", "path": str(real)}}}, tmp_path / "data",
+                            tmp_path / "root")
+    assert done["stsb"].startswith(f"absent, read in place (a path outside the data folder: {real};"), done
+    assert {p.name: p.read_bytes() for p in real.iterdir()} == before
+    assert not (tmp_path / "root").exists()

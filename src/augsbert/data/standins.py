@@ -304,6 +304,16 @@ def _under(path: Path, root: Path) -> Path | None:
         return None
 
 
+def _outside_paths(options: dict) -> str | None:
+    """A dataset path (its `path`, `unlabeled` or `topic_corpus.path`) that is absolute, starts with `~` or
+    leaves the data folder: a stand-in must never be written by it (it would land on the user's own files)."""
+    topic = options.get("topic_corpus")
+    for value in (options.get("path"), options.get("unlabeled"), topic.get("path") if isinstance(topic, dict) else None):
+        if isinstance(value, str) and (value.startswith("~") or Path(value).is_absolute() or ".." in Path(value).parts):
+            return value
+    return None
+
+
 def prepare_datasets(config: dict, source: str | Path, dest: str | Path) -> dict[str, str]:
     """Cut or write every dataset of `config` below `dest` (see the module's docstring): {dataset: what was
     done} ('cut from <source files>', 'stand-in files', 'read in place', or why nothing was written)."""
@@ -333,6 +343,11 @@ def prepare_datasets(config: dict, source: str | Path, dest: str | Path) -> dict
                     cut_file(path, dest / relative)
                 cut.append(str(path))
             done[name] = f"cut from {', '.join(cut)}" if cut else "read in place"
+        elif outside := _outside_paths(options):
+            # a stand-in is written below a scratch folder by the dataset's own paths: an absolute path (or one
+            # leaving the data folder) would make the writer write where the user's real files are
+            done[name] = (f"absent, read in place (a path outside the data folder: {outside}; no stand-in is "
+                          f"written there): {str(missing).splitlines()[0]}")
         elif options.get("loader") in STANDIN_WRITERS:
             # the stand-in files written aside; each one whose real file is there is cut from it instead
             with tempfile.TemporaryDirectory() as scratch:

@@ -56,8 +56,11 @@ def _files(root: Path) -> list[Path]:
 
 
 def _present(root: Path) -> list[str]:
-    """The relative names of the files below `root` that a manifest should list (not its own, not Snakemake's)."""
-    return [p.relative_to(root).as_posix() for p in _files(root) if p.name not in NOT_CONTENT]
+    """The relative names of the files below `root` that a manifest should list (not its own, not Snakemake's,
+    not a hidden file or an editor's backup: a file browser's `.DS_Store` or an open editor's `.x.swp` is
+    no damage, and `verify --repair` would delete the whole artifact for it; no reader opens such a name)."""
+    return [p.relative_to(root).as_posix() for p in _files(root)
+            if p.name not in NOT_CONTENT and not p.name.startswith(".") and not p.name.endswith("~")]
 
 
 def write_manifest(root: str | Path) -> dict:
