@@ -11,7 +11,7 @@ calibration run (nothing is timed on the device while planning):
                batch_size) × size
     scoring    dev pairs after every pass, test pairs once, silver pairs to label, evaluation test pairs:
                pairs × SCORE_S_PER_PAIR × size
-    size       the base model's parameters (its weight files' bytes / 4) / REFERENCE_PARAMS (all-MiniLM-L6-v2)
+    size       the base model's parameters (from its config.json) / REFERENCE_PARAMS (all-MiniLM-L6-v2)
     start-up   START_S per job (importing torch and loading the model; less with warm job starts)
 
 TRAIN_S_PER_EXAMPLE, SCORE_S_PER_PAIR and START_S are CPU figures for 2 idle cores, set from two runs measured
@@ -27,11 +27,10 @@ estimated: `max_length` caps that.
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
-from pathlib import Path
 
 from ..stages import REGISTRY
+from .gpu_memory import DEFAULT_DIMS, model_dims, parameter_count
 from ..stages.sizes import split_sizes
 
 REFERENCE_PARAMS = 22_700_000  # all-MiniLM-L6-v2, the packaged default model
@@ -55,24 +54,13 @@ class JobEstimate:
 
 
 def model_params(reference: str | None) -> int | None:
-    """Parameters of a local or packaged model (weight files' bytes / 4), None where it is not on this machine."""
-    from ..store.model_refs import ALIASES, reference_kind
-
+    """Parameters of a model from its config.json (a local folder, the packaged model or a hub model in the local
+    cache: augsbert.scheduling.gpu_memory.model_dims, as the GPU memory estimate reads it), None where no config
+    is found (UNKNOWN_MODEL_PARAMS then)."""
     if not reference:
         return None
-    try:
-        kind = reference_kind(reference)
-        if kind == "alias":
-            folder = Path(ALIASES[reference]())
-        elif kind == "path":
-            folder = Path(os.path.expanduser(reference))
-        else:
-            return None
-    except Exception:  # noqa: BLE001 - an estimate never stops planning
-        return None
-    weights = [p for pattern in ("*.safetensors", "pytorch_model*.bin") for p in folder.rglob(pattern)]
-    size = sum(p.stat().st_size for p in weights[:1] or weights)
-    return size // 4 or None
+    dims = model_dims(reference)
+    return None if dims == DEFAULT_DIMS else parameter_count(dims)
 
 
 def estimate_device(configured: str) -> str:
