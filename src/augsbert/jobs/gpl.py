@@ -49,13 +49,11 @@ def negative_columns(table: pd.DataFrame) -> list[str]:
 
 
 def teacher_scores(model, table: pd.DataFrame, batch_size: int, scale: str) -> np.ndarray:
-    """(rows, 1 + negatives): the Cross-Encoder's score of (query, positive), then of each (query, negative_i)."""
-    activation = torch.nn.Sigmoid() if scale == "sigmoid" else torch.nn.Identity()
+    """(rows, 1 + negatives): the Cross-Encoder's score of (query, positive), then of each (query, negative_i)
+    (streamed as the per-step mode's, `stream_scores`)."""
     columns = ["positive", *negative_columns(table)]
-    pairs = [(q, p) for column in columns for q, p in zip(table["query"], table[column])]
-    scores = model.predict(pairs, batch_size=batch_size, activation_fn=activation, convert_to_numpy=True,
-                           show_progress_bar=len(pairs) > 10000)
-    return np.asarray(scores, dtype=np.float64).reshape(len(columns), len(table)).T
+    pairs = ((q, p) for column in columns for q, p in zip(table["query"], table[column]))
+    return stream_scores(model, pairs, batch_size, scale).reshape(len(columns), len(table)).T
 
 
 def run_margins(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
