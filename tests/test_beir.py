@@ -150,11 +150,12 @@ def test_retrieval_suite_plans_on_a_beir_dataset_only(tmp_path):
 
 def test_suite_job_writes_retrieval_figures_beside_the_others(tmp_path, tiny_model):
     from augsbert.store.artifacts import read_json
-    from augsbert.jobs import prepare_data, suite, zero_shot
+    from augsbert.jobs import suite, zero_shot
+    from augsbert.jobs import data as data_job
 
     write_beir(tmp_path / "raw" / "beir")
     data = tmp_path / "data"
-    prepare_data.run({"params": {**options("beir", path="beir"), "dataset": "toy", "data_dir": str(tmp_path / "raw")}},
+    data_job.run({"params": {**options("beir", path="beir"), "dataset": "toy", "data_dir": str(tmp_path / "raw")}},
                      data)
     assert read_json(data / "metrics.json")["sizes"] == {"unlabeled": 4}
     params = {"sts": {}, "useb": {}, "skipped": {}, "batch_size": 8, "max_length": 32, "model": tiny_model,

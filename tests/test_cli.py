@@ -216,7 +216,7 @@ def test_stage_job_holds_the_artifact_lock_before_its_runner_starts(tmp_path, mo
 
     import augsbert
     from augsbert.face.cli import EXIT_LOCKED
-    from augsbert.jobs import prepare_data
+    from augsbert.jobs import data as data_job
 
     out = tmp_path / "data" / "d-0123456789"
     seen = {}
@@ -227,7 +227,7 @@ def test_stage_job_holds_the_artifact_lock_before_its_runner_starts(tmp_path, mo
             capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(Path(augsbert.__file__).parents[1])})
         return {}
 
-    monkeypatch.setattr(prepare_data, "run", runner)
+    monkeypatch.setattr(data_job, "run", runner)
     assert main(["-q", "prepare-data", "--spec", MINIMAL_SPEC, "--out", str(out)]) == 0
     second = seen["second"]
     assert second.returncode == EXIT_LOCKED, second.stderr

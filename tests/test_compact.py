@@ -105,7 +105,7 @@ def _student_params(**options):
 
 
 def test_matryoshka_student_reports_every_dimension(tmp_path, tiny_model):
-    from augsbert.jobs.train import test_by_dim
+    from augsbert.training.pair_job import test_by_dim
     from augsbert.models.inference import scores_by_dim
     from augsbert.training.pairs import fit
 
@@ -231,7 +231,7 @@ def test_size_and_speed_figures_of_a_trained_bi_encoder(tmp_path, tiny_model):
 
     from sentence_transformers import SentenceTransformer
 
-    from augsbert.jobs.train import encode_speed, folder_mb
+    from augsbert.training.pair_job import encode_speed, folder_mb
 
     folder = Path(tiny_model)
     files = [p for p in folder.rglob("*") if p.is_file()]

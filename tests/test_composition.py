@@ -7,7 +7,7 @@ import pytest
 
 from augsbert.data import DataError
 from augsbert.jobs import labels
-from augsbert.jobs.train import student_training_set
+from augsbert.training.pair_job import student_training_set
 
 GOLD = pd.DataFrame({"sentence1": ["a", "b", "c"], "sentence2": ["x", "y", "z"], "score": [0.1, 0.5, 0.9]})
 

@@ -84,7 +84,7 @@ def _same_run(distributed: Path, single: Path) -> None:
 
 def test_student_on_two_processes_matches_one_process_with_the_whole_batch(data, tiny_model, tmp_path):
     """Bi-Encoder, length-grouped batches (its default): the global batches are cut per process."""
-    from augsbert.jobs.train import run_student
+    from augsbert.jobs.student import run as run_student
 
     spec = _spec("student", data, tiny_model, use_gold_labels=True, selection="target_dev")
     out = tmp_path / "artifacts" / "student" / "two"
@@ -100,7 +100,7 @@ def test_student_on_two_processes_matches_one_process_with_the_whole_batch(data,
 
 def test_killed_distributed_teacher_resumes_to_the_uninterrupted_result(data, tiny_model, tmp_path):
     """Cross-Bi-Encoder (Hugging Face Trainer, random batches): SIGKILL of the job after its first checkpoint."""
-    from augsbert.jobs.train import run_teacher
+    from augsbert.jobs.teacher import run as run_teacher
 
     spec = _spec("teacher", data, tiny_model, arch="cbe", symmetric=False, group_by_length=False)
     out = tmp_path / "artifacts" / "teacher" / "two"

@@ -286,7 +286,7 @@ def test_the_real_entry_point_exits_2_without_a_traceback(tmp_path):
 
 
 def test_unexpected_exceptions_keep_their_traceback(tmp_path):
-    code = ("import sys, augsbert.jobs.prepare_data as stage\n"
+    code = ("import sys, augsbert.jobs.data as stage\n"
             "def broken(*args, **kwargs): raise RuntimeError('a bug')\n"
             "stage.run = broken\n"
             "from augsbert.face.cli import main\n"

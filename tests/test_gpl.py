@@ -23,13 +23,13 @@ def tiny_cross_encoder(tmp_path_factory, tiny_model):
 
 
 def margins(tmp_path, ce, scale="logits"):
-    from augsbert.jobs import gpl
+    from augsbert.jobs import margins as margins_job
 
     (tmp_path / "mined").mkdir(exist_ok=True)
     MINED.to_parquet(tmp_path / "mined" / "negatives.parquet", index=False)
     spec = {"params": {"model": ce, "score_scale": scale, "max_length": 32, "batch_size": 4},
             "inputs": {"negatives": str(tmp_path / "mined")}}
-    gpl.run_margins(spec, tmp_path / f"margins-{scale}", device="cpu")
+    margins_job.run(spec, tmp_path / f"margins-{scale}", device="cpu")
     return pd.read_parquet(tmp_path / f"margins-{scale}" / "margins.parquet")
 
 
@@ -59,16 +59,17 @@ def test_student_learns_the_margins_for_its_step_budget(tmp_path, tiny_model, ti
     from augsbert.models.student_losses import student_loss
     from augsbert.stages.gpl import GplParams
     from augsbert.jobs import gpl
+    from augsbert.training import gpl_data
 
     margins(tmp_path, tiny_cross_encoder)
     params = {"model": tiny_model, "loss": loss, "similarity": similarity, "batch_size": 2, "lr": 1e-4,
               "warmup_ratio": 0.0, "max_length": 32, "seed": 1, "max_steps": 3}
-    rows = gpl.training_rows(pd.read_parquet(tmp_path / "margins-logits" / "margins.parquet"), loss)
+    rows = gpl_data.training_rows(pd.read_parquet(tmp_path / "margins-logits" / "margins.parquet"), loss)
     assert np.asarray(rows["label"]).shape == ((3, 2) if loss == "margin_mse" else (3, 3))
     built = student_loss(SentenceTransformer(tiny_model, device="cpu"), GplParams.from_json(params, "t"))
     assert type(built).__name__ == {"margin_mse": "MarginMSELoss", "kl_div": "DistillKLDivLoss"}[loss]
     assert built.similarity_fct is {"dot": util.pairwise_dot_score, "cos": util.pairwise_cos_sim}[similarity]
-    metrics = gpl.run_student({"params": params, "inputs": {"margins": str(tmp_path / "margins-logits")}},
+    metrics = gpl.run({"params": params, "inputs": {"margins": str(tmp_path / "margins-logits")}},
                               tmp_path / "student", device="cpu")
     assert metrics["steps"] == 3 and metrics["test"]["spearman"] is None
     assert (tmp_path / "student" / "model").is_dir() and not (tmp_path / "student" / "work").exists()
@@ -118,18 +119,20 @@ def test_demo_gpl_plans_the_offline_chain_on_lee():
 def test_results_and_tables_show_the_gpl_row_with_its_retrieval_figures(tmp_path, tiny_model, tiny_cross_encoder):
     """The results document (validated against its schema) and the table read the `gpl` role and its suite."""
     from augsbert.reporting.tables import collect, markdown
-    from augsbert.jobs import gpl, prepare_data, results, suite
+    from augsbert.jobs import gpl, suite
+    from augsbert.jobs import data as data_job
+    from augsbert.reporting import results
     from test_beir import write_beir
     from test_loaders import options
 
     write_beir(tmp_path / "raw" / "beir")
     data = tmp_path / "data"
-    prepare_data.run({"params": {**options("beir", path="beir"), "dataset": "toy", "data_dir": str(tmp_path / "raw")}},
+    data_job.run({"params": {**options("beir", path="beir"), "dataset": "toy", "data_dir": str(tmp_path / "raw")}},
                      data)
     margins(tmp_path, tiny_cross_encoder)
     student = {"model": tiny_model, "loss": "margin_mse", "similarity": "dot", "batch_size": 2, "lr": 1e-4,
                "warmup_ratio": 0.0, "max_length": 32, "seed": 1, "max_steps": 1}
-    gpl.run_student({"params": student, "inputs": {"margins": str(tmp_path / "margins-logits"), "data": str(data)}},
+    gpl.run({"params": student, "inputs": {"margins": str(tmp_path / "margins-logits"), "data": str(data)}},
                     tmp_path / "student", device="cpu")
     suite.run({"params": {"sts": {}, "useb": {}, "skipped": {}, "batch_size": 8, "max_length": 32,
                           "retrieval": {"split": "test", "score_function": "dot", "without_relevant": "zero"}},
@@ -184,7 +187,8 @@ FARM = [f"passage {i}: {w} eat {v} on the farm" for i, (w, v) in enumerate(
 
 def per_step_chain(tmp_path, tiny_model, ce, max_steps=40, batch_size=2):
     """negatives (BM25 + the tiny Bi-Encoder, per_step, top 3 each) -> margins (the draws of a 40-step student)."""
-    from augsbert.jobs import gpl, negatives, prepare_data
+    from augsbert.jobs import margins as margins_job, negatives
+    from augsbert.jobs import data as data_job
     from test_beir import write_beir
     from test_loaders import options
 
@@ -195,13 +199,13 @@ def per_step_chain(tmp_path, tiny_model, ce, max_steps=40, batch_size=2):
     (tmp_path / "raw" / "beir" / "qrels" / "train.tsv").write_text(
         "query-id\tcorpus-id\tscore\nq1\td0\t1\nq2\td2\t1\nq3\td11\t1\n")
     data = tmp_path / "data"
-    prepare_data.run({"params": {**options("beir", path="beir"), "dataset": "toy", "data_dir": str(tmp_path / "raw")}},
+    data_job.run({"params": {**options("beir", path="beir"), "dataset": "toy", "data_dir": str(tmp_path / "raw")}},
                      data)
     mining = {"retrievers": ["bm25", tiny_model], "qrels_split": "train", "mode": "per_step", "range_max": 3,
               "max_length": 32, "batch_size": 8}
     mined = negatives.run({"params": mining, "inputs": {"pairs": str(data)}}, tmp_path / "mined", device="cpu")
     draws = {"seed": 7, "batch_size": batch_size, "max_steps": max_steps}
-    scored = gpl.run_margins({"params": {"model": ce, "score_scale": "logits", "max_length": 32, "batch_size": 4,
+    scored = margins_job.run({"params": {"model": ce, "score_scale": "logits", "max_length": 32, "batch_size": 4,
                                          "draws": draws}, "inputs": {"negatives": str(tmp_path / "mined")}},
                              tmp_path / "margins", device="cpu")
     return data, mined, scored
@@ -214,8 +218,9 @@ def test_per_step_negatives_are_both_retrievers_lists_and_each_visit_draws_a_sco
     from sentence_transformers import CrossEncoder
 
     from augsbert.jobs import gpl
+    from augsbert.training import gpl_data
     from augsbert.sampling.hard_negatives import bi_encoder_scores, bm25_scores
-    from augsbert.jobs.zero_shot import load_bi_encoder
+    from augsbert.models.architectures import load_bi_encoder
 
     data, mined, scored = per_step_chain(tmp_path, tiny_model, tiny_cross_encoder)
     candidates = pd.read_parquet(tmp_path / "mined" / "candidates.parquet")
@@ -252,7 +257,7 @@ def test_per_step_negatives_are_both_retrievers_lists_and_each_visit_draws_a_sco
     # the student's steps: record what each batch held; one (query, positive) meets several negatives
     params = {"model": tiny_model, "loss": "margin_mse", "similarity": "dot", "batch_size": 2, "lr": 1e-4,
               "warmup_ratio": 0.0, "max_length": 32, "seed": 1, "max_steps": 40}
-    rows = gpl.drawn_rows(table, passages, "margin_mse")
+    rows = gpl_data.drawn_rows(table, passages, "margin_mse")
     seen: dict[tuple, list] = {}
     for i in range(len(rows)):
         entry = rows[i]
@@ -265,10 +270,10 @@ def test_per_step_negatives_are_both_retrievers_lists_and_each_visit_draws_a_sco
         for negative, label in draws:
             k = [passages[i] for i in table["negatives"][r]].index(negative)
             assert label == pytest.approx([table["margins"][r][k]])
-    kl = gpl.drawn_rows(table, passages, "kl_div")[5]  # KL-divergence reads the teacher's two scores of the visit
+    kl = gpl_data.drawn_rows(table, passages, "kl_div")[5]  # KL-divergence reads the teacher's two scores of the visit
     r, k = 5 // 27, 5 % 27
     assert kl["label"] == pytest.approx([table["score_positive"][r], table["negative_scores"][r][k]])
-    metrics = gpl.run_student({"params": params, "inputs": {"margins": str(tmp_path / "margins")}},
+    metrics = gpl.run({"params": params, "inputs": {"margins": str(tmp_path / "margins")}},
                               tmp_path / "student", device="cpu")
     assert metrics["steps"] == 40 and metrics["pairs"] == 3 and metrics["train_rows"] == 81
 

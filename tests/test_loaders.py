@@ -308,7 +308,7 @@ def test_utf8_bom_and_unicode_line_separators(data_dir):
 
 
 def test_empty_split_is_an_error(tmp_path):
-    from augsbert.jobs import prepare_data
+    from augsbert.jobs import data as data_job
 
     raw = tmp_path / "raw"
     raw.mkdir()
@@ -318,7 +318,7 @@ def test_empty_split_is_an_error(tmp_path):
             "params": {"dataset": "mine", "data_dir": str(raw), **options("pairs_file", train="train.csv",
                                                                           test="test.csv", on_bad_rows="skip")}}
     with pytest.raises(DataError, match="the test split is empty after skipping 1 bad row"):
-        prepare_data.run(spec, tmp_path / "out")
+        data_job.run(spec, tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
 

@@ -77,7 +77,8 @@ def test_mteb_sts_task_on_local_files_scores_the_cosine_spearman(tmp_path, tiny_
     from sentence_transformers import SentenceTransformer
 
     from augsbert.evaluation.similarity import Encoder, correlations
-    from augsbert.jobs import results, suite
+    from augsbert.jobs import suite
+    from augsbert.reporting import results
 
     write_sts_task(tmp_path / "mteb" / "STS12")
     params = {"sts": {}, "useb": {}, "skipped": {}, "batch_size": 4, "max_length": 32, "model": tiny_model,

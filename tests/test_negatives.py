@@ -111,7 +111,8 @@ def test_negatives_stage_plans_on_beir_data_and_writes_the_table(tmp_path, tiny_
     import pandas as pd
 
     from augsbert.errors import ConfigError
-    from augsbert.jobs import negatives, prepare_data
+    from augsbert.jobs import negatives
+    from augsbert.jobs import data as data_job
     from conftest import plan_shipped
     from test_beir import CORPUS as BEIR_CORPUS, QUERIES, write_beir
     from test_loaders import options
@@ -132,7 +133,7 @@ def test_negatives_stage_plans_on_beir_data_and_writes_the_table(tmp_path, tiny_
         plan_shipped({"defaults": {"negatives": mining}}, grids=False, plan=("demo_zeroshot",))
 
     data = tmp_path / "data"
-    prepare_data.run({"params": {**options("beir", path="beir"), "dataset": "toy", "data_dir": str(tmp_path / "raw")}},
+    data_job.run({"params": {**options("beir", path="beir"), "dataset": "toy", "data_dir": str(tmp_path / "raw")}},
                      data)
     spec["inputs"] = {"pairs": str(data)}
     spec["params"]["embedding_cache"] = str(tmp_path / "cache")

@@ -73,7 +73,7 @@ def test_progress_is_printed_on_the_console_descriptor_every_period(tmp_path, mo
 
 def test_a_small_silver_pool_or_set_is_warned_about_with_the_count_and_why():
     from augsbert.stages.candidates import CandidatesParams  # noqa: F401 - the params class the stage reads
-    from augsbert.jobs.candidates import small_silver
+    from augsbert.sampling.candidate_table import small_silver
 
     params = type("P", (), {"pool": "train", "top_k": 3, "strategies": ["bm25"]})()
     assert small_silver(params, 4, 21, {"bm25": 3}) == [

@@ -4,7 +4,8 @@ import pandas as pd
 import pytest
 
 from augsbert.data import DataError
-from augsbert.jobs import queries
+from augsbert.jobs import queries, query_shard
+from augsbert.models import query_generation
 
 PASSAGES = ["Cats purr when they are content. They also purr when hurt.", "Dogs bark at strangers.",
             "Fish live in water. Some fish live in salt water. Others in rivers."]
@@ -78,10 +79,10 @@ def test_inverse_cloze_takes_a_sentence_of_its_passage_and_paraphrase_mode(tmp_p
 
 
 def test_gpl_automatic_sizing():
-    assert queries.sizing(1000, None, 250_000) == (250, 1000)
-    assert queries.sizing(100_000, None, 250_000) == (3, 83_334)  # ceil(250K / 3), as gpl/train.py
-    assert queries.sizing(83_333, None, 250_000) == (4, 83_333)  # 3 x 83,333 < 250K: ceil(250K / 83,333) = 4
-    assert queries.sizing(100_000, 5, 250_000) == (5, 100_000)
+    assert query_generation.sizing(1000, None, 250_000) == (250, 1000)
+    assert query_generation.sizing(100_000, None, 250_000) == (3, 83_334)  # ceil(250K / 3), as gpl/train.py
+    assert query_generation.sizing(83_333, None, 250_000) == (4, 83_333)  # 3 x 83,333 < 250K: ceil(250K / 83,333) = 4
+    assert query_generation.sizing(100_000, 5, 250_000) == (5, 100_000)
 
 
 def test_paraphrase_mode_prefixes_the_generator_input(tmp_path, tiny_t5):
@@ -96,7 +97,7 @@ def test_paraphrase_mode_prefixes_the_generator_input(tmp_path, tiny_t5):
 
 
 def test_duplicate_queries_of_a_passage_are_removed_and_the_resized_corpus_is_the_one_mined(tmp_path):
-    rows, empty, duplicates = queries.passage_queries(["p0", "p1"], [["a  b", "a b", " ", "c"], ["a b", "a b"]])
+    rows, empty, duplicates = query_generation.passage_queries(["p0", "p1"], [["a  b", "a b", " ", "c"], ["a b", "a b"]])
     # BEIR's generator keeps a set per passage (beir/generation/generate.py); the same text of another passage stays
     assert rows == [("p0-q0", "a b", "p0"), ("p0-q3", "c", "p0"), ("p1-q0", "a b", "p1")]
     assert (empty, duplicates) == (1, 2)
@@ -135,7 +136,7 @@ def test_a_grid_column_without_a_corpus_is_refused_while_planning_and_gpl_symmet
                   "score": [0.9, 0.1]}).to_parquet(data / "train.parquet", index=False)
     pd.DataFrame({"sentence1": ["the test one"], "sentence2": ["another"], "score": [0.5]}).to_parquet(
         data / "test.parquet", index=False)
-    assert sorted(queries.target_corpus(data, "sentences")["passage"]) == ["a cat sat", "a cat sits", "a dog runs"]
+    assert sorted(query_generation.target_corpus(data, "sentences")["passage"]) == ["a cat sat", "a cat sits", "a dog runs"]
 
 
 @pytest.mark.parametrize("generator", ["inverse_cloze", "t5"])
@@ -156,7 +157,7 @@ def test_sharded_generation_equals_one_job_and_plans_content_keyed_shards(tmp_pa
     for shard in range(3):
         one = on_seven(shards=3, shard=shard)
         shards[f"shard_{shard}"] = str(tmp_path / f"s{shard}")
-        assert queries.run_shard(one, tmp_path / f"s{shard}", device="cpu")["rows"] == [
+        assert query_shard.run(one, tmp_path / f"s{shard}", device="cpu")["rows"] == [
             [0, 4], [4, 7], [7, 7]][shard]  # batch_size 2: cut at even rows (7 passages, 4 batches)
     merged = on_seven(shards=3)
     merged["inputs"].update(shards)

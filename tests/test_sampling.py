@@ -290,7 +290,7 @@ def test_iterative_kde_gold_without_spread_is_a_data_error():
 
 def test_labels_stage_names_itself_in_kde_errors():
     from augsbert.data import DataError
-    from augsbert.jobs.labels import _select
+    from augsbert.sampling.labelled_pairs import _select
 
     with pytest.raises(DataError, match=r"^labels stage, strategy iterative_kde: .*no spread"):
         _select("iterative_kde", np.full(4, 0.5), np.linspace(0, 1, 10), 0)

@@ -15,7 +15,9 @@ from augsbert.sampling import bm25 as bm25_module
 from augsbert.sampling import semantic as semantic_module
 from augsbert.sampling.pool import PairCollector, random_partners
 from augsbert.sampling.shards import gold_keys, select_pairs, shard_rows
-from augsbert.jobs import candidates, labels, pool_index
+from augsbert.data import tables
+from augsbert.jobs import candidate_shard, candidates, label_shard, labels, pool_index
+from augsbert.models.teacher import Teacher
 from conftest import REPO
 from test_candidates import make_data
 from test_plan import keys
@@ -28,7 +30,7 @@ def small_blocks(monkeypatch):
     """Blocks of a few rows, so 3 shards of a 59-sentence pool each hold several whole blocks."""
     monkeypatch.setattr(semantic_module, "QUERY_BLOCK", 8)
     monkeypatch.setattr(bm25_module, "BLOCK_BYTES", 8 * 59 * 5)  # 5 BM25 queries per block
-    monkeypatch.setattr(labels, "SCORE_CHUNK", 16)
+    monkeypatch.setattr(tables, "READ_CHUNK", 16)
 
 
 def candidate_spec(data, strategies, model=None, **extra):
@@ -51,8 +53,8 @@ def sharded_candidates(tmp_path, spec, shards=SHARDS):
     inputs = {"data": spec["inputs"]["data"], "index": str(index)}
     for shard in range(shards):
         out = tmp_path / f"shard{shard}"
-        candidates.run_shard({"params": {**params, "shards": shards, "shard": shard},
-                              "inputs": {"index": str(index)}}, out)
+        candidate_shard.run({"params": {**params, "shards": shards, "shard": shard},
+                             "inputs": {"index": str(index)}}, out)
         inputs[f"shard_{shard}"] = str(out)
     merged = candidates.run({**spec, "params": {**params, "shards": shards}, "inputs": inputs}, tmp_path / "merged")
     return merged, pd.read_parquet(tmp_path / "merged" / "candidates.parquet")
@@ -131,8 +133,8 @@ def test_sharded_labels_equal_the_unsharded_run(tmp_path, small_blocks, tiny_mod
     shard_inputs = {}
     for shard in range(SHARDS):
         out = tmp_path / f"label_shard{shard}"
-        labels.run_shard({"params": {"batch_size": 16, "shards": SHARDS, "shard": shard},
-                          "inputs": {"teacher": str(teacher), "candidates": str(tmp_path / "cands")}}, out, device="cpu")
+        label_shard.run({"params": {"batch_size": 16, "shards": SHARDS, "shard": shard},
+                         "inputs": {"teacher": str(teacher), "candidates": str(tmp_path / "cands")}}, out, device="cpu")
         shard_inputs[f"label_shard_{shard}"] = str(out)
     merged = labels.run({"stage": "labels", "key": "t-0000000000", "params": {**params, "shards": SHARDS},
                          "inputs": {**inputs, **shard_inputs}}, tmp_path / "merged", device="cpu")
@@ -154,14 +156,14 @@ def test_streaming_scores_equal_the_in_memory_path(tmp_path, tiny_model, monkeyp
     pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path, row_group_size=23)  # groups != chunks
     from augsbert.stages.labels import LabelShardParams
 
-    teacher = labels.Teacher({"inputs": {"teacher": str(teacher_dir)}},
-                             LabelShardParams(batch_size=16, shards=1, shard=0), "cpu")
+    teacher = Teacher({"inputs": {"teacher": str(teacher_dir)}},
+                      LabelShardParams(batch_size=16, shards=1, shard=0), "cpu")
     in_memory = teacher.arch.predict(teacher.model, list(zip(frame.sentence1, frame.sentence2)), 16, teacher.params)
     streamed = np.empty(60)
-    teacher.score_rows(path, 0, 60, streamed)  # SCORE_CHUNK > 60: one call, as the in-memory path
+    teacher.score_rows(path, 0, 60, streamed)  # READ_CHUNK > 60: one call, as the in-memory path
     np.testing.assert_array_equal(streamed, in_memory)
-    monkeypatch.setattr(labels, "SCORE_CHUNK", 16)
-    pieces = [(first, t.num_rows) for first, t in labels.read_rows(path, 16, 60)]
+    monkeypatch.setattr(tables, "READ_CHUNK", 16)
+    pieces = [(first, t.num_rows) for first, t in tables.read_rows(path, 16, 60)]
     assert pieces == [(16, 16), (32, 16), (48, 12)]
     part = np.empty(60 - 16)
     teacher.score_rows(path, 16, 60, part)  # chunks of 16: each sorted by length on its own

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from augsbert.reporting import tables
-from augsbert.jobs.results import summarise, validate_results
+from augsbert.reporting.results import summarise, validate_results
 from augsbert.store.results_files import seal
 
 

@@ -164,7 +164,7 @@ def test_ensemble_scores_are_the_combination_of_the_members_predictions(tmp_path
     plain mean, checked above)."""
     method = "zscore"
     from augsbert.data.pool import read_split
-    from augsbert.jobs.labels import TrainedPairModel
+    from augsbert.models.teacher import TrainedPairModel
     from augsbert.training.pairs import pairs_of
 
     monkeypatch.chdir(tmp_path)
@@ -245,7 +245,7 @@ def test_no_gold_label_reaches_a_trans_encoder_model(tmp_path, monkeypatch, tiny
 
 def test_members_and_rounds_are_model_rows_of_the_results_and_tables():
     from augsbert.reporting.layout import numbered_roles, row_label
-    from augsbert.jobs.results import role_description, role_order
+    from augsbert.reporting.results import role_description, role_order
 
     assert role_description("teacher_member_1").startswith("teacher ensemble member 2")
     assert "round 3" in role_description("te_bi_3_mutual") and "mutual" in role_description("te_bi_3_mutual")

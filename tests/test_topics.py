@@ -159,7 +159,8 @@ def student_spec(tmp_path, prompt_on: bool) -> dict:
 
 @pytest.mark.parametrize("mode", ["hidden", "prompted"])
 def test_student_training_texts_follow_the_prompt_setting(tmp_path, monkeypatch, mode):
-    from augsbert.jobs import train as stage
+    from augsbert.jobs import student
+    from augsbert.training import pair_job
 
     seen = {}
 
@@ -167,9 +168,9 @@ def test_student_training_texts_follow_the_prompt_setting(tmp_path, monkeypatch,
         seen.update(train=train, dev=dev)
         raise Captured
 
-    monkeypatch.setattr(stage, "fit", fake_fit)
+    monkeypatch.setattr(pair_job, "fit", fake_fit)
     with pytest.raises(Captured):
-        stage.run_student(student_spec(tmp_path, mode == "prompted"), tmp_path / "out", device="cpu")
+        student.run(student_spec(tmp_path, mode == "prompted"), tmp_path / "out", device="cpu")
     texts = seen["train"]["sentence1"].tolist() + seen["train"]["sentence2"].tolist()
     if mode == "hidden":  # the same teacher scores, plain texts
         assert not any("¥" in t for t in texts + seen["dev"]["sentence1"].tolist())
@@ -290,7 +291,7 @@ def write_newsgroups(root, per_group: int = 5):
 
 def load_dataset(tmp_path, definition: dict):
     from augsbert.config.load import load_config
-    from augsbert.jobs import prepare_data
+    from augsbert.jobs import data as data_job
 
     cfg = tmp_path / "config.yaml"
     tmp_path.mkdir(parents=True, exist_ok=True)
@@ -303,7 +304,7 @@ def load_dataset(tmp_path, definition: dict):
     plan = Plan(load_config(str(cfg)))
     node = data_node(plan, "corpus")
     out = tmp_path / "data_artifact"
-    prepare_data.run(plan.spec(node.key), out)
+    data_job.run(plan.spec(node.key), out)
     return out, node
 
 

@@ -207,7 +207,7 @@ def test_a_stage_between_labels_and_student_is_three_files_and_a_dry_run(tmp_pat
 def test_the_results_find_the_teachers_statistics_under_a_refined_labels_role(tmp_path):
     """collect-results and the model card read the labelling stage's sampling statistics through the run's
     `labels`, which a refining stage (the filter above) may hold: they follow its `labels` inputs down."""
-    from augsbert.jobs.results import labelling_artifact
+    from augsbert.reporting.results import labelling_artifact
 
     labels, filtered = tmp_path / "labels", tmp_path / "filtered"
     for folder, inputs in ((labels, {"teacher": "t"}), (filtered, {"labels": str(labels)})):

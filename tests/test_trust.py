@@ -205,7 +205,7 @@ def test_a_full_disk_while_a_library_saves_a_model(tmp_path, capsys, monkeypatch
     """safetensors reports a full disk in a SafetensorError of its own, not an OSError: it ended in a traceback."""
     from safetensors import SafetensorError
 
-    import augsbert.jobs.prepare_data as stage
+    import augsbert.jobs.data as stage
 
     def save(*args, **kwargs):
         raise SafetensorError('Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "No space '

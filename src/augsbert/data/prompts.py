@@ -150,3 +150,15 @@ def prompt_positions(input_ids: torch.Tensor, start_id: int, delimiter_id: int) 
     has_delim = per_segment.gather(1, segment) > 0
     in_prompt = (within == 0) | (is_delim & (within == 1))
     return in_prompt & has_delim & (segment > 0) & ~is_start
+
+
+def with_topics(pairs: pd.DataFrame, topics: dict[str, str], pair_topic: pd.Series | None = None) -> pd.DataFrame:
+    """`pairs` with `topic1` / `topic2`: the pair's own topic where given, else each text's (`topic_map`)."""
+    out = pairs.copy()
+    for side, column in ((1, "sentence1"), (2, "sentence2")):
+        looked_up = out[column].map(lambda t: topics.get(normalise_text(t), ""))
+        if pair_topic is not None:
+            own = pd.Series(pair_topic.fillna("").astype(str).to_numpy(), index=out.index)
+            looked_up = own.where(own != "", looked_up)
+        out[f"topic{side}"] = looked_up
+    return out

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -251,3 +252,47 @@ def read_pairs(path: str | Path) -> pd.DataFrame:
     if missing:
         raise DataError(f"{path}: not a pair table (missing columns {missing})")
     return table
+
+
+READ_CHUNK = 1 << 18  # rows of a parquet file read (and scored) at a time by `read_rows`: bounded memory
+
+
+def read_rows(path: str | Path, start: int, stop: int, chunk: int | None = None,
+              columns: list[str] | None = None) -> Iterator[tuple[int, "pa.Table"]]:
+    """Rows `[start, stop)` of a parquet file as `(first row, table)` pieces of at most `chunk` rows
+    (READ_CHUNK), cut at multiples of `chunk` counted from row 0: a shard that starts at such a multiple
+    reads the very pieces a whole read does. Only the row groups that hold the range are read."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    chunk = chunk or READ_CHUNK
+    if stop <= start:
+        return
+    source = pq.ParquetFile(path)
+    sizes = [source.metadata.row_group(g).num_rows for g in range(source.metadata.num_row_groups)]
+    offsets = np.cumsum([0, *sizes])
+    first = max(0, int(np.searchsorted(offsets, start, side="right")) - 1)
+    position, pending, pending_rows, emitted = int(offsets[first]), [], 0, start
+    for batch in source.iter_batches(batch_size=min(chunk, 65536), row_groups=range(first, len(sizes)),
+                                     columns=columns):
+        lo, hi = max(position, start), min(position + batch.num_rows, stop)
+        if hi > lo:
+            pending.append(batch.slice(lo - position, hi - lo))
+            pending_rows += hi - lo
+        position += batch.num_rows
+        boundary = (emitted // chunk + 1) * chunk  # the next multiple of chunk
+        while pending_rows and (emitted + pending_rows >= boundary or position >= stop):
+            table = pa.Table.from_batches(pending)
+            size = min(pending_rows, boundary - emitted)
+            yield emitted, table.slice(0, size)
+            rest = table.slice(size)
+            pending, pending_rows, emitted = rest.to_batches(), rest.num_rows, emitted + size
+            boundary = (emitted // chunk + 1) * chunk
+        if position >= stop:
+            return
+
+
+def candidate_count(path: str | Path) -> int:
+    import pyarrow.parquet as pq
+
+    return pq.ParquetFile(path).metadata.num_rows

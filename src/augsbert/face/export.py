@@ -45,7 +45,7 @@ from ..store.artifacts import (
     write_json,
     writing,
 )
-from ..jobs.results import labelling_artifact
+from ..reporting.results import labelling_artifact
 from ..store.manifests import file_digest
 from ..store.results_files import check_results
 from .backends import BACKENDS, ONNX_CONFIGS, QUANTIZATIONS

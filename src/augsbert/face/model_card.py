@@ -34,7 +34,7 @@ from huggingface_hub import snapshot_download
 from transformers import TrainingArguments
 
 from ..data.pool import read_split
-from ..jobs.train import student_training_set
+from ..training.pair_job import student_training_set
 from ..store.model_refs import ALIAS_HUB_IDS, ALIASES, reference_kind
 from ..models.student_losses import student_loss
 from ..params import read_params

@@ -21,7 +21,7 @@ from . import cli
 PRELOAD_ENV = "AUGSBERT_WARM_PRELOAD"  # comma-separated modules to import instead of PRELOAD (tests)
 PRELOAD = ("torch", "transformers", "transformers.trainer", "sentence_transformers", "datasets", "accelerate",
            "pandas", "pyarrow.parquet", "scipy.stats", "augsbert.face.cli", "augsbert.training.pairs",
-           "augsbert.models.architectures", "augsbert.jobs.train")
+           "augsbert.models.architectures", "augsbert.training.pair_job")
 KILL_GRACE_S = 10.0
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 

@@ -13,7 +13,9 @@ from ..models import resolve_device
 from ..models.mlm import masked_lm_from
 from ..params import read_params
 from ..stages.adapt import AdaptParams
-from .common import checkpoint_dir, model_path, precision
+from ..store.artifacts import checkpoint_dir
+from ..store.model_refs import model_path
+from ..models.device import precision
 from ..data.pool import target_pool
 from ..data.prompts import prompt_pairs, topic_map
 

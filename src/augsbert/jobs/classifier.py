@@ -23,7 +23,9 @@ from ..models import resolve_device
 from ..training.classifier import fit
 from ..params import read_params
 from ..stages.classifier import ClassifierParams
-from .common import checkpoint_dir, model_path, precision
+from ..store.artifacts import checkpoint_dir
+from ..store.model_refs import model_path
+from ..models.device import precision
 from ..data.pool import evaluation_sentences, read_split
 
 log = logging.getLogger(__name__)

@@ -28,9 +28,9 @@ from ..models import resolve_device
 from ..params import read_params
 from ..stages.negatives import BM25, PER_STEP, NegativesParams
 from ..sampling.hard_negatives import Rule, bi_encoder_scores, bm25_scores, cached_embeddings, mine
-from .common import model_path
-from .gpl import stream_scores
-from .zero_shot import load_bi_encoder
+from ..store.model_refs import model_path
+from ..models.inference import stream_scores
+from ..models.architectures import load_bi_encoder
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ def cross_encoder_scores(params: NegativesParams, device: str):
 
     model = CrossEncoder(model_path(params, params.cross_encoder), device=device, max_length=params.max_length)
 
-    def rescore(pairs):  # an iterable of pairs, scored a chunk at a time (jobs.gpl.stream_scores)
+    def rescore(pairs):  # an iterable of pairs, scored a chunk at a time (augsbert.models.inference.stream_scores)
         return stream_scores(model, pairs, params.batch_size, params.cross_encoder_scale)
 
     return rescore

@@ -25,7 +25,7 @@ from ..models import resolve_device
 from ..sampling.semantic import build_index, normalised
 from ..params import read_params
 from ..stages.candidates import PoolIndexParams
-from .candidates import INDEX_FILES, embed_pool
+from ..sampling.passes import INDEX_FILES, embed_pool
 from ..data.pool import target_pool
 
 log = logging.getLogger(__name__)

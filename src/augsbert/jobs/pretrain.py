@@ -24,7 +24,9 @@ from ..pretraining.objective import load
 from ..pretraining.objectives import OBJECTIVES, build_loss
 from ..stages.pretrain import PretrainParams
 from ..training.pretrain import build_encoder, fit, held_out_loss
-from .common import checkpoint_dir, model_path, precision
+from ..store.artifacts import checkpoint_dir
+from ..store.model_refs import model_path
+from ..models.device import precision
 from ..data.pool import evaluation_sentences, read_split
 from .pretrain_rows import checked_regulators, corpus, rcl_rows, read_triples, split_triples
 

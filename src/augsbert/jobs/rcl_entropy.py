@@ -31,7 +31,9 @@ from ..models import resolve_device
 from ..params import read_params
 from ..stages.pretrain import PretrainParams
 from ..stages.rcl_entropy import RclEntropyParams
-from .common import checkpoint_dir, model_path, precision
+from ..store.artifacts import checkpoint_dir
+from ..store.model_refs import model_path
+from ..models.device import precision
 from .pretrain import base_held_out_loss
 from .pretrain_rows import rcl_rows, rows_digest
 from ..pretraining.rcl import DOCUMENT_FILE, QUERY_FILE, ROWS_FILE

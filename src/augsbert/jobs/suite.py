@@ -25,9 +25,9 @@ from ..evaluation.useb import useb_suite
 from ..models import resolve_device
 from ..params import read_params
 from ..stages.suite import SuiteParams
-from .common import model_path
+from ..store.model_refs import model_path
 from ..data.pool import read_split
-from .zero_shot import load_bi_encoder
+from ..models.architectures import load_bi_encoder
 from ..evaluation.mteb_suite import mteb_suite
 from ..data.beir import load_prepared
 from ..evaluation.beir_retrieval import evaluate_retrieval

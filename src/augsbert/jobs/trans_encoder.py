@@ -23,10 +23,10 @@ from ..models.architectures import ARCHITECTURES
 from ..params import read_params
 from ..stages.trans_encoder import SCORER_INPUT, TransEncoderParams
 from ..training.pairs import pairs_of
-from .common import model_path
+from ..store.model_refs import model_path
 from ..data.pool import read_split
-from .labels import TrainedPairModel
-from .zero_shot import load_bi_encoder
+from ..models.teacher import TrainedPairModel
+from ..models.architectures import load_bi_encoder
 from ..evaluation import correlations
 
 log = logging.getLogger(__name__)

@@ -10,21 +10,13 @@ import pandas as pd
 from ..store.artifacts import artifact_dir, write_json
 from ..evaluation import correlations, cosine_scores
 from ..models import resolve_device
+from ..models.architectures import load_bi_encoder
 from ..params import read_params
 from ..stages.zero_shot import ZeroShotParams
-from .common import model_path
+from ..store.model_refs import model_path
 from ..data.pool import read_split
 
 log = logging.getLogger(__name__)
-
-
-def load_bi_encoder(ref: str, device: str, max_length: int):
-    """A SentenceTransformer from the local model directory `ref` (mean pooling is added for plain encoders)."""
-    from sentence_transformers import SentenceTransformer
-
-    model = SentenceTransformer(ref, device=device)
-    model.max_seq_length = max_length
-    return model
 
 
 def _is_beir(data_dir) -> bool:

@@ -22,6 +22,16 @@ from .cross_bi_encoder import CrossBiEncoder
 
 log = logging.getLogger(__name__)
 
+
+def load_bi_encoder(ref: str, device: str, max_length: int):
+    """A SentenceTransformer from the local model directory `ref` (mean pooling is added for plain encoders)."""
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(ref, device=device)
+    model.max_seq_length = max_length
+    return model
+
+
 ACTIVATIONS = {"sigmoid": torch.nn.Sigmoid, "tanh": torch.nn.Tanh, "identity": torch.nn.Identity}
 
 

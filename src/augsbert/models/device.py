@@ -57,3 +57,8 @@ def resolve_device(preference: str | None = None) -> str:
     if pref == "mps" and not torch.backends.mps.is_available():
         raise ConfigError("device 'mps' requested, but it is not available (set device: auto or cpu)")
     return pref
+
+
+def precision() -> str:
+    """auto | fp32 | fp16 | bf16, from $AUGSBERT_PRECISION (the Snakefile sets it from the config)."""
+    return os.environ.get(PRECISION_ENV, "auto")

@@ -28,14 +28,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 from collections.abc import Sequence
 
 import numpy as np
 
 from ..scheduling.gpu_memory import SAFETY, forward_bytes_per_token, DEFAULT_DIMS, CONTEXT_MB
 from ..scheduling.gpus import job_claim
-from .device import PRECISION_ENV
+from .device import precision
 from .compact import is_static
 
 log = logging.getLogger(__name__)
@@ -128,10 +127,10 @@ def autocast(model):
         return contextlib.nullcontext()
     import torch
 
-    precision = os.environ.get(PRECISION_ENV, "auto")
-    if precision == "fp32":
+    mode = precision()
+    if mode == "fp32":
         return contextlib.nullcontext()
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+    dtype = torch.bfloat16 if mode == "bf16" else torch.float16
     return torch.autocast("cuda", dtype=dtype)
 
 
@@ -190,3 +189,27 @@ def scores_by_dim(model, pairs: Sequence[tuple[str, str]], dims: Sequence[int],
         norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
         scores[int(d)] = np.einsum("ij,ij->i", a, b) / np.where(norms == 0, 1.0, norms)
     return scores
+
+
+SCORE_CHUNK = 65_536  # (query, passage) pairs held for a Cross-Encoder at a time (stream_scores)
+
+
+def stream_scores(model, pairs, batch_size: int, scale: str, chunk: int = SCORE_CHUNK) -> np.ndarray:
+    """The Cross-Encoder's scores of an iterable of (query, passage) pairs, `chunk` pairs in memory at a time."""
+    import torch
+
+    activation = torch.nn.Sigmoid() if scale == "sigmoid" else torch.nn.Identity()
+    out, buffer = [], []
+
+    def flush():
+        out.append(np.asarray(model.predict(buffer, batch_size=batch_size, activation_fn=activation,
+                                            convert_to_numpy=True, show_progress_bar=False), dtype=np.float64))
+        buffer.clear()
+
+    for pair in pairs:
+        buffer.append(pair)
+        if len(buffer) == chunk:
+            flush()
+    if buffer:
+        flush()
+    return np.concatenate(out) if out else np.zeros(0)

@@ -18,9 +18,10 @@ FAISS_FROM = 200_000  # passages: from here on faiss.knn (the same hits, faster)
 FAISS_QUERIES = 8192  # queries per faiss.knn call (its own buffers are per call)
 
 
-def block_rows(n_corpus: int, row_bytes: int = 4) -> int:
-    """Queries per block whose scores against `n_corpus` passages take about BLOCK_BYTES."""
-    return max(1, BLOCK_BYTES // (row_bytes * max(1, n_corpus)))
+def block_rows(n_corpus: int, row_bytes: int = 4, block_bytes: int | None = None) -> int:
+    """Queries per block whose scores (`row_bytes` each) against `n_corpus` passages take about `block_bytes`
+    (BLOCK_BYTES, read at call time)."""
+    return max(1, (block_bytes or BLOCK_BYTES) // (row_bytes * max(1, n_corpus)))
 
 
 def best_of_block(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

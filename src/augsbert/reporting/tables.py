@@ -80,7 +80,7 @@ def collect(spec: dict, results_dir: str | Path) -> tuple[pd.DataFrame, dict[str
 
 def _results_file(path: Path, grid: str) -> dict:
     """A grid cell's results document, as collect-results wrote it from artifacts that still hold what they held
-    (augsbert.jobs.results.check_results): an edited or stale results file is not published."""
+    (augsbert.reporting.results.check_results): an edited or stale results file is not published."""
     if not path.is_file():
         raise DamagedArtifactError(f"{path}: no results file yet (grid {grid} needs it); run the workflow for the "
                                    f"grid's table (`snakemake --cores 2 results/tables/{grid}.md`), which collects "

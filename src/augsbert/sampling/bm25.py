@@ -15,14 +15,11 @@ import numpy as np
 import torch
 from scipy import sparse
 
+from ..models.search import block_rows
+
 _WORD = re.compile(r"\w+")
 FREQUENT_SHARE = 50  # terms in more than 1/50 of the documents are multiplied densely (measured best)
 BLOCK_BYTES = 64 * 2**20  # one dense block of query x pool scores
-
-
-def block_rows(n: int, block_bytes: int = BLOCK_BYTES) -> int:
-    """Queries per dense block for a pool of n texts (float64 scores)."""
-    return max(1, block_bytes // (8 * n))
 
 
 def default_tokenize(text: str) -> list[str]:
@@ -82,7 +79,7 @@ def bm25_neighbors(
 
     `rows=(start, stop)` queries only those texts (the corpus is still the
     whole pool) and returns their stop - start rows: a shard of a large pool.
-    With `start` a multiple of `block_rows(N, block_bytes)` every query block
+    With `start` a multiple of `block_rows(N, 8, block_bytes)` every query block
     is the one the whole-pool call forms, so the rows are bit for bit those
     of the whole-pool call (candidates.shards relies on this).
     """
@@ -108,7 +105,7 @@ def bm25_neighbors(
     counts_csc = counts.tocsc()
     counts_frequent = counts_csc[:, frequent].tocsr()
     counts_rare = counts_csc[:, np.flatnonzero(is_rare)].tocsr()
-    block = block_rows(n, block_bytes)
+    block = block_rows(n, 8, block_bytes)  # float64 scores
     indices = np.empty((last - first, k), dtype=np.int64)
     scores = np.empty((last - first, k), dtype=np.float64)
     for start in range(first, last, block):

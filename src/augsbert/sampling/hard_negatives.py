@@ -29,8 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..models.search import FAISS_FROM, best_of_block, top_k
-from .bm25 import block_rows, bm25_weights, default_tokenize, term_counts
+from ..models.search import FAISS_FROM, best_of_block, block_rows, top_k
+from .bm25 import bm25_weights, default_tokenize, term_counts
 
 
 @dataclass(frozen=True)
@@ -149,7 +149,7 @@ def candidates_and_positives(block_scores: ScoreBlock, n_queries: int, n_corpus:
         sc = sc.astype(np.float64)
         positive_scores = [[block_scores.pair(q, p) for p in positives[q]] for q in range(n_queries)]
     else:
-        block = block_rows(n_corpus)
+        block = block_rows(n_corpus, 8)  # float64 scores
         indices, scores, positive_scores = [], [], []
         for start in range(0, n_queries, block):
             stop = min(n_queries, start + block)

@@ -43,7 +43,7 @@ command line and the job sizing need to know of a stage is read from here, so th
   results files by place (thesis order: zero-shot 10, pre-trained 20, classifier 25, lower bound 30, teacher
   40, student 50, GPL 60); `{arch}` in a title is the teacher's architecture, the student's title is the
   grid's `student_title` (augsbert.reporting.layout); the description says what the model is in a results
-  file (augsbert.jobs.results).
+  file (augsbert.reporting.results).
 
 Importing this module imports nothing else of the package.
 """

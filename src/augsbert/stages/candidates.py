@@ -1,5 +1,5 @@
 """The sampling stages: `candidates` (silver candidate pairs) and, with `candidates.shards > 1`, `pool_index`
-and `candidate_shard` (jobs: augsbert.jobs.candidates, augsbert.jobs.pool_index)."""
+and `candidate_shard` (jobs: augsbert.jobs.candidates, augsbert.jobs.pool_index, augsbert.jobs.candidate_shard)."""
 
 from __future__ import annotations
 
@@ -84,7 +84,7 @@ POOL_INDEX = Stage("pool_index", 1, "candidates.shards > 1: write the sentence p
                    fixed_resources={"mem_mb": 32000, "runtime": 480, "gpu": 1}, aliases=("index-pool",),
                    rule_alias="index_pool", params=PoolIndexParams)
 CANDIDATE_SHARD = Stage("candidate_shard", 1, "candidates.shards > 1: partners of one range of query sentences (merged "
-                        "by candidates)", "augsbert.jobs.candidates:run_shard", section="candidates",
+                        "by candidates)", "augsbert.jobs.candidate_shard:run", section="candidates",
                         runtime=SAMPLING_RUNTIME,
                         roles=("candidate_shard_0",),  # --role candidate_shard_<n> for the n-th shard
                         gpu=False, fixed_resources={"mem_mb": 32000, "runtime": 480, "gpu": 0},

@@ -1,4 +1,4 @@
-"""The `data` stage: a dataset's raw files read into canonical parquet splits (job: augsbert.jobs.prepare_data)."""
+"""The `data` stage: a dataset's raw files read into canonical parquet splits (job: augsbert.jobs.data)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ class DataParams(Params):
     options: dict[str, Any] = field(default_factory=dict)
 
 
-DATA = Stage("data", 3, "read a dataset's raw files into canonical parquet splits", "augsbert.jobs.prepare_data:run",
+DATA = Stage("data", 3, "read a dataset's raw files into canonical parquet splits", "augsbert.jobs.data:run",
              section="datasets", runtime=("data_dir", "path", "train", "dev", "test", "unlabeled"),
              roles=("data", "source_data"),
              gpu=False, device=False, seconds_per_item=0.001, base_mem_mb=4000, mb_per_item=0.002,

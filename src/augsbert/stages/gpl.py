@@ -43,7 +43,7 @@ class GplParams(Params):
 
 
 GPL_STUDENT = Stage("gpl", 1, "train a Bi-Encoder on a pretrained Cross-Encoder's margins over mined negatives "
-                    "(GPL: MarginMSE or KL-divergence, a step budget)", "augsbert.jobs.gpl:run_student",
+                    "(GPL: MarginMSE or KL-divergence, a step budget)", "augsbert.jobs.gpl:run",
                     section="student", runtime=MODEL_SETTINGS, roles=("gpl",), seconds_per_item=0.02,
                     mb_per_item=0.002, gpu_sequences=3, params=GplParams,
                     plan=lambda seed_plan: plan_gpl(seed_plan), needs=("data", "teacher", "pretrained"),

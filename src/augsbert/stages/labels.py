@@ -1,5 +1,5 @@
 """The labelling stages: `labels` (the teacher's silver scores) and, with `candidates.shards > 1`, `label_shard`
-(job: augsbert.jobs.labels)."""
+(jobs: augsbert.jobs.labels, augsbert.jobs.label_shard)."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ LABELS = Stage("labels", 3, "score pairs with the teacher (silver labels)", "aug
                needs=("data", "source_data", "gold_subset", "teacher", "candidates"),
                items=lambda plan, node: label_pairs(plan, node.key), holds=("pairs.parquet", "sampling_stats.json"))
 LABEL_SHARD = Stage("label_shard", 1, "candidates.shards > 1: teacher scores of one row range of the candidates, "
-                    "streamed from parquet (merged by labels)", "augsbert.jobs.labels:run_shard", section="labels",
+                    "streamed from parquet (merged by labels)", "augsbert.jobs.label_shard:run", section="labels",
                     runtime=("batch_size",), roles=("label_shard_0",),
                     fixed_resources={"mem_mb": 8000, "runtime": 720, "gpu": 1}, aliases=("label-pairs-shard",),
                     rule_alias="label_pairs_shard", params=LabelShardParams)

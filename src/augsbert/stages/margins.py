@@ -1,5 +1,5 @@
 """The `margins` stage: a pretrained Cross-Encoder scores the mined (query, positive, negatives) lists, no
-training, no gold: GPL's pseudo labels (Wang et al., NAACL 2022; job: augsbert.jobs.gpl)."""
+training, no gold: GPL's pseudo labels (Wang et al., NAACL 2022; job: augsbert.jobs.margins)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ class MarginsParams(Params):
 
 
 MARGINS = Stage("margins", 1, "score mined (query, positive, negatives) lists with a pretrained Cross-Encoder (GPL's "
-                "pseudo labels: the margins)", "augsbert.jobs.gpl:run_margins", section="teacher",
+                "pseudo labels: the margins)", "augsbert.jobs.margins:run", section="teacher",
                 runtime=("batch_size", "model"), roles=("margins",), seconds_per_item=0.01, base_mem_mb=8000,
                 params=MarginsParams)
 STAGES = (MARGINS,)

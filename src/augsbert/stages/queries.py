@@ -1,5 +1,5 @@
 """The `queries` stage: (query, passage) pairs generated for a target corpus without labels, GPL's first step
-(job: augsbert.jobs.queries)."""
+(jobs: augsbert.jobs.queries, augsbert.jobs.query_shard)."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ QUERIES = Stage("queries", 2, "generate (query, passage) pairs for the target co
                 uses_gpu=lambda node: node.params.get("shards", 1) == 1,  # sharded: it merges the shards' texts
                 check=lambda graph, name, exp: check_corpus(graph, name, exp))
 QUERY_SHARD = Stage("query_shard", 1, "queries.shards > 1: the generated texts of one range of passages (merged "
-                    "by queries)", "augsbert.jobs.queries:run_shard", section="queries", runtime=("hub_revisions",),
+                    "by queries)", "augsbert.jobs.query_shard:run", section="queries", runtime=("hub_revisions",),
                     roles=("query_shard_0",), fixed_resources={"mem_mb": 16000, "runtime": 720, "gpu": 1},
                     params=QueryShardParams)
 STAGES = (QUERIES, QUERY_SHARD)

@@ -1,5 +1,5 @@
 """The `student` stage: a Bi-Encoder trained on teacher-labelled pairs (with or without the gold), and the
-lower bound, the same Bi-Encoder on gold labels only (job: augsbert.jobs.train)."""
+lower bound, the same Bi-Encoder on gold labels only (job: augsbert.jobs.student)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ class StudentParams(PairTrainingParams):
 
 
 STUDENT = Stage("student", 3, "train a Bi-Encoder on gold and/or teacher-labelled pairs (also the lower bound)",
-                "augsbert.jobs.train:run_student", section="student", runtime=MODEL_SETTINGS,
+                "augsbert.jobs.student:run", section="student", runtime=MODEL_SETTINGS,
                 roles=("student", "lower_bound"), data_parallel=True, seconds_per_item=0.01, mb_per_item=0.002,
                 aliases=("train-student",), rule_alias="train_student", gpu_sequences=2,  # both sides of a pair
                 params=StudentParams, plan=lambda seed_plan: plan_student(seed_plan),

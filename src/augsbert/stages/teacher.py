@@ -1,5 +1,5 @@
 """The `teacher` stage: the pair model (Cross-Encoder or Cross-Bi-Encoder) trained on gold, or on a
-Trans-Encoder round's scores (job: augsbert.jobs.train). With `teacher.ensemble` each member is a teacher node
+Trans-Encoder round's scores (job: augsbert.jobs.teacher). With `teacher.ensemble` each member is a teacher node
 and the experiment's teacher is their `teacher_ensemble` node."""
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ class TeacherParams(PairTrainingParams):
 
 
 TEACHER = Stage("teacher", 3, "train the teacher (Cross-Encoder or Cross-Bi-Encoder) on the gold train split",
-                "augsbert.jobs.train:run_teacher", section="teacher", runtime=MODEL_SETTINGS, roles=("teacher",),
+                "augsbert.jobs.teacher:run", section="teacher", runtime=MODEL_SETTINGS, roles=("teacher",),
                 data_parallel=True, seconds_per_item=0.02, mb_per_item=0.002, aliases=("train-teacher",),
                 rule_alias="train_teacher", params=TeacherParams,
                 plan=lambda seed_plan: plan_teacher(seed_plan), needs=("data", "source_data", "gold_subset", "adapt",

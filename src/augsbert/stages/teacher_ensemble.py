@@ -1,5 +1,5 @@
 """The `teacher_ensemble` stage: several teachers' scores combined per pair (`teacher.ensemble`; job:
-augsbert.jobs.ensemble).
+augsbert.jobs.teacher_ensemble).
 
 Each member is an ordinary `teacher` node, planned from the experiment's teacher section with the member's
 options written over it, so a member equal to the single teacher is that teacher's artifact and adding a
@@ -30,7 +30,7 @@ class EnsembleParams(Params):
 
 TEACHER_ENSEMBLE = Stage("teacher_ensemble", 1, "combine the scores of several teachers (teacher.ensemble): the "
                          "ensemble's test score and the statistics labelling combines with",
-                         "augsbert.jobs.ensemble:run", section="teacher", runtime=("eval_batch_size",),
+                         "augsbert.jobs.teacher_ensemble:run", section="teacher", runtime=("eval_batch_size",),
                          roles=("teacher",), seconds_per_item=0.004, base_mem_mb=8000, mb_per_item=0.002,
                          params=EnsembleParams)
 STAGES = (TEACHER_ENSEMBLE,)

@@ -232,6 +232,15 @@ def stage_sidecar(out: str | Path, kind: str) -> Path:
     return out.parent / f".{kind}" / out.name
 
 
+def checkpoint_dir(out: str | Path) -> Path:
+    """`artifacts/<stage>/<key>` -> `artifacts/.checkpoints/<stage>/<key>`: beside, not inside, the output.
+
+    Snakemake deletes a job's declared outputs before it starts, so resumable
+    state must live elsewhere; `artifact_dir(..., checkpoints=)` removes it once
+    the artifact is complete. The artifact's writer lock guards it too.
+    """
+    return stage_sidecar(out, "checkpoints")
+
 def lock_path(out: str | Path) -> Path:
     """`artifacts/teacher/<key>` -> `artifacts/.locks/teacher/<key>.lock`; `results/x.json` ->
     `results/.locks/x.json.lock` (see `stage_sidecar`)."""

@@ -137,3 +137,9 @@ def model_references(section: Any, found: dict | None = None) -> dict[str, str]:
         for item in section:
             model_references(item, found)
     return found
+
+
+def model_path(params, ref: str) -> str:
+    """Local directory of model `ref`, at the hub revision `params` (a stage's ModelParams) pins for it
+    (`hub_revisions`)."""
+    return resolve_model(ref, params.hub_revisions.get(ref))

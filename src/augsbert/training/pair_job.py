@@ -1,29 +1,30 @@
-"""Stages `train_teacher` (Cross-Encoder / Cross-Bi-Encoder on gold) and `train_student` (Bi-Encoder).
-
-Both select the best epoch on dev, evaluate the chosen model on the test
-split and save it in its standard format under `model/`.
+"""A pair model's training job, shared by stages `teacher` (Cross-Encoder / Cross-Bi-Encoder) and `student`
+(Bi-Encoder): the best epoch on dev, the chosen model tested on the test split and saved in its standard
+format under `model/`, with its metrics (`train_and_save`); and what a student learns from
+(`student_training_set`).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 
 import pandas as pd
 
 from ..scheduling import progress
-from ..training import distributed
-from ..store.artifacts import artifact_dir, write_json
+from . import distributed
+from ..store.artifacts import artifact_dir, checkpoint_dir, write_json
 from ..data import DataError, read_pairs
 from ..data.prompts import prompt_pairs
 from ..evaluation import correlations
 from ..models import resolve_device
+from ..models.device import precision
 from ..models.inference import scores_by_dim
-from ..params import PairTrainingParams, read_params
+from ..params import PairTrainingParams
 from ..stages.student import StudentParams
-from ..stages.teacher import TeacherParams
-from ..training.pairs import evaluate, fit, save_model, symmetrise
-from .common import checkpoint_dir, model_path, precision
+from ..store.model_refs import model_path
+from .pairs import evaluate, fit, save_model
 from ..data.pool import read_split
 
 log = logging.getLogger(__name__)
@@ -42,7 +43,7 @@ def selection_dev(spec: dict, selection: str | None) -> pd.DataFrame | None:
     return read_split(inputs.get("dev", inputs["data"]), "dev", required=False)
 
 
-def _train_and_save(arch: str, spec: dict, params: PairTrainingParams, train: pd.DataFrame, out, device,
+def train_and_save(arch: str, spec: dict, params: PairTrainingParams, train: pd.DataFrame, out, device,
                     force) -> dict:
     data = spec["inputs"]["data"]
     # Bi-Encoders: their `selection`; teachers their own dev split, or the last epoch (Trans-Encoder: no gold)
@@ -108,27 +109,11 @@ def encode_speed(model, test: pd.DataFrame, batch_size: int) -> float:
     """Sentences per second encoding the distinct test sentences once more, on the job's device and threads (a
     warm-up batch first): a figure of this job's machine, as noisy as its load; benchmarks/bench_encode.py
     measures the rows side by side."""
-    import time
-
     texts = list(dict.fromkeys([*test["sentence1"].tolist(), *test["sentence2"].tolist()]))
     model.encode(texts[:batch_size], batch_size=batch_size, show_progress_bar=False)
     start = time.perf_counter()
     model.encode(texts, batch_size=batch_size, show_progress_bar=False)
     return round(len(texts) / max(time.perf_counter() - start, 1e-9), 1)
-
-
-def run_teacher(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
-    """A teacher learns the gold train pairs, or, with a `labels` input (Trans-Encoder's cross models), the
-    scores of those pairs and no gold."""
-    params = read_params(TeacherParams, spec)
-    if "labels" in spec["inputs"]:
-        labelled = read_pairs(Path(spec["inputs"]["labels"]) / "pairs.parquet")
-        train = labelled[["sentence1", "sentence2", "score"]].reset_index(drop=True)
-    else:
-        train = read_split(spec["inputs"]["data"], "train")
-    if params.symmetric:
-        train = symmetrise(train)
-    return _train_and_save(params.arch, spec, params, train, out, device, force)
 
 
 def _topics(table: pd.DataFrame) -> list[str]:
@@ -168,9 +153,3 @@ def student_training_set(inputs: dict[str, str], use_gold_labels: bool) -> pd.Da
                         + ("" if use_gold_labels else " and student.use_gold_labels is off"))
     log.info("student training set: %s", table["source"].value_counts(sort=False).to_dict())
     return table
-
-
-def run_student(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
-    params = read_params(StudentParams, spec)
-    train = student_training_set(spec["inputs"], params.use_gold_labels)
-    return _train_and_save("be", spec, params, train, out, device, force)

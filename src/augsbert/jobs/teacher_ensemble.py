@@ -25,7 +25,7 @@ from ..params import read_params
 from ..stages.teacher_ensemble import MEMBER_INPUT, EnsembleParams
 from ..training.pairs import pairs_of
 from ..data.pool import read_split
-from .labels import TrainedPairModel
+from ..models.teacher import TrainedPairModel
 from ..data.prompts import prompt_pairs
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-"""Stage `collect_results`: gather an experiment's artifacts into results/<experiment>.json (sealed with the
+"""`augsbert collect-results` (an experiment's aggregate, not a stage): gather an experiment's artifacts into results/<experiment>.json (sealed with the
 digests of what it read and its own: augsbert.store.results_files)."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from ..store.keys import is_key
 from ..store.manifests import listed_digests
 from ..store.results_files import seal
 from ..config.load import format_errors, load_schema
-from ..reporting.layout import table_rows
+from .layout import table_rows
 
 RESULTS_SCHEMA = "schemas/results.schema.yaml"
 
