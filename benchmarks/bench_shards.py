@@ -106,7 +106,7 @@ def part_merge(args) -> dict:
     import pandas as pd
 
     from augsbert.sampling.pool import random_partners
-    from augsbert.jobs.candidates import write_candidates
+    from augsbert.sampling.candidate_table import write_candidates
 
     pool = sorted(set(zipf_sentences(args.n, seed=1)))
     passes = {"random": [random_partners(len(pool), K, seed=0)]}

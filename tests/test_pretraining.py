@@ -360,7 +360,7 @@ def test_resolved_defaults_follow_the_presets_and_objectives():
 
 def test_nli_triples_are_read_with_file_and_line_errors(tmp_path):
     from augsbert.data import DataError
-    from augsbert.jobs.pretrain import read_triples, split_triples
+    from augsbert.training.pretrain_rows import read_triples, split_triples
 
     good = tmp_path / "nli.tsv"
     good.write_text("anchor\tpositive\tnegative\nA man sleeps.\tSomeone rests.\tA man runs.\n"
@@ -382,7 +382,7 @@ def test_nli_triples_are_read_with_file_and_line_errors(tmp_path):
 def test_corpus_is_unique_sentences_without_the_evaluated_dev_and_test(tmp_path):
     import pandas as pd
 
-    from augsbert.jobs.pretrain import corpus
+    from augsbert.training.pretrain_rows import corpus
 
     def pairs(rows):
         return pd.DataFrame(rows, columns=["sentence1", "sentence2", "score"])

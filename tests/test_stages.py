@@ -2,7 +2,10 @@
 an entry point, job sizes, a config section and a rule, all under its one name."""
 
 import argparse
+import ast
+import importlib
 import re
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +15,7 @@ from augsbert.training.distributed import DISTRIBUTED_COMMANDS
 from augsbert.stages import REGISTRY, STAGES, stage
 from augsbert.scheduling.resources import job_resources, needs_gpu
 from conftest import REPO
+from test_imports import SRC, import_graph
 
 
 def commands() -> dict[str, argparse.ArgumentParser]:
@@ -86,3 +90,60 @@ def test_the_rules_call_each_stage_by_its_name():
         assert parsers[argv[1]].get_default("handler").__closure__  # a stage command, not another one
     assert stage_names_as_commands(["plan", "--config", "x"]) == ["plan", "--config", "x"]
     assert ' augsbert {wildcards.stage:q} --spec' in (REPO / "workflow" / "rules" / "stages.smk").read_text()
+
+
+# ------------------------------------------------------------------ jobs/: one thin entry module per stage
+
+JOBS = REPO / "src" / "augsbert" / "jobs"
+# the modules of jobs/ that are no stage's entry: plumbing every entry (or the CLI) shares
+JOB_PLUMBING = {"__init__": "the package", "specs": "reading and checking a job's --spec",
+                "job_inputs": "re-checking a job's raw files and models against its key"}
+MAX_ENTRY_LINES = 100  # an entry reads its spec and inputs, calls library functions and writes the artifact
+
+
+def entry_problems(path: Path) -> list[str]:
+    """Why the entry module at `path` is not thin: a class, a public function besides `run`, too many lines."""
+    tree = ast.parse(path.read_text())
+    found = [f"{path.name}: defines class {node.name} (library code: move it to its layer)"
+             for node in tree.body if isinstance(node, ast.ClassDef)]
+    found += [f"{path.name}: defines {node.name}() (library code: move it to its layer, or make it a private "
+              "helper of the entry)" for node in tree.body
+              if isinstance(node, ast.FunctionDef) and node.name != "run" and not node.name.startswith("_")]
+    if "run" not in {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}:
+        found.append(f"{path.name}: no `run`")
+    lines = len(path.read_text().splitlines())
+    if lines > MAX_ENTRY_LINES:
+        found.append(f"{path.name}: {lines} lines (at most {MAX_ENTRY_LINES})")
+    return found
+
+
+def test_every_stage_runs_from_the_entry_module_named_after_it():
+    for declared in STAGES:
+        assert declared.runner == f"augsbert.jobs.{declared.name}:run", declared.name
+        assert (JOBS / f"{declared.name}.py").is_file(), declared.name
+        assert declared.load_runner() is importlib.import_module(f"augsbert.jobs.{declared.name}").run
+    entries = {declared.name for declared in STAGES}
+    others = {path.stem for path in JOBS.glob("*.py")} - entries
+    assert others == set(JOB_PLUMBING), f"jobs/ holds modules that are neither an entry nor listed plumbing: " \
+                                        f"{sorted(others - set(JOB_PLUMBING))}"
+
+
+def test_entry_modules_are_thin_and_imported_by_no_module():
+    """Entries hold no class and no public function besides `run` and stay short; nothing imports one (the CLI
+    and the warm server reach them through `Stage.runner`), so what several use lives in a layer below."""
+    found = [problem for declared in STAGES for problem in entry_problems(JOBS / f"{declared.name}.py")]
+    assert not found, "\n".join(found)
+    entries = {f"augsbert.jobs.{declared.name}" for declared in STAGES}
+    _, edges, _ = import_graph(SRC)
+    importers = sorted(f"{e.source} imports {e.target}" for e in edges if e.target in entries)
+    assert not importers, "\n".join(importers)
+
+
+def test_the_thin_entry_check_finds_library_code(tmp_path):
+    job = tmp_path / "fat.py"
+    job.write_text("class Scorer:\n    pass\n\n\ndef score(x):\n    return x\n\n\ndef _helper():\n    pass\n"
+                   + "\n" * MAX_ENTRY_LINES)
+    assert entry_problems(job) == [
+        "fat.py: defines class Scorer (library code: move it to its layer)",
+        "fat.py: defines score() (library code: move it to its layer, or make it a private helper of the entry)",
+        "fat.py: no `run`", f"fat.py: {MAX_ENTRY_LINES + 10} lines (at most {MAX_ENTRY_LINES})"]

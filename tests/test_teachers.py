@@ -95,7 +95,7 @@ def test_gold_fraction_swaps_the_gold_of_every_trained_model_and_nothing_else():
 
 def test_gold_subset_keeps_a_seeded_fraction_and_drops_the_other_scores(tmp_path, monkeypatch):
     from augsbert.data.pool import read_split, target_pool
-    from augsbert.jobs.gold_subset import subset_rows
+    from augsbert.data.pool import subset_rows
 
     rows = subset_rows(20, 0.25, 7)
     assert rows.tolist() == sorted(np.random.default_rng(7).choice(20, size=5, replace=False).tolist())
@@ -165,7 +165,7 @@ def test_ensemble_scores_are_the_combination_of_the_members_predictions(tmp_path
     method = "zscore"
     from augsbert.data.pool import read_split
     from augsbert.models.teacher import TrainedPairModel
-    from augsbert.training.pairs import pairs_of
+    from augsbert.data.tables import pairs_of
 
     monkeypatch.chdir(tmp_path)
     plan = Plan(prepare_config(tiny_config(tmp_path / "raw", tiny_model, {

@@ -224,7 +224,7 @@ def test_classifier_beats_chance_on_separable_topics(tmp_path, tiny_minilm):
     # MiniLM's real weights (one layer): held-out accuracy needs word embeddings that already place "football"
     # near "goal". The random tiny BERT (4 initialisations) reached 50-88% on train and 0.47-0.81 held out
     # here; at lr 5e-3 it learns the train sentences (100%) but stays at 0.75 held out for three of the four.
-    from augsbert.jobs import classifier
+    from augsbert.training import classifier
 
     data = tmp_path / "data"
     write_topic_data(data, n_per_topic=12)
@@ -237,7 +237,7 @@ def test_classifier_beats_chance_on_separable_topics(tmp_path, tiny_minilm):
     model, loss, classes, metrics = classifier.fit(tiny_minilm, texts, topics, params, tmp_path / "work", "cpu")
     assert classes == ["Cooking", "Sport"] and metrics["steps"] == 6
     assert metrics["train_accuracy"] > 75  # chance is 50
-    from augsbert.jobs.classifier import training_sentences as again
+    from augsbert.training.classifier import training_sentences as again
 
     held = [t for t in again(data, exclude_eval=False)[0] if t not in texts]  # dev/test sentences, never trained on
     truth = [topic_map(data)[t] for t in held]
@@ -353,7 +353,7 @@ def test_ukp_sentential_as_released(tmp_path):
 
     pool, _, _ = target_pool(out, "unlabeled", exclude_eval=True)
     assert pool == sorted(t for t, s in zip(table["text"], table["split"]) if s == "train")
-    from augsbert.jobs.classifier import training_sentences
+    from augsbert.training.classifier import training_sentences
 
     assert training_sentences(out, exclude_eval=True)[0] == pool  # the classifier never sees val / test either
     # and the plan sees its topics: prompting is allowed

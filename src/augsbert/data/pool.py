@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from ..errors import DataError
@@ -84,3 +85,46 @@ def pool_too_small(sampling: dict, pool_size: int, prefix: str = "") -> str | No
             return (f"{prefix}candidates.{option}: {k} partners per sentence, but the pool (candidates.pool: "
                     f"{sampling['pool']}) has {pool_size} unique sentence(s), so at most {max(pool_size - 1, 0)}")
     return None
+
+
+def unlabelled_pairs(source: str | Path, params) -> pd.DataFrame:
+    """sentence1, sentence2 of the pair source (a data artifact's train split, `params.source: train`, else a
+    candidates artifact), at most `params.max_pairs` of them (sorted rows of a seeded draw, `params.seed`)."""
+    source = Path(source)
+    if params.source == "train":
+        pairs = read_split(source, "train")[["sentence1", "sentence2"]]  # the scores are dropped here
+    else:
+        pairs = pd.read_parquet(source / "candidates.parquet", columns=["sentence1", "sentence2"])
+    if len(pairs) < 2:
+        raise DataError(f"{source}: {len(pairs)} unlabelled pair(s); Trans-Encoder needs at least 2")
+    if params.max_pairs is not None and params.max_pairs < len(pairs):
+        rows = np.sort(np.random.default_rng(params.seed).choice(len(pairs), size=params.max_pairs, replace=False))
+        pairs = pairs.iloc[rows]
+    return pairs.reset_index(drop=True)
+
+
+def check_pools(data: Path, checks: list[dict]) -> None:
+    """Stop (before any training) when a planned sampling stage asks more partners than its pool has.
+
+    The plan checks this itself once the data exist; on a first run this data
+    job is the earliest point where the pool is known.
+    """
+    for check in checks:
+        sampling = check["candidates"]
+        try:
+            pool = target_pool(data, sampling["pool"], sampling["exclude_eval_sentences"])[0]
+        except DataError:
+            continue  # e.g. no unlabeled corpus: the sampling stage says so with its own message
+        problem = pool_too_small(sampling, len(pool), prefix=f"experiments.{check['experiment']}.")
+        if problem:
+            raise DataError(problem)
+
+
+UNLABELED_PAIRS = "unlabeled_pairs.parquet"  # a few-label dataset's held-back pairs (stage gold_subset)
+
+
+def subset_rows(n: int, fraction: float, seed: int) -> np.ndarray:
+    """Sorted indices of the `round(fraction * n)` kept rows (at least 2, so a Spearman can be computed),
+    drawn without replacement by numpy's PCG64 generator seeded with `seed`."""
+    k = min(n, max(2, round(fraction * n)))
+    return np.sort(np.random.default_rng(seed).choice(n, size=k, replace=False))

@@ -245,8 +245,22 @@ def write_table(table: pd.DataFrame, path: Path) -> None:
     table.reset_index(drop=True).to_parquet(path, index=False)
 
 
+def score_stats(table: pd.DataFrame) -> dict:
+    """Mean, std, min and max of a pair table's scores (4 decimals); {} for no rows."""
+    s = table["score"]
+    if s.empty:
+        return {}
+    return {"mean": round(float(s.mean()), 4), "std": round(float(s.std(ddof=0)), 4),
+            "min": round(float(s.min()), 4), "max": round(float(s.max()), 4)}
+
+
+def pairs_of(table: pd.DataFrame) -> list[tuple[str, str]]:
+    """The (sentence1, sentence2) tuples of a pair table, in its order."""
+    return list(zip(table["sentence1"].tolist(), table["sentence2"].tolist()))
+
+
 def read_pairs(path: str | Path) -> pd.DataFrame:
-    """Read a canonical pair table written by `prepare_data`."""
+    """Read a canonical pair table written by the `data` stage."""
     table = pd.read_parquet(path)
     missing = [c for c in PAIR_COLUMNS if c not in table.columns]
     if missing:

@@ -16,33 +16,17 @@ from pathlib import Path
 import pandas as pd
 
 from ..store.artifacts import artifact_dir, write_json
-from ..data.prompts import topic_map
-from ..data.tables import normalise_text
 from ..evaluation import correlations, cosine_scores
 from ..models import resolve_device
-from ..training.classifier import fit
+from ..training.classifier import fit, training_sentences
 from ..params import read_params
 from ..stages.classifier import ClassifierParams
 from ..store.artifacts import checkpoint_dir
 from ..store.model_refs import model_path
 from ..models.device import precision
-from ..data.pool import evaluation_sentences, read_split
+from ..data.pool import read_split
 
 log = logging.getLogger(__name__)
-
-
-def training_sentences(data: str | Path, exclude_eval: bool) -> tuple[list[str], list[str]]:
-    """(texts, topics) the classifier learns: every topic-labelled sentence, sorted, minus dev/test ones
-    (of the pair splits and of a topic corpus' own split)."""
-    topics = topic_map(data)
-    held = evaluation_sentences(data) if exclude_eval else set()
-    corpus = Path(data) / "unlabeled.parquet"
-    if exclude_eval and corpus.is_file():  # a topic corpus' own dev / test texts (UKP, 20 Newsgroups) too
-        table = pd.read_parquet(corpus)
-        if "split" in table.columns:
-            held |= {normalise_text(t) for t in table.loc[table["split"].isin(["dev", "test"]), "text"]}
-    texts = sorted(t for t in topics if t not in held)
-    return texts, [topics[t] for t in texts]
 
 
 def run(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:

@@ -1,49 +1,22 @@
-"""Stage `prepare_data`: raw dataset files -> canonical parquet split tables."""
+"""Stage `data`: a dataset's raw files read into canonical parquet split tables (train/dev/test(/unlabeled))."""
 
 from __future__ import annotations
 
 import logging
 from pathlib import Path
 
-import pandas as pd
-
 from ..store.artifacts import artifact_dir, write_json
 from ..data import DataError, RowReport, get_loader
-from ..data.tables import duplicate_report, write_table
+from ..data.tables import duplicate_report, score_stats, write_table
 from ..params import read_params
 from ..stages.data import DataParams
-from ..data.pool import pool_too_small, target_pool
+from ..data.pool import check_pools
 from ..data.topic_corpora import read_topic_corpus
 from ..data.beir import write_beir
 from ..scheduling.progress import warn
 from .job_inputs import raw_stamps, read_unchanged
 
 log = logging.getLogger(__name__)
-
-
-def score_stats(table: pd.DataFrame) -> dict:
-    s = table["score"]
-    if s.empty:
-        return {}
-    return {"mean": round(float(s.mean()), 4), "std": round(float(s.std(ddof=0)), 4),
-            "min": round(float(s.min()), 4), "max": round(float(s.max()), 4)}
-
-
-def check_pools(data: Path, checks: list[dict]) -> None:
-    """Stop (before any training) when a planned sampling stage asks more partners than its pool has.
-
-    The plan checks this itself once the data exist; on a first run this data
-    job is the earliest point where the pool is known.
-    """
-    for check in checks:
-        sampling = check["candidates"]
-        try:
-            pool = target_pool(data, sampling["pool"], sampling["exclude_eval_sentences"])[0]
-        except DataError:
-            continue  # e.g. no unlabeled corpus: the sampling stage says so with its own message
-        problem = pool_too_small(sampling, len(pool), prefix=f"experiments.{check['experiment']}.")
-        if problem:
-            raise DataError(problem)
 
 
 def run(spec: dict, out: str | Path, force: bool = False) -> dict:

@@ -18,19 +18,9 @@ from ..data import DataError
 from ..data.tables import write_table
 from ..params import read_params
 from ..stages.gold_subset import GoldSubsetParams
-from ..data.pool import read_split
+from ..data.pool import UNLABELED_PAIRS, read_split, subset_rows
 
 log = logging.getLogger(__name__)
-
-UNLABELED_PAIRS = "unlabeled_pairs.parquet"
-
-
-def subset_rows(n: int, fraction: float, seed: int) -> np.ndarray:
-    """Sorted indices of the `round(fraction * n)` kept rows (at least 2, so a Spearman can be computed),
-    drawn without replacement by numpy's PCG64 generator seeded with `seed`."""
-    k = min(n, max(2, round(fraction * n)))
-    return np.sort(np.random.default_rng(seed).choice(n, size=k, replace=False))
-
 
 def run(spec: dict, out: str | Path, force: bool = False) -> dict:
     params = read_params(GoldSubsetParams, spec)

@@ -1,7 +1,8 @@
 """Stage `negatives`: hard negatives of every (query, positive) pair, mined from the passage corpus.
 
 Each retriever (`bm25`, or a Bi-Encoder reference) ranks the corpus for every
-query; sentence-transformers' selection rule (sampling/hard_negatives.py)
+query; sentence-transformers' selection rule (sampling/hard_negatives.py; its inputs and
+files: sampling/mining.py)
 picks each retriever's negatives, optionally after a Cross-Encoder rescored the
 candidates (a candidate it scores within the margins of the positive is a
 false negative and dropped); the lists are interleaved. `mode: per_step` (GPL)
@@ -21,67 +22,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..store.artifacts import artifact_dir, write_json
 from ..data import DataError
-from ..data.beir import load_prepared
 from ..models import resolve_device
 from ..params import read_params
+from ..sampling.hard_negatives import Rule, bm25_scores, mine
+from ..sampling.mining import bi_encoder_retriever, cross_encoder_scores, qrels_pairs, write_candidate_lists
 from ..stages.negatives import BM25, PER_STEP, NegativesParams
-from ..sampling.hard_negatives import Rule, bi_encoder_scores, bm25_scores, cached_embeddings, mine
-from ..store.model_refs import model_path
-from ..models.inference import stream_scores
-from ..models.architectures import load_bi_encoder
+from ..store.artifacts import artifact_dir, write_json
 
 log = logging.getLogger(__name__)
-
-
-def qrels_pairs(data_dir: str | Path, split: str) -> tuple[list[tuple[str, str]], list[str]]:
-    """(query, positive passage) of every judgement with grade >= 1, and the corpus' passages."""
-    corpus, queries, qrels = load_prepared(data_dir, split)
-    text = dict(zip(queries["id"], queries["text"]))
-    passage = dict(zip(corpus["id"], corpus["passage"]))
-    positive = qrels[qrels["score"] >= 1]
-    if positive.empty:
-        raise DataError(f"{data_dir}: qrels/{split}.tsv has no judgement with a grade >= 1 (no positive pair)")
-    return [(text[q], passage[c]) for q, c in zip(positive["query_id"], positive["corpus_id"])], \
-        corpus["passage"].tolist()
-
-
-def retriever(params: NegativesParams, ref: str, device: str):
-    if ref == BM25:
-        return bm25_scores
-    model = load_bi_encoder(model_path(params, ref), device, params.max_length)
-    identity = params.model_identity.get(ref, ref)
-
-    def make(queries, corpus):
-        return bi_encoder_scores(
-            cached_embeddings(model, queries, identity, params.embedding_cache, params.batch_size),
-            cached_embeddings(model, corpus, identity, params.embedding_cache, params.batch_size))
-
-    return make
-
-
-def cross_encoder_scores(params: NegativesParams, device: str):
-    from sentence_transformers import CrossEncoder
-
-    model = CrossEncoder(model_path(params, params.cross_encoder), device=device, max_length=params.max_length)
-
-    def rescore(pairs):  # an iterable of pairs, scored a chunk at a time (augsbert.models.inference.stream_scores)
-        return stream_scores(model, pairs, params.batch_size, params.cross_encoder_scale)
-
-    return rescore
-
-
-def write_candidates(folder: Path, rows: list, ids: list[list[int]], corpus: list[str]) -> None:
-    """`candidates.parquet` (query, positive, candidates: indices into `passages.parquet`), the union of the
-    retrievers' lists per pair, stored once (GPL's hard-negatives file, gpl/toolkit/mine.py); and the passages
-    the lists name (`passages.parquet`, `passage`)."""
-    used = sorted({i for chosen in ids for i in chosen})
-    new_index = {old: new for new, old in enumerate(used)}
-    pd.DataFrame({"passage": [corpus[i] for i in used]}).to_parquet(folder / "passages.parquet", index=False)
-    pd.DataFrame({"query": [r[0] for r in rows], "positive": [r[1] for r in rows],
-                  "candidates": [np.array([new_index[i] for i in chosen], dtype=np.int32) for chosen in ids]}
-                 ).to_parquet(folder / "candidates.parquet", index=False)
 
 
 def run(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
@@ -96,14 +45,16 @@ def run(spec: dict, out: str | Path, device: str | None = None, force: bool = Fa
     with artifact_dir(out, spec, force) as tmp:
         log.info("negatives: %d pairs, %d passages, retrievers %s", len(pairs), len(corpus), params.retrievers)
         try:
-            mined = mine(pairs, corpus, {ref: retriever(params, ref, device) for ref in params.retrievers}, rule,
+            retrievers = {ref: bm25_scores if ref == BM25 else bi_encoder_retriever(params, ref, device)
+                          for ref in params.retrievers}
+            mined = mine(pairs, corpus, retrievers, rule,
                          cross_encoder_scores(params, device) if params.cross_encoder else None,
                          union=per_step)
         except ValueError as err:  # the rule's own checks (num_negatives, range_min, range_max)
             raise DataError(f"negatives: {err}") from None
         rows = mined["rows"]
         if per_step:
-            write_candidates(tmp, rows, mined["ids"], mined["corpus"])
+            write_candidate_lists(tmp, rows, mined["ids"], mined["corpus"])
         else:
             table = pd.DataFrame({"query": [r[0] for r in rows], "positive": [r[1] for r in rows],
                                   **{f"negative_{i + 1}": [r[2][i] for r in rows]

@@ -1,6 +1,6 @@
 """Stage `pretrain`: unsupervised pre-training of a sentence encoder (`pretrain.objective`).
 
-Corpus: the unique sentences of the `data` input (`pretrain.pool`), without
+Corpus (the objective's `corpus`, augsbert.training.pretrain_rows): the unique sentences of the `data` input (`pretrain.pool`), without
 the evaluated dataset's dev/test sentences; a held-out slice measures the
 objective's loss. The chosen checkpoint is evaluated on the evaluated
 dataset's test split like the zero-shot model, and saved as a
@@ -13,59 +13,21 @@ import logging
 from pathlib import Path
 
 import pandas as pd
-import torch
-from transformers import set_seed
 
 from ..store.artifacts import artifact_dir, write_json
 from ..evaluation import correlations, cosine_scores
 from ..models import resolve_device
 from ..params import read_params
 from ..pretraining.objective import load
-from ..pretraining.objectives import OBJECTIVES, build_loss
+from ..pretraining.objectives import OBJECTIVES
 from ..stages.pretrain import PretrainParams
-from ..training.pretrain import build_encoder, fit, held_out_loss
+from ..training.pretrain import base_held_out_loss, fit, held_out_loss
 from ..store.artifacts import checkpoint_dir
 from ..store.model_refs import model_path
 from ..models.device import precision
-from ..data.pool import evaluation_sentences, read_split
-from .pretrain_rows import checked_regulators, corpus, rcl_rows, read_triples, split_triples
+from ..data.pool import read_split
 
 log = logging.getLogger(__name__)
-
-
-def base_held_out_loss(base: str, held: list[str], params: PretrainParams, device: str, triples=None) -> float:
-    """The objective's held-out loss of the untrained encoder (a fresh loss: new heads as training starts)."""
-    set_seed(params.seed)
-    model = build_encoder(base, params.pooling, params.max_length, device, params.config_kwargs)
-    value = held_out_loss(model, build_loss(params.objective, model, params, base), params.objective, held,
-                          params, triples)
-    del model
-    if device.startswith("cuda"):
-        torch.cuda.empty_cache()
-    return value
-
-
-# The corpora an objective trains on (its entry's `corpus`): (params, train, held out, removed, triples,
-# held-out triples); the texts the trainer reads are the first of each row (`train`, `held`).
-def sentence_corpus(spec: dict, params: PretrainParams, evaluated: str):
-    """The unique sentences of the corpus (pretrain.pool), without the evaluated dataset's dev/test sentences."""
-    train, held, removed = corpus(spec, params)
-    return params, train, held, removed, None, None
-
-
-def triple_corpus(spec: dict, params: PretrainParams, evaluated: str):
-    """NLI triples (anchor, entailment, contradiction) from `pretrain.triples`."""
-    eval_sentences = evaluation_sentences(evaluated) if params.exclude_eval_sentences else set()
-    triples, held_triples, removed = split_triples(read_triples(params.triples, params.triples_format),
-                                                   params.held_out, params.seed, eval_sentences)
-    return params, [t[0] for t in triples], [t[0] for t in held_triples], removed, triples, held_triples
-
-
-def rcl_corpus(spec: dict, params: PretrainParams, evaluated: str):
-    """Rows with ids; the entropy models' embeddings of the same rows become the loss's regulators."""
-    triples, held_triples, removed = rcl_rows(spec, params)
-    params = params.replace(regulators=checked_regulators(spec["inputs"], triples + held_triples))
-    return params, [t[1] for t in triples], [t[1] for t in held_triples], removed, triples, held_triples
 
 
 def run(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from ..store.artifacts import artifact_dir, write_json
@@ -34,26 +33,12 @@ from ..stages.rcl_entropy import RclEntropyParams
 from ..store.artifacts import checkpoint_dir
 from ..store.model_refs import model_path
 from ..models.device import precision
-from .pretrain import base_held_out_loss
-from .pretrain_rows import rcl_rows, rows_digest
+from ..models.inference import encode_rows
+from ..training.pretrain_rows import rcl_rows, rows_digest
 from ..pretraining.rcl import DOCUMENT_FILE, QUERY_FILE, ROWS_FILE
-from ..training.pretrain import fit, held_out_loss
+from ..training.pretrain import base_held_out_loss, fit, held_out_loss
 
 log = logging.getLogger(__name__)
-
-
-def encode_rows(model, texts: list[str], path: Path, batch_size: int) -> int:
-    """Encode `texts` (each unique text once) into the .npy file `path`, row i = texts[i]; returns the dimension."""
-    unique = sorted(set(texts))
-    position = {text: i for i, text in enumerate(unique)}
-    embeddings = model.encode(unique, batch_size=batch_size, convert_to_numpy=True, show_progress_bar=False)
-    table = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(len(texts), embeddings.shape[1]))
-    for start in range(0, len(texts), 65536):  # chunks: no second full-size copy in memory
-        chunk = texts[start : start + 65536]
-        table[start : start + len(chunk)] = embeddings[[position[t] for t in chunk]]
-    table.flush()
-    del table
-    return int(embeddings.shape[1])
 
 
 def run(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:

@@ -14,50 +14,22 @@ import logging
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
-from ..store.artifacts import artifact_dir, read_json, write_json
-from ..data import DataError
+from ..data.pool import read_split
 from ..evaluation import correlations
 from ..models import resolve_device
 from ..models.ensemble import combine, reference_statistics
+from ..models.teacher import TrainedPairModel, gold_scores, test_predictions
 from ..params import read_params
 from ..stages.teacher_ensemble import MEMBER_INPUT, EnsembleParams
-from ..training.pairs import pairs_of
-from ..data.pool import read_split
-from ..models.teacher import TrainedPairModel
-from ..data.prompts import prompt_pairs
+from ..store.artifacts import artifact_dir, read_json, write_json
 
 log = logging.getLogger(__name__)
 
 
-def member_dirs(spec: dict, count: int) -> list[Path]:
-    return [Path(spec["inputs"][MEMBER_INPUT.format(k)]) for k in range(count)]
-
-
-def test_predictions(members: list[Path]) -> tuple[pd.DataFrame, np.ndarray]:
-    """The test pairs with gold, and the members' saved test scores (members x pairs), checked to be of the same
-    pairs in the same order."""
-    frames = [pd.read_parquet(d / "predictions.parquet") for d in members]
-    first = frames[0]
-    for directory, frame in zip(members[1:], frames[1:]):
-        if len(frame) != len(first) or not (frame["sentence1"].equals(first["sentence1"])
-                                            and frame["sentence2"].equals(first["sentence2"])):
-            raise DataError(f"{directory}/predictions.parquet: not the test pairs of {members[0]} (members of one "
-                            "ensemble are tested on one split)")
-    return first[["sentence1", "sentence2", "gold"]], np.stack([f["predicted"].to_numpy(np.float64) for f in frames])
-
-
-def gold_scores(model: TrainedPairModel, gold: pd.DataFrame, batch_size: int) -> np.ndarray:
-    """A member's scores of the gold train pairs, shown as in its training (topic prompts where it had them)."""
-    if model.params.topic_prompt:
-        gold = prompt_pairs(gold, model.params.topic_prompt)
-    return model.score(pairs_of(gold), batch_size)
-
-
 def run(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
     params = read_params(EnsembleParams, spec)
-    members = member_dirs(spec, params.members)
+    members = [Path(spec["inputs"][MEMBER_INPUT.format(k)]) for k in range(params.members)]
     gold = read_split(spec["inputs"]["data"], "train")
     test, predicted = test_predictions(members)
     with artifact_dir(out, spec, force) as tmp:

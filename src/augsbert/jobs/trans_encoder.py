@@ -14,75 +14,29 @@ import logging
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
-from ..store.artifacts import artifact_dir, read_json, write_json
-from ..data import DataError
-from ..models import resolve_device
-from ..models.architectures import ARCHITECTURES
-from ..params import read_params
-from ..stages.trans_encoder import SCORER_INPUT, TransEncoderParams
-from ..training.pairs import pairs_of
-from ..store.model_refs import model_path
-from ..data.pool import read_split
-from ..models.teacher import TrainedPairModel
-from ..models.architectures import load_bi_encoder
+from ..data.pool import unlabelled_pairs
+from ..data.tables import pairs_of
 from ..evaluation import correlations
+from ..models import resolve_device
+from ..models.teacher import trans_encoder_scorer
+from ..params import read_params
+from ..stages.trans_encoder import TransEncoderParams
+from ..store.artifacts import artifact_dir, write_json
 
 log = logging.getLogger(__name__)
 
 STRATEGY = "trans_encoder"
 
 
-def unlabelled_pairs(spec: dict, params: TransEncoderParams) -> pd.DataFrame:
-    """sentence1, sentence2 of the pair source, at most `max_pairs` of them (sorted rows of a seeded draw)."""
-    source = Path(spec["inputs"]["pairs"])
-    if params.source == "train":
-        pairs = read_split(source, "train")[["sentence1", "sentence2"]]  # the scores are dropped here
-    else:
-        pairs = pd.read_parquet(source / "candidates.parquet", columns=["sentence1", "sentence2"])
-    if len(pairs) < 2:
-        raise DataError(f"{source}: {len(pairs)} unlabelled pair(s); Trans-Encoder needs at least 2")
-    if params.max_pairs is not None and params.max_pairs < len(pairs):
-        rows = np.sort(np.random.default_rng(params.seed).choice(len(pairs), size=params.max_pairs, replace=False))
-        pairs = pairs.iloc[rows]
-    return pairs.reset_index(drop=True)
-
-
-class BiEncoderScorer:
-    """A Bi-Encoder scoring pairs by the cosine of its embeddings (a model directory or a reference)."""
-
-    arch_name = "be"
-
-    def __init__(self, path: str, device: str, max_length: int):
-        self.model = load_bi_encoder(path, device, max_length)
-
-    def score(self, pairs: list[tuple[str, str]], batch_size: int) -> np.ndarray:
-        return np.asarray(ARCHITECTURES["be"].predict(self.model, pairs, batch_size, None), dtype=np.float64)
-
-
-def scorer(spec: dict, params: TransEncoderParams, k: int, device: str):
-    """Scorer k: the input `scorer_<k>` (a trained artifact) or the reference `model` / `mutual_model`."""
-    directory = spec["inputs"].get(SCORER_INPUT.format(k))
-    if directory is None:
-        ref = params.model if k == 0 else params.mutual_model
-        if ref is None:
-            raise DataError(f"trans_encoder spec: scorer {k} is neither an input nor a model reference")
-        return BiEncoderScorer(model_path(params, ref), device, params.max_length), ref
-    directory = Path(directory)
-    if read_json(directory / "spec.json")["stage"] == "teacher":
-        return TrainedPairModel(directory, device), directory.name
-    return BiEncoderScorer(str(directory / "model"), device, params.max_length), directory.name
-
-
 def run(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
     params = read_params(TransEncoderParams, spec)
-    pairs = unlabelled_pairs(spec, params)
+    pairs = unlabelled_pairs(spec["inputs"]["pairs"], params)
     with artifact_dir(out, spec, force) as tmp:
         device = resolve_device(device)
         shown, scores, names = pairs_of(pairs), [], []
         for k in range(params.scorers):
-            model, name = scorer(spec, params, k, device)
+            model, name = trans_encoder_scorer(spec, params, k, device)
             log.info("scoring %d unlabelled pairs with %s (%s)", len(pairs), name, model.arch_name)
             scores.append(model.score(shown, params.batch_size))
             names.append(name)

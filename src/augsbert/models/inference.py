@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -213,3 +214,17 @@ def stream_scores(model, pairs, batch_size: int, scale: str, chunk: int = SCORE_
     if buffer:
         flush()
     return np.concatenate(out) if out else np.zeros(0)
+
+
+def encode_rows(model, texts: list[str], path: Path, batch_size: int) -> int:
+    """Encode `texts` (each unique text once) into the .npy file `path`, row i = texts[i]; returns the dimension."""
+    unique = sorted(set(texts))
+    position = {text: i for i, text in enumerate(unique)}
+    embeddings = model.encode(unique, batch_size=batch_size, convert_to_numpy=True, show_progress_bar=False)
+    table = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(len(texts), embeddings.shape[1]))
+    for start in range(0, len(texts), 65536):  # chunks: no second full-size copy in memory
+        chunk = texts[start : start + 65536]
+        table[start : start + len(chunk)] = embeddings[[position[t] for t in chunk]]
+    table.flush()
+    del table
+    return int(embeddings.shape[1])

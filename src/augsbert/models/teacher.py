@@ -1,6 +1,9 @@
-"""A labelling teacher: a teacher artifact's pair model (`TrainedPairModel`: Cross-Encoder / Cross-Bi-Encoder with
-the parameters it was trained with) or an ensemble of them, and how it is shown a pair (topic prompts, thesis
-5.6.1); it scores pair tables, or rows of a candidates parquet file one piece (READ_CHUNK rows) at a time."""
+"""Models that score pairs for a later stage: a teacher artifact's pair model (`TrainedPairModel`: Cross-Encoder /
+Cross-Bi-Encoder with the parameters it was trained with); the labelling `Teacher`, one such model or an
+ensemble of them, and how it is shown a pair (topic prompts, thesis 5.6.1), scoring pair tables or rows of a
+candidates parquet file one piece (READ_CHUNK rows) at a time; an ensemble's members' test predictions and
+gold scores (`test_predictions`, `gold_scores`); and a Trans-Encoder scorer (`trans_encoder_scorer`: a
+trained artifact or a Bi-Encoder reference)."""
 
 from __future__ import annotations
 
@@ -12,11 +15,13 @@ import pandas as pd
 
 from ..data import DataError
 from ..data.prompts import prompt_pairs, topic_map, with_topics
-from ..data.tables import read_rows
+from ..data.tables import pairs_of, read_rows
 from ..stages.teacher import TeacherParams
+from ..stages.trans_encoder import SCORER_INPUT, TransEncoderParams
+from ..store.model_refs import model_path
 from ..stages.teacher_ensemble import MEMBER_INPUT
 from ..store.artifacts import read_json
-from .architectures import ARCHITECTURES
+from .architectures import ARCHITECTURES, load_bi_encoder
 from .ensemble import combine
 
 log = logging.getLogger(__name__)
@@ -72,8 +77,7 @@ class Teacher:
     params = property(lambda self: self.members[0].params)
 
     def score(self, frame: pd.DataFrame) -> np.ndarray:
-        shown = prompt_pairs(frame, self.delimiter) if self.delimiter else frame
-        shown = list(zip(shown["sentence1"].tolist(), shown["sentence2"].tolist()))
+        shown = pairs_of(prompt_pairs(frame, self.delimiter) if self.delimiter else frame)
         if not self.ensemble:
             return self.members[0].score(shown, self.batch)
         scores = np.stack([m.score(shown, self.batch) for m in self.members])
@@ -87,3 +91,49 @@ class Teacher:
                 frame = with_topics(frame, self.topics)
             out[first - start:first - start + len(frame)] = self.score(frame)
             log.info("scored %d / %d candidate pairs", first - start + len(frame), stop - start)
+
+
+class BiEncoderScorer:
+    """A Bi-Encoder scoring pairs by the cosine of its embeddings (a model directory or a reference)."""
+
+    arch_name = "be"
+
+    def __init__(self, path: str, device: str, max_length: int):
+        self.model = load_bi_encoder(path, device, max_length)
+
+    def score(self, pairs: list[tuple[str, str]], batch_size: int) -> np.ndarray:
+        return np.asarray(ARCHITECTURES["be"].predict(self.model, pairs, batch_size, None), dtype=np.float64)
+
+
+def trans_encoder_scorer(spec: dict, params: TransEncoderParams, k: int, device: str):
+    """Scorer k: the input `scorer_<k>` (a trained artifact) or the reference `model` / `mutual_model`."""
+    directory = spec["inputs"].get(SCORER_INPUT.format(k))
+    if directory is None:
+        ref = params.model if k == 0 else params.mutual_model
+        if ref is None:
+            raise DataError(f"trans_encoder spec: scorer {k} is neither an input nor a model reference")
+        return BiEncoderScorer(model_path(params, ref), device, params.max_length), ref
+    directory = Path(directory)
+    if read_json(directory / "spec.json")["stage"] == "teacher":
+        return TrainedPairModel(directory, device), directory.name
+    return BiEncoderScorer(str(directory / "model"), device, params.max_length), directory.name
+
+
+def test_predictions(members: list[Path]) -> tuple[pd.DataFrame, np.ndarray]:
+    """The test pairs with gold, and the members' saved test scores (members x pairs), checked to be of the same
+    pairs in the same order."""
+    frames = [pd.read_parquet(d / "predictions.parquet") for d in members]
+    first = frames[0]
+    for directory, frame in zip(members[1:], frames[1:]):
+        if len(frame) != len(first) or not (frame["sentence1"].equals(first["sentence1"])
+                                            and frame["sentence2"].equals(first["sentence2"])):
+            raise DataError(f"{directory}/predictions.parquet: not the test pairs of {members[0]} (members of one "
+                            "ensemble are tested on one split)")
+    return first[["sentence1", "sentence2", "gold"]], np.stack([f["predicted"].to_numpy(np.float64) for f in frames])
+
+
+def gold_scores(model: TrainedPairModel, gold: pd.DataFrame, batch_size: int) -> np.ndarray:
+    """A member's scores of the gold train pairs, shown as in its training (topic prompts where it had them)."""
+    if model.params.topic_prompt:
+        gold = prompt_pairs(gold, model.params.topic_prompt)
+    return model.score(pairs_of(gold), batch_size)

@@ -105,8 +105,8 @@ class Objective:
     # held-out loss is measured with the encoder in train mode under a fixed seed (training.pretrain.dropout_views)
     dropout_views: bool = False
     # "module:function(spec, params, evaluated) -> (params, train, held, removed, triples, held_triples)": the
-    # job's corpus (augsbert.jobs.pretrain); the default is the corpus' sentences
-    corpus: str = "augsbert.jobs.pretrain:sentence_corpus"
+    # job's corpus (augsbert.training.pretrain_rows); the default is the corpus' sentences
+    corpus: str = "augsbert.training.pretrain_rows:sentence_corpus"
 
     @property
     def noised(self) -> bool:

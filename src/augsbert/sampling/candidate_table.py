@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..data.pool import UNLABELED_PAIRS
 from .shards import select_pairs
 
 if TYPE_CHECKING:  # annotations only: the stage's options classes sit above sampling
@@ -58,7 +59,7 @@ def target_pairs_of(data: str | Path, train):
     augsbert.jobs.gold_subset), else the target's train pairs (domain transfer: their labels are not used)."""
     import pandas as pd
 
-    held_back = Path(data) / "unlabeled_pairs.parquet"
+    held_back = Path(data) / UNLABELED_PAIRS
     return pd.read_parquet(held_back) if held_back.is_file() else train
 
 

@@ -1,5 +1,5 @@
 """The topic-classifier baseline's trainer (thesis 5.6.1): a mean-pooled encoder with a linear head learns
-each sentence's topic by cross-entropy (stage `classifier`, augsbert.jobs.classifier)."""
+each sentence's topic by cross-entropy (stage `classifier`, job augsbert.jobs.classifier)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,12 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from ..data import DataError
-from ..data.prompts import ensure_delimiter, prompt
+from ..data.pool import evaluation_sentences
+from ..data.prompts import ensure_delimiter, prompt, topic_map
+from ..data.tables import normalise_text
 from ..stages.classifier import ClassifierParams
 from .tokenized import pretokenize_collator
 from .tracking import callbacks as tracking_callbacks, trainer_arguments
@@ -58,3 +61,17 @@ def fit(base: str, texts: list[str], topics: list[str], params: ClassifierParams
                "train_accuracy": accuracy, "topics": classes, "train_sentences": len(texts),
                "resumed_from": resumed_from}
     return model, loss, classes, metrics
+
+
+def training_sentences(data: str | Path, exclude_eval: bool) -> tuple[list[str], list[str]]:
+    """(texts, topics) the classifier learns: every topic-labelled sentence, sorted, minus dev/test ones
+    (of the pair splits and of a topic corpus' own split)."""
+    topics = topic_map(data)
+    held = evaluation_sentences(data) if exclude_eval else set()
+    corpus = Path(data) / "unlabeled.parquet"
+    if exclude_eval and corpus.is_file():  # a topic corpus' own dev / test texts (UKP, 20 Newsgroups) too
+        table = pd.read_parquet(corpus)
+        if "split" in table.columns:
+            held |= {normalise_text(t) for t in table.loc[table["split"].isin(["dev", "test"]), "text"]}
+    texts = sorted(t for t in topics if t not in held)
+    return texts, [topics[t] for t in texts]

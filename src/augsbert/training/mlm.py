@@ -44,7 +44,7 @@ def mlm_pairs(pool: list[str], seed: int) -> pd.DataFrame:
 
 def candidate_pairs(path: str | Path) -> pd.DataFrame:
     """The candidate pairs of a candidates artifact as the teacher labels them: a pair a second strategy emits
-    again (either order) counts once, the first strategy's (augsbert.jobs.labels.write_pairs)."""
+    again (either order) counts once, the first strategy's (augsbert.sampling.labelled_pairs.write_pairs)."""
     pairs = pd.read_parquet(path, columns=["sentence1", "sentence2", "strategy"])
     keys = pd.Series([pair_key(a, b) for a, b in zip(pairs["sentence1"], pairs["sentence2"])], index=pairs.index)
     return pairs[~keys.duplicated()].reset_index(drop=True)

@@ -42,12 +42,9 @@ from .tracking import callbacks as tracking_callbacks, log_metrics, trainer_argu
 from .common import claim_workdir, device_flags, frozen_heap, precision_flags, train_resuming
 from .trainers import pair_trainer
 from ..data.prompts import ensure_delimiter
+from ..data.tables import pairs_of
 
 log = logging.getLogger(__name__)
-
-
-def pairs_of(table: pd.DataFrame) -> list[tuple[str, str]]:
-    return list(zip(table["sentence1"].tolist(), table["sentence2"].tolist()))
 
 
 def dev_spearman(arch, model, dev: pd.DataFrame, params: PairTrainingParams) -> float:

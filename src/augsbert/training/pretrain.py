@@ -297,3 +297,17 @@ def held_out_loss(model, loss, objective: str, sentences: list[str], params: Pre
             count += len(chunk)
     model.train(was)
     return total / max(count, 1)
+
+
+def base_held_out_loss(base: str, held: list[str], params: PretrainParams, device: str, triples=None) -> float:
+    """The objective's held-out loss of the untrained encoder (a fresh loss: new heads as training starts)."""
+    from transformers import set_seed
+
+    set_seed(params.seed)
+    model = build_encoder(base, params.pooling, params.max_length, device, params.config_kwargs)
+    value = held_out_loss(model, build_loss(params.objective, model, params, base), params.objective, held,
+                          params, triples)
+    del model
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
+    return value

@@ -74,7 +74,7 @@ class EntropyContrastive(RCLObjective):
 
 ENTRIES = (
     RegularizedContrastive("rcl", ROWS, "mean", True, RCLOptions, f"{RCL}:RegularizedContrastiveLoss",
-                           corpus="augsbert.jobs.pretrain:rcl_corpus"),
+                           corpus="augsbert.training.pretrain_rows:rcl_corpus"),
     EntropyContrastive("rcl_entropy", ROWS, "mean", True, RCLEntropyOptions, f"{RCL}:EntropyContrastiveLoss",
                        choice=False),
 )

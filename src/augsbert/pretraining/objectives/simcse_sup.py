@@ -25,4 +25,4 @@ class SupervisedSimCSE(Objective):
 
 
 ENTRIES = (SupervisedSimCSE("simcse_sup", ("anchor", "positive", "negative"), "cls", True, TemperatureOptions,
-                            MNRL, corpus="augsbert.jobs.pretrain:triple_corpus"),)
+                            MNRL, corpus="augsbert.training.pretrain_rows:triple_corpus"),)

@@ -1,4 +1,5 @@
-"""The training rows of the `pretrain` and `rcl_entropy` stages, and the check that ties them together.
+"""The training rows of the `pretrain` and `rcl_entropy` stages, and the check that ties them together; the corpora
+an objective trains on (its entry's `corpus`: `sentence_corpus`, `triple_corpus`, `rcl_corpus`).
 
 `pretrain` trains on a corpus of sentences or on NLI triples; an `rcl` run
 trains on numbered rows (id, anchor, positive[, negative]) whose embeddings
@@ -126,3 +127,26 @@ def checked_regulators(inputs: dict[str, str], rows: list[tuple]) -> list[str]:
             raise DataError(f"{path}: its embeddings belong to other training rows than this rcl run's "
                             "(different triples file, seed, held_out or corpus); re-run that entropy model")
     return paths
+
+
+# The corpora an objective trains on (its entry's `corpus`): (params, train, held out, removed, triples,
+# held-out triples); the texts the trainer reads are the first of each row (`train`, `held`).
+def sentence_corpus(spec: dict, params: PretrainParams, evaluated: str):
+    """The unique sentences of the corpus (pretrain.pool), without the evaluated dataset's dev/test sentences."""
+    train, held, removed = corpus(spec, params)
+    return params, train, held, removed, None, None
+
+
+def triple_corpus(spec: dict, params: PretrainParams, evaluated: str):
+    """NLI triples (anchor, entailment, contradiction) from `pretrain.triples`."""
+    eval_sentences = evaluation_sentences(evaluated) if params.exclude_eval_sentences else set()
+    triples, held_triples, removed = split_triples(read_triples(params.triples, params.triples_format),
+                                                   params.held_out, params.seed, eval_sentences)
+    return params, [t[0] for t in triples], [t[0] for t in held_triples], removed, triples, held_triples
+
+
+def rcl_corpus(spec: dict, params: PretrainParams, evaluated: str):
+    """Rows with ids; the entropy models' embeddings of the same rows become the loss's regulators."""
+    triples, held_triples, removed = rcl_rows(spec, params)
+    params = params.replace(regulators=checked_regulators(spec["inputs"], triples + held_triples))
+    return params, [t[1] for t in triples], [t[1] for t in held_triples], removed, triples, held_triples
