@@ -13,14 +13,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ..store.artifacts import artifact_dir, read_json, write_json
 from ..data import DataError
+from ..data.pool import UNLABELED_PAIRS, read_split, subset_rows
 from ..data.tables import write_table
 from ..params import read_params
 from ..stages.gold_subset import GoldSubsetParams
-from ..data.pool import UNLABELED_PAIRS, read_split, subset_rows
+from ..store.artifacts import artifact_dir, read_json, write_json
 
 log = logging.getLogger(__name__)
+
 
 def run(spec: dict, out: str | Path, force: bool = False) -> dict:
     params = read_params(GoldSubsetParams, spec)

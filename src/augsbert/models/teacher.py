@@ -17,10 +17,10 @@ from ..data import DataError
 from ..data.prompts import prompt_pairs, topic_map, with_topics
 from ..data.tables import pairs_of, read_rows
 from ..stages.teacher import TeacherParams
-from ..stages.trans_encoder import SCORER_INPUT, TransEncoderParams
-from ..store.model_refs import model_path
 from ..stages.teacher_ensemble import MEMBER_INPUT
+from ..stages.trans_encoder import SCORER_INPUT, TransEncoderParams
 from ..store.artifacts import read_json
+from ..store.model_refs import model_path
 from .architectures import ARCHITECTURES, load_bi_encoder
 from .ensemble import combine
 

@@ -106,8 +106,7 @@ class Searcher:
                            query_block=semantic_module.QUERY_BLOCK)[0]
 
 
-INDEX_FILES = {False: "index.faiss", True: "index_least.faiss"}
-
+INDEX_FILES = {False: "index.faiss", True: "index_least.faiss"}  # pool_index's faiss files
 
 
 def read_pool(index_dir: str | Path) -> list[str]:
