@@ -1,1 +1,1 @@
-"""Stage entry points: each takes a planned spec and writes one artifact."""
+"""One thin entry per stage (`<stage>.py`, `run`: a planned spec in, one artifact out) and their shared plumbing."""

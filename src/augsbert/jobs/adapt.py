@@ -6,18 +6,18 @@ import logging
 from dataclasses import replace
 from pathlib import Path
 
-from ..training.mlm import adapt, candidate_pairs, epoch_steps, evaluate_mlm, mlm_pairs, split_held_out
-from ..store.artifacts import artifact_dir, write_json
+from ..data.pool import target_pool
+from ..data.prompts import prompt_pairs, topic_map
 from ..errors import ConfigError
 from ..models import resolve_device
+from ..models.device import precision
 from ..models.mlm import masked_lm_from
 from ..params import read_params
 from ..stages.adapt import AdaptParams
+from ..store.artifacts import artifact_dir, write_json
 from ..store.artifacts import checkpoint_dir
 from ..store.model_refs import model_path
-from ..models.device import precision
-from ..data.pool import target_pool
-from ..data.prompts import prompt_pairs, topic_map
+from ..training.mlm import adapt, candidate_pairs, epoch_steps, evaluate_mlm, mlm_pairs, split_held_out
 
 log = logging.getLogger(__name__)
 

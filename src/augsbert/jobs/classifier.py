@@ -15,16 +15,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..store.artifacts import artifact_dir, write_json
+from ..data.pool import read_split
 from ..evaluation import correlations, cosine_scores
 from ..models import resolve_device
-from ..training.classifier import fit, training_sentences
+from ..models.device import precision
 from ..params import read_params
 from ..stages.classifier import ClassifierParams
+from ..store.artifacts import artifact_dir, write_json
 from ..store.artifacts import checkpoint_dir
 from ..store.model_refs import model_path
-from ..models.device import precision
-from ..data.pool import read_split
+from ..training.classifier import fit, training_sentences
 
 log = logging.getLogger(__name__)
 

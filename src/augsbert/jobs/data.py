@@ -5,15 +5,15 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from ..store.artifacts import artifact_dir, write_json
 from ..data import DataError, RowReport, get_loader
-from ..data.tables import duplicate_report, score_stats, write_table
-from ..params import read_params
-from ..stages.data import DataParams
-from ..data.pool import check_pools
-from ..data.topic_corpora import read_topic_corpus
 from ..data.beir import write_beir
+from ..data.pool import check_pools
+from ..data.tables import duplicate_report, score_stats, write_table
+from ..data.topic_corpora import read_topic_corpus
+from ..params import read_params
 from ..scheduling.progress import warn
+from ..stages.data import DataParams
+from ..store.artifacts import artifact_dir, write_json
 from .job_inputs import raw_stamps, read_unchanged
 
 log = logging.getLogger(__name__)

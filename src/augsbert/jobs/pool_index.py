@@ -20,13 +20,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ..store.artifacts import artifact_dir, write_json
-from ..models import resolve_device
-from ..sampling.semantic import build_index, normalised
-from ..params import read_params
-from ..stages.candidates import PoolIndexParams
-from ..sampling.passes import INDEX_FILES, embed_pool
 from ..data.pool import target_pool
+from ..models import resolve_device
+from ..params import read_params
+from ..sampling.passes import INDEX_FILES, embed_pool
+from ..sampling.semantic import build_index, normalised
+from ..stages.candidates import PoolIndexParams
+from ..store.artifacts import artifact_dir, write_json
 
 log = logging.getLogger(__name__)
 

@@ -14,18 +14,18 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..store.artifacts import artifact_dir, write_json
+from ..data.pool import read_split
 from ..evaluation import correlations, cosine_scores
 from ..models import resolve_device
+from ..models.device import precision
 from ..params import read_params
 from ..pretraining.objective import load
 from ..pretraining.objectives import OBJECTIVES
 from ..stages.pretrain import PretrainParams
-from ..training.pretrain import base_held_out_loss, fit, held_out_loss
+from ..store.artifacts import artifact_dir, write_json
 from ..store.artifacts import checkpoint_dir
 from ..store.model_refs import model_path
-from ..models.device import precision
-from ..data.pool import read_split
+from ..training.pretrain import base_held_out_loss, fit, held_out_loss
 
 log = logging.getLogger(__name__)
 

@@ -24,19 +24,19 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..store.artifacts import artifact_dir, write_json
 from ..data import DataError
 from ..models import resolve_device
-from ..params import read_params
-from ..stages.pretrain import PretrainParams
-from ..stages.rcl_entropy import RclEntropyParams
-from ..store.artifacts import checkpoint_dir
-from ..store.model_refs import model_path
 from ..models.device import precision
 from ..models.inference import encode_rows
-from ..training.pretrain_rows import rcl_rows, rows_digest
+from ..params import read_params
 from ..pretraining.rcl import DOCUMENT_FILE, QUERY_FILE, ROWS_FILE
+from ..stages.pretrain import PretrainParams
+from ..stages.rcl_entropy import RclEntropyParams
+from ..store.artifacts import artifact_dir, write_json
+from ..store.artifacts import checkpoint_dir
+from ..store.model_refs import model_path
 from ..training.pretrain import base_held_out_loss, fit, held_out_loss
+from ..training.pretrain_rows import rcl_rows, rows_digest
 
 log = logging.getLogger(__name__)
 

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..store.artifacts import artifact_dir, write_json
+from ..data.pool import read_split
 from ..evaluation import correlations, cosine_scores
 from ..models import resolve_device
 from ..models.architectures import load_bi_encoder
 from ..params import read_params
 from ..stages.zero_shot import ZeroShotParams
+from ..store.artifacts import artifact_dir, write_json
 from ..store.model_refs import model_path
-from ..data.pool import read_split
 
 log = logging.getLogger(__name__)
 
