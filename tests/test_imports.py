@@ -230,35 +230,33 @@ def test_import_graph_resolves_every_import_form(tmp_path):
 # folder of the package, a module of its root, or one of the few modules named on their own below (light
 # declarations the lower parts read). Read bottom-up: declarations and the store below planning, planning
 # and scheduling below the models, trainers and jobs, the user's face on top.
-BELOW_JOBS = ("errors", "params", "pretraining.objective", "pretraining.objectives", "config", "data", "store",
+BELOW_JOBS = ("errors", "params", "objectives", "config", "data", "store",
               "stages", "planning", "scheduling", "reporting", "models", "evaluation", "sampling", "pretraining",
               "training")
 LAYERS: dict[str, tuple[str, ...]] = {
     "augsbert": (),
     "errors": (),
     "params": ("errors",),
-    "pretraining.objective": ("errors", "params"),
-    "pretraining.objectives": ("errors", "params", "pretraining.objective"),
-    "config": ("errors", "params", "pretraining.objectives"),
+    "objectives": ("errors", "params"),
+    "config": ("errors", "params", "objectives"),
     "data": ("errors", "config"),
     "store": ("errors", "params", "config"),
-    "stages": ("errors", "params", "config", "data", "store", "pretraining.objective", "pretraining.objectives"),
+    "stages": ("errors", "params", "config", "data", "store", "objectives"),
     "planning": ("errors", "params", "config", "store", "stages"),
     "scheduling": ("errors", "params", "config", "store", "stages", "planning"),
     "reporting": ("errors", "config", "store", "stages", "planning"),
     "models": ("errors", "params", "config", "data", "store", "stages", "scheduling"),
     "evaluation": ("errors", "params", "config", "data", "store", "models"),
     "sampling": ("errors", "params", "data", "store", "models"),
-    "pretraining": ("errors", "params", "config", "data", "store", "stages", "models", "pretraining.objective",
-                    "pretraining.objectives"),
+    "pretraining": ("errors", "params", "config", "data", "store", "stages", "models", "objectives"),
     "training": ("errors", "params", "config", "data", "store", "stages", "scheduling", "models", "evaluation",
-                 "sampling", "pretraining", "pretraining.objective", "pretraining.objectives"),
+                 "sampling", "pretraining", "objectives"),
     "jobs": BELOW_JOBS,
     "face": (*BELOW_JOBS, "jobs"),
     "__main__": ("face",),
     "warm_server": (),  # the former module path's pointer (imports nothing)
 }
-OWN_PARTS = ("pretraining.objective", "pretraining.objectives")  # modules that are a part of their own
+OWN_PARTS: tuple[str, ...] = ()  # modules that are a part of their own
 
 
 def part_of(module: str) -> str:

@@ -17,7 +17,7 @@ import torch
 
 from augsbert.pretraining.noise import batch_rng, delete_tokens, delete_words, keep_mask
 from augsbert.stages.pretrain import PretrainParams
-from augsbert.pretraining.objectives import OBJECTIVES, build_loss, resolved, training_rows
+from augsbert.objectives import OBJECTIVES, build_loss, resolved, training_rows
 from augsbert.training.pretrain import build_encoder, fit, held_out_loss, loss_extra_state
 
 SENTENCES = [f"the {a} {b} sat on the {c} near the old {d} today" for a, b, c, d in
@@ -565,7 +565,7 @@ def test_the_schema_offers_exactly_the_registered_objectives():
     `pretrain.objective` choices and the objectives' options are filled in from the registry when it is loaded,
     not kept in the YAML file."""
     from augsbert.config.load import load_schema
-    from augsbert.pretraining.objectives import OBJECTIVE_OPTIONS
+    from augsbert.objectives import OBJECTIVE_OPTIONS
 
     pretrain = load_schema()["$defs"]["stage_options"]["properties"]["pretrain"]["properties"]
     assert pretrain["objective"]["enum"] == ["none", *(o for o in OBJECTIVES if o != "rcl_entropy")]

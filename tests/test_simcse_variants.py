@@ -18,7 +18,7 @@ import torch
 from test_pretraining import SENTENCES, Fixed
 
 from augsbert.stages.pretrain import PretrainParams
-from augsbert.pretraining.objectives import SIMCSE_VARIANT_KEYS, SIMCSE_VARIANTS, build_loss, resolved
+from augsbert.objectives import SIMCSE_VARIANT_KEYS, SIMCSE_VARIANTS, build_loss, resolved
 from augsbert.training.pretrain import build_encoder, fit, held_out_loss, loss_extra_state
 from augsbert.pretraining.variants import (
     GaussianNegativesSimCSELoss,
@@ -44,7 +44,7 @@ VARIANT_DEFAULTS = {"simcse_variant": "none", "noise_sigma": 0.001, "noise_rate"
 
 
 def resolved_for(variant: str, **override) -> dict:
-    """The planner's `pretrain` options of `variant` (pretraining.objectives.resolved), as a spec holds them."""
+    """The planner's `pretrain` options of `variant` (objectives.resolved), as a spec holds them."""
     options = {"objective": "simcse", "preset": "thesis", "pooling": "cls", "batch_size": 8, "max_steps": 4,
                "lr": 3e-4, "warmup_ratio": 0.0, "weight_decay": 0.0, "scheduler": "constant", "max_length": 24,
                "temperature": 0.05, "eval_steps": 4, "selection": "last", "group_by_length": None, "megabatch": 50,

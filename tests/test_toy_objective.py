@@ -2,7 +2,7 @@
 
 The test writes exactly the two files a developer would add, under the package names they would have:
 
-- `augsbert/pretraining/objectives/toy.py`: the entry (columns, pooling, in-batch negatives, options class,
+- `augsbert/objectives/toy.py`: the entry (columns, pooling, in-batch negatives, options class,
   loss) and its options class, whose one field carries the option's default, description and bounds;
 - `augsbert/pretraining/toy_loss.py`: the loss class, in sentence-transformers' losses/ style.
 
@@ -22,7 +22,7 @@ import pytest
 import torch
 
 import augsbert.pretraining as pretraining
-import augsbert.pretraining.objectives as objectives
+import augsbert.objectives as objectives
 from augsbert.config.load import ConfigError, load_schema
 from augsbert.params import read_params
 from augsbert.stages.pretrain import PretrainParams
@@ -36,8 +36,8 @@ ENTRY = '''
 
     from dataclasses import dataclass
 
-    from ...params import Params
-    from ..objective import Objective, load, option
+    from ..params import Params
+    from .base import Objective, load, option
 
 
     @dataclass(frozen=True, kw_only=True)
@@ -56,7 +56,7 @@ ENTRY = '''
 '''
 
 LOSS = '''
-    """The toy objective's loss (augsbert.pretraining.objectives.toy)."""
+    """The toy objective's loss (augsbert.objectives.toy)."""
 
     from __future__ import annotations
 
@@ -106,7 +106,7 @@ def toy(tmp_path, monkeypatch):
     load_schema.cache_clear()
     yield written
     monkeypatch.undo()
-    for name in ("augsbert.pretraining.objectives.toy", "augsbert.pretraining.toy_loss"):
+    for name in ("augsbert.objectives.toy", "augsbert.pretraining.toy_loss"):
         sys.modules.pop(name, None)
     objectives.discover()
     load_schema.cache_clear()

@@ -3,7 +3,7 @@
 One class per objective; each states its inputs and the paper. SimCSE (both
 forms), Contrastive Tension (both forms) and TSDAE are the library's own
 classes (MultipleNegativesRankingLoss, ContrastiveTensionLoss[InBatchNegatives],
-DenoisingAutoEncoderLoss): `augsbert.pretraining.objectives` wires them.
+DenoisingAutoEncoderLoss): `augsbert.objectives` wires them.
 """
 
 from __future__ import annotations

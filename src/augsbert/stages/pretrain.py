@@ -12,7 +12,7 @@ from ..errors import ConfigError
 from ..store.fingerprints import path_digest
 from ..store.graph import Graph, Node, SeedPlan
 from ..params import Params, TrainingParams
-from ..pretraining.objectives import OBJECTIVES, entry, resolved
+from ..objectives import OBJECTIVES, entry, resolved
 from .base import Row, Stage
 from .data import data_node, triples_inputs
 from .sizes import pool_items
@@ -20,7 +20,7 @@ from .sizes import pool_items
 
 @dataclass(frozen=True, kw_only=True)
 class PretrainParams(TrainingParams):
-    """The `pretrain` stage's params: the `pretrain` section as `pretraining.objectives.resolved` leaves it: the
+    """The `pretrain` stage's params: the `pretrain` section as `objectives.resolved` leaves it: the
     schedule filled from the preset, and only the options the objective (and SimCSE variant) reads. The spec is
     flat; the objective's options are its entry's options class (`options`), read as attributes here too.
 

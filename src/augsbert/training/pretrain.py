@@ -27,7 +27,7 @@ import pandas as pd
 import torch
 
 from ..pretraining.noise import deletion_collator
-from ..pretraining.objectives import OBJECTIVES, build_loss, ct_stepped
+from ..objectives import OBJECTIVES, build_loss, ct_stepped
 from ..stages.pretrain import PretrainParams
 from ..pretraining.variants import weight_perturbation
 from .batching import length_batch_sampler, token_counts

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...params import Params
-from ..objective import Objective, load, option
+from ..params import Params
+from .base import Objective, load, option
 
 RCL = "augsbert.pretraining.rcl"
 ROWS = ("anchor", "positive", "negative", "label")  # seed 002: (anchor, positive[, negative]) + row id

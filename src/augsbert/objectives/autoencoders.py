@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..objective import AEMaskOptions, AuxWeightOptions, DecoderOptions, Objective, TemperatureOptions, load
+from .base import AEMaskOptions, AuxWeightOptions, DecoderOptions, Objective, TemperatureOptions, load
 from .simcse import MNRL
 
 LOSSES = "augsbert.pretraining.losses"

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ...errors import ConfigError
-from ..objective import Objective, TemperatureOptions, load, option
+from ..errors import ConfigError
+from .base import Objective, TemperatureOptions, load, option
 
 MNRL = "sentence_transformers.sentence_transformer.losses:MultipleNegativesRankingLoss"
 

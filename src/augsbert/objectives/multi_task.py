@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..objective import DeletionOptions, MaskingOptions, MultiTaskOptions, Objective, TemperatureOptions, load
+from .base import DeletionOptions, MaskingOptions, MultiTaskOptions, Objective, TemperatureOptions, load
 from .nm import ENTRIES as NM
 from .simcse import MNRL
 from .tsdae import ENTRIES as TSDAE

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..objective import Objective
+from .base import Objective
 from .tsdae import NoisedOptions
 
 ENTRIES = (Objective("nm", ("clean", "noised"), "cls", True, NoisedOptions,

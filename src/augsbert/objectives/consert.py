@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ..objective import Objective, TemperatureOptions, load, option
+from .base import Objective, TemperatureOptions, load, option
 
 
 @dataclass(frozen=True, kw_only=True)

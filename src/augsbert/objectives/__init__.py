@@ -1,5 +1,8 @@
-"""The `pretrain.objective` registry: one module per objective (or family) in this folder, each declaring its
-entries (`ENTRIES`: augsbert.pretraining.objective.Objective) and their options classes.
+"""Light declarations of the pre-training objectives: the `pretrain.objective` registry (no torch imported).
+
+One module per objective (or family) in this folder declares its entries (`ENTRIES`: `base.Objective`, what an
+entry is, with the option groups several objectives share) and their options classes; each names its loss as a
+"module:Class" string of `augsbert.losses`, imported only by the process that builds it.
 
 | objective | dataset columns | loss |
 | --- | --- | --- |
@@ -29,7 +32,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from ..objective import Objective, options_schema, unknown_objective
+from .base import Objective, options_schema, unknown_objective
 from .simcse import SIMCSE_VARIANT_KEYS, SIMCSE_VARIANTS  # noqa: F401  (re-exported: the variants' options)
 
 OBJECTIVES: dict[str, Objective] = {}
