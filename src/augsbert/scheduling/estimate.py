@@ -29,8 +29,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..models.gpu_memory import DEFAULT_DIMS, model_dims, parameter_count
 from ..stages import REGISTRY
-from .gpu_memory import DEFAULT_DIMS, model_dims, parameter_count
 from ..stages.sizes import split_sizes
 
 REFERENCE_PARAMS = 22_700_000  # all-MiniLM-L6-v2, the packaged default model
@@ -55,7 +55,7 @@ class JobEstimate:
 
 def model_params(reference: str | None) -> int | None:
     """Parameters of a model from its config.json (a local folder, the packaged model or a hub model in the local
-    cache: augsbert.scheduling.gpu_memory.model_dims, as the GPU memory estimate reads it), None where no config
+    cache: augsbert.models.gpu_memory.model_dims, as the GPU memory estimate reads it), None where no config
     is found (UNKNOWN_MODEL_PARAMS then)."""
     if not reference:
         return None

@@ -14,8 +14,8 @@ command line and the job sizing need to know of a stage is read from here, so th
   checkpoint intervals, data locations, model references, which enter keys by identity): passed to
   the job, never part of its key, so changing them reruns nothing.
 - `gpu`, `data_parallel`, `seconds_per_item`, `base_mem_mb`, `mb_per_item`, `fixed_resources`,
-  `gpu_sequences`: what its job asks a scheduler for (augsbert.scheduling.resources and, for the GPU memory,
-  augsbert.scheduling.gpu_memory have the formulas).
+  `gpu_sequences`, `model_input`: what its job asks a scheduler for (augsbert.scheduling.resources and, for the
+  GPU memory, augsbert.models.gpu_memory have the formulas).
 - `roles`: the experiment roles it fills, in the order `--config` standalone runs pick one.
 - `plan`, `needs`: how it joins an experiment. Planning an experiment (`augsbert.planning.plan`) is a loop
   over the registry's stages in dependency order (`augsbert.stages.planning_order`), calling each `plan(SeedPlan) -> {role: Node}` once per
@@ -80,6 +80,7 @@ class Stage:
     base_mem_mb: int = 16000
     mb_per_item: float = 0.0
     gpu_sequences: int = 1  # sequences per batch row on the GPU (a Bi-Encoder pair: 2), for gpu_mem_mb
+    model_input: str = ""  # the input whose model it runs when its settings name none (labels: `teacher`), for gpu_mem_mb
     fixed_resources: dict = field(default_factory=dict)  # rules with fixed sizes (shards), not from the plan
     aliases: tuple[str, ...] = ()  # former command names, accepted for one release (README "Stages")
     rule_alias: str | None = None  # the former rule name: its --set-resources still apply, one release
