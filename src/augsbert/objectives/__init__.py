@@ -18,12 +18,12 @@ entry is, with the option groups several objectives share) and their options cla
 | `consert` | anchor, positive (= the same text) | ConSERTLoss (augmented embedding matrices, symmetric NT-Xent) |
 | `clm_ae`, `mlm_ae` | sentence | CLMAutoEncoderLoss / MLMAutoEncoderLoss (seed 000 autoencoders) |
 | `simcse+clm_ae`, `simcse+mlm_ae` | anchor, positive | ContrastiveAutoEncoderLoss (SimCSE + w·autoencoder, shared f(x)) |
-| `simcse` + `simcse_variant` | anchor, positive | seed 001 (Park) variants: `augsbert.pretraining.variants` |
+| `simcse` + `simcse_variant` | anchor, positive | seed 001 (Park) variants: `augsbert.losses.simcse_variant` |
 | `rcl` | anchor, positive[, negative], label (= row id) | RegularizedContrastiveLoss (seed 002 Eq. 3) |
 | `rcl_entropy` (stage `rcl_entropy`) | anchor, positive[, negative], label | EntropyContrastiveLoss (seed 002 Eq. 2) |
 
 A column named `noised` holds the clean text in the dataset and is noised per batch by the deletion collator
-(`augsbert.pretraining.noise`). The modules are found by listing this folder, so an objective is added by
+(`augsbert.training.noise`). The modules are found by listing this folder, so an objective is added by
 adding its module (and its loss class); nothing here names one.
 """
 

@@ -41,4 +41,4 @@ class ConSERT(Objective):
 
 
 ENTRIES = (ConSERT("consert", ("anchor", "positive"), "mean", True, ConSERTOptions,
-                   "augsbert.pretraining.losses:ConSERTLoss"),)
+                   "augsbert.losses.consert:ConSERTLoss"),)

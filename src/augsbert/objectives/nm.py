@@ -6,4 +6,4 @@ from .base import Objective
 from .tsdae import NoisedOptions
 
 ENTRIES = (Objective("nm", ("clean", "noised"), "cls", True, NoisedOptions,
-                     "augsbert.pretraining.losses:NoiseMatchingLoss"),)
+                     "augsbert.losses.noise_matching:NoiseMatchingLoss"),)

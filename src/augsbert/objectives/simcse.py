@@ -117,11 +117,11 @@ class SimCSE(Objective):
 
     def build(self, model, params, head_source: str):
         if params.simcse_variant != "none":  # seed 001 (Park) variants
-            loss = load("augsbert.pretraining.variants:variant_loss")(model, params, self.scale(params))
+            loss = load("augsbert.losses.simcse_variant:variant_loss")(model, params, self.scale(params))
         else:
             loss = load(MNRL)(model, scale=self.scale(params))
         if params.mlp_head == "train_only":  # SimCSE's MLP over the pooled output, in training only
-            return load("augsbert.pretraining.losses:TrainOnlyMLPHeadLoss")(model, loss)
+            return load("augsbert.losses.train_only_mlp_head:TrainOnlyMLPHeadLoss")(model, loss)
         return loss
 
     def resolve(self, options: dict) -> dict:
