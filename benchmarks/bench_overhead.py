@@ -75,11 +75,11 @@ TRAINERS = {
     "be_angle": ("student", {"models": ["student"], "student": {"loss": "angle"}}),
     "be_mnrl": ("student", {"models": ["student"], "student": {"loss": "mnrl"}}),
     "be_margin_mse": ("student", {"models": ["student"], "student": {"loss": "margin_mse"}}),
-    "mlm": ("adapt", {"models": ["teacher"], "adapt_mlm": {"variant": "domain"}}),
+    "mlm": ("adapt", {"models": ["teacher"], "adapt": {"variant": "domain"}}),
     "simcse": ("pretrain", {"models": ["zero_shot"], "pretrain": {"objective": "simcse", "pool": "unlabeled"}}),
     "tsdae": ("pretrain", {"models": ["zero_shot"], "pretrain": {"objective": "tsdae", "pool": "unlabeled"}}),
 }
-SECTION = {"teacher": "teacher", "student": "student", "adapt": "adapt_mlm", "pretrain": "pretrain"}
+SECTION = {"teacher": "teacher", "student": "student", "adapt": "adapt", "pretrain": "pretrain"}
 # the model stages whose start-up is measured: one of each training path
 STARTUP = ("ce", "cbe", "be", "mlm", "simcse", "tsdae")
 TINY_BERT = dict(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,

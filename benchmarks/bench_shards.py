@@ -1,4 +1,4 @@
-"""Large pools (sampling.shards): time per million pairs and peak memory of each step; prints a table.
+"""Large pools (candidates.shards): time per million pairs and peak memory of each step; prints a table.
 
     .venv/bin/python benchmarks/bench_shards.py                    # 200k-sentence pool, a few minutes on 2 cores
     .venv/bin/python benchmarks/bench_shards.py --n 1000000 --query-rows 125000
@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_sampling import zipf_sentences  # noqa: E402
 
-K = 3  # partners per sentence (sampling.top_k default)
+K = 3  # partners per sentence (candidates.top_k default)
 # GPU / CPU throughput ratio of a BERT sentence encoder with length-sorted ("smart") batches, from Reimers &
 # Gurevych 2019 (Sentence-BERT, EMNLP), Table 7: SBERT-base with smart batching, 83 sentences/s on an Intel
 # i7-5820K (6 cores, 3.3 GHz) vs 2,042 on an Nvidia Tesla V100. Our extrapolation assumes the CPU figure

@@ -57,7 +57,7 @@ def test_runtime_and_memory_formula():
 def test_job_sizes_follow_the_plan_and_the_data_artifact(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # no artifacts yet: estimates from the dataset table
     big = {"dataset": "lee", "models": ["teacher", "student"], "teacher": {"epochs": 1},
-           "student": {"epochs": 5}, "sampling": {"strategies": ["bm25"], "pool": "train+unlabeled", "top_k": 1},
+           "student": {"epochs": 5}, "candidates": {"strategies": ["bm25"], "pool": "train+unlabeled", "top_k": 1},
            "seeds": [1]}
     plan = Plan(repo_config(big=big))
     run = roles(plan, "big")
@@ -98,7 +98,7 @@ def test_device_cpu_jobs_ask_for_no_gpu(tmp_path, monkeypatch):
     CPU machine) and asked SLURM for a GPU (sbatch refused it on a GPU-less node)."""
     monkeypatch.chdir(tmp_path)
     exp = read_config(REPO / "config" / "config.yaml")["experiments"]["demo_augsbert_cbe"]
-    sharded = {**exp, "sampling": {**exp["sampling"], "shards": 2}}
+    sharded = {**exp, "candidates": {**exp["candidates"], "shards": 2}}
     for device, gpu in (("auto", 1), ("cuda:0", 1), ("cpu", 0)):
         plan = Plan(prepare_config({**repo_config(keep=("demo_augsbert_cbe",), sharded=sharded), "device": device}))
         run, shards = roles(plan, "demo_augsbert_cbe"), roles(plan, "sharded")
@@ -116,10 +116,10 @@ def test_semantic_search_sampling_asks_for_a_gpu(tmp_path, monkeypatch):
     plan = Plan(repo_config(keep=("demo_augsbert_cbe",)))
     res = job_resources(plan, roles(plan, "demo_augsbert_cbe")["candidates"], {"AUGSBERT_SLURM_PARTITION": "p1"})
     assert (res["gpu"], res["slurm_partition"], res["gpu_model"]) == (1, "p1", None)  # no GPU partition: the partition
-    # sharded (sampling.shards: 2): the merge of the shards encodes nothing, so it runs on CPU (the shared
+    # sharded (candidates.shards: 2): the merge of the shards encodes nothing, so it runs on CPU (the shared
     # index, stage pool_index, asks for its GPU itself)
     exp = read_config(REPO / "config" / "config.yaml")["experiments"]["demo_augsbert_cbe"]
-    plan = Plan(repo_config(sharded={**exp, "sampling": {**exp["sampling"], "shards": 2}}))
+    plan = Plan(repo_config(sharded={**exp, "candidates": {**exp["candidates"], "shards": 2}}))
     assert job_resources(plan, roles(plan, "sharded")["candidates"], {})["gpu"] == 0
 
 
@@ -308,7 +308,7 @@ def test_fetch_lists_exactly_the_hub_models_and_datasets(tmp_path, monkeypatch, 
     monkeypatch.chdir(tmp_path)
     hub = {"dataset": "lee", "base_model": "google-bert/bert-base-uncased", "models": ["zero_shot", "teacher", "student"],
            "teacher": {"base_model": "cross-encoder/stsb-distilroberta-base"},
-           "sampling": {"strategies": ["semantic_search"], "pool": "train+unlabeled", "semantic_model": "minilm-l6"},
+           "candidates": {"strategies": ["semantic_search"], "pool": "train+unlabeled", "semantic_model": "minilm-l6"},
            "evaluation": {"suites": ["sts"], "sts_tasks": ["sts12", "stsb"], "sts_hub": True}, "seeds": [1]}
     config = repo_config(hub=hub)
     config["hub_revisions"] = {"cross-encoder/stsb-distilroberta-base": "v1"}

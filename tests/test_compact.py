@@ -61,7 +61,7 @@ def test_unset_options_leave_every_key_and_layers_alone_is_inert():
 
 def test_the_lower_bound_upstream_of_semantic_sampling_is_untouched():
     """`semantic_model: finetuned` encodes the pool with the lower bound: a compact student must not move it."""
-    sampling = {"sampling": {"strategies": ["semantic_search"]}}
+    sampling = {"candidates": {"strategies": ["semantic_search"]}}
     base, changed = _runs(_plan(None, **sampling)), _runs(_plan({"init": "layers"}, **sampling))
     assert {role for role in base if base[role] != changed[role]} == {"student", "student_suite"}
 

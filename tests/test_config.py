@@ -100,11 +100,11 @@ def test_misspelt_key_is_reported_once_where_it_was_written(raw_config):
         prepare_config(raw_config)
     assert str(err.value) == "unknown key defaults.evalution\n  did you mean 'evaluation'?"
     del raw_config["defaults"]["evalution"]
-    raw_config["grids"]["demo"]["axes"]["sampling"]["bm25"]["sampling"]["strategys"] = ["bm25"]
+    raw_config["grids"]["demo"]["axes"]["sampling"]["bm25"]["candidates"]["strategys"] = ["bm25"]
     with pytest.raises(ConfigError) as err:
         prepare_config(raw_config)
     assert str(err.value) == (
-        "unknown key grids.demo.axes.sampling.bm25.sampling.strategys\n  did you mean 'strategies'?"
+        "unknown key grids.demo.axes.sampling.bm25.candidates.strategys\n  did you mean 'strategies'?"
     )
 
 

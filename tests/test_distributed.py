@@ -169,7 +169,7 @@ def test_gpus_sizes_the_training_jobs_and_must_divide_their_batches(tmp_path, mo
 
     monkeypatch.chdir(tmp_path)
     config = read_config(REPO / "config" / "config.yaml")
-    exp = {"dataset": "lee", "models": ["teacher", "student", "lower_bound"], "sampling": {"strategies": ["bm25"], "top_k": 1},
+    exp = {"dataset": "lee", "models": ["teacher", "student", "lower_bound"], "candidates": {"strategies": ["bm25"], "top_k": 1},
            "seeds": [1], "teacher": {"batch_size": 18}}
     config.update(gpus=2, datasets={"lee": config["datasets"]["lee"]}, grids={}, experiments={"exp": exp})
     plan = Plan(prepare_config(config))

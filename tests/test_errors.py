@@ -135,12 +135,12 @@ def _empty_model_dir(tmp, mp):
 
 def _top_k_plan(tmp, mp):
     prepare_lee(tmp)
-    cfg = config(tmp, experiments={"big_k": {"dataset": "lee", "sampling": {"strategies": ["bm25"], "top_k": 30}}})
+    cfg = config(tmp, experiments={"big_k": {"dataset": "lee", "candidates": {"strategies": ["bm25"], "top_k": 30}}})
     return ["plan", "--config", cfg]
 
 
 def _top_k_data(tmp, mp):  # a first run: no data yet, so the data job is the first to know the pool
-    cfg = config(tmp, experiments={"big_k": {"dataset": "lee", "sampling": {"strategies": ["bm25"], "top_k": 30}}})
+    cfg = config(tmp, experiments={"big_k": {"dataset": "lee", "candidates": {"strategies": ["bm25"], "top_k": 30}}})
     return ["prepare-data", "--config", cfg, "--experiment", "big_k"]
 
 
@@ -197,13 +197,13 @@ CASES = [
          "{tmp}/model holds no config.json, so it is not a model; give a directory saved by save_pretrained / "
          "SentenceTransformer.save (or downloaded with `hf download`)\n"),
     Case("top_k larger than the pool, while planning", _top_k_plan,
-         "augsbert plan: error: experiments.big_k.sampling.top_k: 30 partners per sentence, but the pool "
-         "(sampling.pool: train) has 25 unique sentence(s), so at most 24\n"),
+         "augsbert plan: error: experiments.big_k.candidates.top_k: 30 partners per sentence, but the pool "
+         "(candidates.pool: train) has 25 unique sentence(s), so at most 24\n"),
     Case("top_k larger than the pool, in the data job of a first run (before any training)", _top_k_data,
-         "augsbert prepare-data: error: experiments.big_k.sampling.top_k: 30 partners per sentence, but the pool "
-         "(sampling.pool: train) has 25 unique sentence(s), so at most 24\n"),
+         "augsbert prepare-data: error: experiments.big_k.candidates.top_k: 30 partners per sentence, but the pool "
+         "(candidates.pool: train) has 25 unique sentence(s), so at most 24\n"),
     Case("top_k larger than the pool, in the sampling stage (before encoding)", _top_k_stage,
-         "augsbert sample-pairs: error: sampling.top_k: 25 partners per sentence, but the pool (sampling.pool: "
+         "augsbert sample-pairs: error: candidates.top_k: 25 partners per sentence, but the pool (candidates.pool: "
          "train) has 25 unique sentence(s), so at most 24\n"),
     Case("non-UTF-8 input", _non_utf8,
          "augsbert prepare-data: error: {tmp}/p.csv:3: not valid utf-8 text (byte 0xe9 at byte offset 35); "

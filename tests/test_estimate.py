@@ -34,7 +34,7 @@ experiments:
     models: [lower_bound, teacher, student]
     teacher: {teacher}
     student: {{epochs: 2, batch_size: 16, max_steps: 70}}
-    sampling: {{strategies: [bm25], pool: train+unlabeled, top_k: 1}}
+    candidates: {{strategies: [bm25], pool: train+unlabeled, top_k: 1}}
     evaluation: {{suites: []}}
 """)
     return str(tmp_path / "my.yaml")

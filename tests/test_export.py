@@ -80,7 +80,7 @@ def write_experiment(tiny_model: str) -> dict:
                         "student": {"key": Path(path).name, "stage": "student", "path": path}}
             for seed, path in STUDENTS.items()}
     spec = {"experiment": "g.bm25.lee", "config": {"dataset": "lee", "source": None, "description": "a test",
-                                                   "sampling": {"strategies": ["bm25"], "top_k": 1, "pool": "train"}},
+                                                   "candidates": {"strategies": ["bm25"], "top_k": 1, "pool": "train"}},
             "dataset": {"loader": "lee"}, "config_hash": "0123456789", "seeds": [42, 43], "runs": runs}
     Path("results").mkdir()
     results = {"models": {
@@ -493,7 +493,7 @@ def test_recipe_holds_what_gives_the_model_its_key(tmp_path, monkeypatch, name, 
                               "description": spec["config"]["description"]}
         assert spec["config"]["teacher"]["loss"] == "bce" and spec["config"]["student"]["selection"] is None
     else:  # the demo's own options: the shipped defaults give the rest
-        assert experiment["sampling"] == {"strategies": ["bm25"], "top_k": 1, "pool": "train+unlabeled"}
+        assert experiment["candidates"] == {"strategies": ["bm25"], "top_k": 1, "pool": "train+unlabeled"}
         assert experiment["teacher"] == {"epochs": 1, "max_length": 256}
     assert replan.experiment_spec(own)["seeds"] == spec["seeds"] and recipe["datasets"] == {"lee": spec["dataset"]}
 

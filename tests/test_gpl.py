@@ -1,4 +1,4 @@
-"""GPL: a pretrained Cross-Encoder's margins over mined negatives (stage `margins`) and the student (`gpl_student`)."""
+"""GPL: a pretrained Cross-Encoder's margins over mined negatives (stage `margins`) and the student (`gpl`)."""
 
 import numpy as np
 import pandas as pd
@@ -57,7 +57,7 @@ def test_student_learns_the_margins_for_its_step_budget(tmp_path, tiny_model, ti
     from sentence_transformers import SentenceTransformer, util
 
     from augsbert.models.student_losses import student_loss
-    from augsbert.stages.gpl_student import GplStudentParams
+    from augsbert.stages.gpl import GplParams
     from augsbert.jobs import gpl
 
     margins(tmp_path, tiny_cross_encoder)
@@ -65,7 +65,7 @@ def test_student_learns_the_margins_for_its_step_budget(tmp_path, tiny_model, ti
               "warmup_ratio": 0.0, "max_length": 32, "seed": 1, "max_steps": 3}
     rows = gpl.training_rows(pd.read_parquet(tmp_path / "margins-logits" / "margins.parquet"), loss)
     assert np.asarray(rows["label"]).shape == ((3, 2) if loss == "margin_mse" else (3, 3))
-    built = student_loss(SentenceTransformer(tiny_model, device="cpu"), GplStudentParams.from_json(params, "t"))
+    built = student_loss(SentenceTransformer(tiny_model, device="cpu"), GplParams.from_json(params, "t"))
     assert type(built).__name__ == {"margin_mse": "MarginMSELoss", "kl_div": "DistillKLDivLoss"}[loss]
     assert built.similarity_fct is {"dot": util.pairwise_dot_score, "cos": util.pairwise_cos_sim}[similarity]
     metrics = gpl.run_student({"params": params, "inputs": {"margins": str(tmp_path / "margins-logits")}},
@@ -136,7 +136,7 @@ def test_results_and_tables_show_the_gpl_row_with_its_retrieval_figures(tmp_path
                "inputs": {"data": str(data), "model": str(tmp_path / "student")}}, tmp_path / "suite", device="cpu")
     node = lambda stage, path: {"key": path.name, "stage": stage, "path": str(path)}  # noqa: E731
     spec = {"experiment": "g", "config": {"dataset": "toy"}, "dataset": {"loader": "beir"}, "config_hash": "0123456789",
-            "seeds": [42], "runs": {"42": {"data": node("data", data), "gpl": node("gpl_student", tmp_path / "student"),
+            "seeds": [42], "runs": {"42": {"data": node("data", data), "gpl": node("gpl", tmp_path / "student"),
                                            "gpl_suite": node("suite", tmp_path / "suite")}}}
     result = results.run(spec, tmp_path / "results" / "g.json")
     summary = result["models"]["gpl"]["summary"]

@@ -15,8 +15,8 @@ GRID = {
     "options": {"teacher": {"epochs": 1}},
     "columns": {"lee": {"dataset": "lee"}},
     "axes": {"teacher": {"ce": {"teacher": {"arch": "ce"}}, "cbe": {"teacher": {"arch": "cbe"}}},
-             "sampling": {"none": {"sampling": {"strategies": ["none"]}},
-                          "bm25": {"sampling": {"strategies": ["bm25"], "pool": "train+unlabeled"}}}},
+             "candidates": {"none": {"candidates": {"strategies": ["none"]}},
+                          "bm25": {"candidates": {"strategies": ["bm25"], "pool": "train+unlabeled"}}}},
     "labels": {"bm25": "BM25", "ce": "Cross-Encoder"},
 }
 
@@ -32,7 +32,7 @@ def test_grid_expands_to_named_experiments_with_options_axes_and_columns():
     exp = plan.experiment("g.ce_bm25.lee")
     assert exp.seeds == [1, 2]
     assert exp.config["teacher"]["arch"] == "ce" and exp.config["teacher"]["epochs"] == 1
-    assert exp.config["sampling"]["strategies"] == ["bm25"] and exp.config["sampling"]["pool"] == "train+unlabeled"
+    assert exp.config["candidates"]["strategies"] == ["bm25"] and exp.config["candidates"]["pool"] == "train+unlabeled"
     assert exp.config["student"]["lr"] == 2e-5  # untouched keys come from `defaults`
     assert experiment_name("g", (), "lee") == "g.lee"
 
@@ -141,7 +141,7 @@ def test_thesis_grids_plan():
     assert [r["label"] for r in distill["rows"]] == [f"SBERT (lower bound) [{x}]" for x in losses] + [
         f"Distill-{t}-{x}" for t in ("CBE", "CE") for x in losses]
     transfer = plan.experiment("distill.ce_cosine.stsb2bws")
-    assert transfer.config["source"] == "stsb" and transfer.config["sampling"]["strategies"] == ["target_pairs"]
+    assert transfer.config["source"] == "stsb" and transfer.config["candidates"]["strategies"] == ["target_pairs"]
 
 
 # ---- checkpoint selection of the paper grids (issue 28): as each source selected, read from the planned specs

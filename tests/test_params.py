@@ -43,7 +43,7 @@ def test_every_spec_of_the_shipped_config_reads_back_through_its_stage_class():
         back = params.to_json()
         assert holds(back, spec["params"]), key
         seen.add(node.stage)
-    # the shipped grids plan every stage but the sharded ones (sampling.shards > 1 is a large-pool option,
+    # the shipped grids plan every stage but the sharded ones (candidates.shards > 1 is a large-pool option,
     # queries.shards > 1 a large-corpus one: tests/test_gpl.py plans it)
     assert seen == set(REGISTRY) - {"pool_index", "candidate_shard", "label_shard", "query_shard"}
 
@@ -146,15 +146,15 @@ def test_early_stopping_enters_a_key_only_when_set():
     assert StudentParams.from_json(params).early_stopping_patience == 2
 
 
-@pytest.mark.parametrize("section,role", [("teacher", "teacher"), ("student", "lower_bound"), ("adapt_mlm", "adapt"),
+@pytest.mark.parametrize("section,role", [("teacher", "teacher"), ("student", "lower_bound"), ("adapt", "adapt"),
                                           ("pretrain", "pretrained")])
 def test_torch_compile_enters_a_key_only_when_set(section, role):
     from conftest import plan_shipped
 
     def planned(compiled):
         options = {"teacher": {"arch": "cbe"}, section: {"torch_compile": compiled}}
-        if section == "adapt_mlm":
-            options["adapt_mlm"]["variant"] = "domain"
+        if section == "adapt":
+            options["adapt"]["variant"] = "domain"
         if section == "pretrain":
             options.update(models=["zero_shot"], pretrain={"objective": "simcse", "torch_compile": compiled})
         plan = plan_shipped({"experiments": {"demo_cbe": options}}, plan=("demo_cbe",))

@@ -58,7 +58,7 @@ def test_settings_that_cannot_change_a_result_leave_the_keys():
     exp = "demo_augsbert_cbe"
     base = plan_for()
     changed = plan_for(data_dir="elsewhere/raw", defaults={
-        "evaluation": {"batch_size": 7}, "silver": {"batch_size": 5}, "sampling": {"batch_size": 3},
+        "evaluation": {"batch_size": 7}, "labels": {"batch_size": 5}, "candidates": {"batch_size": 3},
         "teacher": {"eval_batch_size": 9, "checkpoint_steps": 11}, "student": {"eval_batch_size": 9,
                                                                                 "checkpoint_steps": 11}})
     assert keys(changed, exp) == keys(base, exp)
@@ -155,12 +155,12 @@ def test_training_stages_run_per_seed():
 
 def test_student_without_training_data_is_a_config_error():
     with pytest.raises(ConfigError, match="gets no teacher labels"):
-        plan_for(experiments={"demo_cbe_distill": {"silver": {"relabel_gold": False}}})
+        plan_for(experiments={"demo_cbe_distill": {"labels": {"relabel_gold": False}}})
 
 
 def test_student_equal_to_the_lower_bound_is_a_config_error():
     with pytest.raises(ConfigError, match="would just be the lower bound"):
-        plan_for(experiments={"demo_cbe_distill": {"silver": {"relabel_gold": False},
+        plan_for(experiments={"demo_cbe_distill": {"labels": {"relabel_gold": False},
                                                    "student": {"use_gold_labels": True}}})
 
 
@@ -194,28 +194,28 @@ def test_data_keys_follow_file_content_not_location_or_timestamps(tmp_path):
 
 def test_sampling_changes_reuse_the_teacher():
     base = keys(plan_for(), "demo_cbe_distill")
-    sampled = keys(plan_for(experiments={"demo_cbe_distill": {"sampling": {"strategies": ["bm25"]}}}),
+    sampled = keys(plan_for(experiments={"demo_cbe_distill": {"candidates": {"strategies": ["bm25"]}}}),
                    "demo_cbe_distill")
     assert sampled["teacher"] == base["teacher"] and sampled["lower_bound"] == base["lower_bound"]
     assert "candidates" in sampled and sampled["labels"] != base["labels"]
-    other = keys(plan_for(experiments={"demo_cbe_distill": {"sampling": {"strategies": ["random"]}}}),
+    other = keys(plan_for(experiments={"demo_cbe_distill": {"candidates": {"strategies": ["random"]}}}),
                  "demo_cbe_distill")
     assert other["teacher"] == base["teacher"] and other["candidates"] != sampled["candidates"]
 
 
 def test_encoder_options_only_matter_to_semantic_strategies():
-    plan = plan_for(experiments={"demo_cbe_distill": {"sampling": {"strategies": ["bm25"]}}})
-    same = plan_for(experiments={"demo_cbe_distill": {"sampling": {"strategies": ["bm25"], "exact": False,
+    plan = plan_for(experiments={"demo_cbe_distill": {"candidates": {"strategies": ["bm25"]}}})
+    same = plan_for(experiments={"demo_cbe_distill": {"candidates": {"strategies": ["bm25"], "exact": False,
                                                                    "semantic_model": "pretrained"}}})
     assert keys(plan, "demo_cbe_distill")["candidates"] == keys(same, "demo_cbe_distill")["candidates"]
-    ss = plan_for(experiments={"demo_cbe_distill": {"sampling": {"strategies": ["semantic_search"]}}})
+    ss = plan_for(experiments={"demo_cbe_distill": {"candidates": {"strategies": ["semantic_search"]}}})
     k = keys(ss, "demo_cbe_distill")
     assert dict(ss.node(k["candidates"]).inputs)["encoder"] == k["lower_bound"] if "lower_bound" in k else True
 
 
 def test_domain_transfer_trains_teacher_on_source_and_tests_on_target():
     plan = plan_for(experiments={"x": {"dataset": "bws_cross_topic", "source": "stsb",
-                                       "sampling": {"strategies": ["bm25"]}, "silver": {"relabel_gold": False},
+                                       "candidates": {"strategies": ["bm25"]}, "labels": {"relabel_gold": False},
                                        "student": {"use_gold_labels": False}}})
     k = keys(plan, "x")
     teacher = plan.node(k["teacher"])
@@ -227,11 +227,11 @@ def test_domain_transfer_trains_teacher_on_source_and_tests_on_target():
                                                     "labels": k["labels"]}
     assert plan.node(k["student"]).params["selection"] == "source_dev"
     oracle = plan_for(experiments={"x": {"dataset": "bws_cross_topic", "source": "stsb",
-                                         "sampling": {"strategies": ["bm25"]}, "student": {"selection": "target_dev"}}})
+                                         "candidates": {"strategies": ["bm25"]}, "student": {"selection": "target_dev"}}})
     k = keys(oracle, "x")
     assert dict(oracle.node(k["student"]).inputs)["dev"] == k["data"]
     last = plan_for(experiments={"x": {"dataset": "bws_cross_topic", "source": "stsb",
-                                       "sampling": {"strategies": ["bm25"]}, "student": {"selection": "last"}}})
+                                       "candidates": {"strategies": ["bm25"]}, "student": {"selection": "last"}}})
     k = keys(last, "x")
     assert "dev" not in dict(last.node(k["student"]).inputs)
     assert last.node(k["student"]).params["selection"] == last.node(k["lower_bound"]).params["selection"] == "last"
@@ -261,7 +261,7 @@ def test_mlm_variants_and_what_a_change_reruns():
     domain = keys(plan, "demo_domain_cbe")
     assert domain["adapt"] == base["adapt"] and domain["teacher"] == base["teacher"]
     assert "init" not in dict(plan.node(domain["student"]).inputs)
-    steps = keys(plan_for(experiments={"demo_fulldomain_cbe": {"adapt_mlm": {"max_steps": 7}}}), "demo_fulldomain_cbe")
+    steps = keys(plan_for(experiments={"demo_fulldomain_cbe": {"adapt": {"max_steps": 7}}}), "demo_fulldomain_cbe")
     assert {r for r in base if base[r] != steps[r]} == {"adapt", "teacher", "labels", "student", "student_suite"}
     lr = keys(plan_for(experiments={"demo_fulldomain_cbe": {"student": {"lr": 3e-5}}}), "demo_fulldomain_cbe")
     assert lr["adapt"] == base["adapt"] and lr["teacher"] == base["teacher"]
@@ -376,10 +376,10 @@ def test_inert_pretrain_options_leave_the_key():
 
 @pytest.mark.parametrize("override, message", [
     ({"student": {"base": "pretrained"}}, "student.base: starts from the pretrain stage, but pretrain.objective is none"),
-    ({"sampling": {"semantic_model": "pretrained_stage", "strategies": ["semantic_search"]}},
-     "sampling.semantic_model: starts from the pretrain stage"),
-    ({"pretrain": {"objective": "simcse"}, "teacher": {"base": "pretrained"}, "adapt_mlm": {"variant": "domain"}},
-     "teacher.base: pretrained, but adapt_mlm.variant (domain) already starts it"),
+    ({"candidates": {"semantic_model": "pretrained_stage", "strategies": ["semantic_search"]}},
+     "candidates.semantic_model: starts from the pretrain stage"),
+    ({"pretrain": {"objective": "simcse"}, "teacher": {"base": "pretrained"}, "adapt": {"variant": "domain"}},
+     "teacher.base: pretrained, but adapt.variant (domain) already starts it"),
     ({"pretrain": {"objective": "simcse_sup"}}, "pretrain.triples: simcse_sup learns from NLI triples"),
     ({"pretrain": {"objective": "simcse", "dataset": "nope"}}, "pretrain.dataset: unknown dataset 'nope'"),
     ({"pretrain": {"objective": "tsdae", "simcse_variant": "gni"}},

@@ -78,15 +78,15 @@ def test_a_small_silver_pool_or_set_is_warned_about_with_the_count_and_why():
     params = type("P", (), {"pool": "train", "top_k": 3, "strategies": ["bm25"]})()
     assert small_silver(params, 4, 21, {"bm25": 3}) == [
         "the silver pool holds only 4 sentence(s) (below 100): 21 sentence(s) of dev/test pairs were removed from "
-        "it (sampling.exclude_eval_sentences: no test sentence is trained on; a random split shares sentences across "
-        "splits); add unlabeled text (the dataset's `unlabeled` file, sampling.pool: train+unlabeled) for more "
+        "it (candidates.exclude_eval_sentences: no test sentence is trained on; a random split shares sentences across "
+        "splits); add unlabeled text (the dataset's `unlabeled` file, candidates.pool: train+unlabeled) for more "
         "silver pairs",
         "only 3 silver pair(s) were drawn (below 100; pool of 4 sentence(s), top_k 3, pairs already in the gold "
         "train split excluded): the students learn from almost no silver data"]
     assert small_silver(params, 325, 0, {"bm25": 300}) == []
     assert small_silver(params, 180, 820, {"bm25": 500}) == [  # issue 50: a pool shrunk by 82 % is said too
         "820 of the 1000 pool sentences (82 %) occur in dev/test pairs and were removed from the silver pool "
-        "(sampling.exclude_eval_sentences): the splits share many sentences"]
+        "(candidates.exclude_eval_sentences): the splits share many sentences"]
     none = type("P", (), {"pool": "train", "top_k": 3, "strategies": ["none"]})()
     assert small_silver(none, 325, 0, {"none": 300}) == []  # no sampling asked for: no silver to warn about
 

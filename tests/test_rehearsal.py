@@ -72,7 +72,7 @@ def test_model_references_take_the_stand_in_of_their_kind():
                                     "teacher": {"pretrained": "cross-encoder/ms-marco-MiniLM-L-6-v2"},
                                     "queries": {"generator": "BeIR/query-gen-msmarco-t5-base-v1"},
                                     "negatives": {"retrievers": ["bm25", "sentence-transformers/msmarco-MiniLM-L-6-v3"]},
-                                    "sampling": {"semantic_model": "finetuned"}},
+                                    "candidates": {"semantic_model": "finetuned"}},
                               "b": {"teacher": {"pretrained": "trained"}, "queries": {"generator": "inverse_cloze"},
                                     "base_model": "bert-base-uncased"}}}
     assert model_references(config) == {

@@ -247,7 +247,7 @@ def test_iterative_kde_equal_densities_decide_like_scipy():
 
 @pytest.mark.parametrize("kind,seed", [(k, s) for k, s in KDE_CASES if k in ("ties", "tiny")] + [("bimodal", 1)])
 def test_iterative_kde_greater_than_keeps_what_the_literal_algorithm_keeps(kind, seed):
-    """`accept="greater"` (sampling.iterative_kde_accept): Algorithm 1's "greater than", against the literal one."""
+    """`accept="greater"` (candidates.iterative_kde_accept): Algorithm 1's "greater than", against the literal one."""
     gold, cand = kde_case(kind, seed)
     np.testing.assert_array_equal(iterative_kde(gold, cand, seed=seed, accept="greater"),
                                   reference_iterative_kde(gold, cand, seed, strict=True))

@@ -1,4 +1,4 @@
-"""sampling.shards: sharded candidate search and labelling equal the unsharded run; plan keys; streaming."""
+"""candidates.shards: sharded candidate search and labelling equal the unsharded run; plan keys; streaming."""
 
 import json
 
@@ -40,7 +40,7 @@ def candidate_spec(data, strategies, model=None, **extra):
 
 
 def sharded_candidates(tmp_path, spec, shards=SHARDS):
-    """What the plan runs for sampling.shards > 1: pool_index, the shards, the merge."""
+    """What the plan runs for candidates.shards > 1: pool_index, the shards, the merge."""
     params = spec["params"]
     index_params = {k: params[k] for k in ("pool", "exclude_eval_sentences", "semantic_model", "exact",
                                            "batch_size", "max_length", "model") if k in params}
@@ -175,16 +175,16 @@ def test_streaming_scores_equal_the_in_memory_path(tmp_path, tiny_model, monkeyp
 def test_one_shard_keeps_every_key_and_more_shards_change_only_sampling_and_labels():
     def distill(shards):
         return {"dataset": "lee", "teacher": {"arch": "cbe"}, "student": {"use_gold_labels": False},
-                "sampling": {"strategies": ["bm25", "random"], "shards": shards}}
+                "candidates": {"strategies": ["bm25", "random"], "shards": shards}}
 
     def plan_of(experiments):  # the repository config with only these experiments (planning all is slow)
         raw = read_config(REPO / "config" / "config.yaml")
         return prepare_config({**raw, "experiments": experiments, "grids": {}})
 
     plan = Plan(plan_of({"one": distill(1), "three": distill(3), "four": distill(4)}))
-    # a config written before sampling.shards existed plans the same nodes, key for key
+    # a config written before candidates.shards existed plans the same nodes, key for key
     raw = plan_of({"one": distill(1)})
-    raw["experiments"]["one"]["sampling"].pop("shards")
+    raw["experiments"]["one"]["candidates"].pop("shards")
     assert set(keys(Plan(raw), "one").values()) == set(keys(plan, "one").values())
     one, three, four = (keys(plan, name) for name in ("one", "three", "four"))
     assert not any(plan.nodes[k].stage in ("pool_index", "candidate_shard", "label_shard") for k in one.values())

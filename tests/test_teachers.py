@@ -35,7 +35,7 @@ def tiny_config(data_dir: Path, model: str, experiment: dict) -> dict:
     short = {"epochs": 1, "batch_size": 8, "max_length": 32, "lr": 1e-4}
     return {"data_dir": str(data_dir), "seeds": [42], "datasets": {"toy": write_pairs_dataset(data_dir / "toy")},
             "defaults": {"base_model": model, "teacher": dict(short), "student": dict(short),
-                         "evaluation": {"max_length": 32, "suites": []}, "silver": {"batch_size": 8}},
+                         "evaluation": {"max_length": 32, "suites": []}, "labels": {"batch_size": 8}},
             "experiments": {"x": {"dataset": "toy", **experiment}}}
 
 
@@ -78,7 +78,7 @@ def tensors(model_dir: Path) -> dict[str, np.ndarray]:
 def test_gold_fraction_swaps_the_gold_of_every_trained_model_and_nothing_else():
     full = plan_shipped({"experiments": {"few": {"dataset": "lee"}}}).experiment("few").runs[42]
     plan = plan_shipped({"experiments": {"few": {"dataset": "lee", "gold_fraction": 0.5, "seeds": [42, 43],
-                                                 "sampling": {"strategies": ["target_pairs"]}}}})
+                                                 "candidates": {"strategies": ["target_pairs"]}}}})
     runs = plan.experiment("few").runs[42]
     subset = plan.node(runs["gold_subset"])
     assert subset.params == {"fraction": 0.5, "seed": 42} and dict(subset.inputs) == {"data": runs["data"]}
@@ -90,7 +90,7 @@ def test_gold_fraction_swaps_the_gold_of_every_trained_model_and_nothing_else():
         "data": runs["gold_subset"]}
     assert plan.experiment("few").runs[43]["gold_subset"] != runs["gold_subset"]  # a subset per seed
     with pytest.raises(ConfigError, match="target_pairs is for domain transfer .* or few labels"):
-        plan_shipped({"experiments": {"all": {"dataset": "lee", "sampling": {"strategies": ["target_pairs"]}}}})
+        plan_shipped({"experiments": {"all": {"dataset": "lee", "candidates": {"strategies": ["target_pairs"]}}}})
 
 
 def test_gold_subset_keeps_a_seeded_fraction_and_drops_the_other_scores(tmp_path, monkeypatch):
@@ -138,11 +138,11 @@ def test_combinations_are_the_mean_and_the_gold_scaled_mean_z_score():
 
 def test_adding_a_member_plans_one_teacher_and_the_labels_and_student_below_it():
     def run_keys(members):
-        exp = {"dataset": "lee", "sampling": {"strategies": ["bm25"]}, "evaluation": {"suites": []},
+        exp = {"dataset": "lee", "candidates": {"strategies": ["bm25"]}, "evaluation": {"suites": []},
                "teacher": {"ensemble": members}}
         return plan_shipped({"experiments": {"e": exp}}).experiment("e").runs[42]
 
-    single = plan_shipped({"experiments": {"s": {"dataset": "lee", "sampling": {"strategies": ["bm25"]},
+    single = plan_shipped({"experiments": {"s": {"dataset": "lee", "candidates": {"strategies": ["bm25"]},
                                                  "evaluation": {"suites": []}}}}).experiment("s").runs[42]
     two, three = run_keys([{}, {"arch": "ce"}]), run_keys([{}, {"arch": "ce"}, {"seed": 1}])
     assert two["teacher_member_0"] == single["teacher"]  # the member equal to the single teacher is its artifact
@@ -193,30 +193,30 @@ def test_ensemble_scores_are_the_combination_of_the_members_predictions(tmp_path
 # ------------------------------------------------------------------ Trans-Encoder
 def te_runs(rounds: int, sampling: dict | None = None, **te):
     exp = {"dataset": "lee", "models": ["zero_shot", "trans_encoder"], "evaluation": {"suites": []},
-           "trans_encoder": {"rounds": rounds, **te}, "sampling": sampling or {}}
+           "trans_encoder": {"rounds": rounds, **te}, "candidates": sampling or {}}
     return plan_shipped({"experiments": {"t": exp}}).experiment("t").runs[42]
 
 
 def test_trans_encoder_round_r_plus_1_reuses_round_r():
     two, three = te_runs(2), te_runs(3)
     assert all(three[role] == key for role, key in two.items())
-    assert {r for r in three if r not in two} == {"te_scores_2", "te_cross_3", "te_cross_scores_3", "te_bi_3"}
+    assert {r for r in three if r not in two} == {"trans_encoder_2", "te_cross_3", "te_cross_scores_3", "te_bi_3"}
     plan = plan_shipped({"experiments": {"t": {"dataset": "lee", "models": ["trans_encoder"],
                                                "trans_encoder": {"rounds": 2}}}})
     runs = plan.experiment("t").runs[42]
     cross, bi = plan.node(runs["te_cross_2"]), plan.node(runs["te_bi_2"])
-    assert dict(cross.inputs) == {"data": runs["data"], "labels": runs["te_scores_1"]}
+    assert dict(cross.inputs) == {"data": runs["data"], "labels": runs["trans_encoder_1"]}
     assert dict(bi.inputs) == {"data": runs["data"], "labels": runs["te_cross_scores_2"]}
     assert cross.params["selection"] == "last" and bi.params["selection"] == "last"
     assert bi.params["use_gold_labels"] is False and cross.params["seed_optimization"]["trials"] == 0
-    scores = plan.node(runs["te_scores_0"])
+    scores = plan.node(runs["trans_encoder_0"])
     assert scores.params["source"] == "train" and "clip" not in scores.params  # the default cross is a CBE
-    assert dict(plan.node(runs["te_scores_1"]).inputs) == {"pairs": runs["data"], "scorer_0": runs["te_bi_1"]}
+    assert dict(plan.node(runs["trans_encoder_1"]).inputs) == {"pairs": runs["data"], "scorer_0": runs["te_bi_1"]}
     mutual = te_runs(1, mutual={"base_model": "org/other-encoder"}, cross={"arch": "ce"})
     assert {"te_cross_1_mutual", "te_bi_1_mutual"} <= set(mutual) and mutual["te_bi_1"] != mutual["te_bi_1_mutual"]
     with pytest.raises(ConfigError, match="the same bases as the first"):
         te_runs(1, mutual={"base_model": "minilm-l6"})
-    assert te_runs(1, {"strategies": ["bm25"]}, pairs="candidates")["te_scores_0"]
+    assert te_runs(1, {"strategies": ["bm25"]}, pairs="candidates")["trans_encoder_0"]
     with pytest.raises(ConfigError, match="finetuned, an encoder trained on gold"):
         te_runs(1, {"strategies": ["semantic_search"]}, pairs="candidates")  # the default semantic_model
 
@@ -235,7 +235,7 @@ def test_no_gold_label_reaches_a_trans_encoder_model(tmp_path, monkeypatch, tiny
         runs = plan.experiment("x").runs[42]
         run_nodes(plan, upstream_first(plan, [runs["te_bi_1"]]))
         weights.append({role: tensors(Path(plan.node(runs[role]).path) / "model") for role in ("te_cross_1", "te_bi_1")})
-        labels = pd.read_parquet(Path(plan.node(runs["te_scores_0"]).path) / "pairs.parquet")
+        labels = pd.read_parquet(Path(plan.node(runs["trans_encoder_0"]).path) / "pairs.parquet")
         assert labels["score"].between(0, 1).all()  # BCE targets: the cosines clipped to [0, 1]
     for role in ("te_cross_1", "te_bi_1"):
         assert weights[0][role].keys() == weights[1][role].keys()
@@ -249,7 +249,7 @@ def test_members_and_rounds_are_model_rows_of_the_results_and_tables():
 
     assert role_description("teacher_member_1").startswith("teacher ensemble member 2")
     assert "round 3" in role_description("te_bi_3_mutual") and "mutual" in role_description("te_bi_3_mutual")
-    assert role_description("te_scores_0") is None and role_description("gold_subset") is None  # not models
+    assert role_description("trans_encoder_0") is None and role_description("gold_subset") is None  # not models
     roles = ["te_bi_2", "student", "te_cross_10", "te_cross_2_mutual", "teacher_member_1", "te_cross_2", "teacher"]
     assert sorted(roles, key=role_order) == ["teacher", "student", "teacher_member_1", "te_cross_2",
                                              "te_cross_2_mutual", "te_bi_2", "te_cross_10"]

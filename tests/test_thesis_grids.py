@@ -76,13 +76,13 @@ def test_adapt_pairs_and_epochs_enter_the_key_only_when_set_and_kde_is_refused()
     base = default.experiment("demo_domain_cbe").runs[42]
     assert set(dict(default.nodes[base["adapt"]].inputs)) == {"data"}
     assert not {"pairs", "epochs"} & set(default.nodes[base["adapt"]].settings)
-    shared = plan_shipped({"experiments": {"demo_domain_cbe": {"adapt_mlm": {"pairs": "candidates", "epochs": 2}}}},
+    shared = plan_shipped({"experiments": {"demo_domain_cbe": {"adapt": {"pairs": "candidates", "epochs": 2}}}},
                           grids=False).experiment("demo_domain_cbe").runs[42]
     assert shared["candidates"] == base["candidates"]  # the same candidates, now also the adaptation's input
     assert shared["adapt"] != base["adapt"]
-    with pytest.raises(ConfigError, match="adapt_mlm.pairs: candidates, but sampling.strategies has kde"):
-        plan_shipped({"experiments": {"demo_domain_cbe": {"adapt_mlm": {"pairs": "candidates"},
-                                                          "sampling": {"strategies": ["bm25", "kde"]}}}}, grids=False)
+    with pytest.raises(ConfigError, match="adapt.pairs: candidates, but candidates.strategies has kde"):
+        plan_shipped({"experiments": {"demo_domain_cbe": {"adapt": {"pairs": "candidates"},
+                                                          "candidates": {"strategies": ["bm25", "kde"]}}}}, grids=False)
 
 
 def test_adapt_stage_trains_on_the_candidates_for_the_epochs_asked(tiny_model, tmp_path):
@@ -162,20 +162,20 @@ def test_grids_of_tables_6_1_to_6_3_plan_as_5_2_1_states(plan):
 
 def test_iterative_kde_accept_enters_the_labels_key_only_when_greater():
     base = plan_shipped(grids=False, plan=("demo_sampling_cbe",)).experiment("demo_sampling_cbe").runs[42]
-    strict_plan = plan_shipped({"experiments": {"demo_sampling_cbe": {"sampling": {"iterative_kde_accept": "greater"}}}},
+    strict_plan = plan_shipped({"experiments": {"demo_sampling_cbe": {"candidates": {"iterative_kde_accept": "greater"}}}},
                                grids=False)
     strict = strict_plan.experiment("demo_sampling_cbe").runs[42]
     assert strict["candidates"] == base["candidates"] and strict["labels"] != base["labels"]
     assert strict_plan.nodes[strict["labels"]].settings["iterative_kde_accept"] == "greater"
-    no_kde = plan_shipped({"experiments": {"demo_augsbert_cbe": {"sampling": {"iterative_kde_accept": "greater"}}}},
+    no_kde = plan_shipped({"experiments": {"demo_augsbert_cbe": {"candidates": {"iterative_kde_accept": "greater"}}}},
                           grids=False).experiment("demo_augsbert_cbe").runs[42]
     assert no_kde == plan_shipped(grids=False, plan=("demo_augsbert_cbe",)).experiment("demo_augsbert_cbe").runs[42]
 
 
 def test_a_teacher_only_run_with_shared_pairs_plans_and_names_its_candidates():
-    runs = plan_shipped({"experiments": {"demo_domain_cbe": {"models": ["teacher"], "adapt_mlm": {
+    runs = plan_shipped({"experiments": {"demo_domain_cbe": {"models": ["teacher"], "adapt": {
         "pairs": "candidates"}}}}, grids=False).experiment("demo_domain_cbe").runs[42]
     assert {"candidates", "adapt", "teacher"} <= set(runs) and "labels" not in runs
-    with pytest.raises(ConfigError, match="sampling.strategies draws none"):
-        plan_shipped({"experiments": {"demo_domain_cbe": {"adapt_mlm": {"pairs": "candidates"},
-                                                          "sampling": {"strategies": ["none"]}}}}, grids=False)
+    with pytest.raises(ConfigError, match="candidates.strategies draws none"):
+        plan_shipped({"experiments": {"demo_domain_cbe": {"adapt": {"pairs": "candidates"},
+                                                          "candidates": {"strategies": ["none"]}}}}, grids=False)

@@ -300,7 +300,7 @@ def test_the_planning_order_follows_needs_and_refinements():
     order = [s.name for s in planning_order()]
     assert order.index("data") < order.index("candidates") < order.index("labels") < order.index("student")
     assert order.index("adapt") < order.index("teacher") < order.index("labels")
-    assert order.index("student") < order.index("suite") and order.index("gpl_student") < order.index("suite")
+    assert order.index("student") < order.index("suite") and order.index("gpl") < order.index("suite")
     refine = Stage("refine_labels", 1, "x", "m:f", roles=("labels",), needs=("labels",), plan=lambda sp: {})
     REGISTRY["refine_labels"] = refine
     try:

@@ -13,7 +13,7 @@ def tracking_env(monkeypatch, tmp_path):
         monkeypatch.setenv(tracking.TRACKING_DIR_ENV, str(tmp_path / "tb"))
         monkeypatch.delenv("TENSORBOARD_LOGGING_DIR", raising=False)
         tracking.begin({"stage": "student", "key": "lee.be-0123456789", "experiments": ["demo_b", "demo_c"],
-                        "params": {"lr": 2e-5, "sampling": {"top_k": 3}}})
+                        "params": {"lr": 2e-5, "candidates": {"top_k": 3}}})
         return tmp_path / "tb" / "student" / "lee.be-0123456789"
 
     yield use

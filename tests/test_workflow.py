@@ -214,7 +214,7 @@ def test_demo_cbe_trains_and_a_student_lr_change_reruns_only_the_student(workdir
     assert run(workdir, augsbert, *args) == silver_jobs  # teacher and lower bound are reused
     result = json.loads((workdir / augsbert).read_text())
     assert set(result["models"]) == {"zero_shot", "lower_bound", "teacher", "student"}
-    silver = result["silver"]["42"]
+    silver = result["labels"]["42"]
     assert {"gold", "bm25", "semantic_search"} <= set(silver["strategies"])
     assert silver["strategies"]["bm25"]["kept"] > 0 and 0 <= silver["strategies"]["bm25"]["ks_to_gold"] <= 1
     labels_dir = workdir / next(s["path"] for s in result["stages"].values() if s["stage"] == "labels")
@@ -223,29 +223,29 @@ def test_demo_cbe_trains_and_a_student_lr_change_reruns_only_the_student(workdir
     assert len(pairs) == silver["pairs"] and set(pairs["teacher"]) == {teacher_dir.name}
     # changing only the sampling strategy reuses the teacher
     assert planned(workdir, augsbert, *args, "--config",
-                   "experiments={demo_augsbert_cbe: {sampling: {strategies: [random, kde]}}}") == silver_jobs
+                   "experiments={demo_augsbert_cbe: {candidates: {strategies: [random, kde]}}}") == silver_jobs
 
     # MLM domain adaptation (FullDomainSBERT): adapted teacher and student; the lower bound is reused
     full = "results/demo_fulldomain_cbe.json"
-    mlm = ("--config", "experiments={demo_fulldomain_cbe: {adapt_mlm: {max_steps: 12, max_length: 64, batch_size: 8}}}")
+    mlm = ("--config", "experiments={demo_fulldomain_cbe: {adapt: {max_steps: 12, max_length: 64, batch_size: 8}}}")
     # (its silver candidates are those of demo_augsbert_cbe: same pool, strategies and encoder)
     assert run(workdir, full, *args, *mlm) == {"adapt": 1, "teacher": 1, "labels": 1, "student": 1,
                                                "collect_results": 1}
     adapt_dir = next((workdir / "artifacts" / "adapt").iterdir())
     held_out = json.loads((adapt_dir / "metrics.json").read_text())["held_out"]
     assert held_out["adapted"]["loss"] < held_out["base"]["loss"]
-    steps = ("--config", "experiments={demo_fulldomain_cbe: {adapt_mlm: {max_steps: 13, max_length: 64, batch_size: 8}}}")
+    steps = ("--config", "experiments={demo_fulldomain_cbe: {adapt: {max_steps: 13, max_length: 64, batch_size: 8}}}")
     assert planned(workdir, full, *args, *steps) == {"adapt": 1, "teacher": 1, "labels": 1, "student": 1,
                                                      "collect_results": 1}
-    student_lr = ("--config", "experiments={demo_fulldomain_cbe: {adapt_mlm: {max_steps: 12, max_length: 64, "
+    student_lr = ("--config", "experiments={demo_fulldomain_cbe: {adapt: {max_steps: 12, max_length: 64, "
                   "batch_size: 8}, student: {lr: 3.0e-5}}}")
     # the student's lr also changes the lower bound, which encodes the pool for semantic search;
     # adaptation and the teacher are untouched
     assert planned(workdir, full, *args, *student_lr) == {"student": 2, "candidates": 1, "labels": 1,
                                                           "collect_results": 1}
-    # adapt_mlm.pairs: candidates (thesis 4.3.1): MLM on the candidates the teacher labels, which exist already
+    # adapt.pairs: candidates (thesis 4.3.1): MLM on the candidates the teacher labels, which exist already
     # (the DAG runs candidates before adapt); only the adaptation and what follows it run again
-    shared = ("--config", "experiments={demo_fulldomain_cbe: {adapt_mlm: {max_steps: 12, max_length: 64, "
+    shared = ("--config", "experiments={demo_fulldomain_cbe: {adapt: {max_steps: 12, max_length: 64, "
               "batch_size: 8, pairs: candidates}}}")
     assert planned(workdir, full, *args, *shared) == {"adapt": 1, "teacher": 1, "labels": 1, "student": 1,
                                                       "collect_results": 1}
@@ -412,7 +412,7 @@ def test_grid_table_report_and_adding_a_seed(workdir, tiny_model):
         "      sampling: {pool: train+unlabeled, top_k: 1}\n"
         "      evaluation: {max_length: 48, suites: [diagnostics]}\n"
         "    columns: {lee: {dataset: lee}}\n"
-        "    axes: {sampling: {bm25: {sampling: {strategies: [bm25]}}}}\n"
+        "    axes: {sampling: {bm25: {candidates: {strategies: [bm25]}}}}\n"
         "    metrics: [spearman, uniformity]\n")
     args = ("--configfile", "config/config.yaml", str(grid))
     target = "results/tables/tiny.md"
@@ -615,4 +615,4 @@ def test_gpl_targets_plan_in_snakemakes_dag_with_one_line_beir_stand_ins(workdir
     # share the seed's negatives and margins (the same trained teacher); gpl_symmetric: 3 seeds x 2 columns; the
     # queries of grid gpl: one per dataset (both rows generate the same)
     assert jobs["negatives"] == 6 + 1 + 1 + 3 + 6 and jobs["margins"] == 6 + 1 + 3 + 6
-    assert jobs["gpl_student"] == 6 + 1 + 3 * 2 + 6 and jobs["queries"] == 3 + 3 + 6 and jobs["grid_table"] == 3
+    assert jobs["gpl"] == 6 + 1 + 3 * 2 + 6 and jobs["queries"] == 3 + 3 + 6 and jobs["grid_table"] == 3

@@ -28,7 +28,7 @@ def evaluation_sentences(data: str | Path) -> set[str]:
 
 
 def target_pool(data: str | Path, kind: str, exclude_eval: bool,
-                option: str = "sampling.pool") -> tuple[list[str], set[str], int]:
+                option: str = "candidates.pool") -> tuple[list[str], set[str], int]:
     """Sorted unique sentences of the target's train split and/or unlabeled corpus.
 
     Returns the pool, the dev/test sentences, and how many pool sentences were
@@ -81,6 +81,6 @@ def pool_too_small(sampling: dict, pool_size: int, prefix: str = "") -> str | No
     """
     for option, k in partners_per_sentence(sampling).items():
         if k >= pool_size:
-            return (f"{prefix}sampling.{option}: {k} partners per sentence, but the pool (sampling.pool: "
+            return (f"{prefix}candidates.{option}: {k} partners per sentence, but the pool (candidates.pool: "
                     f"{sampling['pool']}) has {pool_size} unique sentence(s), so at most {max(pool_size - 1, 0)}")
     return None

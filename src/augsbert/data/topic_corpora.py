@@ -4,7 +4,7 @@ A dataset's `topic_corpus` option reads one of them into the dataset's
 unlabeled table, with columns `text`, `topic` (the label that prompts use),
 `fine_topic` (the finest label the corpus has; the topic suite scores on it)
 and `split` (the corpus' own train / dev / test). Silver pairs are drawn from
-its train part only (`sampling.pool: unlabeled`), as the thesis built its
+its train part only (`candidates.pool: unlabeled`), as the thesis built its
 pair sets (UKP: 18,341 train sentences x 4 = 73,364 pairs; 20 Newsgroups:
 9,428 train posts x 8 = 75,424).
 

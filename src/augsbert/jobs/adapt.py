@@ -1,4 +1,4 @@
-"""Stage `adapt_mlm`: masked-LM domain adaptation of the base model on target pairs (CBE layout)."""
+"""Stage `adapt`: masked-LM domain adaptation of the base model on target pairs (CBE layout)."""
 
 from __future__ import annotations
 
@@ -30,10 +30,10 @@ def run(spec: dict, out: str | Path, device: str | None = None, force: bool = Fa
     if params.topic_prompt:  # thesis 4.4.3: [CLS] t1 ¥ a [SEP] [CLS] t2 ¥ b [SEP]
         pairs = prompt_pairs(pairs, params.topic_prompt, topic_map(spec["inputs"]["data"]))
     train, held_out = split_held_out(pairs, params.held_out, params.seed)
-    if params.epochs is not None:  # adapt_mlm.epochs: passes over the training pairs (thesis 5.6.1: 5 epochs)
+    if params.epochs is not None:  # adapt.epochs: passes over the training pairs (thesis 5.6.1: 5 epochs)
         params = replace(params, max_steps=epoch_steps(len(train), params.batch_size, params.epochs))
     elif params.max_steps is None:
-        raise ConfigError("spec params: adapt needs max_steps or epochs (adapt_mlm.max_steps / adapt_mlm.epochs)")
+        raise ConfigError("spec params: adapt needs max_steps or epochs (adapt.max_steps / adapt.epochs)")
     work = checkpoint_dir(out)
     with artifact_dir(out, spec, force, checkpoints=work) as tmp:
         device = resolve_device(device)

@@ -6,7 +6,7 @@ candidate pool here (random, plus semantic search for iterative KDE) that
 `label_pairs` thins out by teacher score.
 
 Each strategy is one or more *passes*: a partner array with one row per pool
-sentence. With `sampling.shards: 1` one job computes every row of every pass.
+sentence. With `candidates.shards: 1` one job computes every row of every pass.
 With N > 1 the pool and its semantic index come from a `pool_index` job,
 N `candidate_shard` jobs compute disjoint row ranges of every pass, and the
 `candidates` job merges them; both ways end in `write_candidates`, so the
@@ -190,16 +190,16 @@ SHRUNK = 0.5  # a pool that lost this share of its sentences to the dev/test exc
 def small_silver(params: CandidatesParams, pool: int, removed: int, counts: dict[str, int]) -> list[str]:
     """Warnings for a silver pool or silver set below SMALL_POOL / SMALL_SILVER, with the count and why."""
     found = []
-    why = (f"{removed} sentence(s) of dev/test pairs were removed from it (sampling.exclude_eval_sentences: no test "
+    why = (f"{removed} sentence(s) of dev/test pairs were removed from it (candidates.exclude_eval_sentences: no test "
            "sentence is trained on; a random split shares sentences across splits)" if removed else
-           f"sampling.pool is {params.pool}")
+           f"candidates.pool is {params.pool}")
     if removed and removed >= SHRUNK * (pool + removed) and pool >= SMALL_POOL:  # (a small pool says why)
         found.append(f"{removed} of the {pool + removed} pool sentences ({100 * removed // (pool + removed)} %) occur in "
-                     "dev/test pairs and were removed from the silver pool (sampling.exclude_eval_sentences): the "
+                     "dev/test pairs and were removed from the silver pool (candidates.exclude_eval_sentences): the "
                      "splits share many sentences")
     if pool < SMALL_POOL:
         found.append(f"the silver pool holds only {pool} sentence(s) (below {SMALL_POOL}): {why}; add unlabeled "
-                     "text (the dataset's `unlabeled` file, sampling.pool: train+unlabeled) for more silver pairs")
+                     "text (the dataset's `unlabeled` file, candidates.pool: train+unlabeled) for more silver pairs")
     silver = sum(n for strategy, n in counts.items() if strategy != "none")
     if any(s != "none" for s in params.strategies) and silver < SMALL_SILVER:
         found.append(f"only {silver} silver pair(s) were drawn (below {SMALL_SILVER}; pool of {pool} sentence(s), "
@@ -209,7 +209,7 @@ def small_silver(params: CandidatesParams, pool: int, removed: int, counts: dict
 
 
 def run(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
-    """Stage `candidates`: the whole pool in this job, or (sampling.shards > 1) the merge of the shards."""
+    """Stage `candidates`: the whole pool in this job, or (candidates.shards > 1) the merge of the shards."""
     params = read_params(CandidatesParams, spec)
     data = spec["inputs"]["data"]
     train = read_split(data, "train")

@@ -2,7 +2,7 @@
 
 A mean-pooled encoder with a linear head learns the topic of each sentence of
 the target (train split and unlabeled corpus; dev/test sentences left out
-unless `sampling.exclude_eval_sentences` is off) by cross-entropy, with the
+unless `candidates.exclude_eval_sentences` is off) by cross-entropy, with the
 texts prompted (`topic_prompt: prompted`, the thesis' "Classifier Prompted") or
 plain. The encoder is then saved and evaluated as a Bi-Encoder, like every
 other model: target test Spearman here, the evaluation suite in its own job.

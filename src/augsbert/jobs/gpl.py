@@ -30,7 +30,7 @@ from ..store.artifacts import artifact_dir, write_json
 from ..data import DataError
 from ..models import resolve_device
 from ..params import read_params
-from ..stages.gpl_student import GplStudentParams
+from ..stages.gpl import GplParams
 from ..stages.margins import MarginsParams
 from ..evaluation import correlations, cosine_scores
 from ..training.trainers import gpl_student_trainer
@@ -203,7 +203,7 @@ def drawn_rows(table: pd.DataFrame, passages: list[str], loss: str) -> Dataset:
 
 
 def run_student(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
-    params, inputs = read_params(GplStudentParams, spec), spec["inputs"]
+    params, inputs = read_params(GplParams, spec), spec["inputs"]
     table = pd.read_parquet(Path(inputs["margins"]) / "margins.parquet")
     passages = Path(inputs["margins"]) / "passages.parquet"  # present in `per_step` mode
     device = resolve_device(device)

@@ -10,7 +10,7 @@ thesis Figures 6.3-6.5).
 Candidates are read from parquet in pieces of SCORE_CHUNK rows (pyarrow
 batches) and scored piece by piece, so no job holds all candidate texts; the
 teacher sorts each piece by length as it sorted the whole list before
-(identical scores up to SCORE_CHUNK candidates). With `sampling.shards`
+(identical scores up to SCORE_CHUNK candidates). With `candidates.shards`
 N > 1, N `label_shard` jobs score disjoint ranges of whole pieces and
 `labels` merges their scores; both ways end in `write_pairs`, so the merged
 artifact is the unsharded one.
@@ -340,7 +340,7 @@ def _merged_scores(spec: dict, shards: int, count: int) -> np.ndarray:
 
 
 def run(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
-    """Stage `labels`: score every candidate here, or (sampling.shards > 1) take the label shards' scores."""
+    """Stage `labels`: score every candidate here, or (candidates.shards > 1) take the label shards' scores."""
     params = read_params(LabelsParams, spec)
     with artifact_dir(out, spec, force) as tmp:
         device = resolve_device(device)

@@ -1,13 +1,13 @@
 """Stage `index_pool` (`pool_index`): the sentence pool of a sharded candidate search, and its semantic index.
 
-Planned only with `sampling.shards` > 1. Written once and read by every
+Planned only with `candidates.shards` > 1. Written once and read by every
 `candidate_shard` job and by the merge:
 
 * `pool.parquet`: the pool (unique normalised sentences, sorted), so no
   shard re-reads and re-normalises the corpus;
 * with a semantic strategy: `embeddings.npy` (the normalised float32
   embeddings; shards memory-map only their query rows), `index.faiss` (flat
-  or HNSW, `sampling.exact`) and, for `semantic_search_least`,
+  or HNSW, `candidates.exact`) and, for `semantic_search_least`,
   `index_least.faiss`, all written by `faiss.write_index` / `numpy.save`
   (no pickle). An HNSW graph is built once here: faiss builds it on several
   threads, so two builds could differ, and every shard must search the same.

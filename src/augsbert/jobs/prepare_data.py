@@ -36,7 +36,7 @@ def check_pools(data: Path, checks: list[dict]) -> None:
     job is the earliest point where the pool is known.
     """
     for check in checks:
-        sampling = check["sampling"]
+        sampling = check["candidates"]
         try:
             pool = target_pool(data, sampling["pool"], sampling["exclude_eval_sentences"])[0]
         except DataError:

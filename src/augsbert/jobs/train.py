@@ -141,7 +141,7 @@ def student_training_set(inputs: dict[str, str], use_gold_labels: bool) -> pd.Da
 
     - `gold`: the gold train pairs with their gold scores (`student.use_gold_labels`);
       the teacher's gold, so in domain transfer the *source's*;
-    - `relabelled_gold`: the same pairs scored by the teacher (`silver.relabel_gold`,
+    - `relabelled_gold`: the same pairs scored by the teacher (`labels.relabel_gold`,
       label regularisation; the labels artifact's `gold` strategy);
     - one source per sampling strategy: candidates scored by the teacher, already
       de-duplicated across strategies by the labels stage (first strategy wins).

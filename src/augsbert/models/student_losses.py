@@ -7,7 +7,7 @@
 | `angle` | (sentence1, sentence2, score) | AnglELoss: CoSENT on the angle difference in complex space |
 | `mnrl` | (anchor, positive[, negative]): pairs scored >= `positive_threshold`; optional hard negative = the anchor's lowest-scored partner below `negative_threshold` | MultipleNegativesRankingLoss (in-batch negatives) |
 | `margin_mse` | (anchor, positive, negative, margin): per sentence, its best partner against each lower-scored one, margin = teacher score difference | MarginMSELoss on cosine (`similarity: dot`: dot product) |
-| `kl_div` | a GPL student's mined list (query, positive, negative_1..n) with the teacher's scores (stages/gpl_student.py) | DistillKLDivLoss (cosine or dot) |
+| `kl_div` | a GPL student's mined list (query, positive, negative_1..n) with the teacher's scores (stages/gpl.py) | DistillKLDivLoss (cosine or dot) |
 
 Scores are on the project's 0-1 scale (gold rescaled, teacher scores as they come).
 """

@@ -186,7 +186,7 @@ class MultiTaskOptions(AuxWeightOptions):
 class MaskingOptions(Params):
     mask_probability: float = option(0.2, "MLM term of mlm+*, share of tokens masked. No source states it for "
                                      "these objectives; 0.2 is our choice, the default of our MLM adaptation "
-                                     "(adapt_mlm.mask_probability).", exclusiveMinimum=0, exclusiveMaximum=1)
+                                     "(adapt.mask_probability).", exclusiveMinimum=0, exclusiveMaximum=1)
     masking: Literal["uniform", "bert"] = option("uniform", "MLM term: `uniform` every chosen token becomes the "
                                                  "mask token (our choice; no source states a scheme for it); "
                                                  "`bert` 80/10/10 (BERT's).")

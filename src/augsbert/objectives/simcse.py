@@ -1,5 +1,5 @@
 """`simcse`: unsupervised SimCSE (two dropout views of the same text, in-batch negatives; Gao et al. 2021), with
-seed 001's (Park) variants (`simcse_variant`, augsbert.pretraining.variants) and SimCSE's train-only MLP head."""
+seed 001's (Park) variants (`simcse_variant`, augsbert.losses.simcse_variant) and SimCSE's train-only MLP head."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ class SimCSEOptions(TemperatureOptions):
         `none`.""", keyed_default=False)
     simcse_variant: str = option("none", """
         `simcse` only: seed 001's (Park) variant on top of dropout SimCSE (module
-        augsbert.pretraining.variants). Input word-embedding noise (4.1.2, Table 3), added before the
+        augsbert.losses.simcse_variant). Input word-embedding noise (4.1.2, Table 3), added before the
         position embeddings: `gni` (e + N(0, noise_sigma²)), `gaussian_dropout` (e ⊙ N(1, noise_sigma²)),
         `bernoulli` (element dropout at noise_rate), `feature_bernoulli` (whole dimensions dropped at
         noise_rate), `fgsm` (positive view's e + fgsm_epsilon · sign(∇_e L)). Positive made from the

@@ -84,7 +84,7 @@ def bm25_neighbors(
     whole pool) and returns their stop - start rows: a shard of a large pool.
     With `start` a multiple of `block_rows(N, block_bytes)` every query block
     is the one the whole-pool call forms, so the rows are bit for bit those
-    of the whole-pool call (sampling.shards relies on this).
+    of the whole-pool call (candidates.shards relies on this).
     """
     n = len(texts)
     if not 0 < k < n:

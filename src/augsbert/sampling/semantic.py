@@ -1,7 +1,7 @@
 """Nearest neighbours by cosine similarity of embeddings (faiss), in bounded memory.
 
 `semantic_neighbors` is `build_index` + `search_rows` over every row. A
-sharded candidate search (sampling.shards) builds the index once, writes it
+sharded candidate search (candidates.shards) builds the index once, writes it
 with `faiss.write_index`, and each shard searches its own rows of it.
 """
 

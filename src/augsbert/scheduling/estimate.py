@@ -41,7 +41,7 @@ SCORE_S_PER_PAIR = 0.006  # seconds per scored pair (a Cross-Bi-Encoder's or two
 START_S = 6.0  # per job: interpreter, torch, the model (a plain start on idle cores; a warm start is faster)
 GPU_SPEEDUP = 20.0  # assumed, not measured here
 UNKNOWN_MODEL_PARAMS = 110_000_000  # a model whose files are not on this machine: BERT-base assumed
-TRAINING_STAGES = ("teacher", "student", "gpl_student", "classifier")
+TRAINING_STAGES = ("teacher", "student", "gpl", "classifier")
 
 
 @dataclass(frozen=True)
@@ -135,7 +135,7 @@ def job_estimate(plan, key: str, device: str = "cpu", params_cache: dict | None 
         seconds = START_S + factor * size * (steps * batch * per_example + scored * SCORE_S_PER_PAIR)
         return JobEstimate(key, node.stage, steps, seconds,
                            f"{steps:,} steps of {batch}; scoring {scored:,} dev/test pairs")
-    if node.stage in ("labels", "pair_scores"):
+    if node.stage in ("labels", "trans_encoder"):
         pairs = job_items(plan, key)
         return JobEstimate(key, node.stage, None, START_S + factor * size * pairs * SCORE_S_PER_PAIR,
                            f"scoring {pairs:,} pairs")

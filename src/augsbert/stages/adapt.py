@@ -15,7 +15,7 @@ from .sizes import pool_items, pool_sentences
 
 @dataclass(frozen=True, kw_only=True)
 class AdaptParams(TrainingParams):
-    """The `adapt_mlm` section (but `variant`, which says where the adapted model is used) and the pool.
+    """The `adapt` section (but `variant`, which says where the adapted model is used) and the pool.
 
     `epochs` replaces `max_steps` when set; `pairs: candidates` trains on the `candidates` input."""
 
@@ -30,7 +30,7 @@ class AdaptParams(TrainingParams):
 
 
 ADAPT = Stage("adapt", 2, "masked-LM domain adaptation of the base model on target pairs in the CBE layout",
-              "augsbert.jobs.adapt:run", section="adapt_mlm", runtime=("checkpoint_steps", "model"),
+              "augsbert.jobs.adapt:run", section="adapt", runtime=("checkpoint_steps", "model"),
               roles=("adapt",), seconds_per_item=0.01, aliases=("adapt-mlm",), rule_alias="adapt_mlm",
               params=AdaptParams, plan=lambda seed_plan: plan_adapt(seed_plan), needs=("data", "candidates"),
               check=lambda graph, name, exp: check_adapt_pairs(name, exp, strategies(exp)),
@@ -39,23 +39,23 @@ STAGES = (ADAPT,)
 
 
 def check_adapt_pairs(name: str, exp: dict, strategies: list[str]) -> None:
-    """`adapt_mlm.pairs: candidates` needs candidates the teacher labels as they are (no KDE thinning)."""
-    if exp["adapt_mlm"]["variant"] == "augsbert" or exp["adapt_mlm"]["pairs"] != "candidates":
+    """`adapt.pairs: candidates` needs candidates the teacher labels as they are (no KDE thinning)."""
+    if exp["adapt"]["variant"] == "augsbert" or exp["adapt"]["pairs"] != "candidates":
         return
     if not strategies:
-        raise ConfigError(f"experiments.{name}.adapt_mlm.pairs: candidates, but sampling.strategies draws none; "
+        raise ConfigError(f"experiments.{name}.adapt.pairs: candidates, but candidates.strategies draws none; "
                           "name the strategies whose pairs MLM and the teacher share, or use pairs: bm25_random")
     thinned = [s for s in strategies if s in ("kde", "iterative_kde")]
     if thinned:
-        raise ConfigError(f"experiments.{name}.adapt_mlm.pairs: candidates, but sampling.strategies has "
+        raise ConfigError(f"experiments.{name}.adapt.pairs: candidates, but candidates.strategies has "
                           f"{', '.join(thinned)}, whose candidates the teacher's scores thin out after the "
                           "adaptation; use the other strategies or pairs: bm25_random")
 
 
 def adapt(graph: Graph, exp: dict, dataset: str, seed: int, data: Node, prompt: str | None = None,
           candidates: Node | None = None) -> Node:
-    """The adapt node; `candidates`: the node whose pairs it trains on (`adapt_mlm.pairs: candidates`)."""
-    options = inert_grouping_dropped({k: v for k, v in exp["adapt_mlm"].items() if k != "variant"})
+    """The adapt node; `candidates`: the node whose pairs it trains on (`adapt.pairs: candidates`)."""
+    options = inert_grouping_dropped({k: v for k, v in exp["adapt"].items() if k != "variant"})
     # the options added later enter the key only when set: adaptations planned before them keep their keys
     if options.get("epochs") is None:
         options.pop("epochs", None)
@@ -67,7 +67,7 @@ def adapt(graph: Graph, exp: dict, dataset: str, seed: int, data: Node, prompt: 
     else:
         inputs["candidates"] = candidates
     params = {**options, "model": exp["teacher"]["base_model"] or exp["base_model"],
-              "pool": exp["sampling"]["pool"], "exclude_eval_sentences": exp["sampling"]["exclude_eval_sentences"],
+              "pool": exp["candidates"]["pool"], "exclude_eval_sentences": exp["candidates"]["exclude_eval_sentences"],
               "seed": seed}
     if prompt:  # MLM on prompted pairs, prompt tokens never masked (thesis 4.4.3)
         params["topic_prompt"] = prompt
@@ -75,12 +75,12 @@ def adapt(graph: Graph, exp: dict, dataset: str, seed: int, data: Node, prompt: 
 
 
 def plan_adapt(seed_plan: SeedPlan) -> dict[str, Node]:
-    """MLM domain adaptation (`adapt_mlm.variant` other than augsbert); with `pairs: candidates` on the
+    """MLM domain adaptation (`adapt.variant` other than augsbert); with `pairs: candidates` on the
     candidates the teacher will label (thesis 4.3.1)."""
     exp = seed_plan.config
-    if exp["adapt_mlm"]["variant"] == "augsbert":
+    if exp["adapt"]["variant"] == "augsbert":
         return {}
-    silver = seed_plan.roles.get("candidates") if exp["adapt_mlm"]["pairs"] == "candidates" else None
+    silver = seed_plan.roles.get("candidates") if exp["adapt"]["pairs"] == "candidates" else None
     return {"adapt": adapt(seed_plan.graph, exp, exp["dataset"], seed_plan.seed, seed_plan.roles["data"],
                            topic_prompt(exp), silver)}
 

@@ -1,4 +1,4 @@
-"""The sampling stages: `candidates` (silver candidate pairs) and, with `sampling.shards > 1`, `pool_index`
+"""The sampling stages: `candidates` (silver candidate pairs) and, with `candidates.shards > 1`, `pool_index`
 and `candidate_shard` (jobs: augsbert.jobs.candidates, augsbert.jobs.pool_index)."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ class CandidatePool(Params):
 
 @dataclass(frozen=True, kw_only=True)
 class CandidatesParams(ModelParams):
-    """The `sampling` section as a candidates node keeps it: the encoder options only when a strategy
+    """The `candidates` section as a candidates node keeps it: the encoder options only when a strategy
     encodes (`semantic_model` ... `max_length`), `candidate_pool` only for the KDE strategies."""
 
     strategies: list[str]
@@ -69,7 +69,7 @@ class PoolIndexParams(Params):
 
 SAMPLING_RUNTIME = ("batch_size", "model", "semantic_model")
 CANDIDATES = Stage("candidates", 2, "draw candidate silver pairs (random, BM25, semantic search, KDE pools) from the "
-                   "target sentences", "augsbert.jobs.candidates:run", section="sampling", runtime=SAMPLING_RUNTIME,
+                   "target sentences", "augsbert.jobs.candidates:run", section="candidates", runtime=SAMPLING_RUNTIME,
                    roles=("candidates",), seconds_per_item=0.002, base_mem_mb=4000, mb_per_item=0.008,
                    aliases=("sample-pairs",), rule_alias="sample_pairs", params=CandidatesParams,
                    plan=lambda seed_plan: plan_candidates(seed_plan), needs=("data", "source_data", "gold_subset",
@@ -77,14 +77,14 @@ CANDIDATES = Stage("candidates", 2, "draw candidate silver pairs (random, BM25, 
                    check=lambda graph, name, exp: check_sampling(graph, name, exp), items=pool_items,
                    uses_gpu=lambda node: encodes(node),  # GPU only when a strategy encodes
                    holds=("candidates.parquet",))
-# sampling.shards > 1 (docs/guide/large-pools.md): fixed sizes, one shard of a 10-million sentence pool
-POOL_INDEX = Stage("pool_index", 1, "sampling.shards > 1: write the sentence pool and, for semantic search, its "
+# candidates.shards > 1 (docs/guide/large-pools.md): fixed sizes, one shard of a 10-million sentence pool
+POOL_INDEX = Stage("pool_index", 1, "candidates.shards > 1: write the sentence pool and, for semantic search, its "
                    "embeddings and faiss index once for every shard", "augsbert.jobs.pool_index:run",
-                   section="sampling", runtime=SAMPLING_RUNTIME, roles=("pool_index",),
+                   section="candidates", runtime=SAMPLING_RUNTIME, roles=("pool_index",),
                    fixed_resources={"mem_mb": 32000, "runtime": 480, "gpu": 1}, aliases=("index-pool",),
                    rule_alias="index_pool", params=PoolIndexParams)
-CANDIDATE_SHARD = Stage("candidate_shard", 1, "sampling.shards > 1: partners of one range of query sentences (merged "
-                        "by candidates)", "augsbert.jobs.candidates:run_shard", section="sampling",
+CANDIDATE_SHARD = Stage("candidate_shard", 1, "candidates.shards > 1: partners of one range of query sentences (merged "
+                        "by candidates)", "augsbert.jobs.candidates:run_shard", section="candidates",
                         runtime=SAMPLING_RUNTIME,
                         roles=("candidate_shard_0",),  # --role candidate_shard_<n> for the n-th shard
                         gpu=False, fixed_resources={"mem_mb": 32000, "runtime": 480, "gpu": 0},
@@ -120,7 +120,7 @@ def check_pool(graph: Graph, name: str, sampling: dict, data: Node) -> None:
 
 def candidates(graph: Graph, exp: dict, dataset: str, seed: int, data: Node, encoder: Node,
                strategies: list[str], pretrained: Node | None = None) -> Node:
-    sampling = dict(exp["sampling"])
+    sampling = dict(exp["candidates"])
     sampling["strategies"] = strategies
     needs_encoder = any(s.startswith("semantic_search") or s == "iterative_kde" for s in strategies)
     inputs = {"data": data}
@@ -140,7 +140,7 @@ def candidates(graph: Graph, exp: dict, dataset: str, seed: int, data: Node, enc
     name = f"{dataset}.{'+'.join(strategies)}"
     if shards == 1:
         return graph.add(CANDIDATES, name, params, inputs)
-    # sampling.shards > 1: one pool (+ semantic index) node, N shard nodes over query rows, the merge
+    # candidates.shards > 1: one pool (+ semantic index) node, N shard nodes over query rows, the merge
     # keyed by what the index holds, not by the strategies: experiments that differ in those share it
     index_params = {k: params[k] for k in ("pool", "exclude_eval_sentences", "semantic_model", "exact",
                                            "batch_size", "max_length") if k in params}
@@ -155,7 +155,7 @@ def candidates(graph: Graph, exp: dict, dataset: str, seed: int, data: Node, enc
 
 def encodes(node: Node) -> bool:
     """Whether a candidates job encodes sentences (semantic search, iterative KDE) and so needs a GPU; the merge
-    of shards (`sampling.shards` > 1, an `index` input) encodes nothing."""
+    of shards (`candidates.shards` > 1, an `index` input) encodes nothing."""
     if "index" in dict(node.inputs):
         return False
     return any(s.startswith(("semantic_search", "iterative_kde")) for s in node.params.get("strategies") or [])
@@ -163,12 +163,12 @@ def encodes(node: Node) -> bool:
 
 def check_sampling(graph: Graph, name: str, exp: dict) -> None:
     """A student's candidates fit the pool; the data job checks the same once it has made the tables."""
-    sampling = exp["sampling"]
+    sampling = exp["candidates"]
     if not (strategies(exp) and "student" in exp["models"]):
         return
     data = data_node(graph, exp["dataset"])
     check_pool(graph, name, sampling, data)
-    graph.pool_checks.setdefault(data.key, []).append({"experiment": name, "sampling": {
+    graph.pool_checks.setdefault(data.key, []).append({"experiment": name, "candidates": {
         k: sampling[k] for k in ("strategies", "top_k", "candidate_pool", "pool", "exclude_eval_sentences")}})
 
 
@@ -181,10 +181,10 @@ def candidates_node(seed_plan: SeedPlan) -> Node:
 
 
 def plan_candidates(seed_plan: SeedPlan) -> dict[str, Node]:
-    """Candidates for the teacher to label (a student), or first of all for MLM to train on (`adapt_mlm.pairs:
+    """Candidates for the teacher to label (a student), or first of all for MLM to train on (`adapt.pairs:
     candidates`, thesis 4.3.1: the adaptation sees the pairs the teacher will label)."""
     exp = seed_plan.config
-    silver_first = exp["adapt_mlm"]["variant"] != "augsbert" and exp["adapt_mlm"]["pairs"] == "candidates"
+    silver_first = exp["adapt"]["variant"] != "augsbert" and exp["adapt"]["pairs"] == "candidates"
     if silver_first or (wants(seed_plan, "student") and strategies(exp)):
         return {"candidates": candidates_node(seed_plan)}
     return {}

@@ -37,7 +37,7 @@ def classifier(graph: Graph, name: str, exp: dict, dataset: str, seed: int, data
                           "no topic labels (BWS, or a pairs_file with columns.topic)")
     params = {**exp["classifier"], "model": exp["base_model"], "seed": seed,
               "eval_batch_size": exp["evaluation"]["batch_size"],
-              "exclude_eval_sentences": exp["sampling"]["exclude_eval_sentences"]}
+              "exclude_eval_sentences": exp["candidates"]["exclude_eval_sentences"]}
     if exp["topic_prompt"] == "prompted":
         params["topic_prompt"] = exp["topic_delimiter"]
     return graph.add(CLASSIFIER, f"{dataset}.topics", params, {"data": data})

@@ -4,8 +4,8 @@ augsbert.jobs.gold_subset).
 Its artifact has the layout of a data artifact (train / dev / test / unlabeled parquet tables), so every stage
 that learns gold reads it in place of the dataset: the train split is the subset, dev and test are the
 dataset's, and the train pairs left out are kept *without their scores* in `unlabeled_pairs.parquet`, the
-unlabelled in-domain pairs that silver labelling (`sampling.strategies: [target_pairs]`) and the sentence
-pool (`sampling.pool: unlabeled` / `train+unlabeled`) draw from. This is the semi-supervised setting of the
+unlabelled in-domain pairs that silver labelling (`candidates.strategies: [target_pairs]`) and the sentence
+pool (`candidates.pool: unlabeled` / `train+unlabeled`) draw from. This is the semi-supervised setting of the
 AugSBERT paper (a few gold pairs, many unlabelled ones from the same distribution) on any labelled dataset.
 """
 

@@ -1,4 +1,4 @@
-"""The labelling stages: `labels` (the teacher's silver scores) and, with `sampling.shards > 1`, `label_shard`
+"""The labelling stages: `labels` (the teacher's silver scores) and, with `candidates.shards > 1`, `label_shard`
 (job: augsbert.jobs.labels)."""
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ from .teacher_ensemble import member_inputs
 
 @dataclass(frozen=True, kw_only=True)
 class LabelsParams(Params):
-    """The `silver` section, the KDE reference of `sampling`, and the shard layout (`sampling.shards`)."""
+    """The `labels` section, the KDE reference of `candidates`, and the shard layout (`candidates.shards`)."""
 
     batch_size: int
     relabel_gold: bool
     kde_reference: Literal["teacher", "gold"]
     seed: int
-    iterative_kde_accept: Literal["at_least", "greater"] = "at_least"  # sampling.iterative_kde_accept
+    iterative_kde_accept: Literal["at_least", "greater"] = "at_least"  # candidates.iterative_kde_accept
     topic_prompt: str | None = None
     shards: int = 1
 
@@ -39,13 +39,13 @@ class LabelShardParams(Params):
 
 
 LABELS = Stage("labels", 3, "score pairs with the teacher (silver labels)", "augsbert.jobs.labels:run",
-               section="silver", runtime=("batch_size",), roles=("labels",), seconds_per_item=0.004,
-               base_mem_mb=8000, mb_per_item=0.002, model_input="teacher", aliases=("label-pairs",), rule_alias="label_pairs",
-               params=LabelsParams, plan=lambda seed_plan: plan_labels(seed_plan),
+               section="labels", runtime=("batch_size",), roles=("labels",), seconds_per_item=0.004,
+               base_mem_mb=8000, mb_per_item=0.002, model_input="teacher", aliases=("label-pairs",),
+               rule_alias="label_pairs", params=LabelsParams, plan=lambda seed_plan: plan_labels(seed_plan),
                needs=("data", "source_data", "gold_subset", "teacher", "candidates"),
                items=lambda plan, node: label_pairs(plan, node.key), holds=("pairs.parquet", "sampling_stats.json"))
-LABEL_SHARD = Stage("label_shard", 1, "sampling.shards > 1: teacher scores of one row range of the candidates, "
-                    "streamed from parquet (merged by labels)", "augsbert.jobs.labels:run_shard", section="silver",
+LABEL_SHARD = Stage("label_shard", 1, "candidates.shards > 1: teacher scores of one row range of the candidates, "
+                    "streamed from parquet (merged by labels)", "augsbert.jobs.labels:run_shard", section="labels",
                     runtime=("batch_size",), roles=("label_shard_0",), model_input="teacher",
                     fixed_resources={"mem_mb": 8000, "runtime": 720, "gpu": 1}, aliases=("label-pairs-shard",),
                     rule_alias="label_pairs_shard", params=LabelShardParams)
@@ -56,9 +56,9 @@ def labels(graph: Graph, exp: dict, dataset: str, seed: int, inputs: dict[str, N
            data: Node, prompt: str | None = None) -> Node:
     """The labels node of `inputs` (teacher, gold, candidates, and an ensemble teacher's members `member_<k>`);
     with shards, its shard nodes go into `roles` too."""
-    sampling = exp["sampling"]
+    sampling = exp["candidates"]
     inputs = dict(inputs)
-    params = {**exp["silver"], "kde_reference": sampling["kde_reference"], "seed": seed}
+    params = {**exp["labels"], "kde_reference": sampling["kde_reference"], "seed": seed}
     if sampling["iterative_kde_accept"] != "at_least" and "iterative_kde" in sampling["strategies"]:
         params["iterative_kde_accept"] = sampling["iterative_kde_accept"]  # keyed only when it can act
     if prompt:  # the teacher scores prompted pairs (prompted and hidden); topics of the target's texts
@@ -81,18 +81,18 @@ def labels(graph: Graph, exp: dict, dataset: str, seed: int, inputs: dict[str, N
 
 def plan_labels(seed_plan: SeedPlan) -> dict[str, Node]:
     """A student's silver labels: the teacher scores the candidates and (re-labelling, KDE reference) the gold;
-    with `sampling.shards` > 1 the shard nodes are roles too."""
+    with `candidates.shards` > 1 the shard nodes are roles too."""
     exp, name, roles = seed_plan.config, seed_plan.experiment, seed_plan.roles
     if not wants(seed_plan, "student"):
         return {}
     few_labels = exp["gold_fraction"] < 1
     if "target_pairs" in strategies(exp) and not (transfer(exp) or few_labels):
-        raise ConfigError(f"experiments.{name}.sampling.strategies: target_pairs is for domain transfer "
+        raise ConfigError(f"experiments.{name}.candidates.strategies: target_pairs is for domain transfer "
                           "(`source` set) or few labels (`gold_fraction` < 1: the train pairs left "
-                          "unlabelled); in-domain, silver.relabel_gold re-labels the train pairs")
-    if not (strategies(exp) or exp["silver"]["relabel_gold"]):
-        raise ConfigError(f"experiments.{name}: the student gets no teacher labels (sampling.strategies "
-                          "is [none] and silver.relabel_gold is false); it would just be the lower bound")
+                          "unlabelled); in-domain, labels.relabel_gold re-labels the train pairs")
+    if not (strategies(exp) or exp["labels"]["relabel_gold"]):
+        raise ConfigError(f"experiments.{name}: the student gets no teacher labels (candidates.strategies "
+                          "is [none] and labels.relabel_gold is false); it would just be the lower bound")
     teacher, members = teacher_node(seed_plan)
     inputs = {"teacher": teacher, "gold": gold(seed_plan), **member_inputs(members)}
     if strategies(exp):

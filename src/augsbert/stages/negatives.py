@@ -74,7 +74,7 @@ def negatives_node(seed_plan: SeedPlan, pairs: Node, generated: bool = False) ->
 
 def plan_negatives(seed_plan: SeedPlan) -> dict[str, Node]:
     """Planned when `negatives.retrievers` names one: the pairs are the generated queries (`queries.generator`)
-    or the qrels of a BEIR-format dataset. A `gpl` model plans the same node itself (stages.gpl_student)."""
+    or the qrels of a BEIR-format dataset. A `gpl` model plans the same node itself (stages.gpl)."""
     if not seed_plan.config["negatives"]["retrievers"] or "gpl" in seed_plan.config["models"]:
         return {}
     if seed_plan.config["queries"]["generator"]:

@@ -83,7 +83,7 @@ PRETRAIN = Stage("pretrain", 1, "unsupervised pre-training of a sentence encoder
                  seconds_per_item=0.01, params=PretrainParams, plan=lambda seed_plan: plan_pretrain(seed_plan),
                  needs=("data",), items=pool_items, rows={"pretrained": Row(20, "Pre-trained", "encoder after unsupervised pre-training "
                                                                                   "(pretrain.objective), no labels")},
-                 check=lambda graph, name, exp: check_pretrain_use(name, exp, exp["adapt_mlm"]["variant"]),
+                 check=lambda graph, name, exp: check_pretrain_use(name, exp, exp["adapt"]["variant"]),
                  gpu_sequences=2)  # two views (SimCSE, NM), two models (CT), or an encoder and its decoder (TSDAE)
 STAGES = (PRETRAIN,)
 
@@ -92,7 +92,7 @@ def check_pretrain_use(name: str, exp: dict, variant: str) -> None:
     """Later stages may start from the pretrain stage only when there is one, and not from two checkpoints."""
     uses = {"teacher.base": exp["teacher"]["base"] == "pretrained",
             "student.base": exp["student"]["base"] == "pretrained",
-            "sampling.semantic_model": exp["sampling"]["semantic_model"] == "pretrained_stage"}
+            "candidates.semantic_model": exp["candidates"]["semantic_model"] == "pretrained_stage"}
     if exp["pretrain"]["objective"] == "none":
         for key, used in uses.items():
             if used:
@@ -101,7 +101,7 @@ def check_pretrain_use(name: str, exp: dict, variant: str) -> None:
     clash = {"teacher.base": variant != "augsbert", "student.base": variant == "full_domain"}
     for key, adapted in clash.items():
         if uses[key] and adapted:
-            raise ConfigError(f"experiments.{name}.{key}: pretrained, but adapt_mlm.variant ({variant}) already "
+            raise ConfigError(f"experiments.{name}.{key}: pretrained, but adapt.variant ({variant}) already "
                               "starts it from the MLM-adapted checkpoint; choose one")
     for objective in OBJECTIVES.values():  # what each objective refuses (its own options set for another one, ...)
         objective.check(f"experiments.{name}", exp["pretrain"])

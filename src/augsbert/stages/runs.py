@@ -46,7 +46,7 @@ def target(seed_plan: SeedPlan) -> Node:
 
 def strategies(exp: dict) -> list[str]:
     """The sampling strategies that draw candidates (`none` draws none)."""
-    return [s for s in exp["sampling"]["strategies"] if s != "none"]
+    return [s for s in exp["candidates"]["strategies"] if s != "none"]
 
 
 def topic_prompt(exp: dict) -> str | None:

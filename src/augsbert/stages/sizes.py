@@ -116,7 +116,7 @@ def silver_pairs(plan, candidates_key: str) -> int:
 
 def label_pairs(plan, labels_key: str) -> int:
     """Pairs a labels node scores: its pairs.parquet rows once written, else its candidates plus the gold pairs
-    (a Trans-Encoder `pair_scores` node: its unlabelled pairs)."""
+    (a Trans-Encoder `trans_encoder` node: its unlabelled pairs)."""
     node = plan.nodes[labels_key]
     path = Path(node.path) / "pairs.parquet"
     if path.is_file():
@@ -126,7 +126,7 @@ def label_pairs(plan, labels_key: str) -> int:
     inputs = dict(node.inputs)
     if "labels" in inputs:  # a stage over labelled pairs (a filter between labels and student): at most theirs
         return label_pairs(plan, inputs["labels"])
-    if node.stage == "pair_scores":
+    if node.stage == "trans_encoder":
         source = plan.nodes[inputs["pairs"]]
         pairs = silver_pairs(plan, source.key) if source.stage == "candidates" else data_sizes(source)["train"]
         return min(pairs, node.params.get("max_pairs") or pairs)

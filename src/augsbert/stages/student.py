@@ -157,7 +157,7 @@ def lower_bound_node(seed_plan: SeedPlan) -> Node:
 def plan_student(seed_plan: SeedPlan) -> dict[str, Node]:
     """The lower bound (planned always, a row with `models: [lower_bound]`) and the student of the teacher's
     labels (`labels`). The student's gold (use_gold_labels) and default dev split are the teacher's: the
-    source's in transfer. It starts from the MLM-adapted checkpoint with `adapt_mlm.variant: full_domain`,
+    source's in transfer. It starts from the MLM-adapted checkpoint with `adapt.variant: full_domain`,
     from the pretrain stage's encoder with `student.base: pretrained`."""
     exp, roles = seed_plan.config, seed_plan.roles
     lower_bound = lower_bound_node(seed_plan)
@@ -167,7 +167,7 @@ def plan_student(seed_plan: SeedPlan) -> dict[str, Node]:
     selection = student_selection(seed_plan.experiment, exp)
     inputs = {**trained_on(seed_plan), "labels": roles["labels"],
               **dev_input(selection, roles["data"], transfer(exp))}
-    if exp["adapt_mlm"]["variant"] == "full_domain":
+    if exp["adapt"]["variant"] == "full_domain":
         inputs["init"] = roles["adapt"]
     elif exp["student"]["base"] == "pretrained":
         inputs["init"] = roles.get("pretrained")

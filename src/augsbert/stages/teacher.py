@@ -48,7 +48,7 @@ def teacher(graph: Graph, exp: dict, dataset: str, seed: int, inputs: dict[str, 
     options = inert_grouping_dropped(exp["teacher"])
     options.pop("ensemble", None)  # an ensemble's members are teachers of their own (stages.teacher_ensemble)
     options.pop("combine", None)
-    options.pop("pretrained", None)  # a `gpl` model's Cross-Encoder used as it is (stages.gpl_student), never trained
+    options.pop("pretrained", None)  # a `gpl` model's Cross-Encoder used as it is (stages.gpl), never trained
     options.pop("score_scale", None)
     model = options.pop("base_model") or exp["base_model"]
     options.pop("base")  # the start point is the `init` input (pretrained) or `model`

@@ -1,6 +1,6 @@
 """MLM domain adaptation: pairs from the target sentences, masked-LM training, held-out evaluation.
 
-Pairs (`adapt_mlm.pairs`): `bm25_random`, for every target sentence its BM25
+Pairs (`adapt.pairs`): `bm25_random`, for every target sentence its BM25
 top-1 partner and one random partner, built with the sampling module (one
 implementation for silver and MLM pairs; our construction, no source names it),
 or `candidates`, the candidate pairs the teacher labels (thesis 4.3.1; read by

@@ -1,4 +1,4 @@
-"""Stage `pair_scores`: unlabelled pairs scored by one or two models, averaged (Trans-Encoder's pseudo-labels).
+"""Stage `trans_encoder`: unlabelled pairs scored by one or two models, averaged (Trans-Encoder's pseudo-labels).
 
 The pairs are the target's train pairs, read without their score column (no gold label enters), or the
 sampling stage's candidates; with `max_pairs`, a seeded subset of them. A scorer is a trained artifact
@@ -21,7 +21,7 @@ from ..data import DataError
 from ..models import resolve_device
 from ..models.architectures import ARCHITECTURES
 from ..params import read_params
-from ..stages.pair_scores import SCORER_INPUT, PairScoresParams
+from ..stages.trans_encoder import SCORER_INPUT, TransEncoderParams
 from ..training.pairs import pairs_of
 from .common import model_path
 from ..data.pool import read_split
@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 STRATEGY = "trans_encoder"
 
 
-def unlabelled_pairs(spec: dict, params: PairScoresParams) -> pd.DataFrame:
+def unlabelled_pairs(spec: dict, params: TransEncoderParams) -> pd.DataFrame:
     """sentence1, sentence2 of the pair source, at most `max_pairs` of them (sorted rows of a seeded draw)."""
     source = Path(spec["inputs"]["pairs"])
     if params.source == "train":
@@ -61,13 +61,13 @@ class BiEncoderScorer:
         return np.asarray(ARCHITECTURES["be"].predict(self.model, pairs, batch_size, None), dtype=np.float64)
 
 
-def scorer(spec: dict, params: PairScoresParams, k: int, device: str):
+def scorer(spec: dict, params: TransEncoderParams, k: int, device: str):
     """Scorer k: the input `scorer_<k>` (a trained artifact) or the reference `model` / `mutual_model`."""
     directory = spec["inputs"].get(SCORER_INPUT.format(k))
     if directory is None:
         ref = params.model if k == 0 else params.mutual_model
         if ref is None:
-            raise DataError(f"pair_scores spec: scorer {k} is neither an input nor a model reference")
+            raise DataError(f"trans_encoder spec: scorer {k} is neither an input nor a model reference")
         return BiEncoderScorer(model_path(params, ref), device, params.max_length), ref
     directory = Path(directory)
     if read_json(directory / "spec.json")["stage"] == "teacher":
@@ -76,7 +76,7 @@ def scorer(spec: dict, params: PairScoresParams, k: int, device: str):
 
 
 def run(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
-    params = read_params(PairScoresParams, spec)
+    params = read_params(TransEncoderParams, spec)
     pairs = unlabelled_pairs(spec, params)
     with artifact_dir(out, spec, force) as tmp:
         device = resolve_device(device)

@@ -1,5 +1,5 @@
-"""Trans-Encoder (Liu et al., ICLR 2022) as a loop of stages: the `pair_scores` stage (job:
-augsbert.jobs.pair_scores) and the rounds of `teacher` / `student` nodes it feeds (`models: [trans_encoder]`).
+"""Trans-Encoder (Liu et al., ICLR 2022) as a loop of stages: the `trans_encoder` stage (job:
+augsbert.jobs.trans_encoder) and the rounds of `teacher` / `student` nodes it feeds (`models: [trans_encoder]`).
 
 Round 0 scores the unlabelled pairs with the start Bi-Encoder. Round r trains a cross model (a `teacher`
 node with a `labels` input: it learns those scores, never gold, and keeps its last epoch), scores the pairs
@@ -8,7 +8,7 @@ r + 1. Every model is its own node whose inputs are the previous round's: `round
 plans round 3 and nothing else anew. Mutual distillation (`trans_encoder.mutual`) runs a second chain from
 other bases; both chains learn the mean of the two models' scores in every round.
 
-Roles per seed: `te_scores_<r>` (the Bi-Encoders' scores after round r, round 0 = the start model),
+Roles per seed: `trans_encoder_<r>` (the Bi-Encoders' scores after round r, round 0 = the start model),
 `te_cross_<r>`, `te_cross_scores_<r>`, `te_bi_<r>` and, mutual, `te_cross_<r>_mutual`, `te_bi_<r>_mutual`.
 """
 
@@ -29,7 +29,7 @@ from .teacher import teacher
 
 
 @dataclass(frozen=True, kw_only=True)
-class PairScoresParams(Params):
+class TransEncoderParams(Params):
     """Which pairs (`source`, at most `max_pairs` of them drawn with `seed`) and how many scorers: scorer k is
     the input `scorer_<k>` (a trained artifact) or else a model reference (`model`, `mutual_model`: round 0),
     scored as a Bi-Encoder with `max_length`; several scorers' scores are averaged, then clipped to [0, 1]
@@ -48,10 +48,10 @@ class PairScoresParams(Params):
     hub_revisions: dict[str, str] = field(default_factory=dict)
 
 
-PAIR_SCORES = Stage("pair_scores", 1, "score unlabelled pairs with one or two models, averaged (Trans-Encoder's "
-                    "pseudo-labels)", "augsbert.jobs.pair_scores:run", section="trans_encoder",
-                    runtime=("batch_size", "model", "mutual_model"), roles=("te_scores_0",), seconds_per_item=0.004,
-                    base_mem_mb=8000, mb_per_item=0.002, params=PairScoresParams,
+PAIR_SCORES = Stage("trans_encoder", 1, "score unlabelled pairs with one or two models, averaged (Trans-Encoder's "
+                    "pseudo-labels)", "augsbert.jobs.trans_encoder:run", section="trans_encoder",
+                    runtime=("batch_size", "model", "mutual_model"), roles=("trans_encoder_0",), seconds_per_item=0.004,
+                    base_mem_mb=8000, mb_per_item=0.002, params=TransEncoderParams,
                     plan=lambda seed_plan: plan_trans_encoder(seed_plan), needs=("data", "candidates", "pretrained"),
                     check=lambda graph, name, exp: check_pairs(name, exp) if "trans_encoder" in exp["models"] else None,
                     items=lambda plan, node: label_pairs(plan, node.key))
@@ -114,7 +114,7 @@ def _init(start: str | Node) -> dict[str, Node]:
     return {} if isinstance(start, str) else {"init": start}
 
 
-def pair_scores(graph: Graph, exp: dict, name: str, seed: int, pairs: Node, scorers: list[str | Node],
+def scores_node(graph: Graph, exp: dict, name: str, seed: int, pairs: Node, scorers: list[str | Node],
                 clip: bool, max_length: int) -> Node:
     te = exp["trans_encoder"]
     params = {"source": te["pairs"], "scorers": len(scorers), "seed": seed, "max_length": max_length,
@@ -132,7 +132,7 @@ def pair_scores(graph: Graph, exp: dict, name: str, seed: int, pairs: Node, scor
     return graph.add(PAIR_SCORES, name, params, inputs)
 
 
-def trans_encoder(graph: Graph, name: str, exp: dict, dataset: str, seed: int, data: Node, pairs: Node,
+def rounds(graph: Graph, name: str, exp: dict, dataset: str, seed: int, data: Node, pairs: Node,
                   pretrained: Node | None) -> dict[str, Node]:
     """The nodes of every round for one seed, by role."""
     te = exp["trans_encoder"]
@@ -142,12 +142,12 @@ def trans_encoder(graph: Graph, name: str, exp: dict, dataset: str, seed: int, d
     clip = cross_arch == "ce" and cross_loss == "bce"  # BCE targets are probabilities
     bi_length = te["bi"].get("max_length") or exp["student"]["max_length"]
     roles: dict[str, Node] = {}
-    scores = roles["te_scores_0"] = pair_scores(graph, exp, f"{dataset}.te0.bi", seed, pairs,
+    scores = roles["trans_encoder_0"] = scores_node(graph, exp, f"{dataset}.te0.bi", seed, pairs,
                                                 [c.bi for c in starts], clip, bi_length)
     for r in range(1, te["rounds"] + 1):
         crosses = [teacher(graph, _section(exp, "teacher", te["cross"], c.cross), f"{dataset}.te{r}", seed,
                            {"data": data, "labels": scores, **_init(c.cross)}, selection="last") for c in starts]
-        cross_scores = roles[f"te_cross_scores_{r}"] = pair_scores(graph, exp, f"{dataset}.te{r}.cross", seed, pairs,
+        cross_scores = roles[f"te_cross_scores_{r}"] = scores_node(graph, exp, f"{dataset}.te{r}.cross", seed, pairs,
                                                                    crosses, False, bi_length)
         bis = [student(graph, _section(exp, "student", te["bi"], c.bi), f"{dataset}.te{r}", seed,
                        {"data": data, "labels": cross_scores, **_init(c.bi)}, "last") for c in starts]
@@ -155,7 +155,7 @@ def trans_encoder(graph: Graph, name: str, exp: dict, dataset: str, seed: int, d
             roles[f"te_cross_{r}{chain.suffix}"] = cross
             roles[f"te_bi_{r}{chain.suffix}"] = bi
         if r < te["rounds"]:
-            scores = roles[f"te_scores_{r}"] = pair_scores(graph, exp, f"{dataset}.te{r}.bi", seed, pairs, bis, clip,
+            scores = roles[f"trans_encoder_{r}"] = scores_node(graph, exp, f"{dataset}.te{r}.bi", seed, pairs, bis, clip,
                                                            bi_length)
     return roles
 
@@ -163,16 +163,16 @@ def trans_encoder(graph: Graph, name: str, exp: dict, dataset: str, seed: int, d
 def check_pairs(name: str, exp: dict) -> None:
     """`pairs: candidates` must come from a strategy that uses no gold label (the fine-tuned semantic-search
     encoder learned the gold)."""
-    sampling = exp["sampling"]
+    sampling = exp["candidates"]
     strategies = [s for s in sampling["strategies"] if s != "none"]
     if exp["trans_encoder"]["pairs"] != "candidates":
         return
     if not strategies:
-        raise ConfigError(f"experiments.{name}.trans_encoder.pairs: candidates, but sampling.strategies is [none]")
+        raise ConfigError(f"experiments.{name}.trans_encoder.pairs: candidates, but candidates.strategies is [none]")
     encodes = any(s.startswith("semantic_search") or s == "iterative_kde" for s in strategies)
     if encodes and sampling["semantic_model"] == "finetuned":
         raise ConfigError(f"experiments.{name}.trans_encoder.pairs: candidates from semantic search with "
-                          "sampling.semantic_model: finetuned, an encoder trained on gold; Trans-Encoder uses no "
+                          "candidates.semantic_model: finetuned, an encoder trained on gold; Trans-Encoder uses no "
                           "gold label: choose pretrained, pretrained_stage or a model")
 
 
@@ -185,5 +185,5 @@ def plan_trans_encoder(seed_plan: SeedPlan) -> dict[str, Node]:
     pairs = roles["data"]
     if exp["trans_encoder"]["pairs"] == "candidates":
         pairs = roles.get("candidates") or candidates_node(seed_plan)
-    return trans_encoder(seed_plan.graph, seed_plan.experiment, exp, exp["dataset"], seed_plan.seed, roles["data"],
+    return rounds(seed_plan.graph, seed_plan.experiment, exp, exp["dataset"], seed_plan.seed, roles["data"],
                          pairs, roles.get("pretrained"))

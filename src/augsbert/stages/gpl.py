@@ -1,4 +1,4 @@
-"""The `gpl_student` stage, GPL's (Wang et al., NAACL 2022) Bi-Encoder: it learns the `margins` of a pretrained
+"""The `gpl` stage, GPL's (Wang et al., NAACL 2022) Bi-Encoder: it learns the `margins` of a pretrained
 Cross-Encoder over mined negatives with MarginMSE or KL-divergence for a step budget (job: augsbert.jobs.gpl).
 Its planning hook plans GPL's chain: generated queries (`queries`), mined negatives, margins, the student."""
 
@@ -20,7 +20,7 @@ TRAINED = "trained"  # teacher.pretrained: the experiment's own trained Cross-En
 
 
 @dataclass(frozen=True, kw_only=True)
-class GplStudentParams(Params):
+class GplParams(Params):
     """The `student` section's options a GPL student reads: its loss over the mined list, its score, the
     optimiser and the step budget (`max_steps`; unset: `epochs` passes over the list)."""
 
@@ -42,10 +42,10 @@ class GplStudentParams(Params):
     hub_revisions: dict[str, str] = field(default_factory=dict)
 
 
-GPL_STUDENT = Stage("gpl_student", 1, "train a Bi-Encoder on a pretrained Cross-Encoder's margins over mined negatives "
+GPL_STUDENT = Stage("gpl", 1, "train a Bi-Encoder on a pretrained Cross-Encoder's margins over mined negatives "
                     "(GPL: MarginMSE or KL-divergence, a step budget)", "augsbert.jobs.gpl:run_student",
                     section="student", runtime=MODEL_SETTINGS, roles=("gpl",), seconds_per_item=0.02,
-                    mb_per_item=0.002, gpu_sequences=3, params=GplStudentParams,
+                    mb_per_item=0.002, gpu_sequences=3, params=GplParams,
                     plan=lambda seed_plan: plan_gpl(seed_plan), needs=("data", "teacher", "pretrained"),
                     rows={"gpl": Row(60, "GPL", "Bi-Encoder trained on a pretrained Cross-Encoder's margins over mined "
                                                 "negatives (GPL), no gold")})
@@ -81,7 +81,7 @@ def plan_gpl(seed_plan: SeedPlan) -> dict[str, Node]:
         roles["queries"] = queries_node(seed_plan)
     mined = negatives_node(seed_plan, roles.get("queries", seed_plan.roles["data"]), generated)
     scoring = {"score_scale": teacher["score_scale"], "max_length": teacher["max_length"],
-               "batch_size": exp["silver"]["batch_size"]}
+               "batch_size": exp["labels"]["batch_size"]}
     if exp["negatives"]["mode"] == PER_STEP:  # the margins of the negatives the student will draw, seeded
         budget = {"max_steps": student["max_steps"]} if student["max_steps"] is not None \
             else {"epochs": student["epochs"]}
