@@ -15,7 +15,7 @@ command line and the job sizing need to know of a stage is read from here, so th
   the job, never part of its key, so changing them reruns nothing.
 - `gpu`, `data_parallel`, `seconds_per_item`, `base_mem_mb`, `mb_per_item`, `fixed_resources`,
   `gpu_sequences`, `model_input`: what its job asks a scheduler for (augsbert.scheduling.resources and, for the
-  GPU memory, augsbert.models.gpu_memory have the formulas).
+  GPU memory, augsbert.models.gpu_memory have the formulas); `estimate`: how `augsbert plan --estimate` times it.
 - `roles`: the experiment roles it fills, in the order `--config` standalone runs pick one.
 - `plan`, `needs`: how it joins an experiment. Planning an experiment (`augsbert.planning.plan`) is a loop
   over the registry's stages in dependency order (`augsbert.stages.planning_order`), calling each `plan(SeedPlan) -> {role: Node}` once per
@@ -80,7 +80,11 @@ class Stage:
     base_mem_mb: int = 16000
     mb_per_item: float = 0.0
     gpu_sequences: int = 1  # sequences per batch row on the GPU (a Bi-Encoder pair: 2), for gpu_mem_mb
-    model_input: str = ""  # the input whose model it runs when its settings name none (labels: `teacher`), for gpu_mem_mb
+    model_input: str = ""  # the input whose model it runs when its settings name none (labels: `teacher`)
+    # what `augsbert plan --estimate` counts of its job (augsbert.scheduling.estimate): `train` (steps of
+    # batches), `score` (its items, as pairs scored), `test` (the test pairs scored), `test+suites` (and the
+    # evaluation suites), `read` (the data's files); empty: its items at `seconds_per_item`
+    estimate: str = ""
     fixed_resources: dict = field(default_factory=dict)  # rules with fixed sizes (shards), not from the plan
     aliases: tuple[str, ...] = ()  # former command names, accepted for one release (README "Stages")
     rule_alias: str | None = None  # the former rule name: its --set-resources still apply, one release

@@ -43,7 +43,7 @@ DATA = Stage("data", 3, "read a dataset's raw files into canonical parquet split
              aliases=("prepare-data",), rule_alias="prepare_data", env="cpu", threads=1, cache=False,
              params=DataParams, raw_inputs=lambda node: raw_inputs(node), plan=lambda seed_plan: plan_data(seed_plan),
              check=lambda graph, name, exp: check_topics(graph, name, exp),
-             items=lambda plan, node: dataset_items(node))
+             items=lambda plan, node: dataset_items(node), estimate="read")
 STAGES = (DATA,)
 
 

@@ -60,7 +60,7 @@ SUITE = Stage("suite", 2, "evaluate a Bi-Encoder on the STS suite, topic classif
                      "gpl_suite"),
               seconds_per_item=0.002, aliases=("evaluate-suite",), rule_alias="evaluate_suite", group="evaluation",
               cache=False, params=SuiteParams, raw_inputs=lambda node: local_files(node),
-              plan=lambda seed_plan: plan_suites(seed_plan), needs=SUITE_ROLES)
+              plan=lambda seed_plan: plan_suites(seed_plan), needs=SUITE_ROLES, estimate="test+suites")
 STAGES = (SUITE,)
 
 STS_TASKS_DIR = "sts_suite"
