@@ -409,7 +409,7 @@ def test_grid_table_report_and_adding_a_seed(workdir, tiny_model):
         f"      base_model: {tiny_model}\n      models: [lower_bound, teacher, student]\n"
         "      teacher: {epochs: 1, max_length: 64, batch_size: 32}\n"
         "      student: {epochs: 1, max_length: 48, batch_size: 32}\n"
-        "      sampling: {pool: train+unlabeled, top_k: 1}\n"
+        "      candidates: {pool: train+unlabeled, top_k: 1}\n"
         "      evaluation: {max_length: 48, suites: [diagnostics]}\n"
         "    columns: {lee: {dataset: lee}}\n"
         "    axes: {sampling: {bm25: {candidates: {strategies: [bm25]}}}}\n"

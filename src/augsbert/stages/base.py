@@ -43,7 +43,8 @@ command line and the job sizing need to know of a stage is read from here, so th
   results files by place (thesis order: zero-shot 10, pre-trained 20, classifier 25, lower bound 30, teacher
   40, student 50, GPL 60); `{arch}` in a title is the teacher's architecture, the student's title is the
   grid's `student_title` (augsbert.reporting.layout); the description says what the model is in a results
-  file (augsbert.jobs.results).
+  file (augsbert.jobs.results). `row_arch(plan, node)`: the architecture a row title's `{arch}` says of its model
+  (a teacher's, an ensemble's); `figures`: plots of its artifact the reports copy (labels: the score densities).
 
 Importing this module imports nothing else of the package.
 """
@@ -57,11 +58,15 @@ from typing import Any, Callable, NamedTuple
 
 
 class Row(NamedTuple):
-    """A model a stage puts in the results tables: where it stands, its row title, what it is."""
+    """A model a stage puts in the results tables: where it stands, its row title, what it is, and how the
+    reports show it."""
 
     place: int
-    title: str
+    title: str  # "{arch}": the architecture (Stage.row_arch of the row's model); "": the grid's student_title
     description: str
+    seeded: bool = True  # False: the model does not depend on the seed (its cell shows no ± and no (n=k))
+    bi_encoder: bool = True  # False: a cross model, which the evaluation suites do not score
+    curves: bool = False  # trained with a dev split: its per-epoch history is in the experiment's training curves
 
 
 @dataclass(frozen=True)
@@ -102,6 +107,9 @@ class Stage:
     uses_gpu: Callable[[Any], bool] | None = None  # (node) -> needs a GPU (else `gpu` says)
     raw_inputs: Callable[[Any], list[str]] | None = None  # (node) -> raw files it reads, by content in its key
     rows: dict[str, Row] = field(default_factory=dict)  # the table rows it fills, by role
+    row_arch: Callable[[Any, Any], str] | None = None  # (plan, node) -> what a row's {arch} says of its model
+    # plots its artifact holds that the reports copy, file -> name in an experiment's report (`<name>.seed<s>.png`)
+    figures: dict[str, str] = field(default_factory=dict)
     # files each of its artifacts holds beyond spec.json and metrics.json (store.manifests.HOLDS): `augsbert verify`
     # names a manifest that does not list one
     holds: tuple[str, ...] = ()

@@ -41,7 +41,8 @@ class LabelShardParams(Params):
 LABELS = Stage("labels", 3, "score pairs with the teacher (silver labels)", "augsbert.jobs.labels:run",
                section="labels", runtime=("batch_size",), roles=("labels",), seconds_per_item=0.004,
                base_mem_mb=8000, mb_per_item=0.002, model_input="teacher", aliases=("label-pairs",),
-               rule_alias="label_pairs", params=LabelsParams, plan=lambda seed_plan: plan_labels(seed_plan),
+               rule_alias="label_pairs", params=LabelsParams,
+               figures={"score_densities.png": "silver_densities"}, plan=lambda seed_plan: plan_labels(seed_plan),
                needs=("data", "source_data", "gold_subset", "teacher", "candidates"),
                items=lambda plan, node: label_pairs(plan, node.key), holds=("pairs.parquet", "sampling_stats.json"),
                estimate="score")

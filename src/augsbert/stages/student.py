@@ -38,9 +38,10 @@ STUDENT = Stage("student", 3, "train a Bi-Encoder on gold and/or teacher-labelle
                 params=StudentParams, plan=lambda seed_plan: plan_student(seed_plan),
                 needs=("data", "source_data", "gold_subset", "labels", "adapt", "pretrained"), items=trained_items,
                 rows={"lower_bound": Row(30, "SBERT (lower bound)", "Bi-Encoder trained on gold only (SBERT, lower "
-                                                                         "bound)"),
-                      "student": Row(50, "", "Bi-Encoder student trained on the teacher's labels (AugSBERT)")},
-                      estimate="train")
+                                                                         "bound)", curves=True),
+                      "student": Row(50, "", "Bi-Encoder student trained on the teacher's labels (AugSBERT)",
+                                     curves=True)},
+                estimate="train")
 STAGES = (STUDENT,)
 
 
