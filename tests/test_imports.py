@@ -437,13 +437,66 @@ def stage_names_in(path: Path, names: set[str]) -> list[str]:
     return found
 
 
+BRANCHING = (ast.Compare, ast.For, ast.comprehension, ast.Assign, ast.AnnAssign)  # a name compared, iterated, kept
+
+
+def stage_branches_in(path: Path, names: set[str]) -> list[str]:
+    """Where `path` (Python) branches on a stage's name: a string constant that is a stage's name, compared
+    (`==`, `in`), looked up (`x["teacher"]`, `.get("data")`), a key of a dict literal, iterated over, or kept in a
+    constant (`TRAINING = ("teacher", ...)`), alone or inside a tuple, list or set. A name in a message, a
+    docstring or a table cell is text, not a branch."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    parent = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names):
+            continue
+        inner, up = node, parent.get(node)
+        while isinstance(up, (ast.Tuple, ast.List, ast.Set)):
+            inner, up = up, parent.get(up)
+        lookup = (isinstance(up, ast.Subscript) and up.slice is inner) or (
+            isinstance(up, ast.Call) and isinstance(up.func, ast.Attribute) and up.args and up.args[0] is inner
+            and up.func.attr in ("get", "pop", "setdefault"))
+        key = isinstance(up, ast.Dict) and any(k is inner for k in up.keys)
+        if lookup or key or isinstance(up, BRANCHING):
+            where = path.relative_to(SRC.parent) if path.is_relative_to(SRC.parent) else path.name
+            found.append(f"{where}:{node.lineno}: {node.value!r}")
+    return found
+
+
+NO_STAGE_NAMES = ("planning", "scheduling", "reporting", "face")  # folders that read the declarations only
+# config keys that happen to be a stage's name, by file: what they are
+NOT_A_STAGE = {"augsbert/reporting/layout.py": {"labels"}}  # grids.<grid>.labels: the axis values' display names
+
+
 def test_the_plan_resources_and_rules_name_no_stage():
-    """What differs between stages is in their declarations: the planning loop, the job sizing and the rules
-    read the registry and never branch on a stage's name."""
+    """What differs between stages is in their declarations: the planning loop, the job sizing and estimates, the
+    reports, the export and the command line read the registry and never branch on a stage's name, and the
+    rules name none."""
     from augsbert.stages import REGISTRY
 
     names = set(REGISTRY)
-    files = [SRC / "planning" / "plan.py", SRC / "scheduling" / "resources.py",
-             *sorted((SRC.parents[1] / "workflow").rglob("*.smk")), SRC.parents[1] / "workflow" / "Snakefile"]
-    found = [hit for path in files for hit in stage_names_in(path, names)]
-    assert not found, "\n".join(found)
+    rules = [*sorted((SRC.parents[1] / "workflow").rglob("*.smk")), SRC.parents[1] / "workflow" / "Snakefile"]
+    found = [hit for path in [SRC / "planning" / "plan.py", SRC / "scheduling" / "resources.py", *rules]
+             for hit in stage_names_in(path, names)]
+    found += [hit for folder in NO_STAGE_NAMES for path in sorted((SRC / folder).rglob("*.py"))
+              for hit in stage_branches_in(path, names)
+              if hit.rsplit(": ", 1)[1].strip("'") not in NOT_A_STAGE.get(hit.split(":")[0], ())]
+    assert not found, ("stage names branched on outside stages/ and jobs/ (declare what differs on the Stage, its Row "
+                       "or stages/runs.py):\n  " + "\n  ".join(found))
+
+
+def test_the_stage_name_check_finds_a_branch(tmp_path):
+    path = tmp_path / "probe.py"
+    text = ('TRAINED = ("teacher", "student")\n'
+            'def f(node, inputs, rows):\n'
+            '    if node.stage == "labels" or "data" in inputs or node.stage in ("suite",):\n'
+            '        return inputs["teacher"], inputs.get("data"), {"zero_shot": 1}\n'
+            '    for role in ("student",):\n'
+            '        rows.append(("teacher", "the teacher, in a table cell"))\n'
+            '    raise ValueError("teacher")\n')
+    path.write_text(text)
+    found = stage_branches_in(path, {"teacher", "student", "labels", "data", "suite", "zero_shot"})
+    assert sorted(found) == sorted(f"probe.py:{hit}" for hit in (
+        "1: 'teacher'", "1: 'student'", "3: 'labels'", "3: 'data'", "3: 'suite'", "4: 'teacher'", "4: 'data'",
+        "4: 'zero_shot'", "5: 'student'"))

@@ -45,6 +45,9 @@ command line and the job sizing need to know of a stage is read from here, so th
   grid's `student_title` (augsbert.reporting.layout); the description says what the model is in a results
   file (augsbert.jobs.results). `row_arch(plan, node)`: the architecture a row title's `{arch}` says of its model
   (a teacher's, an ensemble's); `figures`: plots of its artifact the reports copy (labels: the score densities).
+- `checkpoint`, `console_label(spec)`, `hub_datasets(node)`: what a model card says of a model that started from
+  its artifact, the name its job shows on the console (a `student` job without labels is the lower bound), the
+  hub datasets its job downloads (fetched ahead by `augsbert fetch`).
 
 Importing this module imports nothing else of the package.
 """
@@ -67,6 +70,7 @@ class Row(NamedTuple):
     seeded: bool = True  # False: the model does not depend on the seed (its cell shows no ± and no (n=k))
     bi_encoder: bool = True  # False: a cross model, which the evaluation suites do not score
     curves: bool = False  # trained with a dev split: its per-epoch history is in the experiment's training curves
+    export: str = ""  # what `augsbert export --model <role>` calls the model on its card; "": not exportable
 
 
 @dataclass(frozen=True)
@@ -110,6 +114,9 @@ class Stage:
     row_arch: Callable[[Any, Any], str] | None = None  # (plan, node) -> what a row's {arch} says of its model
     # plots its artifact holds that the reports copy, file -> name in an experiment's report (`<name>.seed<s>.png`)
     figures: dict[str, str] = field(default_factory=dict)
+    checkpoint: str = ""  # what a model started from its artifact is called on a model card ("MLM-adapted")
+    console_label: Callable[[dict], str | None] | None = None  # (spec) -> its job's name on the console, if not its own
+    hub_datasets: Callable[[Any], list[str]] | None = None  # (node) -> hub datasets its job downloads (`augsbert fetch`)
     # files each of its artifacts holds beyond spec.json and metrics.json (store.manifests.HOLDS): `augsbert verify`
     # names a manifest that does not list one
     holds: tuple[str, ...] = ()

@@ -80,7 +80,7 @@ PRETRAIN = Stage("pretrain", 1, "unsupervised pre-training of a sentence encoder
                  # the triples file enters by digest
                  section="pretrain", runtime=("eval_batch_size", "model", "triples"), roles=("pretrained",),
                  raw_inputs=lambda node: triples_inputs(node),
-                 seconds_per_item=0.01, params=PretrainParams, plan=lambda seed_plan: plan_pretrain(seed_plan),
+                 seconds_per_item=0.01, params=PretrainParams, checkpoint="unsupervised pre-trained", plan=lambda seed_plan: plan_pretrain(seed_plan),
                  needs=("data",), items=pool_items, rows={"pretrained": Row(20, "Pre-trained", "encoder after unsupervised pre-training "
                                                                                   "(pretrain.objective), no labels")},
                  check=lambda graph, name, exp: check_pretrain_use(name, exp, exp["adapt"]["variant"]),

@@ -40,7 +40,7 @@ TEACHER = Stage("teacher", 3, "train the teacher (Cross-Encoder or Cross-Bi-Enco
                                                                         "pretrained"),
                 items=trained_items, rows={"teacher": Row(40, "{arch} (upper bound)", "teacher trained on gold (Cross-Encoder / "
                                                                   "Cross-Bi-Encoder, upper bound)", bi_encoder=False,
-                                                          curves=True)},
+                                                          curves=True, export="teacher (trained on gold)")},
                 row_arch=lambda plan, node: node.params["arch"].upper(), estimate="train")
 STAGES = (TEACHER,)
 
