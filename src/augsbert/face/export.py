@@ -558,7 +558,8 @@ def add_command(sub) -> None:
                      help="config YAML file(s) to plan from, merged in order over config/config.yaml of the current "
                           "directory as Snakemake's --configfile (needs --experiment)")
     p.add_argument("--experiment", help="experiment name (with --config)")
-    p.add_argument("--model", default=DEFAULT_MODEL, choices=EXPORT_MODELS, help=f"which model (default: {DEFAULT_MODEL})")
+    p.add_argument("--model", default=DEFAULT_MODEL, choices=EXPORT_MODELS,
+                   help=f"which model (default: {DEFAULT_MODEL})")
     p.add_argument("--seed", type=int, help="which seed's model (default: the experiment's first seed)")
     p.add_argument("--to", required=True, help="directory to write (any path; must not exist or be empty)")
     p.add_argument("--force", action="store_true", help="replace a directory an earlier export wrote (files you "

@@ -75,6 +75,6 @@ class EntropyContrastive(RCLObjective):
 ENTRIES = (
     RegularizedContrastive("rcl", ROWS, "mean", True, RCLOptions, f"{RCL}:RegularizedContrastiveLoss",
                            corpus="augsbert.jobs.pretrain:rcl_corpus"),
-    EntropyContrastive("rcl_entropy", ROWS, "mean", True, RCLEntropyOptions, "augsbert.losses.entropy_contrastive:EntropyContrastiveLoss",
-                       choice=False),
+    EntropyContrastive("rcl_entropy", ROWS, "mean", True, RCLEntropyOptions,
+                       "augsbert.losses.entropy_contrastive:EntropyContrastiveLoss", choice=False),
 )
