@@ -1,5 +1,22 @@
-"""Regularized Contrastive Learning (seed 002, equation 3): `RegularizedContrastiveLoss`, its regulator tables
-and dataset columns."""
+"""Regularized Contrastive Learning (seed 002, Tan et al.: §3, Algorithm 1, App. A): `RegularizedContrastiveLoss`,
+its regulator tables and dataset columns.
+
+Two objectives:
+
+- `EntropyContrastiveLoss` (equation 2, losses/entropy_contrastive.py) trains the *entropy models*, one per φ
+  (stage `rcl_entropy`); each then encodes every training query and document
+  once (Algorithm 1 line 4) into a `RegulatorTable`;
+- `RegularizedContrastiveLoss` (equation 3) trains the final model with the
+  contrastive loss of equation 1 plus two regulators per entropy model, whose
+  embeddings are looked up by the batch rows' ids and never receive gradient.
+
+Both use cosine similarity without a temperature (equation 1 has none). Rows
+are (anchor = query, positive = index/document[, negative = NLI contradiction]);
+the contradiction, where present, only widens equation 1's denominator (and so
+equation 2's distribution p_i) as in SBERT's NLI training: the paper does not
+say how it enters equations 2-3, and it gets no regulator (equation 3 has
+regulators for queries and indices only).
+"""
 
 from __future__ import annotations
 
