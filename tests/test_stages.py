@@ -86,3 +86,24 @@ def test_the_rules_call_each_stage_by_its_name():
         assert parsers[argv[1]].get_default("handler").__closure__  # a stage command, not another one
     assert stage_names_as_commands(["plan", "--config", "x"]) == ["plan", "--config", "x"]
     assert ' augsbert {wildcards.stage:q} --spec' in (REPO / "workflow" / "rules" / "stages.smk").read_text()
+
+
+def test_the_hub_datasets_a_stage_downloads_are_in_its_declaration():
+    """`augsbert fetch` lists what each node's stage declares (Stage.hub_datasets): a `download: true` dataset
+    without local files, the STS suite's tasks read from the hub; nothing for a stage that declares none."""
+    from types import SimpleNamespace
+
+    from augsbert.stages import REGISTRY
+
+    def node(settings):
+        return SimpleNamespace(settings=settings)
+
+    data, suite = REGISTRY["data"].hub_datasets, REGISTRY["suite"].hub_datasets
+    assert data(node({"loader": "stsb", "download": True, "files": []})) == ["sentence-transformers/stsb"]
+    assert data(node({"loader": "stsb", "download": True, "files": ["a.csv"]})) == []
+    assert data(node({"loader": "stsb", "download": False, "files": []})) == []
+    assert data(node({"loader": "lee", "download": True, "files": []})) == []
+    assert suite(node({"sts": {"stsb": "hub", "sts12": "local", "sickr": "hub"}})) == ["mteb/stsbenchmark-sts",
+                                                                                       "mteb/sickr-sts"]
+    assert suite(node({})) == []
+    assert [name for name, stage in REGISTRY.items() if stage.hub_datasets] == ["data", "suite"]

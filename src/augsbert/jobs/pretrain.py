@@ -20,8 +20,8 @@ from ..store.artifacts import artifact_dir, write_json
 from ..evaluation import correlations, cosine_scores
 from ..models import resolve_device
 from ..params import read_params
-from ..pretraining.objective import load
-from ..pretraining.objectives import OBJECTIVES, build_loss
+from ..objectives.base import load
+from ..objectives import OBJECTIVES, build_loss
 from ..stages.pretrain import PretrainParams
 from ..training.pretrain import build_encoder, fit, held_out_loss
 from .common import checkpoint_dir, model_path, precision

@@ -34,7 +34,7 @@ from ..stages.rcl_entropy import RclEntropyParams
 from .common import checkpoint_dir, model_path, precision
 from .pretrain import base_held_out_loss
 from .pretrain_rows import rcl_rows, rows_digest
-from ..pretraining.rcl import DOCUMENT_FILE, QUERY_FILE, ROWS_FILE
+from ..losses.regularized_contrastive import DOCUMENT_FILE, QUERY_FILE, ROWS_FILE
 from ..training.pretrain import fit, held_out_loss
 
 log = logging.getLogger(__name__)
