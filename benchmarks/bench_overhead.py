@@ -297,7 +297,7 @@ def bare_parts(name: str, params, base: str, device: str, batches: list[dict], g
 
         model = masked_lm_from(base, params.config_kwargs).to(device)
         return model, lambda b: model(**b).loss, batches
-    from augsbert.pretraining.objectives import build_loss
+    from augsbert.objectives import build_loss
     from augsbert.training.pretrain import build_encoder
 
     model = build_encoder(base, params.pooling, params.max_length, device, params.config_kwargs)

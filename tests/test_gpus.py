@@ -1,4 +1,4 @@
-"""Several model jobs per GPU (augsbert.scheduling.gpus, augsbert.scheduling.gpu_memory): inventory, estimates, claims, and the
+"""Several model jobs per GPU (augsbert.scheduling.gpus, augsbert.models.gpu_memory): inventory, estimates, claims, and the
 workflow's packing, with a fake GPU inventory (no GPU is needed)."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from augsbert.scheduling import gpus
-from augsbert.scheduling.gpu_memory import DEFAULT_DIMS, estimate_mb, job_gpu_mem_mb, model_dims, parameter_count
+from augsbert.models.gpu_memory import DEFAULT_DIMS, estimate_mb, model_dims, parameter_count
 from augsbert.scheduling.gpus import Gpu, GpuInventoryError, claim, inventory, local_gpu_resources, parse_inventory, release
-from augsbert.scheduling.resources import job_gpu_mem
+from augsbert.scheduling.resources import job_gpu_mem, job_gpu_mem_mb
 from workflow_helpers import checkout, keep_experiments, snakemake
 
 # -- inventory

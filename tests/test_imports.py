@@ -226,47 +226,67 @@ def test_import_graph_resolves_every_import_form(tmp_path):
 
 # ------------------------------------------------------------------ the layers (docs/development.md "Layout")
 
-# Which part of the package may import which (besides itself and the package's own __init__). A part is a
-# folder of the package, a module of its root, or one of the few modules named on their own below (light
-# declarations the lower parts read). Read bottom-up: declarations and the store below planning, planning
-# and scheduling below the models, trainers and jobs, the user's face on top.
-BELOW_JOBS = ("errors", "params", "pretraining.objective", "pretraining.objectives", "config", "data", "store",
-              "stages", "planning", "scheduling", "reporting", "models", "evaluation", "sampling", "pretraining",
-              "training")
+# The layers, bottom-up: each line a group of parts (a folder of the package or a module of its root) that may
+# import only parts of the groups below it, never a part of its own group (docs/development.md "Layout"). Light
+# declarations sit low (options, objectives, the config, the store, the stages), then planning and reporting
+# over the plan, the models and the libraries over them (scheduling's GPU memory reads the models' sizes), the
+# trainers, the job entries, the user's face.
+ORDER: tuple[tuple[str, ...], ...] = (
+    ("augsbert", "errors", "warm_server"),  # the package's root, its errors, a former module path's pointer
+    ("params",),
+    ("objectives",),
+    ("config",),
+    ("data", "store"),
+    ("stages",),
+    ("planning", "reporting"),
+    ("models",),
+    ("scheduling", "evaluation", "sampling", "losses"),
+    ("training",),
+    ("jobs",),
+    ("face",),
+    ("__main__",),
+)
+
+# Which part imports which (besides itself and the package's own __init__): exactly the pairs that are used, each
+# going down ORDER. An import not listed fails test_no_import_goes_against_the_layers; a listed pair no import uses
+# fails test_every_pair_of_the_layering_table_is_used; a pair going up or sideways fails
+# test_the_layering_table_goes_down_the_order.
 LAYERS: dict[str, tuple[str, ...]] = {
     "augsbert": (),
     "errors": (),
+    "warm_server": (),
     "params": ("errors",),
-    "pretraining.objective": ("errors", "params"),
-    "pretraining.objectives": ("errors", "params", "pretraining.objective"),
-    "config": ("errors", "params", "pretraining.objectives"),
+    "objectives": ("errors", "params"),
+    "config": ("errors", "objectives"),
     "data": ("errors", "config"),
-    "store": ("errors", "params", "config"),
-    "stages": ("errors", "params", "config", "data", "store", "pretraining.objective", "pretraining.objectives"),
-    "planning": ("errors", "params", "config", "store", "stages"),
-    "scheduling": ("errors", "params", "config", "store", "stages", "planning"),
-    "reporting": ("errors", "config", "store", "stages", "planning"),
-    "models": ("errors", "params", "config", "data", "store", "stages", "scheduling"),
-    "evaluation": ("errors", "params", "config", "data", "store", "models"),
-    "sampling": ("errors", "params", "data", "store", "models"),
-    "pretraining": ("errors", "params", "config", "data", "store", "stages", "models", "pretraining.objective",
-                    "pretraining.objectives"),
-    "training": ("errors", "params", "config", "data", "store", "stages", "scheduling", "models", "evaluation",
-                 "sampling", "pretraining", "pretraining.objective", "pretraining.objectives"),
-    "jobs": BELOW_JOBS,
-    "face": (*BELOW_JOBS, "jobs"),
+    "store": ("errors", "config"),
+    "stages": ("errors", "params", "objectives", "data", "store"),
+    "planning": ("config", "store", "stages"),
+    "reporting": ("config", "store", "stages"),
+    "models": ("errors", "params", "config", "data", "store", "stages"),
+    "scheduling": ("params", "stages", "models"),
+    "evaluation": ("data", "models"),
+    "sampling": ("errors", "data", "store", "models"),
+    "losses": ("models",),
+    "training": ("errors", "params", "objectives", "data", "store", "stages", "models", "scheduling", "evaluation",
+                 "sampling"),
+    "jobs": ("errors", "params", "objectives", "config", "data", "store", "stages", "models", "scheduling",
+             "evaluation", "sampling", "losses", "training"),
+    "face": ("errors", "params", "config", "data", "store", "stages", "planning", "reporting", "models",
+             "scheduling", "training", "jobs"),
     "__main__": ("face",),
-    "warm_server": (),  # the former module path's pointer (imports nothing)
 }
-OWN_PARTS = ("pretraining.objective", "pretraining.objectives")  # modules that are a part of their own
+
+
+def module_name(path: Path) -> str:
+    """The dotted name of the package module at `path` (below SRC)."""
+    parts = path.relative_to(SRC.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def part_of(module: str) -> str:
     """The part of the package `module` belongs to (a key of LAYERS)."""
     inner = module.removeprefix("augsbert").removeprefix(".")
-    for own in OWN_PARTS:
-        if inner == own or inner.startswith(own + "."):
-            return own
     return inner.split(".")[0] if inner else "augsbert"
 
 
@@ -279,9 +299,11 @@ def _type_checking_only(tree: ast.Module) -> set[int]:
     return found
 
 
-def layering_violations(root: Path) -> list[str]:
+def used_pairs(root: Path) -> dict[tuple[str, str], list[str]]:
+    """(importing part, imported part) -> `module:line` of the imports that use it (run-time imports only: those
+    under `if TYPE_CHECKING:` are annotations, and a part's imports of itself or of the package root are free)."""
     modules = module_names(root)
-    found = []
+    found: dict[tuple[str, str], list[str]] = {}
     for module, path in modules.items():
         tree = ast.parse(path.read_text(), filename=str(path))
         skip = _type_checking_only(tree)
@@ -289,9 +311,47 @@ def layering_violations(root: Path) -> list[str]:
             source_part, target_part = part_of(module), part_of(target)
             if id(node) in skip or target_part in (source_part, "augsbert"):
                 continue
-            if target_part not in LAYERS.get(source_part, ()):
-                found.append(f"{module}:{node.lineno} ({source_part}) imports {target} ({target_part})")
-    return sorted(set(found))
+            found.setdefault((source_part, target_part), []).append(f"{module}:{node.lineno} imports {target}")
+    return found
+
+
+def layering_violations(root: Path, layers: dict[str, tuple[str, ...]] | None = None) -> list[str]:
+    """Every import whose pair of parts the table does not hold."""
+    layers = LAYERS if layers is None else layers
+    return sorted(f"{where} ({source} -> {target}: add {target!r} to LAYERS[{source!r}] if {target} is below "
+                  f"{source} in ORDER, else move the code)"
+                  for (source, target), lines in used_pairs(root).items() if target not in layers.get(source, ())
+                  for where in sorted(set(lines)))
+
+
+def unused_pairs(root: Path, layers: dict[str, tuple[str, ...]] | None = None) -> list[str]:
+    """Every pair of the table that no import uses."""
+    layers = LAYERS if layers is None else layers
+    used = used_pairs(root)
+    return [f"remove {target!r} from LAYERS[{source!r}]: no module of {source} imports {target}"
+            for source, targets in layers.items() for target in targets if (source, target) not in used]
+
+
+def against_the_order(layers: dict[str, tuple[str, ...]], order: tuple[tuple[str, ...], ...]) -> list[str]:
+    """Every pair of the table that does not go down the order (up, sideways within a group, or a part in no
+    group or in two): a table that passes is acyclic, as each of its arrows lowers the group."""
+    level: dict[str, int] = {}
+    found = []
+    for i, group in enumerate(order):
+        for part in group:
+            if part in level:
+                found.append(f"{part!r} is in two groups of ORDER")
+            level.setdefault(part, i)
+    found += [f"{part!r} is in LAYERS but in no group of ORDER" for part in layers if part not in level]
+    found += [f"{part!r} is in ORDER but not in LAYERS" for part in level if part not in layers]
+    for source, targets in layers.items():
+        for target in targets:
+            if target not in level:
+                found.append(f"LAYERS[{source!r}] names {target!r}, in no group of ORDER")
+            elif source in level and level[target] >= level[source]:
+                found.append(f"LAYERS[{source!r}] holds {target!r}, which is not below it in ORDER "
+                             f"(group {level[target]} vs {level[source]})")
+    return found
 
 
 def test_every_part_is_in_the_layering_table():
@@ -304,6 +364,17 @@ def test_no_import_goes_against_the_layers():
     assert not found, "imports against the layering table (tests/test_imports.py LAYERS):\n  " + "\n  ".join(found)
 
 
+def test_every_pair_of_the_layering_table_is_used():
+    found = unused_pairs(SRC)
+    assert not found, "pairs of the layering table no import uses (tests/test_imports.py):\n  " + "\n  ".join(found)
+
+
+def test_the_layering_table_goes_down_the_order():
+    found = against_the_order(LAYERS, ORDER)
+    assert not found, "the layering table against ORDER (tests/test_imports.py):\n  " + "\n  ".join(found)
+    assert cycles({part: set(targets) for part, targets in LAYERS.items()}) == []
+
+
 def test_the_layering_check_finds_an_upward_import(tmp_path):
     pkg = tmp_path / "augsbert"
     (pkg / "store").mkdir(parents=True)
@@ -313,7 +384,24 @@ def test_the_layering_check_finds_an_upward_import(tmp_path):
                        "store/b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..stages import a\n",
                        "store/c.py": "def f():\n    from ..stages import a\n"}.items():
         (pkg / name).write_text(text)
-    assert layering_violations(pkg) == ["augsbert.store.c:2 (store) imports augsbert.stages.a (stages)"]
+    layers = {"augsbert": (), "store": (), "stages": ("store",)}
+    assert layering_violations(pkg, layers) == [
+        "augsbert.store.c:2 imports augsbert.stages.a (store -> stages: add 'stages' to LAYERS['store'] if stages "
+        "is below store in ORDER, else move the code)"]
+    assert unused_pairs(pkg, layers) == []
+    assert unused_pairs(pkg, {**layers, "stages": ("store", "errors")}) == [
+        "remove 'errors' from LAYERS['stages']: no module of stages imports errors"]
+
+
+def test_the_order_check_finds_an_arrow_up_or_sideways():
+    order = (("errors",), ("store", "data"), ("stages",))
+    assert against_the_order({"errors": (), "store": ("errors",), "data": (), "stages": ("store", "errors")}, order) == []
+    assert against_the_order({"errors": ("stages",), "store": ("data",), "data": (), "stages": (), "jobs": ()}, order) == [
+        "'jobs' is in LAYERS but in no group of ORDER",
+        "LAYERS['errors'] holds 'stages', which is not below it in ORDER (group 2 vs 0)",
+        "LAYERS['store'] holds 'data', which is not below it in ORDER (group 1 vs 1)"]
+    assert against_the_order({"errors": (), "stages": ()}, (("errors",), ("errors", "stages"))) == [
+        "'errors' is in two groups of ORDER"]
 
 
 # ------------------------------------------------------------------ the shape of the package
@@ -355,13 +443,89 @@ def stage_names_in(path: Path, names: set[str]) -> list[str]:
     return found
 
 
+BRANCHING = (ast.Compare, ast.For, ast.comprehension, ast.Assign, ast.AnnAssign)  # a name compared, iterated, kept
+
+
+def stage_branches_in(path: Path, names: set[str]) -> list[str]:
+    """Where `path` (Python) branches on a stage's name: a string constant that is a stage's name, compared
+    (`==`, `in`), looked up (`x["teacher"]`, `.get("data")`), a key of a dict literal, iterated over, or kept in a
+    constant (`TRAINING = ("teacher", ...)`), alone or inside a tuple, list or set. A name in a message, a
+    docstring or a table cell is text, not a branch."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    parent = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names):
+            continue
+        inner, up = node, parent.get(node)
+        while isinstance(up, (ast.Tuple, ast.List, ast.Set)):
+            inner, up = up, parent.get(up)
+        lookup = (isinstance(up, ast.Subscript) and up.slice is inner) or (
+            isinstance(up, ast.Call) and isinstance(up.func, ast.Attribute) and up.args and up.args[0] is inner
+            and up.func.attr in ("get", "pop", "setdefault"))
+        key = isinstance(up, ast.Dict) and any(k is inner for k in up.keys)
+        if lookup or key or isinstance(up, BRANCHING):
+            where = path.relative_to(SRC.parent) if path.is_relative_to(SRC.parent) else path.name
+            found.append(f"{where}:{node.lineno}: {node.value!r}")
+    return found
+
+
+# Where a stage's name may be branched on: its declaration and its job entry (config/: issue 48's config split)
+STAGE_NAMES_ALLOWED = ("stages", "jobs", "config")
+# words that happen to be a stage's name, by file: what they are there
+NOT_A_STAGE = {
+    "augsbert/reporting/layout.py": {"labels"},  # grids.<grid>.labels: the axis values' display names
+    "augsbert/models/cross_bi_encoder.py": {"labels"},  # a batch's `labels` tensor (transformers' name)
+    "augsbert/models/mlm.py": {"labels"},
+    "augsbert/training/mlm.py": {"labels"},
+    "augsbert/sampling/hard_negatives.py": {"queries"},  # BEIR's queries (a file, a count)
+    "augsbert/evaluation/beir_retrieval.py": {"queries"},
+    "augsbert/evaluation/retrieval.py": {"queries"},
+    "augsbert/evaluation/useb.py": {"queries"},
+    "augsbert/data/beir.py": {"queries"},
+    "augsbert/data/loaders.py": {"queries"},
+    # roles of a run's artifacts the results file reads (an experiment spec's runs; moved from jobs/results.py)
+    "augsbert/reporting/results.py": {"labels", "data", "suite"},
+    "augsbert/models/teacher.py": {"teacher"},  # a labelling spec's `teacher` input
+    # a labelling spec's `candidates` input; its statistics' `candidates` / `teacher` fields and the pairs'
+    # `teacher` column; `labels.kde_reference: teacher`
+    "augsbert/sampling/labelled_pairs.py": {"candidates", "teacher"},
+    "augsbert/sampling/mining.py": {"candidates"},  # the `candidates` column of GPL's candidate lists
+    # columns of GPL's mined / margins tables (`negatives`, `margins`, `candidates`: arrays per pair)
+    "augsbert/training/gpl_data.py": {"negatives", "margins", "candidates"},
+    "augsbert/training/pair_job.py": {"data", "labels"},  # a teacher / student spec's `data` and `labels` inputs
+    "augsbert/training/pretrain_rows.py": {"data"},  # a pretrain / rcl_entropy spec's `data` input
+}
+
+
 def test_the_plan_resources_and_rules_name_no_stage():
-    """What differs between stages is in their declarations: the planning loop, the job sizing and the rules
-    read the registry and never branch on a stage's name."""
+    """What differs between stages is in their declarations: outside stages/ and jobs/ (the planning loop, the job
+    sizing and estimates, the reports, the export, the command line, the libraries) the package reads the
+    registry and never branches on a stage's name, and the rules name none."""
     from augsbert.stages import REGISTRY
 
     names = set(REGISTRY)
-    files = [SRC / "planning" / "plan.py", SRC / "scheduling" / "resources.py",
-             *sorted((SRC.parents[1] / "workflow").rglob("*.smk")), SRC.parents[1] / "workflow" / "Snakefile"]
-    found = [hit for path in files for hit in stage_names_in(path, names)]
-    assert not found, "\n".join(found)
+    rules = [*sorted((SRC.parents[1] / "workflow").rglob("*.smk")), SRC.parents[1] / "workflow" / "Snakefile"]
+    found = [hit for path in [SRC / "planning" / "plan.py", SRC / "scheduling" / "resources.py", *rules]
+             for hit in stage_names_in(path, names)]
+    found += [hit for path in sorted(SRC.rglob("*.py")) if part_of(module_name(path)) not in STAGE_NAMES_ALLOWED
+              for hit in stage_branches_in(path, names)
+              if hit.rsplit(": ", 1)[1].strip("'") not in NOT_A_STAGE.get(hit.split(":")[0], ())]
+    assert not found, ("stage names branched on outside stages/ and jobs/ (declare what differs on the Stage, its Row "
+                       "or stages/runs.py):\n  " + "\n  ".join(found))
+
+
+def test_the_stage_name_check_finds_a_branch(tmp_path):
+    path = tmp_path / "probe.py"
+    text = ('TRAINED = ("teacher", "student")\n'
+            'def f(node, inputs, rows):\n'
+            '    if node.stage == "labels" or "data" in inputs or node.stage in ("suite",):\n'
+            '        return inputs["teacher"], inputs.get("data"), {"zero_shot": 1}\n'
+            '    for role in ("student",):\n'
+            '        rows.append(("teacher", "the teacher, in a table cell"))\n'
+            '    raise ValueError("teacher")\n')
+    path.write_text(text)
+    found = stage_branches_in(path, {"teacher", "student", "labels", "data", "suite", "zero_shot"})
+    assert sorted(found) == sorted(f"probe.py:{hit}" for hit in (
+        "1: 'teacher'", "1: 'student'", "3: 'labels'", "3: 'data'", "3: 'suite'", "4: 'teacher'", "4: 'data'",
+        "4: 'zero_shot'", "5: 'student'"))

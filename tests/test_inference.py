@@ -9,7 +9,7 @@ import torch
 
 from augsbert.models import inference
 from augsbert.evaluation.similarity import Encoder
-from augsbert.scheduling.gpu_memory import CONTEXT_MB
+from augsbert.models.gpu_memory import CONTEXT_MB
 from augsbert.scheduling.gpus import JOB_CLAIM_ENV, JOB_GPU_MEM_ENV, JobClaim
 from augsbert.models.architectures import ARCHITECTURES
 from augsbert.models.device import PRECISION_ENV

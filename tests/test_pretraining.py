@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 import torch
 
-from augsbert.pretraining.noise import batch_rng, delete_tokens, delete_words, keep_mask
+from augsbert.training.noise import batch_rng, delete_tokens, delete_words, keep_mask
 from augsbert.stages.pretrain import PretrainParams
-from augsbert.pretraining.objectives import OBJECTIVES, build_loss, resolved, training_rows
+from augsbert.objectives import OBJECTIVES, build_loss, resolved, training_rows
 from augsbert.training.pretrain import build_encoder, fit, held_out_loss, loss_extra_state
 
 SENTENCES = [f"the {a} {b} sat on the {c} near the old {d} today" for a, b, c, d in
@@ -410,7 +410,7 @@ def test_corpus_is_unique_sentences_without_the_evaluated_dev_and_test(tmp_path)
 
 # ---- ConSERT (seed 000)
 def test_nt_xent_exact_values_and_symmetry():
-    from augsbert.pretraining.losses import nt_xent
+    from augsbert.losses.consert import nt_xent
 
     n = 4
     same = torch.ones(n, 3, dtype=torch.float64)
@@ -434,7 +434,7 @@ def test_nt_xent_exact_values_and_symmetry():
 
 
 def test_consert_cutoffs_zero_whole_rows_and_columns():
-    from augsbert.pretraining.losses import embedding_dropout, feature_cutoff, token_cutoff
+    from augsbert.losses.consert import embedding_dropout, feature_cutoff, token_cutoff
 
     emb = torch.rand(3, 6, 10) + 0.5  # no zero before the cutoff
     mask = torch.tensor([[1] * 6, [1] * 4 + [0] * 2, [1] * 5 + [0]])
@@ -468,7 +468,7 @@ def test_consert_views_equal_without_augmentation_and_shuffle_needs_positions(ti
 
 
 def test_shuffle_permutes_content_positions_only():
-    from augsbert.pretraining.losses import shuffled_positions
+    from augsbert.losses.consert import shuffled_positions
 
     positions = torch.arange(8, dtype=torch.float32).view(1, 8, 1).expand(1, 8, 2)
     mask = torch.tensor([[1] * 8, [1] * 6 + [0] * 2])
@@ -548,7 +548,7 @@ def test_zero_autoencoder_weight_gives_the_contrastive_gradients(tiny_model, obj
 
 def test_masked_logits_equal_the_full_head(tiny_model):
     from augsbert.models.mlm import masked_lm_from
-    from augsbert.pretraining.losses import masked_lm_logits
+    from augsbert.losses.common import masked_lm_logits
 
     mlm = masked_lm_from(tiny_model).eval()
     model = build_encoder(tiny_model, "cls", 24, "cpu")
@@ -565,7 +565,7 @@ def test_the_schema_offers_exactly_the_registered_objectives():
     `pretrain.objective` choices and the objectives' options are filled in from the registry when it is loaded,
     not kept in the YAML file."""
     from augsbert.config.load import load_schema
-    from augsbert.pretraining.objectives import OBJECTIVE_OPTIONS
+    from augsbert.objectives import OBJECTIVE_OPTIONS
 
     pretrain = load_schema()["$defs"]["stage_options"]["properties"]["pretrain"]["properties"]
     assert pretrain["objective"]["enum"] == ["none", *(o for o in OBJECTIVES if o != "rcl_entropy")]
@@ -632,7 +632,7 @@ class _Value(torch.nn.Module):
 @pytest.mark.parametrize("weight_on, expected", [("contrastive", {"main": 2.0, "aux": 0.3}),
                                                  ("main", {"main": 0.2, "aux": 3.0})])
 def test_multi_task_weight_applies_to_the_term_named(weight_on, expected):
-    from augsbert.pretraining.losses import MultiTaskLoss
+    from augsbert.losses.multi_task import MultiTaskLoss
 
     loss = MultiTaskLoss(_Value(2.0), _Value(3.0), 0.1, weight_on=weight_on)
     assert {k: round(float(v), 6) for k, v in loss([{}, {}]).items()} == expected

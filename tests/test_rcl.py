@@ -16,12 +16,8 @@ import torch
 import yaml
 
 from augsbert.config.load import read_config
-from augsbert.pretraining.rcl import (
-    EntropyContrastiveLoss,
-    RegularizedContrastiveLoss,
-    RegulatorTable,
-    rcl_columns,
-)
+from augsbert.losses.entropy_contrastive import EntropyContrastiveLoss
+from augsbert.losses.regularized_contrastive import RegularizedContrastiveLoss, RegulatorTable, rcl_columns
 from conftest import REPO, TINY_BERT
 
 
@@ -186,7 +182,7 @@ def write_target(path):
 
 def test_entropy_and_final_stage_run_and_store_the_embeddings(tiny_model, tmp_path):
     from augsbert.data import DataError
-    from augsbert.pretraining.rcl import DOCUMENT_FILE, QUERY_FILE, ROWS_FILE
+    from augsbert.losses.regularized_contrastive import DOCUMENT_FILE, QUERY_FILE, ROWS_FILE
     from augsbert.jobs import pretrain, rcl_entropy
 
     animals = ["cat", "dog", "bird", "fox", "cow", "hen", "owl", "bee", "ant", "elk"]

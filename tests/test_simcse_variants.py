@@ -18,24 +18,17 @@ import torch
 from test_pretraining import SENTENCES, Fixed
 
 from augsbert.stages.pretrain import PretrainParams
-from augsbert.pretraining.objectives import SIMCSE_VARIANT_KEYS, SIMCSE_VARIANTS, build_loss, resolved
+from augsbert.objectives import SIMCSE_VARIANT_KEYS, SIMCSE_VARIANTS, build_loss, resolved
 from augsbert.training.pretrain import build_encoder, fit, held_out_loss, loss_extra_state
-from augsbert.pretraining.variants import (
-    GaussianNegativesSimCSELoss,
-    GaussianVAE,
-    GMMNegativesSimCSELoss,
-    LabelSmoothingSimCSELoss,
-    MemoryBankSimCSELoss,
-    OutputAugmentedSimCSELoss,
-    VAENegativesSimCSELoss,
-    WeightPerturbation,
-    bernoulli_dropout,
-    feature_dropout,
-    gaussian_dropout,
-    gaussian_noise,
-    magnitude_mask,
-    simcse_logits,
-)
+from augsbert.losses.gaussian_negatives_simcse import GaussianNegativesSimCSELoss
+from augsbert.losses.gmm_negatives_simcse import GMMNegativesSimCSELoss
+from augsbert.losses.input_noise_simcse import bernoulli_dropout, feature_dropout, gaussian_dropout, gaussian_noise
+from augsbert.losses.label_smoothing_simcse import LabelSmoothingSimCSELoss
+from augsbert.losses.memory_bank_simcse import MemoryBankSimCSELoss
+from augsbert.losses.output_augmented_simcse import OutputAugmentedSimCSELoss, magnitude_mask
+from augsbert.losses.simcse_variant_base import simcse_logits
+from augsbert.losses.vae_negatives_simcse import GaussianVAE, VAENegativesSimCSELoss
+from augsbert.training.weight_perturbation import WeightPerturbation
 
 VARIANT_DEFAULTS = {"simcse_variant": "none", "noise_sigma": 0.001, "noise_rate": 0.1, "noise_views": "positive",
                     "fgsm_epsilon": 0.001, "label_smoothing": 0.1, "sam_rho": 0.05, "awp_gamma": 0.005,
@@ -44,7 +37,7 @@ VARIANT_DEFAULTS = {"simcse_variant": "none", "noise_sigma": 0.001, "noise_rate"
 
 
 def resolved_for(variant: str, **override) -> dict:
-    """The planner's `pretrain` options of `variant` (pretraining.objectives.resolved), as a spec holds them."""
+    """The planner's `pretrain` options of `variant` (objectives.resolved), as a spec holds them."""
     options = {"objective": "simcse", "preset": "thesis", "pooling": "cls", "batch_size": 8, "max_steps": 4,
                "lr": 3e-4, "warmup_ratio": 0.0, "weight_decay": 0.0, "scheduler": "constant", "max_length": 24,
                "temperature": 0.05, "eval_steps": 4, "selection": "last", "group_by_length": None, "megabatch": 50,
@@ -364,7 +357,7 @@ def _recording(loss):
 
 
 def test_vae_negatives_carry_no_gradient_and_widen_the_logits_to_n_plus_k(monkeypatch):
-    from augsbert.pretraining import variants
+    from augsbert.losses import simcse_variant_base as variants
 
     n, k, dim = 4, 5, 6
     loss = VAENegativesSimCSELoss(FixedDim(dim), count=k, history=2, batch_size=n, hidden=8, latent=3)
@@ -452,7 +445,7 @@ def test_vae_state_resumes_exactly():
         assert [float(resumed([{"emb": a}, {"emb": p}], None)) for a, p in steps[3:]] == values[3:]
         assert all(torch.equal(x, y) for x, y in zip(resumed.state_dict().values(), whole.state_dict().values()))
     # under SimCSE's train-only MLP head (the grids' setting) the same state sits under the wrapper's `loss.`
-    from augsbert.pretraining.losses import TrainOnlyMLPHeadLoss
+    from augsbert.losses.train_only_mlp_head import TrainOnlyMLPHeadLoss
 
     wrapped = TrainOnlyMLPHeadLoss(FixedDim(6), fresh("posterior"), initializer_range=0.02).train()
     for a, p in steps[:3]:
@@ -528,7 +521,7 @@ def _head(loss, embeddings):
 
 @pytest.mark.parametrize("variant", ["none", "label_smoothing"])
 def test_mlp_head_is_in_the_training_loss_and_gets_gradients(tiny_minilm, variant):
-    from augsbert.pretraining.losses import TrainOnlyMLPHeadLoss
+    from augsbert.losses.train_only_mlp_head import TrainOnlyMLPHeadLoss
 
     model = build_encoder(tiny_minilm, "cls", 24, "cpu")
     params = params_for(variant, mlp_head="train_only")

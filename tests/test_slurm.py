@@ -158,7 +158,7 @@ def chain_config(model: str) -> dict:
         "dataset: lee\nmodels: [teacher, student]\nseeds: [1]\n"
         "teacher: {epochs: 1, max_length: 32, batch_size: 64}\n"
         "student: {epochs: 1, max_length: 32, batch_size: 64}\n"
-        "sampling: {strategies: [bm25], pool: train+unlabeled, top_k: 1}\n"
+        "candidates: {strategies: [bm25], pool: train+unlabeled, top_k: 1}\n"
         "evaluation: {max_length: 32, suites: []}\n"
         "description: teacher -> sampling -> labels -> student through the SLURM profile\n")}
     config["grids"] = {}

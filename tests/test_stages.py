@@ -147,3 +147,24 @@ def test_the_thin_entry_check_finds_library_code(tmp_path):
         "fat.py: defines class Scorer (library code: move it to its layer)",
         "fat.py: defines score() (library code: move it to its layer, or make it a private helper of the entry)",
         "fat.py: no `run`", f"fat.py: {MAX_ENTRY_LINES + 10} lines (at most {MAX_ENTRY_LINES})"]
+
+
+def test_the_hub_datasets_a_stage_downloads_are_in_its_declaration():
+    """`augsbert fetch` lists what each node's stage declares (Stage.hub_datasets): a `download: true` dataset
+    without local files, the STS suite's tasks read from the hub; nothing for a stage that declares none."""
+    from types import SimpleNamespace
+
+    from augsbert.stages import REGISTRY
+
+    def node(settings):
+        return SimpleNamespace(settings=settings)
+
+    data, suite = REGISTRY["data"].hub_datasets, REGISTRY["suite"].hub_datasets
+    assert data(node({"loader": "stsb", "download": True, "files": []})) == ["sentence-transformers/stsb"]
+    assert data(node({"loader": "stsb", "download": True, "files": ["a.csv"]})) == []
+    assert data(node({"loader": "stsb", "download": False, "files": []})) == []
+    assert data(node({"loader": "lee", "download": True, "files": []})) == []
+    assert suite(node({"sts": {"stsb": "hub", "sts12": "local", "sickr": "hub"}})) == ["mteb/stsbenchmark-sts",
+                                                                                       "mteb/sickr-sts"]
+    assert suite(node({})) == []
+    assert [name for name, stage in REGISTRY.items() if stage.hub_datasets] == ["data", "suite"]

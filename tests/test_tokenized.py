@@ -132,7 +132,7 @@ def train_briefly(trainer: str, tiny_model: str, work):
         model = adapt(tiny_model, theme_pairs(64, 3, words=(2, 9))[["sentence1", "sentence2"]], params, work, "cpu",
                       "fp32")[0]
     else:
-        from augsbert.pretraining.objectives import resolved
+        from augsbert.objectives import resolved
         from augsbert.stages.pretrain import PretrainParams
         from augsbert.training.pretrain import fit
 

@@ -2,9 +2,9 @@
 
 The test writes exactly the two files a developer would add, under the package names they would have:
 
-- `augsbert/pretraining/objectives/toy.py`: the entry (columns, pooling, in-batch negatives, options class,
+- `augsbert/objectives/toy.py`: the entry (columns, pooling, in-batch negatives, options class,
   loss) and its options class, whose one field carries the option's default, description and bounds;
-- `augsbert/pretraining/toy_loss.py`: the loss class, in sentence-transformers' losses/ style.
+- `augsbert/losses/toy.py`: the loss class, in sentence-transformers' losses/ style.
 
 They are written to temporary folders added to those two packages' `__path__` (the registry lists its
 package's modules), so nothing in the source tree is touched; no other file of the package changes. It then
@@ -21,8 +21,8 @@ import textwrap
 import pytest
 import torch
 
-import augsbert.pretraining as pretraining
-import augsbert.pretraining.objectives as objectives
+import augsbert.losses as losses_package
+import augsbert.objectives as objectives
 from augsbert.config.load import ConfigError, load_schema
 from augsbert.params import read_params
 from augsbert.stages.pretrain import PretrainParams
@@ -36,8 +36,8 @@ ENTRY = '''
 
     from dataclasses import dataclass
 
-    from ...params import Params
-    from ..objective import Objective, load, option
+    from ..params import Params
+    from .base import Objective, load, option
 
 
     @dataclass(frozen=True, kw_only=True)
@@ -52,11 +52,11 @@ ENTRY = '''
             return load(self.loss)(model, margin=params.toy_margin)
 
 
-    ENTRIES = (Toy("toy", ("anchor", "positive"), "mean", False, ToyOptions, "augsbert.pretraining.toy_loss:ToyLoss"),)
+    ENTRIES = (Toy("toy", ("anchor", "positive"), "mean", False, ToyOptions, "augsbert.losses.toy:ToyLoss"),)
 '''
 
 LOSS = '''
-    """The toy objective's loss (augsbert.pretraining.objectives.toy)."""
+    """The toy objective's loss (augsbert.objectives.toy)."""
 
     from __future__ import annotations
 
@@ -94,19 +94,19 @@ LOSS = '''
 @pytest.fixture
 def toy(tmp_path, monkeypatch):
     """The two files of the toy objective, registered as a real one is: by being in the registry's package."""
-    entries, losses = tmp_path / "objectives", tmp_path / "pretraining"
+    entries, losses = tmp_path / "objectives", tmp_path / "losses"
     entries.mkdir()
     losses.mkdir()
-    written = [entries / "toy.py", losses / "toy_loss.py"]
+    written = [entries / "toy.py", losses / "toy.py"]
     written[0].write_text(textwrap.dedent(ENTRY))
     written[1].write_text(textwrap.dedent(LOSS))
     monkeypatch.setattr(objectives, "__path__", [*objectives.__path__, str(entries)])
-    monkeypatch.setattr(pretraining, "__path__", [*pretraining.__path__, str(losses)])
+    monkeypatch.setattr(losses_package, "__path__", [*losses_package.__path__, str(losses)])
     objectives.discover()
     load_schema.cache_clear()
     yield written
     monkeypatch.undo()
-    for name in ("augsbert.pretraining.objectives.toy", "augsbert.pretraining.toy_loss"):
+    for name in ("augsbert.objectives.toy", "augsbert.losses.toy"):
         sys.modules.pop(name, None)
     objectives.discover()
     load_schema.cache_clear()

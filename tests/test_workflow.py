@@ -214,7 +214,7 @@ def test_demo_cbe_trains_and_a_student_lr_change_reruns_only_the_student(workdir
     assert run(workdir, augsbert, *args) == silver_jobs  # teacher and lower bound are reused
     result = json.loads((workdir / augsbert).read_text())
     assert set(result["models"]) == {"zero_shot", "lower_bound", "teacher", "student"}
-    silver = result["labels"]["42"]
+    silver = result["silver"]["42"]
     assert {"gold", "bm25", "semantic_search"} <= set(silver["strategies"])
     assert silver["strategies"]["bm25"]["kept"] > 0 and 0 <= silver["strategies"]["bm25"]["ks_to_gold"] <= 1
     labels_dir = workdir / next(s["path"] for s in result["stages"].values() if s["stage"] == "labels")
@@ -409,7 +409,7 @@ def test_grid_table_report_and_adding_a_seed(workdir, tiny_model):
         f"      base_model: {tiny_model}\n      models: [lower_bound, teacher, student]\n"
         "      teacher: {epochs: 1, max_length: 64, batch_size: 32}\n"
         "      student: {epochs: 1, max_length: 48, batch_size: 32}\n"
-        "      sampling: {pool: train+unlabeled, top_k: 1}\n"
+        "      candidates: {pool: train+unlabeled, top_k: 1}\n"
         "      evaluation: {max_length: 48, suites: [diagnostics]}\n"
         "    columns: {lee: {dataset: lee}}\n"
         "    axes: {sampling: {bm25: {candidates: {strategies: [bm25]}}}}\n"
@@ -476,8 +476,8 @@ def test_transfer_uses_no_target_label(workdir, tiny_model):
         "  student: {epochs: 2, max_length: 32, batch_size: 16, use_gold_labels: true}\n"
         "  evaluation: {max_length: 32, suites: []}\n"
         "experiments:\n  leak:\n    source: stsb\n    dataset: bws_cross_topic\n    models: [student]\n"
-        "    silver: {relabel_gold: true}\n"
-        "    sampling: {strategies: [bm25, kde, iterative_kde, target_pairs], top_k: 2}\n")
+        "    labels: {relabel_gold: true}\n"
+        "    candidates: {strategies: [bm25, kde, iterative_kde, target_pairs], top_k: 2}\n")
     args = ("--configfile", "config/config.yaml", str(extra))
 
     def outcome():

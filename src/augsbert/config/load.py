@@ -34,7 +34,7 @@ import yaml
 # ConfigError and deep_merge live in modules of their own that grids can import without importing this
 # one back; they are re-exported here, where every caller has always found them.
 from ..errors import ConfigError
-from ..pretraining.objectives import pretrain_schema
+from ..objectives import pretrain_schema
 from .grids import cells, expand_grids
 from .merging import deep_merge
 from . import reading, rehearsal

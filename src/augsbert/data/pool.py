@@ -103,21 +103,6 @@ def unlabelled_pairs(source: str | Path, params) -> pd.DataFrame:
     return pairs.reset_index(drop=True)
 
 
-def check_pools(data: Path, checks: list[dict]) -> None:
-    """Stop (before any training) when a planned sampling stage asks more partners than its pool has.
-
-    The plan checks this itself once the data exist; on a first run this data
-    job is the earliest point where the pool is known.
-    """
-    for check in checks:
-        sampling = check["candidates"]
-        try:
-            pool = target_pool(data, sampling["pool"], sampling["exclude_eval_sentences"])[0]
-        except DataError:
-            continue  # e.g. no unlabeled corpus: the sampling stage says so with its own message
-        problem = pool_too_small(sampling, len(pool), prefix=f"experiments.{check['experiment']}.")
-        if problem:
-            raise DataError(problem)
 
 
 UNLABELED_PAIRS = "unlabeled_pairs.parquet"  # a few-label dataset's held-back pairs (stage gold_subset)

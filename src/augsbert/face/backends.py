@@ -122,7 +122,9 @@ def training_sentences(artifact: Path) -> list[str]:
     from ..data.pool import read_split
     from ..store.artifacts import read_json
 
-    data = (read_json(artifact / "spec.json").get("inputs") or {}).get("data")
+    from ..stages.runs import INPUT_DATA
+
+    data = (read_json(artifact / "spec.json").get("inputs") or {}).get(INPUT_DATA)
     if not data:
         return []
     train = read_split(data, "train")

@@ -50,17 +50,24 @@ from ..store.manifests import file_digest
 from ..store.results_files import check_results
 from .backends import BACKENDS, ONNX_CONFIGS, QUANTIZATIONS
 from ..jobs.specs import check_aggregate_spec, load_spec
+from ..reporting.layout import row_stages, table_rows
+from ..stages import REGISTRY
+from ..stages.candidates import CANDIDATES
+from ..stages.runs import INPUT_DATA, INPUT_LABELS, INPUT_TEACHER
+from ..stages.student import STUDENT
 from .recipe import prune, recipe_name
 
 log = logging.getLogger(__name__)
 
-# What `--model` can name, and the Snakemake wildcard pattern of models/<experiment>/<model>/.
-EXPORT_MODELS = ("student", "teacher", "lower_bound")
+# What `--model` can name (the rows whose stage declares them exportable, `Row.export`: the card's title), the
+# default, and the Snakemake wildcard pattern of models/<experiment>/<model>/.
+ROLE_TITLES = {role: row.export for role, row in sorted(table_rows().items(), key=lambda item: -item[1].place)
+               if row.export}
+EXPORT_MODELS = tuple(ROLE_TITLES)
+DEFAULT_MODEL = STUDENT.roles[0]
 MODEL_WILDCARD = "|".join(EXPORT_MODELS)
 MARKER = "augsbert_export.json"  # provenance of an export; also what lets --force replace a directory
 ARCH_TITLES = {"be": "Bi-Encoder (SentenceTransformer)", "ce": "Cross-Encoder", "cbe": "Cross-Bi-Encoder"}
-ROLE_TITLES = {"student": "AugSBERT student (Bi-Encoder on the teacher's labels)",
-               "teacher": "teacher (trained on gold)", "lower_bound": "lower bound (Bi-Encoder on gold only)"}
 
 
 class ExportError(ValueError):
@@ -122,8 +129,8 @@ def _base_model(params: dict, inputs: dict) -> str:
         text += f" ({identity})"
     init = inputs.get("init")
     if init:
-        stage = Path(init).parent.name
-        what = {"adapt": "MLM-adapted", "pretrain": "unsupervised pre-trained"}.get(stage, stage)
+        stage = Path(init).parent.name  # artifacts/<stage>/<key>
+        what = (REGISTRY[stage].checkpoint if stage in REGISTRY else "") or stage
         text += f", started from the {what} checkpoint `{Path(init).name}`"
     return text
 
@@ -151,21 +158,21 @@ def training_facts(spec: dict, role: str, seed: int, node: dict, results: dict |
                              "(domain transfer)"))
     else:
         rows.append(("data", f"`{dataset}` (train / dev / test splits)"))
-    data_metrics = read_json(Path(inputs["data"]) / "metrics.json") if "data" in inputs else {}
+    data_metrics = read_json(Path(inputs[INPUT_DATA]) / "metrics.json") if INPUT_DATA in inputs else {}
     if data_metrics.get("sizes"):
         sizes = data_metrics["sizes"]
         rows.append(("data sizes", ", ".join(f"{k} {v}" for k, v in sizes.items())))
         facts["data_sizes"] = sizes
     if metrics.get("train_pairs") is not None:
         rows.append(("training pairs", str(metrics["train_pairs"])))
-    if role == "student" and "labels" in inputs:
-        labels = labelling_artifact(Path(inputs["labels"]))  # under any stage that refines the labels
+    if INPUT_LABELS in inputs:  # the student (the lower bound and the teacher have no labels)
+        labels = labelling_artifact(Path(inputs[INPUT_LABELS]))  # under any stage that refines the labels
         stats = read_json(labels / "sampling_stats.json")
-        teacher = Path(read_json(labels / "spec.json")["inputs"]["teacher"])
+        teacher = Path(read_json(labels / "spec.json")["inputs"][INPUT_TEACHER])
         teacher_test = read_json(teacher / "metrics.json").get("test", {})
         rows.append(("teacher", f"{ARCH_TITLES.get(stats.get('teacher_arch'), stats.get('teacher_arch'))} "
                                 f"`{teacher.name}`, test Spearman {_fmt(teacher_test.get('spearman'))}"))
-        sampling = config.get("sampling", {})
+        sampling = config.get(CANDIDATES.section, {})
         rows.append(("sampling", ", ".join(f"{k} {_fmt(sampling[k])}" for k in
                                            ("strategies", "top_k", "pool", "semantic_model") if k in sampling)))
         per_strategy = {("relabelled gold" if s == "gold" else s): v.get("after_dedup", v.get("kept"))
@@ -176,7 +183,7 @@ def training_facts(spec: dict, role: str, seed: int, node: dict, results: dict |
     if metrics.get("training_set"):
         rows.append(("training set by source", ", ".join(f"{k} {v}" for k, v in metrics["training_set"].items())))
         facts["training_set"] = metrics["training_set"]
-    data_spec = Path(inputs["data"]) / "spec.json" if "data" in inputs else None
+    data_spec = Path(inputs[INPUT_DATA]) / "spec.json" if INPUT_DATA in inputs else None
     data_dir = read_json(data_spec)["params"].get("data_dir") if data_spec and data_spec.is_file() else None
     recipe, own, unpruned = reproduce_recipe(spec, role, seed, node, data_dir)
     chain = keyed_settings(artifact)
@@ -197,7 +204,7 @@ def training_facts(spec: dict, role: str, seed: int, node: dict, results: dict |
         values = dict(metrics.get("test", {}))
         summary = None
     facts["test_metrics"] = values
-    section = recipe["experiments"][own].get("teacher" if role == "teacher" else "student") or {}
+    section = recipe["experiments"][own].get(row_stages()[role].section) or {}
     mark = {"selection": " (what the recipe's `selection: null` means here)"} \
         if section.get("selection", "unset") is None else {}
     lines = ["## Training (augsbert)", "", *_table(rows), "",
@@ -459,8 +466,8 @@ def _check_read(artifact: Path, node: dict) -> None:
         if isinstance(path, str):
             check_artifact(path, f"input `{role}` of the model", only={"metrics.json", "spec.json",
                                                                         "sampling_stats.json"})
-            if role == "labels" and (Path(path) / "spec.json").is_file():
-                teacher = (read_json(Path(path) / "spec.json").get("inputs") or {}).get("teacher")
+            if role == INPUT_LABELS and (Path(path) / "spec.json").is_file():
+                teacher = (read_json(Path(path) / "spec.json").get("inputs") or {}).get(INPUT_TEACHER)
                 if isinstance(teacher, str):
                     check_artifact(teacher, "the labels' teacher", only={"metrics.json", "spec.json"})
 
@@ -551,7 +558,8 @@ def add_command(sub) -> None:
                      help="config YAML file(s) to plan from, merged in order over config/config.yaml of the current "
                           "directory as Snakemake's --configfile (needs --experiment)")
     p.add_argument("--experiment", help="experiment name (with --config)")
-    p.add_argument("--model", default="student", choices=EXPORT_MODELS, help="which model (default: student)")
+    p.add_argument("--model", default=DEFAULT_MODEL, choices=EXPORT_MODELS,
+                   help=f"which model (default: {DEFAULT_MODEL})")
     p.add_argument("--seed", type=int, help="which seed's model (default: the experiment's first seed)")
     p.add_argument("--to", required=True, help="directory to write (any path; must not exist or be empty)")
     p.add_argument("--force", action="store_true", help="replace a directory an earlier export wrote (files you "

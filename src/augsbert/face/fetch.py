@@ -20,10 +20,9 @@ from dataclasses import dataclass
 from ..errors import DataError
 from ..models import ModelResolutionError
 from ..store.model_refs import reference_kind
+from ..stages import REGISTRY
+from ..stages.data import HUB_DATASET_OF_LOADER  # noqa: F401  (the model card's)
 from ..store.graph import SEMANTIC_CHOICES
-
-# loader -> hub dataset of its `download: true` layout (src/augsbert/data/loaders.py)
-HUB_DATASET_OF_LOADER = {"stsb": "sentence-transformers/stsb"}
 
 
 @dataclass(frozen=True, order=True)
@@ -50,8 +49,6 @@ def experiment_nodes(plan, name: str) -> list:
 
 def hub_items(plan, name: str) -> list[HubItem]:
     """The hub models and datasets experiment `name` needs, sorted (models and datasets by id)."""
-    from ..data.suite_files import HUB_DATASETS  # the data package imports pandas; `--help` imports this module
-
     revisions = plan.config.get("hub_revisions") or {}
     items: set[HubItem] = set()
     for node in experiment_nodes(plan, name):
@@ -61,14 +58,8 @@ def hub_items(plan, name: str) -> list[HubItem]:
         for ref in refs + list(settings.get("retrievers") or []):
             if isinstance(ref, str) and ref not in SEMANTIC_CHOICES and reference_kind(ref) == "hub":
                 items.add(HubItem("model", ref, revisions.get(ref)))
-        if node.stage == "data" and settings.get("download") and settings.get("files") == []:
-            repo = HUB_DATASET_OF_LOADER.get(settings.get("loader"))
-            if repo:
-                items.add(HubItem("dataset", repo))
-        if node.stage == "suite":
-            for task, where in (settings.get("sts") or {}).items():
-                if where == "hub":
-                    items.add(HubItem("dataset", HUB_DATASETS[task]))
+        hub_datasets = REGISTRY[node.stage].hub_datasets  # the data's download, the STS suite's hub tasks
+        items.update(HubItem("dataset", repo) for repo in (hub_datasets(node) if hub_datasets else ()))
     return sorted(items)
 
 

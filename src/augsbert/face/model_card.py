@@ -38,8 +38,8 @@ from ..training.pair_job import student_training_set
 from ..store.model_refs import ALIAS_HUB_IDS, ALIASES, reference_kind
 from ..models.student_losses import student_loss
 from ..params import read_params
-from ..stages.student import StudentParams
-from ..stages.teacher import TeacherParams
+from ..reporting.layout import row_of, row_stages
+from ..stages.runs import INPUT_DATA
 from ..store.artifacts import read_json
 from ..training.pairs import training_args
 from ..training.trainers import cross_encoder_loss
@@ -127,10 +127,10 @@ def training_table(role: str, node_spec: dict) -> tuple[pd.DataFrame, str]:
     """The pairs the stage trained on and what they are: a Bi-Encoder's training set as the student stage
     builds it (gold and / or teacher-labelled pairs, by source), a teacher's gold train split."""
     inputs = node_spec["inputs"]
-    if role != "teacher":
+    if row_of(role).bi_encoder:
         table = student_training_set(inputs, bool(node_spec["params"]["use_gold_labels"]))
         return table, "the Bi-Encoder's training pairs, by source"
-    table = read_split(inputs["data"], "train")
+    table = read_split(inputs[INPUT_DATA], "train")
     symmetric = node_spec["params"].get("symmetric")
     return table.assign(source="gold"), "the gold train pairs" + (" (trained in both orders)" if symmetric else "")
 
@@ -157,7 +157,7 @@ def data_section(table: pd.DataFrame, what: str, dataset: str) -> list[str]:
 
 
 def _params(role: str, node_spec: dict):
-    return read_params(TeacherParams if role == "teacher" else StudentParams, node_spec, "spec.json")
+    return read_params(row_stages()[role].params, node_spec, "spec.json")
 
 
 def loss_of(arch: str, role: str, node_spec: dict, model) -> tuple[str, dict, str | None]:

@@ -36,9 +36,9 @@ from .warm import SOCKET_ENV
 
 STANDINS_DIR = "standins"  # below the rehearsal's root
 # Options of a node's params that choose the code path its job takes: a job kind is its stage and these values.
-KIND_OPTIONS = ("arch", "loss", "objective", "strategy", "strategies", "loader", "format", "score_scale", "suite",
-                "suites", "variant", "similarity", "activation", "mode", "combine", "symmetric", "pooling",
-                "selection", "rounds", "use_gold_labels", "relabel_gold", "ensemble", "cross_encoder_scale",
+KIND_OPTIONS = ("arch", "loss", "objective", "strategy", "strategies", "loader", "format", "score_scale", "variant",
+                "similarity", "activation", "mode", "combine", "symmetric", "pooling", "selection", "rounds",
+                "use_gold_labels", "relabel_gold", "ensemble", "cross_encoder_scale",
                 "init", "matryoshka_dims", "source")  # the compact students' code paths; queries from sentences
 # and model references, by the stand-in kind they take (a seq2seq generator and inverse cloze differ)
 KIND_MODELS = ("model", "generator", "cross_encoder", "retrievers", "semantic_model")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..data import DataError, RowReport, get_loader
 from ..data.beir import write_beir
-from ..data.pool import check_pools
+from ..data.pool import pool_too_small, target_pool
 from ..data.tables import duplicate_report, score_stats, write_table
 from ..data.topic_corpora import read_topic_corpus
 from ..params import read_params
@@ -17,6 +17,23 @@ from ..store.artifacts import artifact_dir, write_json
 from .job_inputs import raw_stamps, read_unchanged
 
 log = logging.getLogger(__name__)
+
+
+def _check_pools(data: Path, checks: list[dict]) -> None:
+    """Stop (before any training) when a planned sampling stage asks more partners than its pool has.
+
+    The plan checks this itself once the data exist; on a first run this data
+    job is the earliest point where the pool is known.
+    """
+    for check in checks:
+        sampling = check["candidates"]
+        try:
+            pool = target_pool(data, sampling["pool"], sampling["exclude_eval_sentences"])[0]
+        except DataError:
+            continue  # e.g. no unlabeled corpus: the sampling stage says so with its own message
+        problem = pool_too_small(sampling, len(pool), prefix=f"experiments.{check['experiment']}.")
+        if problem:
+            raise DataError(problem)
 
 
 def run(spec: dict, out: str | Path, force: bool = False) -> dict:
@@ -49,7 +66,7 @@ def run(spec: dict, out: str | Path, force: bool = False) -> dict:
             write_table(prepared.unlabeled, tmp / "unlabeled.parquet")
         if prepared.beir is not None:
             write_beir(prepared.beir, tmp / "beir")
-        check_pools(tmp, params.pool_checks)
+        _check_pools(tmp, params.pool_checks)
         sizes = {split: len(t) for split, t in prepared.splits.items()}
         if prepared.unlabeled is not None:
             sizes["unlabeled"] = len(prepared.unlabeled)

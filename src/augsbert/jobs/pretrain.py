@@ -19,8 +19,8 @@ from ..evaluation import correlations, cosine_scores
 from ..models import resolve_device
 from ..models.device import precision
 from ..params import read_params
-from ..pretraining.objective import load
-from ..pretraining.objectives import OBJECTIVES
+from ..objectives import OBJECTIVES
+from ..objectives.base import load
 from ..stages.pretrain import PretrainParams
 from ..store.artifacts import artifact_dir, write_json
 from ..store.artifacts import checkpoint_dir

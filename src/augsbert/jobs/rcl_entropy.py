@@ -28,12 +28,11 @@ from ..data import DataError
 from ..models import resolve_device
 from ..models.device import precision
 from ..models.inference import encode_rows
+from ..losses.regularized_contrastive import DOCUMENT_FILE, QUERY_FILE, ROWS_FILE
 from ..params import read_params
-from ..pretraining.rcl import DOCUMENT_FILE, QUERY_FILE, ROWS_FILE
 from ..stages.pretrain import PretrainParams
 from ..stages.rcl_entropy import RclEntropyParams
-from ..store.artifacts import artifact_dir, write_json
-from ..store.artifacts import checkpoint_dir
+from ..store.artifacts import artifact_dir, checkpoint_dir, write_json
 from ..store.model_refs import model_path
 from ..training.pretrain import base_held_out_loss, fit, held_out_loss
 from ..training.pretrain_rows import rcl_rows, rows_digest

@@ -15,18 +15,34 @@ from pathlib import Path
 
 import numpy as np
 
+from ..data import DataError
 from ..data.pool import unlabelled_pairs
 from ..data.tables import pairs_of
 from ..evaluation import correlations
 from ..models import resolve_device
-from ..models.teacher import trans_encoder_scorer
+from ..models.teacher import BiEncoderScorer, TrainedPairModel
 from ..params import read_params
-from ..stages.trans_encoder import TransEncoderParams
-from ..store.artifacts import artifact_dir, write_json
+from ..stages.trans_encoder import SCORER_INPUT, TransEncoderParams
+from ..store.artifacts import artifact_dir, read_json, write_json
+from ..store.model_refs import model_path
 
 log = logging.getLogger(__name__)
 
 STRATEGY = "trans_encoder"
+
+
+def _scorer(spec: dict, params: TransEncoderParams, k: int, device: str):
+    """Scorer k: the input `scorer_<k>` (a trained artifact) or the reference `model` / `mutual_model`."""
+    directory = spec["inputs"].get(SCORER_INPUT.format(k))
+    if directory is None:
+        ref = params.model if k == 0 else params.mutual_model
+        if ref is None:
+            raise DataError(f"trans_encoder spec: scorer {k} is neither an input nor a model reference")
+        return BiEncoderScorer(model_path(params, ref), device, params.max_length), ref
+    directory = Path(directory)
+    if read_json(directory / "spec.json")["stage"] == "teacher":
+        return TrainedPairModel(directory, device), directory.name
+    return BiEncoderScorer(str(directory / "model"), device, params.max_length), directory.name
 
 
 def run(spec: dict, out: str | Path, device: str | None = None, force: bool = False) -> dict:
@@ -36,7 +52,7 @@ def run(spec: dict, out: str | Path, device: str | None = None, force: bool = Fa
         device = resolve_device(device)
         shown, scores, names = pairs_of(pairs), [], []
         for k in range(params.scorers):
-            model, name = trans_encoder_scorer(spec, params, k, device)
+            model, name = _scorer(spec, params, k, device)
             log.info("scoring %d unlabelled pairs with %s (%s)", len(pairs), name, model.arch_name)
             scores.append(model.score(shown, params.batch_size))
             names.append(name)

@@ -10,7 +10,7 @@ back in input order). What is left for a GPU:
   forward pass of 64 rows keeps an H100 busy for well under a millisecond, so the host's kernel
   launches bound it. On CUDA the rows per batch are what half the memory this job may still use
   holds (`rows_for_memory`), at least the stage's own batch size and at most MAX_ROWS. The memory a
-  row needs is the forward-pass figure of `augsbert.scheduling.gpu_memory` (one layer's activations, fp32) for
+  row needs is the forward-pass figure of `augsbert.models.gpu_memory` (one layer's activations, fp32) for
   the longest row of the call: its texts are counted in tokens first (`longest_row`, an upper
   bound: every batch is padded to its own longest row, never beyond), at most `max_length`. The
   memory the job may use is the GPU's free memory, and in a packed local run (augsbert.scheduling.gpus) no
@@ -33,8 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..scheduling.gpu_memory import SAFETY, forward_bytes_per_token, DEFAULT_DIMS, CONTEXT_MB
-from ..scheduling.gpus import job_claim
+from .gpu_memory import SAFETY, forward_bytes_per_token, DEFAULT_DIMS, CONTEXT_MB, job_claim
 from .device import precision
 from .compact import is_static
 

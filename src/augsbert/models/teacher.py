@@ -2,8 +2,8 @@
 Cross-Bi-Encoder with the parameters it was trained with); the labelling `Teacher`, one such model or an
 ensemble of them, and how it is shown a pair (topic prompts, thesis 5.6.1), scoring pair tables or rows of a
 candidates parquet file one piece (READ_CHUNK rows) at a time; an ensemble's members' test predictions and
-gold scores (`test_predictions`, `gold_scores`); and a Trans-Encoder scorer (`trans_encoder_scorer`: a
-trained artifact or a Bi-Encoder reference)."""
+gold scores (`test_predictions`, `gold_scores`); and a Bi-Encoder scoring pairs by cosine (`BiEncoderScorer`,
+a Trans-Encoder scorer)."""
 
 from __future__ import annotations
 
@@ -18,9 +18,7 @@ from ..data.prompts import prompt_pairs, topic_map, with_topics
 from ..data.tables import pairs_of, read_rows
 from ..stages.teacher import TeacherParams
 from ..stages.teacher_ensemble import MEMBER_INPUT
-from ..stages.trans_encoder import SCORER_INPUT, TransEncoderParams
 from ..store.artifacts import read_json
-from ..store.model_refs import model_path
 from .architectures import ARCHITECTURES, load_bi_encoder
 from .ensemble import combine
 
@@ -103,20 +101,6 @@ class BiEncoderScorer:
 
     def score(self, pairs: list[tuple[str, str]], batch_size: int) -> np.ndarray:
         return np.asarray(ARCHITECTURES["be"].predict(self.model, pairs, batch_size, None), dtype=np.float64)
-
-
-def trans_encoder_scorer(spec: dict, params: TransEncoderParams, k: int, device: str):
-    """Scorer k: the input `scorer_<k>` (a trained artifact) or the reference `model` / `mutual_model`."""
-    directory = spec["inputs"].get(SCORER_INPUT.format(k))
-    if directory is None:
-        ref = params.model if k == 0 else params.mutual_model
-        if ref is None:
-            raise DataError(f"trans_encoder spec: scorer {k} is neither an input nor a model reference")
-        return BiEncoderScorer(model_path(params, ref), device, params.max_length), ref
-    directory = Path(directory)
-    if read_json(directory / "spec.json")["stage"] == "teacher":
-        return TrainedPairModel(directory, device), directory.name
-    return BiEncoderScorer(str(directory / "model"), device, params.max_length), directory.name
 
 
 def test_predictions(members: list[Path]) -> tuple[pd.DataFrame, np.ndarray]:

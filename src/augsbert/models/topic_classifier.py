@@ -8,8 +8,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-# The thesis (seed 004): the topic-classifier baseline here, Noise Matching in pretraining/losses.py, which
-# imports this (models sit below pretraining, so the citation lives here and nothing imports upwards)
+# The thesis (seed 004): the topic-classifier baseline here, Noise Matching in losses/noise_matching.py, which
+# imports this (models sit below losses, so the citation lives here and nothing imports upwards)
 REIML_2023 = """
 @mastersthesis{reiml2023sentence,
     title={Sentence Embeddings in Various Supervision Settings},

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
+from ..stages.teacher import TEACHER
 from ..store.artifacts import DamagedArtifactError
 from ..store.results_files import check_results
 from .layout import numbered_title, row_label, table_rows
@@ -43,7 +44,7 @@ def results_table(path: Path) -> str:
     except DamagedArtifactError as err:
         return str(err)
     rows = [("model", "Spearman", "Pearson")]
-    arch = str(((doc.get("config") or {}).get("teacher") or {}).get("arch") or "").upper()
+    arch = str(((doc.get("config") or {}).get(TEACHER.section) or {}).get("arch") or "").upper()
     for name, model in doc.get("models", {}).items():
         summary = model.get("summary", {})
         rows.append((human_name(name, arch), _cell(summary.get("spearman")), _cell(summary.get("pearson"))))

@@ -20,9 +20,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..stages import REGISTRY
 from ..store.artifacts import read_json
+from .layout import table_rows
 
-CURVE_ROLES = ("teacher", "lower_bound", "student", "classifier")
 
 
 def metrics_table(result: dict) -> pd.DataFrame:
@@ -32,11 +33,16 @@ def metrics_table(result: dict) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["model", "description", "metric", "mean", "std", "seeds"])
 
 
+def curve_roles() -> list[str]:
+    """The rows whose models train with a dev split (`Row.curves`): teacher, lower bound, student, classifier."""
+    return [role for role, row in sorted(table_rows().items(), key=lambda item: item[1].place) if row.curves]
+
+
 def curves(spec: dict) -> dict[str, dict[str, list[dict]]]:
     """role -> seed -> per-epoch history (dev_spearman, train_loss) of each trained model with a dev split."""
     out: dict[str, dict[str, list[dict]]] = {}
     for seed, roles in spec["runs"].items():
-        for role in CURVE_ROLES:
+        for role in curve_roles():
             node = roles.get(role)
             if node is None:
                 continue
@@ -79,15 +85,19 @@ def write(result: dict, spec: dict, out_dir: str | Path) -> list[str]:
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    for old in [out_dir / "metrics.csv", out_dir / "training_curves.png", *out_dir.glob("silver_densities.seed*.png")]:
+    figures = {name for stage in REGISTRY.values() for name in stage.figures.values()}
+    for old in [out_dir / "metrics.csv", out_dir / "training_curves.png",
+                *(p for name in sorted(figures) for p in out_dir.glob(f"{name}.seed*.png"))]:
         old.unlink(missing_ok=True)
     metrics_table(result).to_csv(out_dir / "metrics.csv", index=False)
     histories = curves(spec)
     if histories:
         plot_curves(histories, spec["experiment"], out_dir / "training_curves.png")
-    for seed, roles in spec["runs"].items():
-        labels = roles.get("labels")
-        plot = Path(labels["path"]) / "score_densities.png" if labels else None
-        if plot is not None and plot.is_file():
-            shutil.copyfile(plot, out_dir / f"silver_densities.seed{seed}.png")
+    for seed, roles in spec["runs"].items():  # the plots the runs' stages declare (labels: silver densities)
+        for entry in roles.values():
+            declared = REGISTRY.get(entry["stage"])
+            for figure, name in (declared.figures if declared else {}).items():
+                plot = Path(entry["path"]) / figure
+                if plot.is_file():
+                    shutil.copyfile(plot, out_dir / f"{name}.seed{seed}.png")
     return sorted(p.name for p in out_dir.iterdir())

@@ -12,7 +12,8 @@ from pathlib import Path
 from ..config.grids import cells
 from ..config.load import ConfigError, canonical_json, unknown_name
 from ..stages import REGISTRY
-from ..stages.base import Row
+from ..stages.base import Row, Stage
+from ..stages.teacher import TEACHER
 from ..store.graph import SPECS, write_spec
 
 MEMBER_PLACE, ROUND_PLACE = 45, 55  # teacher ensemble members after the teacher; Trans-Encoder rounds after the student
@@ -23,10 +24,20 @@ def table_rows() -> dict[str, Row]:
     return {role: row for stage in REGISTRY.values() for role, row in stage.rows.items()}
 
 
+def row_stages() -> dict[str, Stage]:
+    """The stage that declares each row of `table_rows`."""
+    return {role: stage for stage in REGISTRY.values() for role in stage.rows}
+
+
+def row_of(role: str) -> Row:
+    """The declared row of `role`; a numbered role (ensemble member, Trans-Encoder round) has the defaults."""
+    return table_rows().get(role) or Row(0, role, "")
+
+
 def row_label(role: str, arch: str, values: list[str], student_title: str = "AugSBERT") -> str:
     """Thesis-style row names: "AugSBERT-BM25", "CBE (upper bound)", "SBERT (lower bound)"; numbered roles:
     "Teacher member 2 (CE)", "Trans-Encoder round 1: CE cross (mutual)"."""
-    if role == "student":  # an empty title: the axis values alone ("DomainSBERT")
+    if role in table_rows() and not table_rows()[role].title:  # the student: the grid's title and axis values
         return "-".join(part for part in [student_title, *values] if part)
     title = numbered_title(role, arch) or table_rows()[role].title.format(arch=arch)
     return f"{title} [{', '.join(values)}]" if values else title
@@ -89,27 +100,32 @@ def grid_spec(plan, name: str) -> dict:
         for combos in groups.values():
             first = by_combo[combos[0]]
             arch = arch_title(plan, role, plan.experiments[first[columns[0]]])
-            # an axis that sets the teacher's arch is already in a teacher row's title ("CE (upper bound)")
+            # an axis that sets the arch of a row's model is already in its title ("CE (upper bound)")
             fixed = [grid["labels"].get(value, value) for axis, value in combos[0]
                      if axis in varying and all(dict(c)[axis] == value for c in combos)
-                     and not (role == "teacher" and "arch" in ((grid["axes"][axis][value] or {}).get("teacher") or {}))]
+                     and not sets_title_arch(role, grid["axes"][axis][value])]
             rows.append({"label": row_label(role, arch, fixed, grid["student_title"]), "role": role,
                          "cells": {c: first[c] for c in columns}})
     return {"grid": name, "description": grid["description"], "metrics": grid["metrics"], "columns": columns,
             "rows": rows, "experiments": sorted({e for exps in by_combo.values() for e in exps.values()})}
 
 
+def sets_title_arch(role: str, axis_value: dict | None) -> bool:
+    """Whether an axis value sets the arch (in the section of the stage declaring `role`'s row) that the row's
+    title shows as `{arch}`."""
+    stage = row_stages().get(role)
+    return (stage is not None and "{arch}" in stage.rows[role].title
+            and "arch" in ((axis_value or {}).get(stage.section) or {}))
+
+
 def arch_title(plan, role: str, exp) -> str:
-    """What a row title says of the model's architecture: the teacher's arch (or its ensemble), a member's or a
-    Trans-Encoder cross model's own."""
+    """What a row title says of the model's architecture: its stage's `row_arch` (a teacher's arch, an ensemble's
+    members), else the experiment's teacher arch."""
     key = exp.runs[exp.seeds[0]].get(role)
     node = plan.nodes[key] if key else None
-    if node is not None and node.stage == "teacher_ensemble":
-        archs = "+".join(plan.nodes[k].params["arch"].upper() for r, k in node.inputs if r.startswith("member_"))
-        return f"Ensemble {archs} ({node.params['combine']})"
-    if node is not None and node.stage == "teacher" and role != "teacher":
-        return node.params["arch"].upper()
-    return exp.config["teacher"]["arch"].upper()
+    if node is not None and REGISTRY[node.stage].row_arch is not None:
+        return REGISTRY[node.stage].row_arch(plan, node)
+    return exp.config[TEACHER.section]["arch"].upper()
 
 
 def grid_spec_file(plan, name: str) -> str:

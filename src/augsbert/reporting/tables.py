@@ -16,8 +16,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..stages import REGISTRY
 from ..store.artifacts import DamagedArtifactError, read_json, write_text, writer_lock, writing
 from ..store.results_files import check_results
+from .layout import row_of
 
 METRIC_TITLES = {
     "spearman": "Spearman ρ × 100 on the target test split",
@@ -56,8 +58,9 @@ def _fmt(mean, std, n: int, seeds: int, role: str) -> str:
     if _missing(mean):
         return "–"
     # one planned seed has no spread to show: no "± 0.00" (issue 50 item 7)
-    text = f"{mean:.2f}" if role == "zero_shot" or seeds == 1 else f"{mean:.2f} ± {std:.2f}"
-    return text if role == "zero_shot" or n >= seeds else f"{text} (n={n})"
+    seeded = row_of(role).seeded
+    text = f"{mean:.2f}" if not seeded or seeds == 1 else f"{mean:.2f} ± {std:.2f}"
+    return text if not seeded or n >= seeds else f"{text} (n={n})"
 
 
 def collect(spec: dict, results_dir: str | Path) -> tuple[pd.DataFrame, dict[str, dict]]:
@@ -119,7 +122,7 @@ def markdown(spec: dict, long: pd.DataFrame, docs: dict[str, dict]) -> str:
             lines.append("| " + " | ".join([cells["method"].iloc[0], *values]) + " |")
         lines.append("")
     notes = _notes(spec, docs)
-    if set(spec["metrics"]) - {"spearman", "pearson"} and any(r["role"] == "teacher" for r in spec["rows"]):
+    if set(spec["metrics"]) - {"spearman", "pearson"} and any(not row_of(r["role"]).bi_encoder for r in spec["rows"]):
         notes.append("- Evaluation-suite metrics (STS suite, topic, USEB, diagnostics) are computed for "
                      "Bi-Encoders only; teacher rows show – there.")
     if notes:
@@ -199,9 +202,11 @@ def copy_logs_and_figures(docs: dict[str, dict], logs_dir: Path, figures_dir: Pa
             log = Path(log_root) / stage["stage"] / f"{key}.log"
             if log.is_file():
                 shutil.copyfile(log, logs_dir / f"{stage['stage']}.{key}.log")
-            plot = Path(stage["path"]) / "score_densities.png"
-            if stage["stage"] == "labels" and plot.is_file():
-                shutil.copyfile(plot, figures_dir / f"{doc['experiment']}.{key}.png")
+            declared = REGISTRY.get(stage["stage"])
+            for figure in declared.figures if declared else ():
+                plot = Path(stage["path"]) / figure
+                if plot.is_file():
+                    shutil.copyfile(plot, figures_dir / f"{doc['experiment']}.{key}.png")
 
 
 def run(spec: dict, results_dir: str | Path, out: str | Path) -> str:

@@ -29,8 +29,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..models.gpu_memory import DEFAULT_DIMS, model_dims, parameter_count
 from ..stages import REGISTRY
-from .gpu_memory import DEFAULT_DIMS, model_dims, parameter_count
+from ..stages.data import DATA
 from ..stages.sizes import split_sizes
 
 REFERENCE_PARAMS = 22_700_000  # all-MiniLM-L6-v2, the packaged default model
@@ -41,7 +42,6 @@ SCORE_S_PER_PAIR = 0.006  # seconds per scored pair (a Cross-Bi-Encoder's or two
 START_S = 6.0  # per job: interpreter, torch, the model (a plain start on idle cores; a warm start is faster)
 GPU_SPEEDUP = 20.0  # assumed, not measured here
 UNKNOWN_MODEL_PARAMS = 110_000_000  # a model whose files are not on this machine: BERT-base assumed
-TRAINING_STAGES = ("teacher", "student", "gpl", "classifier")
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ class JobEstimate:
 
 def model_params(reference: str | None) -> int | None:
     """Parameters of a model from its config.json (a local folder, the packaged model or a hub model in the local
-    cache: augsbert.scheduling.gpu_memory.model_dims, as the GPU memory estimate reads it), None where no config
+    cache: augsbert.models.gpu_memory.model_dims, as the GPU memory estimate reads it), None where no config
     is found (UNKNOWN_MODEL_PARAMS then)."""
     if not reference:
         return None
@@ -94,17 +94,17 @@ def _device_factor(device: str) -> float:
 
 def _pairs(plan, node) -> dict[str, int]:
     inputs = dict(node.inputs)
-    data = inputs.get("data") or inputs.get("gold")
+    data = inputs.get(DATA.name) or inputs.get("gold")
     return split_sizes(plan.nodes[data]) if data else {}
 
 
 def job_model(plan, node) -> str | None:
-    """The model reference a job runs: its own (`model`), else that of the model it reads (a teacher it labels
-    with, a student it evaluates)."""
+    """The model reference a job runs: its own (`model`), else that of the model it reads (its stage's
+    `model_input`: a teacher it labels with; a model it evaluates; the model it starts from)."""
     if isinstance(node.settings.get("model"), str):
         return node.settings["model"]
     inputs = dict(node.inputs)
-    for role in ("teacher", "model", "student", "init"):
+    for role in (REGISTRY[node.stage].model_input, "model", "init"):
         if role in inputs:
             return job_model(plan, plan.node(inputs[role]))
     return None
@@ -124,7 +124,8 @@ def job_estimate(plan, key: str, device: str = "cpu", params_cache: dict | None 
     factor = _device_factor(device)
     splits = _pairs(plan, node)
     dev, test = splits.get("dev", 0), splits.get("test", 0)
-    if node.stage in TRAINING_STAGES and p.get("batch_size"):
+    kind = REGISTRY[node.stage].estimate
+    if kind == "train" and p.get("batch_size"):
         examples = job_items(plan, key) * (2 if p.get("symmetric") else 1)
         batch = int(p["batch_size"])
         epochs = int(p.get("epochs") or 1)
@@ -135,15 +136,15 @@ def job_estimate(plan, key: str, device: str = "cpu", params_cache: dict | None 
         seconds = START_S + factor * size * (steps * batch * per_example + scored * SCORE_S_PER_PAIR)
         return JobEstimate(key, node.stage, steps, seconds,
                            f"{steps:,} steps of {batch}; scoring {scored:,} dev/test pairs")
-    if node.stage in ("labels", "trans_encoder"):
+    if kind == "score":
         pairs = job_items(plan, key)
         return JobEstimate(key, node.stage, None, START_S + factor * size * pairs * SCORE_S_PER_PAIR,
                            f"scoring {pairs:,} pairs")
-    if node.stage in ("zero_shot", "suite"):
+    if kind in ("test", "test+suites"):
         return JobEstimate(key, node.stage, None, START_S + factor * size * test * SCORE_S_PER_PAIR,
-                           f"scoring {test:,} test pairs" + (" and the evaluation suites" if node.stage == "suite"
+                           f"scoring {test:,} test pairs" + (" and the evaluation suites" if kind == "test+suites"
                                                              else ""))
-    if node.stage in ("data", "gold_subset"):
+    if kind == "read":
         return JobEstimate(key, node.stage, None, 2.0 + sum(splits.values()) * 1e-4, "reading the files")
     # the other stages: their declared GPU figure per item (augsbert.scheduling.resources), times 10 for a model
     # job on a CPU (a job without a model, e.g. BM25 sampling, runs on the CPU anyway)

@@ -6,7 +6,7 @@ the card idle. A local run therefore packs jobs by memory:
 1. When the workflow starts (workflow/rules/common.smk), `local_gpu_resources` reads the visible
    GPUs (`inventory`: `nvidia-smi`, or `AUGSBERT_GPU_INVENTORY` to state or fake them) and gives Snakemake the
    global resource `gpu_mem_mb` = the GPUs' memory (less `HEADROOM`) summed. Every model job asks
-   for its own estimate (augsbert.scheduling.gpu_memory), so Snakemake starts as many as fit in total.
+   for its own estimate (augsbert.models.gpu_memory), so Snakemake starts as many as fit in total.
 2. Each such job, before torch starts (`claim_for_job`, called by the `augsbert` command), takes
    the GPU with the most memory left unclaimed that fits its estimate, in a ledger file that all
    jobs of the run share (`AUGSBERT_GPU_LEDGER`, under .snakemake/), and sets CUDA_VISIBLE_DEVICES
@@ -35,12 +35,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..models.gpu_memory import JOB_CLAIM_ENV, JOB_GPU_MEM_ENV, JOB_GPUS_ENV, job_claim  # noqa: F401  (the rules' names)
+
 GPUS_INVENTORY_ENV = "AUGSBERT_GPU_INVENTORY"  # "<index>:<MB>,..." (or "<MB>,..."), or "none": the GPUs a local run packs onto
 LEDGER_ENV = "AUGSBERT_GPU_LEDGER"  # set by the Snakefile for a packed local run
-JOB_GPU_MEM_ENV = "AUGSBERT_JOB_GPU_MEM_MB"  # set by each rule from its `gpu_mem_mb` resource
-JOB_GPUS_ENV = "AUGSBERT_JOB_GPUS"  # set by each rule from its `gpu` resource
-# both in one shell word, `<gpus>:<MB>`, as the stage rules pass them in a packed run (JobClaim)
-JOB_CLAIM_ENV = "AUGSBERT_JOB_GPU_CLAIM"
 MODEL_JOBS = "model_jobs"  # the resource that holds model jobs to one at a time where no GPU is visible
 HEADROOM = 0.05  # of each GPU's memory left unclaimed: the driver's own use, other programs' contexts
 POLL_S = 1.0
@@ -222,16 +220,6 @@ def release(ledger: Path, pid: int | None = None) -> None:
         tmp = ledger.with_suffix(".tmp")
         tmp.write_text(json.dumps([c for c in claims if int(c["pid"]) != pid]))
         os.replace(tmp, ledger)
-
-
-def job_claim(env: Mapping[str, str] | None = None) -> tuple[int, int]:
-    """(GPUs, MB in all) this job claims in a packed local run: `AUGSBERT_JOB_GPU_CLAIM=<gpus>:<MB>`, or the
-    two variables earlier versions' rules set; (0, 0) where nothing is claimed."""
-    env = os.environ if env is None else env
-    if env.get(JOB_CLAIM_ENV):
-        count, _, mem = env[JOB_CLAIM_ENV].partition(":")
-        return int(count or 0), int(mem or 0)
-    return int(env.get(JOB_GPUS_ENV) or 0), int(env.get(JOB_GPU_MEM_ENV) or 0)
 
 
 def claim_for_job(env: Mapping[str, str] | None = None) -> list[str] | None:

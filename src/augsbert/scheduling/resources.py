@@ -27,7 +27,7 @@ Formula (our choice; constants below, per stage):
                 (semantic search, iterative KDE): BM25, random and KDE run on CPU; the teacher
                 and student training jobs ask for config `gpus` (data-parallel, augsbert.training.distributed),
                 and 4 CPUs per GPU
-    gpu_mem_mb = gpu × the estimate of one process (augsbert.scheduling.gpu_memory), at most the largest local
+    gpu_mem_mb = gpu × the estimate of one process (augsbert.models.gpu_memory), at most the largest local
                 GPU's; 0 without a GPU (job_gpu_mem). A local run packs jobs onto its GPUs by it
                 (augsbert.scheduling.gpus); the SLURM profile does not use it
 
@@ -49,10 +49,11 @@ import math
 import os
 from collections.abc import Mapping
 
+from ..models.gpu_memory import estimate_mb, model_dims
+from ..params import TrainingParams
 from ..stages import REGISTRY
 from ..stages.sizes import default_items
 from .slurm import cpu_limit
-from .gpu_memory import job_gpu_mem_mb
 
 SETUP_S = 300  # start-up: Python, torch, model loading
 SAFETY = 2.0
@@ -178,10 +179,26 @@ def report_resources(stage: str) -> dict[str, int]:
 
 
 def job_gpu_mem(plan, key: str, largest_gpu_mb: int | None = None) -> int:
-    """gpu_mem_mb of the job of node `key`: its `gpu` count × one process's estimate (augsbert.scheduling.gpu_memory),
+    """gpu_mem_mb of the job of node `key`: its `gpu` count × one process's estimate (augsbert.models.gpu_memory),
     each capped at the largest local GPU's memory when known; 0 for a job without a GPU."""
     gpus = int(job_resources(plan, key)["gpu"] or 0)
     if not gpus:
         return 0
     per_process = job_gpu_mem_mb(plan, key)
     return gpus * (min(per_process, largest_gpu_mb) if largest_gpu_mb else per_process)
+
+
+def job_gpu_mem_mb(plan, key: str) -> int:
+    """Estimated GPU memory of one process of the job of node `key` (a data-parallel job runs one per GPU): the
+    estimate (augsbert.models.gpu_memory) of the model it runs: its own `model`, else its stage's `model_input`'s
+    (labels score with the teacher's base and max_length)."""
+    node = plan.node(key)
+    stage = REGISTRY[node.stage]
+    settings = node.settings
+    model_settings = settings
+    if not settings.get("model") and stage.model_input in dict(node.inputs):
+        model_settings = plan.nodes[dict(node.inputs)[stage.model_input]].settings
+    training = isinstance(stage.params, type) and issubclass(stage.params, TrainingParams)
+    return estimate_mb(model_dims(model_settings.get("model")), training=training,
+                       batch_size=int(settings.get("batch_size") or 64), sequences=stage.gpu_sequences,
+                       max_length=int(model_settings.get("max_length") or 512))

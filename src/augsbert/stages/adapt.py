@@ -34,7 +34,7 @@ ADAPT = Stage("adapt", 2, "masked-LM domain adaptation of the base model on targ
               roles=("adapt",), seconds_per_item=0.01, aliases=("adapt-mlm",), rule_alias="adapt_mlm",
               params=AdaptParams, plan=lambda seed_plan: plan_adapt(seed_plan), needs=("data", "candidates"),
               check=lambda graph, name, exp: check_adapt_pairs(name, exp, strategies(exp)),
-              items=lambda plan, node: adapted_items(plan, node))
+              items=lambda plan, node: adapted_items(plan, node), checkpoint="MLM-adapted")
 STAGES = (ADAPT,)
 
 

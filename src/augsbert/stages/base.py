@@ -14,8 +14,8 @@ command line and the job sizing need to know of a stage is read from here, so th
   checkpoint intervals, data locations, model references, which enter keys by identity): passed to
   the job, never part of its key, so changing them reruns nothing.
 - `gpu`, `data_parallel`, `seconds_per_item`, `base_mem_mb`, `mb_per_item`, `fixed_resources`,
-  `gpu_sequences`: what its job asks a scheduler for (augsbert.scheduling.resources and, for the GPU memory,
-  augsbert.scheduling.gpu_memory have the formulas).
+  `gpu_sequences`, `model_input`: what its job asks a scheduler for (augsbert.scheduling.resources and, for the
+  GPU memory, augsbert.models.gpu_memory have the formulas); `estimate`: how `augsbert plan --estimate` times it.
 - `roles`: the experiment roles it fills, in the order `--config` standalone runs pick one.
 - `plan`, `needs`: how it joins an experiment. Planning an experiment (`augsbert.planning.plan`) is a loop
   over the registry's stages in dependency order (`augsbert.stages.planning_order`), calling each `plan(SeedPlan) -> {role: Node}` once per
@@ -43,7 +43,11 @@ command line and the job sizing need to know of a stage is read from here, so th
   results files by place (thesis order: zero-shot 10, pre-trained 20, classifier 25, lower bound 30, teacher
   40, student 50, GPL 60); `{arch}` in a title is the teacher's architecture, the student's title is the
   grid's `student_title` (augsbert.reporting.layout); the description says what the model is in a results
-  file (augsbert.reporting.results).
+  file (augsbert.reporting.results). `row_arch(plan, node)`: the architecture a row title's `{arch}` says of its model
+  (a teacher's, an ensemble's); `figures`: plots of its artifact the reports copy (labels: the score densities).
+- `checkpoint`, `console_label(spec)`, `hub_datasets(node)`: what a model card says of a model that started from
+  its artifact, the name its job shows on the console (a `student` job without labels is the lower bound), the
+  hub datasets its job downloads (fetched ahead by `augsbert fetch`).
 
 Importing this module imports nothing else of the package.
 """
@@ -57,11 +61,16 @@ from typing import Any, Callable, NamedTuple
 
 
 class Row(NamedTuple):
-    """A model a stage puts in the results tables: where it stands, its row title, what it is."""
+    """A model a stage puts in the results tables: where it stands, its row title, what it is, and how the
+    reports show it."""
 
     place: int
-    title: str
+    title: str  # "{arch}": the architecture (Stage.row_arch of the row's model); "": the grid's student_title
     description: str
+    seeded: bool = True  # False: the model does not depend on the seed (its cell shows no ± and no (n=k))
+    bi_encoder: bool = True  # False: a cross model, which the evaluation suites do not score
+    curves: bool = False  # trained with a dev split: its per-epoch history is in the experiment's training curves
+    export: str = ""  # what `augsbert export --model <role>` calls the model on its card; "": not exportable
 
 
 @dataclass(frozen=True)
@@ -80,6 +89,11 @@ class Stage:
     base_mem_mb: int = 16000
     mb_per_item: float = 0.0
     gpu_sequences: int = 1  # sequences per batch row on the GPU (a Bi-Encoder pair: 2), for gpu_mem_mb
+    model_input: str = ""  # the input whose model it runs when its settings name none (labels: `teacher`)
+    # what `augsbert plan --estimate` counts of its job (augsbert.scheduling.estimate): `train` (steps of
+    # batches), `score` (its items, as pairs scored), `test` (the test pairs scored), `test+suites` (and the
+    # evaluation suites), `read` (the data's files); empty: its items at `seconds_per_item`
+    estimate: str = ""
     fixed_resources: dict = field(default_factory=dict)  # rules with fixed sizes (shards), not from the plan
     aliases: tuple[str, ...] = ()  # former command names, accepted for one release (README "Stages")
     rule_alias: str | None = None  # the former rule name: its --set-resources still apply, one release
@@ -97,6 +111,12 @@ class Stage:
     uses_gpu: Callable[[Any], bool] | None = None  # (node) -> needs a GPU (else `gpu` says)
     raw_inputs: Callable[[Any], list[str]] | None = None  # (node) -> raw files it reads, by content in its key
     rows: dict[str, Row] = field(default_factory=dict)  # the table rows it fills, by role
+    row_arch: Callable[[Any, Any], str] | None = None  # (plan, node) -> what a row's {arch} says of its model
+    # plots its artifact holds that the reports copy, file -> name in an experiment's report (`<name>.seed<s>.png`)
+    figures: dict[str, str] = field(default_factory=dict)
+    checkpoint: str = ""  # what a model started from its artifact is called on a model card ("MLM-adapted")
+    console_label: Callable[[dict], str | None] | None = None  # (spec) -> its job's name on the console, if not its own
+    hub_datasets: Callable[[Any], list[str]] | None = None  # (node) -> hub datasets its job downloads (`augsbert fetch`)
     # files each of its artifacts holds beyond spec.json and metrics.json (store.manifests.HOLDS): `augsbert verify`
     # names a manifest that does not list one
     holds: tuple[str, ...] = ()

@@ -26,7 +26,8 @@ CLASSIFIER = Stage("classifier", 1, "train the topic-classifier baseline (encode
                    aliases=("train-classifier",), rule_alias="train_classifier",
                    params=ClassifierParams, plan=lambda seed_plan: plan_classifier(seed_plan), needs=("data",),
                    rows={"classifier": Row(25, "Topic classifier", "encoder fine-tuned with a linear head on the "
-                                            "target's topics (thesis 5.6.1 baseline)")})
+                                            "target's topics (thesis 5.6.1 baseline)", curves=True)},
+                   estimate="train")
 STAGES = (CLASSIFIER,)
 
 

@@ -36,6 +36,17 @@ class DataParams(Params):
     options: dict[str, Any] = field(default_factory=dict)
 
 
+# loader -> hub dataset of its `download: true` layout (src/augsbert/data/loaders.py)
+HUB_DATASET_OF_LOADER = {"stsb": "sentence-transformers/stsb"}
+
+
+def hub_datasets(node: Node) -> list[str]:
+    """The hub dataset a `download: true` dataset without local files is fetched from, if its loader has one."""
+    settings = node.settings
+    repo = HUB_DATASET_OF_LOADER.get(settings.get("loader"))
+    return [repo] if repo and settings.get("download") and settings.get("files") == [] else []
+
+
 DATA = Stage("data", 3, "read a dataset's raw files into canonical parquet splits", "augsbert.jobs.data:run",
              section="datasets", runtime=("data_dir", "path", "train", "dev", "test", "unlabeled"),
              roles=("data", "source_data"),
@@ -43,7 +54,7 @@ DATA = Stage("data", 3, "read a dataset's raw files into canonical parquet split
              aliases=("prepare-data",), rule_alias="prepare_data", env="cpu", threads=1, cache=False,
              params=DataParams, raw_inputs=lambda node: raw_inputs(node), plan=lambda seed_plan: plan_data(seed_plan),
              check=lambda graph, name, exp: check_topics(graph, name, exp),
-             items=lambda plan, node: dataset_items(node))
+             items=lambda plan, node: dataset_items(node), estimate="read", hub_datasets=hub_datasets)
 STAGES = (DATA,)
 
 

@@ -31,7 +31,7 @@ GOLD_SUBSET = Stage("gold_subset", 1, "keep a seeded fraction of a dataset's gol
                     "others stay as unlabelled pairs", "augsbert.jobs.gold_subset:run", section="gold_fraction",
                     roles=("gold_subset",), gpu=False, device=False, seconds_per_item=0.001, base_mem_mb=4000,
                     mb_per_item=0.002, env="cpu", threads=1, cache=False, params=GoldSubsetParams,
-                    plan=lambda seed_plan: plan_gold_subset(seed_plan), needs=("data", "source_data"))
+                    plan=lambda seed_plan: plan_gold_subset(seed_plan), needs=("data", "source_data"), estimate="read")
 STAGES = (GOLD_SUBSET,)
 
 

@@ -40,13 +40,15 @@ class LabelShardParams(Params):
 
 LABELS = Stage("labels", 3, "score pairs with the teacher (silver labels)", "augsbert.jobs.labels:run",
                section="labels", runtime=("batch_size",), roles=("labels",), seconds_per_item=0.004,
-               base_mem_mb=8000, mb_per_item=0.002, aliases=("label-pairs",), rule_alias="label_pairs",
-               params=LabelsParams, plan=lambda seed_plan: plan_labels(seed_plan),
+               base_mem_mb=8000, mb_per_item=0.002, model_input="teacher", aliases=("label-pairs",),
+               rule_alias="label_pairs", params=LabelsParams,
+               figures={"score_densities.png": "silver_densities"}, plan=lambda seed_plan: plan_labels(seed_plan),
                needs=("data", "source_data", "gold_subset", "teacher", "candidates"),
-               items=lambda plan, node: label_pairs(plan, node.key), holds=("pairs.parquet", "sampling_stats.json"))
+               items=lambda plan, node: label_pairs(plan, node.key), holds=("pairs.parquet", "sampling_stats.json"),
+               estimate="score")
 LABEL_SHARD = Stage("label_shard", 1, "candidates.shards > 1: teacher scores of one row range of the candidates, "
                     "streamed from parquet (merged by labels)", "augsbert.jobs.label_shard:run", section="labels",
-                    runtime=("batch_size",), roles=("label_shard_0",),
+                    runtime=("batch_size",), roles=("label_shard_0",), model_input="teacher",
                     fixed_resources={"mem_mb": 8000, "runtime": 720, "gpu": 1}, aliases=("label-pairs-shard",),
                     rule_alias="label_pairs_shard", params=LabelShardParams)
 STAGES = (LABELS, LABEL_SHARD)

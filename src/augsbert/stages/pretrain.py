@@ -12,7 +12,7 @@ from ..errors import ConfigError
 from ..store.fingerprints import path_digest
 from ..store.graph import Graph, Node, SeedPlan
 from ..params import Params, TrainingParams
-from ..pretraining.objectives import OBJECTIVES, entry, resolved
+from ..objectives import OBJECTIVES, entry, resolved
 from .base import Row, Stage
 from .data import data_node, triples_inputs
 from .sizes import pool_items
@@ -20,7 +20,7 @@ from .sizes import pool_items
 
 @dataclass(frozen=True, kw_only=True)
 class PretrainParams(TrainingParams):
-    """The `pretrain` stage's params: the `pretrain` section as `pretraining.objectives.resolved` leaves it: the
+    """The `pretrain` stage's params: the `pretrain` section as `objectives.resolved` leaves it: the
     schedule filled from the preset, and only the options the objective (and SimCSE variant) reads. The spec is
     flat; the objective's options are its entry's options class (`options`), read as attributes here too.
 
@@ -80,7 +80,7 @@ PRETRAIN = Stage("pretrain", 1, "unsupervised pre-training of a sentence encoder
                  # the triples file enters by digest
                  section="pretrain", runtime=("eval_batch_size", "model", "triples"), roles=("pretrained",),
                  raw_inputs=lambda node: triples_inputs(node),
-                 seconds_per_item=0.01, params=PretrainParams, plan=lambda seed_plan: plan_pretrain(seed_plan),
+                 seconds_per_item=0.01, params=PretrainParams, checkpoint="unsupervised pre-trained", plan=lambda seed_plan: plan_pretrain(seed_plan),
                  needs=("data",), items=pool_items, rows={"pretrained": Row(20, "Pre-trained", "encoder after unsupervised pre-training "
                                                                                   "(pretrain.objective), no labels")},
                  check=lambda graph, name, exp: check_pretrain_use(name, exp, exp["adapt"]["variant"]),

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from ..store.graph import Node, SeedPlan
 
+# The inputs of a model's node that the reports and the export read (the hooks give them these names)
+INPUT_DATA, INPUT_LABELS, INPUT_TEACHER = "data", "labels", "teacher"
+
 
 def wants(seed_plan: SeedPlan, model: str) -> bool:
     """Whether the experiment's `models` list names `model` (a table row: student, teacher, zero_shot, ...)."""

@@ -38,8 +38,12 @@ STUDENT = Stage("student", 3, "train a Bi-Encoder on gold and/or teacher-labelle
                 params=StudentParams, plan=lambda seed_plan: plan_student(seed_plan),
                 needs=("data", "source_data", "gold_subset", "labels", "adapt", "pretrained"), items=trained_items,
                 rows={"lower_bound": Row(30, "SBERT (lower bound)", "Bi-Encoder trained on gold only (SBERT, lower "
-                                                                         "bound)"),
-                      "student": Row(50, "", "Bi-Encoder student trained on the teacher's labels (AugSBERT)")})
+                                                                         "bound)", curves=True,
+                                         export="lower bound (Bi-Encoder on gold only)"),
+                      "student": Row(50, "", "Bi-Encoder student trained on the teacher's labels (AugSBERT)",
+                                     curves=True, export="AugSBERT student (Bi-Encoder on the teacher's labels)")},
+                console_label=lambda spec: None if "labels" in (spec.get("inputs") or {}) else "lower_bound",
+                estimate="train")
 STAGES = (STUDENT,)
 
 

@@ -51,6 +51,13 @@ class SuiteParams(Params):
 
 # Bi-Encoder roles that get the evaluation suite (STS suite, topic, USEB, diagnostics).
 SUITE_ROLES = ("zero_shot", "pretrained", "classifier", "lower_bound", "student", "gpl")
+def hub_datasets(node: Node) -> list[str]:
+    """The hub datasets of the STS suite's tasks read from the hub (`sts: {task: hub}`)."""
+    from ..data.suite_files import HUB_DATASETS  # the data package imports pandas; planning does not
+
+    return [HUB_DATASETS[task] for task, where in (node.settings.get("sts") or {}).items() if where == "hub"]
+
+
 SUITE = Stage("suite", 2, "evaluate a Bi-Encoder on the STS suite, topic classification, USEB and "
               "alignment/uniformity (--role zero_shot_suite | pretrained_suite | lower_bound_suite | student_suite)",
               "augsbert.jobs.suite:run",
@@ -60,7 +67,8 @@ SUITE = Stage("suite", 2, "evaluate a Bi-Encoder on the STS suite, topic classif
                      "gpl_suite"),
               seconds_per_item=0.002, aliases=("evaluate-suite",), rule_alias="evaluate_suite", group="evaluation",
               cache=False, params=SuiteParams, raw_inputs=lambda node: local_files(node),
-              plan=lambda seed_plan: plan_suites(seed_plan), needs=SUITE_ROLES)
+              plan=lambda seed_plan: plan_suites(seed_plan), needs=SUITE_ROLES, estimate="test+suites",
+              hub_datasets=hub_datasets)
 STAGES = (SUITE,)
 
 STS_TASKS_DIR = "sts_suite"

@@ -39,7 +39,9 @@ TEACHER = Stage("teacher", 3, "train the teacher (Cross-Encoder or Cross-Bi-Enco
                 plan=lambda seed_plan: plan_teacher(seed_plan), needs=("data", "source_data", "gold_subset", "adapt",
                                                                         "pretrained"),
                 items=trained_items, rows={"teacher": Row(40, "{arch} (upper bound)", "teacher trained on gold (Cross-Encoder / "
-                                                                  "Cross-Bi-Encoder, upper bound)")})
+                                                                  "Cross-Bi-Encoder, upper bound)", bi_encoder=False,
+                                                          curves=True, export="teacher (trained on gold)")},
+                row_arch=lambda plan, node: node.params["arch"].upper(), estimate="train")
 STAGES = (TEACHER,)
 
 

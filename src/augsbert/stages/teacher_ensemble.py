@@ -32,8 +32,14 @@ TEACHER_ENSEMBLE = Stage("teacher_ensemble", 1, "combine the scores of several t
                          "ensemble's test score and the statistics labelling combines with",
                          "augsbert.jobs.teacher_ensemble:run", section="teacher", runtime=("eval_batch_size",),
                          roles=("teacher",), seconds_per_item=0.004, base_mem_mb=8000, mb_per_item=0.002,
-                         params=EnsembleParams)
+                         params=EnsembleParams, row_arch=lambda plan, node: ensemble_title(plan, node))
 STAGES = (TEACHER_ENSEMBLE,)
+
+
+def ensemble_title(plan, node) -> str:
+    """What a row title says of an ensemble teacher: its members' architectures and how they combine."""
+    archs = "+".join(plan.nodes[k].params["arch"].upper() for r, k in node.inputs if r.startswith("member_"))
+    return f"Ensemble {archs} ({node.params['combine']})"
 
 MEMBER_ROLE = "teacher_member_{}"  # the members' roles in an experiment's runs (and results)
 MEMBER_INPUT = "member_{}"  # their input roles in the ensemble and labelling nodes

@@ -54,7 +54,7 @@ PAIR_SCORES = Stage("trans_encoder", 1, "score unlabelled pairs with one or two 
                     base_mem_mb=8000, mb_per_item=0.002, params=TransEncoderParams,
                     plan=lambda seed_plan: plan_trans_encoder(seed_plan), needs=("data", "candidates", "pretrained"),
                     check=lambda graph, name, exp: check_pairs(name, exp) if "trans_encoder" in exp["models"] else None,
-                    items=lambda plan, node: label_pairs(plan, node.key))
+                    items=lambda plan, node: label_pairs(plan, node.key), estimate="score")
 STAGES = (PAIR_SCORES,)
 
 SCORER_INPUT = "scorer_{}"

@@ -21,7 +21,9 @@ ZERO_SHOT = Stage("zero_shot", 3, "evaluate the untrained base model (cosine of 
                   roles=("zero_shot",), seconds_per_item=0.002, base_mem_mb=8000, aliases=("evaluate-zero-shot",),
                   rule_alias="evaluate_zero_shot", group="evaluation", cache=False,
                   params=ZeroShotParams, plan=lambda seed_plan: plan_zero_shot(seed_plan), needs=("data",),
-                  rows={"zero_shot": Row(10, "Zero-shot base model", "base model, no training (zero-shot Bi-Encoder)")})
+                  rows={"zero_shot": Row(10, "Zero-shot base model", "base model, no training (zero-shot Bi-Encoder)",
+                                         seeded=False)},
+                  estimate="test")
 STAGES = (ZERO_SHOT,)
 
 

@@ -3,7 +3,8 @@
 - `pairs`: pair models (Cross-Encoder, Cross-Bi-Encoder, Bi-Encoder): seed optimisation, best epoch on
   dev Spearman (stages teacher and student);
 - `mlm`: masked-LM domain adaptation on target pairs (stage adapt);
-- `pretrain`: unsupervised pre-training with an objective of `augsbert.pretraining` (stages pretrain and
+- `pretrain`: unsupervised pre-training with an objective of `augsbert.objectives` (losses
+  in `augsbert.losses`; `noise`: the deletion noise of its batches; `weight_perturbation`: SAM / AWP) (stages pretrain and
   rcl_entropy);
 - `classifier`: the topic-classifier baseline (stage classifier);
 - `common`: the resumable work directory, resuming from the newest checkpoint, precision flags.

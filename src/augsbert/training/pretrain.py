@@ -26,10 +26,10 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from ..pretraining.noise import deletion_collator
-from ..pretraining.objectives import OBJECTIVES, build_loss, ct_stepped
+from .noise import deletion_collator
+from ..objectives import OBJECTIVES, build_loss, ct_stepped
 from ..stages.pretrain import PretrainParams
-from ..pretraining.variants import weight_perturbation
+from .weight_perturbation import weight_perturbation
 from .batching import length_batch_sampler, token_counts
 from .common import claim_workdir, device_flags, precision_flags, train_resuming
 from .tokenized import pretokenize_collator
@@ -100,7 +100,7 @@ def trainer_class():
             self.loss.train(model.training)  # CT's second encoder, decoder dropout: off while evaluating
             return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
 
-        weight_perturbation = None  # SAM / AWP (augsbert.pretraining.variants): two passes per optimizer step
+        weight_perturbation = None  # SAM / AWP (augsbert.training.weight_perturbation): two passes per optimizer step
         stepped_lr = False  # scheduler ct_stepped (seed 003 App. B), not one of transformers' schedules
 
         def create_scheduler(self, num_training_steps, optimizer=None):

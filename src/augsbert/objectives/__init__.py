@@ -1,5 +1,8 @@
-"""The `pretrain.objective` registry: one module per objective (or family) in this folder, each declaring its
-entries (`ENTRIES`: augsbert.pretraining.objective.Objective) and their options classes.
+"""Light declarations of the pre-training objectives: the `pretrain.objective` registry (no torch imported).
+
+One module per objective (or family) in this folder declares its entries (`ENTRIES`: `base.Objective`, what an
+entry is, with the option groups several objectives share) and their options classes; each names its loss as a
+"module:Class" string of `augsbert.losses`, imported only by the process that builds it.
 
 | objective | dataset columns | loss |
 | --- | --- | --- |
@@ -15,12 +18,12 @@ entries (`ENTRIES`: augsbert.pretraining.objective.Objective) and their options 
 | `consert` | anchor, positive (= the same text) | ConSERTLoss (augmented embedding matrices, symmetric NT-Xent) |
 | `clm_ae`, `mlm_ae` | sentence | CLMAutoEncoderLoss / MLMAutoEncoderLoss (seed 000 autoencoders) |
 | `simcse+clm_ae`, `simcse+mlm_ae` | anchor, positive | ContrastiveAutoEncoderLoss (SimCSE + w·autoencoder, shared f(x)) |
-| `simcse` + `simcse_variant` | anchor, positive | seed 001 (Park) variants: `augsbert.pretraining.variants` |
+| `simcse` + `simcse_variant` | anchor, positive | seed 001 (Park) variants: `augsbert.losses.simcse_variant` |
 | `rcl` | anchor, positive[, negative], label (= row id) | RegularizedContrastiveLoss (seed 002 Eq. 3) |
 | `rcl_entropy` (stage `rcl_entropy`) | anchor, positive[, negative], label | EntropyContrastiveLoss (seed 002 Eq. 2) |
 
 A column named `noised` holds the clean text in the dataset and is noised per batch by the deletion collator
-(`augsbert.pretraining.noise`). The modules are found by listing this folder, so an objective is added by
+(`augsbert.training.noise`). The modules are found by listing this folder, so an objective is added by
 adding its module (and its loss class); nothing here names one.
 """
 
@@ -29,7 +32,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from ..objective import Objective, options_schema, unknown_objective
+from .base import Objective, options_schema, unknown_objective
 from .simcse import SIMCSE_VARIANT_KEYS, SIMCSE_VARIANTS  # noqa: F401  (re-exported: the variants' options)
 
 OBJECTIVES: dict[str, Objective] = {}

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..objective import AEMaskOptions, AuxWeightOptions, DecoderOptions, Objective, TemperatureOptions, load
+from .base import AEMaskOptions, AuxWeightOptions, DecoderOptions, Objective, TemperatureOptions, load
 from .simcse import MNRL
 
-LOSSES = "augsbert.pretraining.losses"
+LOSSES = "augsbert.losses"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,13 +52,13 @@ class ContrastiveAutoEncoder(Objective):
                                self.autoencoder.build(model, params, head_source), params.aux_weight)
 
 
-CLM = AutoEncoder("clm_ae", ("sentence",), "mean", False, CLMOptions, f"{LOSSES}:CLMAutoEncoderLoss")
-MLM = AutoEncoder("mlm_ae", ("sentence",), "mean", False, MLMOptions, f"{LOSSES}:MLMAutoEncoderLoss",
+CLM = AutoEncoder("clm_ae", ("sentence",), "mean", False, CLMOptions, f"{LOSSES}.clm_autoencoder:CLMAutoEncoderLoss")
+MLM = AutoEncoder("mlm_ae", ("sentence",), "mean", False, MLMOptions, f"{LOSSES}.mlm_autoencoder:MLMAutoEncoderLoss",
                   decoder_args=("decoder_layers", "ae_mask_probability"))
 ENTRIES = (
     CLM, MLM,
     ContrastiveAutoEncoder("simcse+clm_ae", ("anchor", "positive"), "mean", True, SimCSECLMOptions,
-                           f"{LOSSES}:ContrastiveAutoEncoderLoss", dropout_views=True, autoencoder=CLM),
+                           f"{LOSSES}.contrastive_autoencoder:ContrastiveAutoEncoderLoss", dropout_views=True, autoencoder=CLM),
     ContrastiveAutoEncoder("simcse+mlm_ae", ("anchor", "positive"), "mean", True, SimCSEMLMOptions,
-                           f"{LOSSES}:ContrastiveAutoEncoderLoss", dropout_views=True, autoencoder=MLM),
+                           f"{LOSSES}.contrastive_autoencoder:ContrastiveAutoEncoderLoss", dropout_views=True, autoencoder=MLM),
 )

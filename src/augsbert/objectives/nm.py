@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..objective import Objective
+from .base import Objective
 from .tsdae import NoisedOptions
 
 ENTRIES = (Objective("nm", ("clean", "noised"), "cls", True, NoisedOptions,
-                     "augsbert.pretraining.losses:NoiseMatchingLoss"),)
+                     "augsbert.losses.noise_matching:NoiseMatchingLoss"),)

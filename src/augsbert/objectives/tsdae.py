@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..objective import DeletionOptions, Objective, TemperatureOptions, load
+from .base import DeletionOptions, Objective, TemperatureOptions, load
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..objective import DeletionOptions, MaskingOptions, MultiTaskOptions, Objective, TemperatureOptions, load
+from .base import DeletionOptions, MaskingOptions, MultiTaskOptions, Objective, TemperatureOptions, load
 from .nm import ENTRIES as NM
 from .simcse import MNRL
 from .tsdae import ENTRIES as TSDAE
 
-LOSSES = "augsbert.pretraining.losses"
+LOSSES = "augsbert.losses"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,7 +36,7 @@ class MaskedLM(Objective):
 
 
 # the terms, built as parts (not offered as `pretrain.objective`, not in the registry)
-MLM = MaskedLM("mlm", ("anchor",), "cls", True, MaskingOptions, f"{LOSSES}:MaskedLMLoss", choice=False)
+MLM = MaskedLM("mlm", ("anchor",), "cls", True, MaskingOptions, f"{LOSSES}.masked_lm:MaskedLMLoss", choice=False)
 SIMCSE_TERM = Objective("simcse", ("anchor", "positive"), "cls", True, TemperatureOptions, MNRL, choice=False)
 
 
@@ -55,10 +55,10 @@ class MultiTask(Objective):
 
 
 ENTRIES = (
-    MultiTask("mlm+simcse", ("anchor", "positive"), "cls", True, MLMSimCSEOptions, f"{LOSSES}:MultiTaskLoss",
+    MultiTask("mlm+simcse", ("anchor", "positive"), "cls", True, MLMSimCSEOptions, f"{LOSSES}.multi_task:MultiTaskLoss",
               dropout_views=True, main=MLM, aux=SIMCSE_TERM),
-    MultiTask("mlm+nm", ("clean", "noised"), "cls", True, MLMNoiseMatchingOptions, f"{LOSSES}:MultiTaskLoss",
+    MultiTask("mlm+nm", ("clean", "noised"), "cls", True, MLMNoiseMatchingOptions, f"{LOSSES}.multi_task:MultiTaskLoss",
               main=MLM, aux=NM[0]),
-    MultiTask("tsdae+nm", ("noised", "original"), "cls", True, TSDAENoiseMatchingOptions, f"{LOSSES}:MultiTaskLoss",
+    MultiTask("tsdae+nm", ("noised", "original"), "cls", True, TSDAENoiseMatchingOptions, f"{LOSSES}.multi_task:MultiTaskLoss",
               main=TSDAE[0], aux=NM[0], aux_columns=(1, 0)),
 )

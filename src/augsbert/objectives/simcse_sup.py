@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...errors import ConfigError
-from ..objective import Objective, TemperatureOptions
+from ..errors import ConfigError
+from .base import Objective, TemperatureOptions
 from .simcse import MNRL
 
 

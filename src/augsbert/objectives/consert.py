@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ..objective import Objective, TemperatureOptions, load, option
+from .base import Objective, TemperatureOptions, load, option
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,4 +41,4 @@ class ConSERT(Objective):
 
 
 ENTRIES = (ConSERT("consert", ("anchor", "positive"), "mean", True, ConSERTOptions,
-                   "augsbert.pretraining.losses:ConSERTLoss"),)
+                   "augsbert.losses.consert:ConSERTLoss"),)

@@ -1,6 +1,7 @@
-"""The GPU memory a job needs, estimated from the plan before it runs (`gpu_mem_mb`).
+"""The GPU memory a model needs, estimated from its config before it runs (a job's `gpu_mem_mb`).
 
-A local run packs several model jobs onto one GPU by these figures (augsbert.scheduling.gpus), so they are meant
+What a node's job asks for is this estimate of its model and batch (augsbert.scheduling.resources.job_gpu_mem_mb);
+a local run packs several model jobs onto one GPU by these figures (augsbert.scheduling.gpus), so they are meant
 to be safe upper bounds for the default fp32 training, not measurements. What enters:
 
 - the model's size, read from its `config.json` without loading it: a packaged alias's or local
@@ -11,7 +12,8 @@ to be safe upper bounds for the default fp32 training, not measurements. What en
   only runs forward passes (4 bytes per parameter, plus one layer's activations at a time);
 - the batch: `batch_size` rows of `Stage.gpu_sequences` sequences (a Bi-Encoder pair is two, a
   dropout-view objective two), each `max_length` tokens (an upper bound: batches are padded to
-  their longest row only). A labels job scores with its teacher's base and max_length.
+  their longest row only). A stage that runs the model of an input (`Stage.model_input`: labels score
+  with the teacher) is sized by that input's base and max_length.
 
 Per token and layer, training keeps 68·h + 10·a·s bytes (h hidden size, a heads, s sequence
 length): twice the fp16 figure 34·h + 5·a·s of Korthikanti et al. (2022, "Reducing activation
@@ -26,12 +28,11 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 
 from ..store.model_refs import ALIASES, ModelResolutionError, reference_kind
-from ..params import TrainingParams
-from ..stages import REGISTRY
 
 # BERT-base: what an unknown model counts as
 DEFAULT_DIMS = {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072,
@@ -106,15 +107,18 @@ def estimate_mb(dims: dict[str, int], *, training: bool, batch_size: int, sequen
     return ROUND_MB * math.ceil(total / ROUND_MB)
 
 
-def job_gpu_mem_mb(plan, key: str) -> int:
-    """Estimated GPU memory of one process of the job of node `key` (a data-parallel job runs one per GPU)."""
-    node = plan.node(key)
-    stage = REGISTRY[node.stage]
-    settings = node.settings
-    model_settings = settings
-    if not settings.get("model") and "teacher" in dict(node.inputs):  # labels: scored with the teacher
-        model_settings = plan.nodes[dict(node.inputs)["teacher"]].settings
-    training = isinstance(stage.params, type) and issubclass(stage.params, TrainingParams)
-    return estimate_mb(model_dims(model_settings.get("model")), training=training,
-                       batch_size=int(settings.get("batch_size") or 64), sequences=stage.gpu_sequences,
-                       max_length=int(model_settings.get("max_length") or 512))
+# What a job may use in a packed local run (augsbert.scheduling.gpus packs the jobs by the estimates above):
+JOB_GPU_MEM_ENV = "AUGSBERT_JOB_GPU_MEM_MB"  # set by each rule from its `gpu_mem_mb` resource
+JOB_GPUS_ENV = "AUGSBERT_JOB_GPUS"  # set by each rule from its `gpu` resource
+# both in one shell word, `<gpus>:<MB>`, as the stage rules pass them in a packed run (JobClaim)
+JOB_CLAIM_ENV = "AUGSBERT_JOB_GPU_CLAIM"
+
+
+def job_claim(env: Mapping[str, str] | None = None) -> tuple[int, int]:
+    """(GPUs, MB in all) this job claims in a packed local run: `AUGSBERT_JOB_GPU_CLAIM=<gpus>:<MB>`, or the
+    two variables earlier versions' rules set; (0, 0) where nothing is claimed."""
+    env = os.environ if env is None else env
+    if env.get(JOB_CLAIM_ENV):
+        count, _, mem = env[JOB_CLAIM_ENV].partition(":")
+        return int(count or 0), int(mem or 0)
+    return int(env.get(JOB_GPUS_ENV) or 0), int(env.get(JOB_GPU_MEM_ENV) or 0)

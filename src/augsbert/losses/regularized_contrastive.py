@@ -1,8 +1,9 @@
-"""Regularized Contrastive Learning (seed 002, Tan et al.: §3, Algorithm 1, App. A), in sentence-transformers' `losses/` style.
+"""Regularized Contrastive Learning (seed 002, Tan et al.: §3, Algorithm 1, App. A): `RegularizedContrastiveLoss`,
+its regulator tables and dataset columns.
 
 Two objectives:
 
-- `EntropyContrastiveLoss` (equation 2) trains the *entropy models*, one per φ
+- `EntropyContrastiveLoss` (equation 2, losses/entropy_contrastive.py) trains the *entropy models*, one per φ
   (stage `rcl_entropy`); each then encodes every training query and document
   once (Algorithm 1 line 4) into a `RegulatorTable`;
 - `RegularizedContrastiveLoss` (equation 3) trains the final model with the
@@ -27,64 +28,19 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from .common import cosine_logits, diagonal_targets, sentence_embeddings
+
+
 QUERY_FILE, DOCUMENT_FILE, ROWS_FILE = "query.npy", "document.npy", "rows.parquet"
 
-CITATION = """
+
+RCL_CITATION = """
 @misc{tan2022regularized,
     title={Regularized Contrastive Learning of Semantic Search},
     author={Tan, Mingxi and Rolland, Alexis and Tian, Andong},
     year={2022}
 }
 """
-
-
-def cosine_logits(queries: Tensor, docs: Tensor) -> Tensor:
-    """cos(q_i, d_j) for every pair: equation 1's logits (no temperature)."""
-    return nn.functional.normalize(queries, dim=-1) @ nn.functional.normalize(docs, dim=-1).T
-
-
-def _targets(logits: Tensor) -> Tensor:
-    return torch.arange(len(logits), device=logits.device)
-
-
-def _embeddings(model, sentence_features: Iterable[dict[str, Tensor]]) -> list[Tensor]:
-    # a column absent from the batch (no NLI contradiction) arrives as an empty dict
-    return [model(features)["sentence_embedding"] for features in sentence_features if features]
-
-
-class EntropyContrastiveLoss(nn.Module):
-    """Equation 2 of RCL: J_i = l_i - φ Σ_j p_ij log p_ij, with p_ij = softmax_j cos(q_i, d_j).
-
-    l_i is equation 1, -log softmax_j cos(q_i, d_j) at j = i, over the batch's
-    documents (and NLI contradictions, if the rows have them). The entropy
-    term is φ·H(p_i) over the same distribution, every j included: the
-    paper's "i ≠ j" beside the definition of score_train is read as a remark,
-    because excluding the diagonal would leave p unnormalised. φ > 0 sharpens
-    p_i (the query becomes more certain of its document), φ < 0 flattens it;
-    φ = 0 is equation 1. Reduction: mean over the batch.
-
-    Inputs: (anchor, positive[, negative]) texts; a `label` column is ignored.
-    """
-
-    def __init__(self, model, phi: float) -> None:
-        super().__init__()
-        self.model = model
-        self.phi = phi
-
-    def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> Tensor:
-        queries, *docs = _embeddings(self.model, sentence_features)
-        logits = cosine_logits(queries, torch.cat(docs))
-        log_p = torch.log_softmax(logits, dim=1)
-        contrastive = nn.functional.nll_loss(log_p, _targets(logits))
-        entropy = -(log_p.exp() * log_p).sum(dim=1).mean()
-        return contrastive + self.phi * entropy
-
-    def get_config_dict(self) -> dict[str, Any]:
-        return {"phi": self.phi}
-
-    @property
-    def citation(self) -> str:
-        return CITATION
 
 
 class RegulatorTable:
@@ -147,9 +103,9 @@ class RegularizedContrastiveLoss(nn.Module):
         self.regulators = list(regulators)
 
     def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> Tensor:
-        queries, *docs = _embeddings(self.model, sentence_features)
+        queries, *docs = sentence_embeddings(self.model, sentence_features)
         logits = cosine_logits(queries, torch.cat(docs))
-        targets = _targets(logits)
+        targets = diagonal_targets(logits)
         loss = nn.functional.cross_entropy(logits, targets)
         if self.regulators and labels is None:
             raise ValueError("RegularizedContrastiveLoss needs the rows' ids (the `label` column) to find "
@@ -165,7 +121,7 @@ class RegularizedContrastiveLoss(nn.Module):
 
     @property
     def citation(self) -> str:
-        return CITATION
+        return RCL_CITATION
 
 
 def rcl_columns(rows: Sequence[tuple]) -> dict[str, list]:

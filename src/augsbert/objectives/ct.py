@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...params import Params
-from ..objective import Objective, TemperatureOptions, option
+from ..params import Params
+from .base import Objective, TemperatureOptions, option
 
 LOSSES = "sentence_transformers.sentence_transformer.losses"
 

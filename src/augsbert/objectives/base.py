@@ -1,4 +1,4 @@
-"""What a `pretrain.objective` entry is (augsbert.pretraining.objectives holds one module per objective).
+"""What a `pretrain.objective` entry is (augsbert.objectives holds one module per objective).
 
 An entry says what the objective trains on (dataset columns), the source paper's pooling, whether its batches
 hold in-batch negatives, its options class and how it builds its loss. Its options class is a frozen dataclass

@@ -1,13 +1,13 @@
 """`simcse`: unsupervised SimCSE (two dropout views of the same text, in-batch negatives; Gao et al. 2021), with
-seed 001's (Park) variants (`simcse_variant`, augsbert.pretraining.variants) and SimCSE's train-only MLP head."""
+seed 001's (Park) variants (`simcse_variant`, augsbert.losses.simcse_variant) and SimCSE's train-only MLP head."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal
 
-from ...errors import ConfigError
-from ..objective import Objective, TemperatureOptions, load, option
+from ..errors import ConfigError
+from .base import Objective, TemperatureOptions, load, option
 
 MNRL = "sentence_transformers.sentence_transformer.losses:MultipleNegativesRankingLoss"
 
@@ -37,7 +37,7 @@ class SimCSEOptions(TemperatureOptions):
         `none`.""", keyed_default=False)
     simcse_variant: str = option("none", """
         `simcse` only: seed 001's (Park) variant on top of dropout SimCSE (module
-        augsbert.pretraining.variants). Input word-embedding noise (4.1.2, Table 3), added before the
+        augsbert.losses.simcse_variant). Input word-embedding noise (4.1.2, Table 3), added before the
         position embeddings: `gni` (e + N(0, noise_sigma²)), `gaussian_dropout` (e ⊙ N(1, noise_sigma²)),
         `bernoulli` (element dropout at noise_rate), `feature_bernoulli` (whole dimensions dropped at
         noise_rate), `fgsm` (positive view's e + fgsm_epsilon · sign(∇_e L)). Positive made from the
@@ -117,11 +117,11 @@ class SimCSE(Objective):
 
     def build(self, model, params, head_source: str):
         if params.simcse_variant != "none":  # seed 001 (Park) variants
-            loss = load("augsbert.pretraining.variants:variant_loss")(model, params, self.scale(params))
+            loss = load("augsbert.losses.simcse_variant:variant_loss")(model, params, self.scale(params))
         else:
             loss = load(MNRL)(model, scale=self.scale(params))
         if params.mlp_head == "train_only":  # SimCSE's MLP over the pooled output, in training only
-            return load("augsbert.pretraining.losses:TrainOnlyMLPHeadLoss")(model, loss)
+            return load("augsbert.losses.train_only_mlp_head:TrainOnlyMLPHeadLoss")(model, loss)
         return loss
 
     def resolve(self, options: dict) -> dict:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...params import Params
-from ..objective import Objective, load, option
+from ..params import Params
+from .base import Objective, load, option
 
-RCL = "augsbert.pretraining.rcl"
+RCL = "augsbert.losses.regularized_contrastive"
 ROWS = ("anchor", "positive", "negative", "label")  # seed 002: (anchor, positive[, negative]) + row id
 
 
@@ -75,6 +75,6 @@ class EntropyContrastive(RCLObjective):
 ENTRIES = (
     RegularizedContrastive("rcl", ROWS, "mean", True, RCLOptions, f"{RCL}:RegularizedContrastiveLoss",
                            corpus="augsbert.training.pretrain_rows:rcl_corpus"),
-    EntropyContrastive("rcl_entropy", ROWS, "mean", True, RCLEntropyOptions, f"{RCL}:EntropyContrastiveLoss",
-                       choice=False),
+    EntropyContrastive("rcl_entropy", ROWS, "mean", True, RCLEntropyOptions,
+                       "augsbert.losses.entropy_contrastive:EntropyContrastiveLoss", choice=False),
 )

@@ -1,9 +1,0 @@
-"""Unsupervised pre-training of a sentence encoder (SimCSE, CT, TSDAE, Noise Matching, multi-task).
-
-- `noise`: the deletion noise T(x) of TSDAE and Noise Matching, applied per batch by a collator;
-- `losses`: the objectives that sentence-transformers has no class for (one class per objective);
-- `variants`: seed 001's (Park) SimCSE variants (`pretrain.simcse_variant`) and the SAM / AWP trainer hook;
-- `objective`: what an objective's entry is, and the options several objectives share;
-- `objectives`: the registry, one module per `pretrain.objective` (columns, options class, loss);
-- `train`: the training run (sentence-transformers trainer, resumable, held-out loss, selection).
-"""
