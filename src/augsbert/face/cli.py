@@ -355,14 +355,23 @@ def _rehearse_command(sub) -> None:
 
 
 FAILED_LOG = re.compile(r"^\s+log: (.+?) \(check log file\(s\) for error details\)$")
+# Snakemake's "RuleException:" block (the exception's class, the rule file's line, the shell command once more) ends
+# at the next timestamp line or its "Error in rule" report; it says nothing the job's own error line does not
+RULE_EXCEPTION_END = re.compile(r"^(\[\w{3} \w{3} +\d+ [\d:]+ \d{4}\]|Error in rule )")
 
 
 def run_snakemake(command: list[str]) -> int:
-    """Run Snakemake, its console passed through; when it fails, the failed jobs' own error lines (the last
-    `augsbert ...: error:` line of each job's log) come last, below Snakemake's report."""
+    """Run Snakemake, its console passed through less its RuleException blocks; when it fails, the failed jobs'
+    own error lines (the last `augsbert ...: error:` line of each job's log) come last, below Snakemake's report."""
     proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, errors="replace")
-    logs = []
+    logs, in_rule_exception = [], False
     for line in proc.stderr:
+        if line.rstrip("\n") == "RuleException:":
+            in_rule_exception = True
+        elif in_rule_exception and RULE_EXCEPTION_END.match(line):
+            in_rule_exception = False
+        if in_rule_exception:
+            continue
         sys.stderr.write(line)
         sys.stderr.flush()
         found = FAILED_LOG.match(line.rstrip("\n"))
