@@ -62,6 +62,12 @@ except ConfigError as err:
     print(f"augsbert: error: {err}", file=sys.stderr)
     sys.exit(2)  # as the augsbert CLI
 
+# The stage rules' message: a job named by its role rather than its stage (the lower bound, a `student` job) is
+# printed as `Job N: lower_bound: artifacts/student/<key> ...`; every other job as Snakemake prints it
+from augsbert.scheduling.progress import JobTitle as _JobTitle
+
+JOB_TITLE = _JobTitle(PLAN.node)
+
 # Device and precision are runtime choices, not a parameter of any artifact: it is passed
 # through the environment so switching GPU/CPU never reruns finished stages.
 os.environ[DEVICE_ENV] = config["device"]

@@ -128,8 +128,7 @@ def _stage_command(sub, stage: Stage) -> None:
         # checkpoints or a partial directory, released after the artifact is in place and its checkpoints gone.
         if stage.device:  # a model job: its steps on the workflow's console (augsbert.scheduling.progress)
             # the lower bound is a `student` job without teacher labels: named by its role on the console
-            lower_bound = stage.name == "student" and "labels" not in (spec.get("inputs") or {})
-            progress.start(stage.name, out, label="lower_bound" if lower_bound else None)
+            progress.start(stage.name, out, label=progress.role_label(stage.name, spec.get("inputs")))
         try:
             with writing(out), writer_lock(out, wait=args.wait_lock):
                 metrics = runner(spec, out, force=args.force, **kwargs)
