@@ -396,7 +396,10 @@ def print_estimate(plan: Plan, experiments: list[str]) -> str:
     for name in experiments:
         for roles in plan.experiment_spec(name)["runs"].values():
             keys += [run["key"] for run in roles.values() if not Path(run["path"]).is_dir() and run["key"] not in keys]
-    return estimate_text(plan, keys, experiments, plan.config["device"])
+    from .warm import wanted
+
+    warm = wanted(local=True, deployment=False, stage_jobs=len(keys)) is None  # as a local run will start them
+    return estimate_text(plan, keys, experiments, plan.config["device"], warm=warm)
 
 
 def run_experiments(config: dict, name: str) -> list[str]:
