@@ -329,17 +329,31 @@ def test_run_shows_the_failed_jobs_own_error_last(tmp_path, capsys):
     log = tmp_path / "data.log"
     log.write_text("INFO reading\naugsbert data: error: train.csv:1: header lacks column(s) ['score'] (found 3 "
                    "column(s); did you mean 'scor' for 'score'?)\n")
-    report = ["localrule data:", "RuleException:", 'CalledProcessError in file "stages.smk", line 46:',
-              "Command 'augsbert data ...' returned non-zero exit status 2.", "[Sat Nov 28 02:49:18 2026]",
-              "Error in rule data:", f"    log: {log} (check log file(s) for error details)"]
-    fake = f"import sys; print({chr(10).join(report)!r}, file=sys.stderr); sys.exit(1)"
+    fake = (f"import sys; print('Error in rule data:', file=sys.stderr); print('    log: {log} (check log file(s) for "
+            "error details)', file=sys.stderr); sys.exit(1)")
     assert run_snakemake([sys.executable, "-c", fake]) == 1
     err = capsys.readouterr().err.splitlines()
     assert err[-1] == (f"augsbert: a job failed ({log}): augsbert data: error: train.csv:1: header lacks column(s) "
                        "['score'] (found 3 column(s); did you mean 'scor' for 'score'?)")
-    # Snakemake's RuleException block (exception class, rule file line, command) is left out
-    assert err[:-1] == ["localrule data:", "[Sat Nov 28 02:49:18 2026]", "Error in rule data:",
-                        f"    log: {log} (check log file(s) for error details)"]
+    assert err[:2] == ["Error in rule data:", f"    log: {log} (check log file(s) for error details)"]
+
+
+def test_snakemakes_rule_exception_report_of_a_failed_command_is_dropped():
+    import logging
+
+    from augsbert.face.cli import QuietRuleExceptions
+
+    def record(msg, exception):
+        made = logging.LogRecord("snakemake.logging", logging.ERROR, "f", 1, msg, None, None)
+        made.exception = exception
+        return made
+
+    quiet = QuietRuleExceptions()
+    assert not quiet.filter(record("RuleException:\nCalledProcessError in file \"stages.smk\", line 46:\nCommand "
+                                   "'augsbert data ...' returned non-zero exit status 2.", "RuleException"))
+    assert quiet.filter(record("RuleException:\nKeyError in file \"common.smk\", line 9:\n'key'", "RuleException"))
+    assert quiet.filter(record("WorkflowError:\nAt least one job did not complete successfully.", "WorkflowError"))
+    assert quiet.filter(record("Error in rule data:", None))
 
 
 def test_run_of_a_job_failing_on_a_bad_column_ends_with_its_error(tmp_path, monkeypatch, capsys):

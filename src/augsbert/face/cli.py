@@ -353,24 +353,29 @@ def _rehearse_command(sub) -> None:
     p.set_defaults(handler=handler)
 
 
+class QuietRuleExceptions:
+    """A logging filter for Snakemake's logger (installed by workflow/rules/common.smk): drops the RuleException
+    report of a job whose shell command failed (`RuleException: CalledProcessError ... returned non-zero exit
+    status`): the exception's class, the rule file's line and the command once more, above Snakemake's own
+    `Error in rule` block, which names the job's log and shows it. Every other error passes."""
+
+    def filter(self, record) -> bool:
+        if getattr(record, "exception", None) != "RuleException":
+            return True
+        message = str(record.msg)
+        return not (message.startswith("RuleException:") and "CalledProcessError" in message)
+
+
 FAILED_LOG = re.compile(r"^\s+log: (.+?) \(check log file\(s\) for error details\)$")
-# Snakemake's "RuleException:" block (the exception's class, the rule file's line, the shell command once more) ends
-# at the next timestamp line or its "Error in rule" report; it says nothing the job's own error line does not
-RULE_EXCEPTION_END = re.compile(r"^(\[\w{3} \w{3} +\d+ [\d:]+ \d{4}\]|Error in rule )")
 
 
 def run_snakemake(command: list[str]) -> int:
-    """Run Snakemake, its console passed through less its RuleException blocks; when it fails, the failed jobs'
-    own error lines (the last `augsbert ...: error:` line of each job's log) come last, below Snakemake's report."""
+    """Run Snakemake, its console passed through (a failed job's RuleException report is dropped by the
+    workflow's QuietRuleExceptions); when it fails, the failed jobs' own error lines (the last
+    `augsbert ...: error:` line of each job's log) come last, below Snakemake's report."""
     proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, errors="replace")
-    logs, in_rule_exception = [], False
+    logs = []
     for line in proc.stderr:
-        if line.rstrip("\n") == "RuleException:":
-            in_rule_exception = True
-        elif in_rule_exception and RULE_EXCEPTION_END.match(line):
-            in_rule_exception = False
-        if in_rule_exception:
-            continue
         sys.stderr.write(line)
         sys.stderr.flush()
         found = FAILED_LOG.match(line.rstrip("\n"))
