@@ -330,9 +330,50 @@ def test_run_shows_the_failed_jobs_own_error_last(tmp_path, capsys):
     log.write_text("INFO reading\naugsbert data: error: train.csv:1: header lacks column(s) ['score'] (found 3 "
                    "column(s); did you mean 'scor' for 'score'?)\n")
     fake = (f"import sys; print('Error in rule data:', file=sys.stderr); print('    log: {log} (check log file(s) for "
-            "error details)', file=sys.stderr); print('RuleException ...', file=sys.stderr); sys.exit(1)")
+            "error details)', file=sys.stderr); sys.exit(1)")
     assert run_snakemake([sys.executable, "-c", fake]) == 1
     err = capsys.readouterr().err.splitlines()
     assert err[-1] == (f"augsbert: a job failed ({log}): augsbert data: error: train.csv:1: header lacks column(s) "
                        "['score'] (found 3 column(s); did you mean 'scor' for 'score'?)")
-    assert err[:3] == ["Error in rule data:", f"    log: {log} (check log file(s) for error details)", "RuleException ..."]
+    assert err[:2] == ["Error in rule data:", f"    log: {log} (check log file(s) for error details)"]
+
+
+def test_snakemakes_rule_exception_report_of_a_failed_command_is_dropped():
+    import logging
+
+    from augsbert.face.cli import QuietRuleExceptions
+
+    def record(msg, exception):
+        made = logging.LogRecord("snakemake.logging", logging.ERROR, "f", 1, msg, None, None)
+        made.exception = exception
+        return made
+
+    quiet = QuietRuleExceptions()
+    assert not quiet.filter(record("RuleException:\nCalledProcessError in file \"stages.smk\", line 46:\nCommand "
+                                   "'augsbert data ...' returned non-zero exit status 2.", "RuleException"))
+    assert quiet.filter(record("RuleException:\nKeyError in file \"common.smk\", line 9:\n'key'", "RuleException"))
+    assert quiet.filter(record("WorkflowError:\nAt least one job did not complete successfully.", "WorkflowError"))
+    assert quiet.filter(record("Error in rule data:", None))
+
+
+def test_run_of_a_job_failing_on_a_bad_column_ends_with_its_error(tmp_path, monkeypatch, capsys):
+    """A real `augsbert run` whose data job fails on a column its file lacks: no RuleException block, and the
+    job's one-line error (naming the columns found) is the console's last line."""
+    from workflow_helpers import checkout, keep_experiments
+
+    workdir = checkout(tmp_path / "proj")
+    keep_experiments(workdir, "demo_cbe")
+    (tmp_path / "train.csv").write_text("sentence1,sentence2,score\na b,c d,1\ne f,g h,0\n")
+    mine = tmp_path / "my.yaml"
+    mine.write_text(f"datasets:\n  mine: {{loader: pairs_file, train: {tmp_path / 'train.csv'}, "
+                    f"test: {tmp_path / 'train.csv'}, columns: {{score: relatedness_score}}}}\n"
+                    "experiments:\n  mine_zero: {dataset: mine, models: [zero_shot]}\n")
+    monkeypatch.chdir(workdir)
+    monkeypatch.setenv("AUGSBERT_WARM", "0")
+    capsys.readouterr()
+    assert main(["run", str(mine), "mine_zero", "--cores", "1"]) == 1
+    err = capsys.readouterr().err
+    assert "RuleException" not in err and "CalledProcessError" not in err
+    assert err.splitlines()[-1].endswith(
+        f"augsbert data: error: {tmp_path / 'train.csv'}:1: header lacks column(s) ['relatedness_score']; "
+        "found: 'sentence1', 'sentence2', 'score'")

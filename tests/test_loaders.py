@@ -276,13 +276,27 @@ def test_pairs_file_missing_column_and_bad_json(data_dir):
     (data_dir / "p.csv").write_text("sentence_1,b,score\nx,y,1\n")
     with pytest.raises(DataError) as err:
         load("pairs_file", data_dir, train="p.csv", test="p.csv")
-    # the file's own header is not echoed, only a name close to a missing column
-    assert str(err.value) == (f"{data_dir / 'p.csv'}:1: header lacks column(s) ['sentence1', 'sentence2'] "
-                              "(found 3 column(s); did you mean 'sentence_1' for 'sentence1'?)")
+    # a header of this kind of file (it shares 'score'): the names found are listed, with the close one
+    assert str(err.value) == (f"{data_dir / 'p.csv'}:1: header lacks column(s) ['sentence1', 'sentence2']; "
+                              "found: 'sentence_1', 'b', 'score'; did you mean 'sentence_1' for 'sentence1'?")
     (data_dir / "p.jsonl").write_text('{"sentence1": "a", "sentence2": "b", "score": 1}\n{oops\n')
     prepared, report = load("pairs_file", data_dir, policy="skip", train="p.jsonl", test="p.jsonl")
     assert len(prepared.splits["test"]) == 1
     assert [str(i).split(": ", 1)[0].rsplit(":", 1)[1] for i in report.issues] == ["2", "2"]
+
+
+def test_header_error_names_the_columns_found_only_for_a_header_of_this_kind(data_dir):
+    (data_dir / "train.csv").write_text("sentence1,sentence2,score\nx,y,1\n")
+    with pytest.raises(DataError) as err:
+        load("pairs_file", data_dir, train="train.csv", test="train.csv", columns={"score": "relatedness_score"})
+    assert str(err.value) == (f"{data_dir / 'train.csv'}:1: header lacks column(s) ['relatedness_score']; "
+                              "found: 'sentence1', 'sentence2', 'score'")
+    # the first line of an unrelated file shares no name and none is close: only the count, never its content
+    (data_dir / "other.csv").write_text("ghp_SECRET0123,token\nx,y\n")
+    with pytest.raises(DataError) as err:
+        load("pairs_file", data_dir, train="other.csv", test="other.csv")
+    assert str(err.value) == (f"{data_dir / 'other.csv'}:1: header lacks column(s) ['sentence1', 'sentence2', "
+                              "'score'] (found 2 column(s))")
 
 
 def test_text_file_and_unlabeled_option(data_dir):
@@ -338,7 +352,8 @@ def test_jsonl_values_of_the_wrong_type_are_bad_rows(data_dir):
         f"{path}:2: key 'sentence1' holds an array, expected a string",
         f"{path}:3: key 'sentence2' holds an object, expected a string",
         f"{path}:4: key 'score' holds a boolean (true), expected a number",
-        f"{path}:7: the object lacks key(s) ['score'] (found 3 key(s); did you mean 'scor' for 'score'?)",
+        f"{path}:7: the object lacks key(s) ['score']; found: 'sentence1', 'sentence2', 'scor'; did you mean 'scor' for "
+        "'score'?",
     ]
     assert prepared.splits["test"]["sentence1"].tolist() == ["a", "a", "7"]
     assert prepared.splits["test"]["score"].tolist() == [0.5, 0.25, 1.0]

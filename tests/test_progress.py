@@ -129,3 +129,38 @@ def test_the_lower_bound_is_named_by_its_role(tmp_path, monkeypatch):
         progress.stop()
         os.close(read)
         os.close(write)
+
+
+def test_the_lower_bound_job_is_named_by_its_role_in_snakemakes_console(tmp_path):
+    """Snakemake prints the lower bound's job as `Job N: lower_bound: ...` (the stage rules' message, formatted
+    per job by augsbert.scheduling.progress.JobTitle), the other `student` job and the teacher as usual."""
+    import re
+
+    from workflow_helpers import checkout, keep_experiments, snakemake
+
+    workdir = checkout(tmp_path)
+    keep_experiments(workdir, "demo_augsbert_cbe")
+    proc = snakemake(workdir, "-n", "results/demo_augsbert_cbe.json")
+    assert proc.returncode == 0, proc.stderr
+    console = proc.stdout + proc.stderr
+    titled = re.findall(r"^Job \d+: (\S+): artifacts/(\w+)/(\S+) \(log logs/\w+/(\S+)\.log\)$", console, re.M)
+    assert [(role, stage) for role, stage, _, _ in titled] == [("lower_bound", "student")]
+    assert titled[0][2] == titled[0][3] and titled[0][2].startswith("lee.")
+    assert len(re.findall(r"^rule student:$", console, re.M)) == 1  # the student of teacher labels
+    assert len(re.findall(r"^rule teacher:$", console, re.M)) == 1
+
+
+def test_job_title_is_empty_for_jobs_their_stage_names():
+    from types import SimpleNamespace
+
+    from snakemake.utils import format as snakemake_format
+
+    nodes = {"lee.be-1": SimpleNamespace(stage="student", inputs=(("data", "lee-0"),)),
+             "lee.be-2": SimpleNamespace(stage="student", inputs=(("data", "lee-0"), ("labels", "lee.l-3"))),
+             "lee.cbe-4": SimpleNamespace(stage="teacher", inputs=(("data", "lee-0"),))}
+    title = progress.JobTitle(nodes.__getitem__)
+    message = "{JOB_TITLE:{key}/}"
+    assert snakemake_format(message, JOB_TITLE=title, key="lee.be-1") == \
+        "lower_bound: artifacts/student/lee.be-1 (log logs/student/lee.be-1.log)"
+    assert [snakemake_format(message, JOB_TITLE=title, key=k) for k in ("lee.be-2", "lee.cbe-4", "absent")] == \
+        ["", "", ""]

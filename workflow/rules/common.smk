@@ -62,6 +62,20 @@ except ConfigError as err:
     print(f"augsbert: error: {err}", file=sys.stderr)
     sys.exit(2)  # as the augsbert CLI
 
+# A job whose command failed: Snakemake's RuleException report (the exception, the rule file's line, the command
+# again) left out; its `Error in rule` block names the log and shows it (augsbert.face.cli.QuietRuleExceptions)
+import logging as _logging
+
+from augsbert.face.cli import QuietRuleExceptions as _QuietRuleExceptions
+
+_logging.getLogger("snakemake.logging").addFilter(_QuietRuleExceptions())
+
+# The stage rules' message: a job named by its role rather than its stage (the lower bound, a `student` job) is
+# printed as `Job N: lower_bound: artifacts/student/<key> ...`; every other job as Snakemake prints it
+from augsbert.scheduling.progress import JobTitle as _JobTitle
+
+JOB_TITLE = _JobTitle(PLAN.node)
+
 # Device and precision are runtime choices, not a parameter of any artifact: it is passed
 # through the environment so switching GPU/CPU never reruns finished stages.
 os.environ[DEVICE_ENV] = config["device"]

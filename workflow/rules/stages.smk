@@ -19,6 +19,9 @@ for _stage in REGISTRY.values():
             directory(f"artifacts/{{stage,{_stage.name}}}/{{key}}"),
         log:
             "logs/{stage}/{key}.log",
+        # empty (Snakemake's usual job block) except for a job named by its role: `Job N: lower_bound: ...`
+        message:
+            "{JOB_TITLE:{wildcards.key}/}"
         cache: "omit-software" if _stage.cache and workflow.enable_cache else False
         group:
             _stage.group

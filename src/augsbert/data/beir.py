@@ -90,8 +90,8 @@ def read_qrels(path: Path, report: RowReport, corpus_ids, query_ids, corpus_path
     names = [n.strip() for n in names]
     missing = [c for c in QRELS_HEADER if c not in names]
     if missing:
-        raise DataError(f"{path}:1: {missing_columns('header', missing, names)} (BEIR qrels: query-id, "
-                        "corpus-id, score)")
+        lacks = missing_columns("header", missing, names, expected=QRELS_HEADER)
+        raise DataError(f"{path}:1: {lacks} (BEIR qrels: query-id, corpus-id, score)")
     index = [names.index(c) for c in QRELS_HEADER]
     rows, seen = [], {}
     for line, fields in records:

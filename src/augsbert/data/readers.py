@@ -140,9 +140,15 @@ def reading(path: Path, encoding: str = "utf-8") -> Iterator[None]:
         raise DataError(f"{path}: cannot read the file ({err.strerror or type(err).__name__})") from None
 
 
-def missing_columns(what: str, missing: list[str], present: list[str], noun: str = "column") -> str:
-    """'<what> lacks column(s) [...]' with the number of fields found and only the present names close to a
-    missing one: the file's own fields are not listed, they could be anything (the first line of any file)."""
+def missing_columns(
+    what: str, missing: list[str], present: list[str], noun: str = "column", expected: list[str] | None = None
+) -> str:
+    """'<what> lacks column(s) [...]' and what was found, with the present names close to a missing one.
+
+    The names found are listed (`found: 'sentence1', 'sentence2', 'score'`, each cut by short_repr, 20 at most)
+    only when the record is recognisably a header of this kind of file: it shares a name with `expected` (the
+    columns asked for) or one is close to a missing one. Otherwise only their number is given: the first line of an
+    unrelated file could be anything (a token, a password), and is not echoed."""
     hints, unused = [], list(present)
     for m in missing:
         close = difflib.get_close_matches(m, unused, n=1)
@@ -150,6 +156,10 @@ def missing_columns(what: str, missing: list[str], present: list[str], noun: str
             hints.append(f"{short_repr(close[0])} for {m!r}")
             unused.remove(close[0])
     hint = f"; did you mean {', '.join(hints)}?" if hints else ""
+    if hints or set(expected or ()) & set(present):
+        shown = ", ".join(short_repr(name) for name in present[:20])
+        more = f" and {len(present) - 20} more" if len(present) > 20 else ""
+        return f"{what} lacks {noun}(s) {missing}; found: {shown}{more}{hint}"
     return f"{what} lacks {noun}(s) {missing} (found {len(present)} {noun}(s){hint})"
 
 
@@ -210,7 +220,8 @@ def read_delimited(
         names = list(header)
     missing = [c for c in columns if c not in names]
     if missing:
-        raise DataError(f"{path}:1: " + missing_columns("header" if header is True else "fields", missing, names))
+        what = "header" if header is True else "fields"
+        raise DataError(f"{path}:1: " + missing_columns(what, missing, names, expected=columns))
     index = [names.index(c) for c in columns]
     low, high = len(names), max_fields or len(names)
     rows = []
@@ -264,7 +275,8 @@ def json_objects(path: Path, report: RowReport, required: Collection[str]):
             continue
         absent = [c for c in required if c not in record]
         if absent:
-            report.add(path, line_no, missing_columns("the object", absent, [str(k) for k in record], "key"))
+            keys = [str(k) for k in record]
+            report.add(path, line_no, missing_columns("the object", absent, keys, "key", expected=required))
             continue
         yield line_no, record
 
@@ -306,7 +318,7 @@ def read_parquet(path: Path, columns: list[str], names: list[str]) -> pd.DataFra
     present = schema.names
     missing = [c for c in columns if c not in present]
     if missing:
-        raise DataError(f"{path}: " + missing_columns("the parquet file", missing, present))
+        raise DataError(f"{path}: " + missing_columns("the parquet file", missing, present, expected=columns))
     for col, name in zip(columns, names):  # as for JSON lines: no lists flattened into text, no boolean scores
         kind = schema.field(col).type
         if pa.types.is_nested(kind) or (name == "score" and pa.types.is_boolean(kind)):

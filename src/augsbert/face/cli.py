@@ -353,11 +353,25 @@ def _rehearse_command(sub) -> None:
     p.set_defaults(handler=handler)
 
 
+class QuietRuleExceptions:
+    """A logging filter for Snakemake's logger (installed by workflow/rules/common.smk): drops the RuleException
+    report of a job whose shell command failed (`RuleException: CalledProcessError ... returned non-zero exit
+    status`): the exception's class, the rule file's line and the command once more, above Snakemake's own
+    `Error in rule` block, which names the job's log and shows it. Every other error passes."""
+
+    def filter(self, record) -> bool:
+        if getattr(record, "exception", None) != "RuleException":
+            return True
+        message = str(record.msg)
+        return not (message.startswith("RuleException:") and "CalledProcessError" in message)
+
+
 FAILED_LOG = re.compile(r"^\s+log: (.+?) \(check log file\(s\) for error details\)$")
 
 
 def run_snakemake(command: list[str]) -> int:
-    """Run Snakemake, its console passed through; when it fails, the failed jobs' own error lines (the last
+    """Run Snakemake, its console passed through (a failed job's RuleException report is dropped by the
+    workflow's QuietRuleExceptions); when it fails, the failed jobs' own error lines (the last
     `augsbert ...: error:` line of each job's log) come last, below Snakemake's report."""
     proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, errors="replace")
     logs = []
@@ -387,7 +401,10 @@ def print_estimate(plan: Plan, experiments: list[str]) -> str:
     for name in experiments:
         for roles in plan.experiment_spec(name)["runs"].values():
             keys += [run["key"] for run in roles.values() if not Path(run["path"]).is_dir() and run["key"] not in keys]
-    return estimate_text(plan, keys, experiments, plan.config["device"])
+    from .warm import wanted
+
+    warm = wanted(local=True, deployment=False, stage_jobs=len(keys)) is None  # as a local run will start them
+    return estimate_text(plan, keys, experiments, plan.config["device"], warm=warm)
 
 
 def run_experiments(config: dict, name: str) -> list[str]:

@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 from typing import TextIO
 
+from ..stages import REGISTRY
+
 PROGRESS_FD_ENV = "AUGSBERT_PROGRESS_FD"
 PERIOD_S = 20.0  # below the 30 s a user waits without a sign of life
 
@@ -95,6 +97,37 @@ def log_path(stage: str, out: str) -> str | None:
         return None
     log = path.parent.parent.parent / "logs" / stage / f"{path.name}.log"
     return str(log) if log.exists() else None
+
+
+def role_label(stage: str, inputs) -> str | None:
+    """The console's name of a job whose stage does not name it (its declaration's `console_label`: the lower
+    bound is a student job without teacher labels); `inputs`: the planned node's input roles. None for the rest."""
+    declared = REGISTRY.get(stage)
+    if declared is None or declared.console_label is None:
+        return None
+    return declared.console_label({"inputs": dict(inputs or {})})
+
+
+class JobTitle:
+    """The message of a stage rule (workflow/rules/stages.smk `message:`), formatted by Snakemake per job as
+    `{JOB_TITLE:<key>/}` (the key passed as the format spec; the `/` keeps Snakemake's `q`/`u` spec suffixes off
+    it): for a job named by its role, `lower_bound: artifacts/student/<key> (log logs/student/<key>.log)`, which
+    Snakemake prints as `Job N: ...` in place of `localrule student:`; for any other job an empty message, i.e.
+    Snakemake's usual block."""
+
+    def __init__(self, node_of):
+        self.node_of = node_of  # key -> planned node (Plan.node)
+
+    def __format__(self, spec: str) -> str:
+        key = spec.rstrip("/")
+        try:
+            node = self.node_of(key)
+        except Exception:  # a key the plan does not know is Snakemake's to report, never the title's
+            return ""
+        label = role_label(node.stage, node.inputs)
+        if not label:
+            return ""
+        return f"{label}: artifacts/{node.stage}/{key} (log logs/{node.stage}/{key}.log)"
 
 
 def start(stage: str, out: str, env=None, label: str | None = None) -> Progress | None:

@@ -1,0 +1,146 @@
+"""The time estimate printed before a run against what each job measured: per role, and in total.
+
+    python benchmarks/bench_estimate.py CONFIG NAME [NAME ...] [--workdir DIR] [--cores 2] [--warm]
+
+Copies the workflow (workflow/, config/, profiles/) into a fresh DIR (default: a new temporary folder), runs
+`augsbert run CONFIG NAME ... --cores N` there and, while it runs, reads every job process's CPU time (user + sys
+from /proc/<pid>/stat, sampled every 0.5 s: at most that much of a job's last moments is missed) and its wall
+time (first to last sample). Jobs start cold (AUGSBERT_WARM=0) unless --warm: a warm job is a fork of the warm
+server and its CPU time is read the same way, but the server's own start (imports, once per run) is then no
+job's. Printed: per role (lower_bound, teacher, student, data, ...: the estimate's row names) the estimate's
+seconds, the CPU seconds and wall seconds measured, and estimate / CPU; then the totals and the run's wall time.
+
+On a shared machine compare the CPU seconds: wall time there counts the other users' load. The estimate is of
+wall time on idle cores, where a job's threads keep up to the 2 cores busy, so a job's CPU seconds are up to
+2x its wall time on idle cores; the ratio printed is estimate / (CPU / cores used), cores used = CPU / wall
+capped to the --cores given, i.e. the wall time the job would have had alone on the machine.
+
+Examples: `make demo`'s grid, `python benchmarks/bench_estimate.py config/config.yaml demo_quick`; the own-data
+page's 4K-pair STS-B run, `python benchmarks/bench_estimate.py my.yaml sts4k_augsbert` (docs/guide/own-data.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+TICK = os.sysconf("SC_CLK_TCK")
+JOB = re.compile(r"augsbert (\S+) --spec @(\S+) --out (\S+)")
+ESTIMATE_ROW = re.compile(r"^  (\S+)\s+((?:\d+ h )?(?:\d+ min )?\d+ s|\d+ h \d+ min)  ")
+
+
+def seconds_of(clock: str) -> float:
+    """'1 min 29 s' / '2 s' / '1 h 05 min' -> seconds."""
+    total = 0.0
+    for value, unit in re.findall(r"(\d+) (h|min|s)", clock):
+        total += int(value) * {"h": 3600, "min": 60, "s": 1}[unit]
+    return total
+
+
+def sample(jobs: dict, stop: threading.Event) -> None:
+    """Every 0.5 s: each `augsbert <stage> --spec` process's CPU seconds so far and the time seen."""
+    while not stop.is_set():
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                found = JOB.search(cmdline)
+                if not found or "bash" in cmdline.split(" ", 1)[0]:
+                    continue
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            cpu = (int(fields[11]) + int(fields[12])) / TICK  # utime, stime (fields 14 and 15 of stat)
+            job = jobs.setdefault(found.group(3), {"stage": found.group(1), "spec": found.group(2),
+                                                   "first": time.monotonic(), "cpu": 0.0})
+            job["cpu"], job["last"] = max(job["cpu"], cpu), time.monotonic()
+        stop.wait(0.5)
+
+
+def role(workdir: Path, job: dict) -> str:
+    """The estimate's row name of a job: its stage, lower_bound for a `student` job without teacher labels."""
+    if job["stage"] == "student":
+        spec = json.loads((workdir / job["spec"]).read_text())
+        if "labels" not in (spec.get("inputs") or {}):
+            return "lower_bound"
+    return job["stage"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("config")
+    parser.add_argument("names", nargs="+")
+    parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument("--cores", type=int, default=2)
+    parser.add_argument("--warm", action="store_true")
+    args = parser.parse_args(argv)
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench-estimate-"))
+    if workdir.exists() and any(workdir.iterdir()):
+        parser.error(f"{workdir} is not empty: the run must start from nothing built")
+    for item in ("workflow", "config", "profiles"):
+        shutil.copytree(REPO / item, workdir / item, symlinks=True)
+    config = Path(args.config).resolve()
+    env = dict(os.environ, AUGSBERT_PRINT_TABLES="0", PYTHONPATH=str(REPO / "src"))
+    env["AUGSBERT_WARM"] = "1" if args.warm else "0"
+    jobs: dict = {}
+    stop = threading.Event()
+    sampler = threading.Thread(target=sample, args=(jobs, stop), daemon=True)
+    sampler.start()
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "augsbert", "run", str(config), *args.names, "--cores",
+                           str(args.cores)], cwd=workdir, env=env, capture_output=True, text=True)
+    wall = time.monotonic() - start
+    stop.set()
+    sampler.join()
+    (workdir / "run.log").write_text(proc.stdout + proc.stderr)
+    if proc.returncode:
+        print(proc.stderr[-3000:], file=sys.stderr)
+        return proc.returncode
+    estimated: dict[str, list[float]] = defaultdict(list)
+    block = False
+    for line in proc.stderr.splitlines():
+        if line.startswith("augsbert: estimate for"):
+            block = True
+        elif block:
+            row = ESTIMATE_ROW.match(line)
+            if not row:
+                break
+            estimated[row.group(1)].append(seconds_of(row.group(2)))
+    est_total = sum(estimated.pop("total", [0.0]))
+    measured: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for job in jobs.values():
+        measured[role(workdir, job)].append((job["cpu"], job["last"] - job["first"]))
+    print(f"run in {workdir}, {'warm' if args.warm else 'cold'} job starts, load at the end "
+          f"{os.getloadavg()[0]:.2f}")
+    print(f"{'role':<14}{'jobs':>5}{'estimate s':>12}{'CPU s':>9}{'wall s':>9}{'alone s':>9}{'est/alone':>10}")
+    sums = [0.0, 0.0, 0.0, 0.0]
+    for name in sorted(set(estimated) | set(measured)):
+        est = sum(estimated.get(name, []))
+        cpu = sum(c for c, _ in measured.get(name, []))
+        job_wall = sum(w for _, w in measured.get(name, []))
+        # alone: the CPU seconds over the cores the job kept busy (CPU / wall, at most --cores, at least 1)
+        alone = sum(c / min(args.cores, max(1.0, c / w)) if w else c for c, w in measured.get(name, []))
+        sums = [sums[0] + est, sums[1] + cpu, sums[2] + job_wall, sums[3] + alone]
+        ratio = f"{est / alone:.2f}" if alone else "-"
+        print(f"{name:<14}{len(measured.get(name, [])):>5}{est:>12.1f}{cpu:>9.1f}{job_wall:>9.1f}{alone:>9.1f}"
+              f"{ratio:>10}")
+    print(f"{'jobs':<14}{len(jobs):>5}{sums[0]:>12.1f}{sums[1]:>9.1f}{sums[2]:>9.1f}{sums[3]:>9.1f}"
+          f"{sums[0] / sums[3] if sums[3] else 0:>10.2f}")
+    print(f"estimate total {est_total:.0f} s; run wall {wall:.1f} s (Snakemake's own start and DAG included)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
