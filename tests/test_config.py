@@ -397,3 +397,46 @@ def test_config_files_merge_over_the_shipped_config_as_snakemake_does(tmp_path, 
     assert config_files([mine]) == [mine]
     with pytest.raises(ConfigError, match="no config: config/config.yaml is not in the current directory"):
         config_files([])
+
+
+def test_old_section_names_are_read_as_the_new_ones_with_one_line_each(tmp_path, monkeypatch, capsys):
+    """issue 48: silver -> labels, sampling -> candidates, adapt_mlm -> adapt, in defaults, experiments, grid
+    options, axes and columns, and in grid files; one line per key naming the file and the new name."""
+    from augsbert.config.load import load_configs
+
+    monkeypatch.chdir(REPO)
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("defaults: {silver: {batch_size: 32}}\n"
+                    "experiments: {old_names: {dataset: lee, models: [student], sampling: {top_k: 2}}}\n"
+                    "grids: {old_grid: {columns: {lee: {dataset: lee, silver: {relabel_gold: false}}},\n"
+                    "                   options: {models: [student], adapt_mlm: {epochs: 3}},\n"
+                    "                   axes: {a: {x: {sampling: {top_k: 4}}}}}}\n")
+    config = load_configs([mine], lazy=True)
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"{mine}: defaults.silver is now `labels`; read as `labels` (rename it)",
+                   f"{mine}: experiments.old_names.sampling is now `candidates`; read as `candidates` (rename it)",
+                   f"{mine}: grids.old_grid.options.adapt_mlm is now `adapt`; read as `adapt` (rename it)",
+                   f"{mine}: grids.old_grid.axes.a.x.sampling is now `candidates`; read as `candidates` (rename it)",
+                   f"{mine}: grids.old_grid.columns.lee.silver is now `labels`; read as `labels` (rename it)"]
+    assert config["defaults"]["labels"]["batch_size"] == 32 and "silver" not in config["defaults"]
+    assert config["experiments"]["old_names"]["candidates"]["top_k"] == 2
+    assert config["experiments"]["old_names"]["labels"]["batch_size"] == 32
+    cell = config["experiments"]["old_grid.x.lee"]
+    assert (cell["adapt"]["epochs"], cell["candidates"]["top_k"], cell["labels"]["relabel_gold"]) == (3, 4, False)
+
+    grids = tmp_path / "grids"  # a grid file of the config's folder
+    grids.mkdir()
+    (grids / "g.yaml").write_text("columns: {lee: {dataset: lee}}\noptions: {silver: {batch_size: 8}}\n")
+    (tmp_path / "config.yaml").write_text("experiments: {}\n")
+    assert read_config(tmp_path / "config.yaml")["grids"]["g"]["options"] == {"labels": {"batch_size": 8}}
+    assert capsys.readouterr().err == (f"{grids / 'g.yaml'}: grid.options.silver is now `labels`; read as `labels` "
+                                       "(rename it)\n")
+
+    # Snakemake's merged config (no file to name), and both names at one place: refused
+    assert prepare_config({**read_config(REPO / "config" / "config.yaml"), "defaults": {"sampling": {"top_k": 3}}},
+                          lazy=True)["defaults"]["candidates"]["top_k"] == 3
+    assert "config: defaults.sampling is now `candidates`" in capsys.readouterr().err
+    mine.write_text("defaults: {silver: {batch_size: 32}, labels: {batch_size: 16}}\n")
+    with pytest.raises(ConfigError, match=r"defaults.silver and defaults.labels are both set; `silver` is the old "
+                                          r"name of `labels`: keep `labels` only"):
+        load_configs([mine], lazy=True)

@@ -37,7 +37,7 @@ from ..errors import ConfigError
 from ..objectives import pretrain_schema
 from .grids import cells, expand_grids
 from .merging import deep_merge
-from . import reading, rehearsal
+from . import reading, rehearsal, renames
 from .reading import check_depth, read_text
 
 SCHEMA_RESOURCE = "schemas/config.schema.yaml"
@@ -485,6 +485,7 @@ def prepare_config(raw: Mapping, validate: Callable[[dict], None] | None = None,
     """
     schema = load_schema()
     _check_size(raw)
+    raw = renames.config_file(raw)  # Snakemake's merged config files: old section names (files read here are done)
     _check_shapes(raw)
     config = coerce(copy.deepcopy(dict(raw)), schema)
     _check_shapes(config)
@@ -661,7 +662,7 @@ def with_grid_files(raw: dict, directories: list[Path]) -> dict:
             body = _read_yaml(path)
             if not isinstance(body, dict):
                 raise ConfigError(f"{path}: a grid file holds one grid, a mapping (description, columns, axes, ...)")
-            files[path.stem] = body
+            files[path.stem] = renames.grid_file(body, str(path))
     if not files or not isinstance(raw, dict) or not isinstance(raw.get("grids", {}) or {}, dict):
         return raw  # nothing to add, or a config the schema rejects with its own message
     return {**raw, "grids": deep_merge(files, raw.get("grids") or {})}
@@ -742,7 +743,7 @@ def check_configfile_syntax(argv: list[str] | None = None) -> None:
 def read_config(path: str | Path) -> dict:
     """A config file as written, with the grid files beside it (config/grids/*.yaml), not yet validated."""
     path = Path(path)
-    return with_grid_files(_read_yaml(path) or {}, [path.parent / GRIDS_DIR])
+    return with_grid_files(renames.config_file(_read_yaml(path) or {}, str(path)), [path.parent / GRIDS_DIR])
 
 
 # What the Snakefile reads first (`configfile:`), relative to the directory the workflow runs in
