@@ -22,37 +22,37 @@ class AdaptOptions(Params):
         MLM domain adaptation before the teacher (thesis 4.3.1, Table 6.10): masked-LM training of the base
         model on target pairs in the CBE layout ([CLS] a [SEP] [CLS] b [SEP]); which pairs: `pairs`."""
 
-    variant: Literal['augsbert', 'domain', 'full_domain'] = option('augsbert', """
+    variant: Literal["augsbert", "domain", "full_domain"] = option("augsbert", """
         `augsbert`: no adaptation; `domain`: the teacher starts from the adapted checkpoint, the student
         from the base model; `full_domain`: the student starts from the adapted checkpoint too.""")
-    pairs: Literal['bm25_random', 'candidates'] = option('bm25_random', """
+    pairs: Literal["bm25_random", "candidates"] = option("bm25_random", """
         The pairs MLM trains on. `bm25_random`: BM25 top-1 and one random partner per sentence of
         `candidates.pool` (our construction; no source names it). `candidates`: the candidate pairs of
         `candidates.strategies`, the very pairs the teacher then labels (thesis 4.3.1: "the sentence
         pairs annotated by the Cross-Bi Encoder are the same as those used for MLM pre-training"); the
         candidates stage then runs before the adaptation. Not with the KDE strategies (their candidates
         are thinned by teacher score). Enters the artifact key only when `candidates`.""", keyed_default=False)
-    max_steps: int = option(12500, 'Optimizer steps (thesis 5.4.3: 12.5K); unused when `epochs` is set.', minimum=1)
+    max_steps: int = option(12500, "Optimizer steps (thesis 5.4.3: 12.5K); unused when `epochs` is set.", minimum=1)
     epochs: int | None = option(None, """
         Passes over the MLM training pairs instead of `max_steps` (steps = epochs × ⌈pairs /
         batch_size⌉, counted when the job has its pairs; thesis 5.6.1 states 5 epochs, 5.4.3 12.5K
         steps). null = `max_steps`. Enters the artifact key only when set (then `max_steps` does not).""", minimum=1,
         keyed_default=False)
-    batch_size: int = option(64, 'Training batch size (thesis 64).', minimum=1)
-    lr: float = option(3e-05, 'AdamW learning rate (thesis 3e-5).', exclusiveMinimum=0)
-    warmup_ratio: float = option(0.1, 'Fraction of steps for linear warm-up.', minimum=0, maximum=1)
-    weight_decay: float = option(0.01, 'AdamW weight decay.', minimum=0)
-    max_length: int = option(256, 'Maximum tokens of a pair.', minimum=8)
+    batch_size: int = option(64, "Training batch size (thesis 64).", minimum=1)
+    lr: float = option(3e-05, "AdamW learning rate (thesis 3e-5).", exclusiveMinimum=0)
+    warmup_ratio: float = option(0.1, "Fraction of steps for linear warm-up.", minimum=0, maximum=1)
+    weight_decay: float = option(0.01, "AdamW weight decay.", minimum=0)
+    max_length: int = option(256, "Maximum tokens of a pair.", minimum=8)
     mask_probability: float = option(0.2, """
         Probability that a non-special token is chosen for masking. The thesis states no rate; 0.2 is
         our choice (BERT's 0.15 is the usual alternative).""", exclusiveMinimum=0, exclusiveMaximum=1)
-    masking: Literal['uniform', 'bert'] = option('uniform', """
+    masking: Literal["uniform", "bert"] = option("uniform", """
         `uniform`: every chosen token becomes the mask token; `bert`: 80/10/10 mask/random/keep (BERT's
         scheme). The thesis states no scheme; `uniform` is our choice.""")
     held_out: float = option(0.05, """
         Fraction of the pairs kept out of training to measure MLM loss and masked-token accuracy.""",
         exclusiveMinimum=0, exclusiveMaximum=1)
-    checkpoint_steps: int = option(500, 'Resumable checkpoint interval (steps).', minimum=1)
+    checkpoint_steps: int = option(500, "Resumable checkpoint interval (steps).", minimum=1)
     group_by_length: bool = option(True, """
         Length-grouped batches: the shuffled MLM pairs are cut into mega-batches of `megabatch` batches,
         each sorted by token length and cut into batches, and the batch order is shuffled (the longest

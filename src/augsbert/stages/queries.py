@@ -32,10 +32,10 @@ class QueriesOptions(Params):
         BeIR/query-gen-msmarco-t5-base-v1); `inverse_cloze` = offline, no weights: a query is one
         sentence of its passage (a one-sentence passage: a span of at least half its words); null = no
         generation. Another kind of model stops with one message.""")
-    mode: Literal['query', 'paraphrase'] = option('query', """
+    mode: Literal["query", "paraphrase"] = option("query", """
         `query`: queries for passages (asymmetric retrieval); `paraphrase`: similar sentences for
         symmetric data (the input gets `prefix`, default "paraphrase: ", for a paraphrase model).""")
-    source: Literal['corpus', 'sentences'] = option('corpus', """
+    source: Literal["corpus", "sentences"] = option("corpus", """
         What the generator reads: `corpus` = a BEIR dataset's passages, else the unlabeled corpus (a
         dataset without one is refused while planning); `sentences` = the distinct sentences of the
         train split (scores unused; dev and test sentences left out), for symmetric data without a
