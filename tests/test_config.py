@@ -4,7 +4,9 @@ import re
 import pytest
 import yaml
 
-from augsbert.config.load import ConfigError, canonical_json, coerce, deep_merge, load_config, load_schema, prepare_config, read_config
+from augsbert.config.keys import canonical_json
+from augsbert.config.load import ConfigError, deep_merge, load_config, prepare_config, read_config
+from augsbert.config.schema import coerce, load_schema
 from augsbert.planning.plan import Plan
 from augsbert.reporting.layout import grid_spec
 from conftest import REPO
@@ -192,7 +194,7 @@ def test_every_schema_key_has_description_and_default():
 
 
 def test_grid_files_are_read_beside_the_config_and_merge_under_its_grids(tmp_path):
-    from augsbert.config.load import with_grid_files
+    from augsbert.config.grids import with_grid_files
 
     shipped = read_config(REPO / "config" / "config.yaml")
     assert "grids" not in yaml.safe_load((REPO / "config" / "config.yaml").read_text())
@@ -353,7 +355,8 @@ def test_an_unknown_experiment_names_the_closest_and_where_the_rest_are(raw_conf
 
 
 def test_a_results_file_or_a_target_given_as_a_config_says_what_happened(tmp_path, monkeypatch):
-    from augsbert.config.load import check_config_file, load_configs
+    from augsbert.config.load import load_configs
+    from augsbert.config.yaml_files import check_config_file
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "results").mkdir()
@@ -378,7 +381,8 @@ def test_a_results_file_or_a_target_given_as_a_config_says_what_happened(tmp_pat
 
 
 def test_config_files_merge_over_the_shipped_config_as_snakemake_does(tmp_path, monkeypatch):
-    from augsbert.config.load import config_files, load_configs
+    from augsbert.config.load import load_configs
+    from augsbert.config.yaml_files import config_files
 
     monkeypatch.chdir(REPO)
     mine = tmp_path / "mine.yaml"

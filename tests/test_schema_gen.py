@@ -4,7 +4,7 @@ import re
 
 import yaml
 
-from augsbert.config.load import load_schema
+from augsbert.config.schema import load_schema
 from augsbert.face.schema import REGENERATE, SCHEMA_FILE, render, section_classes
 from augsbert.params import section_schema
 
@@ -44,7 +44,8 @@ ANCHOR = '''    batch_size: int = option(64, "Teacher scoring batch size.", mini
 '''
 CHECK = '''
 import json, sys
-from augsbert.config.load import load_configs, load_schema
+from augsbert.config.load import load_configs
+from augsbert.config.schema import load_schema
 from augsbert.config.reference import render
 from augsbert.errors import ConfigError
 from augsbert.planning.plan import Plan
