@@ -12,7 +12,7 @@ TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 PY  := $(VENV)/bin/python
 PIP := $(PY) -m pip
 
-.PHONY: setup demo demo-full test clean-venv
+.PHONY: setup demo demo-full test clean-venv schema
 
 setup: $(VENV)/.installed
 
@@ -41,6 +41,10 @@ TEST_WORKERS ?= 2
 demo: setup
 	AUGSBERT_PRINT_TABLES=0 $(VENV)/bin/snakemake --cores $(CORES) $(DEMO)
 	@$(PY) -m augsbert.reporting.console $(DEMO)
+
+# the config schema's stage sections, written from the stages' options classes (augsbert.face.schema)
+schema: setup
+	$(PY) -m augsbert.face.schema --write
 
 demo-full: setup
 	$(MAKE) demo DEMO=results/tables/demo.md

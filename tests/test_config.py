@@ -4,7 +4,9 @@ import re
 import pytest
 import yaml
 
-from augsbert.config.load import ConfigError, canonical_json, coerce, deep_merge, load_config, load_schema, prepare_config, read_config
+from augsbert.config.keys import canonical_json
+from augsbert.config.load import ConfigError, deep_merge, load_config, prepare_config, read_config
+from augsbert.config.schema import coerce, load_schema
 from augsbert.planning.plan import Plan
 from augsbert.reporting.layout import grid_spec
 from conftest import REPO
@@ -192,7 +194,7 @@ def test_every_schema_key_has_description_and_default():
 
 
 def test_grid_files_are_read_beside_the_config_and_merge_under_its_grids(tmp_path):
-    from augsbert.config.load import with_grid_files
+    from augsbert.config.grids import with_grid_files
 
     shipped = read_config(REPO / "config" / "config.yaml")
     assert "grids" not in yaml.safe_load((REPO / "config" / "config.yaml").read_text())
@@ -353,7 +355,8 @@ def test_an_unknown_experiment_names_the_closest_and_where_the_rest_are(raw_conf
 
 
 def test_a_results_file_or_a_target_given_as_a_config_says_what_happened(tmp_path, monkeypatch):
-    from augsbert.config.load import check_config_file, load_configs
+    from augsbert.config.load import load_configs
+    from augsbert.config.yaml_files import check_config_file
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "results").mkdir()
@@ -378,7 +381,8 @@ def test_a_results_file_or_a_target_given_as_a_config_says_what_happened(tmp_pat
 
 
 def test_config_files_merge_over_the_shipped_config_as_snakemake_does(tmp_path, monkeypatch):
-    from augsbert.config.load import config_files, load_configs
+    from augsbert.config.load import load_configs
+    from augsbert.config.yaml_files import config_files
 
     monkeypatch.chdir(REPO)
     mine = tmp_path / "mine.yaml"
@@ -397,3 +401,46 @@ def test_config_files_merge_over_the_shipped_config_as_snakemake_does(tmp_path, 
     assert config_files([mine]) == [mine]
     with pytest.raises(ConfigError, match="no config: config/config.yaml is not in the current directory"):
         config_files([])
+
+
+def test_old_section_names_are_read_as_the_new_ones_with_one_line_each(tmp_path, monkeypatch, capsys):
+    """issue 48: silver -> labels, sampling -> candidates, adapt_mlm -> adapt, in defaults, experiments, grid
+    options, axes and columns, and in grid files; one line per key naming the file and the new name."""
+    from augsbert.config.load import load_configs
+
+    monkeypatch.chdir(REPO)
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("defaults: {silver: {batch_size: 32}}\n"
+                    "experiments: {old_names: {dataset: lee, models: [student], sampling: {top_k: 2}}}\n"
+                    "grids: {old_grid: {columns: {lee: {dataset: lee, silver: {relabel_gold: false}}},\n"
+                    "                   options: {models: [student], adapt_mlm: {epochs: 3}},\n"
+                    "                   axes: {a: {x: {sampling: {top_k: 4}}}}}}\n")
+    config = load_configs([mine], lazy=True)
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"{mine}: defaults.silver is now `labels`; read as `labels` (rename it)",
+                   f"{mine}: experiments.old_names.sampling is now `candidates`; read as `candidates` (rename it)",
+                   f"{mine}: grids.old_grid.options.adapt_mlm is now `adapt`; read as `adapt` (rename it)",
+                   f"{mine}: grids.old_grid.axes.a.x.sampling is now `candidates`; read as `candidates` (rename it)",
+                   f"{mine}: grids.old_grid.columns.lee.silver is now `labels`; read as `labels` (rename it)"]
+    assert config["defaults"]["labels"]["batch_size"] == 32 and "silver" not in config["defaults"]
+    assert config["experiments"]["old_names"]["candidates"]["top_k"] == 2
+    assert config["experiments"]["old_names"]["labels"]["batch_size"] == 32
+    cell = config["experiments"]["old_grid.x.lee"]
+    assert (cell["adapt"]["epochs"], cell["candidates"]["top_k"], cell["labels"]["relabel_gold"]) == (3, 4, False)
+
+    grids = tmp_path / "grids"  # a grid file of the config's folder
+    grids.mkdir()
+    (grids / "g.yaml").write_text("columns: {lee: {dataset: lee}}\noptions: {silver: {batch_size: 8}}\n")
+    (tmp_path / "config.yaml").write_text("experiments: {}\n")
+    assert read_config(tmp_path / "config.yaml")["grids"]["g"]["options"] == {"labels": {"batch_size": 8}}
+    assert capsys.readouterr().err == (f"{grids / 'g.yaml'}: grid.options.silver is now `labels`; read as `labels` "
+                                       "(rename it)\n")
+
+    # Snakemake's merged config (no file to name), and both names at one place: refused
+    assert prepare_config({**read_config(REPO / "config" / "config.yaml"), "defaults": {"sampling": {"top_k": 3}}},
+                          lazy=True)["defaults"]["candidates"]["top_k"] == 3
+    assert "config: defaults.sampling is now `candidates`" in capsys.readouterr().err
+    mine.write_text("defaults: {silver: {batch_size: 32}, labels: {batch_size: 16}}\n")
+    with pytest.raises(ConfigError, match=r"defaults.silver and defaults.labels are both set; `silver` is the old "
+                                          r"name of `labels`: keep `labels` only"):
+        load_configs([mine], lazy=True)

@@ -24,7 +24,8 @@ import pytest
 import yaml
 
 from augsbert.face.cli import main
-from augsbert.config.load import NAME_RULE, deep_merge
+from augsbert.config.load import deep_merge
+from augsbert.config.names import NAME_RULE
 from conftest import REPO, write_jsonl
 
 CONFIG = REPO / "config" / "config.yaml"

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from augsbert.config.load import load_schema
+from augsbert.config.schema import load_schema
 from augsbert.config.load import validate_with_defaults
 from augsbert.data import DataError, MissingDataError, RowReport, get_loader
 from augsbert.data.loaders import apportion, group_sizes

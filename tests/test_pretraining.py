@@ -564,7 +564,7 @@ def test_the_schema_offers_exactly_the_registered_objectives():
     """An objective is its OBJECTIVES entry (columns, pooling, options class, loss) and its loss class: the schema's
     `pretrain.objective` choices and the objectives' options are filled in from the registry when it is loaded,
     not kept in the YAML file."""
-    from augsbert.config.load import load_schema
+    from augsbert.config.schema import load_schema
     from augsbert.objectives import OBJECTIVE_OPTIONS
 
     pretrain = load_schema()["$defs"]["stage_options"]["properties"]["pretrain"]["properties"]

@@ -267,7 +267,7 @@ def test_e4_a_malformed_config_value_exits_2_in_snakemake(tmp_path):
 def test_c8_a_yaml_error_in_a_configfile_names_file_line_and_column(tmp_path):
     """Snakemake said only "Config file is not valid JSON or YAML" (exit 1): it reads --configfile before any
     workflow code; the workflow profile reads them first now."""
-    from augsbert.config.load import configfile_args
+    from augsbert.config.yaml_files import configfile_args
     from workflow_helpers import checkout, keep_experiments, snakemake
 
     assert configfile_args(["-n", "--configfile", "a.yaml", "b.yaml", "-n", "x", "--configfiles=c.yaml"]) == \

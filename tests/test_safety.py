@@ -1,7 +1,7 @@
 """Names that become paths or shell words cannot escape the project or run commands.
 
 Experiment, grid and dataset names (and a grid's column and axis-value labels)
-are checked by one pattern (the schema's `$defs/name`, `augsbert.config.load.check_name`);
+are checked by one pattern (the schema's `$defs/name`, `augsbert.config.names.check_name`);
 every rule constrains its wildcards to it and quotes every shell placeholder.
 """
 
@@ -13,7 +13,9 @@ import pytest
 import yaml
 
 from augsbert.face.cli import main
-from augsbert.config.load import NAME_RULE, ConfigError, check_name, deep_merge, load_schema, prepare_config, read_config
+from augsbert.config.load import ConfigError, deep_merge, prepare_config, read_config
+from augsbert.config.names import NAME_RULE, check_name
+from augsbert.config.schema import load_schema
 from augsbert.config.load import validate_with_defaults
 from conftest import REPO
 

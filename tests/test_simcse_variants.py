@@ -97,7 +97,7 @@ def test_resolved_keeps_only_the_variants_own_options():
     other = resolved({**resolved_for("none"), **VARIANT_DEFAULTS, "objective": "nm", "simcse_variant": "gni",
                       "deletion_ratio": 0.6, "deletion_unit": "word"})
     assert not set(SIMCSE_VARIANT_KEYS) & set(other)  # simcse only
-    from augsbert.config.load import load_schema
+    from augsbert.config.schema import load_schema
 
     enum = load_schema()["$defs"]["stage_options"]["properties"]["pretrain"]["properties"]["simcse_variant"]["enum"]
     assert set(enum) == set(SIMCSE_VARIANTS)
@@ -502,7 +502,7 @@ def test_tiny_run_lowers_held_out_loss(tiny_minilm, tmp_path, monkeypatch, varia
 
 # ---- SimCSE's train-only MLP head (pretrain.mlp_head: train_only; Gao et al. 2021, seed 001 section 5.1)
 def test_mlp_head_option_is_keyed_only_when_set():
-    from augsbert.config.load import load_schema
+    from augsbert.config.schema import load_schema
 
     assert "mlp_head" not in resolved_for("none") and "mlp_head" not in resolved_for("none", mlp_head="none")
     assert resolved_for("gni", mlp_head="train_only")["mlp_head"] == "train_only"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from augsbert.face.cli import build_parser
-from augsbert.config.load import load_schema
+from augsbert.config.schema import load_schema
 from augsbert.training.distributed import DISTRIBUTED_COMMANDS
 from augsbert.stages import REGISTRY, STAGES, stage
 from augsbert.scheduling.resources import job_resources, needs_gpu

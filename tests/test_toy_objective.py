@@ -23,7 +23,8 @@ import torch
 
 import augsbert.losses as losses_package
 import augsbert.objectives as objectives
-from augsbert.config.load import ConfigError, load_schema
+from augsbert.config.load import ConfigError
+from augsbert.config.schema import load_schema
 from augsbert.params import read_params
 from augsbert.stages.pretrain import PretrainParams
 from augsbert.training.pretrain import build_encoder

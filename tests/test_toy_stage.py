@@ -1,9 +1,10 @@
 """The worked examples of docs/development.md "Adding a stage".
 
-1. `label_filter`, a stage between `labels` and `student`, added the way a developer adds one: three files
-   written into a copy of the project (its declaration `src/augsbert/stages/label_filter.py`, its job
-   `src/augsbert/jobs/label_filter.py` and its section of `workflow/schemas/config.schema.yaml`), nothing
-   else edited (not `planning/plan.py`, not a rule), then a Snakemake dry run of an experiment that sets it.
+1. `label_filter`, a stage between `labels` and `student`, added the way a developer adds one: two files
+   written into a copy of the project (its declaration with its options class `src/augsbert/stages/label_filter.py`
+   and its job `src/augsbert/jobs/label_filter.py`), its schema section written from the class by `make schema`
+   (`python -m augsbert.face.schema --write`), nothing else edited (not `planning/plan.py`, not a rule, not the
+   schema by hand), then a Snakemake dry run of an experiment that sets it and a run of it and its student.
    Its declaration says it `needs` the `labels` role and fills it: the registry plans it after the labelling
    stage and before the student, which reads its node through the role without knowing it.
 2. `word_counts`, registered in-process, shown planned, sized, given a command and run.
@@ -28,7 +29,7 @@ from augsbert.store.graph import Node, SeedPlan
 from conftest import REPO, plan_shipped
 from workflow_helpers import checkout, job_stats, keep_experiments
 
-# -- 1. the three files of a stage between `labels` and `student`
+# -- 1. the two files of a stage between `labels` and `student`
 DECLARATION = '''"""The `label_filter` stage: keeps the teacher-labelled pairs scored at least `label_filter.min_score`
 (job: augsbert.jobs.label_filter)."""
 
@@ -36,14 +37,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..params import Params
+from ..params import Params, option, section_options
 from ..store.graph import Node, SeedPlan
 from .base import Stage
 
 
 @dataclass(frozen=True, kw_only=True)
 class LabelFilterParams(Params):
-    min_score: float
+    SECTION = "label_filter"
+    SECTION_DESCRIPTION = "Which teacher-labelled pairs the student learns (stage `label_filter`)."
+
+    min_score: float | None = option(None, "Keep the pairs the teacher scored at least this; null keeps every "
+                                           "pair (no stage).")
 
 
 def plan_label_filter(seed_plan: SeedPlan) -> dict[str, Node]:
@@ -52,7 +57,8 @@ def plan_label_filter(seed_plan: SeedPlan) -> dict[str, Node]:
     labels = seed_plan.roles.get("labels")
     if min_score is None or labels is None:  # unset: nothing planned, every key as before
         return {}
-    node = seed_plan.graph.add(LABEL_FILTER, f"{labels.name}.min{min_score:g}", {"min_score": min_score},
+    node = seed_plan.graph.add(LABEL_FILTER, f"{labels.name}.min{min_score:g}",
+                               section_options(LabelFilterParams, seed_plan.config["label_filter"]),
                                {"labels": labels})
     return {"labels": node, "unfiltered_labels": labels}
 
@@ -86,31 +92,16 @@ def run(spec: dict, out: str | Path, force: bool = False) -> dict:
     return {"pairs": len(pairs), "kept": len(kept)}
 '''
 
-SCHEMA_SECTION = '''      label_filter:
-        type: object
-        default: {}
-        additionalProperties: false
-        description: Which teacher-labelled pairs the student learns (stage `label_filter`).
-        properties:
-          min_score:
-            type: [number, "null"]
-            default: null
-            description: Keep the pairs the teacher scored at least this; null keeps every pair (no stage).
-'''
-SCHEMA_ANCHOR = "      queries:\n        type: object\n"  # the section is added before this one
-
-
-def add_label_filter(root: Path) -> list[str]:
-    """What a developer writes: two new modules and one schema section; returns the files touched."""
+def add_label_filter(root: Path, env: dict) -> list[str]:
+    """What a developer writes: two new modules; then `make schema` writes the schema's section from the
+    declaration's options class. Returns the files written by hand."""
     package = root / "src" / "augsbert"
     (package / "stages" / "label_filter.py").write_text(DECLARATION)
     (package / "jobs" / "label_filter.py").write_text(JOB)
-    schema = root / "workflow" / "schemas" / "config.schema.yaml"  # the package's schemas/ links to it
-    text = schema.read_text()
-    assert text.count(SCHEMA_ANCHOR) == 1
-    schema.write_text(text.replace(SCHEMA_ANCHOR, SCHEMA_SECTION + SCHEMA_ANCHOR))
-    return ["src/augsbert/jobs/label_filter.py", "src/augsbert/stages/label_filter.py",
-            "workflow/schemas/config.schema.yaml"]
+    proc = subprocess.run([sys.executable, "-m", "augsbert.face.schema", "--write"], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return ["src/augsbert/jobs/label_filter.py", "src/augsbert/stages/label_filter.py"]
 
 
 def changed_files(root: Path) -> list[str]:
@@ -142,15 +133,20 @@ for override in ({}, {"label_filter": {"min_score": 0.5}}):
 '''
 
 
-def test_a_stage_between_labels_and_student_is_three_files_and_a_dry_run(tmp_path):
+def test_a_stage_between_labels_and_student_is_two_files_and_runs(tmp_path):
     root = checkout(tmp_path / "project", ("workflow", "config", "profiles", "src"))
     keep_experiments(root, "demo_augsbert_cbe")
-    touched = add_label_filter(root)
+    env = {**os.environ, "PYTHONPATH": str(root / "src"), "HF_HUB_OFFLINE": "1", "AUGSBERT_DEVICE": "cpu"}
+    touched = add_label_filter(root, env)
     config_before = (root / "config" / "config.yaml").read_bytes()
     (root / "config" / "config.yaml").write_bytes((REPO / "config" / "config.yaml").read_bytes())
-    assert changed_files(root) == touched  # nothing else: no plan.py, no rule, no registry list
+    schema = "workflow/schemas/config.schema.yaml"  # written by the generator, not by hand
+    assert changed_files(root) == sorted([*touched, schema])  # nothing else: no plan.py, no rule, no registry list
+    generated = (root / schema).read_text()
+    assert "      # >>> generated section label_filter (augsbert.stages.label_filter.LabelFilterParams;" in generated
+    assert "Keep the pairs the teacher scored at least this; null keeps every pair (no stage)." in " ".join(
+        generated.split())
     (root / "config" / "config.yaml").write_bytes(config_before)
-    env = {**os.environ, "PYTHONPATH": str(root / "src"), "HF_HUB_OFFLINE": "1", "AUGSBERT_DEVICE": "cpu"}
 
     # planned through the roles: unset, the run is as before; set, the student reads the filter's node
     proc = subprocess.run([sys.executable, "-c", PLANNED], cwd=root, env=env, capture_output=True, text=True,

@@ -18,6 +18,7 @@ A field with a default may be absent from the JSON; a field without one must be 
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from dataclasses import dataclass, field
 import types
@@ -106,6 +107,10 @@ class Params:
     """
 
     OPEN: typing.ClassVar[bool] = False
+    # an options class of a config section: the section's name and description (the schema's section is written
+    # from the class: augsbert.face.schema)
+    SECTION: typing.ClassVar[str] = ""
+    SECTION_DESCRIPTION: typing.ClassVar[str] = ""
 
     @classmethod
     def from_json(cls: type[P], data: dict, where: str = "params") -> P:
@@ -142,6 +147,105 @@ class Params:
 
     def replace(self: P, **changes) -> P:
         return dataclasses.replace(self, **changes)
+
+
+_JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string"}
+
+
+def option(default: Any, description: str, *, keyed_default: bool = True, **schema: Any) -> Any:
+    """A field of an options class: its default, its schema description and bounds (minimum, enum, items, ...).
+
+    `keyed_default=False`: the option enters the artifact key only when set to another value than the default
+    (an option added after keys were planned: runs that do not set it keep their keys)."""
+    meta = {"description": " ".join(description.split()), "schema": schema, "keyed_default": keyed_default}
+    if isinstance(default, list | dict):
+        return field(default_factory=lambda: copy.deepcopy(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def _json_type(tp: Any) -> tuple[list[str], list | None, dict | None]:
+    """(JSON types, enum or None, items schema or None) of a field annotation."""
+    origin, args = get_origin(tp), get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        types_, enum, items = [], None, None
+        for arg in args:
+            if arg is type(None):
+                types_.append("null")
+                enum = None if enum is None else [*enum, None]
+                continue
+            t, enum, items = _json_type(arg)
+            types_ += t
+        return types_, enum, items
+    if origin is Literal:
+        return ["string"], list(args), None
+    if origin is list:
+        item_types, item_enum, _ = _json_type(args[0]) if args else ([], None, None)
+        items = {"enum": item_enum} if item_enum is not None else {"type": item_types[0]}
+        return ["array"], None, items
+    if origin is dict or tp is dict:
+        return ["object"], None, None
+    return [_JSON_TYPES[tp]], None, None
+
+
+def _default(f: dataclasses.Field) -> Any:
+    return f.default if f.default is not dataclasses.MISSING else f.default_factory()
+
+
+def option_fields(options: type[Params]) -> list[dataclasses.Field]:
+    """The fields of `options` made with `option()` (a params class also holds what its planning hook adds)."""
+    return [f for f in dataclasses.fields(options) if "description" in f.metadata]
+
+
+def options_schema(options: type[Params], section: str = "pretrain") -> dict[str, dict]:
+    """The schema properties of an options class's fields (type, enum and items from the annotation; the
+    description, default and bounds from `option()`), in declaration order. Every field must be an option:
+    every config key has a description (the reference is made from them)."""
+    hints = get_type_hints(options)
+    properties = {}
+    for f in dataclasses.fields(options):
+        if "description" not in f.metadata:
+            raise ValueError(f"{section}.{f.name}: declare it with option(default, description, ...) in "
+                             f"{options.__qualname__}")
+        types_, enum, items = _json_type(hints[f.name])
+        if enum is not None and "null" in types_ and None not in enum:
+            enum = [*enum, None]
+        prop: dict[str, Any] = {"type": types_[0] if len(types_) == 1 else types_}
+        if enum is not None:
+            prop["enum"] = enum
+        if items is not None:
+            prop["items"] = items
+        prop.update(f.metadata["schema"])
+        prop["default"] = _default(f)
+        prop["description"] = f.metadata["description"]
+        properties[f.name] = prop
+    return properties
+
+
+def section_class(params: type | None) -> type[Params] | None:
+    """The options class of a config section among `params`' bases: the one that declares `SECTION`."""
+    for cls in getattr(params, "__mro__", ()):
+        if "SECTION" in vars(cls) and cls.SECTION:
+            return cls
+    return None
+
+
+def section_schema(options: type[Params]) -> dict:
+    """The schema of the config section `options.SECTION` (an object of its options, nothing else)."""
+    return {"type": "object", "default": {}, "additionalProperties": False,
+            "description": " ".join(options.SECTION_DESCRIPTION.split()),
+            "properties": options_schema(options, options.SECTION)}
+
+
+def section_options(options: type[Params], section: dict) -> dict:
+    """What a planning hook passes of a config `section` into a spec: each option of `options` the section holds,
+    an option declared with `keyed_default=False` only when it is set to another value than its default (so
+    keys planned before it existed stay). A new option of the class reaches the spec without touching the hook;
+    `Stage.runtime` says which of them stay out of the key."""
+    out = {}
+    for f in option_fields(options):
+        if f.name in section and (f.metadata["keyed_default"] or section[f.name] != _default(f)):
+            out[f.name] = section[f.name]
+    return out
 
 
 def read_params(cls: type[P], spec: dict, where: str = "spec") -> P:

@@ -3,16 +3,11 @@
 import os
 import sys
 
-from augsbert.config.load import (
-    GRIDS_DIR,
-    ConfigError,
-    check_config_file,
-    check_duplicate_keys,
-    name_pattern,
-    prepare_config,
-    short_hash,
-    with_grid_files,
-)
+from augsbert.config.grids import GRIDS_DIR, with_grid_files
+from augsbert.config.keys import short_hash
+from augsbert.config.load import ConfigError, prepare_config
+from augsbert.config.names import name_pattern
+from augsbert.config.yaml_files import check_config_file, check_duplicate_keys
 from augsbert.face.export import MODEL_WILDCARD
 from augsbert.training.distributed import GPUS_ENV
 from augsbert.errors import MissingDataError

@@ -15,9 +15,12 @@ from __future__ import annotations
 import copy
 import itertools
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..errors import ConfigError
+from . import renames
 from .merging import deep_merge
+from .yaml_files import read_yaml
 
 
 @dataclass(frozen=True)
@@ -70,3 +73,24 @@ def expand_grids(config: dict) -> dict:
             section.setdefault("description", f"grid {name}: {labels or 'single cell'}, column {cell.column}")
             experiments[cell.experiment] = section
     return out
+
+
+GRIDS_DIR = "grids"  # beside a config file: one YAML file per grid, named as the grid
+
+
+def with_grid_files(raw: dict, directories: list[Path]) -> dict:
+    """`raw` with the grids of `<directory>/<grid>.yaml` files; the config's own `grids:` merge over them.
+
+    The shipped grids live in config/grids/, read with config/config.yaml by the workflow and the CLI, so
+    a user's `grids:` (in the config or another --configfile) adds grids or changes a shipped one.
+    """
+    files: dict = {}
+    for directory in directories:
+        for path in sorted(Path(directory).glob("*.yaml")):
+            body = read_yaml(path)
+            if not isinstance(body, dict):
+                raise ConfigError(f"{path}: a grid file holds one grid, a mapping (description, columns, axes, ...)")
+            files[path.stem] = renames.grid_file(body, str(path))
+    if not files or not isinstance(raw, dict) or not isinstance(raw.get("grids", {}) or {}, dict):
+        return raw  # nothing to add, or a config the schema rejects with its own message
+    return {**raw, "grids": deep_merge(files, raw.get("grids") or {})}

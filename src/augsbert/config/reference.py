@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from .load import load_schema, resolve_ref
+from .schema import load_schema, resolve_ref
 
 HEADER = """# Configuration reference
 

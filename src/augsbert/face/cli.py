@@ -24,7 +24,8 @@ from pathlib import Path
 
 from .. import __version__
 from ..config import reference
-from ..config.load import check_name, load_configs
+from ..config.load import load_configs
+from ..config.names import check_name
 from ..errors import ConfigError, DataError
 from .export import ExportError, add_command as add_export_command
 from .fetch import fetch

@@ -33,7 +33,8 @@ from pathlib import Path
 
 import yaml
 
-from ..config.load import check_name, load_configs
+from ..config.load import load_configs
+from ..config.names import check_name
 from ..planning.plan import Plan
 from ..store.artifacts import (
     FORBIDDEN,

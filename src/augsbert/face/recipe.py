@@ -21,7 +21,8 @@ import copy
 from pathlib import Path
 from typing import Callable
 
-from ..config.load import SHIPPED_CONFIG, deep_merge, prepare_config, read_config
+from ..config.load import deep_merge, prepare_config, read_config
+from ..config.yaml_files import SHIPPED_CONFIG
 from ..planning.plan import Plan
 
 EXPERIMENT = "experiments"

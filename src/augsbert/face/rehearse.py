@@ -24,7 +24,9 @@ import time
 from pathlib import Path
 
 from ..config import rehearsal
-from ..config.load import SHIPPED_CONFIG, check_name, deep_merge, prepare_config, read_config
+from ..config.load import deep_merge, prepare_config, read_config
+from ..config.names import check_name
+from ..config.yaml_files import SHIPPED_CONFIG
 from ..data.standins import prepare_datasets, prepare_files
 from ..errors import ConfigError
 from ..models.standins import build_standins

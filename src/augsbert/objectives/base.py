@@ -14,78 +14,17 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import types
-import typing
-from dataclasses import dataclass, field
-from typing import Any, Literal, get_args, get_origin, get_type_hints
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from ..errors import ConfigError
-from ..params import Params
-
-_JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string"}
-
-
-def option(default: Any, description: str, *, keyed_default: bool = True, **schema: Any) -> Any:
-    """A field of an options class: its default, its schema description and bounds (minimum, enum, items, ...).
-
-    `keyed_default=False`: the option enters the artifact key only when set to another value than the default
-    (an option added after keys were planned: runs that do not set it keep their keys)."""
-    meta = {"description": " ".join(description.split()), "schema": schema, "keyed_default": keyed_default}
-    if isinstance(default, list):
-        return field(default_factory=lambda: list(default), metadata=meta)
-    return field(default=default, metadata=meta)
+from ..params import Params, option, options_schema  # noqa: F401 (the objectives' import place)
 
 
 def load(reference: str) -> Any:
     """The object named by "module:attribute" (a loss class: imported only by a process that builds it)."""
     module, _, name = reference.partition(":")
     return getattr(importlib.import_module(module), name)
-
-
-def _json_type(tp: Any) -> tuple[list[str], list | None, dict | None]:
-    """(JSON types, enum or None, items schema or None) of a field annotation."""
-    origin, args = get_origin(tp), get_args(tp)
-    if origin in (typing.Union, types.UnionType):
-        types_, enum, items = [], None, None
-        for arg in args:
-            if arg is type(None):
-                types_.append("null")
-                enum = None if enum is None else [*enum, None]
-                continue
-            t, enum, items = _json_type(arg)
-            types_ += t
-        return types_, enum, items
-    if origin is Literal:
-        return ["string"], list(args), None
-    if origin is list:
-        item_types, item_enum, _ = _json_type(args[0]) if args else ([], None, None)
-        items = {"enum": item_enum} if item_enum is not None else {"type": item_types[0]}
-        return ["array"], None, items
-    return [_JSON_TYPES[tp]], None, None
-
-
-def options_schema(options: type[Params]) -> dict[str, dict]:
-    """The schema properties of an options class's fields (type, enum and items from the annotation)."""
-    hints = get_type_hints(options)
-    properties = {}
-    for f in dataclasses.fields(options):
-        if "description" not in f.metadata:  # every config key has a description (the reference is made from them)
-            raise ValueError(f"pretrain.{f.name}: declare it with option(default, description, ...) in "
-                             f"{options.__qualname__}")
-        types_, enum, items = _json_type(hints[f.name])
-        if enum is not None and "null" in types_ and None not in enum:
-            enum = [*enum, None]
-        prop: dict[str, Any] = {"type": types_[0] if len(types_) == 1 else types_}
-        if enum is not None:
-            prop["enum"] = enum
-        if items is not None:
-            prop["items"] = items
-        prop.update(f.metadata["schema"])
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
-        prop["default"] = default
-        prop["description"] = f.metadata["description"]
-        properties[f.name] = prop
-    return properties
 
 
 @dataclass(frozen=True)

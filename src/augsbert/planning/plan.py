@@ -16,7 +16,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..config.load import ConfigError, canonical_json, short_hash, unknown_name, validated_experiment
+from ..config.keys import canonical_json, short_hash
+from ..config.load import ConfigError, validated_experiment
+from ..config.names import unknown_name
 from ..store.model_refs import ModelResolutionError, reference_kind
 from ..stages import REGISTRY, planning_order
 from ..store.graph import SEMANTIC_CHOICES, SPECS, Graph, Node, SeedPlan, write_spec

@@ -10,7 +10,9 @@ import re
 from pathlib import Path
 
 from ..config.grids import cells
-from ..config.load import ConfigError, canonical_json, unknown_name
+from ..config.keys import canonical_json
+from ..config.load import ConfigError
+from ..config.names import unknown_name
 from ..stages import REGISTRY
 from ..stages.base import Row, Stage
 from ..stages.teacher import TEACHER

@@ -25,7 +25,8 @@ from ..store.artifacts import (
 from ..store.keys import is_key
 from ..store.manifests import listed_digests
 from ..store.results_files import seal
-from ..config.load import format_errors, load_schema
+from ..config.messages import format_errors
+from ..config.schema import load_schema
 from .layout import table_rows
 
 RESULTS_SCHEMA = "schemas/results.schema.yaml"

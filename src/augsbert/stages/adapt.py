@@ -7,24 +7,73 @@ from typing import Literal
 
 from ..errors import ConfigError
 from ..store.graph import Graph, Node, SeedPlan
-from ..params import TrainingParams
+from ..params import Params, TrainingParams, option, section_options
 from .base import Stage
 from .runs import inert_grouping_dropped, strategies, topic_prompt
 from .sizes import pool_items, pool_sentences
 
 
 @dataclass(frozen=True, kw_only=True)
-class AdaptParams(TrainingParams):
-    """The `adapt` section (but `variant`, which says where the adapted model is used) and the pool.
+class AdaptOptions(Params):
+    """The `adapt` section (its schema section is written from here: augsbert.face.schema)."""
 
-    `epochs` replaces `max_steps` when set; `pairs: candidates` trains on the `candidates` input."""
+    SECTION = "adapt"
+    SECTION_DESCRIPTION = """
+        MLM domain adaptation before the teacher (thesis 4.3.1, Table 6.10): masked-LM training of the base
+        model on target pairs in the CBE layout ([CLS] a [SEP] [CLS] b [SEP]); which pairs: `pairs`."""
 
-    max_steps: int | None = None
-    epochs: int | None = None
-    pairs: Literal["bm25_random", "candidates"] = "bm25_random"
-    mask_probability: float
-    masking: Literal["uniform", "bert"]
-    held_out: float
+    variant: Literal["augsbert", "domain", "full_domain"] = option("augsbert", """
+        `augsbert`: no adaptation; `domain`: the teacher starts from the adapted checkpoint, the student
+        from the base model; `full_domain`: the student starts from the adapted checkpoint too.""")
+    pairs: Literal["bm25_random", "candidates"] = option("bm25_random", """
+        The pairs MLM trains on. `bm25_random`: BM25 top-1 and one random partner per sentence of
+        `candidates.pool` (our construction; no source names it). `candidates`: the candidate pairs of
+        `candidates.strategies`, the very pairs the teacher then labels (thesis 4.3.1: "the sentence
+        pairs annotated by the Cross-Bi Encoder are the same as those used for MLM pre-training"); the
+        candidates stage then runs before the adaptation. Not with the KDE strategies (their candidates
+        are thinned by teacher score). Enters the artifact key only when `candidates`.""", keyed_default=False)
+    max_steps: int = option(12500, "Optimizer steps (thesis 5.4.3: 12.5K); unused when `epochs` is set.", minimum=1)
+    epochs: int | None = option(None, """
+        Passes over the MLM training pairs instead of `max_steps` (steps = epochs × ⌈pairs /
+        batch_size⌉, counted when the job has its pairs; thesis 5.6.1 states 5 epochs, 5.4.3 12.5K
+        steps). null = `max_steps`. Enters the artifact key only when set (then `max_steps` does not).""", minimum=1,
+        keyed_default=False)
+    batch_size: int = option(64, "Training batch size (thesis 64).", minimum=1)
+    lr: float = option(3e-05, "AdamW learning rate (thesis 3e-5).", exclusiveMinimum=0)
+    warmup_ratio: float = option(0.1, "Fraction of steps for linear warm-up.", minimum=0, maximum=1)
+    weight_decay: float = option(0.01, "AdamW weight decay.", minimum=0)
+    max_length: int = option(256, "Maximum tokens of a pair.", minimum=8)
+    mask_probability: float = option(0.2, """
+        Probability that a non-special token is chosen for masking. The thesis states no rate; 0.2 is
+        our choice (BERT's 0.15 is the usual alternative).""", exclusiveMinimum=0, exclusiveMaximum=1)
+    masking: Literal["uniform", "bert"] = option("uniform", """
+        `uniform`: every chosen token becomes the mask token; `bert`: 80/10/10 mask/random/keep (BERT's
+        scheme). The thesis states no scheme; `uniform` is our choice.""")
+    held_out: float = option(0.05, """
+        Fraction of the pairs kept out of training to measure MLM loss and masked-token accuracy.""",
+        exclusiveMinimum=0, exclusiveMaximum=1)
+    checkpoint_steps: int = option(500, "Resumable checkpoint interval (steps).", minimum=1)
+    group_by_length: bool = option(True, """
+        Length-grouped batches: the shuffled MLM pairs are cut into mega-batches of `megabatch` batches,
+        each sorted by token length and cut into batches, and the batch order is shuffled (the longest
+        batch first). Each example is seen once per epoch, the order is fixed by the seed and survives a
+        resume. Removes most padding (README "Training"). false = uniformly random batches.""")
+    megabatch: int = option(50, """
+        Batches per mega-batch for `group_by_length` (more = less padding, less random batch
+        composition).""", minimum=1)
+    torch_compile: bool = option(False, """
+        Train the model compiled by `torch.compile` (PyTorch's inductor backend; sequence lengths vary,
+        so after the first recompile the compiled code takes any length). Off by default: compiling
+        costs time before the first step and changes results in the last float digits; what it gains
+        depends on the GPU and the model (`benchmarks/bench_overhead.py --torch-compile` measures it).
+        Enters the artifact key only when set.""", keyed_default=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AdaptParams(AdaptOptions, TrainingParams):
+    """The `adapt` section (but `variant`, which says where the adapted model is used: not in the spec) and the
+    pool. `epochs` replaces `max_steps` when set; `pairs: candidates` trains on the `candidates` input."""
+
     pool: Literal["train", "train+unlabeled", "unlabeled"]
     exclude_eval_sentences: bool
 
@@ -55,16 +104,14 @@ def check_adapt_pairs(name: str, exp: dict, strategies: list[str]) -> None:
 def adapt(graph: Graph, exp: dict, dataset: str, seed: int, data: Node, prompt: str | None = None,
           candidates: Node | None = None) -> Node:
     """The adapt node; `candidates`: the node whose pairs it trains on (`adapt.pairs: candidates`)."""
-    options = inert_grouping_dropped({k: v for k, v in exp["adapt"].items() if k != "variant"})
-    # the options added later enter the key only when set: adaptations planned before them keep their keys
-    if options.get("epochs") is None:
-        options.pop("epochs", None)
-    else:  # epochs decide the steps; max_steps is not read
+    # the options added later (keyed_default=False) enter the key only when set: adaptations planned before them
+    # keep their keys
+    options = inert_grouping_dropped(section_options(AdaptOptions, exp["adapt"]))
+    del options["variant"]
+    if "epochs" in options:  # epochs decide the steps; max_steps is not read
         options.pop("max_steps", None)
     inputs = {"data": data}
-    if options.get("pairs", "bm25_random") == "bm25_random":
-        options.pop("pairs", None)
-    else:
+    if "pairs" in options:
         inputs["candidates"] = candidates
     params = {**options, "model": exp["teacher"]["base_model"] or exp["base_model"],
               "pool": exp["candidates"]["pool"], "exclude_eval_sentences": exp["candidates"]["exclude_eval_sentences"],

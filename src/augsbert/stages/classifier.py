@@ -6,17 +6,35 @@ from dataclasses import dataclass
 
 from ..errors import ConfigError
 from ..store.graph import Graph, Node, SeedPlan
-from ..params import TrainingParams
+from ..params import Params, TrainingParams, option, section_options
 from .base import MODEL_SETTINGS, Row, Stage
 from .data import has_topics
 from .runs import wants
 
 
 @dataclass(frozen=True, kw_only=True)
-class ClassifierParams(TrainingParams):
+class ClassifierOptions(Params):
+    """The `classifier` section (its schema section is written from here: augsbert.face.schema)."""
+
+    SECTION = "classifier"
+    SECTION_DESCRIPTION = """
+        The topic-classifier baseline (`models: [classifier]`): mean-pooled
+        encoder + linear head, cross-entropy on the topics of the target's
+        sentences (train split and unlabeled corpus, without dev/test
+        sentences). The thesis gives no settings; these follow the student's."""
+
+    epochs: int = option(1, "Training epochs.", minimum=1)
+    batch_size: int = option(32, "Sentences per batch.", minimum=2)
+    lr: float = option(2.0e-5, "AdamW learning rate (encoder and head).", exclusiveMinimum=0)
+    warmup_ratio: float = option(0.1, "Fraction of steps for linear warm-up.", minimum=0, maximum=1)
+    max_length: int = option(256, "Maximum tokens per sentence.", minimum=8)
+    checkpoint_steps: int = option(500, "Resumable checkpoint interval (steps).", minimum=1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClassifierParams(ClassifierOptions, TrainingParams):
     """The `classifier` section; `eval_batch_size` is the evaluation batch size."""
 
-    epochs: int
     exclude_eval_sentences: bool
 
 
@@ -36,7 +54,7 @@ def classifier(graph: Graph, name: str, exp: dict, dataset: str, seed: int, data
     if not has_topics(graph.config["datasets"][dataset]):
         raise ConfigError(f"experiments.{name}.models: classifier learns topics, but dataset '{dataset}' has "
                           "no topic labels (BWS, or a pairs_file with columns.topic)")
-    params = {**exp["classifier"], "model": exp["base_model"], "seed": seed,
+    params = {**section_options(ClassifierOptions, exp["classifier"]), "model": exp["base_model"], "seed": seed,
               "eval_batch_size": exp["evaluation"]["batch_size"],
               "exclude_eval_sentences": exp["candidates"]["exclude_eval_sentences"]}
     if exp["topic_prompt"] == "prompted":

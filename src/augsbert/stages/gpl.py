@@ -4,12 +4,12 @@ Its planning hook plans GPL's chain: generated queries (`queries`), mined negati
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from ..errors import ConfigError
 from ..store.graph import Node, SeedPlan
-from ..params import Params
+from ..params import TrainingParams
 from .base import MODEL_SETTINGS, Row, Stage
 from .negatives import PER_STEP, negatives_node
 from .queries import queries_node
@@ -20,26 +20,15 @@ TRAINED = "trained"  # teacher.pretrained: the experiment's own trained Cross-En
 
 
 @dataclass(frozen=True, kw_only=True)
-class GplParams(Params):
+class GplParams(TrainingParams):
     """The `student` section's options a GPL student reads: its loss over the mined list, its score, the
-    optimiser and the step budget (`max_steps`; unset: `epochs` passes over the list)."""
+    optimiser (TrainingParams) and the step budget (`max_steps`; unset: `epochs` passes over the list)."""
 
     model: str | None = None  # None: the `init` input (the pretrained encoder)
-    model_identity: dict[str, str] = field(default_factory=dict)
     loss: Literal["margin_mse", "kl_div"]
     similarity: Literal["cos", "dot"]
-    batch_size: int
-    lr: float
-    warmup_ratio: float
-    weight_decay: float = 0.0
-    max_length: int
-    seed: int
     max_steps: int | None = None
     epochs: int | None = None
-    eval_batch_size: int = 64
-    checkpoint_steps: int = 500
-    config_kwargs: dict | None = None
-    hub_revisions: dict[str, str] = field(default_factory=dict)
 
 
 GPL_STUDENT = Stage("gpl", 1, "train a Bi-Encoder on a pretrained Cross-Encoder's margins over mined negatives "

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from ..errors import ConfigError
 from ..store.graph import Graph, Node, SeedPlan
-from ..params import Params
+from ..params import Params, option, section_options
 from .base import Stage
 from .runs import gold, strategies, topic_prompt, transfer, wants
 from .sizes import label_pairs
@@ -18,11 +18,24 @@ from .teacher_ensemble import member_inputs
 
 
 @dataclass(frozen=True, kw_only=True)
-class LabelsParams(Params):
+class LabelsOptions(Params):
+    """The `labels` section (its schema section is written from here: augsbert.face.schema)."""
+
+    SECTION = "labels"
+    SECTION_DESCRIPTION = "How the teacher labels pairs for the student."
+
+    relabel_gold: bool = option(True, """
+        Label regularisation: the teacher re-scores its gold train pairs
+        (the source's in domain transfer) and the student learns those
+        scores (the thesis does this for all AugSBERT rows). See
+        `student.use_gold_labels` for how the two combine.""")
+    batch_size: int = option(64, "Teacher scoring batch size.", minimum=1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LabelsParams(LabelsOptions):
     """The `labels` section, the KDE reference of `candidates`, and the shard layout (`candidates.shards`)."""
 
-    batch_size: int
-    relabel_gold: bool
     kde_reference: Literal["teacher", "gold"]
     seed: int
     iterative_kde_accept: Literal["at_least", "greater"] = "at_least"  # candidates.iterative_kde_accept
@@ -60,7 +73,7 @@ def labels(graph: Graph, exp: dict, dataset: str, seed: int, inputs: dict[str, N
     with shards, its shard nodes go into `roles` too."""
     sampling = exp["candidates"]
     inputs = dict(inputs)
-    params = {**exp["labels"], "kde_reference": sampling["kde_reference"], "seed": seed}
+    params = {**section_options(LabelsOptions, exp["labels"]), "kde_reference": sampling["kde_reference"], "seed": seed}
     if sampling["iterative_kde_accept"] != "at_least" and "iterative_kde" in sampling["strategies"]:
         params["iterative_kde_accept"] = sampling["iterative_kde_accept"]  # keyed only when it can act
     if prompt:  # the teacher scores prompted pairs (prompted and hidden); topics of the target's texts

@@ -8,7 +8,7 @@ from typing import Literal
 
 from ..errors import ConfigError
 from ..store.graph import Node, SeedPlan
-from ..params import Params
+from ..params import Params, option, section_options
 from .base import Stage
 from .queries import queries_node
 
@@ -17,25 +17,61 @@ PER_STEP = "per_step"  # GPL: a candidate list per pair, one negative drawn for 
 
 
 @dataclass(frozen=True, kw_only=True)
-class NegativesParams(Params):
+class NegativesOptions(Params):
+    """The `negatives` section (its schema section is written from here: augsbert.face.schema)."""
+
+    SECTION = "negatives"
+    SECTION_DESCRIPTION = """
+        Hard-negative mining (stage `negatives`, [GPL](../methods/gpl.md)): for every (query, positive) pair of
+        a BEIR-format dataset's qrels, negatives from its corpus, selected by sentence-transformers' rule
+        (`util.mine_hard_negatives`, sampling "top"); the result is a table (query, positive, negative_1 ...
+        negative_n). Planned when `retrievers` names one."""
+
+    retrievers: list[str] = option([], """
+        `bm25` (BM25Okapi, k1 1.5, b 0.75, as rank_bm25) or a Bi-Encoder reference (cosine of normalised
+        embeddings, exact search), one or more; their lists are interleaved rank by rank without
+        repeats. [] = no mining. GPL mines with msmarco-distilbert-base-v3 and msmarco-MiniLM-L-6-v3.""")
+    qrels_split: Literal["train", "dev", "test"] = option("train", """
+        Which qrels give the (query, positive) pairs (grade >= 1).""")
+    mode: Literal["per_step", "fixed"] = option("per_step", """
+        `per_step` (GPL, gpl/toolkit/mine.py, dataset.py): every survivor of each retriever's top
+        `range_max` (union, positives removed) is a candidate, stored once; a `gpl` student draws one
+        negative per training tuple, seeded, and the margins are scored for the drawn ones. `fixed`
+        (ours): the first `num_negatives` of the interleaved lists, the same at every pass.""")
+    num_negatives: int = option(5, """
+        `mode: fixed`: negatives per pair; a pair with fewer under the rule is left out and counted (as
+        the library's n-tuple output).""", minimum=1)
+    range_min: int = option(0, """
+        Skip the first `range_min` ranks (after positives and filtered candidates are removed).""", minimum=0)
+    range_max: int | None = option(None, """
+        Only the top `range_max` ranks are candidates; null = the library's default (range_min +
+        num_negatives + positives, x 10 negatives when a margin or max_score filters).""", minimum=1)
+    absolute_margin: float | None = option(None, """
+        Drop a candidate unless score + margin <= the query's lowest positive score.""")
+    relative_margin: float | None = option(None, """
+        Drop a candidate scoring above positive - |positive| x margin (0.05 = NV-Retriever's
+        TopK-PercPos 95 %).""")
+    max_score: float | None = option(None, "Drop candidates scoring above this.")
+    min_score: float | None = option(None, "Drop candidates scoring below this.")
+    cross_encoder: str | None = option(None, """
+        A Cross-Encoder reference: its scores replace the retriever's for the candidates and the
+        positives before the margins and bounds apply, so a passage it scores close to the positive (a
+        false negative) is dropped. null = the retriever's scores.""")
+    cross_encoder_scale: Literal["logits", "sigmoid"] = option("sigmoid", """
+        The Cross-Encoder's scores as raw logits or through a sigmoid (what the library's miner uses for
+        a one-label Cross-Encoder); margins and bounds are in this scale.""")
+    max_length: int = option(256, "Tokens per text for the retrievers and the Cross-Encoder.", minimum=8)
+    batch_size: int = option(64, "Encoding / scoring batch size (not part of the key).", minimum=1)
+    embedding_cache: str | None = option("artifacts/embeddings", """
+        Folder of cached Bi-Encoder embeddings (`<hash of model identity and texts>.npy`), shared by
+        every mining run; null = none. Not part of the key.""")
+
+
+@dataclass(frozen=True, kw_only=True)
+class NegativesParams(NegativesOptions):
     """`negatives`: the retrievers (`bm25` or Bi-Encoder references, entering the key by identity), the
     selection rule of sentence-transformers' miner, the optional Cross-Encoder filter and its score scale."""
 
-    retrievers: list[str]
-    qrels_split: Literal["train", "dev", "test"]
-    mode: Literal["per_step", "fixed"] = "fixed"
-    num_negatives: int = 1  # `fixed` only
-    range_min: int = 0
-    range_max: int | None = None
-    absolute_margin: float | None = None
-    relative_margin: float | None = None
-    max_score: float | None = None
-    min_score: float | None = None
-    cross_encoder: str | None = None
-    cross_encoder_scale: Literal["logits", "sigmoid"] = "sigmoid"
-    max_length: int = 256
-    batch_size: int = 64
-    embedding_cache: str | None = None
     model_identity: dict[str, str] = field(default_factory=dict)  # each model reference -> its identity
     hub_revisions: dict[str, str] = field(default_factory=dict)
 
@@ -51,7 +87,7 @@ STAGES = (NEGATIVES,)
 def negatives_node(seed_plan: SeedPlan, pairs: Node, generated: bool = False) -> Node:
     """The negatives node over `pairs`: a BEIR-format dataset's data node (its qrels are the pairs), or a
     `queries` node (`generated`: its pairs are its train qrels)."""
-    graph, options = seed_plan.graph, dict(seed_plan.config["negatives"])
+    graph, options = seed_plan.graph, section_options(NegativesOptions, seed_plan.config["negatives"])
     if generated:
         options["qrels_split"] = "train"
     refs = [r for r in options["retrievers"] if r != BM25] + ([options["cross_encoder"]] if options["cross_encoder"]

@@ -8,7 +8,7 @@ from typing import Literal
 
 from ..errors import ConfigError
 from ..store.graph import Graph, Node, SeedPlan
-from ..params import Params
+from ..params import Params, option, section_options
 from .base import Stage
 
 INVERSE_CLOZE = "inverse_cloze"
@@ -18,25 +18,56 @@ OWN_CORPUS_LOADERS = ("lee", "text_file", "beir")
 
 
 @dataclass(frozen=True, kw_only=True)
-class QueriesParams(Params):
+class QueriesOptions(Params):
+    """The `queries` section (its schema section is written from here: augsbert.face.schema)."""
+
+    SECTION = "queries"
+    SECTION_DESCRIPTION = """
+        Query generation (stage `queries`, GPL's first step) for a `gpl` model: (query, passage) pairs for the
+        target corpus (a BEIR dataset's passages, else the unlabeled corpus); each query's passage is its
+        positive. null `generator` = the dataset's own qrels (a BEIR dataset, GPL's `use_train_qrels`)."""
+
+    generator: str | None = option(None, """
+        A seq2seq (encoder-decoder) model reference, hub or local (GPL:
+        BeIR/query-gen-msmarco-t5-base-v1); `inverse_cloze` = offline, no weights: a query is one
+        sentence of its passage (a one-sentence passage: a span of at least half its words); null = no
+        generation. Another kind of model stops with one message.""")
+    mode: Literal["query", "paraphrase"] = option("query", """
+        `query`: queries for passages (asymmetric retrieval); `paraphrase`: similar sentences for
+        symmetric data (the input gets `prefix`, default "paraphrase: ", for a paraphrase model).""")
+    source: Literal["corpus", "sentences"] = option("corpus", """
+        What the generator reads: `corpus` = a BEIR dataset's passages, else the unlabeled corpus (a
+        dataset without one is refused while planning); `sentences` = the distinct sentences of the
+        train split (scores unused; dev and test sentences left out), for symmetric data without a
+        corpus (grid `gpl_symmetric`).""")
+    prefix: str | None = option(None, """
+        Text put before each passage for the generator; null = "" (query) or "paraphrase: "
+        (paraphrase).""")
+    queries_per_passage: int | None = option(None, """
+        Generated per passage; null = GPL's automatic sizing: `total` / |corpus| per passage when that
+        is at least 3, else 3 per passage for a seeded subset of `total` / 3 passages.""", minimum=1)
+    total: int = option(250000, "The automatic sizing's number of queries (GPL 250K).", minimum=1)
+    top_k: int = option(25, "Top-k sampling (BEIR's QueryGenerator default, which GPL calls).", minimum=0)
+    top_p: float = option(0.95, "Nucleus sampling (BEIR's QueryGenerator default).", exclusiveMinimum=0, maximum=1)
+    max_length: int = option(64, "Maximum generated tokens (BEIR's QueryGenerator default).", minimum=2)
+    input_max_length: int = option(350, "Passage tokens the generator reads (ours: GPL's max_seq_length).", minimum=8)
+    batch_size: int = option(32, """
+        Passages per generation batch; part of the key, as the sampling is seeded per batch (its first
+        row and the run seed).""", minimum=1)
+    shards: int = option(1, """
+        Generation split over this many jobs (stage `query_shard`, each a range of passages cut at batch
+        boundaries, so the queries equal an unsharded run's; the `queries` job merges them). 1 = one job
+        (keys unchanged).""", minimum=1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class QueriesParams(QueriesOptions):
     """`queries`: the generator (a seq2seq model reference, entering the key by identity, or the offline
     `inverse_cloze`), the mode, the sampling and how many per passage (null = GPL's automatic sizing)."""
 
-    generator: str
-    mode: Literal["query", "paraphrase"]
-    source: Literal["corpus", "sentences"] = "corpus"
-    queries_per_passage: int | None
-    total: int
-    top_k: int
-    top_p: float
-    max_length: int
-    input_max_length: int
-    prefix: str
-    batch_size: int
     seed: int
     model_identity: dict[str, str] = field(default_factory=dict)
     hub_revisions: dict[str, str] = field(default_factory=dict)
-    shards: int = 1
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,7 +106,7 @@ def check_corpus(graph: Graph, name: str, exp: dict) -> None:
 def queries_node(seed_plan: SeedPlan) -> Node:
     """The queries node of the experiment's `queries` section over its data (the corpus: a BEIR dataset's passages,
     else the unlabeled corpus). Seeded by the run seed: each seed's student learns other generated queries."""
-    graph, options = seed_plan.graph, dict(seed_plan.config["queries"])
+    graph, options = seed_plan.graph, section_options(QueriesOptions, seed_plan.config["queries"])
     generator = options["generator"]
     if generator != INVERSE_CLOZE:
         options["model_identity"] = {generator: graph.model_identity(generator)}

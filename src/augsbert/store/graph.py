@@ -20,7 +20,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..config.load import canonical_json, short_hash
+from ..config.keys import canonical_json, short_hash
 from .keys import KEY_PATTERN
 from .fingerprints import DigestCache, model_identity
 

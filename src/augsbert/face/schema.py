@@ -1,0 +1,117 @@
+"""The config schema's stage sections, written from the stages' options classes.
+
+A stage's config section is declared once, as an options class in its module (`augsbert.stages.<stage>`): a
+`Params` subclass with `SECTION` (the section's name), `SECTION_DESCRIPTION` and fields made with
+`augsbert.params.option(default, description, **bounds)`; the stage's params class derives from it. This module
+writes each such section into `workflow/schemas/config.schema.yaml` between the lines
+
+    # >>> generated section <name> (...)
+    # <<< generated section <name>
+
+so the schema stays one file a user reads, with its hand-written parts (top level, datasets, grids) as they
+are. A section without its block yet goes at the end of `stage_options` (before `# <<< stage sections`).
+
+    python -m augsbert.face.schema --write   # or: make schema
+    python -m augsbert.face.schema --check   # exit 1 when the checked-in file is stale (tests/test_schema_gen.py)
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+import yaml
+
+from ..params import Params, section_class, section_schema
+from ..stages import REGISTRY
+
+SCHEMA_FILE = Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml"
+REGENERATE = "python -m augsbert.face.schema --write"
+_BEGIN = "# >>> generated section {name} ({cls}; edit the class, then `make schema`)"
+_END = "# <<< generated section {name}"
+_NEW = "# <<< stage sections"
+_BLOCK = re.compile(r"^(?P<indent> *)# >>> generated section (?P<name>\w+) .*?^(?P=indent)# <<< generated section "
+                    r"(?P=name)\n", re.S | re.M)
+
+
+def section_classes() -> dict[str, type[Params]]:
+    """{section: options class} of every registered stage whose params class derives from a section's class."""
+    found: dict[str, type[Params]] = {}
+    for stage in REGISTRY.values():
+        cls = section_class(stage.params)
+        if cls is None:
+            continue
+        if found.setdefault(cls.SECTION, cls) is not cls:
+            raise ValueError(f"config section {cls.SECTION!r} declared by two classes: "
+                             f"{found[cls.SECTION].__qualname__} and {cls.__qualname__}")
+    return found
+
+
+class _Dumper(yaml.SafeDumper):
+    """Long texts (descriptions) folded (`>`), as a person writes them."""
+
+
+def _text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = ">" if len(value) > 60 else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _text)
+
+
+def _block(name: str, cls: type[Params], indent: str) -> str:
+    body = yaml.dump({name: section_schema(cls)}, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100,
+                     default_flow_style=False)
+    lines = [_BEGIN.format(name=name, cls=f"{cls.__module__}.{cls.__qualname__}"),
+             *body.splitlines(), _END.format(name=name)]
+    return "".join(f"{indent}{line}\n" if line else "\n" for line in lines)
+
+
+def render(text: str, classes: dict[str, type[Params]] | None = None) -> str:
+    """`text` (the schema file) with every generated section written from its class."""
+    classes = section_classes() if classes is None else classes
+    seen = set()
+
+    def replace(match: re.Match) -> str:
+        name = match["name"]
+        if name not in classes:
+            raise ValueError(f"{SCHEMA_FILE.name}: generated section {name!r} has no options class any more "
+                             "(remove its block, or declare the class)")
+        seen.add(name)
+        return _block(name, classes[name], match["indent"])
+
+    text = _BLOCK.sub(replace, text)
+    new = [name for name in classes if name not in seen]
+    if new:
+        marker = re.search(rf"^(?P<indent> *){re.escape(_NEW)}\n", text, re.M)
+        if marker is None:
+            raise ValueError(f"{SCHEMA_FILE.name}: no `{_NEW}` line to add sections {new} before")
+        added = "".join(_block(name, classes[name], marker["indent"]) for name in new)
+        text = text[:marker.start()] + added + text[marker.start():]
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m augsbert.face.schema", description=__doc__.split("\n")[0])
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--write", action="store_true", help="rewrite the schema's generated sections")
+    mode.add_argument("--check", action="store_true", help="exit 1 when the schema file is stale")
+    args = parser.parse_args(argv)
+    text = SCHEMA_FILE.read_text(encoding="utf-8")
+    fresh = render(text)
+    if args.check:
+        if fresh != text:
+            print(f"{SCHEMA_FILE}: stage sections are stale; run `{REGENERATE}` (or `make schema`)",
+                  file=sys.stderr)
+            return 1
+        return 0
+    if fresh != text:
+        SCHEMA_FILE.write_text(fresh, encoding="utf-8")
+        print(f"{SCHEMA_FILE}: stage sections written")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

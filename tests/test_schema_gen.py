@@ -1,0 +1,106 @@
+"""The schema's stage sections are written from the stages' options classes (augsbert.face.schema)."""
+
+import re
+
+import yaml
+
+from augsbert.config.schema import load_schema
+from augsbert.face.schema import REGENERATE, SCHEMA_FILE, render, section_classes
+from augsbert.params import section_schema
+
+# sections of `stage_options` still written by hand in the schema (issue 48: each moves into its stage's options
+# class; this list only shrinks)
+HAND_WRITTEN = {"base_model", "models", "gold_fraction", "topic_prompt", "topic_delimiter", "teacher", "student",
+                "pretrain", "candidates", "trans_encoder", "evaluation"}
+
+
+def test_the_checked_in_schema_is_fresh():
+    text = SCHEMA_FILE.read_text(encoding="utf-8")
+    assert render(text) == text, f"the schema's stage sections are stale: run `{REGENERATE}` (or `make schema`)"
+
+
+def test_every_generated_section_is_its_class_and_no_section_is_written_twice():
+    text = SCHEMA_FILE.read_text(encoding="utf-8")
+    blocks = re.findall(r"^ *# >>> generated section (\w+) ", text, re.M)
+    classes = section_classes()
+    assert sorted(blocks) == sorted(classes) and len(blocks) == len(set(blocks))
+    sections = load_schema()["$defs"]["stage_options"]["properties"]
+    for name, cls in classes.items():  # what the validator and the reference read is the class, value for value
+        assert yaml.safe_load(yaml.safe_dump(section_schema(cls))) == sections[name], name
+    assert set(sections) == HAND_WRITTEN | set(classes)
+    assert not HAND_WRITTEN & set(classes)
+
+
+def test_a_stale_section_is_rewritten_from_its_class():
+    text = SCHEMA_FILE.read_text(encoding="utf-8")
+    stale = text.replace("description: Teacher scoring batch size.", "description: Old words.")
+    assert stale != text and render(stale) == text
+
+
+# -- issue 48's acceptance: an option added by editing only its stage's options class, in a copy of the project
+NEW_OPTION = '''    margin: float = option(0.0, "Test option: added to every teacher score.", minimum=0, keyed_default=False)
+'''
+ANCHOR = '''    batch_size: int = option(64, "Teacher scoring batch size.", minimum=1)
+'''
+CHECK = '''
+import json, sys
+from augsbert.config.load import load_configs
+from augsbert.config.schema import load_schema
+from augsbert.config.reference import render
+from augsbert.errors import ConfigError
+from augsbert.planning.plan import Plan
+
+def labels_params(override):
+    config = load_configs(["config/config.yaml"], lazy=True)
+    config["experiments"]["demo_augsbert_cbe"]["labels"].update(override)
+    plan = Plan(config)
+    runs = plan.experiment("demo_augsbert_cbe").runs
+    node = plan.node(runs[min(runs)]["labels"])
+    return node.key, node.params
+
+try:
+    load_configs(["config/config.yaml", "bad.yaml"])
+    refused = ""
+except ConfigError as err:
+    refused = str(err)
+print(json.dumps({"schema": load_schema()["$defs"]["stage_options"]["properties"]["labels"]["properties"]["margin"],
+                  "refused": refused, "reference": [l for l in render().splitlines() if "`labels.margin`" in l],
+                  "unset": labels_params({}), "set": labels_params({"margin": 0.5})}))
+'''
+
+
+def test_an_option_added_to_a_stage_class_reaches_schema_validation_reference_and_spec(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from conftest import plan_shipped
+    from workflow_helpers import checkout, keep_experiments
+
+    root = checkout(tmp_path / "project", ("workflow", "config", "src"))
+    keep_experiments(root, "demo_augsbert_cbe")
+    declaration = root / "src" / "augsbert" / "stages" / "labels.py"
+    text = declaration.read_text()
+    assert text.count(ANCHOR) == 1
+    declaration.write_text(text.replace(ANCHOR, ANCHOR + NEW_OPTION))  # the one edit
+    (root / "bad.yaml").write_text("experiments: {demo_augsbert_cbe: {labels: {margin: -1}}}\n")
+    env = {**os.environ, "PYTHONPATH": str(root / "src"), "HF_HUB_OFFLINE": "1"}
+    stale = subprocess.run([sys.executable, "-m", "augsbert.face.schema", "--check"], cwd=root, env=env,
+                           capture_output=True, text=True, timeout=120)
+    assert stale.returncode == 1 and "run `python -m augsbert.face.schema --write`" in stale.stderr
+    for args in (["-m", "augsbert.face.schema", "--write"], ["-c", CHECK]):
+        proc = subprocess.run([sys.executable, *args], cwd=root, env=env, capture_output=True, text=True,
+                              timeout=300)
+        assert proc.returncode == 0, proc.stderr
+    found = json.loads(proc.stdout.splitlines()[-1])
+    assert found["schema"] == {"type": "number", "minimum": 0, "default": 0.0,
+                               "description": "Test option: added to every teacher score."}
+    assert "experiments.demo_augsbert_cbe.labels.margin: -1 is less than the minimum of 0" in found["refused"]
+    assert found["reference"] == ["| `labels.margin` | number | `0.0` | Test option: added to every teacher score. |"]
+    (unset_key, unset_params), (set_key, set_params) = found["unset"], found["set"]
+    assert "margin" not in unset_params and set_params == {**unset_params, "margin": 0.5}
+    assert set_key != unset_key
+    # unset, the key is the one the project without the option plans (keyed_default=False)
+    runs = plan_shipped({}).experiment("demo_augsbert_cbe").runs
+    assert unset_key == runs[min(runs)]["labels"]
