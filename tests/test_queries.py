@@ -139,6 +139,30 @@ def test_a_grid_column_without_a_corpus_is_refused_while_planning_and_gpl_symmet
     assert sorted(query_generation.target_corpus(data, "sentences")["passage"]) == ["a cat sat", "a cat sits", "a dog runs"]
 
 
+def test_the_queries_stage_reads_which_loaders_bring_a_corpus_from_the_loaders(monkeypatch):
+    """Which loaders bring a passage corpus is each loader's `own_corpus` (Lee's background documents, a text
+    file's lines, BEIR's passages): the planning check reads it, so a loader declaring one plans without
+    `unlabeled`, and one that does not is refused."""
+    from augsbert.data.loaders import LOADERS, StsbLoader
+    from augsbert.errors import ConfigError
+    from conftest import plan_shipped
+
+    assert sorted(name for name, loader in LOADERS.items() if loader.own_corpus) == ["beir", "lee", "text_file"]
+    corpus = {"models": ["zero_shot", "teacher", "gpl"], "teacher": {"arch": "ce", "pretrained": "trained"},
+              "queries": {"generator": "inverse_cloze"}, "negatives": {"retrievers": ["bm25"], "range_max": 5},
+              "student": {"loss": "margin_mse", "max_steps": 2}}
+    own, none = ({"experiments": {"e": {"dataset": dataset, **corpus}}} for dataset in ("lee", "stsb"))
+    assert plan_shipped(own, grids=False).experiment("e").runs[42]["queries"]
+    with pytest.raises(ConfigError, match="dataset 'stsb' .loader stsb. has no corpus"):
+        plan_shipped(none, grids=False)
+
+    class CorpusStsb(StsbLoader):
+        own_corpus = True
+
+    monkeypatch.setitem(LOADERS, "stsb", CorpusStsb())
+    assert plan_shipped(none, grids=False).experiment("e").runs[42]["queries"]
+
+
 @pytest.mark.parametrize("generator", ["inverse_cloze", "t5"])
 def test_sharded_generation_equals_one_job_and_plans_content_keyed_shards(tmp_path, tiny_t5, generator):
     """`queries.shards`: N query_shard jobs over passage ranges cut at batch boundaries write, once merged, the

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Literal  # noqa: F401  (a test's params class names it in a string annotation)
 
 import pytest
 
@@ -82,6 +83,47 @@ def test_model_references_take_the_stand_in_of_their_kind():
     assert standin_kind("princeton-nlp/unsup-simcse-roberta-base") == "roberta-hf"
     assert standin_kind("sentence-transformers/nli-roberta-base-v2") == "roberta-st"
 
+
+
+# the options the hand list face/rehearse.py held before the stages declared them (issue 48): each stage whose params
+# have one still makes a job kind of it
+FORMER_KIND_OPTIONS = ("arch", "loss", "objective", "strategy", "strategies", "loader", "format", "score_scale",
+                       "variant", "similarity", "activation", "mode", "combine", "symmetric", "pooling", "selection",
+                       "rounds", "use_gold_labels", "relabel_gold", "ensemble", "cross_encoder_scale", "init",
+                       "matryoshka_dims", "source")
+
+
+def test_job_kinds_come_from_the_stages_declarations(monkeypatch):
+    """A job kind's options are its stage's declared choices (its params' bool and Literal fields) and its
+    `Stage.kind_options`: a new stage's kinds are rehearsed with no edit of face/."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    from augsbert.face.rehearse import job_kind, kind_options
+    from augsbert.params import Params
+    from augsbert.stages import REGISTRY
+    from augsbert.stages.base import Stage
+
+    for name, stage in REGISTRY.items():
+        fields = {f.name for f in dataclasses.fields(stage.params)} if stage.params else set()
+        assert fields & set(FORMER_KIND_OPTIONS) <= set(kind_options(name)), name
+    assert kind_options("data") == ("on_bad_rows", "loader") and kind_options("margins") == ("score_scale",)
+    assert kind_options("zero_shot") == () and kind_options("teacher_ensemble") == ("combine",)
+
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class NewParams(Params):
+        flavour: Literal["sweet", "sour"]
+        strict: bool | None = None
+        recipe: str
+        size: int
+
+    new = Stage("new_stage", 1, "a stage added later", "augsbert.jobs.data:run", params=NewParams,
+                kind_options=("recipe",))
+    monkeypatch.setitem(REGISTRY, "new_stage", new)
+    assert kind_options("new_stage") == ("flavour", "strict", "recipe")
+    node = SimpleNamespace(stage="new_stage", settings={"flavour": "sour", "strict": True, "recipe": "x", "size": 3,
+                                                        "model": "minilm-l6"})
+    assert job_kind(node, {"minilm-l6": "bert-st"}) == "new_stage flavour=sour strict=True recipe=x model=bert-st"
 
 # ---- stand-in data ---------------------------------------------------------------------------------------------
 

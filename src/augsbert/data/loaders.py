@@ -70,6 +70,9 @@ class Loader(ABC):
 
     what = ""
     source = ""
+    # True: the data artifact always holds a corpus of the loader's own (the `unlabeled` table), which GPL's
+    # queries stage generates for; any other dataset has one only through `unlabeled` or `topic_corpus`
+    own_corpus = False
 
     def files(self, name: str, options: dict, data_dir: Path) -> list[Path]:
         """Raw files this dataset reads (absent ones raise MissingDataError)."""
@@ -132,6 +135,7 @@ def group_sizes(n: int, fractions: list[float]) -> list[int]:
 class LeeLoader(Loader):
     what = "Lee corpus: 50 news documents with averaged human similarity ratings (Lee, Pincombe & Welsh, 2005)"
     source = "ships inside the gensim wheel (gensim/test/test_data)"
+    own_corpus = True  # the background corpus (lee_background.cor), unless `unlabeled` replaces it
 
     def files(self, name, options, data_dir):
         root = _gensim_data()
@@ -421,6 +425,7 @@ TABLE_SUFFIXES = (".tsv", ".tab", ".csv", ".jsonl", ".json", ".ndjson", ".parque
 class TextFileLoader(Loader):
     what = "a text file of your own, one sentence per line"
     source = "your own data"
+    own_corpus = True  # its lines (or its table's text column)
 
     def files(self, name, options, data_dir):
         return [self.require(name, resolve_path(data_dir, options["path"]))]
@@ -441,6 +446,7 @@ class BeirLoader(Loader):
     what = "a BEIR-format retrieval dataset: corpus.jsonl, queries.jsonl, qrels/test.tsv (train.tsv, dev.tsv optional)"
     source = ("the BEIR benchmark's zip files (https://github.com/beir-cellar/beir, 'Available Datasets'), unzipped; "
               "or your own folder in that layout")
+    own_corpus = True  # its passages
 
     def files(self, name, options, data_dir):
         root = resolve_path(data_dir, options["path"])

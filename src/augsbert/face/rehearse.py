@@ -14,6 +14,7 @@ then "N jobs of K kinds rehearsed in T s"; the exit status is 1 when any job fai
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -21,6 +22,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
+import typing
 from pathlib import Path
 
 from ..config import rehearsal
@@ -31,18 +34,15 @@ from ..data.standins import prepare_datasets, prepare_files
 from ..errors import ConfigError
 from ..models.standins import build_standins
 from ..planning.plan import Plan
+from ..stages import stage as registered_stage
 from ..stages.base import Stage
 from ..store.model_refs import model_references, standin_kind
 from ..reporting.layout import grid_spec
 from .warm import SOCKET_ENV
 
 STANDINS_DIR = "standins"  # below the rehearsal's root
-# Options of a node's params that choose the code path its job takes: a job kind is its stage and these values.
-KIND_OPTIONS = ("arch", "loss", "objective", "strategy", "strategies", "loader", "format", "score_scale", "variant",
-                "similarity", "activation", "mode", "combine", "symmetric", "pooling", "selection", "rounds",
-                "use_gold_labels", "relabel_gold", "ensemble", "cross_encoder_scale",
-                "init", "matryoshka_dims", "source")  # the compact students' code paths; queries from sentences
-# and model references, by the stand-in kind they take (a seq2seq generator and inverse cloze differ)
+# the model references of a node's params, by the stand-in kind they take (a seq2seq generator and inverse cloze
+# differ)
 KIND_MODELS = ("model", "generator", "cross_encoder", "retrievers", "semantic_model")
 
 
@@ -89,12 +89,32 @@ def _model_kind(value, references: dict) -> str:
     return references.get(value) or standin_kind(value)
 
 
+def _is_choice(annotation) -> bool:
+    """A declared choice: bool, a Literal, or either inside an Optional / union."""
+    if annotation is bool or typing.get_origin(annotation) is typing.Literal:
+        return True
+    return typing.get_origin(annotation) in (typing.Union, types.UnionType) and any(
+        _is_choice(arg) for arg in typing.get_args(annotation))
+
+
+def kind_options(stage: str) -> tuple[str, ...]:
+    """The options that choose the code path of a stage's job, from its declaration: every declared choice of its
+    params class (a bool or Literal field), then its `Stage.kind_options` (choices of another type: a loader, an
+    objective)."""
+    declared = registered_stage(stage)
+    fields = ()
+    if declared.params is not None:
+        hints = typing.get_type_hints(declared.params)
+        fields = tuple(f.name for f in dataclasses.fields(declared.params) if _is_choice(hints[f.name]))
+    return tuple(dict.fromkeys((*fields, *declared.kind_options)))
+
+
 def job_kind(node, references: dict) -> str:
-    """A node's job kind: its stage, then `option=value` for each option of KIND_OPTIONS it has and the stand-in
-    kind of each model it reads (KIND_MODELS)."""
+    """A node's job kind: its stage, then `option=value` for each of its stage's `kind_options` it has and the
+    stand-in kind of each model it reads (KIND_MODELS)."""
     params = node.settings
     parts = [node.stage]
-    for key in KIND_OPTIONS:
+    for key in kind_options(node.stage):
         if key in params and not isinstance(params[key], dict):
             parts.append(f"{key}={json.dumps(params[key], sort_keys=True) if isinstance(params[key], list) else params[key]}")
     for key in KIND_MODELS:

@@ -120,6 +120,9 @@ class Stage:
     # files each of its artifacts holds beyond spec.json and metrics.json (store.manifests.HOLDS): `augsbert verify`
     # names a manifest that does not list one
     holds: tuple[str, ...] = ()
+    # the options of its params, beyond their declared choices (Literal and bool fields, which all count), whose
+    # value chooses its job's code path (`data`: the loader): `augsbert rehearse --every-kind` runs one job of each
+    kind_options: tuple[str, ...] = ()
     # its spec's `params` as a typed class (augsbert.params.Params): checked by the command before it runs
     params: type | None = None
 

@@ -76,7 +76,7 @@ CANDIDATES = Stage("candidates", 2, "draw candidate silver pairs (random, BM25, 
                                                                               "pretrained"),
                    check=lambda graph, name, exp: check_sampling(graph, name, exp), items=pool_items,
                    uses_gpu=lambda node: encodes(node),  # GPU only when a strategy encodes
-                   holds=("candidates.parquet",))
+                   holds=("candidates.parquet",), kind_options=("strategies",))
 # candidates.shards > 1 (docs/guide/large-pools.md): fixed sizes, one shard of a 10-million sentence pool
 POOL_INDEX = Stage("pool_index", 1, "candidates.shards > 1: write the sentence pool and, for semantic search, its "
                    "embeddings and faiss index once for every shard", "augsbert.jobs.pool_index:run",
@@ -89,7 +89,7 @@ CANDIDATE_SHARD = Stage("candidate_shard", 1, "candidates.shards > 1: partners o
                         roles=("candidate_shard_0",),  # --role candidate_shard_<n> for the n-th shard
                         gpu=False, fixed_resources={"mem_mb": 32000, "runtime": 480, "gpu": 0},
                         aliases=("sample-pairs-shard",), rule_alias="sample_pairs_shard",
-                        params=CandidateShardParams)
+                        params=CandidateShardParams, kind_options=("strategies",))
 STAGES = (CANDIDATES, POOL_INDEX, CANDIDATE_SHARD)
 
 

@@ -49,7 +49,7 @@ def hub_datasets(node: Node) -> list[str]:
 
 DATA = Stage("data", 3, "read a dataset's raw files into canonical parquet splits", "augsbert.jobs.data:run",
              section="datasets", runtime=("data_dir", "path", "train", "dev", "test", "unlabeled"),
-             roles=("data", "source_data"),
+             roles=("data", "source_data"), kind_options=("loader",),
              gpu=False, device=False, seconds_per_item=0.001, base_mem_mb=4000, mb_per_item=0.002,
              aliases=("prepare-data",), rule_alias="prepare_data", env="cpu", threads=1, cache=False,
              params=DataParams, raw_inputs=lambda node: raw_inputs(node), plan=lambda seed_plan: plan_data(seed_plan),

@@ -79,6 +79,7 @@ PRETRAIN = Stage("pretrain", 1, "unsupervised pre-training of a sentence encoder
                  "augsbert.jobs.pretrain:run",
                  # the triples file enters by digest
                  section="pretrain", runtime=("eval_batch_size", "model", "triples"), roles=("pretrained",),
+                 kind_options=("objective",),
                  raw_inputs=lambda node: triples_inputs(node),
                  seconds_per_item=0.01, params=PretrainParams, checkpoint="unsupervised pre-trained", plan=lambda seed_plan: plan_pretrain(seed_plan),
                  needs=("data",), items=pool_items, rows={"pretrained": Row(20, "Pre-trained", "encoder after unsupervised pre-training "

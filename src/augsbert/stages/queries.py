@@ -12,9 +12,6 @@ from ..params import Params, option, section_options
 from .base import Stage
 
 INVERSE_CLOZE = "inverse_cloze"
-# loaders whose data artifact always holds a corpus of their own (data/loaders.py: Lee's background corpus, a
-# text file's lines, a BEIR corpus); any other dataset has one only through `unlabeled` or `topic_corpus`
-OWN_CORPUS_LOADERS = ("lee", "text_file", "beir")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,8 +93,10 @@ def check_corpus(graph: Graph, name: str, exp: dict) -> None:
     generates = exp["queries"]["generator"] and ("gpl" in exp["models"] or exp["negatives"]["retrievers"])
     if not generates or exp["queries"]["source"] != "corpus":
         return
+    from ..data import get_loader  # the loaders import pandas: read only for an experiment that generates
+
     dataset = graph.config["datasets"][exp["dataset"]]
-    if dataset["loader"] not in OWN_CORPUS_LOADERS and not (dataset.get("unlabeled") or dataset.get("topic_corpus")):
+    if not get_loader(dataset["loader"]).own_corpus and not (dataset.get("unlabeled") or dataset.get("topic_corpus")):
         raise ConfigError(f"experiments.{name}.queries: dataset '{exp['dataset']}' (loader {dataset['loader']}) has "
                           "no corpus to generate queries for: give it `unlabeled` (a text file), use a BEIR dataset, "
                           "or set queries.source: sentences (its train sentences)")
