@@ -179,7 +179,8 @@ def test_gpus_sizes_the_training_jobs_and_must_divide_their_batches(tmp_path, mo
     assert {role: (s["gpu"], s["cpus_per_task"]) for role, s in sizes.items()} == {
         "teacher": (2, 8), "student": (2, 8), "lower_bound": (2, 8), "labels": (1, 4)}
     with pytest.raises(ConfigError, match=r"^experiments\.exp\.student\.batch_size: 16 is the global batch of 3 "):
-        prepare_config({**config, "gpus": 3})  # the teacher's 18 divides, the student's default 16 does not
+        # checked when the experiment is planned, for each stage declared data_parallel (teacher, student)
+        Plan(prepare_config({**config, "gpus": 3})).experiment("exp")  # the teacher's 18 divides, the student's 16 not
 
 
 def test_a_locked_artifact_stops_the_launcher_before_torchrun(tmp_path):

@@ -162,7 +162,6 @@ def prepare_config(raw: Mapping, validate: Callable[[dict], None] | None = None,
         return rehearsal.overlay_top(config) if rehearsal.is_on(config) else config
     (validate or validate_with_defaults)(config)  # one pass over everything: faster than one per experiment
     _check_references(config)
-    _check_parallel_batches(config)
     if rehearsal.is_on(config):  # a rehearsal: the same experiments, cut (augsbert.config.rehearsal)
         rehearsal.overlay_top(config)
         for exp in config["experiments"].values():
@@ -200,19 +199,7 @@ def validated_experiment(config: dict, name: str, schema: dict | None = None) ->
         raise ConfigError(describe_errors(errors, schema, config))
     one = {**config, "experiments": {name: exp}}
     _check_references(one)
-    _check_parallel_batches(one)
     return rehearsal.overlay_experiment(exp) if rehearsal.is_on(config) else exp
-
-
-def _check_parallel_batches(config: dict) -> None:
-    """With `gpus` > 1 the teacher's and students' global batch must split evenly (augsbert.training.distributed)."""
-    gpus = config.get("gpus", 1)
-    for name, exp in config.get("experiments", {}).items() if gpus > 1 else ():
-        for stage in ("teacher", "student"):
-            size = (exp.get(stage) or {}).get("batch_size")
-            if size is not None and size % gpus:
-                raise ConfigError(f"experiments.{name}.{stage}.batch_size: {size} is the global batch of {gpus} "
-                                  f"processes (gpus: {gpus}) and must be a multiple of {gpus}")
 
 
 def _check_references(config: dict) -> None:

@@ -123,7 +123,9 @@ class Plan(Graph):
         if name not in self.planned:
             if name not in self.experiments:
                 raise ConfigError(unknown_name(name, "experiment", self.experiments))
-            plan = self._plan_experiment(name, validated_experiment(self.config, name))
+            exp = validated_experiment(self.config, name)
+            check_parallel_batches(name, exp, self.config.get("gpus", 1))
+            plan = self._plan_experiment(name, exp)
             self.planned[name] = plan
             for roles in plan.runs.values():
                 for key in roles.values():
@@ -210,3 +212,15 @@ def _model_references(section: dict, prefix: str = "") -> list[tuple[str, str]]:
         elif key in MODEL_KEYS and isinstance(value, str) and value not in NOT_REFERENCES:
             found.append((path, value))
     return found
+
+
+def check_parallel_batches(name: str, exp: dict, gpus: int) -> None:
+    """With `gpus` > 1 the global batch of every stage that trains data-parallel (Stage.data_parallel:
+    augsbert.training.distributed) must split evenly over the processes."""
+    if gpus <= 1:
+        return
+    for section in dict.fromkeys(s.section for s in REGISTRY.values() if s.data_parallel and s.section):
+        size = (exp.get(section) or {}).get("batch_size")
+        if size is not None and size % gpus:
+            raise ConfigError(f"experiments.{name}.{section}.batch_size: {size} is the global batch of {gpus} "
+                              f"processes (gpus: {gpus}) and must be a multiple of {gpus}")
