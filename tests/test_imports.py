@@ -471,7 +471,7 @@ def stage_branches_in(path: Path, names: set[str]) -> list[str]:
 
 
 # Where a stage's name may be branched on: its declaration and its job entry (config/: issue 48's config split)
-STAGE_NAMES_ALLOWED = ("stages", "jobs", "config")  # config/: rehearsal.py and schema.py still name pretrain / student
+STAGE_NAMES_ALLOWED = ("stages", "jobs")
 # words that happen to be a stage's name, by file: what they are there
 NOT_A_STAGE = {
     "augsbert/reporting/layout.py": {"labels"},  # grids.<grid>.labels: the axis values' display names

@@ -7,7 +7,7 @@ chosen when a job resolves a reference: the config's references stay as written)
 path (an architecture, a loss, a strategy, an objective, a loader, a score scale, a suite):
 
 - one seed (the first of the experiment's, or of the top level's);
-- every `epochs` 1, every `max_steps` at most MAX_STEPS (pre-training's preset steps too: PRESET_STEPS), every
+- every `epochs` 1, every `max_steps` at most MAX_STEPS (pre-training's preset steps too), every
   `top_k` at most TOP_K, every `trials` (seed optimisation) at most MAX_TRIALS but not 0 when it was not, every
   `max_length` at most MAX_LENGTH, queries per passage at most TOP_K, generated queries in all at most MAX_QUERIES;
 - a dataset's fixed split sizes scaled to the cut, Lee's 50 documents in three equal groups;
@@ -92,24 +92,25 @@ def overlay_top(config: dict) -> dict:
     return config
 
 
-# sections whose `max_steps: null` means a preset's step count (pre-training: `preset`), not "epochs decide": there a
-# rehearsal sets MAX_STEPS (the steps count alike; elsewhere null selects epoch-based training and stays)
-PRESET_STEPS = ("pretrain",)
-
-
 def overlay_experiment(exp: dict) -> dict:
-    """One experiment of a rehearsal (validated, defaults filled), in place."""
+    """One experiment of a rehearsal (validated, defaults filled), in place. Sections are told apart by the options
+    they hold, never by name (what a stage's section holds is its declaration's)."""
     if exp.get("seeds"):
         exp["seeds"] = list(exp["seeds"])[:1]
-    for section in PRESET_STEPS:
-        if isinstance(exp.get(section), dict) and "max_steps" in exp[section] and exp[section]["max_steps"] is None:
-            exp[section]["max_steps"] = MAX_STEPS
-    # a stand-in teacher's scores lie in a narrow band (about 0.2-0.3): MNRL's positives are every pair, so the
-    # loss still runs (the real threshold would leave none: "no pair scores >= positive_threshold")
-    if isinstance(exp.get("student"), dict) and isinstance(exp["student"].get("positive_threshold"), (int, float)):
-        exp["student"]["positive_threshold"] = 0.0
-    if isinstance(exp.get("student"), dict):
-        _compact_amounts(exp["student"])
+    for section in exp.values():
+        if not isinstance(section, dict):
+            continue
+        # a section with a `preset` (pre-training): `max_steps: null` means the preset's step count, not "epochs
+        # decide", so the rehearsal sets MAX_STEPS (elsewhere null selects epoch-based training and stays)
+        if "preset" in section and "max_steps" in section and section["max_steps"] is None:
+            section["max_steps"] = MAX_STEPS
+        # a training loss's positive_threshold (the student's MNRL: a section with a `loss`, not evaluation's): a
+        # stand-in teacher's scores lie in a narrow band (about 0.2-0.3), so MNRL's positives are every pair and
+        # the loss still runs (the real threshold would leave none: "no pair scores >= positive_threshold")
+        if "loss" in section and isinstance(section.get("positive_threshold"), (int, float)):
+            section["positive_threshold"] = 0.0
+        if "layers" in section or "matryoshka_dims" in section:  # a compact student
+            _compact_amounts(section)
     _cap({k: v for k, v in exp.items() if k != "seeds"})
     return exp
 

@@ -32,7 +32,9 @@ def load_schema(resource: str = SCHEMA_RESOURCE) -> dict:
     text = resources.files("augsbert").joinpath(resource).read_text()
     schema = yaml.load(text, Loader=SAFE_LOADER)
     if resource == SCHEMA_RESOURCE:  # what the objectives' registry declares (one place per objective and option)
-        pretrain_schema(schema["$defs"]["stage_options"]["properties"]["pretrain"]["properties"])
+        for section in schema["$defs"]["stage_options"]["properties"].values():
+            if isinstance(section, dict) and section.get("x-objective-options"):  # the section objectives train in
+                pretrain_schema(section["properties"])
     return schema
 
 
