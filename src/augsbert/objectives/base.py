@@ -80,10 +80,6 @@ class Objective:
         """Refuse an experiment's `pretrain` section that this objective cannot train (or that sets this
         objective's options for another one); `where` is `experiments.<name>`."""
 
-    def plan(self, graph, corpus: str, options: dict, seed: int, inputs: dict) -> dict:
-        """Extra inputs of the pretrain node (artifacts of other stages); may drop keys from `options`."""
-        return {}
-
 
 # Options that several objectives share (an objective's options class derives from those it reads).
 

@@ -56,13 +56,6 @@ class RegularizedContrastive(RCLObjective):
             raise ValueError(f"rcl: {len(params.rcl_phis)} φ value(s) but {len(paths)} entropy model(s)")
         return load(self.loss)(model, load(f"{RCL}:load_regulators")(paths))
 
-    def plan(self, graph, corpus: str, options: dict, seed: int, inputs: dict) -> dict:
-        # one rcl_entropy node per φ (augsbert.stages.rcl_entropy; named, as the stages import this registry)
-        extra = load("augsbert.stages.rcl_entropy:rcl_entropy")(graph, corpus, options, seed, inputs)
-        for key in ("rcl_patience", "rcl_eval_steps", "rcl_entropy_max_steps"):  # in the entropy keys only
-            options.pop(key)
-        return extra
-
 
 @dataclass(frozen=True)
 class EntropyContrastive(RCLObjective):

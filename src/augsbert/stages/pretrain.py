@@ -14,6 +14,7 @@ from ..store.graph import Graph, Node, SeedPlan
 from ..params import Params, TrainingParams
 from ..objectives import OBJECTIVES, entry, resolved
 from .base import Row, Stage
+from .rcl_entropy import OBJECTIVE_INPUTS
 from .data import data_node, triples_inputs
 from .sizes import pool_items
 
@@ -133,7 +134,8 @@ def pretrain(graph: Graph, name: str, exp: dict, seed: int, target: Node) -> Nod
         options.pop("triples")
         options.pop("triples_format", None)
     inputs = {"data": data_node(graph, corpus), "eval": target}
-    inputs.update(OBJECTIVES[options["objective"]].plan(graph, corpus, options, seed, inputs))
+    if options["objective"] in OBJECTIVE_INPUTS:  # artifacts of another stage (rcl: its entropy models)
+        inputs.update(OBJECTIVE_INPUTS[options["objective"]](graph, corpus, options, seed, inputs))
     return graph.add(PRETRAIN, f"{corpus}.{options['objective']}.{options['pooling']}", {**options, "seed": seed},
                      inputs)
 

@@ -49,7 +49,8 @@ RCL_ENTROPY_KEYS = ("model", "pooling", "max_length", "batch_size", "lr", "warmu
 
 
 def rcl_entropy(graph: Graph, corpus: str, options: dict, seed: int, inputs: dict[str, Node]) -> dict[str, Node]:
-    """One node per φ of `rcl_phis`, as the pretrain node's inputs entropy_0, entropy_1, ..."""
+    """One node per φ of `rcl_phis`, as the pretrain node's inputs entropy_0, entropy_1, ...; the entropy models'
+    own options leave `options` (the pretrain node's)."""
     params = {k: options[k] for k in RCL_ENTROPY_KEYS if k in options}
     params.update(seed=seed, patience=options["rcl_patience"], eval_steps=options["rcl_eval_steps"],
                   max_steps=options["rcl_entropy_max_steps"] or options["max_steps"])
@@ -62,5 +63,13 @@ def rcl_entropy(graph: Graph, corpus: str, options: dict, seed: int, inputs: dic
     else:
         params["pool"] = options["pool"]
         entropy_inputs, name = dict(inputs), corpus
-    return {f"entropy_{i}": graph.add(RCL_ENTROPY, f"{name}.phi{phi:g}", {**params, "phi": phi}, entropy_inputs)
-            for i, phi in enumerate(options["rcl_phis"])}
+    planned = {f"entropy_{i}": graph.add(RCL_ENTROPY, f"{name}.phi{phi:g}", {**params, "phi": phi}, entropy_inputs)
+               for i, phi in enumerate(options["rcl_phis"])}
+    for key in ("rcl_patience", "rcl_eval_steps", "rcl_entropy_max_steps"):  # in the entropy keys only
+        options.pop(key)
+    return planned
+
+
+# the pre-training objectives whose pretrain node reads this stage's artifacts: objective -> its extra inputs
+# (planned here, in the stage that computes them: the objectives' declarations sit below the stages)
+OBJECTIVE_INPUTS = {"rcl": rcl_entropy}
