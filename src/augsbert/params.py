@@ -161,6 +161,8 @@ def option(default: Any, description: str, *, keyed_default: bool = True, **sche
     A nested options class (a `Params` subclass whose fields are options) as `default`: the option is an object
     of those options (schema default `{}`: each nested option's default fills it)."""
     meta = {"description": " ".join(description.split()), "schema": schema, "keyed_default": keyed_default}
+    if default is dataclasses.MISSING:  # a required option (of a nested options object: the schema's `required`)
+        return field(metadata=meta)
     if isinstance(default, type) and issubclass(default, Params):
         return field(default_factory=default, metadata=meta)
     if isinstance(default, list | dict):
@@ -192,6 +194,10 @@ def _json_type(tp: Any) -> tuple[list[str], list | None, dict | None]:
     return [_JSON_TYPES[tp]], None, None
 
 
+def _has_default(f: dataclasses.Field) -> bool:
+    return f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+
+
 def _default(f: dataclasses.Field) -> Any:
     return f.default if f.default is not dataclasses.MISSING else f.default_factory()
 
@@ -219,9 +225,13 @@ def options_schema(options: type[Params], section: str = "pretrain") -> dict[str
             raise ValueError(f"{section}.{f.name}: declare it with option(default, description, ...) in "
                              f"{options.__qualname__}")
         nested = _nested(hints[f.name])
-        if nested is not None:  # an object of options: its own options, written from its class
-            properties[f.name] = {"type": "object", **f.metadata["schema"], "default": {},
-                                  "additionalProperties": False, "description": f.metadata["description"],
+        if nested is not None:  # an object of options (or null, its default null): written from its class
+            default = None if f.default is None else {}
+            required = [g.name for g in dataclasses.fields(nested) if not _has_default(g)]
+            properties[f.name] = {"type": "object" if default == {} else ["object", "null"], **f.metadata["schema"],
+                                  "default": default, "additionalProperties": False,
+                                  **({"required": required} if required else {}),
+                                  "description": f.metadata["description"],
                                   "properties": options_schema(nested, f"{section}.{f.name}")}
             continue
         types_, enum, items = _json_type(hints[f.name])
@@ -233,7 +243,8 @@ def options_schema(options: type[Params], section: str = "pretrain") -> dict[str
         if items is not None:
             prop["items"] = items
         prop.update(f.metadata["schema"])
-        prop["default"] = _default(f)
+        if _has_default(f):
+            prop["default"] = _default(f)
         prop["description"] = f.metadata["description"]
         properties[f.name] = prop
     return properties
