@@ -237,7 +237,8 @@ def options_schema(options: type[Params], section: str = "pretrain") -> dict[str
         types_, enum, items = _json_type(hints[f.name])
         if enum is not None and "null" in types_ and None not in enum:
             enum = [*enum, None]
-        prop: dict[str, Any] = {"type": types_[0] if len(types_) == 1 else types_}
+        prop: dict[str, Any] = {} if "$ref" in f.metadata["schema"] else {  # a $ref (e.g. #/$defs/seed) says it
+            "type": types_[0] if len(types_) == 1 else types_}
         if enum is not None:
             prop["enum"] = enum
         if items is not None:
