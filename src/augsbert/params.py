@@ -156,8 +156,15 @@ def option(default: Any, description: str, *, keyed_default: bool = True, **sche
     """A field of an options class: its default, its schema description and bounds (minimum, enum, items, ...).
 
     `keyed_default=False`: the option enters the artifact key only when set to another value than the default
-    (an option added after keys were planned: runs that do not set it keep their keys)."""
+    (an option added after keys were planned: runs that do not set it keep their keys).
+
+    A nested options class (a `Params` subclass whose fields are options) as `default`: the option is an object
+    of those options (schema default `{}`: each nested option's default fills it)."""
     meta = {"description": " ".join(description.split()), "schema": schema, "keyed_default": keyed_default}
+    if default is dataclasses.MISSING:  # a required option (of a nested options object: the schema's `required`)
+        return field(metadata=meta)
+    if isinstance(default, type) and issubclass(default, Params):
+        return field(default_factory=default, metadata=meta)
     if isinstance(default, list | dict):
         return field(default_factory=lambda: copy.deepcopy(default), metadata=meta)
     return field(default=default, metadata=meta)
@@ -187,8 +194,19 @@ def _json_type(tp: Any) -> tuple[list[str], list | None, dict | None]:
     return [_JSON_TYPES[tp]], None, None
 
 
+def _has_default(f: dataclasses.Field) -> bool:
+    return f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+
+
 def _default(f: dataclasses.Field) -> Any:
     return f.default if f.default is not dataclasses.MISSING else f.default_factory()
+
+
+def _nested(tp: Any) -> type[Params] | None:
+    """The options class of a nested options field's annotation (`X` or `X | None`), else None."""
+    args = [a for a in get_args(tp) if a is not type(None)] if get_origin(tp) in (typing.Union, types.UnionType) \
+        else [tp]
+    return args[0] if len(args) == 1 and isinstance(args[0], type) and issubclass(args[0], Params) else None
 
 
 def option_fields(options: type[Params]) -> list[dataclasses.Field]:
@@ -206,16 +224,28 @@ def options_schema(options: type[Params], section: str = "pretrain") -> dict[str
         if "description" not in f.metadata:
             raise ValueError(f"{section}.{f.name}: declare it with option(default, description, ...) in "
                              f"{options.__qualname__}")
+        nested = _nested(hints[f.name])
+        if nested is not None:  # an object of options (or null, its default null): written from its class
+            default = None if f.default is None else {}
+            required = [g.name for g in dataclasses.fields(nested) if not _has_default(g)]
+            properties[f.name] = {"type": "object" if default == {} else ["object", "null"], **f.metadata["schema"],
+                                  "default": default, "additionalProperties": False,
+                                  **({"required": required} if required else {}),
+                                  "description": f.metadata["description"],
+                                  "properties": options_schema(nested, f"{section}.{f.name}")}
+            continue
         types_, enum, items = _json_type(hints[f.name])
         if enum is not None and "null" in types_ and None not in enum:
             enum = [*enum, None]
-        prop: dict[str, Any] = {"type": types_[0] if len(types_) == 1 else types_}
+        prop: dict[str, Any] = {} if "$ref" in f.metadata["schema"] else {  # a $ref (e.g. #/$defs/seed) says it
+            "type": types_[0] if len(types_) == 1 else types_}
         if enum is not None:
             prop["enum"] = enum
         if items is not None:
             prop["items"] = items
         prop.update(f.metadata["schema"])
-        prop["default"] = _default(f)
+        if _has_default(f):
+            prop["default"] = _default(f)
         prop["description"] = f.metadata["description"]
         properties[f.name] = prop
     return properties
@@ -243,7 +273,9 @@ def section_options(options: type[Params], section: dict) -> dict:
     `Stage.runtime` says which of them stay out of the key."""
     out = {}
     for f in option_fields(options):
-        if f.name in section and (f.metadata["keyed_default"] or section[f.name] != _default(f)):
+        default = _default(f)
+        default = default.to_json() if isinstance(default, Params) else default
+        if f.name in section and (f.metadata["keyed_default"] or section[f.name] != default):
             out[f.name] = section[f.name]
     return out
 

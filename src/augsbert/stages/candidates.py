@@ -9,7 +9,7 @@ from typing import Literal
 
 from ..errors import ConfigError
 from ..store.graph import Graph, Node, SeedPlan
-from ..params import ModelParams, Params
+from ..params import ModelParams, Params, option
 from .base import Stage
 from .data import data_node
 from .runs import strategies, target, wants
@@ -24,26 +24,82 @@ Pool = Literal["train", "train+unlabeled", "unlabeled"]
 class CandidatePool(Params):
     """KDE strategies: how many random / semantic-search partners per sentence they choose from."""
 
-    random: int
-    semantic_search: int
+    random: int = option(3, "Random partners per sentence.", minimum=1)
+    semantic_search: int = option(3, "Semantic-search partners per sentence (iterative KDE only).", minimum=1)
 
 
 @dataclass(frozen=True, kw_only=True)
-class CandidatesParams(ModelParams):
-    """The `candidates` section as a candidates node keeps it: the encoder options only when a strategy
-    encodes (`semantic_model` ... `max_length`), `candidate_pool` only for the KDE strategies."""
+class CandidatesOptions(Params):
+    """The `candidates` section (its schema section is written from here: augsbert.face.schema)."""
 
-    strategies: list[str]
-    top_k: int
-    pool: Pool
-    exclude_eval_sentences: bool
+    SECTION = "candidates"
+    SECTION_DESCRIPTION = """How candidate silver pairs are drawn from the target train sentences
+        (unique by normalised text; never a self pair, a gold pair, a repeated
+        pair or, by default, a dev/test sentence)."""
+
+    strategies: list[Literal["none", "random", "bm25", "bm25_least", "semantic_search", "semantic_search_least",
+                             "kde", "iterative_kde", "target_pairs"]] = option(["none"], """
+        Combinable strategies: `none` (only the re-labelled gold), `random`,
+        `bm25`, `semantic_search` (k best partners per sentence; list both
+        for BM25 + semantic search), `bm25_least` / `semantic_search_least`
+        (k least similar: hard negatives), `kde` (AugSBERT paper: random
+        pool thinned by min(1, F_gold/F_silver)), `iterative_kde` (thesis
+        Algorithm 1 on random + semantic-search candidates), `target_pairs`
+        (the target's train pairs with their gold labels withheld: in domain
+        transfer all of them, thesis Tables 6.7/6.8; in-domain with
+        `gold_fraction` < 1 the pairs left out of the gold subset).""", minItems=1, uniqueItems=True)
+    top_k: int = option(3, "Partners per sentence for the neighbour strategies (reference 3-5).", minimum=1)
+    pool: Pool = option("train", """
+        Sentences the candidates are drawn from: the target's gold train
+        split (AugSBERT), plus or only its unlabeled corpus (e.g. the 300
+        Lee background documents; any dataset's `unlabeled` file).""")
+    semantic_model: str = option("finetuned", """
+        Encoder for semantic search: `finetuned` (the Bi-Encoder first
+        trained on gold, the thesis' best), `pretrained` (the experiment's
+        base model), `pretrained_stage` (the encoder of this experiment's
+        `pretrain` stage), or any model reference.""")
+    exact: bool = option(True, "Exact semantic search (flat index); false = approximate HNSW for very large pools.")
+    candidate_pool: CandidatePool = option(
+        CandidatePool, "Candidates per sentence for the KDE strategies (thesis 3 random + 3 semantic search).")
+    kde_reference: Literal["teacher", "gold"] = option("teacher", """
+        Gold score distribution for the KDE strategies: the teacher's
+        predictions on the gold train pairs (thesis code) or the gold labels.""")
+    iterative_kde_accept: Literal["at_least", "greater"] = option("at_least", """
+        `iterative_kde`: a candidate joins the selected set when the gold
+        density at its score is `at_least` the selected set's (our default,
+        kept from before the option) or `greater` than it (thesis Algorithm
+        1's words, "greater than"). The two differ only where the two
+        densities are equal in floating point (ties of scores on a coarse
+        lattice, a selected set equal to the gold set). Enters the labels'
+        key only when `greater` and iterative_kde is sampled.""")
+    exclude_eval_sentences: bool = option(
+        True, "Drop dev/test sentences from the pool (switch off only for transductive setups).")
+    batch_size: int = option(64, "Encoding batch size for semantic search.", minimum=1)
+    max_length: int = option(256, "Maximum tokens per sentence when encoding for semantic search.", minimum=8)
+    shards: int = option(1, """
+        Split candidate search and silver labelling of a large pool (1-10
+        million sentences) into this many independent jobs. 1 = one job
+        each (and the artifact keys of unsharded runs). N > 1: a
+        `pool_index` job writes the pool and, for semantic search, its
+        embeddings and faiss index once; N `candidate_shard` jobs search
+        disjoint ranges of query sentences (cut at query-block boundaries,
+        so a range may be empty for a small pool); `candidates` merges
+        them; N `label_shard` jobs score row ranges of the merged
+        candidates (streamed from parquet) and `labels` merges the
+        scores. The result equals the unsharded one row for row
+        (tests/test_shards.py), except with `exact: false`, where the one
+        shared HNSW graph may differ from another build of it (README
+        "Large pools").""", minimum=1, maximum=1024)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CandidatesParams(CandidatesOptions, ModelParams):
+    """The `candidates` section as a candidates node keeps it: the encoder options only when a strategy
+    encodes (`semantic_model` ... `max_length`), `candidate_pool` only for the KDE strategies (an option the
+    node does not keep reads as its default, which the job then does not use); `kde_reference` and
+    `iterative_kde_accept` go to the labels node."""
+
     seed: int
-    semantic_model: str | None = None  # finetuned | pretrained_stage | pretrained | a model reference
-    exact: bool = True
-    batch_size: int = 64
-    max_length: int = 256
-    candidate_pool: CandidatePool | None = None
-    shards: int = 1
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -20,6 +20,10 @@ class StudentParams(PairTrainingParams):
     With `max_steps` (a step budget) the planner leaves `epochs` out: None here."""
 
     epochs: int | None = None
+    # the student section's defaults (what users got), not TrainingParams' 0.0 / False / 50
+    weight_decay: float = 0.01
+    group_by_length: bool = True
+    megabatch: int = 400
     use_gold_labels: bool
     selection: Literal["source_dev", "target_dev", "last"]
     loss: Literal["cosine", "cosent", "angle", "mnrl", "margin_mse", "kl_div"] | None = None

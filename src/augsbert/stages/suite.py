@@ -6,34 +6,166 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Literal, get_args
 
 from ..errors import ConfigError
 from ..store.fingerprints import path_digest
 from ..store.graph import Graph, Node, SeedPlan
-from ..params import Params
+from ..params import Params, option
 from .base import Stage
 from .data import has_topics
 
 
-@dataclass(frozen=True, kw_only=True)
-class TopicTask(Params):
-    """`evaluation.topic`: logistic regression on frozen embeddings; `prompted` = the delimiter when on."""
+StsTask = Literal["sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr"]
+STS_TASKS = list(get_args(StsTask))
+UsebTask = Literal["askubuntu", "cqadupstack", "twitterpara", "scidocs"]
+NAME = {"type": "string", "minLength": 1}
 
-    epochs: int
-    lr: float
-    batch_size: int
-    test_fraction: float
-    seed: int = 0
+
+@dataclass(frozen=True, kw_only=True)
+class TopicOptions(Params):
+    """`evaluation.topic`: logistic regression on frozen embeddings."""
+
+    epochs: int = option(10, "Classifier epochs.", minimum=1)
+    lr: float = option(0.001, "Adam learning rate.", exclusiveMinimum=0)
+    batch_size: int = option(32, "Classifier batch size.", minimum=1)
+    test_fraction: float = option(0.2, "Share of sentences (per topic) held out for the F1.", exclusiveMinimum=0,
+                                  exclusiveMaximum=1)
+    seed: int = option(0, "Seed of the split and the classifier.", **{"$ref": "#/$defs/seed"})
+    prompted: bool = option(False, """
+        Also evaluate on prompted input (thesis Tables 6.14-6.17): the topic
+        F1 with every sentence prompted by its true topic, and the
+        target test Spearman with both sentences prompted
+        (`prompted_topic_macro_f1`, `prompted_spearman`); needs topic labels.""")
+
+
+@dataclass(frozen=True, kw_only=True)
+class MtebOptions(Params):
+    """`evaluation.mteb`."""
+
+    tasks: list[str] = option([], """
+        MTEB task names as MTEB spells them (STS12, SICK-R,
+        STSBenchmark, SciFact, Banking77Classification, ...); an
+        unknown name stops the suite job with the name.""", items=NAME, uniqueItems=True)
+    hub: bool = option(True, """
+        Tasks without a local copy are downloaded by MTEB from the
+        Hugging Face hub (at the revision the installed mteb pins; a
+        failed download fails the job). false = list them as skipped.
+        Offline, a dataset already in the Hugging Face cache also loads
+        with HF_HUB_OFFLINE=1.""")
+    local: dict[str, str] = option({}, """
+        Task -> directory with its data (relative to `data_dir`);
+        default `<data_dir>/mteb/<task>/` when present. The directory
+        is what `datasets.load_dataset` reads in place of the task's hub
+        dataset: a copy of it (`hf download mteb/sts12-sts --repo-type
+        dataset --local-dir data/raw/mteb/STS12`) or, for a one-table
+        task such as STS, a file per split (`test.jsonl` with
+        sentence1, sentence2, score). The task keeps MTEB's metadata
+        (splits, main score, score range). Keyed by content.""", additionalProperties=NAME)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetrievalOptions(Params):
+    """`evaluation.retrieval`."""
+
+    split: Literal["test", "dev", "train"] = option(
+        "test", "Which qrels file is scored (BEIR reports test; MS MARCO's is dev).")
+    score_function: Literal["cos", "dot"] = option("cos", """
+        Cosine of normalised embeddings, or the dot product of raw ones
+        (models trained with it, e.g. TAS-B and GPL's students: BEIR's
+        `dot`).""")
+    without_relevant: Literal["zero", "skip"] = option("zero", """
+        A judged query whose judgements are all 0: `zero` = it scores 0
+        and counts in the means (pytrec_eval / trec_eval, so BEIR);
+        `skip` = left out of the means. Counted either way.""")
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvaluationOptions(Params):
+    """The `evaluation` section (its schema section is written from here: augsbert.face.schema)."""
+
+    SECTION = "evaluation"
+    SECTION_DESCRIPTION = "How models are evaluated on the target test split."
+
+    batch_size: int = option(64, "Encoding batch size.", minimum=1)
+    max_length: int = option(256, """
+        Maximum tokens per text for Bi-Encoder encoding (longer texts are
+        truncated; Lee documents are 100-200 words, about 150-300 tokens).""", minimum=8)
+    suites: list[Literal["sts", "topic", "useb", "diagnostics", "mteb", "retrieval"]] = option(
+        ["sts", "topic", "useb", "diagnostics"], """
+        Extra evaluations of every Bi-Encoder (zero-shot, lower bound,
+        students), one `suite` job per model: `sts` = STS12-16,
+        STS-B, SICK-R Spearman and their average; `topic` = frozen encoder +
+        linear classifier macro-F1 on the dataset's topics (BWS);
+        `useb` = AskUbuntu, CQADupStack, TwitterPara, SciDocs; `diagnostics`
+        = alignment and uniformity on the target test split; `mteb` = the
+        tasks of `evaluation.mteb.tasks` run by the `mteb` package (the
+        optional extra `pip install 'augsbert[mteb]'`; not a default); `retrieval` =
+        nDCG@10, MRR@10, Recall@100 on a BEIR-format dataset's qrels
+        (`loader: beir`, `evaluation.retrieval`; not a default). Tasks whose
+        data is absent are listed as skipped in the results, never dropped
+        silently from an average. [] = none (no extra jobs).""", uniqueItems=True)
+    sts_tasks: list[StsTask] = option(STS_TASKS, """
+        STS-suite tasks and the average over them. Each is read from
+        `<data_dir>/sts_suite/<task>.tsv` (header sentence1, sentence2, score; score 0-5) or, if
+        that is absent, from the files as released: sts12 ... sts16 from
+        `sts_suite/STS/STS<yy>-en-test/` (SentEval's `data/downstream/STS/` copied to `sts_suite/STS/`; all subsets of a year
+        pooled into one Spearman, per-subset figures in the suite's metrics), stsb from
+        `sts_suite/STS/STSBenchmark/sts-test.csv`, sickr from `sts_suite/SICK.txt` (rows with
+        SemEval_set TEST) or `sts_suite/SICK/SICK_test_annotated.txt`; `sts_files` names other
+        places.""", uniqueItems=True)
+    sts_files: dict[str, Any] = option({}, """
+        Per STS task, its data somewhere else (relative paths are under `data_dir`): a path, or
+        `{path, format}`. The format is told from the name or header (a directory of STS.gs.*.txt
+        files = `senteval`, SICK*.txt or a SemEval_set / relatedness_score header = `sick`,
+        sts-*.csv = `stsbenchmark`, a sentence1/sentence2/score header = `tsv`); set `format` when
+        neither tells. A missing path counts as absent data (hub or skipped, see `sts_hub`).""",
+        propertyNames={"enum": STS_TASKS}, additionalProperties={
+        "oneOf": [NAME, {"type": "object", "required": ["path"], "additionalProperties": False,
+                         "properties": {"path": NAME,
+                                        "format": {"enum": ["tsv", "senteval", "stsbenchmark", "sick"]}}}]})
+    sts_hub: bool = option(False, """
+        Fetch STS tasks without a local file from the Hugging Face hub (mteb/sts12-sts ...
+        mteb/sickr-sts, test split). Needs internet; a failed download lists the task as skipped
+        with the error.""")
+    mteb: MtebOptions = option(MtebOptions, """
+        The `mteb` suite (when `suites` has `mteb`; needs the mteb package: `pip install
+        'augsbert[mteb]'`, else the dry run stops saying so). Each task's main score x 100 is
+        `mteb_<task>` in the results, `mteb_avg` their mean (MTEB's task mean); full MTEB scores and
+        MTEB's result files are in the suite artifact.""")
+    retrieval: RetrievalOptions = option(RetrievalOptions, """
+        The `retrieval` suite on a BEIR-format dataset (`loader: beir`): every passage and every
+        judged query of the qrels split encoded, exact search of the top 100 (faiss' flat index from
+        200,000 passages on), nDCG@10, MRR@10 and Recall@100 x 100 as BEIR computes them (graded
+        gains; a judged query without a relevant passage scores 0, as pytrec_eval counts it:
+        `without_relevant`). Another dataset lists the suite as skipped.""")
+    useb_tasks: list[UsebTask] = option(list(get_args(UsebTask)), """
+        USEB tasks, read from `<data_dir>/useb/data-eval/<task>/` as unzipped from the release:
+        AskUbuntu MAP, CQADupStack MAP@100 (forum average), TwitterPara AP (TURL, PIT average),
+        SciDocs MAP (Cite, Co-Cite, Co-Read, Co-View average); all x 100.""", uniqueItems=True)
+    positive_threshold: float = option(0.8, """
+        Alignment diagnostic: test pairs whose gold score (scaled to 0-1) is at least this count as
+        positive pairs (SimCSE: STS-B > 4 of 5).""", minimum=0, maximum=1)
+    topic: TopicOptions = option(TopicOptions, """
+        Topic classification: unique sentences of all splits with their topic, a stratified
+        train/test split, a linear classifier on frozen embeddings, macro-F1 x 100 on the held-out
+        part.""")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TopicTask(TopicOptions):
+    """`evaluation.topic` as a suite node keeps it: `prompted` = the delimiter when on."""
+
     prompted: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
-class SuiteParams(Params):
+class SuiteParams(EvaluationOptions):
     """The tasks `suite_tasks` found (task -> file, directory or "hub"; the others in `skipped`, with why),
-    their digests, and the encoding options. `model` only for the zero-shot model (else the `model` input)."""
+    their digests, and the encoding options. `model` only for the zero-shot model (else the `model` input).
+    Of the `evaluation` section a spec holds the encoding options and what the suites resolved (the fields below
+    that take the section's names hold the resolved form)."""
 
-    batch_size: int
-    max_length: int
     sts: dict[str, str] = field(default_factory=dict)
     useb: dict[str, str] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)

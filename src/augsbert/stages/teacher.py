@@ -26,6 +26,7 @@ class TeacherParams(PairTrainingParams):
     """
 
     epochs: int | None = None  # None with `max_steps` (a step budget): the planner leaves `epochs` out
+    weight_decay: float = 0.01  # the teacher section's default (what users got), not TrainingParams' 0.0
     arch: Literal["ce", "cbe"]
     symmetric: bool
     loss: Literal["bce", "mse"] | None = None

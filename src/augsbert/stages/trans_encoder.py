@@ -14,12 +14,12 @@ Roles per seed: `trans_encoder_<r>` (the Bi-Encoders' scores after round r, roun
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field
 from typing import Literal
 
 from ..errors import ConfigError
 from ..store.graph import Graph, Node, SeedPlan
-from ..params import Params
+from ..params import Params, option
 from .base import Stage
 from .candidates import candidates_node
 from .runs import wants
@@ -29,19 +29,119 @@ from .teacher import teacher
 
 
 @dataclass(frozen=True, kw_only=True)
-class TransEncoderParams(Params):
+class CrossOptions(Params):
+    """`trans_encoder.cross`: the cross models' settings over the `teacher` section's."""
+
+    arch: Literal["ce", "cbe"] | None = option(None, "`ce` (the paper) or `cbe`.")
+    base_model: str | None = option(None, "Model the cross models start from (null = `teacher.base_model` / "
+                                    "`base_model`).")
+    max_length: int | None = option(None, "Maximum tokens of a pair.", minimum=8)
+    symmetric: bool | None = option(None, "Train on (a, b) and (b, a) (the paper: yes).")
+    loss: Literal["bce", "mse"] | None = option(None, "CE loss (the paper: BCE).")
+    activation: Literal["sigmoid", "tanh", "identity"] | None = option(None, "CE activation when scoring.")
+    epochs: int | None = option(None, "Training epochs.", minimum=1)
+    batch_size: int | None = option(None, "Training batch size.", minimum=1)
+    lr: float | None = option(None, "AdamW learning rate.", exclusiveMinimum=0)
+    warmup_ratio: float | None = option(None, "Fraction of steps for linear warm-up.", minimum=0, maximum=1)
+    weight_decay: float | None = option(None, "AdamW weight decay.", minimum=0)
+    group_by_length: bool | None = option(None, "Length-grouped batches.")
+    megabatch: int | None = option(None, "Batches per mega-batch for group_by_length.", minimum=1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BiOptions(Params):
+    """`trans_encoder.bi`: the Bi-Encoders' settings over the `student` section's."""
+
+    base_model: str | None = option(None, "Model the Bi-Encoders start from and round 0 scores with (null = "
+                                    "`student.base_model` / `base_model`).")
+    max_length: int | None = option(None, "Maximum tokens per sentence.", minimum=8)
+    epochs: int | None = option(None, "Training epochs.", minimum=1)
+    batch_size: int | None = option(None, "Training batch size.", minimum=1)
+    lr: float | None = option(None, "AdamW learning rate.", exclusiveMinimum=0)
+    warmup_ratio: float | None = option(None, "Fraction of steps for linear warm-up.", minimum=0, maximum=1)
+    weight_decay: float | None = option(None, "AdamW weight decay.", minimum=0)
+    group_by_length: bool | None = option(None, "Length-grouped batches.")
+    megabatch: int | None = option(None, "Batches per mega-batch for group_by_length.", minimum=1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MutualOptions(Params):
+    """`trans_encoder.mutual`: the second chain's starts."""
+
+    base_model: str = option(MISSING, """
+        Start of the second Bi-Encoder: a model reference, or `pretrained`
+        (this experiment's `pretrain` encoder).""")
+    cross_base_model: str | None = option(None, """
+        Start of the second cross model (null = the same as `base_model`;
+        the paper starts each cross model from the language model under its
+        Bi-Encoder, e.g. roberta-base under unsup-SimCSE-RoBERTa).""")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TransEncoderOptions(Params):
+    """The `trans_encoder` section (its schema section is written from here: augsbert.face.schema)."""
+
+    SECTION = "trans_encoder"
+    SECTION_DESCRIPTION = """
+          Trans-Encoder (Liu et al., ICLR 2022; `models: [trans_encoder]`):
+          unsupervised sentence-pair modelling by self-distillation. Round 0
+          scores the unlabelled pairs with the start Bi-Encoder (the student's
+          start: `student.base_model` / `base_model`, or the `pretrain`
+          encoder with `student.base: pretrained`); each round r then trains a
+          pair model (`cross.arch`: CE or CBE, from the teacher's start) on the
+          Bi-Encoder's scores of the pairs, scores them with it, and trains a
+          Bi-Encoder (from its start again) on those scores. No gold label
+          reaches any of these models: they keep their last epoch (no dev
+          selection) and the pairs' scores are dropped. Every model of every
+          round is an artifact, so adding a round trains only that round. The
+          cross models take the `teacher` section and the Bi-Encoders the
+          `student` section, each with `cross` / `bi` written over it.
+          docs/methods/teachers.md lists the paper's settings and ours."""
+
+    rounds: int = option(3, "Rounds of bi-to-cross then cross-to-bi distillation (the paper's cycles; it runs 3).",
+                         minimum=1)
+    pairs: Literal["train", "candidates"] = option("train", """
+        The unlabelled pairs: `train`, the target's train pairs with their
+        scores dropped (the paper's setting: a task's sentence pairs without
+        labels), or `candidates`, the pairs the sampling stage draws
+        (`candidates.strategies`, from `candidates.pool`).""")
+    max_pairs: int | None = option(None, """
+        Use a seeded random subset of at most this many of those pairs (the
+        paper's `num_training_pairs`; numpy PCG64 seeded with the run's
+        seed). null = all.""", minimum=2)
+    cross: CrossOptions = option(CrossOptions, """
+        The cross models' settings that differ from the `teacher` section
+        (null, the default of each, = the section's value; the paper: a CE, BCE loss, 1 epoch, batch 32, lr 2e-5, 10 %
+        warm-up, max length 64). Their Bi-Encoder targets are cosines:
+        with `arch: ce` and `loss: bce` they are clipped to [0, 1] (BCE
+        needs probabilities; negative cosines would make its loss
+        unbounded below).""")
+    bi: BiOptions = option(BiOptions, """
+        The Bi-Encoders' settings that differ from the `student` section
+        (null, the default of each, = the section's value; the paper: CosineSimilarityLoss, i.e. MSE of the cosine against
+        the cross model's score, 10 epochs, batch 128, lr 5e-5, no warm-up,
+        max length 32).""")
+    mutual: MutualOptions | None = option(None, """
+        Mutual distillation (the paper's 5.3): a second Bi-Encoder and cross
+        model from other bases run beside the first, and in every round each
+        model learns the mean of the two models' scores of the other kind.
+        null = self-distillation only.""")
+    batch_size: int = option(64, "Batch size when scoring the pairs (not part of any key).", minimum=1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TransEncoderParams(TransEncoderOptions):
     """Which pairs (`source`, at most `max_pairs` of them drawn with `seed`) and how many scorers: scorer k is
     the input `scorer_<k>` (a trained artifact) or else a model reference (`model`, `mutual_model`: round 0),
     scored as a Bi-Encoder with `max_length`; several scorers' scores are averaged, then clipped to [0, 1]
-    with `clip` (the targets of a BCE cross model)."""
+    with `clip` (the targets of a BCE cross model). Of the section a spec holds `max_pairs` and `batch_size`
+    (the other options plan the rounds' nodes; absent from a spec, they read as their defaults)."""
 
     source: Literal["train", "candidates"]
     scorers: int
     seed: int
     max_length: int
     clip: bool = False
-    max_pairs: int | None = None
-    batch_size: int = 64
     model: str | None = None
     mutual_model: str | None = None
     model_identity: dict[str, str] = field(default_factory=dict)
