@@ -48,8 +48,9 @@ def seconds_of(clock: str) -> float:
     return total
 
 
-def sample(jobs: dict, stop: threading.Event) -> None:
-    """Every 0.5 s: each `augsbert <stage> --spec` process's CPU seconds so far and the time seen."""
+def sample(jobs: dict, stop: threading.Event, workdir: Path) -> None:
+    """Every 0.5 s: each `augsbert <stage> --spec` process of this run (its working directory `workdir`: other
+    users' jobs on a shared machine are left out) and its CPU seconds so far and the time seen."""
     while not stop.is_set():
         for pid in os.listdir("/proc"):
             if not pid.isdigit():
@@ -58,6 +59,8 @@ def sample(jobs: dict, stop: threading.Event) -> None:
                 cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
                 found = JOB.search(cmdline)
                 if not found or "bash" in cmdline.split(" ", 1)[0]:
+                    continue
+                if Path(os.readlink(f"/proc/{pid}/cwd")) != workdir:
                     continue
                 fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
             except OSError:
@@ -96,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     env["AUGSBERT_WARM"] = "1" if args.warm else "0"
     jobs: dict = {}
     stop = threading.Event()
-    sampler = threading.Thread(target=sample, args=(jobs, stop), daemon=True)
+    sampler = threading.Thread(target=sample, args=(jobs, stop, workdir.resolve()), daemon=True)
     sampler.start()
     start = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "augsbert", "run", str(config), *args.names, "--cores",
