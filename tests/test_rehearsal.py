@@ -104,9 +104,12 @@ def test_job_kinds_come_from_the_stages_declarations(monkeypatch):
     from augsbert.stages import REGISTRY
     from augsbert.stages.base import Stage
 
+    # options a params class inherits from its section's options class but its planned specs never carry
+    # (trans_encoder: `rounds` plans the chain of nodes; each node is one round)
+    never_in_specs = {"trans_encoder": {"rounds"}}
     for name, stage in REGISTRY.items():
         fields = {f.name for f in dataclasses.fields(stage.params)} if stage.params else set()
-        assert fields & set(FORMER_KIND_OPTIONS) <= set(kind_options(name)), name
+        assert fields & set(FORMER_KIND_OPTIONS) - never_in_specs.get(name, set()) <= set(kind_options(name)), name
     assert kind_options("data") == ("on_bad_rows", "loader") and kind_options("margins") == ("score_scale",)
     assert kind_options("zero_shot") == () and kind_options("teacher_ensemble") == ("combine",)
 
@@ -228,7 +231,7 @@ def test_the_headline_rehearses_every_job_and_a_renamed_column_stops_its_data_jo
     lines = done.stdout.splitlines()
     assert lines[-1].startswith("10 jobs of 9 kinds rehearsed in "), done.stdout
     assert all(line.startswith("OK ") for line in lines[:-1]) and len(lines) == 10, done.stdout
-    assert any(line.startswith("OK      teacher arch=cbe ") for line in lines)
+    assert any(line.startswith("OK      teacher ") and " arch=cbe " in line for line in lines)
     results = json.loads((project / ".rehearsal" / "results" / "bws_cbe.json").read_text())
     assert set(results["models"]) == {"zero_shot", "lower_bound", "teacher", "student"}
     assert _files(project) == before  # nothing written outside .rehearsal/ (the real manifests included)
@@ -237,7 +240,8 @@ def test_the_headline_rehearses_every_job_and_a_renamed_column_stops_its_data_jo
     bws.write_text(text.replace("id,argument1,", "id,arg_one,", 1))
     failed = _rehearse(project, "results/bws_cbe.json")
     assert failed.returncode == 1
-    data_line = next(line for line in failed.stdout.splitlines() if " data loader=bws_cross_topic" in line)
+    data_line = next(line for line in failed.stdout.splitlines()
+                     if " data " in line and " loader=bws_cross_topic" in line)
     assert data_line.startswith("failed ") and "log: .rehearsal/logs/data/" in data_line
     log = project / data_line.split("log: ")[1]
     assert "data/raw/bws/BWS_Argument_Similarity_Corpus.csv:1: header lacks column(s) ['argument1']" \

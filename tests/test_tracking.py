@@ -65,5 +65,5 @@ def test_tensorboard_run_holds_params_loss_and_dev_spearman(tracking_env, tiny_m
     texts = {tag: events.Tensors(tag)[0].tensor_proto.string_val[0].decode() for tag in events.Tags()["tensors"]}
     params = next(v for tag, v in texts.items() if tag.startswith("augsbert/params"))
     for line in ("augsbert.key: lee.be-0123456789", "augsbert.experiments: demo_b,demo_c",
-                 "augsbert.lr: 2e-05", "augsbert.sampling.top_k: 3"):
+                 "augsbert.lr: 2e-05", "augsbert.candidates.top_k: 3"):
         assert line in params

@@ -19,9 +19,6 @@ for _stage in REGISTRY.values():
             directory(f"artifacts/{{stage,{_stage.name}}}/{{key}}"),
         log:
             "logs/{stage}/{key}.log",
-        # empty (Snakemake's usual job block) except for a job named by its role: `Job N: lower_bound: ...`
-        message:
-            "{JOB_TITLE:{wildcards.key}/}"
         cache: "omit-software" if _stage.cache and workflow.enable_cache else False
         group:
             _stage.group
@@ -40,6 +37,9 @@ for _stage in REGISTRY.values():
         params:
             spec=node_spec,
             gpu_claim=gpu_claim,
+        # empty (Snakemake's usual job block) except for a job named by its role: `Job N: lower_bound: ...`
+        message:
+            "{JOB_TITLE:{wildcards.key}/}"
         # the wildcard, not the loop variable: a shell directive is evaluated when the job runs, after the
         # loop (a stage `a_b` runs the command `augsbert a-b`). In a packed local run the job's GPU count
         # and memory tell it which GPU it may take (`AUGSBERT_JOB_GPU_CLAIM=<gpus>:<MB>`, augsbert/scheduling/gpus.py;
