@@ -257,7 +257,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "warm_server": (),
     "params": ("errors",),
     "objectives": ("errors", "params"),
-    "config": ("errors", "objectives"),
+    "config": ("errors",),
     "data": ("errors", "config"),
     "store": ("errors", "config"),
     "stages": ("errors", "params", "objectives", "data", "store"),

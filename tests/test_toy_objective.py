@@ -6,15 +6,21 @@ The test writes exactly the two files a developer would add, under the package n
   loss) and its options class, whose one field carries the option's default, description and bounds;
 - `augsbert/losses/toy.py`: the loss class, in sentence-transformers' losses/ style.
 
-They are written to temporary folders added to those two packages' `__path__` (the registry lists its
-package's modules), so nothing in the source tree is touched; no other file of the package changes. It then
-shows that the option is in the loaded schema with its description, that the config is checked against it,
-that the option enters the pretrain node's key only when the objective is chosen, and the loss's exact value.
+In a copy of the project, with the two files written there, `make schema` (`python -m augsbert.face.schema
+--write`) writes the option into the schema's `pretrain` section (the check says it is stale before); no other
+file is edited. The test shows that the option is then in the schema with its description, that the config is
+checked against it and that the option enters the pretrain node's key only when the objective is chosen. The same
+two files, written to temporary folders added to the two packages' `__path__` here (the registry lists its
+package's modules), show that the job reads the planned spec through the options class, and the loss's exact
+value.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import subprocess
 import sys
 import textwrap
 
@@ -23,12 +29,11 @@ import torch
 
 import augsbert.losses as losses_package
 import augsbert.objectives as objectives
-from augsbert.config.load import ConfigError
 from augsbert.config.schema import load_schema
 from augsbert.params import read_params
 from augsbert.stages.pretrain import PretrainParams
 from augsbert.training.pretrain import build_encoder
-from conftest import plan_shipped
+from workflow_helpers import checkout
 
 ENTRY = '''
     """`toy`: pulls each anchor towards its positive until their cosine reaches the margin (an example)."""
@@ -104,40 +109,74 @@ def toy(tmp_path, monkeypatch):
     monkeypatch.setattr(objectives, "__path__", [*objectives.__path__, str(entries)])
     monkeypatch.setattr(losses_package, "__path__", [*losses_package.__path__, str(losses)])
     objectives.discover()
-    load_schema.cache_clear()
     yield written
     monkeypatch.undo()
     for name in ("augsbert.objectives.toy", "augsbert.losses.toy"):
         sys.modules.pop(name, None)
     objectives.discover()
-    load_schema.cache_clear()
 
 
-def pretrain_key(pretrain: dict):
-    plan = plan_shipped({"experiments": {"x": {"dataset": "lee", "pretrain": pretrain}}}, grids=False, plan=())
-    return plan.node(plan.experiment("x").runs[42]["pretrained"])
+# run in the project copy, after `make schema`: the schema's option, the config's check, the pretrain nodes' keys
+CHECK = '''
+import json
+from augsbert.config.load import deep_merge, prepare_config, read_config
+from augsbert.config.schema import load_schema
+from augsbert.errors import ConfigError
+from augsbert.planning.plan import Plan
+
+def pretrain_key(pretrain):
+    raw = read_config("config/config.yaml")
+    raw["grids"] = {}
+    plan = Plan(prepare_config(deep_merge(raw, {"experiments": {"x": {"dataset": "lee", "pretrain": pretrain}}}),
+                               lazy=True))
+    node = plan.node(plan.experiment("x").runs[42]["pretrained"])
+    return [node.key, node.params]
+
+try:
+    pretrain_key({"objective": "toy", "toy_margin": 3})
+    refused = ""
+except ConfigError as err:
+    refused = str(err)
+pretrain = load_schema()["$defs"]["stage_options"]["properties"]["pretrain"]["properties"]
+print(json.dumps({"choices": pretrain["objective"]["enum"], "option": pretrain["toy_margin"], "refused": refused,
+                  "chosen": pretrain_key({"objective": "toy", "toy_margin": 0.25}),
+                  "default": pretrain_key({"objective": "toy"}), "simcse": pretrain_key({"objective": "simcse"}),
+                  "simcse_set": pretrain_key({"objective": "simcse", "toy_margin": 0.25})}))
+'''
 
 
-def test_a_toy_objective_is_two_files_and_works_end_to_end(toy, tiny_model):
+def test_a_toy_objective_is_two_files_and_works_end_to_end(toy, tiny_model, tmp_path):
     assert len(toy) == 2 and all(path.is_file() for path in toy)
-    # the option is in the loaded schema, with its bounds and description; the objective is a choice
-    pretrain = load_schema()["$defs"]["stage_options"]["properties"]["pretrain"]["properties"]
-    assert "toy" in pretrain["objective"]["enum"]
-    assert pretrain["toy_margin"] == {"type": "number", "minimum": 0, "maximum": 2, "default": 0.5,
-                                      "description": "`toy`: the cosine each anchor and its positive should reach."}
+    # the developer's steps in a copy of the project: the two files, then `make schema`
+    root = checkout(tmp_path / "project", ("workflow", "config", "src"))
+    (root / "src" / "augsbert" / "objectives" / "toy.py").write_text(textwrap.dedent(ENTRY))
+    (root / "src" / "augsbert" / "losses" / "toy.py").write_text(textwrap.dedent(LOSS))
+    env = {**os.environ, "PYTHONPATH": str(root / "src"), "HF_HUB_OFFLINE": "1"}
+
+    def python(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, *args], cwd=root, env=env, capture_output=True, text=True,
+                              timeout=300)
+
+    stale = python("-m", "augsbert.face.schema", "--check")
+    assert stale.returncode == 1 and "make schema" in stale.stderr
+    for args in (("-m", "augsbert.face.schema", "--write"), ("-c", CHECK)):
+        proc = python(*args)
+        assert proc.returncode == 0, proc.stderr
+    found = json.loads(proc.stdout.splitlines()[-1])
+    # the option is in the written schema, with its bounds and description; the objective is a choice
+    assert "toy" in found["choices"]
+    assert found["option"] == {"type": "number", "minimum": 0, "maximum": 2, "default": 0.5,
+                               "description": "`toy`: the cosine each anchor and its positive should reach."}
     # the config is checked against it
-    with pytest.raises(ConfigError, match="toy_margin"):
-        pretrain_key({"objective": "toy", "toy_margin": 3})
+    assert "toy_margin" in found["refused"] and "3 is greater than the maximum of 2" in found["refused"]
     # it enters the key of the objective that reads it, at its default too, and no other objective's key
-    chosen = pretrain_key({"objective": "toy", "toy_margin": 0.25})
-    assert chosen.params["objective"] == "toy" and chosen.params["toy_margin"] == 0.25
-    assert pretrain_key({"objective": "toy"}).params["toy_margin"] == 0.5
-    assert chosen.key != pretrain_key({"objective": "toy"}).key
-    simcse = pretrain_key({"objective": "simcse"})
-    assert "toy_margin" not in simcse.params
-    assert pretrain_key({"objective": "simcse", "toy_margin": 0.25}).key == simcse.key
+    (chosen_key, chosen), (default_key, default) = found["chosen"], found["default"]
+    assert chosen["objective"] == "toy" and chosen["toy_margin"] == 0.25 and default["toy_margin"] == 0.5
+    assert chosen_key != default_key
+    (simcse_key, simcse), (simcse_set_key, _) = found["simcse"], found["simcse_set"]
+    assert "toy_margin" not in simcse and simcse_set_key == simcse_key
     # the job reads the planned spec through its options class, and the entry builds the loss with it
-    params = read_params(PretrainParams, {"params": {**chosen.params, "model": tiny_model}})
+    params = read_params(PretrainParams, {"params": {**chosen, "model": tiny_model}})
     assert params.options == objectives.OBJECTIVES["toy"].options(toy_margin=0.25) and params.toy_margin == 0.25
     model = build_encoder(tiny_model, params.pooling, 16, "cpu")
     loss = objectives.build_loss("toy", model, params, tiny_model)

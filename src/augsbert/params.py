@@ -148,6 +148,12 @@ class Params:
     def replace(self: P, **changes) -> P:
         return dataclasses.replace(self, **changes)
 
+    @classmethod
+    def schema_properties(cls) -> dict[str, dict]:
+        """The schema properties an options class writes (augsbert.face.schema): one per option. A class whose
+        keys are declared elsewhere too adds them here (`pretrain`: the objectives' own options and choices)."""
+        return options_schema(cls, cls.SECTION or cls.__name__)
+
 
 _JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string"}
 
@@ -263,7 +269,7 @@ def section_schema(options: type[Params]) -> dict:
     """The schema of the config section `options.SECTION` (an object of its options, nothing else)."""
     return {"type": "object", "default": {}, "additionalProperties": False,
             "description": " ".join(options.SECTION_DESCRIPTION.split()),
-            "properties": options_schema(options, options.SECTION)}
+            "properties": options.schema_properties()}
 
 
 def section_options(options: type[Params], section: dict) -> dict:

@@ -1,8 +1,8 @@
 """The config schema: loading it (the package's copy of workflow/schemas/config.schema.yaml), resolving its
 references, and converting command-line strings back to the types it declares (`coerce`).
 
-Its stage sections are written from the stages' options classes (augsbert.face.schema); its `pretrain`
-section gets the objectives' options when it is loaded (augsbert.objectives).
+Its stage sections are written from the stages' options classes (augsbert.face.schema), the `pretrain`
+section with the objectives' options (augsbert.objectives): the file holds every key, nothing is added to it here.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from typing import Any
 import yaml
 
 from ..errors import ConfigError
-from ..objectives import pretrain_schema
 
 
 SCHEMA_RESOURCE = "schemas/config.schema.yaml"
@@ -30,12 +29,7 @@ SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 def load_schema(resource: str = SCHEMA_RESOURCE) -> dict:
     """A JSON schema shipped in the package (mirrored in workflow/schemas): the config's by default."""
     text = resources.files("augsbert").joinpath(resource).read_text()
-    schema = yaml.load(text, Loader=SAFE_LOADER)
-    if resource == SCHEMA_RESOURCE:  # what the objectives' registry declares (one place per objective and option)
-        for section in schema["$defs"]["stage_options"]["properties"].values():
-            if isinstance(section, dict) and section.get("x-objective-options"):  # the section objectives train in
-                pretrain_schema(section["properties"])
-    return schema
+    return yaml.load(text, Loader=SAFE_LOADER)
 
 
 def not_mapping(value: Any, where: str) -> str:

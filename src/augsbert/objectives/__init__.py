@@ -61,7 +61,8 @@ discover()
 def pretrain_schema(properties: dict) -> None:
     """Fill the schema's `pretrain` properties (in place): the `objective` choices and every objective option,
     from the entries' options classes (an option several objectives read is declared once, in a shared class)."""
-    properties["objective"]["enum"] = ["none", *(name for name, o in OBJECTIVES.items() if o.choice)]
+    choices = ["none", *(name for name, o in OBJECTIVES.items() if o.choice)]
+    properties["objective"] = {"type": "string", "enum": choices, **properties["objective"]}
     for entry in OBJECTIVES.values():
         if not entry.choice:
             continue

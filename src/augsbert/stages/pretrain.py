@@ -11,8 +11,8 @@ from pathlib import Path
 from ..errors import ConfigError
 from ..store.fingerprints import path_digest
 from ..store.graph import Graph, Node, SeedPlan
-from ..params import Params, TrainingParams
-from ..objectives import OBJECTIVES, entry, resolved
+from ..params import Params, TrainingParams, option
+from ..objectives import OBJECTIVES, PRESETS, entry, pretrain_schema, resolved
 from .base import Row, Stage
 from .rcl_entropy import OBJECTIVE_INPUTS
 from .data import data_node, triples_inputs
@@ -20,31 +20,142 @@ from .sizes import pool_items
 
 
 @dataclass(frozen=True, kw_only=True)
-class PretrainParams(TrainingParams):
-    """The `pretrain` stage's params: the `pretrain` section as `objectives.resolved` leaves it: the
-    schedule filled from the preset, and only the options the objective (and SimCSE variant) reads. The spec is
-    flat; the objective's options are its entry's options class (`options`), read as attributes here too.
+class PretrainOptions(Params):
+    """The `pretrain` section's own options (its schema section is written from here: augsbert.face.schema). The
+    objectives' own options (temperature, deletion_ratio, ...) and `objective`'s choices join it from the
+    objectives' registry (`schema_properties`), so the written section holds every key a user can set."""
+
+    SECTION = "pretrain"
+    SECTION_DESCRIPTION = """
+        Unsupervised pre-training of a sentence encoder (seed 003 TSDAE; thesis 4.2, 5.4.2, Table 6.10) on the
+        sentences of a dataset. With an objective set, the experiment reports the pre-trained encoder as the model
+        `pretrained` (target test split and evaluation suite), and `student.base`, `teacher.base` and
+        `candidates.semantic_model: pretrained_stage` can start later stages from it. Schedule keys left null come
+        from `preset`."""
+
+    # its choices: none and the registry's objectives (augsbert.objectives.OBJECTIVES), added by schema_properties
+    objective: str = option("none", """
+        `simcse` (two dropout views, in-batch negatives, cosine / temperature), `simcse_sup` (NLI anchor /
+        entailment / contradiction triples from `triples`), `ct` (Contrastive Tension: two encoders, dot product,
+        BCE, `ct_negatives` random negatives per positive), `ct_in_batch` (CT with in-batch negatives), `tsdae`
+        (delete `deletion_ratio` of the words, one pooled vector, tied decoder that cross-attends to it only), `nm`
+        (Noise Matching: SimCSE with the noised sentence as positive and a stop-gradient on the clean one), and the
+        thesis' multi-task `mlm+simcse`, `mlm+nm`, `tsdae+nm` (main loss + aux_weight x contrastive loss),
+        `consert` (seed 000: ConSERT, augmented embedding matrices of two views, encoder dropout off, symmetric
+        NT-Xent of its equation 2.9; `consert_views`), `clm_ae` / `mlm_ae` (seed 000's autoencoders: a
+        `decoder_layers`-layer decoder reconstructs x from f(x) left to right, or predicts an 80 %-masked copy with
+        f(x) in slot 0) and `simcse+clm_ae` / `simcse+mlm_ae` (SimCSE + aux_weight x autoencoder on the shared
+        f(x), seed 000 equation 3.6; its weights 0.1 ... 0.0001, best 0.001), `rcl` (seed 002 Regularized
+        Contrastive Learning: one entropy model per `rcl_phis` value, stage `rcl_entropy`, then the final model
+        with equation 3; `rcl_phis`). none = no pre-training.""")
+    base_model: str | None = option(None, "Model pre-training starts from; null = the experiment's `base_model`.")
+    dataset: str | None = option(None, """
+        Dataset whose sentences are the training corpus (a key of `datasets`, e.g. a `text_file` corpus); null =
+        the experiment's dataset. The evaluated dataset's dev/test sentences are removed from it
+        (`exclude_eval_sentences`).""")
+    pool: Literal["all", "train", "unlabeled", "train+unlabeled"] = option("all", """
+        Which sentences of that dataset (unique by normalised text): `all` = its train split and its unlabeled
+        corpus, whichever it has (a `text_file` corpus has only the latter); or just one of them.""")
+    exclude_eval_sentences: bool = option(True, "Remove the evaluated dataset's dev and test sentences from the "
+                                                "corpus.")
+    triples: str | list[str] | None = option(None, """
+        `simcse_sup` and `rcl`: a .tsv, .csv (header row), .jsonl or .parquet file with columns `anchor`,
+        `positive` (entailment) and `negative` (contradiction), or SNLI / MultiNLI as released
+        (`snli_1.0_train.jsonl`, `multinli_1.0_train.jsonl`: per premise with both, its first entailment and first
+        contradiction hypothesis form a triple, as SimCSE's supervised data; gold label "-" skipped), or a list of
+        such files (e.g. SNLI + MultiNLI, SimCSE's setup); relative paths are under `data_dir`. Keyed by content.
+        `rcl` without a file trains on the corpus sentences instead (each sentence as its own positive, two
+        dropout views, no hard negative; not seed 002's setup).""", items={"type": "string", "minLength": 1},
+        minItems=1)
+    triples_format: Literal["auto", "triples", "nli"] = option("auto", """
+        How `triples` files are read: `auto` = SNLI / MultiNLI (`nli`) if the file has a released name
+        (snli_1.0_*.jsonl, multinli_1.0_*.jsonl) or its first JSON record has sentence1, sentence2 and gold_label,
+        else anchor / positive / negative columns (`triples`). Set it when a file is neither named nor shaped that
+        way.""")
+    preset: str = option("thesis", """
+        Schedule for the keys below left null. `thesis` (5.4.2): batch 64, AdamW lr 3e-5, 12,500 steps, 10 %
+        warm-up then linear decay, weight decay 0.01. `tsdae` (seed 003 App. B, thesis 5.4.1): batch 8, constant
+        lr 3e-5, no warm-up, weight decay 0, 100,000 steps. `ct` (seed 003 App. B, CT as TSDAE trained it): batch
+        8, RMSProp, lr 1e-5 stepped down (`ct_stepped`), no warm-up, weight decay 0, 100,000 steps.""",
+        enum=list(PRESETS))  # the choices are the presets (augsbert.objectives.PRESETS)
+    max_steps: int | None = option(None, "Optimizer steps (null = preset).", minimum=1)
+    batch_size: int | None = option(None, "Sentences per batch (null = preset); in-batch negatives = batch size - "
+                                          "1.", minimum=2)
+    lr: float | None = option(None, "Learning rate (null = preset).", exclusiveMinimum=0)
+    warmup_ratio: float | None = option(None, "Fraction of steps for linear warm-up (null = preset).", minimum=0,
+                                        maximum=1)
+    warmup_steps: int | None = option(None, """
+        Warm-up in optimizer steps, in place of warmup_ratio (seed 000 Table 5.3: 910 steps whatever the run's
+        length); null = warmup_ratio.""", minimum=0)
+    weight_decay: float | None = option(None, "AdamW weight decay (null = preset).", minimum=0)
+    scheduler: Literal["linear", "constant", "constant_with_warmup", "cosine", "ct_stepped"] | None = option(None, """
+        Learning-rate schedule after warm-up (null = preset). `ct_stepped`: seed 003 App. B's segmented-constant
+        CT schedule, the lr for steps 1-500, 0.8 of it for 501-1000, 0.6 for 1001-1500, 0.4 for 1501-2000, 0.2
+        after (1e-5, 8e-6, 6e-6, 4e-6, 2e-6 at lr 1e-5).""")
+    optimizer: Literal["adamw", "rmsprop"] | None = option(None, """
+        `adamw` (torch AdamW, the thesis and TSDAE) or `rmsprop` (torch RMSprop with its defaults, CT in seed 003
+        App. B; weight_decay applies to it too); null = preset.""")
+    pooling: Literal["cls", "mean"] | None = option(None, """
+        Sentence vector of the trained encoder (Table 6.10 reports both); null = the objective's source: `cls` for
+        SimCSE, TSDAE, NM and the combinations, `mean` for CT.""")
+    max_length: int = option(128, """
+        Maximum tokens per sentence (the seeds do not state it for TSDAE / the thesis; SimCSE used 32). 128 keeps
+        all but the longest sentences whole.""", minimum=8)
+    held_out: float = option(0.05, """
+        Share of the corpus (at most 2,000 sentences) kept out of training to measure the objective's loss.""",
+        exclusiveMinimum=0, exclusiveMaximum=1)
+    eval_steps: int = option(500, """
+        Steps between evaluations (held-out loss, dev Spearman) and resumable checkpoints.""", minimum=1)
+    selection: Literal["target_dev", "held_out_loss", "last"] = option("target_dev", """
+        Which evaluated checkpoint is the result: best target dev Spearman (Park and RCL on STS-B dev; falls back
+        to held_out_loss when the dataset has no dev split), lowest held-out loss (seed 000's validation loss;
+        SimCSE's dropout views are then drawn in train mode under a fixed seed), or the last step (TSDAE's fixed
+        steps: its App. B uses no early stopping). Each paper grid sets it explicitly.""")
+    group_by_length: bool | None = option(None, """
+        Length-grouped batches (README "Training"). null = on for objectives without in-batch negatives (tsdae,
+        ct) and off for the others, whose negatives would otherwise all share the anchor's length.""")
+    megabatch: int = option(50, "Batches per mega-batch for group_by_length.", minimum=1)
+    torch_compile: bool = option(False, """
+        Train the model compiled by `torch.compile` (PyTorch's inductor backend; sequence lengths vary, so after
+        the first recompile the compiled code takes any length). Off by default: compiling costs time before the
+        first step and changes results in the last float digits; what it gains depends on the GPU and the model
+        (`benchmarks/bench_overhead.py --torch-compile` measures it). Enters the artifact key only when set.""")
+
+    @classmethod
+    def schema_properties(cls) -> dict[str, dict]:
+        """Its options, then `objective`'s choices and every objective's own options, from the objectives'
+        registry (each declared once, in its options class: augsbert.objectives)."""
+        properties = super().schema_properties()
+        pretrain_schema(properties)
+        return properties
+
+
+@dataclass(frozen=True, kw_only=True)
+class PretrainParams(PretrainOptions, TrainingParams):
+    """The `pretrain` stage's params: the `pretrain` section as `objectives.resolved` leaves it (but `base_model`
+    and `dataset`, which the plan turns into `model` and the corpus input): the schedule filled from the preset,
+    and only the options the objective (and SimCSE variant) reads. The spec is flat; the objective's options are
+    its entry's options class (`options`), read as attributes here too.
 
     `eval_batch_size` / `eval_max_length` encode the target's dev split (checkpoint selection and the
     results row), as the zero-shot row does; `regulators` is set by the job (RCL: its entropy inputs).
     """
 
-    objective: str
-    preset: str | None = None  # the preset the plan filled the schedule from (the job reads the schedule)
+    # what a spec holds otherwise than the section says: the schedule, pooling and grouping filled in (from the
+    # preset, the objective); `optimizer` and `triples_format` left out at adamw / auto (keys planned before them)
+    preset: str | None = None  # the preset the plan filled the schedule from (rcl_entropy's fit: its own name)
     max_steps: int
+    batch_size: int
+    lr: float
+    warmup_ratio: float
+    weight_decay: float = 0.0
     scheduler: str
-    warmup_steps: int | None = None  # set: the warm-up in steps (seed 000's 910), in place of warmup_ratio
     optimizer: Literal["adamw", "rmsprop"] = "adamw"  # rmsprop: the `ct` preset (TSDAE App. B)
     pooling: Literal["cls", "mean"]
-    pool: Literal["all", "train", "unlabeled", "train+unlabeled"] = "all"
-    exclude_eval_sentences: bool
-    held_out: float
-    eval_steps: int
+    group_by_length: bool = False
+    triples_format: Literal["triples", "nli"] | None = None  # None: told from each file
     eval_max_length: int | None = None  # None: the trained max_length
-    selection: Literal["target_dev", "held_out_loss", "last"]
-    triples: str | list[str] | None = None
     triples_digest: str | list[str] | None = None
-    triples_format: Literal["triples", "nli"] | None = None
     options: Params | None = None  # the objective's own options (its entry's options class), read from the same level
     regulators: list[str] = field(default_factory=list)
 
