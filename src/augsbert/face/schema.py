@@ -11,6 +11,12 @@ writes each such section into `workflow/schemas/config.schema.yaml` between the 
 so the schema stays one file a user reads, with its hand-written parts (top level, datasets, grids) as they
 are. A section without its block yet goes at the end of `stage_options` (before `# <<< stage sections`).
 
+An experiment's own keys among its stage options (`base_model`, `models`, ...: `augsbert.stages.runs.
+ExperimentOptions`) are no section but properties of `stage_options` itself: written the same way, between
+
+    # >>> generated properties experiment (...)
+    # <<< generated properties experiment
+
     python -m augsbert.face.schema --write   # or: make schema
     python -m augsbert.face.schema --check   # exit 1 when the checked-in file is stale (tests/test_schema_gen.py)
 """
@@ -26,14 +32,17 @@ import yaml
 
 from ..params import Params, section_class, section_schema
 from ..stages import REGISTRY
+from ..stages.runs import ExperimentOptions
 
 SCHEMA_FILE = Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml"
 REGENERATE = "python -m augsbert.face.schema --write"
-_BEGIN = "# >>> generated section {name} ({cls}; edit the class, then `make schema`)"
-_END = "# <<< generated section {name}"
+_BEGIN = "# >>> generated {kind} {name} ({cls}; edit the class, then `make schema`)"
+_END = "# <<< generated {kind} {name}"
 _NEW = "# <<< stage sections"
-_BLOCK = re.compile(r"^(?P<indent> *)# >>> generated section (?P<name>\w+) .*?^(?P=indent)# <<< generated section "
-                    r"(?P=name)\n", re.S | re.M)
+_BLOCK = re.compile(r"^(?P<indent> *)# >>> generated (?P<kind>section|properties) (?P<name>\w+) .*?^(?P=indent)"
+                    r"# <<< generated (?P=kind) (?P=name)\n", re.S | re.M)
+# blocks of properties written straight into `stage_options.properties`: {block name: options class}
+PROPERTIES: dict[str, type[Params]] = {"experiment": ExperimentOptions}
 
 
 def section_classes() -> dict[str, type[Params]]:
@@ -61,28 +70,35 @@ def _text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 _Dumper.add_representer(str, _text)
 
 
-def _block(name: str, cls: type[Params], indent: str) -> str:
-    body = yaml.dump({name: section_schema(cls)}, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100,
-                     default_flow_style=False)
-    lines = [_BEGIN.format(name=name, cls=f"{cls.__module__}.{cls.__qualname__}"),
-             *body.splitlines(), _END.format(name=name)]
+def _block(name: str, cls: type[Params], indent: str, kind: str = "section") -> str:
+    """A section (`{name: its schema}`) or a block of properties (`cls`'s options, each a key) with its marker lines."""
+    body = yaml.dump({name: section_schema(cls)} if kind == "section" else cls.schema_properties(), Dumper=_Dumper,
+                     sort_keys=False, allow_unicode=True, width=100, default_flow_style=False)
+    lines = [_BEGIN.format(kind=kind, name=name, cls=f"{cls.__module__}.{cls.__qualname__}"),
+             *body.splitlines(), _END.format(kind=kind, name=name)]
     return "".join(f"{indent}{line}\n" if line else "\n" for line in lines)
 
 
 def render(text: str, classes: dict[str, type[Params]] | None = None) -> str:
-    """`text` (the schema file) with every generated section written from its class."""
+    """`text` (the schema file) with every generated section and block of properties written from its class."""
     classes = section_classes() if classes is None else classes
     seen = set()
+    blocks = set()
 
     def replace(match: re.Match) -> str:
-        name = match["name"]
-        if name not in classes:
-            raise ValueError(f"{SCHEMA_FILE.name}: generated section {name!r} has no options class any more "
+        kind, name = match["kind"], match["name"]
+        owners = classes if kind == "section" else PROPERTIES
+        if name not in owners:
+            raise ValueError(f"{SCHEMA_FILE.name}: generated {kind} {name!r} has no options class any more "
                              "(remove its block, or declare the class)")
-        seen.add(name)
-        return _block(name, classes[name], match["indent"])
+        (seen if kind == "section" else blocks).add(name)
+        return _block(name, owners[name], match["indent"], kind)
 
     text = _BLOCK.sub(replace, text)
+    missing = [name for name in PROPERTIES if name not in blocks]
+    if missing:  # where an experiment's keys stand among stage_options' properties is written by hand, once
+        raise ValueError(f"{SCHEMA_FILE.name}: no lines `{_BEGIN.split(' (')[0].format(kind='properties', name=missing[0])}"
+                         f" (...)` and `{_END.format(kind='properties', name=missing[0])}` where its properties go")
     new = [name for name in classes if name not in seen]
     if new:
         marker = re.search(rf"^(?P<indent> *){re.escape(_NEW)}\n", text, re.M)

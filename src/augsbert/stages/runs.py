@@ -10,7 +10,57 @@ re-labelling and `use_gold_labels`) is the source's. With `gold_fraction` < 1 a 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Literal
+
+from ..params import Params, option
 from ..store.graph import Node, SeedPlan
+
+# What `models` may name. Not the registry's rows: `pretrained` is a row that `pretrain.objective` asks for, not
+# `models`, and `trans_encoder` has no row of its own (its rounds are the numbered rows te_cross_<k>, te_bi_<k>);
+# tests/test_schema_gen.py checks that the two differ by exactly these
+MODELS = ("zero_shot", "lower_bound", "teacher", "student", "classifier", "trans_encoder", "gpl")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExperimentOptions(Params):
+    """An experiment's own keys among its stage options (`defaults` or the experiment, beside the stages'
+    sections): what the functions below and the planning hooks read of a run. augsbert.face.schema writes them as
+    the properties of `stage_options` (its generated block `experiment`)."""
+
+    base_model: str = option("minilm-l6", """
+        Model every stage starts from: a local directory, a packaged alias (`minilm-l6` = the bundled
+        all-MiniLM-L6-v2) or a Hugging Face hub id (needs network or a filled HF cache; offline it fails with a
+        message telling how to give a local copy).""")
+    models: list[str] = option(["zero_shot", "lower_bound", "teacher", "student"], """
+        Models the experiment trains and reports: `zero_shot` (base model, no training), `lower_bound`
+        (Bi-Encoder on gold only, SBERT), `teacher` (its test score is the upper bound), `student` (Bi-Encoder
+        distilled from the teacher's labels, with or without gold), `classifier` (thesis 5.6.1 baseline: the
+        encoder fine-tuned with a linear head on the target's topics, then evaluated as a Bi-Encoder),
+        `trans_encoder` (Trans-Encoder's rounds of bi-to-cross and cross-to-bi distillation on unlabelled pairs, no
+        gold label; see `trans_encoder`), `gpl` (a Bi-Encoder learning the margins of `teacher.pretrained` over the
+        negatives `negatives` mines, GPL; no gold label, docs/methods/gpl.md).""",
+        items={"type": "string", "enum": list(MODELS)}, uniqueItems=True)
+    gold_fraction: float = option(1, """
+        Few labels: the teacher, the lower bound and the student learn a seeded subset of this fraction of the
+        gold train pairs (the source's in domain transfer), drawn anew for each seed (numpy PCG64 seeded with the
+        run's seed; at least 2 pairs), so the spread over seeds includes which pairs were labelled. The other train
+        pairs stay as unlabelled pairs, their scores dropped: `candidates.strategies: [target_pairs]` labels
+        exactly them, and `candidates.pool: unlabeled` / `train+unlabeled` include their sentences. Dev and test
+        splits are unchanged (the models still select their epoch on the full dev split, as the thesis' protocol
+        does). 1 = all gold, no subset stage (keys unchanged).""", exclusiveMinimum=0, maximum=1)  # 1: the
+    # schema's (and the reference's) default as it was written, an integer
+    topic_prompt: Literal["none", "prompted", "hidden"] = option("none", """
+        Topic information (thesis 4.4, 5.6): `prompted` puts each sentence's topic in front of it (`[CLS] topic ¥
+        text [SEP]`) for MLM adaptation, the teacher, labelling, the student and the classifier; `hidden`: the
+        same for MLM adaptation, the teacher and labelling, but the student learns the teacher's scores on the
+        plain texts. Texts without a known topic (e.g. STS-B as the teacher's source) stay plain; the lower bound
+        always learns plain gold. `none` (the thesis' "Original"): no prompts.""")
+    topic_delimiter: str = option("¥", """
+        Token that ends the topic prompt (thesis: ¥, unused in its data). Added to the tokenizer, with a new
+        trained embedding, only if the tokenizer does not keep it as one token (the stage log says which).""",
+        minLength=1)
+
 
 # The inputs of a model's node that the reports and the export read (the hooks give them these names)
 INPUT_DATA, INPUT_LABELS, INPUT_TEACHER = "data", "labels", "teacher"
