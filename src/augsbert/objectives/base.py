@@ -3,8 +3,8 @@
 An entry says what the objective trains on (dataset columns), the source paper's pooling, whether its batches
 hold in-batch negatives, its options class and how it builds its loss. Its options class is a frozen dataclass
 (augsbert.params.Params) whose fields are made with `option()`: default, description and JSON-schema bounds in
-one place; the schema's `pretrain` section is generated from these fields when the schema is loaded, the job
-reads them into the class, and the planner keys an objective by its own options only.
+one place; `make schema` writes them into the schema's `pretrain` section (augsbert.stages.pretrain.PretrainOptions),
+the job reads them into the class, and the planner keys an objective by its own options only.
 
 Nothing here imports torch or sentence-transformers: the loss class is named as "module:Class" and imported
 (importlib) when it is built, so loading the config, `augsbert --help` and planning stay light.

@@ -22,7 +22,7 @@ class ContrastiveTension(Objective):
     other sentences (a, b)."""
 
     def rows(self, sentences, seed, triples, options):
-        import numpy as np  # here: the schema reads the registry when it is loaded, before any job
+        import numpy as np  # here: planning reads the registry before any job
 
         rng = np.random.default_rng(seed)
         n = len(sentences)
