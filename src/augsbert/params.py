@@ -291,6 +291,15 @@ def read_params(cls: type[P], spec: dict, where: str = "spec") -> P:
     return cls.from_json(spec.get("params"), f"{where} params")
 
 
+# The description of `torch_compile`, an option of each section that trains a model (one text for all of them)
+TORCH_COMPILE = """
+        Train the model compiled by `torch.compile` (PyTorch's inductor backend; sequence lengths vary,
+        so after the first recompile the compiled code takes any length). Off by default: compiling
+        costs time before the first step and changes results in the last float digits; what it gains
+        depends on the GPU and the model (`benchmarks/bench_overhead.py --torch-compile` measures it).
+        Enters the artifact key only when set."""
+
+
 # What several stages share. A stage's class lists every parameter its planning hook can write: the
 # config section it copies (the schema says each option) plus what the hook adds.
 

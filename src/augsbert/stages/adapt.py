@@ -7,7 +7,7 @@ from typing import Literal
 
 from ..errors import ConfigError
 from ..store.graph import Graph, Node, SeedPlan
-from ..params import Params, TrainingParams, option, section_options
+from ..params import TORCH_COMPILE, Params, TrainingParams, option, section_options
 from .base import Stage
 from .runs import inert_grouping_dropped, strategies, topic_prompt
 from .sizes import pool_items, pool_sentences
@@ -61,12 +61,7 @@ class AdaptOptions(Params):
     megabatch: int = option(50, """
         Batches per mega-batch for `group_by_length` (more = less padding, less random batch
         composition).""", minimum=1)
-    torch_compile: bool = option(False, """
-        Train the model compiled by `torch.compile` (PyTorch's inductor backend; sequence lengths vary,
-        so after the first recompile the compiled code takes any length). Off by default: compiling
-        costs time before the first step and changes results in the last float digits; what it gains
-        depends on the GPU and the model (`benchmarks/bench_overhead.py --torch-compile` measures it).
-        Enters the artifact key only when set.""", keyed_default=False)
+    torch_compile: bool = option(False, TORCH_COMPILE, keyed_default=False)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -11,7 +11,7 @@ from pathlib import Path
 from ..errors import ConfigError
 from ..store.fingerprints import path_digest
 from ..store.graph import Graph, Node, SeedPlan
-from ..params import Params, TrainingParams, option
+from ..params import TORCH_COMPILE, Params, TrainingParams, option
 from ..objectives import OBJECTIVES, PRESETS, entry, pretrain_schema, resolved
 from .base import Row, Stage
 from .rcl_entropy import OBJECTIVE_INPUTS
@@ -115,11 +115,7 @@ class PretrainOptions(Params):
         Length-grouped batches (README "Training"). null = on for objectives without in-batch negatives (tsdae,
         ct) and off for the others, whose negatives would otherwise all share the anchor's length.""")
     megabatch: int = option(50, "Batches per mega-batch for group_by_length.", minimum=1)
-    torch_compile: bool = option(False, """
-        Train the model compiled by `torch.compile` (PyTorch's inductor backend; sequence lengths vary, so after
-        the first recompile the compiled code takes any length). Off by default: compiling costs time before the
-        first step and changes results in the last float digits; what it gains depends on the GPU and the model
-        (`benchmarks/bench_overhead.py --torch-compile` measures it). Enters the artifact key only when set.""")
+    torch_compile: bool = option(False, TORCH_COMPILE)  # keyed only when set: objectives.resolved
 
     @classmethod
     def schema_properties(cls) -> dict[str, dict]:
