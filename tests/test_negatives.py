@@ -158,3 +158,13 @@ def test_negatives_stage_plans_on_beir_data_and_writes_the_table(tmp_path, tiny_
     for row in table.itertuples():
         assert row.positive not in (row.negative_1, row.negative_2, row.negative_3)
     assert len(list((tmp_path / "cache").glob("*.npy"))) == 2  # queries and corpus of the Bi-Encoder
+    # the Cross-Encoder's sigmoid scores replace the retrievers': every one is above 0, so max_score 0 drops every
+    # candidate (BM25 scores 0 for passages sharing no word with the query: those would survive without it)
+    from sentence_transformers import CrossEncoder
+
+    tiny_cross_encoder = str(tmp_path / "tiny-ce")
+    CrossEncoder(tiny_model, num_labels=1, device="cpu").save(tiny_cross_encoder)  # a random one-logit head
+    spec["params"] |= {"cross_encoder": tiny_cross_encoder, "cross_encoder_scale": "sigmoid", "max_score": 0.0,
+                       "model_identity": {tiny_model: tiny_model, tiny_cross_encoder: tiny_cross_encoder}}
+    metrics = negatives.run(spec, tmp_path / "rescored", device="cpu")
+    assert metrics["rows"] == 0 and metrics["short_pairs"] == 3
