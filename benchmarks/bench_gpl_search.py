@@ -43,7 +43,8 @@ def embeddings(n: int, seed: int) -> np.ndarray:
 
 
 def mining(queries: int, passages: int) -> None:
-    from augsbert.sampling.hard_negatives import Rule, bi_encoder_scores, mine
+    from augsbert.sampling.hard_negatives import bi_encoder_scores, mine
+    from augsbert.stages.negatives import NegativesOptions
 
     query_emb, corpus_emb = embeddings(queries, 1), embeddings(passages, 2)
     corpus = [f"p{i}" for i in range(passages)]
@@ -54,7 +55,7 @@ def mining(queries: int, passages: int) -> None:
     retrievers = {"a": lambda q, c: bi_encoder_scores(query_emb, corpus_emb),
                   "b": lambda q, c: bi_encoder_scores(other, corpus_emb)}
     start = time.perf_counter()
-    out = mine(pairs, corpus, retrievers, Rule(num_negatives=50, range_max=50), union=True)
+    out = mine(pairs, corpus, retrievers, NegativesOptions(range_max=50), union=True)
     seconds = time.perf_counter() - start
     lengths = [len(i) for i in out["ids"]]
     print(f"mining: {queries:,} queries x {passages:,} passages ({DIM}-d), 2 retrievers x top 50: "

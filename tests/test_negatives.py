@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from augsbert.sampling.hard_negatives import (Rule, bi_encoder_scores, bm25_scores, cached_embeddings, interleave,
-                                              mine, select)
+from augsbert.sampling.hard_negatives import bi_encoder_scores, bm25_scores, cached_embeddings, interleave, mine, select
+from augsbert.stages.negatives import NegativesOptions as Rule  # the miner's rule is the section's options
 
 CORPUS = [f"passage {i} about {w} and {v}" for i, (w, v) in enumerate(
     [("cats", "milk"), ("dogs", "bones"), ("cats", "mice"), ("birds", "seeds"), ("fish", "water"),
@@ -20,9 +20,12 @@ def test_select_removes_positives_and_respects_rank_range_and_margins():
     rule = Rule(num_negatives=2, range_min=1, range_max=5)
     assert select(idx, sc, [{0}], np.array([0.9]), rule, 1) == [[3, 1]]  # 0 removed; 5 is rank 0, skipped
     # absolute margin 0.1: a negative must score <= 0.9 - 0.1 (5, 3 dropped); relative 0.2: <= 0.72
-    assert select(idx, sc, [{0}], np.array([0.9]), Rule(2, absolute_margin=0.1, range_max=7), 1) == [[1, 4]]
-    assert select(idx, sc, [{0}], np.array([0.9]), Rule(2, relative_margin=0.2, range_max=7), 1) == [[4, 2]]
-    assert select(idx, sc, [{0}], np.array([0.9]), Rule(3, max_score=0.65, min_score=0.55, range_max=7), 1) == [[2]]
+    def chosen(**rule):
+        return select(idx, sc, [{0}], np.array([0.9]), Rule(range_max=7, **rule), 1)
+
+    assert chosen(num_negatives=2, absolute_margin=0.1) == [[1, 4]]
+    assert chosen(num_negatives=2, relative_margin=0.2) == [[4, 2]]
+    assert chosen(num_negatives=3, max_score=0.65, min_score=0.55) == [[2]]
     assert interleave([[1, 2, 3], [2, 4], [9]], 4) == [1, 2, 9, 4]
 
 
@@ -101,9 +104,20 @@ def test_a_cross_encoder_filter_drops_candidates_it_scores_near_the_positive():
         return np.array([1.0 if "cats" in passage else 0.0 for _, passage in pairs])
 
     pairs = [("what do cats drink", CORPUS[0])]
-    out = mine(pairs, CORPUS, {"bm25": bm25_scores}, Rule(num_negatives=2, absolute_margin=0.5, rescored=True),
-               rescore=rescore)
+    out = mine(pairs, CORPUS, {"bm25": bm25_scores},
+               Rule(num_negatives=2, absolute_margin=0.5, cross_encoder="stand-in"), rescore=rescore)
     assert out["rows"] and not any("cats" in n for n in out["rows"][0][2])
+
+
+def test_union_takes_each_retrievers_whole_window_and_the_rescorer_goes_with_its_reference():
+    # GPL's candidate lists (`mode: per_step`): every survivor of ranks range_min..range_max, num_negatives unused
+    out = mine(PAIRS, CORPUS, {"bm25": bm25_scores}, Rule(num_negatives=1, range_min=1, range_max=4), union=True)
+    fixed = mine(PAIRS, CORPUS, {"bm25": bm25_scores}, Rule(num_negatives=3, range_min=1, range_max=4))
+    assert out["ids"] == fixed["ids"] and [len(i) for i in out["ids"]] == [3] * len(PAIRS)
+    with pytest.raises(ValueError, match="range_min must be >= 0 and below range_max, got 4 and 4"):
+        mine(PAIRS, CORPUS, {"bm25": bm25_scores}, Rule(range_min=4, range_max=4), union=True)
+    with pytest.raises(ValueError, match="exactly when the rule names one"):  # a reference without its scores
+        mine(PAIRS, CORPUS, {"bm25": bm25_scores}, Rule(num_negatives=2, cross_encoder="stand-in"))
 
 
 # ------------------------------------------------------------------ stage
@@ -144,3 +158,13 @@ def test_negatives_stage_plans_on_beir_data_and_writes_the_table(tmp_path, tiny_
     for row in table.itertuples():
         assert row.positive not in (row.negative_1, row.negative_2, row.negative_3)
     assert len(list((tmp_path / "cache").glob("*.npy"))) == 2  # queries and corpus of the Bi-Encoder
+    # the Cross-Encoder's sigmoid scores replace the retrievers': every one is above 0, so max_score 0 drops every
+    # candidate (BM25 scores 0 for passages sharing no word with the query: those would survive without it)
+    from sentence_transformers import CrossEncoder
+
+    tiny_cross_encoder = str(tmp_path / "tiny-ce")
+    CrossEncoder(tiny_model, num_labels=1, device="cpu").save(tiny_cross_encoder)  # a random one-logit head
+    spec["params"] |= {"cross_encoder": tiny_cross_encoder, "cross_encoder_scale": "sigmoid", "max_score": 0.0,
+                       "model_identity": {tiny_model: tiny_model, tiny_cross_encoder: tiny_cross_encoder}}
+    metrics = negatives.run(spec, tmp_path / "rescored", device="cpu")
+    assert metrics["rows"] == 0 and metrics["short_pairs"] == 3

@@ -25,7 +25,7 @@ import pandas as pd
 from ..data import DataError
 from ..models import resolve_device
 from ..params import read_params
-from ..sampling.hard_negatives import Rule, bm25_scores, mine
+from ..sampling.hard_negatives import bm25_scores, mine
 from ..sampling.mining import bi_encoder_retriever, cross_encoder_scores, qrels_pairs, write_candidate_lists
 from ..stages.negatives import BM25, PER_STEP, NegativesParams
 from ..store.artifacts import artifact_dir, write_json
@@ -38,16 +38,12 @@ def run(spec: dict, out: str | Path, device: str | None = None, force: bool = Fa
     pairs, corpus = qrels_pairs(inputs["pairs"], params.qrels_split)
     device = resolve_device(device)
     per_step = params.mode == PER_STEP  # every survivor in each retriever's window is a candidate
-    wanted = params.range_max - params.range_min if per_step else params.num_negatives
-    rule = Rule(num_negatives=wanted, range_min=params.range_min, range_max=params.range_max,
-                absolute_margin=params.absolute_margin, relative_margin=params.relative_margin,
-                max_score=params.max_score, min_score=params.min_score, rescored=bool(params.cross_encoder))
     with artifact_dir(out, spec, force) as tmp:
         log.info("negatives: %d pairs, %d passages, retrievers %s", len(pairs), len(corpus), params.retrievers)
         try:
             retrievers = {ref: bm25_scores if ref == BM25 else bi_encoder_retriever(params, ref, device)
                           for ref in params.retrievers}
-            mined = mine(pairs, corpus, retrievers, rule,
+            mined = mine(pairs, corpus, retrievers, params,
                          cross_encoder_scores(params, device) if params.cross_encoder else None,
                          union=per_step)
         except ValueError as err:  # the rule's own checks (num_negatives, range_min, range_max)

@@ -52,13 +52,14 @@ class ContrastiveAutoEncoder(Objective):
                                self.autoencoder.build(model, params, head_source), params.aux_weight)
 
 
+def with_simcse(autoencoder: AutoEncoder, options: type) -> ContrastiveAutoEncoder:
+    """`simcse+<autoencoder>`: SimCSE's dropout views (anchor, positive) and the autoencoder on the anchor."""
+    return ContrastiveAutoEncoder(f"simcse+{autoencoder.name}", ("anchor", "positive"), "mean", True, options,
+                                  f"{LOSSES}.contrastive_autoencoder:ContrastiveAutoEncoderLoss", dropout_views=True,
+                                  autoencoder=autoencoder)
+
+
 CLM = AutoEncoder("clm_ae", ("sentence",), "mean", False, CLMOptions, f"{LOSSES}.clm_autoencoder:CLMAutoEncoderLoss")
 MLM = AutoEncoder("mlm_ae", ("sentence",), "mean", False, MLMOptions, f"{LOSSES}.mlm_autoencoder:MLMAutoEncoderLoss",
                   decoder_args=("decoder_layers", "ae_mask_probability"))
-ENTRIES = (
-    CLM, MLM,
-    ContrastiveAutoEncoder("simcse+clm_ae", ("anchor", "positive"), "mean", True, SimCSECLMOptions,
-                           f"{LOSSES}.contrastive_autoencoder:ContrastiveAutoEncoderLoss", dropout_views=True, autoencoder=CLM),
-    ContrastiveAutoEncoder("simcse+mlm_ae", ("anchor", "positive"), "mean", True, SimCSEMLMOptions,
-                           f"{LOSSES}.contrastive_autoencoder:ContrastiveAutoEncoderLoss", dropout_views=True, autoencoder=MLM),
-)
+ENTRIES = (CLM, MLM, with_simcse(CLM, SimCSECLMOptions), with_simcse(MLM, SimCSEMLMOptions))

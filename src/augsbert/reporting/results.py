@@ -27,6 +27,8 @@ from ..store.manifests import listed_digests
 from ..store.results_files import seal
 from ..config.messages import format_errors
 from ..config.schema import load_schema
+from ..stages import REGISTRY
+from ..stages.runs import INPUT_LABELS, TARGET_DATA
 from .layout import table_rows
 
 RESULTS_SCHEMA = "schemas/results.schema.yaml"
@@ -66,17 +68,33 @@ def summarise(values: list[float | None]) -> dict:
     return {"mean": round(statistics.fmean(vals), 4), "std": round(std, 4), "n": len(vals)}
 
 
-def labelling_artifact(path: Path) -> Path:
-    """The labelling artifact behind a run's `labels`: the artifact itself, or, where a stage refines the labels
-    (a filter between `labels` and `student`, docs/development.md), the first one down its `labels` inputs
-    that holds the teacher's sampling statistics."""
+def artifact_holding(path: Path, file: str, role: str) -> Path:
+    """The artifact behind a run's `role` that holds `file`: the artifact itself, or, where stages refine the
+    role (a filter between `labels` and `student`, docs/development.md), the first one down their inputs named
+    after the role that holds it; none does: the artifact itself (its reader says what is missing)."""
     seen = path
-    while not (seen / "sampling_stats.json").is_file():
-        below = (read_json(seen / "spec.json").get("inputs") or {}).get("labels")
+    while not (seen / file).is_file():
+        below = (read_json(seen / "spec.json").get("inputs") or {}).get(role)
         if not below:
             return path
         seen = Path(below)
     return seen
+
+
+def labelling_artifact(path: Path) -> Path:
+    """The labelling artifact behind a model's `labels` input: the one holding the teacher's sampling statistics,
+    below any stage that refines the labels."""
+    return artifact_holding(path, "sampling_stats.json", INPUT_LABELS)
+
+
+def role_statistics() -> dict[str, dict[str, str]]:
+    """role -> {file -> results section} of the stages that declare statistics (`Stage.statistics`), by the
+    roles they fill."""
+    found: dict[str, dict[str, str]] = {}
+    for stage in REGISTRY.values():
+        for role in stage.roles if stage.statistics else ():
+            found.setdefault(role, {}).update(stage.statistics)
+    return found
 
 
 def role_description(role: str) -> str | None:
@@ -138,7 +156,8 @@ def _results(spec: dict) -> dict:
     skipped: dict[str, dict[str, str]] = {}
     paths: dict[str, dict[str, dict]] = {}
     stages: dict[str, dict] = {}
-    silver: dict[str, dict] = {}
+    statistics = role_statistics()  # the sections they fill, each seed -> the file (labels: silver)
+    sections: dict[str, dict[str, dict]] = {name: {} for files in statistics.values() for name in files.values()}
     hub_models: dict[str, str] = {}
     sources: dict[str, dict[str, str]] = {}
     warnings: list[str] = []  # the data-quality and silver-pool warnings of the artifacts read, once each
@@ -149,9 +168,10 @@ def _results(spec: dict) -> dict:
                                    "wall_time_s": metrics.get("wall_time_s"), "device": metrics.get("device")}
             hub_models.update(metrics.get("resolved_models") or {})
             warnings.extend(w for w in metrics.get("warnings") or () if isinstance(w, str) and w not in warnings)
-            if role == "labels":  # the labelling stage's statistics, under any stage that refines its labels
-                labelling = _checked({"path": str(labelling_artifact(Path(node["path"])))}, role, sources)
-                silver[seed] = read_json(labelling / "sampling_stats.json")
+            for file, section in statistics.get(role, {}).items():  # under any stage that refines the role
+                holder = _checked({"path": str(artifact_holding(Path(node["path"]), file, role))}, role, sources)
+                sections[section][seed] = read_json(holder / file)
+            declared = REGISTRY.get(node["stage"])
             if role_description(role):
                 entry = per_role.setdefault(role, {}).setdefault(seed, {})
                 entry.update({m: metrics["test"].get(m) for m in (*METRICS, "n_pairs")})
@@ -172,13 +192,13 @@ def _results(spec: dict) -> dict:
                 if metrics.get("dev_history"):  # epochs trained (fewer than `epochs` after early stopping)
                     entry["epochs_trained"] = len(metrics["dev_history"])
                 paths.setdefault(role, {}).setdefault(seed, {})["model"] = node["path"]
-            elif role.endswith("_suite"):  # evaluation suite of a Bi-Encoder
-                model_role = role[: -len("_suite")]
+            elif declared and declared.evaluates:  # an evaluation suite of a Bi-Encoder: joins its model's entry
+                model_role = declared.evaluates(role)
                 per_role.setdefault(model_role, {}).setdefault(seed, {}).update(metrics["summary"])
                 skipped.setdefault(model_role, {}).update(metrics["skipped"])
-                paths.setdefault(model_role, {}).setdefault(seed, {})["suite"] = node["path"]
-    data_node = next(iter(spec["runs"].values()))["data"]
-    data_metrics = read_json(_checked(data_node, "data", sources) / "metrics.json")
+                paths.setdefault(model_role, {}).setdefault(seed, {})[node["stage"]] = node["path"]
+    data_node = next(iter(spec["runs"].values()))[TARGET_DATA]
+    data_metrics = read_json(_checked(data_node, TARGET_DATA, sources) / "metrics.json")
     warnings = [*(w for w in data_metrics.get("warnings") or () if w not in warnings), *warnings]
     devices = {s["device"] for s in stages.values()} - {None}
     models = {role: _model_entry(role, per_role[role], skipped.get(role, {}), paths.get(role, {}))
@@ -195,7 +215,7 @@ def _results(spec: dict) -> dict:
                          "summary = mean and sample std over seeds"),
         "models": models,
         "data": {"sizes": data_metrics["sizes"], "skipped_rows": data_metrics["skipped_rows"]["total"]},
-        "silver": silver,
+        **sections,
         "warnings": warnings,
         "stages": stages,
         "wall_time_s": {"stages_total": round(sum(s["wall_time_s"] or 0 for s in stages.values()), 3),

@@ -15,8 +15,12 @@ tests/test_negatives.py checks it equal to the library's output for a Bi-Encoder
 
 Several retrievers (GPL mines with two Bi-Encoders, BM25 optional): each retriever's list is selected
 as above, then the lists are interleaved in retriever order without repeats, up to `num_negatives`
-(`mine(union=True)`: all of them, GPL's candidate list). The search keeps each block's top k only
-(augsbert.models.search): memory beyond the embeddings is the (queries, k) result.
+(`mine(union=True)`: every survivor of each retriever's window, all of them, GPL's candidate list).
+
+The rule is the `negatives` section's options (`stages.negatives.NegativesOptions`: the fields
+`num_negatives`, `range_min`, `range_max`, the margins, `max_score`, `min_score` and `cross_encoder`,
+whose scores then replace the retriever's), so each of its settings is declared once. The search keeps
+each block's top k only (augsbert.models.search): memory beyond the embeddings is the (queries, k) result.
 """
 
 from __future__ import annotations
@@ -24,49 +28,44 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..models.search import FAISS_FROM, best_of_block, block_rows, top_k
 from .bm25 import bm25_weights, default_tokenize, term_counts
 
+if TYPE_CHECKING:  # annotations only: the rule is the `negatives` section's options (stages/negatives.py)
+    from ..stages.negatives import NegativesOptions
 
-@dataclass(frozen=True)
-class Rule:
-    num_negatives: int
-    range_min: int = 0
-    range_max: int | None = None
-    absolute_margin: float | None = None
-    relative_margin: float | None = None
-    max_score: float | None = None
-    min_score: float | None = None
-    rescored: bool = False  # a Cross-Encoder rescored the candidates (then min_score also widens the window)
 
-    def window(self, max_positives: int) -> int:
-        """range_max as the library derives it when unset: more room when a filter may drop candidates."""
-        if self.range_max is not None:
-            return self.range_max
-        filtered = any(v is not None for v in (self.absolute_margin, self.relative_margin, self.max_score)) \
-            or (self.rescored and self.min_score is not None)
-        return self.range_min + self.num_negatives * (10 if filtered else 1) + max_positives
+def window(rule: NegativesOptions, max_positives: int) -> int:
+    """`range_max`, or as the library derives it when unset: more room when a filter may drop candidates (a
+    margin, `max_score`, or `min_score` once a Cross-Encoder rescored them)."""
+    if rule.range_max is not None:
+        return rule.range_max
+    filtered = any(v is not None for v in (rule.absolute_margin, rule.relative_margin, rule.max_score)) \
+        or (bool(rule.cross_encoder) and rule.min_score is not None)
+    return rule.range_min + rule.num_negatives * (10 if filtered else 1) + max_positives
 
-    def check(self, max_positives: int) -> None:
-        window = self.window(max_positives)
-        if self.num_negatives < 1:
-            raise ValueError(f"num_negatives must be at least 1, got {self.num_negatives}")
-        if not 0 <= self.range_min < window:
-            raise ValueError(f"range_min must be >= 0 and below range_max, got {self.range_min} and {window}")
-        if self.num_negatives > window - self.range_min:
-            raise ValueError(f"cannot mine {self.num_negatives} negatives in ranks {self.range_min}..{window}")
+
+def check(rule: NegativesOptions, max_positives: int) -> None:
+    """The rule's ranks: `range_min` below the window, room in it for `num_negatives` (ValueError)."""
+    size = window(rule, max_positives)
+    if not 0 <= rule.range_min < size:
+        raise ValueError(f"range_min must be >= 0 and below range_max, got {rule.range_min} and {size}")
+    if rule.num_negatives < 1:
+        raise ValueError(f"num_negatives must be at least 1, got {rule.num_negatives}")
+    if rule.num_negatives > size - rule.range_min:
+        raise ValueError(f"cannot mine {rule.num_negatives} negatives in ranks {rule.range_min}..{size}")
 
 
 def select(indices: np.ndarray, scores: np.ndarray, positives: Sequence[set], positive_scores: np.ndarray,
-           rule: Rule, max_positives: int) -> list[list[int]]:
+           rule: NegativesOptions, max_positives: int) -> list[list[int]]:
     """Step 3-4 for each query: `indices`/`scores` its candidates (-1 = none), `positives` its positive
     passages, `positive_scores` the lowest score of its positives; returns the chosen passage indices."""
-    window = rule.window(max_positives)
+    size = window(rule, max_positives)
     scores = np.where(indices < 0, -np.inf, scores.astype(np.float64))
     out = []
     for row, (idx, s) in enumerate(zip(indices, scores)):
@@ -81,7 +80,7 @@ def select(indices: np.ndarray, scores: np.ndarray, positives: Sequence[set], po
             s[s > rule.max_score] = -np.inf
         if rule.min_score is not None:
             s[s < rule.min_score] = -np.inf
-        order = np.argsort(-s, kind="stable")[:window][rule.range_min:rule.range_min + rule.num_negatives]
+        order = np.argsort(-s, kind="stable")[:size][rule.range_min:rule.range_min + rule.num_negatives]
         out.append([int(idx[i]) for i in order if np.isfinite(s[i])])
     return out
 
@@ -166,11 +165,16 @@ def candidates_and_positives(block_scores: ScoreBlock, n_queries: int, n_corpus:
 
 
 def mine(pairs: Sequence[tuple[str, str]], corpus: Sequence[str], retrievers: dict[str, ScoreBlock | Callable],
-         rule: Rule, rescore: Rescore | None = None, union: bool = False) -> dict:
+         rule: NegativesOptions, rescore: Rescore | None = None, union: bool = False) -> dict:
     """Negatives of every (query, positive) pair. `retrievers`: name -> a function that, given the unique
-    queries and the corpus, returns its ScoreBlock. Returns the rows (query, positive, negatives) that got
-    `num_negatives` negatives (`union`: every retriever's chosen ones, at least one), their negatives' indices
-    in the returned corpus (`ids`), the count of the pairs that did not, and per retriever its chosen lists."""
+    queries and the corpus, returns its ScoreBlock; `rescore`: the scores of `rule.cross_encoder`, given
+    exactly when it names one. Returns the rows (query, positive, negatives) that got `num_negatives`
+    negatives (`union`: every survivor of each retriever's window from `range_min` on, at least one), their
+    negatives' indices in the returned corpus (`ids`), the count of the pairs that did not, and per retriever
+    its chosen lists."""
+    if bool(rule.cross_encoder) != (rescore is not None):
+        raise ValueError("a Cross-Encoder's scores (`rescore`) are needed exactly when the rule names one "
+                         f"(cross_encoder: {rule.cross_encoder!r})")
     corpus = list(dict.fromkeys([*corpus, *(p for _, p in pairs)]))  # every positive is a passage
     where = {text: i for i, text in enumerate(corpus)}
     queries = list(dict.fromkeys(q for q, _ in pairs))
@@ -180,8 +184,10 @@ def mine(pairs: Sequence[tuple[str, str]], corpus: Sequence[str], retrievers: di
         if where[p] not in positives[query_row[q]]:
             positives[query_row[q]].append(where[p])
     max_positives = max(len(p) for p in positives)
-    rule.check(max_positives)
-    k = rule.window(max_positives) + max_positives
+    if union:  # every survivor in each retriever's window is a candidate
+        rule = rule.replace(num_negatives=window(rule, max_positives) - rule.range_min)
+    check(rule, max_positives)
+    k = window(rule, max_positives) + max_positives
     chosen: dict[str, list[list[int]]] = {}
     for name, make in retrievers.items():
         idx, sc, pos = candidates_and_positives(make(queries, corpus), len(queries), len(corpus), k, positives)

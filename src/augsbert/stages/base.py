@@ -44,7 +44,10 @@ command line and the job sizing need to know of a stage is read from here, so th
   40, student 50, GPL 60); `{arch}` in a title is the teacher's architecture, the student's title is the
   grid's `student_title` (augsbert.reporting.layout); the description says what the model is in a results
   file (augsbert.reporting.results). `row_arch(plan, node)`: the architecture a row title's `{arch}` says of its model
-  (a teacher's, an ensemble's); `figures`: plots of its artifact the reports copy (labels: the score densities).
+  (a teacher's, an ensemble's); `figures`: plots of its artifact the reports copy (labels: the score densities);
+  `statistics`: files of its artifact a results file keeps per seed, under a section (labels: its sampling
+  statistics, `silver`); `evaluates(role)`: the row whose model a node in `role` scores (the suite: its
+  metrics' summary and skipped tasks join that model's entry in the results file).
 - `checkpoint`, `console_label(spec)`, `hub_datasets(node)`: what a model card says of a model that started from
   its artifact, the name its job shows on the console (a `student` job without labels is the lower bound), the
   hub datasets its job downloads (fetched ahead by `augsbert fetch`).
@@ -114,6 +117,10 @@ class Stage:
     row_arch: Callable[[Any, Any], str] | None = None  # (plan, node) -> what a row's {arch} says of its model
     # plots its artifact holds that the reports copy, file -> name in an experiment's report (`<name>.seed<s>.png`)
     figures: dict[str, str] = field(default_factory=dict)
+    # files of its artifact the results file keeps per seed, file -> section of the results file (labels:
+    # `sampling_stats.json` -> `silver`); read through the run's role, below any stage that refines it
+    statistics: dict[str, str] = field(default_factory=dict)
+    evaluates: Callable[[str], str] | None = None  # (its role) -> the row whose model it scores (`<row>_suite`)
     checkpoint: str = ""  # what a model started from its artifact is called on a model card ("MLM-adapted")
     console_label: Callable[[dict], str | None] | None = None  # (spec) -> its job's name on the console, if not its own
     hub_datasets: Callable[[Any], list[str]] | None = None  # (node) -> hub datasets its job downloads (`augsbert fetch`)

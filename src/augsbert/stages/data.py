@@ -12,7 +12,7 @@ from ..store.fingerprints import path_digest
 from ..store.graph import Graph, Node, SeedPlan
 from ..params import Params
 from .base import Stage
-from .runs import source, transfer
+from .runs import TARGET_DATA, source, transfer
 from .sizes import dataset_items
 
 
@@ -49,7 +49,7 @@ def hub_datasets(node: Node) -> list[str]:
 
 DATA = Stage("data", 3, "read a dataset's raw files into canonical parquet splits", "augsbert.jobs.data:run",
              section="datasets", runtime=("data_dir", "path", "train", "dev", "test", "unlabeled"),
-             roles=("data", "source_data"), kind_options=("loader",),
+             roles=(TARGET_DATA, "source_data"), kind_options=("loader",),
              gpu=False, device=False, seconds_per_item=0.001, base_mem_mb=4000, mb_per_item=0.002,
              aliases=("prepare-data",), rule_alias="prepare_data", env="cpu", threads=1, cache=False,
              params=DataParams, raw_inputs=lambda node: raw_inputs(node), plan=lambda seed_plan: plan_data(seed_plan),
@@ -61,7 +61,7 @@ STAGES = (DATA,)
 def plan_data(seed_plan: SeedPlan) -> dict[str, Node]:
     """The target's data node (`data`) and, in domain transfer, the source's (`source_data`)."""
     exp, graph = seed_plan.config, seed_plan.graph
-    roles = {"data": data_node(graph, exp["dataset"])}
+    roles = {TARGET_DATA: data_node(graph, exp["dataset"])}
     if transfer(exp):
         roles["source_data"] = data_node(graph, source(exp))
     return roles

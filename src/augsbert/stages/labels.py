@@ -55,7 +55,8 @@ LABELS = Stage("labels", 3, "score pairs with the teacher (silver labels)", "aug
                section="labels", runtime=("batch_size",), roles=("labels",), seconds_per_item=0.004,
                base_mem_mb=8000, mb_per_item=0.002, model_input="teacher", aliases=("label-pairs",),
                rule_alias="label_pairs", params=LabelsParams,
-               figures={"score_densities.png": "silver_densities"}, plan=lambda seed_plan: plan_labels(seed_plan),
+               figures={"score_densities.png": "silver_densities"}, statistics={"sampling_stats.json": "silver"},
+               plan=lambda seed_plan: plan_labels(seed_plan),
                needs=("data", "source_data", "gold_subset", "teacher", "candidates"),
                items=lambda plan, node: label_pairs(plan, node.key), holds=("pairs.parquet", "sampling_stats.json"),
                estimate="score")

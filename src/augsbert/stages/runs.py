@@ -64,6 +64,9 @@ class ExperimentOptions(Params):
 
 # The inputs of a model's node that the reports and the export read (the hooks give them these names)
 INPUT_DATA, INPUT_LABELS, INPUT_TEACHER = "data", "labels", "teacher"
+# The role of the target's data artifact in every run (the data stage's first role): its split sizes, skipped rows
+# and warnings head an experiment's results file
+TARGET_DATA = "data"
 
 
 def wants(seed_plan: SeedPlan, model: str) -> bool:
@@ -83,18 +86,19 @@ def transfer(exp: dict) -> bool:
 def gold(seed_plan: SeedPlan) -> Node:
     """The gold the models learn: the seed's gold subset, else the source's (transfer) or target's data."""
     roles = seed_plan.roles
-    return roles.get("gold_subset") or roles.get("source_data") or roles["data"]
+    return roles.get("gold_subset") or roles.get("source_data") or roles[TARGET_DATA]
 
 
 def trained_on(seed_plan: SeedPlan) -> dict[str, Node]:
     """The inputs of a model trained on gold: its gold (`data`) and, in transfer, the target it is tested on."""
-    return {"data": gold(seed_plan), **({"eval": seed_plan.roles["data"]} if transfer(seed_plan.config) else {})}
+    tested_on = {"eval": seed_plan.roles[TARGET_DATA]} if transfer(seed_plan.config) else {}
+    return {INPUT_DATA: gold(seed_plan), **tested_on}
 
 
 def target(seed_plan: SeedPlan) -> Node:
     """What sampling and labelling read as the target: in-domain the gold subset (its unlabelled pairs), if any."""
     roles = seed_plan.roles
-    return roles["data"] if transfer(seed_plan.config) else roles.get("gold_subset", roles["data"])
+    return roles[TARGET_DATA] if transfer(seed_plan.config) else roles.get("gold_subset", roles[TARGET_DATA])
 
 
 def strategies(exp: dict) -> list[str]:

@@ -190,6 +190,14 @@ def hub_datasets(node: Node) -> list[str]:
     return [HUB_DATASETS[task] for task, where in (node.settings.get("sts") or {}).items() if where == "hub"]
 
 
+ROLE_SUFFIX = "_suite"  # a suite's role: the role of the row whose model it evaluates, suffixed
+
+
+def evaluated_row(role: str) -> str:
+    """The row whose model the suite in `role` evaluates (`student_suite` -> `student`)."""
+    return role.removesuffix(ROLE_SUFFIX)
+
+
 SUITE = Stage("suite", 2, "evaluate a Bi-Encoder on the STS suite, topic classification, USEB and "
               "alignment/uniformity (--role zero_shot_suite | pretrained_suite | lower_bound_suite | student_suite)",
               "augsbert.jobs.suite:run",
@@ -200,7 +208,7 @@ SUITE = Stage("suite", 2, "evaluate a Bi-Encoder on the STS suite, topic classif
               seconds_per_item=0.002, aliases=("evaluate-suite",), rule_alias="evaluate_suite", group="evaluation",
               cache=False, params=SuiteParams, raw_inputs=lambda node: local_files(node),
               plan=lambda seed_plan: plan_suites(seed_plan), needs=SUITE_ROLES, estimate="test+suites",
-              hub_datasets=hub_datasets)
+              hub_datasets=hub_datasets, evaluates=evaluated_row)
 STAGES = (SUITE,)
 
 STS_TASKS_DIR = "sts_suite"
@@ -314,5 +322,5 @@ def plan_suites(seed_plan: SeedPlan) -> dict[str, Node]:
     exp, roles = seed_plan.config, seed_plan.roles
     if not exp["evaluation"]["suites"]:
         return {}
-    return {f"{role}_suite": suite(seed_plan.graph, exp, roles["data"], roles[role]) for role in SUITE_ROLES
+    return {f"{role}{ROLE_SUFFIX}": suite(seed_plan.graph, exp, roles["data"], roles[role]) for role in SUITE_ROLES
             if role in roles}
