@@ -28,7 +28,7 @@ import os
 import stat
 from pathlib import Path
 
-from .model_refs import ALIAS_PACKAGES, reference_kind
+from .model_refs import ALIAS_PACKAGES, local_path, reference_kind
 from ..errors import DataError
 
 CACHE_PATH = Path("artifacts/.cache/file-digests.json")
@@ -127,6 +127,6 @@ def model_identity(ref: str, cache: DigestCache, revisions: dict[str, str] | Non
         package = ALIAS_PACKAGES[ref]
         return f"alias:{ref}={package}=={version(package)}"
     if kind == "path":
-        return "sha256:" + cache.tree(Path(os.path.expanduser(ref)), MODEL_FILE_SUFFIXES)
+        return "sha256:" + cache.tree(local_path(ref), MODEL_FILE_SUFFIXES)
     return f"hub:{ref}@{(revisions or {}).get(ref, 'main')}"
 
