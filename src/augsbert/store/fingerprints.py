@@ -133,7 +133,7 @@ class ModelDigests:
         entry = self.entries.get(name)
         if (isinstance(entry, dict) and entry.get("files") == stamps and isinstance(entry.get("digest"), str)
                 and isinstance(entry.get("hashed"), int)
-                and all(stamp[2] < entry["hashed"] - RACY_SECONDS * 1e9 for stamp in stamps.values())):
+                and all(stamp[2] < entry["hashed"] - int(RACY_SECONDS * 1e9) for stamp in stamps.values())):
             return entry["digest"]
         digest = self.files.tree(root, suffixes)
         if _stamps(root, suffixes) == stamps:  # not written while it was read: the digest is of these stamps
