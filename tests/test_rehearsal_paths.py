@@ -107,3 +107,43 @@ def test_a_rehearsal_plans_relative_models_as_the_real_run_and_keeps_snakemakes_
         assert identities[0] == identities[1] and identities[0], (stage, identities)
         assert {model for model, _ in identities[0]} == {ref}
         assert all(identity["model"].startswith("sha256:") for _, identity in identities[0])
+
+
+def test_the_run_log_moves_into_the_root_and_the_projects_own_logs_stay(tmp_path, monkeypatch):
+    """What the Snakefile does with Snakemake's open run log (its LoggerManager's logfile_handlers): the log moves
+    into the root while open and goes on being written there; a project's .snakemake/log/ holding a real run's
+    log keeps it (and stays); one left empty is removed with an empty .snakemake/."""
+    import logging
+    import types
+
+    from augsbert.face.rehearse import move_run_log
+
+    project = tmp_path / "project"
+    (project / ".rehearsal").mkdir(parents=True)
+    monkeypatch.chdir(project / ".rehearsal")
+    for real_log in (True, False):
+        logs = project / ".snakemake" / "log"
+        logs.mkdir(parents=True)
+        if real_log:
+            (logs / "2026-01-01T000000.000000.snakemake.log").write_text("a real run\n")
+        path = logs / f"{real_log}.snakemake.log"
+        handler = logging.FileHandler(path)
+        manager = types.SimpleNamespace(logfile_handlers={handler: str(path)})
+        log = logging.getLogger(f"move-run-log-{real_log}")
+        log.addHandler(handler)
+        log.warning("before")
+        new = project / ".rehearsal" / ".snakemake" / "log" / path.name
+        assert move_run_log(manager, project) == [new]
+        log.warning("after")
+        handler.close()
+        assert new.read_text() == "before\nafter\n" and manager.logfile_handlers == {handler: str(new)}
+        assert not path.exists()
+        if real_log:
+            assert [p.name for p in logs.iterdir()] == ["2026-01-01T000000.000000.snakemake.log"]
+            (logs / "2026-01-01T000000.000000.snakemake.log").unlink()
+            logs.rmdir()
+            (project / ".snakemake").rmdir()
+        else:
+            assert not (project / ".snakemake").exists()
+        assert move_run_log(manager, project) == []  # in the root already: nothing moves
+    assert move_run_log(None, project) == []  # a Snakemake without it: nothing to do
