@@ -15,7 +15,7 @@ from typing import Literal  # noqa: F401  (a test's params class names it in a s
 import pytest
 
 from conftest import REPO, plan_shipped, write_bws
-from workflow_helpers import checkout
+from workflow_helpers import checkout, snakemake
 
 
 # ---- the config overlay ----------------------------------------------------------------------------------------
@@ -235,6 +235,14 @@ def test_the_headline_rehearses_every_job_and_a_renamed_column_stops_its_data_jo
     results = json.loads((project / ".rehearsal" / "results" / "bws_cbe.json").read_text())
     assert set(results["models"]) == {"zero_shot", "lower_bound", "teacher", "student"}
     assert _files(project) == before  # nothing written outside .rehearsal/ (the real manifests included)
+    # nor a folder: Snakemake's run log, opened in the project before the Snakefile moves to the root, is moved
+    # there by the Snakefile (an empty .snakemake/log/ was left); so too for a plain `snakemake` rehearsal
+    assert not (project / ".snakemake").exists()
+    plain = snakemake(project, "--cores", "1", "--config", "rehearse=true", "--", "results/bws_cbe.json")
+    assert plain.returncode == 0 and "Nothing to be done" in plain.stderr, plain.stderr[-2000:]
+    assert not (project / ".snakemake").exists() and _files(project) == before
+    logs = sorted((project / ".rehearsal" / ".snakemake" / "log").glob("*.snakemake.log"))
+    assert len(logs) == 2 and "Nothing to be done" in logs[-1].read_text()
 
     text = bws.read_text()
     bws.write_text(text.replace("id,argument1,", "id,arg_one,", 1))
@@ -303,7 +311,7 @@ def test_snakemake_plans_every_shipped_experiment_and_grid_on_stand_in_data(tmp_
     failed under Snakemake: MissingInputException). With stand-in data in every loader's format (a rehearsal's
     root), Snakemake itself plans every shipped experiment's results file and every grid's table."""
     from augsbert.config.load import load_configs
-    from workflow_helpers import job_stats, snakemake
+    from workflow_helpers import job_stats
 
     config = load_configs([REPO / "config" / "config.yaml"], lazy=True)
     targets = [*(f"results/{name}.json" for name in config["experiments"]),

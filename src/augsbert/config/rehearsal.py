@@ -26,6 +26,9 @@ from typing import Any
 ROOT = ".rehearsal"  # relative to the directory the workflow runs in; every output of a rehearsal lies below it
 DATA_DIR = "data/raw"  # the cut datasets, relative to ROOT (as the shipped data_dir is relative to the project)
 STANDINS_ENV = "AUGSBERT_STANDINS"  # the stand-in models' folder: set, every model reference resolves to one
+# the project folder (where the workflow was started), set while a rehearsal runs in ROOT below it: a relative local
+# model path (`base_model: models/mine`) is read from there, as the real run reads it (augsbert.store.model_refs)
+PROJECT_ENV = "AUGSBERT_PROJECT_DIR"
 MAX_STEPS = 2
 TOP_K = 2
 MAX_TRIALS = 2

@@ -119,7 +119,7 @@ def _stage_command(sub, stage: Stage) -> None:
             replaceable(Path(out), spec, args.force)
         check_inputs(spec)
         if _content_key(spec):  # a planned job: its raw files and models are still those its key names
-            recheck(spec)
+            recheck(spec, out=out)
         kwargs = {"device": args.device} if stage.device else {}
         runner = stage.load_runner()  # imported here: `augsbert --help` loads no model library
         if _data_parallel(name, args, spec, out, runner, kwargs):  # a further rank of a distributed run: done

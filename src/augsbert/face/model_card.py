@@ -35,7 +35,7 @@ from transformers import TrainingArguments
 
 from ..data.pool import read_split
 from ..training.pair_job import student_training_set
-from ..store.model_refs import ALIAS_HUB_IDS, ALIASES, reference_kind
+from ..store.model_refs import ALIAS_HUB_IDS, ALIASES, local_path, reference_kind
 from ..models.student_losses import student_loss
 from ..params import read_params
 from ..reporting.layout import row_of, row_stages
@@ -98,7 +98,7 @@ def base_card_field(params: dict, field: str):
         if kind == "alias":
             folder = Path(ALIASES[ref]())
         elif kind == "path":
-            folder = Path(ref).expanduser()
+            folder = local_path(ref)
         else:
             folder = Path(snapshot_download(ref, local_files_only=True))  # never the network here
         text = (folder / "README.md").read_text(encoding="utf-8")

@@ -192,19 +192,36 @@ def _warm_server(env: dict, folder: Path, threads: int):
     return server, path
 
 
-def _snakemake_logs() -> set[Path]:
-    folder = Path(".snakemake") / "log"
-    return set(folder.glob("*.snakemake.log")) if folder.is_dir() else set()
-
-
-def _move_snakemake_logs(before: set[Path], root: Path) -> None:
-    """Snakemake opens its own run log in the project's .snakemake/log/ before the Snakefile moves to the root: a
-    log that appeared during the rehearsal and is a rehearsal's (its command line says rehearse=true) is moved
-    into the root's .snakemake/log/."""
-    for path in sorted(_snakemake_logs() - before):
-        if "rehearse=true" in path.read_text(errors="replace")[:4000]:
-            (root / ".snakemake" / "log").mkdir(parents=True, exist_ok=True)
-            os.replace(path, root / ".snakemake" / "log" / path.name)
+def move_run_log(logger_manager, project: str | Path) -> list[Path]:
+    """Called by the Snakefile once a rehearsal has moved into its root (the current directory): Snakemake opened
+    its run log, `.snakemake/log/<time>.snakemake.log`, in the project before the Snakefile was read
+    (`snakemake.logging.LoggerManager.setup_logfile`, called by `snakemake.api`; no log in a dry run). Each such
+    log is moved into the root's `.snakemake/log/` while Snakemake holds it open (the open file moves with it, so
+    it writes on there, and its closing "Complete log" line names the new place); the project's `.snakemake/log/`
+    and `.snakemake/` are removed when that leaves them empty (Snakemake made them for this log; a folder holding
+    anything is kept). Returns the new paths."""
+    handlers = getattr(logger_manager, "logfile_handlers", None)
+    if not isinstance(handlers, dict):  # another Snakemake's logging: nothing known to move
+        return []
+    here, project = Path(".snakemake", "log").resolve(), Path(project).resolve()
+    moved = []
+    for handler, old in list(handlers.items()):
+        old = Path(old)
+        if old.parent == here or not old.is_file() or project not in old.parents:
+            continue
+        here.mkdir(parents=True, exist_ok=True)
+        new = here / old.name
+        os.replace(old, new)
+        handlers[handler] = str(new)
+        if hasattr(handler, "baseFilename"):  # a logging.FileHandler reopening after a close opens the new path
+            handler.baseFilename = str(new)
+        moved.append(new)
+        for folder in (old.parent, old.parent.parent):  # .snakemake/log, then .snakemake: only while empty
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+    return moved
 
 
 def upstream(plan: Plan, key: str, seen: set | None = None) -> set[str]:
@@ -262,6 +279,7 @@ def run(targets: list[str], configs: list[str] | None = None, cores: int = 2, wa
     raw = {}
     for path in [SHIPPED_CONFIG, *(configs or [])]:
         raw = deep_merge(raw, read_config(path))
+    os.environ[rehearsal.PROJECT_ENV] = os.getcwd()  # relative model paths, planned here in the root (as the Snakefile)
     config = prepare_config(deep_merge(raw, {"rehearse": True}), lazy=True)
     root = Path(rehearsal.ROOT).resolve()
     root.mkdir(exist_ok=True)
@@ -284,7 +302,6 @@ def run(targets: list[str], configs: list[str] | None = None, cores: int = 2, wa
         command += ["--configfile", *[str(Path(c).resolve()) for c in configs]]
     command += [*(extra or []), "--", *targets]
     start = time.perf_counter()
-    logs_before = _snakemake_logs()
     env = dict(os.environ)
     server = None
     with tempfile.TemporaryDirectory(prefix="augsbert-rehearse-") as scratch:
@@ -312,7 +329,6 @@ def run(targets: list[str], configs: list[str] | None = None, cores: int = 2, wa
                 server.terminate()
                 server.wait()
     seconds = time.perf_counter() - start
-    _move_snakemake_logs(logs_before, root)
     here = os.getcwd()
     os.chdir(root)  # plan where the rehearsal ran: its data, its digests, its artifacts
     try:

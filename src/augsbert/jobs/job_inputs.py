@@ -10,6 +10,10 @@ only, and a poisoned or stale entry of it is never what a job records; the fresh
 cache's entries, so that the next plan keys the files by what they hold. A file edited while the data job
 reads it is found by `read_unchanged` after the read (its stat stamp, change time included, and its digest
 again): the artifact is not written.
+
+A local model folder is hashed anew only when its files changed since a job last hashed it
+(`augsbert.store.fingerprints.ModelDigests`: every file's stat stamp, change time and inode included, kept with
+the digest in `<artifacts>/.cache/model-digests.json`): a large model costs its hash once, not once per job.
 """
 
 from __future__ import annotations
@@ -18,29 +22,42 @@ import os
 from pathlib import Path
 
 from ..errors import ConfigError
-from ..store.fingerprints import DigestCache, model_identity, path_digest
+from ..store.fingerprints import MODEL_CACHE_NAME, DigestCache, ModelDigests, model_identity, path_digest
 from ..stages.data import raw_inputs_of
 
 
-def recheck(spec: dict, cache: DigestCache | None = None) -> None:
+def recheck(spec: dict, cache: DigestCache | None = None, out: str | Path | None = None) -> None:
     """Raise ConfigError, naming the file or model and what to do, unless the raw files (a data job) and
-    every model reference of `spec` are still those its key was made from."""
+    every model reference of `spec` are still those its key was made from.
+
+    A local model folder is hashed once per state of its files (`ModelDigests`), kept in the artifacts folder
+    the job writes into (`out` = <artifacts>/<stage>/<key>: <artifacts>/.cache/); an `out` of another shape
+    keeps nothing and hashes every folder."""
     params = spec.get("params") or {}
     planning = cache or DigestCache()
     cache = DigestCache(planning.path, fresh=True)  # what the key says is checked against the bytes, not a cache
+    models = ModelDigests(_model_cache(spec, out), files=cache)
     try:
-        _recheck(spec, params, cache)
+        _recheck(spec, params, cache, models)
     finally:  # the fresh digests correct the planning cache (a poisoned entry would make every plan wrong)
         planning.entries.update(cache.entries)
         planning.dirty = planning.dirty or bool(cache.entries)
         planning.save()
+        models.save()
+
+
+def _model_cache(spec: dict, out: str | Path | None) -> Path | None:
+    """Where a job's model digests are kept: the .cache/ folder of the artifacts folder `out` lies in."""
+    if out is None or Path(out).parent.name != spec.get("stage") or not spec.get("stage"):
+        return None
+    return Path(out).parent.parent / ".cache" / MODEL_CACHE_NAME
 
 
 AGAIN = ("plan again (run snakemake again: it writes the job's spec under the key of what is there now); "
          "nothing was written")
 
 
-def _recheck(spec: dict, params: dict, cache: DigestCache) -> None:
+def _recheck(spec: dict, params: dict, cache: DigestCache, models: ModelDigests) -> None:
     if spec.get("stage") == "data" and "files" in params:
         planned = params["files"]
         files = raw_inputs_of(params)  # a missing file: MissingDataError with the loader's instructions
@@ -56,7 +73,7 @@ def _recheck(spec: dict, params: dict, cache: DigestCache) -> None:
         ref = params.get(field)
         if not isinstance(ref, str):
             continue
-        found = model_identity(ref, cache, params.get("hub_revisions"))
+        found = model_identity(ref, models, params.get("hub_revisions"))
         if found != planned:
             raise ConfigError(f"{field} '{ref}' is not the model the key {spec.get('key')} was made from (its "
                               f"files changed, or the spec points at another model); {AGAIN}")

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 
-from ..store.model_refs import ALIASES, ModelResolutionError, reference_kind
+from ..store.model_refs import ALIASES, ModelResolutionError, local_path, reference_kind
 
 # BERT-base: what an unknown model counts as
 DEFAULT_DIMS = {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072,
@@ -61,7 +61,7 @@ def model_dims(ref: str | None) -> dict[str, int]:
         if kind == "alias":
             path = Path(ALIASES[ref]()) / "config.json"
         elif kind == "path":
-            path = Path(os.path.expanduser(ref)) / "config.json"
+            path = local_path(ref) / "config.json"
         elif kind == "hub":
             path = _hub_config(ref)
         found = json.loads(path.read_text()) if path else {}

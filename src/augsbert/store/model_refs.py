@@ -35,11 +35,21 @@ ALIAS_HUB_IDS: dict[str, str] = {"minilm-l6": "sentence-transformers/all-MiniLM-
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9][A-Za-z0-9_.-]*)?$")
 
 
+def local_path(ref: str) -> Path:
+    """The folder a model reference names as a local path: `~` expanded, a relative path read from the project
+    folder (the directory the workflow runs in). A rehearsal runs in its own root below the project and sets
+    $AUGSBERT_PROJECT_DIR (config.rehearsal.PROJECT_ENV) to it, so that `base_model: models/mine` names the same
+    folder there as in the real run (where the variable is unset and the current directory is the project)."""
+    path = Path(os.path.expanduser(ref))
+    project = os.environ.get(rehearsal.PROJECT_ENV)
+    return path if path.is_absolute() or not project else Path(project) / path
+
+
 def reference_kind(ref: str) -> str:
     """'alias', 'path' or 'hub' (checked without network; hub ids are resolved lazily)."""
     if ref in ALIASES:
         return "alias"
-    path = Path(os.path.expanduser(ref))
+    path = local_path(ref)
     if path.exists():
         # Checked here, while planning, so a wrong directory fails before any job (or hours of training) runs.
         if not path.is_dir():
@@ -71,7 +81,7 @@ def resolve_model(ref: str, revision: str | None = None) -> str:
     if kind == "alias":
         return ALIASES[ref]()
     if kind == "path":
-        return str(Path(os.path.expanduser(ref)).resolve())
+        return str(local_path(ref).resolve())
     from huggingface_hub import snapshot_download
 
     revision = revision or "main"
@@ -118,7 +128,7 @@ def standin_kind(ref: str, role: str = "encoder") -> str:
     if role == "cross":
         return f"{family}-cross"
     sentence_transformers = (ref in ALIASES or ref.startswith("sentence-transformers/")
-                             or os.path.isfile(os.path.join(os.path.expanduser(ref), "modules.json")))
+                             or (local_path(ref) / "modules.json").is_file())
     return f"{family}-{'st' if sentence_transformers else 'hf'}"
 
 
