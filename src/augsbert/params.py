@@ -300,10 +300,11 @@ class ModelParams(Params):
 
 @dataclass(frozen=True, kw_only=True)
 class SeedOptimization(Params):
-    """Thesis 5.1: `trials` seeds each train `fraction` of an epoch; the best on dev trains fully (0: off)."""
+    """Thesis 5.1: `trials` seeds each train `fraction` of an epoch; the best on dev trains fully (0: off). The
+    options of the `seed_optimization` object of a training section (augsbert.stages.training_options)."""
 
-    trials: int = 0
-    fraction: float = 0.3
+    trials: int = option(0, "Number of seeds tried (thesis 10).", minimum=0)
+    fraction: float = option(0.3, "Fraction of the first epoch each trial trains.", exclusiveMinimum=0, maximum=1)
 
 
 @dataclass(frozen=True, kw_only=True)
