@@ -328,7 +328,9 @@ class TrainingParams(ModelParams):
 @dataclass(frozen=True, kw_only=True)
 class PairTrainingParams(TrainingParams):
     """What fitting a pair model reads (augsbert.training.pairs.fit), for every architecture; the teacher's
-    and the student's classes (augsbert.stages.teacher) add what their stage reads.
+    and the student's classes (augsbert.stages.teacher, augsbert.stages.student) add what their stage reads, and
+    their options classes come first among their bases, so a spec without an option reads its section's default
+    (the defaults here serve direct use: tests, benchmarks).
 
     `loss` and its options: a Cross-Encoder's `bce` (default) or `mse`, with its `activation`; a
     Bi-Encoder's `cosine` (default), `cosent`, `angle`, `mnrl` or `margin_mse`, with the options that loss

@@ -14,8 +14,8 @@ from .base import MODEL_SETTINGS, Row, Stage
 from .data import pairs_have_topics
 from .runs import from_adapted, inert_grouping_dropped, source, topic_prompt, trained_on, wants
 from .sizes import trained_items
-from .training_options import TrainingOptions, torch_compile_option
 from .teacher_ensemble import MEMBER_ROLE, check_members, member_config, member_seed, teacher_ensemble
+from .training_options import TrainingOptions, torch_compile_option
 
 
 @dataclass(frozen=True, kw_only=True)
