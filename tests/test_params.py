@@ -83,8 +83,10 @@ def test_a_wrong_parameter_is_named(change, message):
 
 
 def test_a_missing_parameter_is_named():
-    with pytest.raises(ConfigError, match="^spec params: missing parameter 'arch' for TeacherParams$"):
-        TeacherParams.from_json({k: v for k, v in TEACHER.items() if k != "arch"}, "spec params")
+    with pytest.raises(ConfigError, match="^spec params: missing parameter 'seed' for TeacherParams$"):
+        TeacherParams.from_json({k: v for k, v in TEACHER.items() if k != "seed"}, "spec params")
+    # an option of the teacher section a spec leaves out reads as the section's default (the schema's)
+    assert TeacherParams.from_json({k: v for k, v in TEACHER.items() if k != "arch"}).arch == "cbe"
     with pytest.raises(ConfigError, match="^params: expected an object, got list$"):
         TrainingParams.from_json([1])
 

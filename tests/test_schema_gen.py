@@ -10,7 +10,7 @@ from augsbert.params import options_schema, section_schema
 
 # sections of `stage_options` still written by hand in the schema (issue 48: each moves into its stage's options
 # class; this list only shrinks)
-HAND_WRITTEN = {"teacher", "student"}
+HAND_WRITTEN: set[str] = set()
 
 
 def test_the_checked_in_schema_is_fresh():
@@ -54,35 +54,59 @@ def test_the_models_choices_are_the_registrys_rows_but_two():
     assert models["items"]["enum"] == list(MODELS) and set(models["default"]) <= set(MODELS)
 
 
-# a hand-written section's options the params class reads as None when the planner leaves them out of a spec (the
-# loss options a loss does not read, `epochs` beside `max_steps`, ...) or fills while planning (freeze_embeddings)
-PLANNER_FILLED = {"epochs", "loss", "scale", "positive_threshold", "negative_threshold", "layers", "static_dims",
-                  "freeze_embeddings"}
+# what a teacher / student spec means otherwise than its config section, redeclared by the params class: the planner
+# leaves out `epochs` beside `max_steps` and the loss options a loss does not read (None), resolves
+# `freeze_embeddings` and the student's `selection`, and plans `static_lr` into `lr`
+REDECLARED = {"teacher": {"epochs", "loss", "freeze_embeddings"},
+              "student": {"epochs", "loss", "freeze_embeddings", "selection", "scale", "positive_threshold",
+                          "negative_threshold", "layers", "static_dims", "static_lr"}}
 
 
-def test_the_hand_written_training_sections_defaults_are_their_params_classes():
-    """Until teacher and student are generated: a spec without an option reads the schema's default (issue 48:
-    weight_decay 0.01, and the student's group_by_length true and megabatch 400, were 0.0 / false / 50)."""
+def test_a_training_spec_reads_its_sections_defaults_but_where_the_planner_resolves_them():
+    """A teacher / student spec without an option reads the section's default (issue 48: weight_decay 0.01, the
+    student's group_by_length true and megabatch 400, were 0.0 / false / 50 in the params classes), but for the
+    options its params class redeclares, and only those."""
     import dataclasses
 
+    from augsbert.params import Params, section_class
     from augsbert.stages import REGISTRY
 
+    def read(f: dataclasses.Field):
+        value = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        return value.to_json() if isinstance(value, Params) else value
+
+    def default(schema: dict):  # a nested object's default {} is its options' defaults
+        return {k: default(v) for k, v in schema["properties"].items()} if schema.get("type") == "object" \
+            else schema["default"]
+
     sections = load_schema()["$defs"]["stage_options"]["properties"]
-    checked = 0
-    for stage in ("teacher", "student"):
+    for stage, redeclared in REDECLARED.items():
+        params = REGISTRY[stage].params
+        assert section_class(params).SECTION == stage
+        fields = {f.name: f for f in dataclasses.fields(params)}
         schema = sections[stage]["properties"]
-        for f in dataclasses.fields(REGISTRY[stage].params):
-            if f.name not in schema or f.name in PLANNER_FILLED or f.default is dataclasses.MISSING:
-                continue
-            default = schema[f.name]["default"]
-            if f.name == "seed_optimization":
-                continue  # a nested object ({} in the schema: its options' defaults, checked below)
-            assert f.default == default, (stage, f.name, f.default, default)
-            checked += 1
-        nested = schema["seed_optimization"]["properties"]
-        from augsbert.params import SeedOptimization
-        assert SeedOptimization().to_json() == {k: v["default"] for k, v in nested.items()}
-    assert checked >= 10
+        assert {name for name in schema if read(fields[name]) != default(schema[name])} == redeclared, stage
+        assert redeclared <= set(vars(params)["__annotations__"]), stage  # said where the spec is read
+
+
+def test_the_shared_schedule_is_declared_once():
+    """teacher and student (and trans_encoder's cross / bi) share their schedule options: the same schema but
+    where a section says otherwise (the student's max_steps words, length grouping and mega-batch)."""
+    from augsbert.stages.training_options import TrainingOptions
+    from augsbert.stages.trans_encoder import BiOptions, CrossOptions, ScheduleOverrides
+
+    sections = load_schema()["$defs"]["stage_options"]["properties"]
+    teacher, student = sections["teacher"]["properties"], sections["student"]["properties"]
+    shared = list(options_schema(TrainingOptions))
+    assert shared[0] == "epochs" and shared[-1] == "early_stopping_patience" and len(shared) == 13
+    assert [k for k in shared if teacher[k] != student[k]] == ["max_steps", "group_by_length", "megabatch"]
+    for section, head in ((teacher, "activation"), (student, "selection")):  # one block, after the section's head
+        start = list(section).index(head) + 1
+        assert list(section)[start:start + len(shared)] == shared
+    assert (student["group_by_length"]["default"], student["megabatch"]["default"]) == (True, 400)
+    assert (teacher["group_by_length"]["default"], teacher["megabatch"]["default"]) == (False, 50)
+    for kind in (CrossOptions, BiOptions):  # the rounds' overrides: after the kind's own options
+        assert list(options_schema(kind))[-7:] == list(options_schema(ScheduleOverrides))
 
 
 def test_a_stale_section_is_rewritten_from_its_class():

@@ -315,10 +315,11 @@ class ModelParams(Params):
 
 @dataclass(frozen=True, kw_only=True)
 class SeedOptimization(Params):
-    """Thesis 5.1: `trials` seeds each train `fraction` of an epoch; the best on dev trains fully (0: off)."""
+    """Thesis 5.1: `trials` seeds each train `fraction` of an epoch; the best on dev trains fully (0: off). The
+    options of the `seed_optimization` object of a training section (augsbert.stages.training_options)."""
 
-    trials: int = 0
-    fraction: float = 0.3
+    trials: int = option(0, "Number of seeds tried (thesis 10).", minimum=0)
+    fraction: float = option(0.3, "Fraction of the first epoch each trial trains.", exclusiveMinimum=0, maximum=1)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -342,7 +343,9 @@ class TrainingParams(ModelParams):
 @dataclass(frozen=True, kw_only=True)
 class PairTrainingParams(TrainingParams):
     """What fitting a pair model reads (augsbert.training.pairs.fit), for every architecture; the teacher's
-    and the student's classes (augsbert.stages.teacher) add what their stage reads.
+    and the student's classes (augsbert.stages.teacher, augsbert.stages.student) add what their stage reads, and
+    their options classes come first among their bases, so a spec without an option reads its section's default
+    (the defaults here serve direct use: tests, benchmarks).
 
     `loss` and its options: a Cross-Encoder's `bce` (default) or `mse`, with its `activation`; a
     Bi-Encoder's `cosine` (default), `cosent`, `angle`, `mnrl` or `margin_mse`, with the options that loss

@@ -7,10 +7,11 @@ from typing import Literal
 
 from ..errors import ConfigError
 from ..store.graph import Graph, Node, SeedPlan
-from ..params import TORCH_COMPILE, Params, TrainingParams, option, section_options
+from ..params import Params, TrainingParams, option, section_options
 from .base import Stage
 from .runs import inert_grouping_dropped, strategies, topic_prompt
 from .sizes import pool_items, pool_sentences
+from .training_options import group_by_length_option, megabatch_option, torch_compile_option
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,15 +54,9 @@ class AdaptOptions(Params):
         Fraction of the pairs kept out of training to measure MLM loss and masked-token accuracy.""",
         exclusiveMinimum=0, exclusiveMaximum=1)
     checkpoint_steps: int = option(500, "Resumable checkpoint interval (steps).", minimum=1)
-    group_by_length: bool = option(True, """
-        Length-grouped batches: the shuffled MLM pairs are cut into mega-batches of `megabatch` batches,
-        each sorted by token length and cut into batches, and the batch order is shuffled (the longest
-        batch first). Each example is seen once per epoch, the order is fixed by the seed and survives a
-        resume. Removes most padding (README "Training"). false = uniformly random batches.""")
-    megabatch: int = option(50, """
-        Batches per mega-batch for `group_by_length` (more = less padding, less random batch
-        composition).""", minimum=1)
-    torch_compile: bool = option(False, TORCH_COMPILE, keyed_default=False)
+    group_by_length: bool = group_by_length_option(True, "false = uniformly random batches.", what="MLM pairs")
+    megabatch: int = megabatch_option(50)
+    torch_compile: bool = torch_compile_option()
 
 
 @dataclass(frozen=True, kw_only=True)

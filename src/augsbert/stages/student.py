@@ -3,36 +3,133 @@ lower bound, the same Bi-Encoder on gold labels only (job: augsbert.jobs.student
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from ..errors import ConfigError
-from ..params import PairTrainingParams
+from ..params import PairTrainingParams, Params, option
 from ..store.graph import Graph, Node, SeedPlan
 from .base import MODEL_SETTINGS, Row, Stage
 from .runs import from_adapted, inert_grouping_dropped, source, topic_prompt, trained_on, transfer, wants
 from .sizes import trained_items
+from .training_options import (TrainingOptions, group_by_length_option, max_steps_option, megabatch_option,
+                               torch_compile_option)
 
 
 @dataclass(frozen=True, kw_only=True)
-class StudentParams(PairTrainingParams):
-    """The `student` section; `selection` is how it picks its epoch (`student_selection` below).
-    With `max_steps` (a step budget) the planner leaves `epochs` out: None here."""
+class StudentModelOptions(Params):
+    """The head of the `student` section: from what, on what, and how it picks its epoch (before the schedule)."""
+
+    base_model: str | None = option(None, "Model the student starts from; null = the experiment's `base_model`.")
+    base: Literal["base_model", "pretrained"] = option("base_model", """
+        `pretrained`: the student starts from the encoder of this experiment's `pretrain` stage (its pooling
+        included); the lower bound stays on `base_model`.""")
+    max_length: int = option(256, "Maximum tokens per sentence.", minimum=8)
+    use_gold_labels: bool = option(False, """
+        Also train on the teacher's gold train pairs with their gold scores (in domain transfer: the source's
+        gold). Default false, as the thesis: each gold pair enters once, with the teacher's score
+        (`labels.relabel_gold`). true + relabel_gold false = the AugSBERT paper's gold + silver; both true = each
+        gold pair twice (gold label and teacher label). The lower bound always learns gold.""")
+    selection: Literal["source_dev", "target_dev", "last"] | None = option(None, """
+        How the Bi-Encoders (student and lower bound) pick their epoch: by Spearman on the dev split of the source
+        (`source_dev`), of the target (`target_dev`), or the last epoch (`last`). null = `source_dev` with
+        `source` set (domain transfer: no target label is used at any point), else `target_dev` (in-domain the
+        two are the same split). Written to the results file.""")
+
+
+@dataclass(frozen=True, kw_only=True)
+class StudentOptions(TrainingOptions, StudentModelOptions):
+    """The `student` section (its schema section is written from here: augsbert.face.schema): the head, the
+    shared schedule (augsbert.stages.training_options; the student's own `max_steps` words, length grouping on
+    with larger mega-batches), the loss and the compact students' options."""
+
+    SECTION = "student"
+    SECTION_DESCRIPTION = "The Bi-Encoder (mean pooling, cosine, CosineSimilarityLoss); also used for the lower bound."
+
+    max_steps: int | None = max_steps_option("""
+        Train for this many optimizer steps instead of `epochs`, as many passes over the pairs as that takes
+        (thesis 5.4.3: the Table 6.10 Bi-Encoders train "for an additional 12.5K steps, with a batch size of
+        64"). Warm-up is `warmup_ratio` of these steps; dev Spearman is taken after each full pass and at the last
+        step, the best kept, as with epochs. null = `epochs` decides. Set, it enters the artifact key and `epochs`
+        leaves it (the lower bound trains the same steps).""")
+    group_by_length: bool = group_by_length_option(True, "false = uniformly random batches.")
+    megabatch: int = megabatch_option(400, """
+        The Bi-Encoder pads its two sentences separately, so a batch must be alike in two lengths: it needs more
+        batches per mega-batch than a pair model for the same padding (README "Training": 400 keeps padding under
+        5 %, 200 does not).""")
+    loss: Literal["cosine", "cosent", "angle", "mnrl", "margin_mse", "kl_div"] = option("cosine", """
+        The Bi-Encoder's objective (sentence-transformers losses): `cosine` (CosineSimilarityLoss, MSE of cos(u, v)
+        and the score: the thesis and AugSBERT), `cosent` (CoSENTLoss), `angle` (AnglELoss), `mnrl`
+        (MultipleNegativesRankingLoss on the pairs scored >= positive_threshold, in-batch negatives, optional hard
+        negatives), `margin_mse` (MarginMSELoss on cosine: per sentence, its best-scored partner against each
+        lower-scored one, target = the score difference; a GPL student: the teacher's margins over the mined
+        negatives), `kl_div` (DistillKLDivLoss over a mined list: query against positive and negatives, softmax
+        of the teacher's scores; a GPL student only). Also the lower bound's. README "Student objectives".""")
+    similarity: Literal["cos", "dot"] = option("cos", """
+        `margin_mse`, `kl_div`: the student's score, cosine or dot product (GPL: dot, its `gpl_score_function`).
+        Enters the key of a `margin_mse` student only when `dot`.""")
+    scale: float = option(20.0, """
+        `cosent`, `angle`, `mnrl`: the scale (1 / temperature) of the library's losses (their default 20).""",
+                          exclusiveMinimum=0)
+    positive_threshold: float = option(0.8, """
+        `mnrl`: pairs scored at least this (0-1 scale) are positives (as evaluation.positive_threshold: STS-B > 4
+        of 5).""", minimum=0, maximum=1)
+    hard_negatives: bool = option(False, """
+        `mnrl`: add each anchor's lowest-scored partner below negative_threshold as a hard negative; positives
+        whose anchor has none are dropped (the log counts them).""")
+    negative_threshold: float = option(0.2, """
+        `mnrl` with hard_negatives: partners scored below this are hard-negative candidates.""", minimum=0,
+                                       maximum=1)
+    torch_compile: bool = torch_compile_option()
+    # students that deploy (augsbert.models.compact); each keyed only when set, the student's only
+    init: Literal["full", "layers"] = option("full", """
+        `layers`: the student starts from `layers` of the base model's Transformer layers (embeddings and pooling
+        kept), as sentence-transformers' layer-reduction distillation example, and trains on the same pairs as
+        the full student. The student only: the lower bound stays the full model. Enters the key only when
+        `layers` (docs/guide/compact.md).""")
+    layers: int | list[int] = option(3, """
+        `init: layers`: how many layers to keep, evenly spread (floor((i + 0.5) * n / k) for i < k of the base's
+        n: 3 of MiniLM-L6's 6 are layers 1, 3, 5; 4 of 12 are 1, 4, 7, 10, the library example's), or the base's
+        layer indices to keep (0-based, ascending).""", minimum=1, items={"type": "integer", "minimum": 0},
+                                     minItems=1)
+    arch: Literal["transformer", "static"] = option("transformer", """
+        `static`: a static-embedding student (sentence-transformers' StaticEmbedding: one vector per token,
+        mean-pooled), initialised by model2vec's distillation of the base (offline on a local model; needs the
+        `deploy` extra), then trained on the student's pairs at `static_lr`. Length grouping is off for it. The
+        student only; keyed only when `static`.""")
+    static_dims: int | None = option(256, """
+        `arch: static`: PCA dimensions of the distilled token vectors (model2vec's default 256); null = the base's
+        own dimensions.""", minimum=2)
+    static_lr: float | None = option(0.05, """
+        `arch: static`: the static student's learning rate, in place of `lr` (a table of token vectors learns at
+        rates a Transformer would not survive; sentence-transformers' static-embedding example uses 0.2 with
+        batches of 2048; 0.05 with this section's batch of 16 is a rate the tests' theme pairs learn at, not
+        tuned on real data: docs/guide/compact.md). null = `lr`.""", exclusiveMinimum=0)
+    matryoshka_dims: list[int] | None = option(None, """
+        Train the student with sentence-transformers' MatryoshkaLoss around `loss` at these embedding sizes (e.g.
+        [384, 128, 64]: each prefix of the vector learns the loss, equal weights), so its vectors can be cut; its
+        test split is scored at each size (`test_by_dim` in its metrics.json; `spearman@<d>` in the results). The
+        student only; keyed only when set.""", items={"type": "integer", "minimum": 1}, minItems=1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class StudentParams(StudentOptions, PairTrainingParams):
+    """A student (or lower-bound) spec: the `student` section as the planner passes it and what it adds
+    (`model`, `seed`, ...). What a spec means otherwise than the section is redeclared here: a step budget
+    leaves `epochs` out, the loss's options it does not read are left out (None), `selection` and
+    `freeze_embeddings` are resolved, and `static_lr` is already the spec's `lr`. The section's `base_model` and
+    `base` plan nodes and never reach a spec."""
 
     epochs: int | None = None
-    # the student section's defaults (what users got), not TrainingParams' 0.0 / False / 50
-    weight_decay: float = 0.01
-    group_by_length: bool = True
-    megabatch: int = 400
-    use_gold_labels: bool
-    selection: Literal["source_dev", "target_dev", "last"]
-    loss: Literal["cosine", "cosent", "angle", "mnrl", "margin_mse", "kl_div"] | None = None
-    # students that deploy (augsbert.models.compact); each keyed only when set, the student's only
-    init: Literal["full", "layers"] = "full"
+    freeze_embeddings: bool = False
+    selection: Literal["source_dev", "target_dev", "last"] = field()  # required (the section's None inherited else)
+    loss: Literal["cosine", "cosent", "angle", "mnrl", "margin_mse", "kl_div"] | None = None  # None: cosine
+    scale: float | None = None
+    positive_threshold: float | None = None
+    negative_threshold: float | None = None
     layers: int | list[int] | None = None  # init layers: a count (evenly spread) or the base's layer indices
-    arch: Literal["transformer", "static"] = "transformer"
     static_dims: int | None = None  # arch static: model2vec's PCA dimensions (None: the base's)
-    matryoshka_dims: list[int] | None = None  # MatryoshkaLoss around the loss; the test scored at each
+    static_lr: float | None = None  # arch static: planned into `lr`
 
 
 STUDENT = Stage("student", 3, "train a Bi-Encoder on gold and/or teacher-labelled pairs (also the lower bound)",

@@ -5,31 +5,86 @@ and the experiment's teacher is their `teacher_ensemble` node."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from ..errors import ConfigError
-from ..params import PairTrainingParams
+from ..params import PairTrainingParams, Params, option
 from ..store.graph import Graph, Node, SeedPlan
 from .base import MODEL_SETTINGS, Row, Stage
 from .data import pairs_have_topics
 from .runs import from_adapted, inert_grouping_dropped, source, topic_prompt, trained_on, wants
 from .sizes import trained_items
 from .teacher_ensemble import MEMBER_ROLE, check_members, member_config, member_seed, teacher_ensemble
+from .training_options import TrainingOptions, torch_compile_option
 
 
 @dataclass(frozen=True, kw_only=True)
-class TeacherParams(PairTrainingParams):
-    """The `teacher` section (the Cross-Encoder's `loss` and `activation` only for arch ce).
+class TeacherModelOptions(Params):
+    """The head of the `teacher` section: which pair model, from what, on what (before the schedule)."""
+
+    arch: Literal["ce", "cbe"] = option("cbe", """
+        `ce` Cross-Encoder ([CLS] a [SEP] b [SEP] -> logit) or `cbe` Cross-Bi-Encoder (cosine of two segment
+        means).""")
+    base_model: str | None = option(None, "Model the teacher starts from; null = the experiment's `base_model`.")
+    pretrained: str | None = option(None, """
+        A Cross-Encoder used as it is, no training and no gold (GPL: cross-encoder/ms-marco-MiniLM-L-6-v2): it
+        scores the mined (query, positive) and (query, negative) pairs of a `gpl` model, whose targets are the
+        margins. Read only by `models: [gpl]`. `trained`: the experiment's own trained Cross-Encoder (`teacher` in
+        `models`, `arch: ce`): it learnt the target's gold, so the model is not label-free (the offline
+        `demo_gpl`, which has no pretrained Cross-Encoder).""")
+    score_scale: Literal["logits", "sigmoid"] = option("logits", """
+        The scale of `pretrained`'s scores: raw logits (what GPL's margins are: its Cross-Encoder's configured
+        activation is the identity) or through a sigmoid (0-1).""")
+    base: Literal["base_model", "pretrained"] = option("base_model", """
+        `pretrained`: start from the encoder of this experiment's `pretrain` stage instead of `base_model` (needs
+        `pretrain.objective`).""")
+    max_length: int = option(512, "Maximum tokens of a whole pair (truncation shortens the longer text first).",
+                             minimum=8)
+    symmetric: bool = option(True, "Train on both (a, b) and (b, a) of every gold pair.")
+    loss: Literal["bce", "mse"] = option("bce", """
+        Cross-Encoder loss against [0, 1] labels (BCE with logits as in the references, or MSE after sigmoid).
+        The CBE always uses MSE.""")
+    activation: Literal["sigmoid", "tanh", "identity"] = option("sigmoid", """
+        Cross-Encoder activation at inference (thesis Table 6.2); the CBE's cosine needs none.""")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TeacherOptions(TrainingOptions, TeacherModelOptions):
+    """The `teacher` section (its schema section is written from here: augsbert.face.schema): the head, the
+    shared schedule (augsbert.stages.training_options), the ensemble."""
+
+    SECTION = "teacher"
+    SECTION_DESCRIPTION = "The pair model trained on gold that labels pairs for the student."
+
+    ensemble: list[dict[str, Any]] = option([], """
+        Teacher ensemble: a list of at least two members, each a set of teacher options written over this
+        section (e.g. `[{}, {seed: 1}, {seed: 2}]`: three CBEs that differ by seed; `[{arch: cbe}, {arch: ce}]`).
+        Every member is its own teacher artifact (a member equal to the single teacher is that very artifact, so
+        adding a member trains one model); their scores of a pair are combined as `combine` says, for the test
+        split (the `teacher` row) and for labelling. The results show each member (`teacher_member_<k>`) and the
+        ensemble. Empty = one teacher (keys unchanged).""", items={"$ref": "#/$defs/teacher_member"})
+    combine: Literal["mean", "zscore"] = option("zscore", """
+        How an ensemble combines its members' scores of a pair: `mean` of the raw scores, or `zscore` (our
+        default): each member's score standardised by the mean and standard deviation of that member's scores of
+        the gold train pairs, averaged, and mapped back to the gold scale with the gold train scores' mean and
+        standard deviation (members on different scales, a CE's sigmoid and a CBE's cosine, then weigh alike).
+        Read only with `ensemble`.""")
+    torch_compile: bool = torch_compile_option()
+
+
+@dataclass(frozen=True, kw_only=True)
+class TeacherParams(TeacherOptions, PairTrainingParams):
+    """A teacher spec: the `teacher` section as the planner passes it (the Cross-Encoder's `loss` and
+    `activation` only for arch ce) and what it adds (`model`, `seed`, ...). The section's `base_model`, `base`,
+    `pretrained`, `score_scale`, `ensemble` and `combine` plan nodes and never reach a spec.
 
     `selection: last` (keyed only then): keep the last epoch, read no dev split (a Trans-Encoder cross model,
     which must not see a gold label); a teacher with a `labels` input learns those scores, not the gold.
     """
 
     epochs: int | None = None  # None with `max_steps` (a step budget): the planner leaves `epochs` out
-    weight_decay: float = 0.01  # the teacher section's default (what users got), not TrainingParams' 0.0
-    arch: Literal["ce", "cbe"]
-    symmetric: bool
-    loss: Literal["bce", "mse"] | None = None
+    loss: Literal["bce", "mse"] | None = None  # None for a CBE (always MSE): the planner leaves it out
+    freeze_embeddings: bool = False  # resolved by the planner (null in the config: from an adapted checkpoint)
     selection: Literal["dev", "last"] = "dev"
 
 

@@ -29,16 +29,10 @@ from .teacher import teacher
 
 
 @dataclass(frozen=True, kw_only=True)
-class CrossOptions(Params):
-    """`trans_encoder.cross`: the cross models' settings over the `teacher` section's."""
+class ScheduleOverrides(Params):
+    """The schedule options both model kinds of the rounds may set over their section (null: the section's),
+    declared once; a mixin listed first among the bases, so its options come after the kind's own."""
 
-    arch: Literal["ce", "cbe"] | None = option(None, "`ce` (the paper) or `cbe`.")
-    base_model: str | None = option(None, "Model the cross models start from (null = `teacher.base_model` / "
-                                    "`base_model`).")
-    max_length: int | None = option(None, "Maximum tokens of a pair.", minimum=8)
-    symmetric: bool | None = option(None, "Train on (a, b) and (b, a) (the paper: yes).")
-    loss: Literal["bce", "mse"] | None = option(None, "CE loss (the paper: BCE).")
-    activation: Literal["sigmoid", "tanh", "identity"] | None = option(None, "CE activation when scoring.")
     epochs: int | None = option(None, "Training epochs.", minimum=1)
     batch_size: int | None = option(None, "Training batch size.", minimum=1)
     lr: float | None = option(None, "AdamW learning rate.", exclusiveMinimum=0)
@@ -49,19 +43,35 @@ class CrossOptions(Params):
 
 
 @dataclass(frozen=True, kw_only=True)
-class BiOptions(Params):
-    """`trans_encoder.bi`: the Bi-Encoders' settings over the `student` section's."""
+class CrossModelOptions(Params):
+    """The cross models' own options of `trans_encoder.cross` (before the schedule's)."""
+
+    arch: Literal["ce", "cbe"] | None = option(None, "`ce` (the paper) or `cbe`.")
+    base_model: str | None = option(None, "Model the cross models start from (null = `teacher.base_model` / "
+                                    "`base_model`).")
+    max_length: int | None = option(None, "Maximum tokens of a pair.", minimum=8)
+    symmetric: bool | None = option(None, "Train on (a, b) and (b, a) (the paper: yes).")
+    loss: Literal["bce", "mse"] | None = option(None, "CE loss (the paper: BCE).")
+    activation: Literal["sigmoid", "tanh", "identity"] | None = option(None, "CE activation when scoring.")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CrossOptions(ScheduleOverrides, CrossModelOptions):
+    """`trans_encoder.cross`: the cross models' settings over the `teacher` section's."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class BiModelOptions(Params):
+    """The Bi-Encoders' own options of `trans_encoder.bi` (before the schedule's)."""
 
     base_model: str | None = option(None, "Model the Bi-Encoders start from and round 0 scores with (null = "
                                     "`student.base_model` / `base_model`).")
     max_length: int | None = option(None, "Maximum tokens per sentence.", minimum=8)
-    epochs: int | None = option(None, "Training epochs.", minimum=1)
-    batch_size: int | None = option(None, "Training batch size.", minimum=1)
-    lr: float | None = option(None, "AdamW learning rate.", exclusiveMinimum=0)
-    warmup_ratio: float | None = option(None, "Fraction of steps for linear warm-up.", minimum=0, maximum=1)
-    weight_decay: float | None = option(None, "AdamW weight decay.", minimum=0)
-    group_by_length: bool | None = option(None, "Length-grouped batches.")
-    megabatch: int | None = option(None, "Batches per mega-batch for group_by_length.", minimum=1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BiOptions(ScheduleOverrides, BiModelOptions):
+    """`trans_encoder.bi`: the Bi-Encoders' settings over the `student` section's."""
 
 
 @dataclass(frozen=True, kw_only=True)
