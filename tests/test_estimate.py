@@ -9,6 +9,7 @@ from augsbert.config.load import load_configs
 from augsbert.face.cli import main
 from augsbert.planning.plan import Plan
 from augsbert.scheduling import estimate
+from augsbert.stages import sizes
 from conftest import REPO
 
 
@@ -63,7 +64,7 @@ def test_steps_and_seconds_of_each_job(tmp_path):
     # the texts: 'sentence train 12 a' / 'other sentence 12 b' -> the train file's bytes per row, less the score
     # field, over 2 texts; a CBE reads both as one sequence (+3 special tokens), capped at max_length (512)
     rows = (tmp_path / "train.csv").read_text().splitlines()[1:]
-    text = ((tmp_path / "train.csv").stat().st_size / len(rows) - estimate.SCORE_FIELD_CHARS) / 2 / 4.0
+    text = ((tmp_path / "train.csv").stat().st_size / len(rows) - sizes.SCORE_FIELD_CHARS) / 2 / 4.0
     assert estimate.text_tokens(plan, plan.node(runs["teacher"]["key"])) == pytest.approx(text)
     tokens = 2 * text + 3
     per_example = (estimate.TRAIN_S_PER_EXAMPLE + estimate.TRAIN_S_PER_TOKEN * tokens) * (1 + estimate.SMALL_BATCH / 16)
