@@ -163,7 +163,7 @@ def text_tokens(plan, node, part: str = "pairs") -> float:
     """Tokens of one text of the job's data (special tokens left out): the mean characters of a text of its gold
     pairs (`pairs`), of a passage of its corpus (`corpus`) or of a sentence of a passage (`sentence`), computed from
     the data (augsbert.stages.sizes.text_chars), else DEFAULT_TEXT_CHARS; characters / CHARS_PER_TOKEN."""
-    data = upstream_data(plan, node)
+    data = node if node.stage == DATA.name else upstream_data(plan, node)
     chars = text_chars(data, plan) if data is not None else {}
     return chars.get(part, DEFAULT_TEXT_CHARS) / CHARS_PER_TOKEN
 
