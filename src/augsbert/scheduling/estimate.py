@@ -46,6 +46,9 @@ from pathlib import Path
 from ..models.gpu_memory import DEFAULT_DIMS, model_config, model_dims, parameter_count
 from ..stages import REGISTRY
 from ..stages.data import DATA
+from ..stages.margins import MARGINS
+from ..stages.negatives import NEGATIVES
+from ..stages.queries import QUERIES
 from ..stages.sizes import DEFAULT_SIZE, data_sizes, split_sizes, text_chars
 
 REFERENCE_PARAMS = 22_700_000  # all-MiniLM-L6-v2, the packaged default model
@@ -244,7 +247,7 @@ def generated(plan, node) -> tuple[int, int]:
     from ..models.query_generation import sizing
 
     p = node.params
-    per_passage, used = sizing(corpus_passages(plan, plan.node(dict(node.inputs)["data"]), p.get("source", "corpus")),
+    per_passage, used = sizing(corpus_passages(plan, plan.node(dict(node.inputs)[DATA.name]), p.get("source", "corpus")),
                                p.get("queries_per_passage"), int(p.get("total") or 1))
     return used, per_passage
 
@@ -265,7 +268,7 @@ def mined(plan, node) -> tuple[int, int, float]:
     the generator's max_length) or a BEIR dataset's qrels and corpus."""
     source = plan.node(dict(node.inputs)["pairs"])
     metrics = _metrics(node)
-    if source.stage == "queries":
+    if source.stage == QUERIES.name:
         passages, per_passage = generated(plan, source)
         q = source.params
         if q.get("generator") == "inverse_cloze":
@@ -286,7 +289,7 @@ def mined(plan, node) -> tuple[int, int, float]:
 def passage_tokens(plan, node) -> float:
     """Tokens of one passage the chain mines: a sentence of the train pairs (`queries.source: sentences`), else a
     passage of the corpus."""
-    queries = next((plan.node(k) for _, k in node.inputs if plan.node(k).stage == "queries"), None)
+    queries = next((plan.node(k) for _, k in node.inputs if plan.node(k).stage == QUERIES.name), None)
     sentences = queries is not None and queries.params.get("source") == "sentences"
     return text_tokens(plan, node, "pairs" if sentences else "corpus")
 
@@ -308,9 +311,9 @@ def draws_per_row(rows: int, draws: dict) -> int:
 def _negatives_node(plan, node):
     """The `negatives` node of a margins node, or of a gpl node through its margins."""
     inputs = dict(node.inputs)
-    if "margins" in inputs:
-        inputs = dict(plan.node(inputs["margins"]).inputs)
-    return plan.node(inputs["negatives"])
+    if MARGINS.name in inputs:
+        inputs = dict(plan.node(inputs[MARGINS.name]).inputs)
+    return plan.node(inputs[NEGATIVES.name])
 
 
 def negatives_per_row(plan, negatives) -> tuple[int, int]:
@@ -439,9 +442,9 @@ def job_estimate(plan, key: str, device: str = "cpu", params_cache: dict | None 
         return JobEstimate(key, node.stage, None, *queries_estimate(plan, node, factor, start, warm))
     if kind == "mine":
         return JobEstimate(key, node.stage, None, *negatives_estimate(plan, node, factor, start, cache))
-    if kind == "margins":
+    if kind == "cross_scores":
         return JobEstimate(key, node.stage, None, *margins_estimate(plan, node, factor, start, cache))
-    if kind == "gpl":
+    if kind == "distill":
         return JobEstimate(key, node.stage, *gpl_estimate(plan, node, factor, start, cache))
     # the other stages: their declared GPU figure per item (augsbert.scheduling.resources), times 10 for a model
     # job on a CPU (a job without a model, e.g. BM25 sampling, runs on the CPU anyway)

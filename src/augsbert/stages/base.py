@@ -93,7 +93,7 @@ class Stage:
     # what `augsbert plan --estimate` counts of its job (augsbert.scheduling.estimate): `train` (steps of
     # batches), `score` (its items, as pairs scored), `test` (the test pairs scored), `test+suites` (and the
     # evaluation suites), `read` (the data's files), GPL's chain by what each computes: `generate` (queries),
-    # `mine` (negatives: encoding and search), `margins` (Cross-Encoder pairs), `gpl` (the student's tuples);
+    # `mine` (negatives: encoding and search), `cross_scores` (margins: Cross-Encoder pairs), `distill` (gpl: the student's tuples);
     # empty: its items at `seconds_per_item`
     estimate: str = ""
     fixed_resources: dict = field(default_factory=dict)  # rules with fixed sizes (shards), not from the plan

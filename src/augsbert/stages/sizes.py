@@ -258,21 +258,32 @@ def _pairs_file_chars(node) -> dict[str, float]:
     return out
 
 
-def _source_chars(node) -> dict[str, float]:
-    """The means from the loader's own source files (the packaged Lee corpus, your STS / BWS files ...), read as
-    its data job reads them (Loader.load); {} where they are missing, larger than LOAD_LIMIT_BYTES, or unreadable."""
-    from ..data import RowReport, get_loader  # the loaders import pandas: read only for the estimate
+def _source_files(node) -> list | None:
+    """The raw files a data node's loader reads (its `inputs`), None where one is missing or the loader unknown."""
+    from ..data import get_loader  # the loaders import pandas: read only for the estimate
 
     settings = node.settings
     if settings.get("files") == "missing" or settings.get("download") and settings.get("files") == []:
-        return {}
-    loader = get_loader(settings["loader"])
-    data_dir = Path(settings.get("data_dir") or ".")
+        return None
     try:
-        paths = loader.inputs(settings["dataset"], settings, data_dir)
+        return get_loader(settings["loader"]).inputs(settings["dataset"], settings,
+                                                     Path(settings.get("data_dir") or "."))
+    except (DataError, OSError):
+        return None
+
+
+def _source_chars(node, paths: list) -> dict[str, float]:
+    """The means from the loader's own source files `paths` (the packaged Lee corpus, your STS / BWS files ...),
+    read as its data job reads them (Loader.load); {} where they are larger than LOAD_LIMIT_BYTES or unreadable."""
+    from ..data import RowReport, get_loader
+
+    settings = node.settings
+    try:
         if sum(os.stat(p).st_size for p in paths) > LOAD_LIMIT_BYTES:
             return {}
-        prepared = loader.load(settings["dataset"], settings, data_dir, RowReport(settings["dataset"], "skip"))
+        prepared = get_loader(settings["loader"]).load(settings["dataset"], settings,
+                                                       Path(settings.get("data_dir") or "."),
+                                                       RowReport(settings["dataset"], "skip"))
     except (DataError, OSError, ValueError, KeyError):
         return {}
     train = prepared.splits.get("train")
@@ -296,14 +307,12 @@ def text_chars(node, plan=None) -> dict[str, float]:
     elif node.settings.get("loader") == "pairs_file":
         return _pairs_file_chars(node)
     else:
-        try:
-            from .data import raw_inputs
-
-            stamp = _stamp(raw_inputs(node))
-        except (DataError, OSError):  # a missing file (MissingDataError) or an unknown loader: nothing to read
+        paths = _source_files(node)
+        stamp = _stamp(paths) if paths is not None else None
+        if stamp is None:  # a missing or unreadable file: nothing to read
             return {}
         key = ("source", node.params_json, stamp)
-        compute = lambda: _source_chars(node)  # noqa: E731
+        compute = lambda: _source_chars(node, paths)  # noqa: E731
     if key not in _TEXT_CHARS:
         _TEXT_CHARS[key] = compute()
     return _TEXT_CHARS[key]
