@@ -207,3 +207,37 @@ def test_draws_and_t5_sizes_match_the_code_they_price():
     encoder = sum(p.numel() for name, p in model.named_parameters()
                   if name.startswith("encoder.block") and p.dim() == 2 and "relative_attention" not in name)
     assert estimate.t5_encoder_params(config) == encoder
+
+
+def test_t5_queries_are_priced_by_passages_queries_and_tokens(tmp_path, monkeypatch):
+    generator = tmp_path / "t5"
+    generator.mkdir()
+    config = {"vocab_size": 32128, "d_model": 512, "d_ff": 2048, "num_layers": 6, "num_decoder_layers": 6}
+    import json
+
+    (generator / "config.json").write_text(json.dumps({"model_type": "t5", "is_encoder_decoder": True, **config}))
+    (tmp_path / "my.yaml").write_text(f"""
+experiments:
+  t5gpl:
+    dataset: lee
+    models: [gpl]
+    teacher: {{pretrained: minilm-l6}}
+    queries: {{generator: {generator}, queries_per_passage: 3, max_length: 20, input_max_length: 64, shards: 2}}
+    negatives: {{retrievers: [bm25], range_max: 10}}
+    student: {{loss: margin_mse, max_steps: 5}}
+    evaluation: {{suites: []}}
+""")
+    monkeypatch.chdir(tmp_path)
+    plan = Plan(load_configs([str(REPO / "config" / "config.yaml"), str(tmp_path / "my.yaml")], lazy=True))
+    queries = plan.node(plan.experiment_spec("t5gpl")["runs"]["42"]["queries"]["key"])
+    shard = plan.node(dict(queries.inputs)["shard_0"])
+    job = estimate.job_estimate(plan, shard.key, "cpu")
+    # 300 Lee background documents over 2 shards; each passage's first 64 tokens encoded, 3 x 20 tokens decoded
+    assert job.what == "150 passages x 3 queries, up to 20 tokens each"
+    encoder = 150 * 64 * estimate.GENERATE_S_PER_INPUT_TOKEN * 6 * (4 * 512**2 + 2 * 512 * 2048) / (
+        12 * (4 * 768**2 + 2 * 768 * 3072))
+    decoder = 150 * 3 * 20 * estimate.GENERATE_S_PER_TOKEN * estimate.t5_params(config) / estimate.t5_params(
+        estimate.T5_BASE)
+    assert job.seconds == pytest.approx(estimate.START_S + encoder + decoder)
+    merge = estimate.job_estimate(plan, queries.key, "cpu")
+    assert merge.what == "300 passages x 3 (merging the shards' queries)" and merge.seconds < 3

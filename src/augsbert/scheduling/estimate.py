@@ -5,7 +5,8 @@ first one (workflow/Snakefile `onstart`). The estimate is made from the model's 
 calibration run (nothing is timed on the device while planning):
 
     pairs      the data's own counts once its data job ran; before, the rows of a `pairs_file` dataset's files
-               (augsbert.stages.sizes.split_sizes), the known corpora's sizes, else a guess said as such
+               (augsbert.stages.sizes.split_sizes), the known corpora's sizes, else a guess said as such; a
+               gold_subset (gold_fraction) keeps round(fraction × train pairs) of its data's
     training   steps = max_steps, else ⌈examples / batch_size⌉ × epochs (examples: the pairs, twice with
                teacher.symmetric); time = steps × batch_size × (TRAIN_S_PER_EXAMPLE + TRAIN_S_PER_TOKEN ×
                tokens) × (1 + SMALL_BATCH / batch_size) × size
@@ -13,9 +14,23 @@ calibration run (nothing is timed on the device while planning):
                pairs × (SCORE_S_PER_PAIR + SCORE_S_PER_TOKEN × tokens) × size
     tokens     of one example: a pair model (the CE / CBE teacher, and the labels it gives) reads both texts as one
                sequence, min(max_length, 2 × text + 3); a Bi-Encoder each text alone, 2 × min(max_length,
-               text + 2); text = characters / CHARS_PER_TOKEN, the characters of a `pairs_file` from its train
-               file's bytes per row, of a known corpus from TEXT_CHARS (training batches are grouped by length,
-               so the texts' own length counts, not max_length)
+               text + 2); text = characters / CHARS_PER_TOKEN, the mean characters of a text computed from the
+               data (augsbert.stages.sizes.text_chars: the prepared tables once the data job ran; before, a
+               `pairs_file`'s bytes per row, any other loader's source files as its job reads them; else
+               DEFAULT_TEXT_CHARS). Training batches are grouped by length, so the texts' own length counts,
+               not max_length
+    GPL        by what each job computes (the stages' `estimate` kinds generate / mine / cross_scores / distill):
+               queries: the inverse cloze, no model (a data job's time); a T5 generator, passages × their
+               tokens (≤ input_max_length) × GENERATE_S_PER_INPUT_TOKEN + passages × queries per passage ×
+               max_length decoder steps (GENERATE_S_PER_TOKEN: a batch decodes until its longest query ends, so
+               max_length is an upper bound), × the generator's size / T5-base's;
+               negatives: per Bi-Encoder retriever each passage and query encoded (the scoring figures per
+               text, size of the retriever), per retriever an exact search of queries × passages
+               (SEARCH_S_PER_PAIR × dimension / 384; BM25's score block priced so), a Cross-Encoder filter's
+               pairs scored; margins: the (query, positive) and (query, drawn negative) pairs the student will
+               read, scored as pairs of query + passage tokens; gpl: steps × batch of (query, positive,
+               negatives) tuples, each text encoded alone, as a Bi-Encoder training example of their tokens;
+               counts from the upstream jobs' metrics.json once they ran, else from the corpus' size
     size       the base model's parameters (from its config.json) / REFERENCE_PARAMS (all-MiniLM-L6-v2)
     start-up   START_S per job started plainly (importing torch and loading the model), WARM_START_S per job
                forked from the warm server (a local run's default, augsbert.face.warm)
@@ -68,8 +83,13 @@ DEFAULT_MAX_LENGTH = 256
 GPU_SPEEDUP = 20.0  # assumed, not measured here
 UNKNOWN_MODEL_PARAMS = 110_000_000  # a model whose files are not on this machine: BERT-base assumed
 # GPL's stages (queries, negatives, margins, gpl), priced by what they compute:
-GENERATE_S_PER_TOKEN = 0.004  # T5-base, seconds per generated token per sequence (decoder step, cross-attention
-# included) at 3 queries per passage: measured on this 2-core machine, benchmarks/bench_generation.py (module doc)
+# T5-base generating (models.query_generation.generate: 8 passages x 350 tokens, 3 sampled queries each) on this
+# 2-core machine, benchmarks/bench_generation.py, 2026-11-28 at load ~5 (other users' jobs): CPU seconds / 2 threads,
+# i.e. what the job takes on idle cores (the wall times there were 0.041 and 0.0080, twice as long). T5 generation
+# is priced by its own measured figures, not by SCORE_S_PER_TOKEN: that figure x the encoder's size priced the same
+# encoder pass 12x shorter than measured (0.44 s against 5.6 s), as it is set for short MiniLM scoring jobs.
+GENERATE_S_PER_TOKEN = 0.019  # seconds per generated token per sequence (a decoder step, cross-attention included)
+GENERATE_S_PER_INPUT_TOKEN = 0.002  # seconds per passage token of the encoder's pass
 T5_BASE = {"vocab_size": 32128, "d_model": 768, "d_ff": 3072, "num_layers": 12, "num_decoder_layers": 12}
 SEARCH_S_PER_PAIR = 3.7e-9  # exact search, seconds per query x passage at 384 dimensions: 100K queries x 1M
 # passages took 365.6 s (evaluation) and 737.8 s for two retrievers (mining) on this machine (docs/methods/gpl.md,
@@ -241,7 +261,7 @@ def corpus_passages(plan, data, source: str = "corpus") -> int:
 def generated(plan, node) -> tuple[int, int]:
     """(passages generated for, queries per passage) of a `queries` node: its metrics once it ran, else GPL's
     sizing (augsbert.models.query_generation.sizing) over the corpus' passages."""
-    metrics = _metrics(node)
+    metrics = {} if "shard" in node.params else _metrics(node)  # a shard's metrics count its own passages
     if metrics.get("passages"):
         return int(metrics["passages"]), int(metrics["queries_per_passage"])
     from ..models.query_generation import sizing
@@ -327,15 +347,20 @@ def negatives_per_row(plan, negatives) -> tuple[int, int]:
 
 
 def queries_estimate(plan, node, factor: float, start: float, warm: bool) -> tuple[float, str]:
+    """A `queries` job (or one `query_shard`: its share of the passages; the `queries` job over shards merges
+    their texts, no model)."""
     passages, per_passage = generated(plan, node)
     p = node.params
-    if p.get("generator") == "inverse_cloze":  # sentences drawn from the passages: no model, a data job's time
+    shards = int(p.get("shards") or 1)
+    if shards > 1 and "shard" not in p or p.get("generator") == "inverse_cloze":  # no model: a data job's time
+        what = "merging the shards' queries" if shards > 1 and "shard" not in p else "inverse cloze, no model"
         return (1.0 if warm else 2.0) + passages * per_passage * 1e-5, \
-            f"{passages:,} passages x {per_passage} (inverse cloze, no model)"
+            f"{passages:,} passages x {per_passage} ({what})"
+    passages = -(-passages // shards)
     config = _generator(p["generator"])
     size = t5_params(config) / t5_params(T5_BASE)
     passage = min(float(p.get("input_max_length") or 350), passage_tokens(plan, node) + 1)
-    encoder = passages * encode_cost(passage) * t5_encoder_params(config) / REFERENCE_PARAMS
+    encoder = passages * passage * GENERATE_S_PER_INPUT_TOKEN * t5_encoder_params(config) / t5_encoder_params(T5_BASE)
     steps = int(p.get("max_length") or 64)  # a batch decodes until its longest query ends: at most max_length
     decoder = passages * per_passage * steps * GENERATE_S_PER_TOKEN * size
     return start + factor * (encoder + decoder), \

@@ -83,7 +83,7 @@ QUERIES = Stage("queries", 2, "generate (query, passage) pairs for the target co
 QUERY_SHARD = Stage("query_shard", 1, "queries.shards > 1: the generated texts of one range of passages (merged "
                     "by queries)", "augsbert.jobs.query_shard:run", section="queries", runtime=("hub_revisions",),
                     roles=("query_shard_0",), fixed_resources={"mem_mb": 16000, "runtime": 720, "gpu": 1},
-                    params=QueryShardParams)
+                    params=QueryShardParams, estimate="generate")
 STAGES = (QUERIES, QUERY_SHARD)
 
 
