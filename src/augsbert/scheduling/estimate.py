@@ -62,8 +62,8 @@ from ..models.gpu_memory import DEFAULT_DIMS, model_config, model_dims, paramete
 from ..stages import REGISTRY
 from ..stages.data import DATA
 from ..stages.margins import MARGINS
-from ..stages.negatives import NEGATIVES
-from ..stages.queries import QUERIES
+from ..stages.negatives import BM25, NEGATIVES
+from ..stages.queries import INVERSE_CLOZE, QUERIES
 from ..stages.sizes import DEFAULT_SIZE, data_sizes, split_sizes, text_chars
 
 REFERENCE_PARAMS = 22_700_000  # all-MiniLM-L6-v2, the packaged default model
@@ -291,7 +291,7 @@ def mined(plan, node) -> tuple[int, int, float]:
     if source.stage == QUERIES.name:
         passages, per_passage = generated(plan, source)
         q = source.params
-        if q.get("generator") == "inverse_cloze":
+        if q.get("generator") == INVERSE_CLOZE:
             query = text_tokens(plan, source, "pairs" if q.get("source") == "sentences" else "sentence")
         else:
             query = float(q.get("max_length") or 64)
@@ -352,7 +352,7 @@ def queries_estimate(plan, node, factor: float, start: float, warm: bool) -> tup
     passages, per_passage = generated(plan, node)
     p = node.params
     shards = int(p.get("shards") or 1)
-    if shards > 1 and "shard" not in p or p.get("generator") == "inverse_cloze":  # no model: a data job's time
+    if shards > 1 and "shard" not in p or p.get("generator") == INVERSE_CLOZE:  # no model: a data job's time
         what = "merging the shards' queries" if shards > 1 and "shard" not in p else "inverse cloze, no model"
         return (1.0 if warm else 2.0) + passages * per_passage * 1e-5, \
             f"{passages:,} passages x {per_passage} ({what})"
@@ -376,10 +376,10 @@ def negatives_estimate(plan, node, factor: float, start: float, cache: dict) -> 
     seconds = 0.0
     for ref in p.get("retrievers") or []:
         dims = SEARCH_DIMS
-        if ref != "bm25":  # encode every passage and query, then an exact search
+        if ref != BM25:  # encode every passage and query, then an exact search
             size = _model_size(ref, cache)
             seconds += size * (passages * encode_cost(passage) + pairs * encode_cost(query))
-            dims = model_dims(ref)["hidden_size"] if model_params(ref) else DEFAULT_DIMS["hidden_size"]
+            dims = model_dims(ref)["hidden_size"]  # DEFAULT_DIMS' (BERT-base) where its config is not here
         seconds += pairs * passages * SEARCH_S_PER_PAIR * dims / SEARCH_DIMS
     if p.get("cross_encoder"):  # the candidates of each retriever's window and the positives, rescored
         _, window = negatives_per_row(plan, node)
