@@ -54,8 +54,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--input", type=int, default=350, help="passage tokens (GPL: 350)")
     parser.add_argument("--steps", type=int, nargs=2, default=(4, 36), help="decoder steps of the two runs")
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's, the cores); "
+                        "1 on a shared machine: its CPU seconds are then no thread's spin-wait for the other")
     args = parser.parse_args(argv)
     import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
     from transformers import T5Config, T5ForConditionalGeneration
 
     from augsbert.scheduling import estimate

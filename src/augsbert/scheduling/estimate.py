@@ -84,12 +84,15 @@ GPU_SPEEDUP = 20.0  # assumed, not measured here
 UNKNOWN_MODEL_PARAMS = 110_000_000  # a model whose files are not on this machine: BERT-base assumed
 # GPL's stages (queries, negatives, margins, gpl), priced by what they compute:
 # T5-base generating (models.query_generation.generate: 8 passages x 350 tokens, 3 sampled queries each) on this
-# 2-core machine, benchmarks/bench_generation.py, 2026-11-28 at load ~5 (other users' jobs): CPU seconds / 2 threads,
-# i.e. what the job takes on idle cores (the wall times there were 0.041 and 0.0080, twice as long). T5 generation
-# is priced by its own measured figures, not by SCORE_S_PER_TOKEN: that figure x the encoder's size priced the same
-# encoder pass 12x shorter than measured (0.44 s against 5.6 s), as it is set for short MiniLM scoring jobs.
-GENERATE_S_PER_TOKEN = 0.019  # seconds per generated token per sequence (a decoder step, cross-attention included)
-GENERATE_S_PER_INPUT_TOKEN = 0.002  # seconds per passage token of the encoder's pass
+# machine, benchmarks/bench_generation.py --threads 1 (2026-11-28, load ~2: one other user's test on the other core;
+# one thread, so its CPU seconds are its own compute, not a spin-wait for a second thread on a shared core): 8.86 s
+# for 4 decoder steps, 14.16 s for 36. One thread's figures: on two idle cores a job runs up to 2x faster, so they
+# are an upper bound (the estimate is rather long than short). T5 generation is priced by these, not by
+# SCORE_S_PER_TOKEN x the encoder's size, which prices that encoder pass 0.44 s against 8.2 s measured: the same
+# run times all-MiniLM-L6-v2's forward pass at 0.000265 s per token, 6.6x SCORE_S_PER_TOKEN (set on whole scoring
+# jobs of short STS pairs, where the per-pair part weighs most).
+GENERATE_S_PER_TOKEN = 0.0069  # seconds per generated token per sequence (a decoder step, cross-attention included)
+GENERATE_S_PER_INPUT_TOKEN = 0.0029  # seconds per passage token of the encoder's pass
 T5_BASE = {"vocab_size": 32128, "d_model": 768, "d_ff": 3072, "num_layers": 12, "num_decoder_layers": 12}
 SEARCH_S_PER_PAIR = 3.7e-9  # exact search, seconds per query x passage at 384 dimensions: 100K queries x 1M
 # passages took 365.6 s (evaluation) and 737.8 s for two retrievers (mining) on this machine (docs/methods/gpl.md,
