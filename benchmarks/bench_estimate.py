@@ -6,8 +6,8 @@ Copies the workflow (workflow/, config/, profiles/) into a fresh DIR (default: a
 `augsbert run CONFIG NAME ... --cores N` there and, while it runs, reads every job process's CPU time (user + sys
 from /proc/<pid>/stat, sampled every 0.5 s: at most that much of a job's last moments is missed) and its wall
 time (first to last sample). Jobs start cold (AUGSBERT_WARM=0) unless --warm: a warm job is a fork of the warm
-server and its CPU time is read the same way, but the server's own start (imports, once per run) is then no
-job's. Printed: per role (lower_bound, teacher, student, data, ...: the estimate's row names) the estimate's
+server (found by its stdout, the rule's log) and its CPU time is added to its command's; the server's own start
+(imports, once per run) is then no job's. Printed: per role (lower_bound, teacher, student, data, ...: the estimate's row names) the estimate's
 seconds, the CPU seconds and wall seconds measured, and estimate / CPU; then the totals and the run's wall time.
 
 On a shared machine compare the CPU seconds: wall time there counts the other users' load. The estimate is of
@@ -37,6 +37,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 TICK = os.sysconf("SC_CLK_TCK")
 JOB = re.compile(r"augsbert (\S+) --spec @(\S+) --out (\S+)")
+WARM_SERVER = "augsbert.face.warm_server"
 ESTIMATE_ROW = re.compile(r"^  (\S+)\s+((?:\d+ h )?(?:\d+ min )?\d+ s|\d+ h \d+ min)  ")
 
 
@@ -48,9 +49,23 @@ def seconds_of(clock: str) -> float:
     return total
 
 
+def warm_job(pid: str, cmdline: str, workdir: Path) -> str | None:
+    """The artifact path (artifacts/<stage>/<key>) of a warm job: a fork of the warm server
+    (augsbert.face.warm_server) in a session of its own whose stdout is the rule's log, logs/<stage>/<key>.log;
+    None for any other process."""
+    if WARM_SERVER not in cmdline or os.getsid(int(pid)) != int(pid):
+        return None
+    log = Path(os.readlink(f"/proc/{pid}/fd/1"))
+    if log.suffix != ".log" or log.parent.parent != workdir / "logs":
+        return None
+    return f"artifacts/{log.parent.name}/{log.stem}"
+
+
 def sample(jobs: dict, stop: threading.Event, workdir: Path) -> None:
     """Every 0.5 s: each `augsbert <stage> --spec` process of this run (its working directory `workdir`: other
-    users' jobs on a shared machine are left out) and its CPU seconds so far and the time seen."""
+    users' jobs on a shared machine are left out) and its CPU seconds so far and the time seen; a warm job's
+    CPU is its command's plus that of the server's fork that runs it (warm_job)."""
+    forks: dict[str, float] = {}
     while not stop.is_set():
         for pid in os.listdir("/proc"):
             if not pid.isdigit():
@@ -58,17 +73,23 @@ def sample(jobs: dict, stop: threading.Event, workdir: Path) -> None:
             try:
                 cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
                 found = JOB.search(cmdline)
-                if not found or "bash" in cmdline.split(" ", 1)[0]:
-                    continue
                 if Path(os.readlink(f"/proc/{pid}/cwd")) != workdir:
+                    continue
+                fork = None if found else warm_job(pid, cmdline, workdir)
+                if (not found and not fork) or (found and "bash" in cmdline.split(" ", 1)[0]):
                     continue
                 fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
             except OSError:
                 continue
             cpu = (int(fields[11]) + int(fields[12])) / TICK  # utime, stime (fields 14 and 15 of stat)
+            if fork:
+                forks[fork] = max(forks.get(fork, 0.0), cpu)
+                continue
             job = jobs.setdefault(found.group(3), {"stage": found.group(1), "spec": found.group(2),
-                                                   "first": time.monotonic(), "cpu": 0.0})
-            job["cpu"], job["last"] = max(job["cpu"], cpu), time.monotonic()
+                                                   "first": time.monotonic(), "cpu": 0.0, "command_cpu": 0.0})
+            job["command_cpu"], job["last"] = max(job["command_cpu"], cpu), time.monotonic()
+        for out, job in jobs.items():
+            job["cpu"] = job["command_cpu"] + forks.get(out, 0.0)
         stop.wait(0.5)
 
 

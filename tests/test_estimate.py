@@ -9,6 +9,7 @@ from augsbert.config.load import load_configs
 from augsbert.face.cli import main
 from augsbert.planning.plan import Plan
 from augsbert.scheduling import estimate
+from augsbert.stages import sizes
 from conftest import REPO
 
 
@@ -63,7 +64,7 @@ def test_steps_and_seconds_of_each_job(tmp_path):
     # the texts: 'sentence train 12 a' / 'other sentence 12 b' -> the train file's bytes per row, less the score
     # field, over 2 texts; a CBE reads both as one sequence (+3 special tokens), capped at max_length (512)
     rows = (tmp_path / "train.csv").read_text().splitlines()[1:]
-    text = ((tmp_path / "train.csv").stat().st_size / len(rows) - estimate.SCORE_FIELD_CHARS) / 2 / 4.0
+    text = ((tmp_path / "train.csv").stat().st_size / len(rows) - sizes.SCORE_FIELD_CHARS) / 2 / 4.0
     assert estimate.text_tokens(plan, plan.node(runs["teacher"]["key"])) == pytest.approx(text)
     tokens = 2 * text + 3
     per_example = (estimate.TRAIN_S_PER_EXAMPLE + estimate.TRAIN_S_PER_TOKEN * tokens) * (1 + estimate.SMALL_BATCH / 16)
@@ -99,3 +100,144 @@ def test_plan_estimate_prints_each_job_and_the_total(tmp_path, capsys, monkeypat
     plan, runs = planned(str(tmp_path / "my.yaml"))
     total = sum(estimate.job_estimate(plan, run["key"], "cpu").seconds for run in runs.values())
     assert block[-1].split()[1:3] == estimate.clock(total).split()[:2]
+
+
+# ------------------------------------------------------------------ text lengths computed (issue 54)
+def test_text_lengths_are_computed_from_the_loader_source_then_from_the_prepared_data(tmp_path, monkeypatch):
+    from conftest import write_stsb_semeval
+
+    write_stsb_semeval(tmp_path / "stsb", rows_per_split=2)
+    (tmp_path / "u.txt").write_text("One. Two words.\nThree\n")
+    (tmp_path / "my.yaml").write_text(f"""
+datasets:
+  mine: {{loader: stsb, path: {tmp_path}/stsb, unlabeled: {tmp_path}/u.txt}}
+experiments:
+  e: {{dataset: mine, models: [lower_bound], evaluation: {{suites: []}}}}
+""")
+    monkeypatch.chdir(tmp_path)  # no artifact built here
+    plan = Plan(load_configs([str(REPO / "config" / "config.yaml"), str(tmp_path / "my.yaml")], lazy=True))
+    data = plan.node(plan.experiment_spec("e")["runs"]["42"]["data"]["key"])
+    texts = ['A man "plays" the train flute 0.', 'A man "plays" the train flute 1.', "Someone plays a train instrument 0.",
+             "Someone plays a train instrument 1."]
+    assert sizes.text_chars(data) == pytest.approx({"pairs": sum(map(len, texts)) / 4, "corpus": (15 + 5) / 2,
+                                                    "sentence": (4 + 10 + 5) / 3})  # One. / Two words. / Three
+    (tmp_path / "u.txt").write_text("Four five six seven\n")  # another size: computed again, not the cached figure
+    assert sizes.text_chars(data)["corpus"] == 19
+    assert estimate.text_tokens(plan, data, "corpus") == 19 / estimate.CHARS_PER_TOKEN
+    # once the data job ran: its own tables (train pairs, unlabeled texts)
+    import pandas as pd
+
+    folder = tmp_path / data.path
+    folder.mkdir(parents=True)
+    pd.DataFrame({"sentence1": ["ab", "abcd"], "sentence2": ["abcdef", "a"], "score": [1.0, 2.0]}).to_parquet(
+        folder / "train.parquet")
+    pd.DataFrame({"text": ["Xy. Zzz zz.", "Qqq"]}).to_parquet(folder / "unlabeled.parquet")
+    (folder / "metrics.json").write_text('{"sizes": {"train": 2, "dev": 0, "test": 0, "unlabeled": 2}}')
+    assert sizes.text_chars(data) == pytest.approx({"pairs": 13 / 4, "corpus": 7.0, "sentence": (3 + 7 + 3) / 3})  # Xy. / Zzz zz. / Qqq
+
+
+def test_a_loader_without_its_files_gets_the_default_length(tmp_path, monkeypatch):
+    (tmp_path / "my.yaml").write_text(f"""
+datasets:
+  gone: {{loader: stsb, path: {tmp_path}/nowhere}}
+experiments:
+  e: {{dataset: gone, models: [lower_bound], evaluation: {{suites: []}}}}
+""")
+    monkeypatch.chdir(tmp_path)
+    plan = Plan(load_configs([str(REPO / "config" / "config.yaml"), str(tmp_path / "my.yaml")], lazy=True))
+    data = plan.node(plan.experiment_spec("e")["runs"]["42"]["data"]["key"])
+    assert sizes.text_chars(data) == {}
+    assert estimate.text_tokens(plan, data) == estimate.DEFAULT_TEXT_CHARS / estimate.CHARS_PER_TOKEN
+
+
+def test_gold_subset_counts_are_the_kept_share():
+    from augsbert.data.pool import subset_rows
+
+    for n, fraction in ((300, 0.1), (7, 0.5), (10, 0.01), (3, 1.0), (1379, 0.333)):
+        assert sizes.kept_pairs(n, fraction) == len(subset_rows(n, fraction, 42))
+
+
+# ------------------------------------------------------------------ GPL's chain priced by what it computes (issue 54)
+def test_demo_gpl_jobs_are_priced_by_what_they_compute(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no artifact built here
+    plan = Plan(load_configs([str(REPO / "config" / "config.yaml")], lazy=True))
+    runs = plan.experiment_spec("demo_gpl")["runs"]["42"]
+    job = {role: estimate.job_estimate(plan, run["key"], "cpu", warm=True) for role, run in runs.items()}
+    start = estimate.WARM_START_S
+    # the teacher learns the gold subset: round(0.1 x 300) = 30 Lee train pairs, both orders, batches of 16
+    assert sizes.split_sizes(plan.node(runs["gold_subset"]["key"]), plan) == {"train": 30, "dev": 45, "test": 105,
+                                                                             "unlabeled": 300}
+    assert job["teacher"].steps == 4 and job["teacher"].what == "4 steps of 16; scoring 150 dev/test pairs"
+    # queries: one inverse-cloze sentence per Lee background document, no model
+    assert job["queries"].what == "300 passages x 1 (inverse cloze, no model)"
+    assert job["queries"].seconds == pytest.approx(1.0 + 300 * 1e-5)
+    chars = sizes.text_chars(plan.node(runs["data"]["key"]))
+    passage, query = min(128, chars["corpus"] / 4 + 2), min(128, chars["sentence"] / 4 + 2)
+    # negatives: BM25 and MiniLM over 300 queries x 300 passages (MiniLM encodes both), an exact search each
+    size = estimate.model_params("minilm-l6") / estimate.REFERENCE_PARAMS
+    search = 300 * 300 * estimate.SEARCH_S_PER_PAIR
+    assert job["negatives"].seconds == pytest.approx(
+        start + 2 * search + size * 300 * (estimate.encode_cost(passage) + estimate.encode_cost(query)))
+    # margins: each query's positive and its one drawn negative (18 steps x 16 <= 300 rows: one draw per row)
+    assert job["margins"].what == "scoring 600 (query, passage) pairs"
+    pair = min(128, chars["sentence"] / 4 + chars["corpus"] / 4 + 3)
+    assert job["margins"].seconds == pytest.approx(start + size * 600 * estimate.pair_cost(pair))
+    # the student: 18 steps of 16 (query, positive, negative) tuples, each text alone, then Lee's 105 test pairs
+    assert job["gpl"].steps == 18
+    tokens = query + 2 * passage
+    per_example = (estimate.TRAIN_S_PER_EXAMPLE + estimate.TRAIN_S_PER_TOKEN * tokens) * (1 + estimate.SMALL_BATCH / 16)
+    test = 2 * min(128, chars["pairs"] / 4 + 2)
+    assert job["gpl"].seconds == pytest.approx(start + size * (18 * 16 * per_example + 105 * estimate.pair_cost(test)))
+
+
+def test_draws_and_t5_sizes_match_the_code_they_price():
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    from augsbert.training.gpl_data import draws_per_row
+
+    for rows, draws in ((300, {"max_steps": 18, "batch_size": 16}), (10, {"max_steps": 7, "batch_size": 4}),
+                        (5, {"epochs": 3, "batch_size": 2})):
+        assert estimate.draws_per_row(rows, draws) == draws_per_row(rows, draws)
+    config = {"vocab_size": 50, "d_model": 16, "d_kv": 8, "num_heads": 2, "d_ff": 24, "num_layers": 2,
+              "num_decoder_layers": 3}
+    model = T5ForConditionalGeneration(T5Config(**config))
+    # the weights a generation multiplies by: every matrix but the relative position biases (no layer norms)
+    matrices = sum(p.numel() for name, p in model.named_parameters() if p.dim() == 2 and "relative_attention" not in name)
+    assert estimate.t5_params(config) == matrices
+    encoder = sum(p.numel() for name, p in model.named_parameters()
+                  if name.startswith("encoder.block") and p.dim() == 2 and "relative_attention" not in name)
+    assert estimate.t5_encoder_params(config) == encoder
+
+
+def test_t5_queries_are_priced_by_passages_queries_and_tokens(tmp_path, monkeypatch):
+    generator = tmp_path / "t5"
+    generator.mkdir()
+    config = {"vocab_size": 32128, "d_model": 512, "d_ff": 2048, "num_layers": 6, "num_decoder_layers": 6}
+    import json
+
+    (generator / "config.json").write_text(json.dumps({"model_type": "t5", "is_encoder_decoder": True, **config}))
+    (tmp_path / "my.yaml").write_text(f"""
+experiments:
+  t5gpl:
+    dataset: lee
+    models: [gpl]
+    teacher: {{pretrained: minilm-l6}}
+    queries: {{generator: {generator}, queries_per_passage: 3, max_length: 20, input_max_length: 64, shards: 2}}
+    negatives: {{retrievers: [bm25], range_max: 10}}
+    student: {{loss: margin_mse, max_steps: 5}}
+    evaluation: {{suites: []}}
+""")
+    monkeypatch.chdir(tmp_path)
+    plan = Plan(load_configs([str(REPO / "config" / "config.yaml"), str(tmp_path / "my.yaml")], lazy=True))
+    queries = plan.node(plan.experiment_spec("t5gpl")["runs"]["42"]["queries"]["key"])
+    shard = plan.node(dict(queries.inputs)["shard_0"])
+    job = estimate.job_estimate(plan, shard.key, "cpu")
+    # 300 Lee background documents over 2 shards; each passage's first 64 tokens encoded, 3 x 20 tokens decoded
+    assert job.what == "150 passages x 3 queries, up to 20 tokens each"
+    encoder = 150 * 64 * estimate.GENERATE_S_PER_INPUT_TOKEN * 6 * (4 * 512**2 + 2 * 512 * 2048) / (
+        12 * (4 * 768**2 + 2 * 768 * 3072))
+    decoder = 150 * 3 * 20 * estimate.GENERATE_S_PER_TOKEN * estimate.t5_params(config) / estimate.t5_params(
+        estimate.T5_BASE)
+    assert job.seconds == pytest.approx(estimate.START_S + encoder + decoder)
+    merge = estimate.job_estimate(plan, queries.key, "cpu")
+    assert merge.what == "300 passages x 3 (merging the shards' queries)" and merge.seconds < 3

@@ -53,8 +53,9 @@ def _hub_config(ref: str) -> Path | None:
 
 
 @lru_cache(maxsize=None)
-def model_dims(ref: str | None) -> dict[str, int]:
-    """The size fields of a model's config.json (DEFAULT_DIMS for what is missing or not found)."""
+def model_config(ref: str | None) -> dict:
+    """A model's config.json (a local folder, the packaged model or a hub model in the local cache); {} where none
+    is found."""
     path = None
     try:
         kind = reference_kind(ref) if ref else None
@@ -67,6 +68,12 @@ def model_dims(ref: str | None) -> dict[str, int]:
         found = json.loads(path.read_text()) if path else {}
     except (ModelResolutionError, OSError, ValueError, ImportError):
         found = {}
+    return found if isinstance(found, dict) else {}
+
+
+def model_dims(ref: str | None) -> dict[str, int]:
+    """The size fields of a model's config.json (DEFAULT_DIMS for what is missing or not found)."""
+    found = model_config(ref)
     # some configs name them differently (DistilBERT: dim, n_layers, n_heads, hidden_dim)
     aliases = {"hidden_size": "dim", "num_hidden_layers": "n_layers", "num_attention_heads": "n_heads",
                "intermediate_size": "hidden_dim"}

@@ -5,7 +5,8 @@ first one (workflow/Snakefile `onstart`). The estimate is made from the model's 
 calibration run (nothing is timed on the device while planning):
 
     pairs      the data's own counts once its data job ran; before, the rows of a `pairs_file` dataset's files
-               (augsbert.stages.sizes.split_sizes), the known corpora's sizes, else a guess said as such
+               (augsbert.stages.sizes.split_sizes), the known corpora's sizes, else a guess said as such; a
+               gold_subset (gold_fraction) keeps round(fraction × train pairs) of its data's
     training   steps = max_steps, else ⌈examples / batch_size⌉ × epochs (examples: the pairs, twice with
                teacher.symmetric); time = steps × batch_size × (TRAIN_S_PER_EXAMPLE + TRAIN_S_PER_TOKEN ×
                tokens) × (1 + SMALL_BATCH / batch_size) × size
@@ -13,9 +14,23 @@ calibration run (nothing is timed on the device while planning):
                pairs × (SCORE_S_PER_PAIR + SCORE_S_PER_TOKEN × tokens) × size
     tokens     of one example: a pair model (the CE / CBE teacher, and the labels it gives) reads both texts as one
                sequence, min(max_length, 2 × text + 3); a Bi-Encoder each text alone, 2 × min(max_length,
-               text + 2); text = characters / CHARS_PER_TOKEN, the characters of a `pairs_file` from its train
-               file's bytes per row, of a known corpus from TEXT_CHARS (training batches are grouped by length,
-               so the texts' own length counts, not max_length)
+               text + 2); text = characters / CHARS_PER_TOKEN, the mean characters of a text computed from the
+               data (augsbert.stages.sizes.text_chars: the prepared tables once the data job ran; before, a
+               `pairs_file`'s bytes per row, any other loader's source files as its job reads them; else
+               DEFAULT_TEXT_CHARS). Training batches are grouped by length, so the texts' own length counts,
+               not max_length
+    GPL        by what each job computes (the stages' `estimate` kinds generate / mine / cross_scores / distill):
+               queries: the inverse cloze, no model (a data job's time); a T5 generator, passages × their
+               tokens (≤ input_max_length) × GENERATE_S_PER_INPUT_TOKEN + passages × queries per passage ×
+               max_length decoder steps (GENERATE_S_PER_TOKEN: a batch decodes until its longest query ends, so
+               max_length is an upper bound), × the generator's size / T5-base's;
+               negatives: per Bi-Encoder retriever each passage and query encoded (the scoring figures per
+               text, size of the retriever), per retriever an exact search of queries × passages
+               (SEARCH_S_PER_PAIR × dimension / 384; BM25's score block priced so), a Cross-Encoder filter's
+               pairs scored; margins: the (query, positive) and (query, drawn negative) pairs the student will
+               read, scored as pairs of query + passage tokens; gpl: steps × batch of (query, positive,
+               negatives) tuples, each text encoded alone, as a Bi-Encoder training example of their tokens;
+               counts from the upstream jobs' metrics.json once they ran, else from the corpus' size
     size       the base model's parameters (from its config.json) / REFERENCE_PARAMS (all-MiniLM-L6-v2)
     start-up   START_S per job started plainly (importing torch and loading the model), WARM_START_S per job
                forked from the warm server (a local run's default, augsbert.face.warm)
@@ -43,10 +58,13 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..models.gpu_memory import DEFAULT_DIMS, model_dims, parameter_count
+from ..models.gpu_memory import DEFAULT_DIMS, model_config, model_dims, parameter_count
 from ..stages import REGISTRY
 from ..stages.data import DATA
-from ..stages.sizes import counted_sizes, split_sizes
+from ..stages.margins import MARGINS
+from ..stages.negatives import BM25, NEGATIVES
+from ..stages.queries import INVERSE_CLOZE, QUERIES
+from ..stages.sizes import DEFAULT_SIZE, data_sizes, split_sizes, text_chars
 
 REFERENCE_PARAMS = 22_700_000  # all-MiniLM-L6-v2, the packaged default model
 # CPU figures of the reference model on 2 idle cores (see the module docstring for where they come from). A
@@ -60,15 +78,27 @@ SCORE_S_PER_TOKEN = 0.00004  # seconds per token scored (forward only, no gradie
 START_S = 6.0  # per job started plainly: interpreter, torch, the model
 WARM_START_S = 2.0  # per job forked from the warm server (libraries imported once per run): the model, the data
 CHARS_PER_TOKEN = 4.0  # English text through a WordPiece / BPE vocabulary
-# characters per text of the corpora config/config.yaml defines: Lee's documents are longer than any max_length
-# used; STS-B's sentences ~58 characters (10 words); BWS arguments ~1-2 sentences
-TEXT_CHARS = {"lee": 2000, "stsb": 58, "stsb_20ng": 58, "bws_cross_topic": 130, "bws_in_topic": 130,
-              "spanish_sts": 120}
-DEFAULT_TEXT_CHARS = 120  # a dataset whose texts are not counted (another loader than pairs_file)
-SCORE_FIELD_CHARS = 5  # a pairs_file row's score field and separators, left out of its texts' characters
+DEFAULT_TEXT_CHARS = 120  # a dataset whose texts cannot be read before its data job (no source files here)
 DEFAULT_MAX_LENGTH = 256
 GPU_SPEEDUP = 20.0  # assumed, not measured here
 UNKNOWN_MODEL_PARAMS = 110_000_000  # a model whose files are not on this machine: BERT-base assumed
+# GPL's stages (queries, negatives, margins, gpl), priced by what they compute:
+# T5-base generating (models.query_generation.generate: 8 passages x 350 tokens, 3 sampled queries each) on this
+# machine, benchmarks/bench_generation.py --threads 1 (2026-11-28, load ~2: one other user's test on the other core;
+# one thread, so its CPU seconds are its own compute, not a spin-wait for a second thread on a shared core): 8.86 s
+# for 4 decoder steps, 14.16 s for 36. One thread's figures: on two idle cores a job runs up to 2x faster, so they
+# are an upper bound (the estimate is rather long than short). T5 generation is priced by these, not by
+# SCORE_S_PER_TOKEN x the encoder's size, which prices that encoder pass 0.44 s against 8.2 s measured: the same
+# run times all-MiniLM-L6-v2's forward pass at 0.000265 s per token, 6.6x SCORE_S_PER_TOKEN (set on whole scoring
+# jobs of short STS pairs, where the per-pair part weighs most).
+GENERATE_S_PER_TOKEN = 0.0069  # seconds per generated token per sequence (a decoder step, cross-attention included)
+GENERATE_S_PER_INPUT_TOKEN = 0.0029  # seconds per passage token of the encoder's pass
+T5_BASE = {"vocab_size": 32128, "d_model": 768, "d_ff": 3072, "num_layers": 12, "num_decoder_layers": 12}
+SEARCH_S_PER_PAIR = 3.7e-9  # exact search, seconds per query x passage at 384 dimensions: 100K queries x 1M
+# passages took 365.6 s (evaluation) and 737.8 s for two retrievers (mining) on this machine (docs/methods/gpl.md,
+# benchmarks/bench_gpl_search.py); scaled by the embedding's dimension / 384. BM25's score block is priced so too.
+SEARCH_DIMS = 384
+DEFAULT_QUERY_CHARS = 40  # a dataset's own queries (BEIR qrels) before its data job: a short question
 
 
 @dataclass(frozen=True)
@@ -123,7 +153,7 @@ def _device_factor(device: str) -> float:
 def _pairs(plan, node) -> dict[str, int]:
     inputs = dict(node.inputs)
     data = inputs.get(DATA.name) or inputs.get("gold")
-    return split_sizes(plan.nodes[data]) if data else {}
+    return split_sizes(plan.nodes[data], plan) if data else {}
 
 
 def job_model(plan, node) -> str | None:
@@ -155,28 +185,13 @@ def upstream_data(plan, node):
     return None
 
 
-def text_tokens(plan, node) -> float:
-    """Tokens of one text of the job's data (special tokens left out): a known corpus' TEXT_CHARS, else a
-    `pairs_file` train file's bytes per row over its two texts (less the score field), else DEFAULT_TEXT_CHARS;
-    characters / CHARS_PER_TOKEN."""
-    data = upstream_data(plan, node)
-    chars = DEFAULT_TEXT_CHARS
-    if data is not None:
-        dataset = data.params.get("dataset")
-        if dataset in TEXT_CHARS:
-            chars = TEXT_CHARS[dataset]
-        else:
-            settings = data.settings
-            rows = (counted_sizes(data) or {}).get("train")
-            path = settings.get("train")
-            if rows and isinstance(path, str):
-                full = Path(os.path.expanduser(path))
-                full = full if full.is_absolute() else Path(settings.get("data_dir") or ".") / full
-                try:
-                    chars = max(1.0, (full.stat().st_size / rows - SCORE_FIELD_CHARS) / 2)
-                except OSError:
-                    pass
-    return chars / CHARS_PER_TOKEN
+def text_tokens(plan, node, part: str = "pairs") -> float:
+    """Tokens of one text of the job's data (special tokens left out): the mean characters of a text of its gold
+    pairs (`pairs`), of a passage of its corpus (`corpus`) or of a sentence of a passage (`sentence`), computed from
+    the data (augsbert.stages.sizes.text_chars), else DEFAULT_TEXT_CHARS; characters / CHARS_PER_TOKEN."""
+    data = node if node.stage == DATA.name else upstream_data(plan, node)
+    chars = text_chars(data, plan) if data is not None else {}
+    return chars.get(part, DEFAULT_TEXT_CHARS) / CHARS_PER_TOKEN
 
 
 def example_tokens(plan, node, text: float) -> float:
@@ -198,6 +213,218 @@ def pair_cost(tokens: float) -> float:
     return SCORE_S_PER_PAIR + SCORE_S_PER_TOKEN * tokens
 
 
+def encode_cost(tokens: float) -> float:
+    """Seconds to encode one text of `tokens` tokens (special tokens included) with the reference model: half a
+    Bi-Encoder pair's pair_cost (a forward pass, as the calibrated scoring jobs price it)."""
+    return SCORE_S_PER_PAIR / 2 + SCORE_S_PER_TOKEN * tokens
+
+
+# ------------------------------------------------------------------ GPL's chain: queries, negatives, margins, gpl
+def _metrics(node) -> dict:
+    """A built node's metrics.json ({} before its job has run)."""
+    import json
+
+    try:
+        return json.loads((Path(node.path) / "metrics.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def t5_params(config: dict) -> int:
+    """Weights of an encoder-decoder (T5) of `config` that its generation runs: the shared embedding, per encoder
+    layer attention and feed-forward (4 d² + 2 d f), per decoder layer two attentions and feed-forward (8 d² + 2 d f)."""
+    d, f = int(config["d_model"]), int(config["d_ff"])
+    encoder = int(config["num_layers"])
+    decoder = int(config.get("num_decoder_layers") or encoder)
+    return int(config["vocab_size"]) * d + encoder * (4 * d * d + 2 * d * f) + decoder * (8 * d * d + 2 * d * f)
+
+
+def t5_encoder_params(config: dict) -> int:
+    """The encoder's share of t5_params (no embedding: a lookup, no compute)."""
+    d, f = int(config["d_model"]), int(config["d_ff"])
+    return int(config["num_layers"]) * (4 * d * d + 2 * d * f)
+
+
+def _generator(reference: str) -> dict:
+    """The generator's config.json where it is on this machine and an encoder-decoder with T5's fields, else
+    T5-base's (GPL's BeIR/query-gen-msmarco-t5-base-v1)."""
+    found = model_config(reference)
+    return found if all(k in found for k in ("d_model", "d_ff", "num_layers", "vocab_size")) else T5_BASE
+
+
+def corpus_passages(plan, data, source: str = "corpus") -> int:
+    """Passages the queries stage reads of data node `data`: its corpus (the unlabeled texts, a BEIR corpus), or
+    with `source: sentences` its train sentences (both sides of each pair: an upper bound of the distinct ones);
+    a corpus not counted yet (a BEIR dataset before its data job): DEFAULT_SIZE's train, a guess."""
+    sizes = data_sizes(data, plan)
+    count = 2 * sizes["train"] if source == "sentences" else sizes["unlabeled"]
+    return count or DEFAULT_SIZE["train"]
+
+
+def generated(plan, node) -> tuple[int, int]:
+    """(passages generated for, queries per passage) of a `queries` node: its metrics once it ran, else GPL's
+    sizing (augsbert.models.query_generation.sizing) over the corpus' passages."""
+    metrics = {} if "shard" in node.params else _metrics(node)  # a shard's metrics count its own passages
+    if metrics.get("passages"):
+        return int(metrics["passages"]), int(metrics["queries_per_passage"])
+    from ..models.query_generation import sizing
+
+    p = node.params
+    per_passage, used = sizing(corpus_passages(plan, plan.node(dict(node.inputs)[DATA.name]), p.get("source", "corpus")),
+                               p.get("queries_per_passage"), int(p.get("total") or 1))
+    return used, per_passage
+
+
+def _beir_rows(data, table: str) -> int | None:
+    """Rows of a prepared BEIR table (`corpus`, `qrels_train`, ...) of data node `data`, None before its job."""
+    path = Path(data.path) / "beir" / f"{table}.parquet"
+    if not path.is_file():
+        return None
+    import pyarrow.parquet as pq
+
+    return pq.ParquetFile(path).metadata.num_rows
+
+
+def mined(plan, node) -> tuple[int, int, float]:
+    """(pairs, passages, query tokens) a `negatives` node mines: its metrics once it ran; else its pairs input's,
+    generated queries (passages x per passage over those passages; a query: an inverse cloze sentence, else at most
+    the generator's max_length) or a BEIR dataset's qrels and corpus."""
+    source = plan.node(dict(node.inputs)["pairs"])
+    metrics = _metrics(node)
+    if source.stage == QUERIES.name:
+        passages, per_passage = generated(plan, source)
+        q = source.params
+        if q.get("generator") == INVERSE_CLOZE:
+            query = text_tokens(plan, source, "pairs" if q.get("source") == "sentences" else "sentence")
+        else:
+            query = float(q.get("max_length") or 64)
+        pairs = passages * per_passage
+    else:
+        split = node.params.get("qrels_split", "train")
+        pairs = _beir_rows(source, f"qrels_{split}") or DEFAULT_SIZE["train"]
+        passages = _beir_rows(source, "corpus") or corpus_passages(plan, source)
+        query = DEFAULT_QUERY_CHARS / CHARS_PER_TOKEN
+    if metrics.get("pairs"):
+        pairs, passages = int(metrics["pairs"]), int(metrics.get("passages") or passages)
+    return pairs, passages, query
+
+
+def passage_tokens(plan, node) -> float:
+    """Tokens of one passage the chain mines: a sentence of the train pairs (`queries.source: sentences`), else a
+    passage of the corpus."""
+    queries = next((plan.node(k) for _, k in node.inputs if plan.node(k).stage == QUERIES.name), None)
+    sentences = queries is not None and queries.params.get("source") == "sentences"
+    return text_tokens(plan, node, "pairs" if sentences else "corpus")
+
+
+def _model_size(reference: str | None, cache: dict) -> float:
+    if reference not in cache:
+        cache[reference] = model_params(reference) if reference else None
+    return (cache[reference] or (UNKNOWN_MODEL_PARAMS if reference else REFERENCE_PARAMS)) / REFERENCE_PARAMS
+
+
+def draws_per_row(rows: int, draws: dict) -> int:
+    """How often the GPL student visits each mined row: `epochs`, or the passes max_steps x batch_size makes
+    (augsbert.training.gpl_data.draws_per_row, which the margins job uses)."""
+    if draws.get("max_steps"):
+        return max(1, -(-int(draws["max_steps"]) * int(draws["batch_size"]) // max(rows, 1)))
+    return int(draws.get("epochs") or 1)
+
+
+def _negatives_node(plan, node):
+    """The `negatives` node of a margins node, or of a gpl node through its margins."""
+    inputs = dict(node.inputs)
+    if MARGINS.name in inputs:
+        inputs = dict(plan.node(inputs[MARGINS.name]).inputs)
+    return plan.node(inputs[NEGATIVES.name])
+
+
+def negatives_per_row(plan, negatives) -> tuple[int, int]:
+    """(negatives a row keeps for the student, candidates a row holds) of a negatives node: per_step, one drawn
+    of its candidates (each retriever's window, the union); fixed, num_negatives of them."""
+    p = negatives.params
+    if p.get("mode", "per_step") == "per_step":
+        window = int(p.get("range_max") or 1) - int(p.get("range_min") or 0)
+        return 1, max(1, window * len(p.get("retrievers") or [1]))
+    return int(p.get("num_negatives") or 1), int(p.get("num_negatives") or 1)
+
+
+def queries_estimate(plan, node, factor: float, start: float, warm: bool) -> tuple[float, str]:
+    """A `queries` job (or one `query_shard`: its share of the passages; the `queries` job over shards merges
+    their texts, no model)."""
+    passages, per_passage = generated(plan, node)
+    p = node.params
+    shards = int(p.get("shards") or 1)
+    if shards > 1 and "shard" not in p or p.get("generator") == INVERSE_CLOZE:  # no model: a data job's time
+        what = "merging the shards' queries" if shards > 1 and "shard" not in p else "inverse cloze, no model"
+        return (1.0 if warm else 2.0) + passages * per_passage * 1e-5, \
+            f"{passages:,} passages x {per_passage} ({what})"
+    passages = -(-passages // shards)
+    config = _generator(p["generator"])
+    size = t5_params(config) / t5_params(T5_BASE)
+    passage = min(float(p.get("input_max_length") or 350), passage_tokens(plan, node) + 1)
+    encoder = passages * passage * GENERATE_S_PER_INPUT_TOKEN * t5_encoder_params(config) / t5_encoder_params(T5_BASE)
+    steps = int(p.get("max_length") or 64)  # a batch decodes until its longest query ends: at most max_length
+    decoder = passages * per_passage * steps * GENERATE_S_PER_TOKEN * size
+    return start + factor * (encoder + decoder), \
+        f"{passages:,} passages x {per_passage} queries, up to {steps} tokens each"
+
+
+def negatives_estimate(plan, node, factor: float, start: float, cache: dict) -> tuple[float, str]:
+    p = node.params
+    pairs, passages, query = mined(plan, node)
+    max_length = float(p.get("max_length") or DEFAULT_MAX_LENGTH)
+    passage = min(max_length, passage_tokens(plan, node) + 2)
+    query = min(max_length, query + 2)
+    seconds = 0.0
+    for ref in p.get("retrievers") or []:
+        dims = SEARCH_DIMS
+        if ref != BM25:  # encode every passage and query, then an exact search
+            size = _model_size(ref, cache)
+            seconds += size * (passages * encode_cost(passage) + pairs * encode_cost(query))
+            dims = model_dims(ref)["hidden_size"]  # DEFAULT_DIMS' (BERT-base) where its config is not here
+        seconds += pairs * passages * SEARCH_S_PER_PAIR * dims / SEARCH_DIMS
+    if p.get("cross_encoder"):  # the candidates of each retriever's window and the positives, rescored
+        _, window = negatives_per_row(plan, node)
+        seconds += _model_size(p["cross_encoder"], cache) * pairs * (window + 1) * pair_cost(
+            min(max_length, query + passage + 3))
+    return start + factor * seconds, (f"{pairs:,} queries x {passages:,} passages, "
+                                      f"{len(p.get('retrievers') or [])} retriever(s)")
+
+
+def margins_estimate(plan, node, factor: float, start: float, cache: dict) -> tuple[float, str]:
+    p = node.params
+    negatives = _negatives_node(plan, node)
+    pairs, _, query = mined(plan, negatives)
+    rows = int(_metrics(negatives).get("rows") or pairs)
+    kept, candidates = negatives_per_row(plan, negatives)
+    scored = rows * (1 + (min(candidates, draws_per_row(rows, p["draws"])) if p.get("draws") else kept))
+    scored = int(_metrics(node).get("scored_pairs") or scored)
+    tokens = min(float(p.get("max_length") or DEFAULT_MAX_LENGTH), query + passage_tokens(plan, negatives) + 3)
+    return start + factor * _model_size(job_model(plan, node), cache) * scored * pair_cost(tokens), \
+        f"scoring {scored:,} (query, passage) pairs"
+
+
+def gpl_estimate(plan, node, factor: float, start: float, cache: dict) -> tuple[int, float, str]:
+    """The GPL student: steps x batch of (query, positive, negatives) tuples, each text encoded alone (a Bi-Encoder
+    training example of their tokens, as the calibrated `train` jobs), then the target's test pairs scored."""
+    p = node.params
+    negatives = _negatives_node(plan, node)
+    pairs, _, query = mined(plan, negatives)
+    rows = int(_metrics(negatives).get("rows") or pairs)
+    kept, _ = negatives_per_row(plan, negatives)
+    batch = int(p["batch_size"])
+    steps = int(p["max_steps"]) if p.get("max_steps") else math.ceil(rows / batch) * int(p.get("epochs") or 1)
+    max_length = float(p.get("max_length") or DEFAULT_MAX_LENGTH)
+    tokens = min(max_length, query + 2) + (1 + kept) * min(max_length, passage_tokens(plan, negatives) + 2)
+    per_example = (TRAIN_S_PER_EXAMPLE + TRAIN_S_PER_TOKEN * tokens) * (1 + SMALL_BATCH / batch)
+    test = _pairs(plan, node).get("test", 0)
+    test_tokens = 2 * min(max_length, text_tokens(plan, node) + 2)
+    seconds = start + factor * _model_size(job_model(plan, node), cache) * (
+        steps * batch * per_example + test * pair_cost(test_tokens))
+    return steps, seconds, f"{steps:,} steps of {batch} (query, positive, {kept} negative(s)); scoring {test:,} test pairs"
+
+
 def job_estimate(plan, key: str, device: str = "cpu", params_cache: dict | None = None,
                  warm: bool = False) -> JobEstimate:
     """The steps and estimated seconds of the planned job `key` on `device` (cpu, or a GPU: cuda / auto), its
@@ -207,10 +434,7 @@ def job_estimate(plan, key: str, device: str = "cpu", params_cache: dict | None 
     node = plan.node(key)
     p = node.params
     cache = {} if params_cache is None else params_cache
-    model = job_model(plan, node)
-    if model not in cache:
-        cache[model] = model_params(model) if model else None
-    size = (cache[model] or (UNKNOWN_MODEL_PARAMS if model else REFERENCE_PARAMS)) / REFERENCE_PARAMS
+    size = _model_size(job_model(plan, node), cache)
     factor = _device_factor(device)
     splits = _pairs(plan, node)
     dev, test = splits.get("dev", 0), splits.get("test", 0)
@@ -242,6 +466,14 @@ def job_estimate(plan, key: str, device: str = "cpu", params_cache: dict | None 
     if kind == "read":
         return JobEstimate(key, node.stage, None, (1.0 if warm else 2.0) + sum(splits.values()) * 1e-4,
                            "reading the files")
+    if kind == "generate":
+        return JobEstimate(key, node.stage, None, *queries_estimate(plan, node, factor, start, warm))
+    if kind == "mine":
+        return JobEstimate(key, node.stage, None, *negatives_estimate(plan, node, factor, start, cache))
+    if kind == "cross_scores":
+        return JobEstimate(key, node.stage, None, *margins_estimate(plan, node, factor, start, cache))
+    if kind == "distill":
+        return JobEstimate(key, node.stage, *gpl_estimate(plan, node, factor, start, cache))
     # the other stages: their declared GPU figure per item (augsbert.scheduling.resources), times 10 for a model
     # job on a CPU (a job without a model, e.g. BM25 sampling, runs on the CPU anyway)
     from .resources import job_work, needs_gpu

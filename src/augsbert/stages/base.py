@@ -95,7 +95,9 @@ class Stage:
     model_input: str = ""  # the input whose model it runs when its settings name none (labels: `teacher`)
     # what `augsbert plan --estimate` counts of its job (augsbert.scheduling.estimate): `train` (steps of
     # batches), `score` (its items, as pairs scored), `test` (the test pairs scored), `test+suites` (and the
-    # evaluation suites), `read` (the data's files); empty: its items at `seconds_per_item`
+    # evaluation suites), `read` (the data's files), GPL's chain by what each computes: `generate` (queries),
+    # `mine` (negatives: encoding and search), `cross_scores` (margins: Cross-Encoder pairs), `distill` (gpl: the student's tuples);
+    # empty: its items at `seconds_per_item`
     estimate: str = ""
     fixed_resources: dict = field(default_factory=dict)  # rules with fixed sizes (shards), not from the plan
     aliases: tuple[str, ...] = ()  # former command names, accepted for one release (README "Stages")

@@ -37,7 +37,7 @@ GPL_STUDENT = Stage("gpl", 1, "train a Bi-Encoder on a pretrained Cross-Encoder'
                     mb_per_item=0.002, gpu_sequences=3, params=GplParams,
                     plan=lambda seed_plan: plan_gpl(seed_plan), needs=("data", "teacher", "pretrained"),
                     rows={"gpl": Row(60, "GPL", "Bi-Encoder trained on a pretrained Cross-Encoder's margins over mined "
-                                                "negatives (GPL), no gold")}, estimate="train")
+                                                "negatives (GPL), no gold")}, estimate="distill")
 STAGES = (GPL_STUDENT,)
 
 

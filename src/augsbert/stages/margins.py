@@ -28,5 +28,5 @@ class MarginsParams(Params):
 MARGINS = Stage("margins", 1, "score mined (query, positive, negatives) lists with a pretrained Cross-Encoder (GPL's "
                 "pseudo labels: the margins)", "augsbert.jobs.margins:run", section="teacher",
                 runtime=("batch_size", "model"), roles=("margins",), seconds_per_item=0.01, base_mem_mb=8000,
-                model_input="teacher", params=MarginsParams)
+                model_input="teacher", params=MarginsParams, estimate="cross_scores")
 STAGES = (MARGINS,)

@@ -80,7 +80,8 @@ NEGATIVES = Stage("negatives", 1, "mine hard negatives of (query, positive) pair
                   "(rank range, margins, optional Cross-Encoder filter): a candidate list per pair (GPL) or fixed negatives", "augsbert.jobs.negatives:run",
                   section="negatives", runtime=("batch_size", "embedding_cache", "hub_revisions"),
                   roles=("negatives",), seconds_per_item=0.01, base_mem_mb=8000, mb_per_item=0.01,
-                  params=NegativesParams, plan=lambda seed_plan: plan_negatives(seed_plan), needs=("data",))
+                  params=NegativesParams, plan=lambda seed_plan: plan_negatives(seed_plan), needs=("data",),
+                  estimate="mine")
 STAGES = (NEGATIVES,)
 
 

@@ -79,11 +79,11 @@ QUERIES = Stage("queries", 2, "generate (query, passage) pairs for the target co
                 "augsbert.jobs.queries:run", section="queries", runtime=("hub_revisions",), roles=("queries",),
                 seconds_per_item=0.05, base_mem_mb=8000, params=QueriesParams,
                 uses_gpu=lambda node: node.params.get("shards", 1) == 1,  # sharded: it merges the shards' texts
-                check=lambda graph, name, exp: check_corpus(graph, name, exp))
+                check=lambda graph, name, exp: check_corpus(graph, name, exp), estimate="generate")
 QUERY_SHARD = Stage("query_shard", 1, "queries.shards > 1: the generated texts of one range of passages (merged "
                     "by queries)", "augsbert.jobs.query_shard:run", section="queries", runtime=("hub_revisions",),
                     roles=("query_shard_0",), fixed_resources={"mem_mb": 16000, "runtime": 720, "gpu": 1},
-                    params=QueryShardParams)
+                    params=QueryShardParams, estimate="generate")
 STAGES = (QUERIES, QUERY_SHARD)
 
 

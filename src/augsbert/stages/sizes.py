@@ -3,14 +3,22 @@ formulas are augsbert.scheduling.resources').
 
 Once a stage's input artifact exists its own counts are read (`data` metrics.json sizes, `candidates`
 metrics.json counts, `labels` pairs.parquet rows); before that, `DATASET_SIZES` (the sizes of the corpora
-this workflow knows) or `DEFAULT_SIZE` for a dataset of your own.
+this workflow knows) or `DEFAULT_SIZE` for a dataset of your own. A `gold_subset` node (gold_fraction) has its
+data's sizes with the kept share of the train pairs (`kept_pairs`).
+
+`text_chars`: the mean characters of a dataset's texts (a text of its gold pairs, a passage of its corpus, a
+sentence of a passage), which the time estimate turns into tokens: computed from the prepared data once its data
+job ran, else from the loader's own source files, cached per process.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
+
+from ..errors import DataError
 
 # train pairs and unlabeled sentences of the corpora config/config.yaml defines (docs/guide/data.md)
 DATASET_SIZES = {
@@ -33,12 +41,30 @@ def _read_json(path: Path) -> dict | None:
         return None
 
 
-def data_sizes(node) -> dict[str, int]:
-    """Train pairs and unlabeled sentences of a data node: its artifact's counts, else the estimate."""
+def kept_pairs(n: int, fraction: float) -> int:
+    """Gold train pairs a `gold_subset` keeps of `n`: round(fraction x n), at least 2, at most n (the count of
+    augsbert.data.pool.subset_rows, which draws them)."""
+    return min(n, max(2, round(fraction * n)))
+
+
+def _subset_source(plan, node):
+    """The data node a not yet built `gold_subset` node draws from (None: not a gold subset, or no plan)."""
+    if plan is None or node.stage != "gold_subset":
+        return None
+    return plan.nodes[dict(node.inputs)["data"]]
+
+
+def data_sizes(node, plan=None) -> dict[str, int]:
+    """Train pairs and unlabeled sentences of a data node (or a gold_subset node, given the `plan`): its artifact's
+    counts, else the estimate."""
     metrics = _read_json(Path(node.path) / "metrics.json")
     if metrics and isinstance(metrics.get("sizes"), dict):
         sizes = metrics["sizes"]
         return {"train": int(sizes.get("train") or 0), "unlabeled": int(sizes.get("unlabeled") or 0)}
+    source = _subset_source(plan, node)
+    if source is not None:
+        sizes = data_sizes(source, plan)
+        return {**sizes, "train": kept_pairs(sizes["train"], float(node.params["fraction"]))}
     if node.params.get("dataset") not in DATASET_SIZES:  # a dataset of your own: its files' rows where countable
         counted = counted_sizes(node)
         if counted:
@@ -78,12 +104,17 @@ def counted_sizes(node) -> dict[str, int] | None:
     return sizes
 
 
-def split_sizes(node) -> dict[str, int]:
-    """Train, dev, test pairs and unlabeled sentences of a data node: its artifact's counts, else the files' rows
-    (counted_sizes), else the known corpora's sizes, else DEFAULT_SIZE with dev and test a tenth of it."""
+def split_sizes(node, plan=None) -> dict[str, int]:
+    """Train, dev, test pairs and unlabeled sentences of a data node (or a gold_subset node, given the `plan`):
+    its artifact's counts, else the files' rows (counted_sizes), else the known corpora's sizes, else
+    DEFAULT_SIZE with dev and test a tenth of it."""
     metrics = _read_json(Path(node.path) / "metrics.json")
     if metrics and isinstance(metrics.get("sizes"), dict):
         return {k: int(metrics["sizes"].get(k) or 0) for k in ("train", "dev", "test", "unlabeled")}
+    source = _subset_source(plan, node)
+    if source is not None:
+        sizes = split_sizes(source, plan)
+        return {**sizes, "train": kept_pairs(sizes["train"], float(node.params["fraction"]))}
     counted = counted_sizes(node)
     if counted:
         return counted
@@ -98,9 +129,10 @@ def dataset_items(node) -> int:
     return sizes["train"] + sizes["unlabeled"]
 
 
-def pool_sentences(node) -> int:
-    """Sentences a sampling or pre-training stage reads: both sides of every train pair plus the unlabeled ones."""
-    sizes = data_sizes(node)
+def pool_sentences(node, plan=None) -> int:
+    """Sentences a sampling or pre-training stage reads: both sides of every train pair plus the unlabeled ones (a
+    gold_subset node, given the `plan`: its data's, as the pairs it leaves unlabelled stay in the pool)."""
+    sizes = data_sizes(_subset_source(plan, node) or node, plan)
     return 2 * sizes["train"] + sizes["unlabeled"]
 
 
@@ -111,7 +143,7 @@ def silver_pairs(plan, candidates_key: str) -> int:
     if metrics and isinstance(metrics.get("candidates"), dict):
         return sum(int(v) for v in metrics["candidates"].values())
     data = plan.nodes[dict(node.inputs)["data"]]
-    return pool_sentences(data) * int(node.params.get("top_k") or 1) * max(1, len(node.params.get("strategies") or []))
+    return pool_sentences(data, plan) * int(node.params.get("top_k") or 1) * max(1, len(node.params.get("strategies") or []))
 
 
 def label_pairs(plan, labels_key: str) -> int:
@@ -128,9 +160,9 @@ def label_pairs(plan, labels_key: str) -> int:
         return label_pairs(plan, inputs["labels"])
     if node.stage == "trans_encoder":
         source = plan.nodes[inputs["pairs"]]
-        pairs = silver_pairs(plan, source.key) if source.stage == "candidates" else data_sizes(source)["train"]
+        pairs = silver_pairs(plan, source.key) if source.stage == "candidates" else data_sizes(source, plan)["train"]
         return min(pairs, node.params.get("max_pairs") or pairs)
-    pairs = data_sizes(plan.nodes[inputs["gold"]])["train"]
+    pairs = data_sizes(plan.nodes[inputs["gold"]], plan)["train"]
     if "candidates" in inputs:
         pairs += silver_pairs(plan, inputs["candidates"])
     return pairs
@@ -140,19 +172,147 @@ def default_items(plan, node) -> int:
     """Training on gold, or evaluating: the train pairs of its `data` input stand for the data's size."""
     inputs = dict(node.inputs)
     if "data" in inputs:
-        return data_sizes(plan.nodes[inputs["data"]])["train"]
+        return data_sizes(plan.nodes[inputs["data"]], plan)["train"]
     if "eval" in inputs:  # an RCL entropy model trained on an NLI triples file, evaluated on the target
-        return data_sizes(plan.nodes[inputs["eval"]])["train"]
+        return data_sizes(plan.nodes[inputs["eval"]], plan)["train"]
     return DEFAULT_SIZE["train"]
 
 
 def pool_items(plan, node) -> int:
     """A sampling or pre-training job: the sentences of its `data` input's pool."""
     inputs = dict(node.inputs)
-    return pool_sentences(plan.nodes[inputs["data"]]) if "data" in inputs else default_items(plan, node)
+    return pool_sentences(plan.nodes[inputs["data"]], plan) if "data" in inputs else default_items(plan, node)
 
 
 def trained_items(plan, node) -> int:
     """A pair model: the pairs of its `labels` input (teacher-scored), else its gold train pairs."""
     inputs = dict(node.inputs)
     return label_pairs(plan, inputs["labels"]) if "labels" in inputs else default_items(plan, node)
+
+
+# ------------------------------------------------------------------ text lengths (the time estimate's tokens)
+SCORE_FIELD_CHARS = 5  # a pairs_file row's score field and separators, left out of its texts' characters
+LOAD_LIMIT_BYTES = 32 * 2**20  # a loader's source files read whole while planning; larger: not read (None)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")  # as the inverse cloze splits a passage (models.query_generation)
+_TEXT_CHARS: dict[tuple, dict[str, float]] = {}  # the cache: (what was read, its files' size and mtime) -> means
+
+
+def _stamp(paths) -> tuple | None:
+    """(path, size, mtime) of each file, None where one cannot be read: what a cached figure was computed from."""
+    try:
+        return tuple((str(p), os.stat(p).st_size, os.stat(p).st_mtime_ns) for p in paths)
+    except OSError:
+        return None
+
+
+def _means(pairs: list[str], corpus: list[str]) -> dict[str, float]:
+    """Mean characters of a text of the gold pairs (`pairs`), of a passage (`corpus`) and of a sentence of a passage
+    (`sentence`); a part without texts is left out."""
+    out = {}
+    if pairs:
+        out["pairs"] = sum(map(len, pairs)) / len(pairs)
+    if corpus:
+        out["corpus"] = sum(map(len, corpus)) / len(corpus)
+        sentences = [s for text in corpus for s in _SENTENCE_END.split(text) if s.strip()]
+        out["sentence"] = sum(map(len, sentences)) / len(sentences) if sentences else out["corpus"]
+    return out
+
+
+def _prepared_chars(folder: Path) -> dict[str, float] | None:
+    """The means of a data artifact's own tables: its train pairs, its corpus (a BEIR corpus' passages, else the
+    unlabeled texts)."""
+    files = [folder / "train.parquet", folder / "beir" / "corpus.parquet", folder / "unlabeled.parquet"]
+    found = [f for f in files if f.is_file()]
+    if not found:
+        return None
+    import pyarrow.parquet as pq  # heavy: read only once an artifact exists
+
+    def column(path: Path, names: tuple[str, ...]) -> list[str]:
+        if not path.is_file():
+            return []
+        table = pq.read_table(path, columns=[n for n in names if n in pq.read_schema(path).names])
+        return [t for name in table.column_names for t in table.column(name).to_pylist() if isinstance(t, str)]
+
+    corpus_file = files[1] if files[1].is_file() else files[2]
+    return _means(column(files[0], ("sentence1", "sentence2")),
+                  column(corpus_file, ("passage",) if corpus_file == files[1] else ("text",)))
+
+
+def _pairs_file_chars(node) -> dict[str, float]:
+    """A `pairs_file` dataset: its train file's bytes per row over its two texts (less the score field), its
+    unlabeled file's bytes per line (bytes: a file of any size is read in no time)."""
+    settings, out = node.settings, {}
+    base = Path(settings.get("data_dir") or ".")
+    counted = counted_sizes(node) or {}
+    for split, part, parts, less in (("train", "pairs", 2, SCORE_FIELD_CHARS), ("unlabeled", "corpus", 1, 0)):
+        rows, path = counted.get(split), settings.get(split)
+        if rows and isinstance(path, str):
+            full = Path(os.path.expanduser(path))
+            full = full if full.is_absolute() else base / full
+            try:
+                out[part] = max(1.0, (full.stat().st_size / rows - less) / parts)
+            except OSError:
+                continue
+    if "corpus" in out:
+        out["sentence"] = out["corpus"]  # a line of an unlabeled file: one sentence
+    return out
+
+
+def _source_files(node) -> list | None:
+    """The raw files a data node's loader reads (its `inputs`), None where one is missing or the loader unknown."""
+    from ..data import get_loader  # the loaders import pandas: read only for the estimate
+
+    settings = node.settings
+    if settings.get("files") == "missing" or settings.get("download") and settings.get("files") == []:
+        return None
+    try:
+        return get_loader(settings["loader"]).inputs(settings["dataset"], settings,
+                                                     Path(settings.get("data_dir") or "."))
+    except (DataError, OSError):
+        return None
+
+
+def _source_chars(node, paths: list) -> dict[str, float]:
+    """The means from the loader's own source files `paths` (the packaged Lee corpus, your STS / BWS files ...),
+    read as its data job reads them (Loader.load); {} where they are larger than LOAD_LIMIT_BYTES or unreadable."""
+    from ..data import RowReport, get_loader
+
+    settings = node.settings
+    try:
+        if sum(os.stat(p).st_size for p in paths) > LOAD_LIMIT_BYTES:
+            return {}
+        prepared = get_loader(settings["loader"]).load(settings["dataset"], settings,
+                                                       Path(settings.get("data_dir") or "."),
+                                                       RowReport(settings["dataset"], "skip"))
+    except (DataError, OSError, ValueError, KeyError):
+        return {}
+    train = prepared.splits.get("train")
+    pairs = [*train["sentence1"], *train["sentence2"]] if train is not None else []
+    corpus = prepared.unlabeled["text"].tolist() if prepared.unlabeled is not None else []
+    return _means(pairs, corpus)
+
+
+def text_chars(node, plan=None) -> dict[str, float]:
+    """Mean characters of a data node's texts: `pairs` (a text of its gold train pairs), `corpus` (a passage of
+    its corpus: a BEIR corpus, else the unlabeled texts) and `sentence` (a sentence of a passage). From the prepared
+    data once its data job ran; before, a `pairs_file` dataset's bytes per row, any other loader's source files as
+    its job reads them. A part that none of these gives is left out (the estimate's default then). A gold_subset
+    node, given the `plan`: its data's. Cached per process by the files read (path, size, mtime)."""
+    node = _subset_source(plan, node) or node
+    folder = Path(node.path)
+    if (folder / "metrics.json").is_file():
+        key = ("prepared", _stamp(p for p in (folder / "train.parquet", folder / "beir" / "corpus.parquet",
+                                             folder / "unlabeled.parquet") if p.is_file()))
+        compute = lambda: _prepared_chars(folder) or {}  # noqa: E731
+    elif node.settings.get("loader") == "pairs_file":
+        return _pairs_file_chars(node)
+    else:
+        paths = _source_files(node)
+        stamp = _stamp(paths) if paths is not None else None
+        if stamp is None:  # a missing or unreadable file: nothing to read
+            return {}
+        key = ("source", node.params_json, stamp)
+        compute = lambda: _source_chars(node, paths)  # noqa: E731
+    if key not in _TEXT_CHARS:
+        _TEXT_CHARS[key] = compute()
+    return _TEXT_CHARS[key]
