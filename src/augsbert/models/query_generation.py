@@ -16,7 +16,6 @@ the cache: a rerun with the same settings generates nothing.
 from __future__ import annotations
 
 import logging
-import re
 from pathlib import Path
 
 import numpy as np
@@ -25,12 +24,12 @@ import pandas as pd
 from ..data import DataError
 from ..data.pool import target_pool
 from ..stages.queries import INVERSE_CLOZE, QueriesParams
+from ..stages.sizes import SENTENCE_END
 from ..store.model_refs import model_path
 
 log = logging.getLogger(__name__)
 
 GPL_TOTAL = 250_000  # GPL's automatic sizing: about 250K generated queries in all (gpl/train.py)
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
 def target_corpus(data_dir: str | Path, source: str = "corpus") -> pd.DataFrame:
@@ -61,7 +60,7 @@ def sizing(n_passages: int, per_passage: int | None, total: int) -> tuple[int, i
 
 
 def inverse_cloze(passage: str, rng: np.random.Generator) -> str:
-    sentences = [s for s in _SENTENCE_END.split(passage) if s.strip()]
+    sentences = [s for s in SENTENCE_END.split(passage) if s.strip()]
     if len(sentences) > 1:
         return sentences[int(rng.integers(len(sentences)))]
     words = passage.split()

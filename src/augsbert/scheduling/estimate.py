@@ -54,7 +54,6 @@ On a GPU the figures are divided by GPU_SPEEDUP, an assumption, not a measuremen
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
 

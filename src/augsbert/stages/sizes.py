@@ -193,7 +193,8 @@ def trained_items(plan, node) -> int:
 # ------------------------------------------------------------------ text lengths (the time estimate's tokens)
 SCORE_FIELD_CHARS = 5  # a pairs_file row's score field and separators, left out of its texts' characters
 LOAD_LIMIT_BYTES = 32 * 2**20  # a loader's source files read whole while planning; larger: not read (None)
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")  # as the inverse cloze splits a passage (models.query_generation)
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+")  # where a passage's sentences end (the inverse cloze's queries too)
+TEXT_SAMPLE = 50_000  # texts of a prepared table read for its means (the first ones): planning stays fast
 _TEXT_CHARS: dict[tuple, dict[str, float]] = {}  # the cache: (what was read, its files' size and mtime) -> means
 
 
@@ -213,14 +214,14 @@ def _means(pairs: list[str], corpus: list[str]) -> dict[str, float]:
         out["pairs"] = sum(map(len, pairs)) / len(pairs)
     if corpus:
         out["corpus"] = sum(map(len, corpus)) / len(corpus)
-        sentences = [s for text in corpus for s in _SENTENCE_END.split(text) if s.strip()]
+        sentences = [s for text in corpus for s in SENTENCE_END.split(text) if s.strip()]
         out["sentence"] = sum(map(len, sentences)) / len(sentences) if sentences else out["corpus"]
     return out
 
 
 def _prepared_chars(folder: Path) -> dict[str, float] | None:
     """The means of a data artifact's own tables: its train pairs, its corpus (a BEIR corpus' passages, else the
-    unlabeled texts)."""
+    unlabeled texts); of a large table its first TEXT_SAMPLE rows."""
     files = [folder / "train.parquet", folder / "beir" / "corpus.parquet", folder / "unlabeled.parquet"]
     found = [f for f in files if f.is_file()]
     if not found:
@@ -228,10 +229,15 @@ def _prepared_chars(folder: Path) -> dict[str, float] | None:
     import pyarrow.parquet as pq  # heavy: read only once an artifact exists
 
     def column(path: Path, names: tuple[str, ...]) -> list[str]:
+        """The texts of columns `names` in the first TEXT_SAMPLE rows of table `path`."""
         if not path.is_file():
             return []
-        table = pq.read_table(path, columns=[n for n in names if n in pq.read_schema(path).names])
-        return [t for name in table.column_names for t in table.column(name).to_pylist() if isinstance(t, str)]
+        table = pq.ParquetFile(path)
+        wanted = [n for n in names if n in table.schema_arrow.names]
+        batch = next(table.iter_batches(batch_size=TEXT_SAMPLE, columns=wanted), None) if wanted else None
+        if batch is None:
+            return []
+        return [t for name in wanted for t in batch.column(name).to_pylist() if isinstance(t, str)]
 
     corpus_file = files[1] if files[1].is_file() else files[2]
     return _means(column(files[0], ("sentence1", "sentence2")),
