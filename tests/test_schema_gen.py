@@ -29,13 +29,11 @@ def test_every_generated_section_is_its_class_and_no_section_is_written_twice():
     # the experiment's own keys (base_model, models, ...): a generated block of stage_options' properties
     properties = re.findall(r"^ *# >>> generated properties (\w+) ", text, re.M)
     assert sorted(properties) == sorted(PROPERTIES) and len(properties) == len(set(properties))
-    top = {}
-    for cls in PROPERTIES.values():
-        written = options_schema(cls, cls.__name__)
-        assert not set(written) & set(top)
-        top.update(written)
+    top = PROPERTIES["experiment"].schema_properties()
     for name, prop in top.items():
         assert yaml.safe_load(yaml.safe_dump(prop)) == sections[name], name
+    member = load_schema()["$defs"]["teacher_member"]["properties"]  # a teacher ensemble member's options
+    assert yaml.safe_load(yaml.safe_dump(PROPERTIES["teacher_member"].schema_properties())) == member
     assert not (HAND_WRITTEN | set(top)) & set(classes) and not HAND_WRITTEN & set(top)
     assert set(sections) == HAND_WRITTEN | set(classes) | set(top)
     if not HAND_WRITTEN:  # every key of stage_options is generated: none is written by hand any more
@@ -182,3 +180,34 @@ def test_an_option_added_to_a_stage_class_reaches_schema_validation_reference_an
     # unset, the key is the one the project without the option plans (keyed_default=False)
     runs = plan_shipped({}).experiment("demo_augsbert_cbe").runs
     assert unset_key == runs[min(runs)]["labels"]
+
+
+def test_a_teacher_members_overrides_are_the_teacher_sections_options_made_nullable():
+    """`$defs.teacher_member` repeats no type or bound: each override is the teacher option's schema with null
+    added (a bound changed in TeacherOptions changes the member's too), default null."""
+    schema = load_schema()["$defs"]
+    teacher, member = schema["stage_options"]["properties"]["teacher"]["properties"], \
+        schema["teacher_member"]["properties"]
+    assert list(member) == ["seed", "arch", "base_model", "base", "max_length", "symmetric", "loss", "activation",
+                            "epochs", "batch_size", "lr", "warmup_ratio", "weight_decay", "freeze_embeddings",
+                            "group_by_length", "megabatch"]
+    assert member["max_length"] == {"type": ["integer", "null"], "minimum": 8, "default": None,
+                                    "description": "See `teacher.max_length`."}
+    assert member["loss"]["enum"] == ["bce", "mse", None] and member["freeze_embeddings"]["type"] == ["boolean",
+                                                                                                   "null"]
+    for name in list(member)[1:]:
+        assert {k: v for k, v in member[name].items() if k not in ("type", "enum", "default", "description")} \
+            == {k: v for k, v in teacher[name].items() if k not in ("type", "enum", "default", "description")}
+
+
+def test_trans_encoders_overrides_keep_their_sections_bounds():
+    """`trans_encoder.cross` / `.bi` word their overrides for the paper (their own descriptions), but a value they
+    accept is one the `teacher` / `student` section accepts: the same types, choices and bounds, null added."""
+    from augsbert.params import override_schema
+
+    schema = load_schema()["$defs"]["stage_options"]["properties"]
+    kinds = schema["trans_encoder"]["properties"]
+    for kind, section in (("cross", "teacher"), ("bi", "student")):
+        options = schema[section]["properties"]
+        for name, prop in kinds[kind]["properties"].items():
+            assert prop == override_schema(options[name], prop["description"]), (kind, name)

@@ -155,6 +155,19 @@ class Params:
         return options_schema(cls, cls.SECTION or cls.__name__)
 
 
+def override_schema(prop: dict, description: str) -> dict:
+    """An option's schema `prop` as an override of it (null, the default, = the option's value): its types and
+    enum with null added, its bounds kept, `description` in place of its own (e.g. `See teacher.lr.`)."""
+    prop = {k: v for k, v in prop.items() if k not in ("default", "description")}
+    types_ = prop.get("type", [])
+    types_ = [types_] if isinstance(types_, str) else list(types_)
+    if types_ and "null" not in types_:
+        prop["type"] = [*types_, "null"]
+    if "enum" in prop and None not in prop["enum"]:
+        prop["enum"] = [*prop["enum"], None]
+    return {**prop, "default": None, "description": description}
+
+
 _JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string"}
 
 

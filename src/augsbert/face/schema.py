@@ -17,6 +17,9 @@ ExperimentOptions`) are no section but properties of `stage_options` itself: wri
     # >>> generated properties experiment (...)
     # <<< generated properties experiment
 
+(and one of a teacher ensemble's members, `$defs.teacher_member`: the teacher options it may override, each
+nullable, with the bounds of the `teacher` section's).
+
     python -m augsbert.face.schema --write   # or: make schema
     python -m augsbert.face.schema --check   # exit 1 when the checked-in file is stale (tests/test_schema_gen.py)
 """
@@ -33,6 +36,7 @@ import yaml
 from ..params import Params, section_class, section_schema
 from ..stages import REGISTRY
 from ..stages.runs import ExperimentOptions
+from ..stages.teacher import TeacherMemberOptions
 
 SCHEMA_FILE = Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml"
 REGENERATE = "python -m augsbert.face.schema --write"
@@ -41,8 +45,9 @@ _END = "# <<< generated {kind} {name}"
 _NEW = "# <<< stage sections"
 _BLOCK = re.compile(r"^(?P<indent> *)# >>> generated (?P<kind>section|properties) (?P<name>\w+) .*?^(?P=indent)"
                     r"# <<< generated (?P=kind) (?P=name)\n", re.S | re.M)
-# blocks of properties written straight into `stage_options.properties`: {block name: options class}
-PROPERTIES: dict[str, type[Params]] = {"experiment": ExperimentOptions}
+# blocks of properties written from a class where their marker lines stand: `experiment` straight into
+# `stage_options.properties`, `teacher_member` into `$defs.teacher_member.properties` {block name: options class}
+PROPERTIES: dict[str, type[Params]] = {"experiment": ExperimentOptions, "teacher_member": TeacherMemberOptions}
 
 
 def section_classes() -> dict[str, type[Params]]:

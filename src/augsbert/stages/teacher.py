@@ -5,10 +5,10 @@ and the experiment's teacher is their `teacher_ensemble` node."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from ..errors import ConfigError
-from ..params import PairTrainingParams, Params, option
+from ..params import PairTrainingParams, Params, option, options_schema, override_schema
 from ..store.graph import Graph, Node, SeedPlan
 from .base import MODEL_SETTINGS, Row, Stage
 from .data import pairs_have_topics
@@ -70,6 +70,28 @@ class TeacherOptions(TrainingOptions, TeacherModelOptions):
         standard deviation (members on different scales, a CE's sigmoid and a CBE's cosine, then weigh alike).
         Read only with `ensemble`.""")
     torch_compile: bool = torch_compile_option()
+
+
+@dataclass(frozen=True, kw_only=True)
+class TeacherMemberOptions(Params):
+    """One member of `teacher.ensemble` (the schema's `$defs.teacher_member`, written from here by
+    augsbert.face.schema): `seed`, and the `teacher` options in `OVERRIDES`, each null (= the section's value) or
+    a value the section's own schema allows (its types, choices and bounds: written once, in TeacherOptions).
+    augsbert.stages.teacher_ensemble.member_config writes a member over the section."""
+
+    OVERRIDES: ClassVar[tuple[str, ...]] = (
+        "arch", "base_model", "base", "max_length", "symmetric", "loss", "activation", "epochs", "batch_size", "lr",
+        "warmup_ratio", "weight_decay", "freeze_embeddings", "group_by_length", "megabatch")
+
+    seed: int = option(0, """
+        0 (or left out) = the run's seed; k > 0 = a further seed, run seed x 1000 + k, so members of different
+        runs never share an artifact.""", minimum=0, maximum=999)
+
+    @classmethod
+    def schema_properties(cls) -> dict[str, dict]:
+        teacher = options_schema(TeacherOptions, "teacher")
+        return {**super().schema_properties(),
+                **{name: override_schema(teacher[name], f"See `teacher.{name}`.") for name in cls.OVERRIDES}}
 
 
 @dataclass(frozen=True, kw_only=True)
