@@ -199,7 +199,7 @@ def evaluated_row(role: str) -> str:
 
 
 SUITE = Stage("suite", 2, "evaluate a Bi-Encoder on the STS suite, topic classification, USEB and "
-              "alignment/uniformity (--role zero_shot_suite | pretrained_suite | lower_bound_suite | student_suite)",
+              "alignment/uniformity (with --config, --role <row>_suite: the row whose model it scores)",
               "augsbert.jobs.suite:run",
               # the tasks run and their files enter the key by digest
               section="evaluation", runtime=("batch_size", "model", "sts", "useb", "mteb", "skipped"),
