@@ -27,7 +27,10 @@ class LabelsOptions(Params):
     relabel_gold: bool = option(True, """
         Label regularisation: the teacher re-scores its gold train pairs
         (the source's in domain transfer) and the student learns those
-        scores (the thesis does this for all AugSBERT rows). See
+        scores. The thesis states it for its semi-supervised AugSBERT rows
+        (5.5: "The train datasets are reannotated") and its distillation
+        rows (5.2.2); its unsupervised (5.4.3) and topic (5.6.1) students
+        learn the annotated silver pairs alone (false in those grids). See
         `student.use_gold_labels` for how the two combine.""")
     batch_size: int = option(64, "Teacher scoring batch size.", minimum=1)
 
