@@ -25,7 +25,9 @@ def _runs(plan):
 
 
 def test_layer_indices_are_evenly_spread_as_the_library_example():
-    assert layer_indices(12, 4) == [1, 4, 7, 10]  # sentence-transformers' layer-reduction example
+    assert layer_indices(12, 4) == [1, 4, 7, 10]  # sentence-transformers' former model_distillation.py example
+    # its current model_distillation_layer_reduction.py keeps every third layer from 0 (0, 3, ..., 21 of 24)
+    assert layer_indices(24, 8) == [1, 4, 7, 10, 13, 16, 19, 22]
     assert layer_indices(6, 3) == [1, 3, 5]        # the 3-layer MiniLM student
     assert layer_indices(6, 6) == [0, 1, 2, 3, 4, 5]
     assert layer_indices(6, 1) == [3]

@@ -4,11 +4,12 @@ Each is the student's Bi-Encoder built differently (or trained under a wrapped l
 the epoch selection stay those of every student (augsbert.training.pairs):
 
 - `student.init: layers` -- the student starts from `layers` of the base's Transformer layers (the
-  embeddings and the pooling kept), as sentence-transformers' layer-reduction distillation example
-  (examples/sentence_transformer/training/distillation/model_distillation_layer_reduction.py, which keeps
-  layers 1, 4, 7, 10 of 12): k layers of n are the evenly spread `floor((i + 0.5) * n / k)`, i = 0..k-1
-  (`layer_indices`: 3 of MiniLM-L6's 6 -> 1, 3, 5; 4 of 12 -> 1, 4, 7, 10, the example's), or the
-  indices given as a list;
+  embeddings and the pooling kept), as sentence-transformers' layer-reduction distillation examples: k layers
+  of n are the evenly spread `floor((i + 0.5) * n / k)`, i = 0..k-1 (`layer_indices`: 3 of MiniLM-L6's 6 ->
+  1, 3, 5; 4 of 12 -> 1, 4, 7, 10, what the library's former examples/training/distillation/
+  model_distillation.py kept of stsb-roberta-base's 12), or the indices given as a list. The current
+  example (examples/sentence_transformer/training/distillation/model_distillation_layer_reduction.py) keeps
+  every third layer from 0 (0, 3, ..., 21 of mxbai-embed-large-v1's 24), where this rule keeps 1, 4, ..., 22;
 - `student.matryoshka_dims` -- sentence-transformers' MatryoshkaLoss around the student loss (each listed
   prefix of the embedding trained with it, equal weights); the test split is scored at every dimension
   (`models.inference.scores_by_dim`: the first d components, re-normalised, cosine);

@@ -84,13 +84,14 @@ class StudentOptions(TrainingOptions, StudentModelOptions):
     # students that deploy (augsbert.models.compact); each keyed only when set, the student's only
     init: Literal["full", "layers"] = option("full", """
         `layers`: the student starts from `layers` of the base model's Transformer layers (embeddings and pooling
-        kept), as sentence-transformers' layer-reduction distillation example, and trains on the same pairs as
+        kept), as sentence-transformers' layer-reduction distillation examples, and trains on the same pairs as
         the full student. The student only: the lower bound stays the full model. Enters the key only when
         `layers` (docs/guide/compact.md).""")
     layers: int | list[int] = option(3, """
         `init: layers`: how many layers to keep, evenly spread (floor((i + 0.5) * n / k) for i < k of the base's
-        n: 3 of MiniLM-L6's 6 are layers 1, 3, 5; 4 of 12 are 1, 4, 7, 10, the library example's), or the base's
-        layer indices to keep (0-based, ascending).""", minimum=1, items={"type": "integer", "minimum": 0},
+        n: 3 of MiniLM-L6's 6 are layers 1, 3, 5; 4 of 12 are 1, 4, 7, 10, as sentence-transformers' former
+        examples/training/distillation/model_distillation.py kept; its current model_distillation_layer_reduction.py
+        keeps every third layer from 0), or the base's layer indices to keep (0-based, ascending).""", minimum=1, items={"type": "integer", "minimum": 0},
                                      minItems=1)
     arch: Literal["transformer", "static"] = option("transformer", """
         `static`: a static-embedding student (sentence-transformers' StaticEmbedding: one vector per token,
