@@ -55,7 +55,8 @@ from ..store.graph import KEY_PATTERN
 from ..jobs.job_inputs import recheck
 from ..store.keys import is_key
 from ..store.results_files import check_results
-from ..store.manifests import artifact_folders, foreign_folders, hashed_bytes, key_problem, not_deletable, problems
+from ..store.manifests import (QUARANTINE, artifact_folders, foreign_folders, hashed_bytes, key_problem, not_deletable,
+                               problems, quarantine_place, unlisted_files)
 from ..jobs.specs import check_aggregate_spec, check_stage_spec, load_spec
 from ..training import distributed
 from ..training.tracking import begin
@@ -183,27 +184,39 @@ def _verify(args) -> int:
     damaged = {folder: found for folder in folders
                if (found := [p for p in (key_problem(folder),) if p]
                    + problems(folder, holds=REGISTRY[folder.parent.name].holds))}
-    deleted, kept = [], []
+    deleted, kept, moved = [], [], []
+    when = time.strftime("%Y%m%dT%H%M%S")
     for folder, found in damaged.items():
         print(f"{folder}: {'; '.join(found)}")
         if not args.repair:
             continue
         why = not_deletable(folder, root, stages)  # never anything the workflow did not write
         if why:
-            print(f"  not deleted: {why}; check it and delete it yourself if it is an artifact")
+            print(f"  not moved: {why}; check it and move it away yourself if it is an artifact")
             kept.append(folder)
             continue
+        # moved aside, never deleted: a damaged artifact may hold files of yours (notes.txt) or be worth a look
+        place = None if folder.is_symlink() else quarantine_place(root, folder, when)
+        foreign = None if place is None else unlisted_files(folder)
         try:
-            if folder.is_symlink():  # an artifact linked from Snakemake's output cache: the link, not the cache
+            if place is None:  # an artifact linked from Snakemake's output cache: the link, the cache keeps its files
                 folder.unlink()
             else:
-                shutil.rmtree(folder)
+                place.parent.mkdir(parents=True, exist_ok=True)
+                os.rename(folder, place)
         except OSError as err:
-            raise ConfigError(f"cannot delete {folder}: {err.strerror or err} ({err.filename or folder}); make "
-                              f"{root} writable (a read-only mount?) and run `augsbert verify --repair` again, "
-                              f"or delete it yourself") from None
+            raise ConfigError(f"cannot move {folder} aside (to {place or 'nowhere: it is a link'}): "
+                              f"{err.strerror or err} ({err.filename or folder}); make {root} writable (a read-only "
+                              f"mount?) and run `augsbert verify --repair` again, or move it away yourself") from None
         deleted.append(folder)
-        print("  deleted")
+        if place is None:
+            print("  removed the link (Snakemake's cache keeps the files it points to)")
+            continue
+        moved.append(place)
+        print(f"  moved to {place}" + (
+            "" if foreign == [] else
+            "; which of its files augsbert wrote cannot be told (no usable manifest.json)" if foreign is None else
+            f"; {len(foreign)} file(s) in it augsbert did not write: {', '.join(foreign)}"))
     foreign = foreign_folders(root, stages)
     if foreign:
         print(f"{len(foreign)} folder(s) under {root} with a manifest.json or spec.json are not artifacts (no stage's "
@@ -212,8 +225,12 @@ def _verify(args) -> int:
     took = time.monotonic() - start
     refused = _verify_results(Path(args.results))
     print(f"{len(folders)} artifact(s) checked under {root}, {len(damaged)} damaged"
-          + (f", {len(deleted)} deleted" if deleted else "")
+          + (f", {len(moved)} moved to {root / QUARANTINE}/" if moved else "")
+          + (f", {len(deleted) - len(moved)} link(s) removed" if len(deleted) > len(moved) else "")
           + (f" ({total / 1e9:.1f} GB hashed in {took:.1f} s)" if total > LARGE_VERIFY else ""))
+    if moved:
+        print(f"{root / QUARANTINE}/ keeps what was moved (nothing reads it); take out what you need, then empty it: "
+              f"rm -r {root / QUARANTINE}")
     if deleted:
         # Snakemake rebuilds a missing intermediate only for a job that runs anyway: a run whose targets
         # (results/..., tables) are up to date plans nothing, so the deleted folders are named as targets
@@ -545,10 +562,12 @@ def build_parser() -> argparse.ArgumentParser:
     fetch.add_argument("--experiment", required=True, help="experiment name")
     fetch.add_argument("--config", nargs="+", action="extend", metavar="FILE", help=CONFIG_HELP)
     fetch.set_defaults(handler=_fetch)
-    verify = sub.add_parser("verify", help="check every artifact's files against its manifest; --repair deletes the "
-                                           "damaged ones so that Snakemake rebuilds them (exit 1: damage found)")
+    verify = sub.add_parser("verify", help="check every artifact's files against its manifest; --repair moves the "
+                                           "damaged ones aside (into <artifacts>/.quarantine/) so that Snakemake "
+                                           "rebuilds them (exit 1: damage found)")
     verify.add_argument("--artifacts", default="artifacts", help="the artifacts folder (default artifacts)")
-    verify.add_argument("--repair", action="store_true", help="delete each damaged artifact folder")
+    verify.add_argument("--repair", action="store_true", help="move each damaged artifact folder into "
+                        "<artifacts>/.quarantine/<stage>/<key>-<time>/, naming the files in it augsbert did not write")
     verify.add_argument("--results", default="results", help="the results folder whose results/<experiment>.json "
                                                               "files are checked too (default results)")
     verify.set_defaults(handler=_verify)
