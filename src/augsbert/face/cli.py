@@ -46,6 +46,7 @@ from ..store.artifacts import (
     LockUnsupportedError,
     OutputWriteError,
     check_artifact,
+    finished_as_planned,
     read_json,
     replaceable,
     writer_lock,
@@ -116,6 +117,8 @@ def _stage_command(sub, stage: Stage) -> None:
         if not out:
             p.error("--out is required with --spec")
         check_out_key(spec, out, stage.name, "--spec" if args.spec else "--config")
+        if not args.force and _finished_already(stage, spec, out):
+            return
         if Path(out).exists() or Path(out).is_symlink():  # before any input is read (artifact_dir checks again)
             replaceable(Path(out), spec, args.force)
         check_inputs(spec)
@@ -133,12 +136,27 @@ def _stage_command(sub, stage: Stage) -> None:
             progress.start(stage.name, out, label=stage.console_label(spec) if stage.console_label else None)
         try:
             with writing(out), writer_lock(out, wait=args.wait_lock):
+                # another writer may have finished it while this job waited for the lock (--wait-lock)
+                if not args.force and _finished_already(stage, spec, out):
+                    return
                 metrics = runner(spec, out, force=args.force, **kwargs)
         finally:
             progress.stop()
         print(json.dumps({k: v for k, v in metrics.items() if not isinstance(v, (dict, list))}, indent=2))
 
     p.set_defaults(handler=handler)
+
+
+def _finished_already(stage: Stage, spec: dict, out: str) -> bool:
+    """True (and says so) when `out` is already the finished artifact of `spec`: same key, same content, nothing to
+    write (augsbert.store.artifacts.finished_as_planned); the job then succeeds and leaves it as it is."""
+    metrics = finished_as_planned(out, spec, stage.holds)
+    if metrics is None:
+        return False
+    print(f"augsbert {stage.command}: {out} is finished already (same key, same content: another run or job wrote "
+          "it); nothing to do, it is left as it is", file=sys.stderr)
+    print(json.dumps({k: v for k, v in metrics.items() if not isinstance(v, (dict, list))}, indent=2))
+    return True
 
 
 def check_out_key(spec: dict, out: str, stage: str, source: str = "--spec") -> None:
