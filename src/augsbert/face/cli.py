@@ -372,7 +372,7 @@ def _rehearse_command(sub) -> None:
                                         "2 steps) under .rehearsal/, in minutes: one line per job kind, OK or failed",
                        description="Plan the targets' Snakemake DAG with `rehearse: true` and run each of its jobs on "
                                    "stand-ins under .rehearsal/ (docs/guide/rehearsal.md); exit 1 when a job failed.")
-    p.add_argument("targets", nargs="+", metavar="TARGET", help="results/<experiment>.json, results/tables/<grid>.md, ...")
+    p.add_argument("targets", nargs="*", metavar="TARGET", help="results/<experiment>.json, results/tables/<grid>.md, ...")
     p.add_argument("--config", nargs="+", action="extend", metavar="FILE", help=CONFIG_HELP)
     p.add_argument("--cores", type=int, default=2, help="cores for the rehearsal's jobs (default 2)")
     p.add_argument("--every-kind", action="store_true",
@@ -380,10 +380,19 @@ def _rehearse_command(sub) -> None:
                         "path once), not all of them")
     p.add_argument("--cold", action="store_true", help="start every job as a fresh process (default: forks of a "
                                                        "warm server that imported the libraries once)")
+    p.add_argument("--unlock", action="store_true", help="only remove what a stopped (killed) rehearsal left in "
+                   ".rehearsal/: Snakemake's lock files, temporary folders (refused while a rehearsal runs; a "
+                   "rehearsal does it itself when none runs)")
 
     def handler(args) -> int:
-        from .rehearse import run  # imports the model libraries' builders only when a rehearsal runs
+        from .rehearse import run, unlock  # imports the model libraries' builders only when a rehearsal runs
 
+        if args.unlock:
+            if args.targets:
+                p.error("--unlock takes no TARGET")
+            return unlock()
+        if not args.targets:
+            p.error("the following arguments are required: TARGET")
         return run(args.targets, args.config, cores=args.cores, warm=not args.cold, every_kind=args.every_kind)
 
     p.set_defaults(handler=handler)

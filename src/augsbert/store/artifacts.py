@@ -275,6 +275,9 @@ def _holder_text(fd: int, lock: Path) -> tuple[str, str | None]:
     return text, hint
 
 
+holder_text = _holder_text  # also the rehearsal's lock (augsbert.face.rehearse.hold_root)
+
+
 @contextmanager
 def writer_lock(out: str | Path, wait: float = 0) -> Iterator[None]:
     """Hold the exclusive writer lock of output `out`; sweep its leftovers of killed writes.
