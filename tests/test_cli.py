@@ -56,8 +56,9 @@ def test_prepare_data_standalone_and_no_overwrite(tmp_path, capsys):
     assert spec["stage"] == "data" and spec["params"]["dataset"] == "lee"
     before = (out / "test.parquet").read_bytes()
     capsys.readouterr()
-    assert main(["-q", "prepare-data", "--config", CONFIG, "--experiment", "demo_zeroshot", "--out", str(out)]) == 2
-    assert "refusing to overwrite" in capsys.readouterr().err
+    # the same key again: finished already, nothing written (issue 56 I4; it was refused, exit 2)
+    assert main(["-q", "prepare-data", "--config", CONFIG, "--experiment", "demo_zeroshot", "--out", str(out)]) == 0
+    assert "is finished already" in capsys.readouterr().err
     assert (out / "test.parquet").read_bytes() == before
 
 

@@ -37,10 +37,14 @@ def _holder(lock: Path, pid: int) -> subprocess.Popen:
     return proc
 
 
-def test_r2_unlock_clears_what_a_killed_rehearsal_left_and_names_a_live_one(tmp_path, monkeypatch, capsys):
+def test_r2_unlock_clears_what_a_killed_rehearsal_left_and_names_a_live_one(tmp_path, monkeypatch, capsys, request):
     checkout(tmp_path, ("config",))
     monkeypatch.chdir(tmp_path)
-    temp = tmp_path / "tmp"
+    import shutil
+    import tempfile
+
+    temp = Path(tempfile.mkdtemp(prefix="r2-"))  # short: a socket's path is at most 107 bytes (tmp_path under xdist)
+    request.addfinalizer(lambda: shutil.rmtree(temp, ignore_errors=True))
     monkeypatch.setenv("TMPDIR", str(temp))
     monkeypatch.setattr("tempfile.tempdir", None)  # read TMPDIR again
     locks = tmp_path / ".rehearsal" / ".snakemake" / "locks"
