@@ -448,14 +448,15 @@ def _die_with_parent(sig: int) -> Callable[[], None] | None:
     SIGINT, which cancels its jobs and removes its lock files; the warm server: SIGTERM). None elsewhere."""
     if not sys.platform.startswith("linux"):
         return None
+    import ctypes
+
     parent = os.getpid()
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up here: the child between fork and exec only calls it
 
     def preexec() -> None:
-        import ctypes
-
         # a command started in the background of a script (`&`) inherits SIGINT ignored, and so would the child
         signal.signal(sig, signal.SIG_DFL)
-        ctypes.CDLL(None, use_errno=True).prctl(1, sig, 0, 0, 0)  # PR_SET_PDEATHSIG
+        prctl(1, int(sig), 0, 0, 0)  # PR_SET_PDEATHSIG
         if os.getppid() != parent:  # the parent ended before the request took effect
             os.kill(os.getpid(), sig)
 
@@ -487,6 +488,8 @@ def run(targets: list[str], configs: list[str] | None = None, cores: int = 2, wa
 
 
 def _run(targets, configs, cores, warm, extra, every_kind, raw, config, root: Path, held: int) -> int:
+    """The rehearsal itself, `run`'s arguments and what it read, while this process holds the root's lock `held`
+    (handed on to Snakemake)."""
     covering = ""
     if every_kind:
         here, source = os.getcwd(), Path(os.path.expanduser(str(raw.get("data_dir", "data/raw")))).resolve()
