@@ -77,3 +77,26 @@ def test_a_second_snakemake_run_beside_a_live_one_starts_no_job(tmp_path):
         other.stdin.close()
         other.wait()
     assert live_runs(workdir / RUNS_DIR) == []
+
+
+def test_a_run_that_would_write_what_an_orphaned_job_writes_is_refused(tmp_path, monkeypatch):
+    """A job whose Snakemake was killed lives on; a new run (no live run recorded) planning its artifact stops before
+    any job, naming it: Snakemake would otherwise remove that artifact before its own job, were it finished by then."""
+    monkeypatch.chdir(tmp_path)
+    out = "artifacts/teacher/t-0123456789"
+    code = ("import sys; from augsbert.store.artifacts import writer_lock\n"
+            f"with writer_lock({out!r}):\n    print('ready', flush=True); sys.stdin.read()")
+    job = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                           text=True, env={**os.environ, "PYTHONPATH": SRC})
+    assert job.stdout.readline() == "ready\n"
+    try:
+        with pytest.raises(ConcurrentRunError) as err:
+            register_run([out, "results/x.json"], [])
+        assert str(err.value).startswith(f"{out} is being written by pid {job.pid} on host ")
+        assert str(err.value).endswith(f"(a job that outlived the run that started it?), and this run would write it "
+                                       f"too. Wait for it to finish, or stop it (`kill {job.pid}`), then run again; no "
+                                       "job was started")
+    finally:
+        job.stdin.close()
+        job.wait()
+    release_run(register_run([out], []))  # its job ended: the lock file stays, free

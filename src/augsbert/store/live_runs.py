@@ -8,7 +8,8 @@ Snakemake removed the failed job's output: the first run's finished artifact. So
 and holds an exclusive `flock` on that file for as long as it lives. The kernel releases the lock when the
 process ends, even by `kill -9`, so a record nobody holds is a dead run's and is swept; `--unlock` cannot remove a
 live one. A run whose planned outputs meet a live run's outputs or inputs is refused with one message naming that
-run (`ConcurrentRunError`); runs of disjoint targets still run side by side, as Snakemake allows them.
+run (`ConcurrentRunError`), as is one that would write an artifact a job of a killed run is still writing (its
+writer lock is held: `busy_outputs`); runs of disjoint targets still run side by side, as Snakemake allows them.
 """
 
 from __future__ import annotations
@@ -123,6 +124,13 @@ def register_run(outputs: Iterable[str], inputs: Iterable[str], folder: str | Pa
                         f"{' ...' if len(shared) > SHOWN else ''}); two runs writing one artifact remove each other's "
                         f"work. Wait for it to end, or stop it ({stop_hint(record)}), then run again; no job was "
                         "started (`snakemake --unlock` removes Snakemake's lock files, it does not stop a run)")
+            written = busy_outputs(outputs)
+            if written:
+                out, holder, hint = written[0]
+                raise ConcurrentRunError(
+                    f"{out} is being written by {holder} (a job that outlived the run that started it?), and this "
+                    f"run would write it too{f' ({len(written) - 1} more such output(s))' if len(written) > 1 else ''}. "
+                    f"Wait for it to finish, or {hint or 'stop it'}, then run again; no job was started")
             n = 0
             while (path := folder / f"{os.getpid()}-{n}.json").exists():
                 n += 1
@@ -142,6 +150,30 @@ def register_run(outputs: Iterable[str], inputs: Iterable[str], folder: str | Pa
         return None
     atexit.register(release_run, path)
     return path
+
+
+def busy_outputs(outputs: Iterable[str]) -> list[tuple[str, str, str | None]]:
+    """The outputs whose writer lock (augsbert.store.artifacts.writer_lock) another process holds, with who it is and
+    how to stop it: a job whose Snakemake was killed lives on and writes its artifact; Snakemake would remove that
+    artifact before its own job for it starts, were it finished by then. Lock files are only read, never made."""
+    from .artifacts import holder_text, lock_path
+
+    found = []
+    for out in outputs:
+        lock = lock_path(out)
+        try:
+            fd = os.open(lock, os.O_RDONLY)
+        except OSError:
+            continue  # no lock file: never written by a job
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            found.append((out, *holder_text(fd, lock)))
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return found
 
 
 def release_run(path: str | Path) -> None:
