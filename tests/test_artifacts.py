@@ -415,8 +415,8 @@ def test_verify_repair_deletes_only_real_artifacts(tmp_path, capsys):
     assert code == 1, out  # one damaged folder it may not delete
     assert not data.exists() and not zs.exists() and moved.is_dir()
     assert f"{moved}: its spec.json says it holds" not in out  # same key name: the stage differs
-    assert "not deleted: its spec.json names stage 'data' and key 'lee-0123456789', not 'student'" in out, out
-    assert "2 deleted" in out and "folder(s) under" in out and "left alone" in out
+    assert "not moved: its spec.json names stage 'data' and key 'lee-0123456789', not 'student'" in out, out
+    assert f"2 moved to {home}/.quarantine/" in out and "folder(s) under" in out and "left alone" in out
     assert foreign_files() == foreign and len(foreign) == 4
 
 
@@ -464,7 +464,8 @@ def test_a_stage_refuses_a_damaged_input_and_verify_repairs(tmp_path, capsys, mo
     assert data.is_dir()  # only reported without --repair
     assert main(["verify", "--artifacts", str(root), "--repair"]) == 0
     assert not data.exists() and intact.is_dir() and (root / "notes" / "mine.txt").is_file()
-    # the deleted folder is named as a target of the next run (Snakemake skips a missing intermediate)
+    assert [p.parent.name for p in (root / ".quarantine" / "data").iterdir()] == ["data"]  # moved aside
+    # the moved folder is named as a target of the next run (Snakemake skips a missing intermediate)
     assert capsys.readouterr().out.splitlines()[-1].endswith(f"snakemake <options> <targets> {data}")
     # an artifact that lost its spec.json is still checked (its manifest lists the file)
     (intact / "spec.json").unlink()
@@ -570,3 +571,55 @@ def test_a_write_cut_short_by_a_full_disk_leaves_no_partial_file_and_names_the_f
     assert sorted(p.name for p in out.parent.iterdir()) == ["x.json"]  # no partial file left
     assert out.read_text() == '{"old": "results"}'  # and nothing already produced is lost
     assert [p.name for p in (tmp_path / "cache").iterdir()] == []
+
+
+def test_s5_repair_moves_a_damaged_artifact_aside_and_names_the_files_augsbert_did_not_write(tmp_path, capsys,
+                                                                                            monkeypatch):
+    """Issue 56 S5: `verify --repair` deleted an artifact holding a user's notes.txt, with the file, without naming
+    it. Now each damaged artifact is moved whole into artifacts/.quarantine/<stage>/<key>-<time>/, the message
+    names that folder and every file in it that augsbert did not write (hidden ones too), and says how to empty
+    it; nothing is deleted, and the quarantine is no artifact to verify or to a second repair."""
+    import re
+
+    from augsbert.face.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    root = Path("artifacts")
+    student = root / "student" / "lee.be-0123456789"
+    with artifact_dir(student, {"stage": "student", "key": student.name}) as tmp:
+        (tmp / "model").mkdir()
+        (tmp / "model" / "weights.bin").write_bytes(b"w" * 64)
+    (student / "notes.txt").write_text("lr 2e-5 looked best\n")  # the user's own file: the artifact is damaged
+    (student / "model" / ".notes.swp").write_text("x")
+    teacher = root / "teacher" / "lee.ce-0123456789"
+    with artifact_dir(teacher, {"stage": "teacher", "key": teacher.name}) as tmp:
+        (tmp / "w.bin").write_bytes(b"t" * 8)
+    (teacher / "w.bin").write_bytes(b"T" * 8)  # damaged, nothing of the user's in it
+    before = {p.relative_to(student).as_posix(): p.read_bytes() for p in student.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    assert main(["verify", "--repair"]) == 0
+    out = capsys.readouterr().out
+    quarantined = sorted((root / ".quarantine").glob("*/*"))
+    assert [p.parent.name for p in quarantined] == ["student", "teacher"]
+    place = quarantined[0]
+    assert re.fullmatch(r"lee\.be-0123456789-\d{8}T\d{6}", place.name), place
+    assert {p.relative_to(place).as_posix(): p.read_bytes() for p in place.rglob("*") if p.is_file()} == before
+    assert not student.exists() and not teacher.exists()
+    assert (f"{student}: notes.txt is not in its manifest.json (added after the artifact was written)\n"
+            f"  moved to {place}; 2 file(s) in it augsbert did not write: model/.notes.swp, notes.txt\n") in out, out
+    assert f"  moved to {quarantined[1]}\n" in out  # nothing of yours in it: no list
+    assert ("2 artifact(s) checked under artifacts, 2 damaged, 2 moved to artifacts/.quarantine/\n"
+            "artifacts/.quarantine/ keeps what was moved (nothing reads it); take out what you need, then empty it: "
+            "rm -r artifacts/.quarantine\n") in out, out
+    assert out.splitlines()[-1] == f"rebuild them and what depends on them: add them to the targets of your next " \
+                                   f"run, snakemake <options> <targets> {student} {teacher}"
+    # the quarantine is no artifact: a second verify sees none (an error: no artifact in the folder), a third
+    # repair of a new damage of the same key goes beside the first
+    assert main(["verify"]) == 2
+    with artifact_dir(student, {"stage": "student", "key": student.name}):
+        pass
+    (student / "metrics.json").write_text("{}")
+    monkeypatch.setattr("time.strftime", lambda *_: place.name.rsplit("-", 1)[1])  # the same second
+    capsys.readouterr()
+    assert main(["verify", "--repair"]) == 0
+    assert sorted(p.name for p in place.parent.iterdir()) == [place.name, place.name + "-2"]

@@ -56,8 +56,9 @@ def test_prepare_data_standalone_and_no_overwrite(tmp_path, capsys):
     assert spec["stage"] == "data" and spec["params"]["dataset"] == "lee"
     before = (out / "test.parquet").read_bytes()
     capsys.readouterr()
-    assert main(["-q", "prepare-data", "--config", CONFIG, "--experiment", "demo_zeroshot", "--out", str(out)]) == 2
-    assert "refusing to overwrite" in capsys.readouterr().err
+    # the same key again: finished already, nothing written (issue 56 I4; it was refused, exit 2)
+    assert main(["-q", "prepare-data", "--config", CONFIG, "--experiment", "demo_zeroshot", "--out", str(out)]) == 0
+    assert "is finished already" in capsys.readouterr().err
     assert (out / "test.parquet").read_bytes() == before
 
 
@@ -377,3 +378,60 @@ def test_run_of_a_job_failing_on_a_bad_column_ends_with_its_error(tmp_path, monk
     assert err.splitlines()[-1].endswith(
         f"augsbert data: error: {tmp_path / 'train.csv'}:1: header lacks column(s) ['relatedness_score']; "
         "found: 'sentence1', 'sentence2', 'score'")
+
+
+def test_i4_a_job_whose_artifact_is_finished_already_succeeds_and_leaves_it(tmp_path, monkeypatch, capsys):
+    """Issue 56 I4: after `snakemake --unlock` beside a live run, a second run's job found the artifact the first run
+    had finished, failed ("already exists; refusing to overwrite"), and Snakemake removed that finished artifact as
+    the failed job's output. Same key, same content: the job now succeeds without writing, also when it waited for
+    the lock of the writer that finished it; a damaged artifact or `--force` is not taken for finished."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    import augsbert
+    from augsbert.jobs import data as data_job
+
+    monkeypatch.chdir(tmp_path)
+    command = ["-q", "data", "--config", CONFIG, "--experiment", "demo_zeroshot"]
+    assert main(command) == 0
+    data = next(p for p in (tmp_path / "artifacts" / "data").iterdir() if not p.name.startswith("."))
+
+    def state() -> dict:
+        return {p.relative_to(data).as_posix(): (p.stat().st_ino, p.stat().st_mtime_ns) for p in data.rglob("*")}
+
+    before = state()
+    capsys.readouterr()
+    assert main(command) == 0
+    err = capsys.readouterr().err
+    assert (f"augsbert data: artifacts/data/{data.name} is finished already (same key, same content: another run or "
+            "job wrote it); nothing to do, it is left as it is") in err, err
+    assert state() == before
+    # a writer finishes it while a second job waits for its lock: the second then finds it finished
+    os.rename(data, tmp_path / "kept")
+    real = data_job.run
+    second, seen = tmp_path / "second.err", {}
+
+    def runner(spec, out, force=False):
+        seen["proc"] = subprocess.Popen(
+            [sys.executable, "-m", "augsbert", "data", "--config", CONFIG, "--experiment", "demo_zeroshot",
+             "--wait-lock", "120"], stderr=open(second, "w"), stdout=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONPATH": str(Path(augsbert.__file__).parents[1])})
+        for _ in range(600):
+            if "waiting up to 120 s" in second.read_text() or seen["proc"].poll() is not None:
+                break
+            time.sleep(0.05)
+        return real(spec, out, force)
+
+    monkeypatch.setattr(data_job, "run", runner)
+    assert main(command) == 0
+    assert seen["proc"].wait(120) == 0, second.read_text()
+    text = second.read_text()
+    assert "waiting up to 120 s" in text and "is finished already" in text, text
+    # damaged: not finished (refused as before: `verify --repair` or --force replaces it)
+    monkeypatch.setattr(data_job, "run", real)
+    (data / "dev.parquet").write_bytes(b"x")
+    capsys.readouterr()
+    assert main(command) == 2
+    assert "already exists; refusing to overwrite a finished artifact" in capsys.readouterr().err

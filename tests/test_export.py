@@ -274,6 +274,28 @@ def test_e6_export_to_a_device(experiment, capsys):
         export(experiment, "student", "/dev/null")
 
 
+def test_x6_export_into_the_artifacts_folder_is_refused(experiment, tmp_path):
+    """Issue 56 X6: `export --to artifacts/student/<key>/model2` was accepted; verify then called the student damaged
+    (a file its manifest does not list) and `--repair` would have removed it with the export."""
+    student = Path(STUDENTS[42])
+    before = sorted(p.relative_to(student).as_posix() for p in student.rglob("*"))
+    for to in (student / "model2", Path("artifacts") / "exports" / "mine", tmp_path / "artifacts" / "x"):
+        with pytest.raises(ExportError, match=r"--to .*: inside the (artifacts folder artifacts/|artifact "
+                                              r".*lee.be-3333333333), which holds what the workflow writes and "
+                                              r"nothing else .*; export outside it, e.g. --to "
+                                              r"models/g.bm25.lee/student$"):
+            export(experiment, "student", to)
+        assert not to.exists()
+    assert sorted(p.relative_to(student).as_posix() for p in student.rglob("*")) == before
+    # an artifact of another artifacts folder (a copy elsewhere) is refused as well
+    elsewhere = tmp_path / "backup" / "student" / student.name
+    shutil.copytree(student, elsewhere)
+    with pytest.raises(ExportError, match=f"inside the artifact {elsewhere}"):
+        export(experiment, "student", elsewhere / "model2")
+    export(experiment, "student", tmp_path / "models" / "s")  # outside: as before
+    assert (tmp_path / "models" / "s" / "augsbert_export.json").is_file()
+
+
 def test_g12_an_edited_results_file_does_not_reach_the_model_card(experiment, tmp_path):
     """Issue 49 G12: a same-size edit of a number in the results file reached the model card (model-index) and
     augsbert_export.json."""

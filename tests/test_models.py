@@ -90,3 +90,46 @@ def test_every_trainer_builds_its_model_with_sdpa_attention(tiny_model):
     encoders["mlm"] = masked_lm_from(tiny_model)
     encoders["pretrain"] = build_encoder(tiny_model, "cls", 32, "cpu")[0].auto_model
     assert {name: m.config._attn_implementation for name, m in encoders.items()} == dict.fromkeys(encoders, "sdpa")
+
+
+def test_r6_a_missing_local_path_shaped_like_a_hub_id_is_refused_while_planning(tmp_path, monkeypatch):
+    """Issue 56 R6: `base_model: models/nothere` (a mistyped local path) looked like a hub id (org/name): a dry run
+    and a rehearsal (which stands a tiny model in for it) accepted it; only the real job failed, at the hub. A
+    reference whose first folder is `models` (the project's folder for local models) or a folder of the project is
+    a local path, and a missing one stops planning, in a dry run and in a rehearsal alike; hub ids plan as
+    before."""
+    from conftest import plan_shipped
+
+    from augsbert.config.load import ConfigError
+    from augsbert.config.rehearsal import PROJECT_ENV
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(PROJECT_ENV, raising=False)
+    message = ("model 'models/nothere': no such local directory models/nothere; a reference starting with models/ "
+               "names a local path (the project folder for local models), not a hub id: check the path")
+    with pytest.raises(ModelResolutionError) as err:
+        reference_kind("models/nothere")
+    assert str(err.value) == message
+    (tmp_path / "models" / "mine").mkdir(parents=True)
+    (tmp_path / "models" / "mine" / "config.json").write_text("{}")
+    (tmp_path / "data").mkdir()
+    assert reference_kind("models/mine") == "path"
+    with pytest.raises(ModelResolutionError, match=r"no such local directory models/mien \(did you mean models/mine\?\)"):
+        reference_kind("models/mien")
+    with pytest.raises(ModelResolutionError, match="starting with data/ names a local path .a folder of the project."):
+        reference_kind("data/model")  # any folder of the project
+    with pytest.raises(ModelResolutionError, match=r"^model './models/x': no such local directory models/x: check"):
+        reference_kind("./models/x")
+    for hub_id in ("sentence-transformers/all-MiniLM-L6-v2", "google-bert/bert-base-uncased", "bert-base-uncased"):
+        assert reference_kind(hub_id) == "hub"  # shipped references keep their kind (and keys)
+    # planning: a dry run's and a rehearsal's (the rehearsal reads relative paths from the project, PROJECT_ENV)
+    override = {"experiments": {"demo_zeroshot": {"base_model": "models/nothere"}}}
+    with pytest.raises(ConfigError, match=f"^experiments.demo_zeroshot.base_model: {message}$".replace("(", r"\(")
+                       .replace(")", r"\)")):
+        plan_shipped(override, grids=False)
+    (tmp_path / ".rehearsal").mkdir()
+    monkeypatch.chdir(tmp_path / ".rehearsal")
+    monkeypatch.setenv(PROJECT_ENV, str(tmp_path))
+    with pytest.raises(ConfigError, match=f"experiments.demo_zeroshot.base_model: model 'models/nothere': no such "
+                                          f"local directory {tmp_path}/models/nothere; "):
+        plan_shipped({**override, "rehearse": True}, grids=False)

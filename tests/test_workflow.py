@@ -12,6 +12,7 @@ tests plan the shipped config in full, which checks that it is valid.
 
 import json
 import os
+import re
 import shutil
 import zipfile
 from pathlib import Path
@@ -318,7 +319,12 @@ def check_fault_matrix(workdir: Path, targets: tuple[str, ...], args: tuple[str,
         assert code == 1 and lines[0] == expected, (case, lines)
         assert (workdir / folder).is_dir()  # only reported without --repair
         code, lines = verify("--repair")
-        assert code == 0 and lines[:2] == [expected, "  deleted"], (case, lines)
+        # moved aside (issue 56 S5), named; the quarantine is emptied for the next case
+        assert code == 0 and lines[0] == expected and re.fullmatch(
+            rf"  moved to artifacts/\.quarantine/{stage}/{re.escape(folder.name)}-\d{{8}}T\d{{6}}(; .*)?",
+            lines[1]), (case, lines)
+        assert (workdir / lines[1].split()[2].rstrip(";")).is_dir(), (case, lines)
+        shutil.rmtree(workdir / "artifacts" / ".quarantine")
         assert lines[-1].endswith(f"snakemake <options> <targets> {folder}"), (case, lines)
         assert artifact_folders(workdir / "artifacts") == [f for f in every if f != workdir / folder], case
         if stage == "data" and first:  # without the deleted folder as a target Snakemake skips it (an intermediate)

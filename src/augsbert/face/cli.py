@@ -46,6 +46,7 @@ from ..store.artifacts import (
     LockUnsupportedError,
     OutputWriteError,
     check_artifact,
+    finished_as_planned,
     read_json,
     replaceable,
     writer_lock,
@@ -55,7 +56,8 @@ from ..store.graph import KEY_PATTERN
 from ..jobs.job_inputs import recheck
 from ..store.keys import is_key
 from ..store.results_files import check_results
-from ..store.manifests import artifact_folders, foreign_folders, hashed_bytes, key_problem, not_deletable, problems
+from ..store.manifests import (QUARANTINE, artifact_folders, foreign_folders, hashed_bytes, key_problem, not_deletable,
+                               problems, quarantine_place, unlisted_files)
 from ..jobs.specs import check_aggregate_spec, check_stage_spec, load_spec
 from ..training import distributed
 from ..training.tracking import begin
@@ -115,6 +117,8 @@ def _stage_command(sub, stage: Stage) -> None:
         if not out:
             p.error("--out is required with --spec")
         check_out_key(spec, out, stage.name, "--spec" if args.spec else "--config")
+        if not args.force and _finished_already(stage, spec, out):
+            return
         if Path(out).exists() or Path(out).is_symlink():  # before any input is read (artifact_dir checks again)
             replaceable(Path(out), spec, args.force)
         check_inputs(spec)
@@ -132,12 +136,27 @@ def _stage_command(sub, stage: Stage) -> None:
             progress.start(stage.name, out, label=stage.console_label(spec) if stage.console_label else None)
         try:
             with writing(out), writer_lock(out, wait=args.wait_lock):
+                # another writer may have finished it while this job waited for the lock (--wait-lock)
+                if not args.force and _finished_already(stage, spec, out):
+                    return
                 metrics = runner(spec, out, force=args.force, **kwargs)
         finally:
             progress.stop()
         print(json.dumps({k: v for k, v in metrics.items() if not isinstance(v, (dict, list))}, indent=2))
 
     p.set_defaults(handler=handler)
+
+
+def _finished_already(stage: Stage, spec: dict, out: str) -> bool:
+    """True (and says so) when `out` is already the finished artifact of `spec`: same key, same content, nothing to
+    write (augsbert.store.artifacts.finished_as_planned); the job then succeeds and leaves it as it is."""
+    metrics = finished_as_planned(out, spec, stage.holds)
+    if metrics is None:
+        return False
+    print(f"augsbert {stage.command}: {out} is finished already (same key, same content: another run or job wrote "
+          "it); nothing to do, it is left as it is", file=sys.stderr)
+    print(json.dumps({k: v for k, v in metrics.items() if not isinstance(v, (dict, list))}, indent=2))
+    return True
 
 
 def check_out_key(spec: dict, out: str, stage: str, source: str = "--spec") -> None:
@@ -183,27 +202,39 @@ def _verify(args) -> int:
     damaged = {folder: found for folder in folders
                if (found := [p for p in (key_problem(folder),) if p]
                    + problems(folder, holds=REGISTRY[folder.parent.name].holds))}
-    deleted, kept = [], []
+    deleted, kept, moved = [], [], []
+    when = time.strftime("%Y%m%dT%H%M%S")
     for folder, found in damaged.items():
         print(f"{folder}: {'; '.join(found)}")
         if not args.repair:
             continue
         why = not_deletable(folder, root, stages)  # never anything the workflow did not write
         if why:
-            print(f"  not deleted: {why}; check it and delete it yourself if it is an artifact")
+            print(f"  not moved: {why}; check it and move it away yourself if it is an artifact")
             kept.append(folder)
             continue
+        # moved aside, never deleted: a damaged artifact may hold files of yours (notes.txt) or be worth a look
+        place = None if folder.is_symlink() else quarantine_place(root, folder, when)
+        foreign = None if place is None else unlisted_files(folder)
         try:
-            if folder.is_symlink():  # an artifact linked from Snakemake's output cache: the link, not the cache
+            if place is None:  # an artifact linked from Snakemake's output cache: the link, the cache keeps its files
                 folder.unlink()
             else:
-                shutil.rmtree(folder)
+                place.parent.mkdir(parents=True, exist_ok=True)
+                os.rename(folder, place)
         except OSError as err:
-            raise ConfigError(f"cannot delete {folder}: {err.strerror or err} ({err.filename or folder}); make "
-                              f"{root} writable (a read-only mount?) and run `augsbert verify --repair` again, "
-                              f"or delete it yourself") from None
+            raise ConfigError(f"cannot move {folder} aside (to {place or 'nowhere: it is a link'}): "
+                              f"{err.strerror or err} ({err.filename or folder}); make {root} writable (a read-only "
+                              f"mount?) and run `augsbert verify --repair` again, or move it away yourself") from None
         deleted.append(folder)
-        print("  deleted")
+        if place is None:
+            print("  removed the link (Snakemake's cache keeps the files it points to)")
+            continue
+        moved.append(place)
+        print(f"  moved to {place}" + (
+            "" if foreign == [] else
+            "; which of its files augsbert wrote cannot be told (no usable manifest.json)" if foreign is None else
+            f"; {len(foreign)} file(s) in it augsbert did not write: {', '.join(foreign)}"))
     foreign = foreign_folders(root, stages)
     if foreign:
         print(f"{len(foreign)} folder(s) under {root} with a manifest.json or spec.json are not artifacts (no stage's "
@@ -212,8 +243,12 @@ def _verify(args) -> int:
     took = time.monotonic() - start
     refused = _verify_results(Path(args.results))
     print(f"{len(folders)} artifact(s) checked under {root}, {len(damaged)} damaged"
-          + (f", {len(deleted)} deleted" if deleted else "")
+          + (f", {len(moved)} moved to {root / QUARANTINE}/" if moved else "")
+          + (f", {len(deleted) - len(moved)} link(s) removed" if len(deleted) > len(moved) else "")
           + (f" ({total / 1e9:.1f} GB hashed in {took:.1f} s)" if total > LARGE_VERIFY else ""))
+    if moved:
+        print(f"{root / QUARANTINE}/ keeps what was moved (nothing reads it); take out what you need, then empty it: "
+              f"rm -r {root / QUARANTINE}")
     if deleted:
         # Snakemake rebuilds a missing intermediate only for a job that runs anyway: a run whose targets
         # (results/..., tables) are up to date plans nothing, so the deleted folders are named as targets
@@ -337,7 +372,7 @@ def _rehearse_command(sub) -> None:
                                         "2 steps) under .rehearsal/, in minutes: one line per job kind, OK or failed",
                        description="Plan the targets' Snakemake DAG with `rehearse: true` and run each of its jobs on "
                                    "stand-ins under .rehearsal/ (docs/guide/rehearsal.md); exit 1 when a job failed.")
-    p.add_argument("targets", nargs="+", metavar="TARGET", help="results/<experiment>.json, results/tables/<grid>.md, ...")
+    p.add_argument("targets", nargs="*", metavar="TARGET", help="results/<experiment>.json, results/tables/<grid>.md, ...")
     p.add_argument("--config", nargs="+", action="extend", metavar="FILE", help=CONFIG_HELP)
     p.add_argument("--cores", type=int, default=2, help="cores for the rehearsal's jobs (default 2)")
     p.add_argument("--every-kind", action="store_true",
@@ -345,10 +380,19 @@ def _rehearse_command(sub) -> None:
                         "path once), not all of them")
     p.add_argument("--cold", action="store_true", help="start every job as a fresh process (default: forks of a "
                                                        "warm server that imported the libraries once)")
+    p.add_argument("--unlock", action="store_true", help="only remove what a stopped (killed) rehearsal left in "
+                   ".rehearsal/: Snakemake's lock files, temporary folders (refused while a rehearsal runs; a "
+                   "rehearsal does it itself when none runs)")
 
     def handler(args) -> int:
-        from .rehearse import run  # imports the model libraries' builders only when a rehearsal runs
+        from .rehearse import run, unlock  # imports the model libraries' builders only when a rehearsal runs
 
+        if args.unlock:
+            if args.targets:
+                p.error("--unlock takes no TARGET")
+            return unlock()
+        if not args.targets:
+            p.error("the following arguments are required: TARGET")
         return run(args.targets, args.config, cores=args.cores, warm=not args.cold, every_kind=args.every_kind)
 
     p.set_defaults(handler=handler)
@@ -545,10 +589,12 @@ def build_parser() -> argparse.ArgumentParser:
     fetch.add_argument("--experiment", required=True, help="experiment name")
     fetch.add_argument("--config", nargs="+", action="extend", metavar="FILE", help=CONFIG_HELP)
     fetch.set_defaults(handler=_fetch)
-    verify = sub.add_parser("verify", help="check every artifact's files against its manifest; --repair deletes the "
-                                           "damaged ones so that Snakemake rebuilds them (exit 1: damage found)")
+    verify = sub.add_parser("verify", help="check every artifact's files against its manifest; --repair moves the "
+                                           "damaged ones aside (into <artifacts>/.quarantine/) so that Snakemake "
+                                           "rebuilds them (exit 1: damage found)")
     verify.add_argument("--artifacts", default="artifacts", help="the artifacts folder (default artifacts)")
-    verify.add_argument("--repair", action="store_true", help="delete each damaged artifact folder")
+    verify.add_argument("--repair", action="store_true", help="move each damaged artifact folder into "
+                        "<artifacts>/.quarantine/<stage>/<key>-<time>/, naming the files in it augsbert did not write")
     verify.add_argument("--results", default="results", help="the results folder whose results/<experiment>.json "
                                                               "files are checked too (default results)")
     verify.set_defaults(handler=_verify)

@@ -47,7 +47,8 @@ from ..store.artifacts import (
     writing,
 )
 from ..reporting.results import labelling_artifact
-from ..store.manifests import file_digest
+from ..store.keys import is_key
+from ..store.manifests import MANIFEST, file_digest
 from ..store.results_files import check_results
 from .backends import BACKENDS, ONNX_CONFIGS, QUANTIZATIONS
 from ..jobs.specs import check_aggregate_spec, load_spec
@@ -347,6 +348,7 @@ def export(spec: dict, model: str, to: str | Path, seed: int | None = None, forc
     artifact = _finished(node)
     _check_read(artifact, node)
     target = Path(to)
+    _check_outside_artifacts(target, artifact, spec["experiment"], model)
     _check_target(target, force, discard_edits)
     results_path = str(results_path) if results_path else f"results/{spec['experiment']}.json"
     results = read_json(results_path) if Path(results_path).is_file() else None
@@ -481,6 +483,23 @@ def readable(folder: Path) -> None:
     for path in [folder, *folder.rglob("*")]:
         if not path.is_symlink():
             path.chmod((0o777 if path.is_dir() else 0o666) & ~mask)
+
+
+def _check_outside_artifacts(target: Path, artifact: Path, experiment: str, model: str) -> None:
+    """Refuse an export into the artifacts folder (the exported artifact's `artifacts/`) or into any artifact folder
+    (one named like a key, holding a spec.json or manifest.json): a model written into an artifact is a file its
+    manifest does not list, so `augsbert verify` called the artifact damaged and `--repair` would have moved the
+    export away with it; the artifacts folder holds what the workflow writes and nothing else."""
+    where = Path(os.path.realpath(target))
+    root = Path(os.path.realpath(artifact)).parent.parent
+    inside = next((folder for folder in [where, *where.parents] if folder == root or (
+        is_key(folder.name) and any((folder / name).is_file() for name in ("spec.json", MANIFEST)))), None)
+    if inside is not None:
+        what = (f"inside the artifacts folder {artifact.parent.parent}/" if inside == root
+                else f"inside the artifact {inside}")
+        raise ExportError(f"--to {target}: {what}, which holds what the workflow writes and nothing else "
+                          f"(`augsbert verify` would call it damaged); export outside it, e.g. --to "
+                          f"models/{experiment}/{model}")
 
 
 def _check_target(target: Path, force: bool, discard_edits: bool = False) -> None:

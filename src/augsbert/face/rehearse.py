@@ -15,15 +15,21 @@ then "N jobs of K kinds rehearsed in T s"; the exit status is 1 when any job fai
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
+import errno
+import fcntl
 import json
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 import types
 import typing
+from collections.abc import Callable
 from pathlib import Path
 
 from ..config import rehearsal
@@ -36,6 +42,8 @@ from ..models.standins import build_standins
 from ..planning.plan import Plan
 from ..stages import stage as registered_stage
 from ..stages.base import Stage
+from ..store.artifacts import holder_text
+from ..store.live_runs import RUNS_DIR, describe, live_runs, stop_hint
 from ..store.model_refs import model_references, standin_kind
 from ..reporting.layout import grid_spec
 from .warm import SOCKET_ENV
@@ -142,10 +150,23 @@ def target_experiments(plan: Plan, targets: list[str]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def job_states(plan: Plan, names: list[str], keys: set[str] | None = None) -> dict[str, list[tuple[str, str, str]]]:
+def job_state(artifact: Path, log: Path, since: float | None = None) -> str:
+    """'OK' (its artifact is there: a folder appears only once its job finished), 'failed' (its log was written, since
+    `since` where given: a log a killed or earlier rehearsal left is not this rehearsal's failure) or 'not run'."""
+    if artifact.is_dir():
+        return "OK"
+    try:
+        written = log.stat().st_mtime
+    except OSError:
+        return "not run"
+    return "failed" if since is None or written >= since else "not run"
+
+
+def job_states(plan: Plan, names: list[str], keys: set[str] | None = None,
+               since: float | None = None) -> dict[str, list[tuple[str, str, str]]]:
     """{job kind: [(key, 'OK' | 'failed' | 'not run', log path)]} of every stage job the experiments plan (or of the
-    jobs `keys`), read from the rehearsal's root (the current directory): an artifact folder is there only once its
-    job finished."""
+    jobs `keys`), read from the rehearsal's root (the current directory); `since`: when the rehearsal started
+    (`job_state`)."""
     references = _references()
     if keys is None:
         keys = experiment_jobs(plan, names)
@@ -153,7 +174,7 @@ def job_states(plan: Plan, names: list[str], keys: set[str] | None = None) -> di
     for key in sorted(keys):
         node = plan.nodes[key]
         log = Path("logs") / node.stage / f"{key}.log"
-        state = "OK" if Path(node.path).is_dir() else "failed" if log.is_file() else "not run"
+        state = job_state(Path(node.path), log, since)
         kinds.setdefault(job_kind(node, references), []).append((key, state, str(Path(rehearsal.ROOT) / log)))
     return kinds
 
@@ -184,7 +205,7 @@ def _warm_server(env: dict, folder: Path, threads: int):
     path = folder / "warm.sock"
     env = {**env, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     server = subprocess.Popen([sys.executable, "-m", "augsbert.face.warm_server", str(path)], env=env,
-                              stderr=open(folder / "warm_server.log", "w"))
+                              stderr=open(folder / "warm_server.log", "w"), preexec_fn=_die_with_parent(signal.SIGTERM))
     for _ in range(600):
         if path.exists() or server.poll() is not None:
             break
@@ -267,6 +288,181 @@ def _references() -> dict:
     return json.loads(path.read_text()) if path and path.is_file() else {}
 
 
+# One rehearsal at a time per root. `augsbert rehearse` holds an exclusive flock on LOCK_NAME in the root for as long
+# as it lives and hands it to the Snakemake it starts (which thus holds it too, were it to outlive the command); the
+# kernel drops it when both are gone, even by `kill -9`. A killed rehearsal once left Snakemake's lock files (the next
+# one stopped with Snakemake's LockException), a log that read as a failure of the next rehearsal, and its
+# temporary folder; now a rehearsal that finds the lock free (and no plain `snakemake --config rehearse=true` live
+# in the root: augsbert.store.live_runs) removes what the stopped one left, and `augsbert rehearse --unlock` does
+# only that.
+LOCK_NAME = ".rehearse.lock"
+TEMP_PREFIX = "augsbert-rehearse-"  # the warm server's socket folder, in the system's temporary folder (short paths)
+OWNER = "owner.lock"  # in each such folder: held by the rehearsal that made it
+LOCK_WAIT_S = 2.0  # a live rehearsal is waited for this long before the message
+STOPPING_WAIT_S = 600.0  # a stopped one (its command killed) while its Snakemake finishes the jobs it was running
+SNAKEMAKE_LOCKS = Path(".snakemake", "locks")  # Snakemake's lock files, below the root (what `--unlock` removes)
+
+
+def hold_root(root: Path, wait: float = LOCK_WAIT_S, stopping_wait: float = STOPPING_WAIT_S) -> int:
+    """Take the rehearsal lock of `root` (a descriptor, held until it is closed or the process ends) or raise
+    ConfigError naming the live rehearsal and what to do. A rehearsal whose command has ended (killed) while its
+    Snakemake finishes the jobs it was running (it got SIGINT: `_die_with_parent`) is waited for up to
+    `stopping_wait` seconds, saying so; a live one up to `wait`."""
+    root.mkdir(parents=True, exist_ok=True)
+    lock = root / LOCK_NAME
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    start, told = time.monotonic(), False
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                stopping = _holder_ended(fd)
+                if time.monotonic() - start < (stopping_wait if stopping else wait):
+                    if stopping and not told:
+                        print(f"augsbert rehearse: waiting for a stopped rehearsal in {rehearsal.ROOT}/ to end (its "
+                              "Snakemake finishes the jobs it was running)", file=sys.stderr, flush=True)
+                        told = True
+                    time.sleep(0.5)
+                    continue
+                holder, hint = holder_text(fd, lock)
+                raise ConfigError(f"another rehearsal is running in {rehearsal.ROOT}/ ({holder}): wait for it to end, "
+                                  f"or {hint or 'stop it'}, then run again") from None
+            except OSError as err:
+                if err.errno not in (errno.ENOLCK, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL):
+                    raise
+                return fd  # a file system without locks: nothing can be known of other rehearsals
+        running = live_runs(root / RUNS_DIR)  # a plain `snakemake --config rehearse=true` in this root
+        if running:
+            raise ConfigError(f"a rehearsal is running in {rehearsal.ROOT}/ ({describe(running[0])}): wait for it "
+                              f"to end, or stop it ({stop_hint(running[0])}), then run again")
+        info = {"pid": os.getpid(), "host": socket.gethostname(),
+                "since": dt.datetime.now().astimezone().isoformat(timespec="seconds")}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(info).encode(), 0)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _holder_ended(fd: int) -> bool:
+    """Whether the `augsbert rehearse` that took the lock (its pid in the file, on this host) has ended: the lock is
+    then held by the Snakemake it started, which is ending too."""
+    try:
+        info = json.loads(os.pread(fd, 4096, 0).decode() or "null")
+        pid, host = int(info["pid"]), str(info["host"])
+    except (OSError, ValueError, TypeError, KeyError):
+        return False
+    if host != socket.gethostname():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        pass
+    return False
+
+
+def clear_stopped(root: Path) -> list[str]:
+    """Remove what stopped rehearsals left, once `hold_root` holds the lock (so none is running): Snakemake's lock
+    files in `root` (as `snakemake --unlock` does) and the temporary folders of rehearsals that are gone. What was
+    removed, as lines to print."""
+    done = []
+    locks = root / SNAKEMAKE_LOCKS
+    if locks.is_dir() and any(locks.iterdir()):
+        shutil.rmtree(locks)
+        done.append(f"removed the lock files a stopped rehearsal left ({rehearsal.ROOT}/{SNAKEMAKE_LOCKS}/)")
+    swept = sweep_temporary()
+    if swept:
+        done.append(f"removed {len(swept)} temporary folder(s) of stopped rehearsals ({', '.join(map(str, swept))})")
+    return done
+
+
+def sweep_temporary(folder: str | Path | None = None) -> list[Path]:
+    """Remove this user's `augsbert-rehearse-*` folders in the temporary folder whose rehearsal is gone: its OWNER
+    lock is free, or (a folder of an earlier version, without one) its warm server's socket answers no one."""
+    folder = Path(folder or tempfile.gettempdir())
+    gone = []
+    for path in sorted(folder.glob(f"{TEMP_PREFIX}*")):
+        try:
+            if not path.is_dir() or path.is_symlink() or path.stat().st_uid != os.getuid():
+                continue
+        except OSError:
+            continue
+        if _folder_in_use(path):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        gone.append(path)
+    return gone
+
+
+def _folder_in_use(path: Path) -> bool:
+    owner = path / OWNER
+    if owner.is_file():
+        try:
+            fd = os.open(owner, os.O_RDONLY)
+        except OSError:
+            return True
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return False
+        except OSError:
+            return True
+        finally:
+            os.close(fd)
+    sock = path / "warm.sock"
+    if not sock.exists():
+        # no server was started there, or it was removed: the folder's age tells an ended rehearsal from one starting
+        return time.time() - path.stat().st_mtime < 60
+    probe = socket.socket(socket.AF_UNIX)
+    try:
+        probe.connect(str(sock))
+        return True
+    except OSError:
+        return False
+    finally:
+        probe.close()
+
+
+def unlock(root: str | Path = rehearsal.ROOT) -> int:
+    """`augsbert rehearse --unlock`: when no rehearsal is running in `root`, remove what stopped ones left."""
+    root = Path(root)
+    if not root.is_dir():
+        print(f"augsbert rehearse: no {root}/ here: nothing to unlock")
+        return 0
+    fd = hold_root(root, wait=0, stopping_wait=0)
+    try:
+        done = clear_stopped(root)
+    finally:
+        os.close(fd)
+    print("\n".join(f"augsbert rehearse: {line}" for line in done) if done
+          else f"augsbert rehearse: nothing to unlock (no rehearsal is running in {root}/, and none left a lock)")
+    return 0
+
+
+def _die_with_parent(sig: int) -> Callable[[], None] | None:
+    """A preexec_fn asking Linux to send `sig` to the child when this process ends, even by SIGKILL (Snakemake:
+    SIGINT, which cancels its jobs and removes its lock files; the warm server: SIGTERM). None elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    parent = os.getpid()
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up here: the child between fork and exec only calls it
+
+    def preexec() -> None:
+        # a command started in the background of a script (`&`) inherits SIGINT ignored, and so would the child
+        signal.signal(sig, signal.SIG_DFL)
+        prctl(1, int(sig), 0, 0, 0)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the parent ended before the request took effect
+            os.kill(os.getpid(), sig)
+
+    return preexec
+
+
 def run(targets: list[str], configs: list[str] | None = None, cores: int = 2, warm: bool = True,
         extra: list[str] | None = None, every_kind: bool = False) -> int:
     """Rehearse `targets` (see the module's docstring); prints Snakemake's log tail on failure and the summary.
@@ -282,7 +478,18 @@ def run(targets: list[str], configs: list[str] | None = None, cores: int = 2, wa
     os.environ[rehearsal.PROJECT_ENV] = os.getcwd()  # relative model paths, planned here in the root (as the Snakefile)
     config = prepare_config(deep_merge(raw, {"rehearse": True}), lazy=True)
     root = Path(rehearsal.ROOT).resolve()
-    root.mkdir(exist_ok=True)
+    held = hold_root(root)  # one rehearsal at a time; what a stopped one left is removed
+    try:
+        for line in clear_stopped(root):
+            print(f"augsbert rehearse: {line}", file=sys.stderr)
+        return _run(targets, configs, cores, warm, extra, every_kind, raw, config, root, held)
+    finally:
+        os.close(held)
+
+
+def _run(targets, configs, cores, warm, extra, every_kind, raw, config, root: Path, held: int) -> int:
+    """The rehearsal itself, `run`'s arguments and what it read, while this process holds the root's lock `held`
+    (handed on to Snakemake)."""
     covering = ""
     if every_kind:
         here, source = os.getcwd(), Path(os.path.expanduser(str(raw.get("data_dir", "data/raw")))).resolve()
@@ -302,21 +509,28 @@ def run(targets: list[str], configs: list[str] | None = None, cores: int = 2, wa
         command += ["--configfile", *[str(Path(c).resolve()) for c in configs]]
     command += [*(extra or []), "--", *targets]
     start = time.perf_counter()
+    started = time.time()
     env = dict(os.environ)
     server = None
-    with tempfile.TemporaryDirectory(prefix="augsbert-rehearse-") as scratch:
+    with tempfile.TemporaryDirectory(prefix=TEMP_PREFIX) as scratch:
+        owner = os.open(Path(scratch) / OWNER, os.O_RDWR | os.O_CREAT, 0o644)  # held while this rehearsal lives
+        fcntl.flock(owner, fcntl.LOCK_EX)
         if warm:
             # the model stages' declared threads (augsbert.stages.base.Stage.threads), as Snakemake scales them
             server, socket_path = _warm_server(env, Path(scratch), min(Stage.threads, cores))
             if server.poll() is None:
                 env[SOCKET_ENV] = str(socket_path)
         log_path = root / "rehearse.log"
-        # a SIGTERM of this command ends Snakemake (and its jobs) and the server too, as Ctrl-C does
-        previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+        # a SIGTERM (or SIGHUP: the terminal closed) of this command ends Snakemake (and its jobs) and the server too,
+        # as Ctrl-C does, and the temporary folder is removed; a SIGKILL cannot be caught: Snakemake and the server
+        # then end by their parent-death signal, and the next rehearsal removes the folder (sweep_temporary)
+        previous = {sig: signal.signal(sig, lambda *_: sys.exit(143)) for sig in (signal.SIGTERM, signal.SIGHUP)}
         try:
             with open(log_path, "w") as log:
                 print(f"augsbert rehearse: {' '.join(command[1:])} (log: {log_path})", file=sys.stderr, flush=True)
-                process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+                # Snakemake holds the rehearsal's lock too (pass_fds), so that one outliving this command is seen
+                process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, pass_fds=(held,),
+                                           preexec_fn=_die_with_parent(signal.SIGINT))
                 try:
                     code = process.wait()
                 except BaseException:  # Ctrl-C or SIGTERM: Snakemake stops its jobs, then this command ends
@@ -324,10 +538,12 @@ def run(targets: list[str], configs: list[str] | None = None, cores: int = 2, wa
                     process.wait()
                     raise
         finally:
-            signal.signal(signal.SIGTERM, previous)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
             if server is not None:
                 server.terminate()
                 server.wait()
+            os.close(owner)
     seconds = time.perf_counter() - start
     here = os.getcwd()
     os.chdir(root)  # plan where the rehearsal ran: its data, its digests, its artifacts
@@ -336,7 +552,7 @@ def run(targets: list[str], configs: list[str] | None = None, cores: int = 2, wa
         plan = plan if every_kind else Plan(config)  # (every kind: the plan the jobs were chosen from)
         try:
             text, ok = summary(job_states(plan, target_experiments(plan, targets) if not every_kind else [],
-                                          jobs if every_kind else None), seconds)
+                                          jobs if every_kind else None, since=started - 1), seconds)
         except ConfigError as err:  # planning stopped: Snakemake said why (the log's tail below)
             text, ok = f"the targets do not plan: {err}", False
     finally:

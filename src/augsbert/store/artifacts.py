@@ -275,6 +275,9 @@ def _holder_text(fd: int, lock: Path) -> tuple[str, str | None]:
     return text, hint
 
 
+holder_text = _holder_text  # also the rehearsal's lock (augsbert.face.rehearse.hold_root)
+
+
 @contextmanager
 def writer_lock(out: str | Path, wait: float = 0) -> Iterator[None]:
     """Hold the exclusive writer lock of output `out`; sweep its leftovers of killed writes.
@@ -411,6 +414,33 @@ def replaceable(out: Path, spec: dict, force: bool) -> None:
                                   "there, even with --force: name a new or artifact folder with --out")
     if not force:
         raise ArtifactExistsError(f"{out} already exists; refusing to overwrite a finished artifact (use --force)")
+
+
+def finished_as_planned(out: str | Path, spec: dict, holds: tuple[str, ...] = ()) -> dict | None:
+    """The metrics of `out` when it is already the finished artifact `spec` plans: a folder named after the spec's
+    content key whose spec.json names that stage and key, and whose files are those its manifest lists (`holds`:
+    the files its stage's artifacts hold besides). Else None.
+
+    Same key, same content: a job that finds its artifact so (another run, or an orphaned job of a killed one,
+    finished it) has nothing to write, and succeeds. It used to fail ("already exists"), and Snakemake then removed
+    the failed job's output, that finished artifact (issue 56, I4). An artifact without a manifest (written
+    before manifests), a damaged one or one of another key is not taken for finished."""
+    from .keys import is_key
+
+    out = Path(out)
+    key, stage = spec.get("key"), spec.get("stage")
+    if not is_key(key) or out.name != key or not out.is_dir() or not (out / "manifest.json").is_file():
+        return None
+    try:
+        written = read_json(out / "spec.json")
+        metrics = read_json(out / "metrics.json")
+    except (OSError, ValueError):
+        return None
+    if not isinstance(written, dict) or written.get("stage") != stage or written.get("key") != key:
+        return None
+    if key_problem(out) or problems(out, holds=holds) or not isinstance(metrics, dict):
+        return None
+    return metrics
 
 
 @contextmanager

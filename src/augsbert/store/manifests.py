@@ -12,9 +12,10 @@ artifacts folder holds a lot. Manifests written by earlier versions (`edges-sha2
 still checked the way they were written.
 
 A stage checks the manifests of its input artifacts before it reads them (`augsbert.face.cli`), and
-`augsbert verify [--repair]` checks every artifact and deletes the damaged ones so that Snakemake
-rebuilds them and what depends on them (named as extra targets of the next run: a run whose own targets
-are up to date never rebuilds a missing intermediate). Artifacts written before manifests existed have
+`augsbert verify [--repair]` checks every artifact and moves the damaged ones aside, into
+`<artifacts>/.quarantine/<stage>/<key>-<time>/` (`quarantine_place`), naming every file in them that augsbert
+did not write (`unlisted_files`), so that Snakemake rebuilds them and what depends on them (named as extra
+targets of the next run: a run whose own targets are up to date never rebuilds a missing intermediate). Artifacts written before manifests existed have
 none and are accepted as they are; a later artifact says in its metrics.json that it has one
 (`WRITTEN_WITH`), so a deleted manifest.json is found too.
 """
@@ -58,7 +59,7 @@ def _files(root: Path) -> list[Path]:
 def _present(root: Path) -> list[str]:
     """The relative names of the files below `root` that a manifest should list (not its own, not Snakemake's,
     not a hidden file or an editor's backup: a file browser's `.DS_Store` or an open editor's `.x.swp` is
-    no damage, and `verify --repair` would delete the whole artifact for it; no reader opens such a name)."""
+    no damage, and `verify --repair` would move the whole artifact aside for it; no reader opens such a name)."""
     return [p.relative_to(root).as_posix() for p in _files(root)
             if p.name not in NOT_CONTENT and not p.name.startswith(".") and not p.name.endswith("~")]
 
@@ -210,3 +211,31 @@ def not_deletable(folder: Path, root: Path, stages: set[str]) -> str | None:
     if files is None or not {"spec.json", "metrics.json"} <= set(files):
         return "neither its spec.json nor its manifest.json says the workflow wrote it"
     return None
+
+
+QUARANTINE = ".quarantine"  # below the artifacts root: where `verify --repair` moves damaged artifacts
+
+
+def quarantine_place(root: str | Path, folder: Path, when: str) -> Path:
+    """Where `verify --repair` moves the damaged artifact `folder` (`<root>/<stage>/<key>`): `<root>/.quarantine/
+    <stage>/<key>-<when>/` (`when`: a timestamp such as 20261128T101500), with `-2`, `-3` ... added when that
+    exists. A dot folder: no reader, `verify` or Snakemake takes anything in it for an artifact."""
+    base = Path(root) / QUARANTINE / folder.parent.name / f"{folder.name}-{when}"
+    place, n = base, 1
+    while place.exists() or place.is_symlink():
+        n += 1
+        place = base.with_name(f"{base.name}-{n}")
+    return place
+
+
+def unlisted_files(root: str | Path) -> list[str] | None:
+    """The files below artifact `root` that its manifest does not list (augsbert did not write them: notes you
+    added, an editor's backup, a file copied in), hidden ones included, as relative names; None when it has no
+    usable manifest (then what augsbert wrote cannot be told). Its manifest.json and Snakemake's timestamp file are
+    not counted."""
+    root = Path(root)
+    files = _entries(root / MANIFEST)
+    if files is None:
+        return None
+    return [name for name in (p.relative_to(root).as_posix() for p in _files(root))
+            if name not in files and Path(name).name not in NOT_CONTENT]

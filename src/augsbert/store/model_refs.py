@@ -59,12 +59,45 @@ def reference_kind(ref: str) -> str:
                 f"model '{ref}': the directory {path} holds no config.json, so it is not a model; give a directory "
                 "saved by save_pretrained / SentenceTransformer.save (or downloaded with `hf download`)")
         return "path"
-    if _HUB_ID.match(ref) and not ref.startswith((".", "/", "~")):
+    if _HUB_ID.match(ref) and not ref.startswith((".", "/", "~")) and not _names_project_folder(ref):
         return "hub"
+    if ref.startswith(("./", "../", "/", "~")) or _names_project_folder(ref):
+        first = ref.split("/")[0]
+        why = ("" if not _names_project_folder(ref) else
+               f"; a reference starting with {first}/ names a local path "
+               f"({'the project folder for local models' if first == MODELS_FOLDER else 'a folder of the project'}), "
+               "not a hub id")
+        raise ModelResolutionError(f"model '{ref}': no such local directory {path}{_close_names(path)}{why}: check "
+                                   "the path")
     raise ModelResolutionError(
-        f"model '{ref}': no such local directory, and not a packaged alias ({', '.join(ALIASES)}) "
-        "or a Hugging Face hub id (org/name)"
+        f"model '{ref}': no such local directory {path}{_close_names(path)}, and not a packaged alias "
+        f"({', '.join(ALIASES)}) or a Hugging Face hub id (org/name)"
     )
+
+
+# The project's folder for local models: the offline instructions (`hf download <id> --local-dir models/<name>`), the
+# data guide (`base_model: models/mine`) and the export rule (models/<experiment>/<model>/) put them there.
+MODELS_FOLDER = "models"
+
+
+def _names_project_folder(ref: str) -> bool:
+    """Whether `ref`, shaped like a hub id (org/name), names a local path: its first part is `models` (the project's
+    folder for local models) or a folder of the project. `models/nothere` (a typo of a local path) was planned as a
+    hub id, stood in for by a rehearsal and accepted by a dry run; only the real job failed, at the hub."""
+    first = ref.split("/")[0]
+    return "/" in ref and first not in ("", ".", "..", "~") and (first == MODELS_FOLDER or local_path(first).is_dir())
+
+
+def _close_names(path: Path) -> str:
+    """`; did you mean <path>?` naming a folder beside the missing `path` whose name is close to its own."""
+    import difflib
+
+    try:
+        present = [p.name for p in path.parent.iterdir() if p.is_dir()] if path.parent.is_dir() else []
+    except OSError:
+        return ""
+    close = difflib.get_close_matches(path.name, present, n=1, cutoff=0.6)
+    return f" (did you mean {path.parent / close[0]}?)" if close else ""
 
 
 def resolve_model(ref: str, revision: str | None = None) -> str:

@@ -1,0 +1,102 @@
+"""Issue 56 I4: a second run beside a live one (after `snakemake --unlock`) stops before any job when it would write
+what the live run writes or reads (augsbert.store.live_runs); runs of disjoint outputs still run side by side."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import augsbert
+from augsbert.store.live_runs import RUNS_DIR, ConcurrentRunError, live_runs, register_run, release_run
+from workflow_helpers import checkout, keep_experiments, snakemake
+
+SRC = str(Path(augsbert.__file__).parents[1])
+
+
+def _live(cwd: Path, outputs: list[str], inputs: list[str] = ()) -> subprocess.Popen:
+    """Another process that registers a run in `cwd` (as a Snakemake run's onstart does) and lives until its input
+    closes; returns once it is registered."""
+    code = ("import sys; from augsbert.store.live_runs import register_run; "
+            f"register_run({outputs!r}, {list(inputs)!r}, command=['snakemake', '--cores', '1']); "
+            "print('ready', flush=True); sys.stdin.read()")
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True, env={**os.environ, "PYTHONPATH": SRC})
+    assert proc.stdout.readline() == "ready\n"
+    return proc
+
+
+def test_a_run_writing_what_a_live_run_writes_or_reads_is_refused(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    other = _live(tmp_path, ["artifacts/data/a-0123456789", "artifacts/teacher/t-0123456789"],
+                  ["artifacts/data/d-0123456789"])
+    try:
+        for outputs in (["artifacts/teacher/t-0123456789", "results/x.json"], ["artifacts/data/d-0123456789"]):
+            with pytest.raises(ConcurrentRunError) as err:
+                register_run(outputs, [])
+            assert str(err.value).startswith(f"another run is live in this folder (pid {other.pid} on host ")
+            assert (f"started as `snakemake --cores 1`) and writes or reads 1 of the outputs this run would write "
+                    f"({outputs[0]}); two runs writing one artifact remove each other's work. Wait for it to end, or "
+                    f"stop it (`kill {other.pid}`), then run again; no job was started") in str(err.value)
+        assert [r["pid"] for r in live_runs()] == [other.pid]
+        # disjoint outputs, or reading what the live run writes: side by side, as Snakemake allows
+        mine = register_run(["artifacts/student/s-0123456789"], ["artifacts/data/a-0123456789"])
+        assert mine is not None and mine.is_file() and json.loads(mine.read_text())["pid"] == os.getpid()
+        release_run(mine)
+        assert not mine.exists()
+    finally:
+        other.kill()  # SIGKILL: no exit handler runs, its record stays, unheld
+        other.wait()
+    assert len(list((tmp_path / RUNS_DIR).glob("*.json"))) == 1
+    assert live_runs() == [] and not list((tmp_path / RUNS_DIR).glob("*.json"))  # a dead run's record is swept
+    release_run(register_run(["artifacts/teacher/t-0123456789"], []))
+
+
+@pytest.mark.workflow
+def test_a_second_snakemake_run_beside_a_live_one_starts_no_job(tmp_path):
+    """As the probe did it, but with the live run's record standing for the first Snakemake (its onstart writes the
+    same record): `snakemake --unlock` leaves the record alone, and the second run stops before its first job with
+    one message, exit code 2; nothing is written or removed."""
+    workdir = checkout(tmp_path / "project")
+    keep_experiments(workdir, "demo_zeroshot")
+    other = _live(workdir, ["results/demo_zeroshot.json"])
+    try:
+        assert snakemake(workdir, "--unlock").returncode == 0
+        proc = snakemake(workdir, "--cores", "1", "results/demo_zeroshot.json")
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert (f"augsbert: error: another run is live in this folder (pid {other.pid} on host ") in proc.stderr
+        assert "Traceback" not in proc.stderr and "rule data" not in proc.stdout + proc.stderr
+        assert not [p for p in (workdir / "artifacts").glob("*/*") if not p.parent.name.startswith(".")]  # no job
+        assert not (workdir / "logs").exists()
+    finally:
+        other.stdin.close()
+        other.wait()
+    assert live_runs(workdir / RUNS_DIR) == []
+
+
+def test_a_run_that_would_write_what_an_orphaned_job_writes_is_refused(tmp_path, monkeypatch):
+    """A job whose Snakemake was killed lives on; a new run (no live run recorded) planning its artifact stops before
+    any job, naming it: Snakemake would otherwise remove that artifact before its own job, were it finished by then."""
+    monkeypatch.chdir(tmp_path)
+    out = "artifacts/teacher/t-0123456789"
+    code = ("import sys; from augsbert.store.artifacts import writer_lock\n"
+            f"with writer_lock({out!r}):\n    print('ready', flush=True); sys.stdin.read()")
+    job = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                           text=True, env={**os.environ, "PYTHONPATH": SRC})
+    assert job.stdout.readline() == "ready\n"
+    try:
+        with pytest.raises(ConcurrentRunError) as err:
+            register_run([out, "results/x.json"], [])
+        assert str(err.value).startswith(f"{out} is being written by pid {job.pid} on host ")
+        assert str(err.value).endswith(f"(a job that outlived the run that started it?), and this run would write it "
+                                       f"too. Wait for it to finish, or stop it (`kill {job.pid}`), then run again; no "
+                                       "job was started")
+    finally:
+        job.stdin.close()
+        job.wait()
+    release_run(register_run([out], []))  # its job ended: the lock file stays, free
