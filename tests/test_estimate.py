@@ -2,6 +2,8 @@
 counts before the data job has run (augsbert.scheduling.estimate, augsbert.stages.sizes.counted_sizes)."""
 
 import math
+import os
+from pathlib import Path
 
 import pytest
 
@@ -94,12 +96,13 @@ def test_plan_estimate_prints_each_job_and_the_total(tmp_path, capsys, monkeypat
     block = out[out.index("augsbert: estimate for"):].splitlines()
     assert block[0] == ("augsbert: estimate for 6 job(s) on this CPU, warm job starts (model size x pairs x "
                         "tokens, not a calibration):")
-    assert [line.split()[0] for line in block[1:]] == ["data", "candidates", "teacher", "labels", "lower_bound",
-                                                       "student", "total"]
+    assert [line.split()[0] for line in block[1:8]] == ["data", "candidates", "teacher", "labels", "lower_bound",
+                                                        "student", "total"]
+    assert block[8].startswith("augsbert: the figures are for ")  # what it assumes, and the load now (issue 56)
     assert "500 steps of 16" in block[3] and "scoring 12,050 pairs" in block[4]  # 8,050 silver + 4,000 gold
     plan, runs = planned(str(tmp_path / "my.yaml"))
     total = sum(estimate.job_estimate(plan, run["key"], "cpu").seconds for run in runs.values())
-    assert block[-1].split()[1:3] == estimate.clock(total).split()[:2]
+    assert block[7].split()[1:3] == estimate.clock(total).split()[:2]
 
 
 # ------------------------------------------------------------------ text lengths computed (issue 54)
@@ -241,3 +244,72 @@ experiments:
     assert job.seconds == pytest.approx(estimate.START_S + encoder + decoder)
     merge = estimate.job_estimate(plan, queries.key, "cpu")
     assert merge.what == "300 passages x 3 (merging the shards' queries)" and merge.seconds < 3
+
+
+# ------------------------------------------------------------------ what the estimate assumes (issue 56, case 13)
+def test_the_estimate_says_its_assumption_and_load_and_warns_beyond_a_week(tmp_path):
+    """`epochs: 100000` printed 77,289,301 h without a word; on loaded cores the estimate was 8.4x short and said
+    nothing of the load. It now says what it assumes (idle cores), the load read when it is made and the likely
+    factor, and warns of a job beyond a week and a run beyond 3 days, naming the setting that drives it."""
+    plan, runs = planned(own_data(tmp_path, "{arch: cbe, epochs: 100000, batch_size: 16}"))
+    text = estimate.estimate_text(plan, [run["key"] for run in runs.values()], ["mine_augsbert"], "cpu",
+                                  load=(9.8, 2))
+    lines = text.splitlines()
+    teacher = estimate.job_estimate(plan, runs["teacher"]["key"], "cpu")
+    assert teacher.seconds > estimate.JOB_WARN_S and teacher.steps == 500 * 100000
+    total = sum(estimate.job_estimate(plan, run["key"], "cpu").seconds for run in runs.values())
+    assert lines[8] == (f"augsbert: the figures are for 2 idle core(s); the load now is 9.8 (1-min load average, 2 "
+                        f"core(s)): expect about 5.9x, {estimate.clock(total * 5.9)} in all, or more (each job's "
+                        "progress line re-estimates from its measured steps)")
+    assert lines[9].startswith(f"augsbert: warning: teacher is estimated at {estimate.clock(teacher.seconds)} (")
+    assert lines[9].endswith(" days, more than 7.0 days): teacher.epochs: 100,000 x 500 steps of 16 per epoch "
+                             "(8,000 pairs) drives it; check that setting (a cap: the section's max_steps, fewer "
+                             "epochs)")
+    assert lines[10].startswith("augsbert: warning: the run is estimated at ") and lines[10].endswith(
+        f"the longest job, teacher ({estimate.clock(teacher.seconds)}), grows with teacher.epochs: 100,000 x 500 "
+        "steps of 16 per epoch (8,000 pairs)")
+    assert "," in estimate.clock(teacher.seconds).split()[0]  # hours with thousands separators
+    capped, runs = planned(own_data(tmp_path, "{arch: cbe, epochs: 1, batch_size: 16}"))
+    quiet = estimate.estimate_text(capped, [run["key"] for run in runs.values()], ["mine_augsbert"], "cpu",
+                                   load=(0.0, 2))
+    assert "warning" not in quiet and "expect about 1.0x" in quiet
+    assert estimate.load_factor(9.8, 2) == pytest.approx(5.9) and estimate.load_factor(-1, 2) == 1.0
+
+
+def test_a_grid_dry_run_estimates_the_teacher_its_readers_plan(monkeypatch):
+    """A grid's dry-run estimate listed 6 jobs and left out the teacher Snakemake planned: a teacher planned by
+    its readers (`models` without `teacher`) is no role of the runs. The estimate now takes every node the
+    runs are built from."""
+    from augsbert.face.cli import print_estimate, run_experiments
+
+    monkeypatch.chdir(REPO)
+    config = load_configs(None, lazy=True)
+    plan = Plan(config)
+    experiments = run_experiments(config, "demo_compact")
+    text = print_estimate(plan, experiments)
+    roles = [line.split()[0] for line in text.splitlines()[1:] if line.startswith("  ")]
+    assert "teacher" in roles  # the labels' teacher, planned by its readers
+    keys = {run["key"] for e in experiments for r in plan.experiment_spec(e)["runs"].values() for run in r.values()}
+    teachers = {k for k in estimate.with_upstream(plan, keys) if plan.node(k).stage == "teacher"} - keys
+    assert len(teachers) == 1 and f"estimate for {len(keys) + 1} job(s)" in text and roles[-1] == "total"
+
+
+def test_a_run_hands_each_job_its_estimate(tmp_path, monkeypatch):
+    """The run's estimate per job, written before the first job where the job's progress line reads it."""
+    from augsbert.scheduling import progress
+
+    plan, runs = planned(own_data(tmp_path))
+    monkeypatch.delenv(estimate.ESTIMATE_FILE_ENV, raising=False)
+    keys = [run["key"] for run in runs.values()]
+    text = estimate.estimate_for_run(plan, keys, ["mine_augsbert"], "cpu", True, tmp_path / "run")
+    path = Path(os.environ[estimate.ESTIMATE_FILE_ENV])
+    assert path.parent == tmp_path / "run" and "augsbert: the figures are for " in text
+    teacher = estimate.job_estimate(plan, runs["teacher"]["key"], "cpu", warm=True)
+    record = progress.job_estimate(runs["teacher"]["key"])
+    assert record["steps"] == 500 and record["step_s"] == pytest.approx(teacher.step_s, rel=1e-5)
+    # a training step of the teacher: the batch's examples at their per-example cost (the estimate's own parts)
+    assert teacher.step_s * 500 < teacher.seconds - estimate.WARM_START_S < teacher.step_s * 500 + 60
+    assert progress.job_estimate("nothere-0000000000") == {}
+    estimate.forget_run_estimates()
+    assert not path.exists() and estimate.ESTIMATE_FILE_ENV not in os.environ
+    assert progress.job_estimate(runs["teacher"]["key"]) == {}  # no run's file: no estimate

@@ -349,6 +349,37 @@ def test_one_seed_metrics_have_no_spread_column(experiment, tmp_path):
     assert "± 0.00" not in card and "mean ± std" not in card
 
 
+def test_the_card_says_a_cut_pass_and_the_data_warnings(experiment, tmp_path):
+    """Issue 56 (case 5): a card said "chosen epoch 1" for a run stopped at step 60 of the epoch's 277, and left
+    out the data's warnings that inflate its test score (35 pairs in both train and test)."""
+    student = Path(STUDENTS[42])
+    spec = json.loads((student / "spec.json").read_text())
+    spec["params"]["max_steps"] = 60
+    (student / "spec.json").write_text(json.dumps(spec))
+    metrics = json.loads((student / "metrics.json").read_text())
+    metrics.update(train_pairs=4432, dev_history=[{"epoch": 1, "step": 60, "dev_spearman": 55.5, "train_loss": 0.1}])
+    (student / "metrics.json").write_text(json.dumps(metrics))
+    shared = "lee: 35 pair(s) occur in both train/test (a test pair seen in training inflates its score)"
+    data = json.loads((Path(DATA) / "metrics.json").read_text())
+    (Path(DATA) / "metrics.json").write_text(json.dumps({**data, "warnings": [shared]}))
+    labels = json.loads((Path(LABELS) / "metrics.json").read_text())
+    (Path(LABELS) / "metrics.json").write_text(json.dumps({**labels, "warnings": ["only 7 silver pair(s)", shared]}))
+    export(experiment, "student", tmp_path / "s")
+    card = (tmp_path / "s" / "README.md").read_text()
+    assert ("| chosen epoch | 1, a partial pass: stopped at step 60 (max_steps 60), 60 of the epoch's 277 steps (21 % "
+            "of the 4,432 training pairs seen in it) (dev Spearman 55.50) |") in card
+    warnings = card.split("### Warnings\n\n", 1)[1].split("\n### ", 1)[0]
+    assert warnings.endswith(f"\n\n- {shared}\n- only 7 silver pair(s)\n")  # the data's first, each once
+    assert card.index("### Warnings") < card.index("### Test metrics")
+    assert json.loads((tmp_path / "s" / MARKER).read_text())["warnings"] == [shared, "only 7 silver pair(s)"]
+    metrics["dev_history"] = [{"epoch": 1, "step": 277, "dev_spearman": 55.5}, {"epoch": 2, "step": 554,
+                                                                                "dev_spearman": 50.0}]
+    (student / "metrics.json").write_text(json.dumps(metrics))
+    export(experiment, "student", tmp_path / "full")
+    assert "| chosen epoch | 1, at step 277 (277 steps an epoch) (dev Spearman 55.50) |" in (
+        tmp_path / "full" / "README.md").read_text()
+
+
 def test_metrics_fall_back_to_the_artifact_when_the_results_file_describes_another(experiment, tmp_path):
     results = json.loads(Path("results/g.bm25.lee.json").read_text())
     results["models"]["student"]["artifacts"]["42"]["model"] = "artifacts/student/lee.be-9999999999"
@@ -486,11 +517,15 @@ def test_export_refuses_an_edited_artifact_and_names_a_truncated_model(experimen
     assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".out.partial*"))
 
 
-@pytest.mark.parametrize("name, role, seed", [("demo_cbe", "teacher", 42), ("demo.bm25.lee", "student", 43)])
+@pytest.mark.parametrize("name, role, seed", [("demo_cbe", "teacher", 42), ("demo.bm25.lee", "student", 43),
+                                             ("demo.bm25.lee", "lower_bound", 42)])
 def test_recipe_holds_what_gives_the_model_its_key(tmp_path, monkeypatch, name, role, seed):
     """Issue 50 item 7: the recipe dumped the whole effective config (~290 lines), `loss: bce` under a
     Cross-Bi-Encoder teacher and the student's `selection: null` beside a teacher among them. It now holds the
-    options the key needs; read as the user will (over config/config.yaml), it plans the exported model's key."""
+    options the key needs; read as the user will (over config/config.yaml), it plans the exported model's key.
+    Issue 56 (case 5): the lower bound's recipe dropped the teacher's caps while its command (the results file)
+    trained the experiment's teacher, uncapped: now every artifact the recipe's results file builds is one the
+    experiment planned (its `models` cut to the exported model), so nothing is built with options it left out."""
     from augsbert.config.load import load_configs
     from augsbert.face.export import reproduce_recipe
     from augsbert.planning.plan import Plan
@@ -510,10 +545,16 @@ def test_recipe_holds_what_gives_the_model_its_key(tmp_path, monkeypatch, name, 
         return [key, *[k for _, up in graph.node(key).inputs for k in chain(graph, up)]]
     assert chain(replan, node["key"]) == chain(plan, node["key"]) and len(chain(plan, node["key"])) > 1
     experiment = recipe["experiments"][own]
+    # what `snakemake results/<own>.json` builds from the recipe: only artifacts the experiment planned, by role
+    built = replan.experiment_spec(own)["runs"]
+    assert all(run["key"] == spec["runs"][s][r]["key"] for s, roles in built.items() for r, run in roles.items())
+    assert experiment["models"] == [role] and role in built[str(seed)]
     if role == "teacher":  # the CBE teacher: no Cross-Encoder loss, no student options
-        assert experiment == {"dataset": "lee", "models": ["zero_shot", "lower_bound", "teacher"],
-                              "description": spec["config"]["description"]}
+        assert experiment == {"dataset": "lee", "models": ["teacher"], "description": spec["config"]["description"]}
         assert spec["config"]["teacher"]["loss"] == "bce" and spec["config"]["student"]["selection"] is None
+    elif role == "lower_bound":  # no teacher, no silver pairs: nothing of them is built, so no option of them
+        assert not {"teacher", "labels", "candidates"} & set(built[str(seed)]) and "teacher" not in experiment
+        assert "teacher" in spec["runs"][str(seed)]  # (the experiment's own teacher: capped, built by its results)
     else:  # the demo's own options: the shipped defaults give the rest
         assert experiment["candidates"] == {"strategies": ["bm25"], "top_k": 1, "pool": "train+unlabeled"}
         assert experiment["teacher"] == {"epochs": 1, "max_length": 256}
@@ -569,9 +610,10 @@ def test_cbe_teacher_card_says_only_what_made_it(tmp_path, monkeypatch, tiny_mod
     export(spec, "teacher", tmp_path / "t")
     card = (tmp_path / "t" / "README.md").read_text()
     recipe = yaml.safe_load(card.split("save this as `reproduce.yaml`", 1)[1].split("```yaml\n", 1)[1].split("```")[0])
-    assert recipe["experiments"] == {"demo_cbe-reproduced": {"dataset": "lee", "models": ["zero_shot", "lower_bound", "teacher"],
-                                                  "description": spec["config"]["description"]}}
-    assert f"that give this model its artifact key `{teacher['key']}`" in card
+    assert recipe["experiments"] == {"demo_cbe-reproduced": {"dataset": "lee", "models": ["teacher"],
+                                                             "description": spec["config"]["description"]}}
+    assert f"this model (artifact key `{teacher['key']}`), what it is built from and its evaluation" in card
+    assert "results/demo_cbe-reproduced.json   # trains this teacher and what it is built from, then scores it" in card
     for word in ("bce", "selection", "use_gold_labels", "sampling", "<!--", "Additional Resources"):
         assert word not in card, word  # nothing of the Cross-Encoder, the student, the silver data; no empty section
     settings = card.split("### Settings (what entered the artifact keys)", 1)[1].split("\n### ", 1)[0]

@@ -43,6 +43,13 @@ def test_the_own_data_page_runs_as_written(tmp_path, tiny_model):
     # the estimate before the first job (issue 50): the page's run prints it, one line per job and the total
     estimate = out.index("augsbert: estimate for 6 job(s) on this CPU")
     assert estimate < out.index("augsbert data --spec") and "\n  total " in out[estimate:]
+    # with what it assumes and the load (issue 56); each job's estimate was handed to it and removed at the end
+    assert "\naugsbert: the figures are for " in out[estimate:out.index("augsbert data --spec")]
+    assert not list((work / ".snakemake" / "augsbert").glob("estimate-*.json"))
+    import json
+
+    student = json.loads((work / "results" / "mine_augsbert.json").read_text())["models"]["student"]["per_seed"]["42"]
+    assert student["speed_device"] == "cpu" and student["speed_cpus"] >= 1 and student["speed_load"] >= 0  # issue 56
     for model in ("SBERT (lower bound)", "CBE (upper bound)", "AugSBERT"):  # the rows by their titles
         assert f"\n{model} " in out
     assert "augsbert: warning: the silver pool holds only " in out and "sentence(s) (below 100)" in out

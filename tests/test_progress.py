@@ -22,18 +22,18 @@ def test_the_line_names_stage_step_eta_and_log():
     assert job.line() == ("augsbert: teacher lee.cbe-0123456789: running for 1:30 "
                           "(log logs/teacher/lee.cbe-0123456789.log)")  # before the trainer starts
     job.steps(0, 20)
-    assert "step 0/20 (0 %), ETA after the first step" in job.line()
+    assert "step 0/20 (0 %), time left after the first step" in job.line()
     clock.now += 30.0
     job.steps(5, 20)  # 6 s a step, 15 steps left
-    assert job.line() == ("augsbert: teacher lee.cbe-0123456789: step 5/20 (25 %), ETA 1:30 "
+    assert job.line() == ("augsbert: teacher lee.cbe-0123456789: step 5/20 (25 %), 1:30 left "
                           "(log logs/teacher/lee.cbe-0123456789.log)")
-    job.steps(0, 4)  # a new trainer: a new base for the ETA
+    job.steps(0, 4)  # a new trainer: a new base for the time left
     clock.now += 7200.0
     job.steps(2, 4)
-    assert job.line().endswith("step 2/4 (50 %), ETA 2:00:00 (log logs/teacher/lee.cbe-0123456789.log)")
+    assert job.line().endswith("step 2/4 (50 %), 2:00:00 left (log logs/teacher/lee.cbe-0123456789.log)")
     job.print()
     assert out.getvalue() == job.line() + "\n"
-    # after the last step the job's scoring is named, not a frozen "100 %, ETA 0:00" (issue 50 item 5)
+    # after the last step the job's scoring is named, not a frozen "100 %, 0:00 left" (issue 50 item 5)
     import augsbert.scheduling.progress as progress_module
 
     job.steps(4, 4)
@@ -45,6 +45,41 @@ def test_the_line_names_stage_step_eta_and_log():
                               "(log logs/teacher/lee.cbe-0123456789.log)")
     finally:
         progress_module._active = None
+
+
+def test_time_left_comes_from_the_estimate_then_from_the_measured_steps():
+    """Issue 56 (case 13): under load the estimate was 29x short on one job and the progress line never said so.
+    Until MEASURED_STEPS steps are measured the time left is the run's estimate of the job (idle cores) times the
+    factor of the load it read; then the measured rate, with the estimate beside it where the two part by more
+    than DEPARTS."""
+    clock, load = Clock(), [(12.3, 2)]
+    job = Progress("teacher k", None, io.StringIO(), clock=clock, estimate={"step_s": 0.5, "load": 9.8, "cores": 2},
+                   load=lambda: load[0])
+    job.steps(0, 60)
+    assert job.line() == ("augsbert: teacher k: step 0/60 (0 %), about 2:57 left (estimated, 5.9x for load 9.8 on 2 "
+                          "core(s); 0 of 3 steps measured)")  # 60 x 0.5 s x 5.9
+    clock.now += 6.0
+    job.steps(2, 60)
+    assert "about 2:51 left (estimated, 5.9x" in job.line()  # 2 steps are not yet a rate
+    clock.now += 9.0
+    job.steps(5, 60)  # 3 s a step, 55 steps left
+    assert job.line() == ("augsbert: teacher k: step 5/60 (8 %), 2:45 left (measured 3.00 s/step, 6.0x the "
+                          "estimate's 0.50 s for idle cores; load now 12.3 on 2 core(s), this job's threads included)")
+    load[0] = (4.0, 2)  # no load recorded with the estimate: the load now
+    nameless = Progress("teacher k", None, io.StringIO(), clock=clock, estimate={"step_s": 0.5}, load=lambda: load[0])
+    nameless.steps(0, 10)
+    assert "about 0:15 left (estimated, 3.0x for load 4.0 on 2 core(s); 0 of 3 steps measured)" in nameless.line()
+    load[0] = (0.1, 2)
+    idle = Progress("student k", None, io.StringIO(), clock=clock, estimate={"step_s": 0.5}, load=lambda: load[0])
+    idle.steps(0, 60)
+    clock.now += 2.5
+    idle.steps(4, 60)  # 0.62 s a step: within DEPARTS of the estimate
+    assert idle.line() == "augsbert: student k: step 4/60 (6 %), 0:35 left (measured 0.62 s/step, as estimated)"
+    fast = Progress("student k", None, io.StringIO(), clock=clock, estimate={"step_s": 5.0}, load=lambda: load[0])
+    fast.steps(0, 10)
+    clock.now += 3.0
+    fast.steps(3, 10)
+    assert "0:07 left (measured 1.00 s/step, 0.2x the estimate's 5.00 s for idle cores; load now 0.1" in fast.line()
 
 
 def test_progress_is_printed_on_the_console_descriptor_every_period(tmp_path, monkeypatch):
@@ -66,7 +101,7 @@ def test_progress_is_printed_on_the_console_descriptor_every_period(tmp_path, mo
     progress.stop()
     os.close(write)
     text = os.read(read, 100000).decode()
-    assert text.startswith("augsbert: student lee.be-1: ") and "lee.be-1: step 3/10 (30 %), ETA 0:0" in text
+    assert text.startswith("augsbert: student lee.be-1: ") and "lee.be-1: step 3/10 (30 %), 0:0" in text
     assert "(log logs/student/lee.be-1.log)" in text and progress.callback() is None
     progress.warn("only 3 silver pair(s)", env={progress.PROGRESS_FD_ENV: "999"})  # no such descriptor: no error
 

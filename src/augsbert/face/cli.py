@@ -440,12 +440,13 @@ def run_snakemake(command: list[str]) -> int:
 
 def print_estimate(plan: Plan, experiments: list[str]) -> str:
     """The time estimate of the experiments' jobs whose artifacts are not built yet (augsbert.scheduling.estimate)."""
-    from ..scheduling.estimate import estimate_text
+    from ..scheduling.estimate import estimate_text, with_upstream
 
-    keys = []
-    for name in experiments:
-        for roles in plan.experiment_spec(name)["runs"].values():
-            keys += [run["key"] for run in roles.values() if not Path(run["path"]).is_dir() and run["key"] not in keys]
+    keys = [run["key"] for name in experiments for roles in plan.experiment_spec(name)["runs"].values()
+            for run in roles.values()]
+    # and every node those are built from: a teacher its readers plan (not a row: `models` without `teacher`) is
+    # no role of the runs, and Snakemake runs it all the same (issue 56)
+    keys = [key for key in with_upstream(plan, keys) if not Path(plan.node(key).path).is_dir()]
     from .warm import wanted
 
     warm = wanted(local=True, deployment=False, stage_jobs=len(keys)) is None  # as a local run will start them

@@ -190,7 +190,7 @@ def training_facts(spec: dict, role: str, seed: int, node: dict, results: dict |
     recipe, own, unpruned = reproduce_recipe(spec, role, seed, node, data_dir)
     chain = keyed_settings(artifact)
     if metrics.get("best_epoch") is not None:
-        rows.append(("chosen epoch", f"{metrics['best_epoch']} (dev Spearman {_fmt(metrics.get('dev_spearman'))})"))
+        rows.append(("chosen epoch", chosen_epoch(metrics, params)))
     rows.append(("config hash", f"`{spec['config_hash']}` (artifact `{node['key']}`)"))
     facts["settings"] = chain[0][2]  # the keyed params of the model's stage; of all it was built from:
     facts["built_from"] = [{"key": key, "stage": stage, "settings": options} for key, stage, options in chain[1:]]
@@ -209,7 +209,13 @@ def training_facts(spec: dict, role: str, seed: int, node: dict, results: dict |
     section = recipe["experiments"][own].get(row_stages()[role].section) or {}
     mark = {"selection": " (what the recipe's `selection: null` means here)"} \
         if section.get("selection", "unset") is None else {}
+    warnings = chain_warnings(artifact)
+    facts["warnings"] = warnings
     lines = ["## Training (augsbert)", "", *_table(rows), "",
+             *(["### Warnings", "",
+                "Recorded by the jobs this model was built from (its data, its silver pairs); a test pair also seen "
+                "in training inflates the test scores below.", "",
+                *[f"- {w}" for w in warnings], ""] if warnings else []),
              "### Settings (what entered the artifact keys)", "",
              "The options of this model's stage and of each artifact it was built from, as planned (their key hashes "
              "them; runtime settings such as the evaluation batch size are left out).", "",
@@ -233,6 +239,48 @@ def training_facts(spec: dict, role: str, seed: int, node: dict, results: dict |
                   *[f"| {metric} | {_fmt(value)} |" for metric, value in values.items()]]
     lines += reproduce_section(spec, role, seed, node, to_hint, recipe, own, unpruned)
     return "\n".join(lines), facts
+
+
+def chosen_epoch(metrics: dict, params: dict) -> str:
+    """The epoch the dev split chose, with its step: a pass cut short by `max_steps` is said to be (issue 56: "chosen
+    epoch 1" for a run stopped at step 60 of the epoch's 277)."""
+    best = metrics["best_epoch"]
+    entry = next((h for h in metrics.get("dev_history") or () if h.get("epoch") == best), {})
+    step, pairs, batch = entry.get("step"), metrics.get("train_pairs"), params.get("batch_size")
+    score = f"dev Spearman {_fmt(metrics.get('dev_spearman'))}"
+    if not isinstance(step, int) or not isinstance(pairs, int) or not isinstance(batch, int) or batch < 1:
+        return f"{best} ({score})"
+    per_epoch = max(1, -(-pairs // batch))  # optimizer steps of one pass, as the trainer counts them
+    done = step - (best - 1) * per_epoch
+    if 0 < done < per_epoch:
+        cap = f"max_steps {params['max_steps']}" if params.get("max_steps") else "training"
+        return (f"{best}, a partial pass: stopped at step {step:,} ({cap}), {done:,} of the epoch's {per_epoch:,} "
+                f"steps ({100 * done // per_epoch} % of the {pairs:,} training pairs seen in it) ({score})")
+    return f"{best}, at step {step:,} ({per_epoch:,} steps an epoch) ({score})"
+
+
+def chain_warnings(artifact: Path) -> list[str]:
+    """The warnings the artifact and every artifact it was built from recorded (their metrics.json `warnings`:
+    the data's pairs shared by train and test, duplicates, a small silver pool), each once, an artifact's after
+    those of what it was built from (the data's first, as the results file lists them)."""
+    found: list[str] = []
+    done: set[str] = set()
+
+    def visit(path: Path) -> None:
+        if path.name in done or not (path / "spec.json").is_file():
+            return
+        done.add(path.name)
+        for upstream in (read_json(path / "spec.json").get("inputs") or {}).values():
+            if isinstance(upstream, str):
+                visit(Path(upstream))
+        try:
+            warnings = read_json(path / "metrics.json").get("warnings") or ()
+        except (OSError, ValueError, AttributeError):
+            return
+        found.extend(w for w in warnings if isinstance(w, str) and w not in found)
+
+    visit(Path(artifact))
+    return found
 
 
 def keyed_settings(artifact: Path) -> list[tuple[str, str, dict]]:
@@ -275,9 +323,14 @@ def reproduce_section(spec: dict, role: str, seed: int, node: dict, to_hint: str
     """A recipe that runs as written in a clone of augsbert: one config file (`reproduce_recipe`) and the
     commands that train and export."""
     config = spec["config"]
-    what = (f"the dataset and only the options that give this model its artifact key `{node['key']}`: read over "
-            "config/config.yaml it plans that very key, as checked when this card was written; every option left out "
-            "never reached this model or has config/config.yaml's value" if unpruned is None else
+    models = recipe["experiments"][own].get("models")
+    what = (f"the dataset and only the options of what the command below builds: "
+            + (f"this model (artifact key `{node['key']}`), what it is built from and its evaluation (`models: "
+               f"[{role}]`)" if models == [role] else
+               f"the experiment's models (`models`), this one's artifact key `{node['key']}` among them")
+            + "; read over config/config.yaml it plans those very artifact keys, as checked when this card was "
+              "written; every option left out never reached them or has config/config.yaml's value"
+            if unpruned is None else
             f"the dataset and the whole experiment config as trained, config hash `{spec['config_hash']}`; it could "
             f"not be cut to the options this model used: {unpruned}")
     stage = node.get("stage", Path(node["path"]).parent.name)
@@ -292,7 +345,8 @@ def reproduce_section(spec: dict, role: str, seed: int, node: dict, to_hint: str
         "then, from the clone's root (`--` ends the list of config files):", "",
         "```bash",
         f".venv/bin/snakemake --cores 2 --configfile reproduce.yaml -- results/{own}.json   # trains this {stage} "
-        "and everything the results need",
+        + ("and what it is built from, then scores it" if unpruned is None and models == [role] else
+           "and everything the results need"),
         f".venv/bin/augsbert export --config reproduce.yaml --experiment {own} --model {role} --seed {seed} "
         f"--to {to_hint}",
         "```", ""]

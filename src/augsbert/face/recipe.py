@@ -13,6 +13,13 @@ stays the same without it: it then either did not enter the key or its value is 
 the schema give anyway. What is left plans the same key (checked once more at the end). Where the full config
 itself does not plan that key here (no config/config.yaml in the working directory, the config changed since the
 model was trained, data absent), nothing is pruned and `prune` says why.
+
+The recipe's command builds the experiment's results file, so the recipe must hold the options of everything that
+file builds, not only of the model (issue 56: the lower bound's recipe dropped the teacher's caps while its
+command trained the experiment's teacher, uncapped, hours on a CPU). Its `models` is cut to the exported model's
+role where that plans the same key (the results file then builds that model, what it is built from and its
+evaluation, nothing else), and an option is dropped only where every planned key of the experiment's runs stays
+the same without it.
 """
 
 from __future__ import annotations
@@ -41,17 +48,30 @@ def recipe_name(name: str, shipped: Path = SHIPPED_CONFIG) -> str:
     return f"{own}-reproduced" if own in taken else own
 
 
-def planned_key(base: dict, recipe: dict, name: str, seed: int, role: str) -> str | None:
-    """The key the planner gives `role` of `seed` when `recipe` is read over `base` (the shipped config's raw
-    YAML); None where it plans no such model or the config is refused."""
+def planned_runs(base: dict, recipe: dict, name: str) -> dict[str, dict[str, str]] | None:
+    """{seed: {role: key}} of experiment `name` when `recipe` is read over `base` (the shipped config's raw YAML):
+    every artifact its results file is built from; None where the config is refused."""
     raw = deep_merge(base, recipe)  # as the user's --configfile is read: a shipped experiment of that name under it
     raw["experiments"] = {name: raw["experiments"][name]}  # only the recipe's experiment: the other shipped ones
     raw.pop("grids", None)                                  # and the grids are not planned (faster, no clashes)
     try:
         spec = Plan(prepare_config(raw, lazy=True)).experiment_spec(name)
     except Exception:  # noqa: BLE001 -- refused for whatever reason (an option it cannot do without, data the
-        return None     # planner cannot read): not the same key
-    return ((spec["runs"].get(str(seed)) or {}).get(role) or {}).get("key")
+        return None     # planner cannot read): not the same keys
+    return {seed: {role: run["key"] for role, run in roles.items()} for seed, roles in spec["runs"].items()}
+
+
+def planned_key(base: dict, recipe: dict, name: str, seed: int, role: str) -> str | None:
+    """The key the planner gives `role` of `seed` when `recipe` is read over `base`; None where it plans no such
+    model or the config is refused."""
+    return ((planned_runs(base, recipe, name) or {}).get(str(seed)) or {}).get(role)
+
+
+def only_model(recipe: dict, name: str, role: str) -> dict:
+    """`recipe` with its experiment's `models` cut to `role` (the exported model's)."""
+    own = copy.deepcopy(recipe)
+    own[EXPERIMENT][name]["models"] = [role]
+    return own
 
 
 def _paths(tree: dict, prefix: tuple = ()) -> list[tuple]:
@@ -91,8 +111,9 @@ def minimal(recipe: dict, name: str, same: Callable[[dict], bool]) -> dict:
 
 def prune(recipe: dict, name: str, seed: int, role: str, key: str,
           shipped: Path = SHIPPED_CONFIG) -> tuple[dict, str | None]:
-    """The recipe pruned to the options that give `role` of `seed` its key `key`, and None; or the recipe as it
-    was and the reason it could not be pruned (the full recipe does not plan `key` here)."""
+    """The recipe pruned to the options of what its results file builds (`models` cut to `role` where that plans
+    `role` of `seed` the same key `key`), and None; or the recipe as it was and the reason it could not be pruned
+    (the full recipe does not plan `key` here)."""
     if not shipped.is_file():
         return recipe, f"no {shipped} in the working directory to plan it with"
     base = read_config(shipped)
@@ -100,5 +121,11 @@ def prune(recipe: dict, name: str, seed: int, role: str, key: str,
     if got != key:
         return recipe, (f"read over {shipped} here, the full config plans {got or 'no such model'}, not {key} (the "
                         "config or the data changed since the model was trained)")
-    pruned = minimal(recipe, name, lambda trial: planned_key(base, trial, name, seed, role) == key)
+    # what the recipe's command builds: the model alone where `models: [<role>]` plans it the same, else the
+    # experiment's models; every key of the results file's artifacts must stay as planned
+    own = only_model(recipe, name, role)
+    runs = planned_runs(base, own, name)
+    if ((runs or {}).get(str(seed)) or {}).get(role) != key:
+        own, runs = recipe, planned_runs(base, recipe, name)
+    pruned = minimal(own, name, lambda trial: planned_runs(base, trial, name) == runs)
     return pruned, None

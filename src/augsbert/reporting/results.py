@@ -45,6 +45,9 @@ NUMBERED_ROLES = (
                                                       f"{' (the second, mutual chain)' if m[2] else ''}"),
 )
 METRICS = ("spearman", "pearson")
+# a Bi-Encoder's deployment cost (its job's metrics.json), with the conditions its speed was measured under
+# (augsbert.training.pair_job.speed_conditions): the grid tables label the speed with them
+DEPLOYMENT = ("sentences_per_s", "model_size_mb", "speed_load", "speed_cpus", "speed_threads", "speed_device")
 PACKAGES = ("augsbert", "torch", "transformers", "sentence-transformers", "snakemake",
             "numpy", "pandas", "scipy", "scikit-learn", "faiss-cpu", "mteb")  # mteb: optional extra
 
@@ -179,8 +182,8 @@ def _results(spec: dict) -> dict:
                     entry["arch"] = metrics["arch"]
                 for dim, scores in (metrics.get("test_by_dim") or {}).items():  # a Matryoshka student, per size
                     entry[f"spearman@{dim}"] = scores.get("spearman")
-                for key in ("sentences_per_s", "model_size_mb"):  # a Bi-Encoder's deployment cost
-                    if isinstance(metrics.get(key), (int, float)):
+                for key in DEPLOYMENT:  # a Bi-Encoder's deployment cost, and what its speed was measured under
+                    if isinstance(metrics.get(key), (int, float, str)) and not isinstance(metrics.get(key), bool):
                         entry[key] = metrics[key]
                 if metrics.get("selection"):  # how a Bi-Encoder picked its epoch (no target dev in transfer)
                     entry["selection"] = metrics["selection"]

@@ -49,11 +49,23 @@ machine; `python benchmarks/bench_estimate.py CONFIG NAME` prints estimate again
 Before the sampling job has run, the silver pairs are counted as pool sentences × top_k (augsbert.stages.sizes),
 an upper bound: duplicates and sentences of dev/test pairs leave later, so an estimate is rather long than short.
 On a GPU the figures are divided by GPU_SPEEDUP, an assumption, not a measurement.
+
+Every figure is for idle cores, and the estimate says so: it reads the load now (the 1-minute load average,
+os.getloadavg, and the cores this process may use) when it is made and prints the likely factor on a shared
+machine, `load_factor`: 1 + load / cores (a job keeps its cores busy; with `load` other busy threads on them it
+gets cores / (cores + load) of the machine). Measured on the own-data page's 4K-pair STS-B run
+(docs/guide/own-data.md): threads that wait on each other lose more than that share, so under load the factor is
+a lower bound. A job estimated beyond JOB_WARN_S or a run beyond TOTAL_WARN_S is warned about, naming the setting
+that drives it (`epochs: 100000` printed 77,289,301 h without a word before). A run also hands each job its
+estimate (`write_job_estimates`, the file named by ESTIMATE_FILE_ENV): the job's progress line
+(augsbert.scheduling.progress) compares its measured time per step with it.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,6 +76,7 @@ from ..stages.margins import MARGINS
 from ..stages.negatives import BM25, NEGATIVES
 from ..stages.queries import INVERSE_CLOZE, QUERIES
 from ..stages.sizes import DEFAULT_SIZE, data_sizes, split_sizes, text_chars
+from .progress import ESTIMATE_FILE_ENV, load_factor, machine_load
 
 REFERENCE_PARAMS = 22_700_000  # all-MiniLM-L6-v2, the packaged default model
 # CPU figures of the reference model on 2 idle cores (see the module docstring for where they come from). A
@@ -98,6 +111,9 @@ SEARCH_S_PER_PAIR = 3.7e-9  # exact search, seconds per query x passage at 384 d
 # benchmarks/bench_gpl_search.py); scaled by the embedding's dimension / 384. BM25's score block is priced so too.
 SEARCH_DIMS = 384
 DEFAULT_QUERY_CHARS = 40  # a dataset's own queries (BEIR qrels) before its data job: a short question
+# Beyond these an estimate is a setting to check, not a plan: a job longer than a week, a run longer than 3 days
+JOB_WARN_S = 7 * 24 * 3600.0
+TOTAL_WARN_S = 3 * 24 * 3600.0
 
 
 @dataclass(frozen=True)
@@ -107,6 +123,8 @@ class JobEstimate:
     steps: int | None  # optimizer steps of a training job
     seconds: float
     what: str  # e.g. "60 steps of 16; scoring 500 dev + 1,379 test pairs"
+    step_s: float | None = None  # seconds per optimizer step of its training (idle cores), for the progress line
+    driver: str | None = None  # the setting its time grows with, as written in a config (`teacher.epochs: 3`)
 
 
 def model_params(reference: str | None) -> int | None:
@@ -130,19 +148,71 @@ def estimate_device(configured: str) -> str:
     return "gpu" if inventory() else "cpu"
 
 
-def estimate_text(plan, keys, experiments, configured_device: str, warm: bool = False) -> str:
-    """The estimate of the jobs `keys` (planned nodes; others, e.g. results files, are left out) as printed;
-    `warm`: the jobs start as forks of a warm server (a local run's default, augsbert.face.warm)."""
+def with_upstream(plan, keys) -> list[str]:
+    """`keys` and every planned node they are built from (inputs of inputs), each once, `keys` first."""
+    found = list(dict.fromkeys(keys))
+    seen = set(found)
+    for key in found:  # grows while it is read
+        for _, upstream in plan.node(key).inputs:
+            if upstream not in seen:
+                seen.add(upstream)
+                found.append(upstream)
+    return found
+
+
+def estimate_jobs(plan, keys, device: str, warm: bool = False) -> list[JobEstimate]:
+    """The estimates of the jobs `keys` (planned nodes; others, e.g. results files, are left out) on `device`
+    (cpu / gpu), in planning order."""
     from ..stages import planning_order
 
-    device = estimate_device(configured_device)
     cache: dict = {}
     order = [stage.name for stage in planning_order()]
     order += [name for name in REGISTRY if name not in order]  # shards and the like: after the planned stages
     keys = sorted(dict.fromkeys(k for k in keys if k in plan.nodes),
                   key=lambda k: (order.index(plan.node(k).stage), k))
-    estimates = [job_estimate(plan, key, device, cache, warm) for key in keys]
-    return render_estimate(estimates, device, role_names(plan, set(keys), experiments), warm)
+    return [job_estimate(plan, key, device, cache, warm) for key in keys]
+
+
+def estimate_text(plan, keys, experiments, configured_device: str, warm: bool = False,
+                  load: tuple[float, int] | None = None) -> str:
+    """The estimate of the jobs `keys` as printed; `warm`: the jobs start as forks of a warm server (a local run's
+    default, augsbert.face.warm); `load`: (load average, cores), read now (machine_load) unless given."""
+    device = estimate_device(configured_device)
+    estimates = estimate_jobs(plan, keys, device, warm)
+    return render_estimate(estimates, device, role_names(plan, {e.key for e in estimates}, experiments), warm,
+                           machine_load() if load is None else load)
+
+
+def write_job_estimates(estimates: list[JobEstimate], path: str | Path, load: tuple[float, int]) -> str:
+    """Write the jobs' estimates where their progress lines read them (`ESTIMATE_FILE_ENV`); returns the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    records = {e.key: {"seconds": round(e.seconds, 3), "steps": e.steps,
+                       "step_s": None if e.step_s is None else round(e.step_s, 6), "load": round(load[0], 2),
+                       "cores": load[1]} for e in estimates}
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    partial.write_text(json.dumps(records, indent=1) + "\n")
+    os.replace(partial, path)
+    return str(path)
+
+
+def estimate_for_run(plan, keys, experiments, configured_device: str, warm: bool, folder: str | Path) -> str:
+    """What a local run prints before its first job (workflow/Snakefile `onstart`): the estimate with the load now;
+    and each job's estimate written under `folder` (one file per run) and named in this process' environment, which
+    the jobs inherit, for their progress lines."""
+    device = estimate_device(configured_device)
+    load = machine_load()
+    estimates = estimate_jobs(plan, keys, device, warm)
+    os.environ[ESTIMATE_FILE_ENV] = write_job_estimates(
+        estimates, Path(folder).resolve() / f"estimate-{os.getpid()}.json", load)
+    return render_estimate(estimates, device, role_names(plan, {e.key for e in estimates}, experiments), warm, load)
+
+
+def forget_run_estimates() -> None:
+    """Remove the run's estimates file (written by estimate_for_run), at the run's end."""
+    path = os.environ.pop(ESTIMATE_FILE_ENV, None)
+    if path:
+        Path(path).unlink(missing_ok=True)
 
 
 def _device_factor(device: str) -> float:
@@ -404,9 +474,10 @@ def margins_estimate(plan, node, factor: float, start: float, cache: dict) -> tu
         f"scoring {scored:,} (query, passage) pairs"
 
 
-def gpl_estimate(plan, node, factor: float, start: float, cache: dict) -> tuple[int, float, str]:
+def gpl_estimate(plan, node, factor: float, start: float, cache: dict) -> tuple[int, float, str, float]:
     """The GPL student: steps x batch of (query, positive, negatives) tuples, each text encoded alone (a Bi-Encoder
-    training example of their tokens, as the calibrated `train` jobs), then the target's test pairs scored."""
+    training example of their tokens, as the calibrated `train` jobs), then the target's test pairs scored; and
+    the seconds of one step."""
     p = node.params
     negatives = _negatives_node(plan, node)
     pairs, _, query = mined(plan, negatives)
@@ -419,9 +490,10 @@ def gpl_estimate(plan, node, factor: float, start: float, cache: dict) -> tuple[
     per_example = (TRAIN_S_PER_EXAMPLE + TRAIN_S_PER_TOKEN * tokens) * (1 + SMALL_BATCH / batch)
     test = _pairs(plan, node).get("test", 0)
     test_tokens = 2 * min(max_length, text_tokens(plan, node) + 2)
-    seconds = start + factor * _model_size(job_model(plan, node), cache) * (
-        steps * batch * per_example + test * pair_cost(test_tokens))
-    return steps, seconds, f"{steps:,} steps of {batch} (query, positive, {kept} negative(s)); scoring {test:,} test pairs"
+    size = factor * _model_size(job_model(plan, node), cache)
+    seconds = start + size * (steps * batch * per_example + test * pair_cost(test_tokens))
+    return steps, seconds, f"{steps:,} steps of {batch} (query, positive, {kept} negative(s)); scoring {test:,} test " \
+        "pairs", size * batch * per_example
 
 
 def job_estimate(plan, key: str, device: str = "cpu", params_cache: dict | None = None,
@@ -450,8 +522,13 @@ def job_estimate(plan, key: str, device: str = "cpu", params_cache: dict | None 
         tokens = example_tokens(plan, node, text)
         per_example = (TRAIN_S_PER_EXAMPLE + TRAIN_S_PER_TOKEN * tokens) * (1 + SMALL_BATCH / batch)
         seconds = start + factor * size * (steps * batch * per_example + scored * pair_cost(tokens))
+        section = REGISTRY[node.stage].section or node.stage
+        driver = (f"{section}.max_steps: {int(p['max_steps']):,}" if p.get("max_steps") else
+                  f"{section}.epochs: {epochs:,} x {math.ceil(examples / batch):,} steps of {batch} per epoch "
+                  f"({examples:,} pairs)")
         return JobEstimate(key, node.stage, steps, seconds,
-                           f"{steps:,} steps of {batch}; scoring {scored:,} dev/test pairs")
+                           f"{steps:,} steps of {batch}; scoring {scored:,} dev/test pairs",
+                           factor * size * batch * per_example, driver)
     if kind == "score":
         pairs = job_items(plan, key)
         tokens = example_tokens(plan, node, text)
@@ -472,7 +549,11 @@ def job_estimate(plan, key: str, device: str = "cpu", params_cache: dict | None 
     if kind == "cross_scores":
         return JobEstimate(key, node.stage, None, *margins_estimate(plan, node, factor, start, cache))
     if kind == "distill":
-        return JobEstimate(key, node.stage, *gpl_estimate(plan, node, factor, start, cache))
+        steps, seconds, what, step_s = gpl_estimate(plan, node, factor, start, cache)
+        section = REGISTRY[node.stage].section or node.stage
+        driver = f"{section}.max_steps: {int(p['max_steps']):,}" if p.get("max_steps") else \
+            f"{section}.epochs: {int(p.get('epochs') or 1):,}"
+        return JobEstimate(key, node.stage, steps, seconds, what, step_s, driver)
     # the other stages: their declared GPU figure per item (augsbert.scheduling.resources), times 10 for a model
     # job on a CPU (a job without a model, e.g. BM25 sampling, runs on the CPU anyway)
     from .resources import job_work, needs_gpu
@@ -486,13 +567,21 @@ def job_estimate(plan, key: str, device: str = "cpu", params_cache: dict | None 
 def clock(seconds: float) -> str:
     seconds = int(round(seconds))
     hours, rest = divmod(seconds, 3600)
-    return f"{hours} h {rest // 60:02d} min" if hours else (f"{rest // 60} min {rest % 60:02d} s" if rest >= 60
-                                                             else f"{rest} s")
+    return f"{hours:,} h {rest // 60:02d} min" if hours else (f"{rest // 60} min {rest % 60:02d} s" if rest >= 60
+                                                              else f"{rest} s")
+
+
+def _span(seconds: float) -> str:
+    """A long time as people say it: `1,234 days` / `3.5 days` / clock()."""
+    days = seconds / 86400
+    return f"{days:,.0f} days" if days >= 100 else (f"{days:.1f} days" if days >= 1 else clock(seconds))
 
 
 def render_estimate(estimates: list[JobEstimate], device: str, roles: dict[str, str] | None = None,
-                    warm: bool = False) -> str:
-    """The lines printed before a run: one per job, then the total."""
+                    warm: bool = False, load: tuple[float, int] | None = None) -> str:
+    """The lines printed before a run: one per job, the total, what the figures assume (idle cores; the load
+    `load` = (load average, cores) read when the estimate is made, and the likely factor), then a warning per job
+    beyond JOB_WARN_S and for a total beyond TOTAL_WARN_S, each naming the setting that drives it."""
     roles = roles or {}
     where = "this CPU" if device == "cpu" else "a GPU (assumed: the CPU figures / 20)"
     starts = "warm" if warm else "plain"
@@ -504,6 +593,26 @@ def render_estimate(estimates: list[JobEstimate], device: str, roles: dict[str, 
     total = sum(e.seconds for e in estimates)
     lines.append(f"  {'total':<{width}}  {clock(total):>13}  (one job at a time; a cap: teacher.max_steps, "
                  "student.max_steps, teacher.symmetric: false)")
+    if load is not None:
+        average, cores = load
+        factor = load_factor(average, cores)
+        if device == "cpu":
+            lines.append(f"augsbert: the figures are for {cores} idle core(s); the load now is {average:.1f} (1-min load "
+                         f"average, {cores} core(s)): expect about {factor:.1f}x, {clock(total * factor)} in all, or "
+                         "more (each job's progress line re-estimates from its measured steps)")
+        else:
+            lines.append(f"augsbert: the figures assume a GPU to the jobs themselves; the CPU's load now is "
+                         f"{average:.1f} on {cores} core(s) (each job's progress line re-estimates from its steps)")
+    for e in estimates:
+        if e.seconds > JOB_WARN_S:
+            lines.append(f"augsbert: warning: {roles.get(e.key, e.stage)} is estimated at {clock(e.seconds)} "
+                         f"({_span(e.seconds)}, more than {_span(JOB_WARN_S)}): {e.driver or e.what} drives it; "
+                         "check that setting (a cap: the section's max_steps, fewer epochs)")
+    if total > TOTAL_WARN_S:
+        longest = max(estimates, key=lambda e: e.seconds)
+        lines.append(f"augsbert: warning: the run is estimated at {clock(total)} ({_span(total)}, more than "
+                     f"{_span(TOTAL_WARN_S)}); the longest job, {roles.get(longest.key, longest.stage)} "
+                     f"({clock(longest.seconds)}), grows with {longest.driver or longest.what}")
     return "\n".join(lines)
 
 

@@ -1,19 +1,28 @@
-"""A model job's progress on the console of the run that started it: stage, step k/N, ETA, log path.
+"""A model job's progress on the console of the run that started it: stage, step k/N, time left, log path.
 
 A workflow job writes everything to logs/<stage>/<key>.log (the rule redirects stdout and stderr), so
 Snakemake's console stayed silent for the minutes a teacher trains. The stage rules keep the console as
 file descriptor 3 (`3>&2` before the redirection, workflow/rules/stages.smk) and the Snakefile sets
 PROGRESS_FD_ENV; a model job then prints one line there every PERIOD_S seconds while it runs:
 
-    augsbert: teacher demo-lee-...: step 12/19 (63 %), ETA 0:48 (log logs/teacher/<key>.log)
+    augsbert: teacher demo-lee-...: step 12/19 (63 %), 0:48 left (log logs/teacher/<key>.log)
 
 Steps come from the trainers (`callback`, added to every Hugging Face trainer by augsbert.training.tracking); a
 job between trainers (scoring, evaluation, encoding) prints the time it has run. Outside the workflow
 (no PROGRESS_FD_ENV) nothing is printed here: the stage's own log reaches the terminal.
+
+The time left comes from the job's measured time per step once MEASURED_STEPS steps are measured; before, from
+the run's estimate of the job (the file augsbert.scheduling.estimate.estimate_for_run wrote, named by
+ESTIMATE_FILE_ENV) times the factor of the load it read before the run (the load now counts this job's threads). Where the measured time per step departs from the estimate's
+(idle cores) by more than DEPARTS, the line says by how much and the load now:
+
+    augsbert: teacher sts4k.cbe-...: step 30/60 (50 %), 1:21 left (measured 2.70 s/step, 5.4x the estimate's 0.50 s
+    for idle cores; load now 9.8 on 2 core(s), this job's threads included) (log logs/teacher/<key>.log)
 """
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -24,6 +33,11 @@ from ..stages import REGISTRY
 
 PROGRESS_FD_ENV = "AUGSBERT_PROGRESS_FD"
 PERIOD_S = 20.0  # below the 30 s a user waits without a sign of life
+MEASURED_STEPS = 3  # steps measured before the time left comes from the job's own rate, not the estimate
+DEPARTS = 1.5  # a measured time per step this many times the estimate's (or 1 / this) is said to depart from it
+# The run's per-job estimates (augsbert.scheduling.estimate.estimate_for_run): a JSON file {key: {"seconds", "steps",
+# "step_s", "load", "cores"}} written before the first job, named in the environment the jobs inherit
+ESTIMATE_FILE_ENV = "AUGSBERT_ESTIMATE_FILE"
 
 _active: Progress | None = None
 
@@ -38,12 +52,14 @@ class Progress:
     """The progress of one job: the latest trainer step, printed by a background thread every `period` s."""
 
     def __init__(self, label: str, log_path: str | None, stream: TextIO, period: float | None = None,
-                 clock=time.monotonic):
+                 clock=time.monotonic, estimate: dict | None = None, load=None):
         self.label, self.log_path, self.stream, self.clock = label, log_path, stream, clock
+        self.estimate = estimate or {}  # the run's estimate of this job (step_s: seconds per step on idle cores)
+        self.load = load or machine_load  # () -> (load average, cores) now
         self.period = PERIOD_S if period is None else period
         self.started = clock()
         self.step = self.total = 0
-        self.first_step_at: float | None = None  # time and step of the trainer's first step: the ETA's base
+        self.first_step_at: float | None = None  # time and step of the trainer's first step: the rate's base
         self.first_step = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -51,23 +67,45 @@ class Progress:
         self.phase_started = 0.0
 
     def steps(self, step: int, total: int) -> None:
-        """The trainer reached `step` of `total` (a new trainer, or a restart, begins a new ETA)."""
+        """The trainer reached `step` of `total` (a new trainer, or a restart, measures anew)."""
         if total != self.total or step < self.step or self.first_step_at is None:
             self.first_step_at, self.first_step = self.clock(), step
         self.step, self.total = step, total
 
     def line(self) -> str:
         now = self.clock()
-        if self.phase:  # past the last step: no frozen "100 %, ETA 0:00" while the job scores its splits
+        if self.phase:  # past the last step: no frozen "100 %, 0:00 left" while the job scores its splits
             what = f"{self.phase}, for {_clock(now - self.phase_started)}"
         elif self.total:
-            done = self.step - self.first_step
-            eta = (f"ETA {_clock((now - self.first_step_at) / done * (self.total - self.step))}" if done > 0
-                   else "ETA after the first step")
-            what = f"step {self.step}/{self.total} ({100 * self.step // self.total} %), {eta}"
+            what = f"step {self.step}/{self.total} ({100 * self.step // self.total} %), {self.time_left(now)}"
         else:
             what = f"running for {_clock(now - self.started)}"
         return f"augsbert: {self.label}: {what}" + (f" (log {self.log_path})" if self.log_path else "")
+
+    def time_left(self, now: float) -> str:
+        """The time left of the trainer's steps: measured once MEASURED_STEPS steps are, else the estimate's (for
+        idle cores, times the load factor now), else said to come; with the estimate where they part."""
+        done, left = self.step - self.first_step, self.total - self.step
+        expected = self.estimate.get("step_s")
+        if done >= MEASURED_STEPS or (done > 0 and not expected):
+            rate = (now - self.first_step_at) / done
+            text = f"{_clock(rate * left)} left"
+            if not expected:
+                return text
+            ratio = rate / expected
+            if 1 / DEPARTS <= ratio <= DEPARTS:
+                return f"{text} (measured {_rate(rate)}/step, as estimated)"
+            load, cores = self.load()
+            return (f"{text} (measured {_rate(rate)}/step, {ratio:.1f}x the estimate's {_rate(expected)} for idle "
+                    f"cores; load now {load:.1f} on {cores} core(s), this job's threads included)")
+        if expected:  # the load the estimate read before the run (the load now counts this job's own threads)
+            load, cores = self.estimate.get("load"), self.estimate.get("cores")
+            if not isinstance(load, (int, float)) or not isinstance(cores, int):
+                load, cores = self.load()
+            factor = load_factor(load, cores)
+            return (f"about {_clock(expected * factor * left)} left (estimated, {factor:.1f}x for load {load:.1f} "
+                    f"on {cores} core(s); {done} of {MEASURED_STEPS} steps measured)")
+        return "time left after the first step"
 
     def print(self) -> None:
         try:
@@ -88,6 +126,45 @@ class Progress:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=1)
+
+
+def _rate(seconds: float) -> str:
+    return f"{seconds:.2f} s" if seconds < 10 else f"{seconds:.0f} s"
+
+
+def machine_load() -> tuple[float, int]:
+    """(the 1-minute load average, the cores this process may use), read now; (0.0, cores) where the system
+    gives no load average."""
+    try:
+        load = os.getloadavg()[0]
+    except (OSError, AttributeError):
+        load = 0.0
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cores = os.cpu_count() or 1
+    return load, max(1, cores)
+
+
+def load_factor(load: float, cores: int) -> float:
+    """How much longer a job takes than on idle cores with `load` other busy threads on `cores` cores: a job keeps
+    its cores busy and gets cores / (cores + load) of them, 1 + load / cores (a lower bound: threads of one job that
+    wait on each other lose more, docs/guide/own-data.md)."""
+    return 1.0 + max(0.0, load) / max(1, cores)
+
+
+def job_estimate(key: str, env=None) -> dict:
+    """The run's estimate of job `key` (ESTIMATE_FILE_ENV's file, written before the first job); {} where there is
+    none (a job started another way, on a cluster, a file gone)."""
+    env = os.environ if env is None else env
+    path = env.get(ESTIMATE_FILE_ENV)
+    if not path:
+        return {}
+    try:
+        found = json.loads(Path(path).read_text()).get(key)
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return found if isinstance(found, dict) else {}
 
 
 def log_path(stage: str, out: str) -> str | None:
@@ -142,7 +219,8 @@ def start(stage: str, out: str, env=None, label: str | None = None) -> Progress 
         stream = os.fdopen(os.dup(int(fd)), "w", buffering=1)  # a copy: closing it leaves the descriptor alone
     except OSError:  # not open in this process (a job started another way)
         return None
-    _active = Progress(f"{label or stage} {Path(out).name}", log_path(stage, out), stream).start()
+    _active = Progress(f"{label or stage} {Path(out).name}", log_path(stage, out), stream,
+                       estimate=job_estimate(Path(out).name, env)).start()
     return _active
 
 

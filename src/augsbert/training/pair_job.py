@@ -84,9 +84,11 @@ def train_and_save(arch: str, spec: dict, params: PairTrainingParams, train: pd.
             metrics["source_test"] = evaluate(arch, result.model, read_split(data, "test"), params)[0]
         if getattr(params, "matryoshka_dims", None):  # the test split at each Matryoshka size
             metrics["test_by_dim"] = test_by_dim(result.model, test, params)
-        if arch == "be":  # what the model costs to deploy (the results' speed and size columns)
+        if arch == "be":  # what the model costs to deploy (the results' speed and size columns), and the
+            # conditions the speed was measured under: a figure of this job's machine and load, labelled so
             metrics.update(model_size_mb=folder_mb(tmp / "model"),
-                           sentences_per_s=encode_speed(result.model, test, params.eval_batch_size))
+                           sentences_per_s=encode_speed(result.model, test, params.eval_batch_size),
+                           **speed_conditions(device))
         write_json(tmp / "metrics.json", metrics)
     return metrics
 
@@ -114,6 +116,22 @@ def encode_speed(model, test: pd.DataFrame, batch_size: int) -> float:
     start = time.perf_counter()
     model.encode(texts, batch_size=batch_size, show_progress_bar=False)
     return round(len(texts) / max(time.perf_counter() - start, 1e-9), 1)
+
+
+def speed_conditions(device: str) -> dict:
+    """What an encoding speed was measured under (read right after the timing): `speed_load`, the 1-minute load
+    average (this job's own threads included: about its thread count when it runs alone), `speed_cpus`, the
+    cores the job may use, `speed_threads`, torch's threads, and `speed_device` (a GPU by its name). Speeds of
+    identical models measured under loads 1 and 10 differ by up to 9x (issue 56): the tables show these beside
+    the figure."""
+    import torch
+
+    load, cores = progress.machine_load()
+    name = str(device)
+    if name.startswith("cuda") and torch.cuda.is_available():
+        name = f"{name} ({torch.cuda.get_device_name(torch.device(name))})"
+    return {"speed_load": round(load, 2), "speed_cpus": cores, "speed_threads": torch.get_num_threads(),
+            "speed_device": name}
 
 
 def _topics(table: pd.DataFrame) -> list[str]:
