@@ -295,3 +295,32 @@ def test_unexpected_exceptions_keep_their_traceback(tmp_path):
     proc = run_cli(tmp_path, code)
     assert proc.returncode == 1
     assert "Traceback (most recent call last)" in proc.stderr and proc.stderr.endswith("RuntimeError: a bug\n")
+
+
+# --- issue 56 (the third fault probe): tracebacks and unclear messages, cases 6-11 and 15 ---------------------
+
+def _infinite_scores(tmp, mp):
+    """E6: inf, -inf and 1e999 (read as inf) are no score on any scale: bad rows, not an OverflowError while the
+    score_range hint rounded the observed range."""
+    (tmp / "p.csv").write_text("sentence1,sentence2,score\na,b,0.5\nc,d,inf\ne,f,1e999\ng,h,-inf\ni,j,3\n")
+    (tmp / "t.csv").write_text("sentence1,sentence2,score\na,b,0.5\n")
+    return ["prepare-data", "--config", mine(tmp, train="p.csv", test="t.csv"), "--experiment", "e"]
+
+
+ISSUE56_CASES = [
+    Case("E6 a score inf, -inf or 1e999", _infinite_scores,
+         "augsbert prepare-data: error: dataset 'mine': 4 bad row(s):\n"
+         "  {tmp}/p.csv:3: score 'inf' is not a finite number\n"
+         "  {tmp}/p.csv:4: score '1e999' is not a finite number\n"
+         "  {tmp}/p.csv:5: score '-inf' is not a finite number\n"
+         "  {tmp}/p.csv:6: score 3 outside the declared range [0, 1]\n"
+         "The scores run from 0.5 to 3, and 1 row(s) lie outside datasets.mine.score_range: [0, 1] (default [0, 1]). "
+         "If your scale is wider, set datasets.mine.score_range: [0, 3] (the scale's bounds; scores are rescaled to "
+         "[0, 1] from it). For the other rows: fix the file(s), or set datasets.mine.on_bad_rows: skip to drop such "
+         "rows.\n"),
+]
+
+
+@pytest.mark.parametrize("case", ISSUE56_CASES, ids=[c.name for c in ISSUE56_CASES])
+def test_issue56_error_table(case, tmp_path, monkeypatch, capsys):
+    test_error_table(case, tmp_path, monkeypatch, capsys)
