@@ -324,3 +324,46 @@ ISSUE56_CASES = [
 @pytest.mark.parametrize("case", ISSUE56_CASES, ids=[c.name for c in ISSUE56_CASES])
 def test_issue56_error_table(case, tmp_path, monkeypatch, capsys):
     test_error_table(case, tmp_path, monkeypatch, capsys)
+
+
+def _bad_results(tmp: Path, make: str) -> Path:
+    path = tmp / "results" / "x.json"
+    path.parent.mkdir(exist_ok=True)
+    if make == "folder":
+        path.mkdir()
+    else:
+        path.write_bytes(b'{"experiment": "caf\xe9"}')
+    return path
+
+
+BAD_RESULTS = {"folder": "results/x.json: is a directory, not a results file; remove or rename it",
+               "latin-1": "results/x.json:1: not valid utf-8 text (byte 0xe9 at byte offset 19); not as collect-results "
+                          "wrote it: collect it again from the artifacts (`snakemake results/x.json` after deleting it, "
+                          "or `augsbert collect-results`); nothing was published"}
+
+
+@pytest.mark.parametrize("make", list(BAD_RESULTS))
+def test_s9_s10_verify_names_a_results_file_not_utf8_or_a_folder(make, tmp_path, monkeypatch, capsys):
+    """Issue 56 S9, S10: `augsbert verify` ended in UnicodeDecodeError / IsADirectoryError over results/x.json."""
+    monkeypatch.chdir(tmp_path)
+    prepare_lee(tmp_path)
+    _bad_results(tmp_path, make)
+    capsys.readouterr()
+    assert main(["-q", "verify"]) == 1
+    out, err = capsys.readouterr()
+    assert out.splitlines()[0] == BAD_RESULTS[make] and "Traceback" not in out + err
+    assert out.splitlines()[1] == "1 results file(s) under results not as collected (not deleted: collect them again)"
+
+
+@pytest.mark.parametrize("make", list(BAD_RESULTS))
+def test_s9_s10_render_table_names_a_results_file_not_utf8_or_a_folder(make, tmp_path, monkeypatch):
+    """Issue 56 S9, S10: render-table ended in a traceback (non-UTF-8), or said "no results file yet" of a folder."""
+    from augsbert.reporting import tables
+    from augsbert.store.artifacts import DamagedArtifactError
+
+    monkeypatch.chdir(tmp_path)
+    _bad_results(tmp_path, make)
+    grid = {"grid": "g", "experiments": ["x"], "rows": [], "columns": [], "metrics": []}
+    with pytest.raises(DamagedArtifactError) as err:
+        tables.run(grid, "results", Path("results/tables/g.md"))
+    assert str(err.value) == BAD_RESULTS[make]

@@ -46,7 +46,6 @@ from ..store.artifacts import (
     LockUnsupportedError,
     OutputWriteError,
     check_artifact,
-    read_json,
     replaceable,
     writer_lock,
     writing,
@@ -54,7 +53,7 @@ from ..store.artifacts import (
 from ..store.graph import KEY_PATTERN
 from ..jobs.job_inputs import recheck
 from ..store.keys import is_key
-from ..store.results_files import check_results
+from ..store.results_files import read_results
 from ..store.manifests import artifact_folders, foreign_folders, hashed_bytes, key_problem, not_deletable, problems
 from ..jobs.specs import check_aggregate_spec, check_stage_spec, load_spec
 from ..training import distributed
@@ -228,7 +227,7 @@ def _verify_results(folder: Path) -> int:
     refused = 0
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         try:
-            check_results(read_json(path), path, gone_ok=True)  # a deleted artifact: rebuilt, then re-collected
+            read_results(path, gone_ok=True)  # a deleted artifact: rebuilt, then re-collected
         except DamagedArtifactError as err:
             print(str(err))
             refused += 1

@@ -48,7 +48,7 @@ from ..store.artifacts import (
 )
 from ..reporting.results import labelling_artifact
 from ..store.manifests import file_digest
-from ..store.results_files import check_results
+from ..store.results_files import read_results
 from .backends import BACKENDS, ONNX_CONFIGS, QUANTIZATIONS
 from ..jobs.specs import check_aggregate_spec, load_spec
 from ..reporting.layout import row_stages, table_rows
@@ -349,9 +349,9 @@ def export(spec: dict, model: str, to: str | Path, seed: int | None = None, forc
     target = Path(to)
     _check_target(target, force, discard_edits)
     results_path = str(results_path) if results_path else f"results/{spec['experiment']}.json"
-    results = read_json(results_path) if Path(results_path).is_file() else None
-    if results is not None:  # its numbers go into the card and augsbert_export.json: only as collected
-        check_results(results, results_path)
+    # its numbers go into the card and augsbert_export.json: only as collected; a folder or a device of that name
+    # is refused (a folder was silently taken for no results)
+    results = read_results(results_path) if Path(results_path).exists() else None
     section, facts = training_facts(spec, model, seed, node, results, results_path, str(to))
     arch = facts["arch"]
     name = spec["experiment"]
