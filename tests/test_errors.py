@@ -367,3 +367,86 @@ def test_s9_s10_render_table_names_a_results_file_not_utf8_or_a_folder(make, tmp
     with pytest.raises(DamagedArtifactError) as err:
         tables.run(grid, "results", Path("results/tables/g.md"))
     assert str(err.value) == BAD_RESULTS[make]
+
+
+# A stand-in for Snakemake under `augsbert run`: on SIGINT it says so, takes a moment to stop its jobs, and fails
+SNAKEMAKE_STANDIN = """
+import signal, sys, time
+def stop(*_):
+    print("standin: stopping its jobs", file=sys.stderr, flush=True)
+    time.sleep(0.5)
+    print("standin: stopped", file=sys.stderr, flush=True)
+    sys.exit(1)
+signal.signal(signal.SIGINT, stop)
+print("standin: running", file=sys.stderr, flush=True)
+time.sleep(120)
+"""
+
+
+def test_r10_ctrl_c_in_augsbert_run_waits_for_snakemake_and_says_how_to_continue(tmp_path):
+    """Issue 56 R10, I1: Ctrl-C during `augsbert run` ended in a KeyboardInterrupt traceback while Snakemake, cut
+    off from its console, went on stopping its jobs. Now the console is passed on until Snakemake has ended, then
+    one line says what was kept and how to continue; exit code 130. A real SIGINT to the process group, as a
+    terminal sends it."""
+    import signal
+
+    cfg = config(tmp_path)
+    code = (f"import sys\nimport augsbert.face.cli as cli\nreal = cli.run_snakemake\n"
+            f"cli.run_snakemake = lambda command: real([sys.executable, '-c', {SNAKEMAKE_STANDIN!r}])\n"
+            f"sys.exit(cli.main(['run', {cfg!r}, 'demo_zeroshot']))")
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    lines = []
+    for line in proc.stderr:
+        lines.append(line)
+        if line == "standin: running\n":
+            os.killpg(proc.pid, signal.SIGINT)
+            break
+    rest = proc.stderr.read()
+    assert proc.wait(timeout=60) == 130
+    assert rest == ("standin: stopping its jobs\nstandin: stopped\n"
+                    "augsbert run: interrupted (Ctrl-C); Snakemake stopped its jobs. Every artifact finished before is "
+                    "kept, and a job cut short wrote none (a training job keeps its checkpoints in "
+                    "artifacts/.checkpoints/).\n"
+                    f"To continue, run the same command again: augsbert run {cfg} demo_zeroshot\n")
+
+
+def test_r10_ctrl_c_in_augsbert_rehearse_says_what_was_kept(tmp_path, monkeypatch, capsys):
+    import augsbert.face.rehearse as rehearse
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(rehearse, "run", interrupted)
+    assert main(["rehearse", "results/demo_zeroshot.json"]) == 130
+    assert capsys.readouterr().err == (
+        "augsbert rehearse: interrupted (Ctrl-C); the jobs it finished are kept under .rehearsal/ (log: "
+        ".rehearsal/rehearse.log).\nTo continue, run the same command again: augsbert rehearse "
+        "results/demo_zeroshot.json\n")
+
+
+@pytest.mark.parametrize("checkpoint", [None, "trainer/checkpoint-20"])
+def test_i1_ctrl_c_in_a_job_command_names_what_it_left(checkpoint, tmp_path, monkeypatch, capsys):
+    """Issue 56 I1: a job command (`augsbert teacher ...`) under Ctrl-C: one line, exit code 130; no artifact and no
+    partial folder, the checkpoints a training job saved kept (the same command resumes from them)."""
+    import augsbert.jobs.data as stage
+    from augsbert.store.artifacts import artifact_dir, checkpoint_dir
+
+    def interrupted(spec, out, force=False):  # cut short while it writes its partial folder
+        with artifact_dir(out, spec, force) as tmp:
+            (tmp / "train.parquet").write_bytes(b"PAR1")
+            raise KeyboardInterrupt
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(stage, "run", interrupted)
+    lee = lee_path()
+    if checkpoint:
+        (checkpoint_dir(lee) / checkpoint).mkdir(parents=True)
+    assert main(["-q", "prepare-data", "--config", str(CONFIG), "--experiment", "demo_zeroshot"]) == 130
+    kept = (f"Its checkpoints in {checkpoint_dir(lee)} are kept: the same command resumes from the last one (step 20)."
+            if checkpoint else "The same command starts it again (no checkpoint was saved yet).")
+    assert capsys.readouterr().err == (f"augsbert prepare-data: interrupted (Ctrl-C); {lee} was not written (its "
+                                       f"partial files are removed). {kept}\n")
+    assert not Path(lee).exists() and not list(Path(lee).parent.glob(".*partial*"))

@@ -9,15 +9,19 @@ is planned from that config and written to its usual artifact path.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import importlib
 import json
 import logging
 import os
 import re
+import shlex
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -46,6 +50,7 @@ from ..store.artifacts import (
     LockUnsupportedError,
     OutputWriteError,
     check_artifact,
+    checkpoint_dir,
     replaceable,
     writer_lock,
     writing,
@@ -114,6 +119,7 @@ def _stage_command(sub, stage: Stage) -> None:
         if not out:
             p.error("--out is required with --spec")
         check_out_key(spec, out, stage.name, "--spec" if args.spec else "--config")
+        args.interrupted_out = out  # named by the line a Ctrl-C ends with (interrupted_line)
         if Path(out).exists() or Path(out).is_symlink():  # before any input is read (artifact_dir checks again)
             replaceable(Path(out), spec, args.force)
         check_inputs(spec)
@@ -326,6 +332,7 @@ def _run_command(sub) -> None:
         command = [sys.executable, "-m", "snakemake", "--cores", str(args.cores), "--configfile",
                    args.configfile, *(["--dry-run"] if args.dry_run else []), "--", *targets]
         print("augsbert: " + " ".join(["snakemake", *command[3:]]), file=sys.stderr, flush=True)
+        args.snakemake_started = True  # for the line a Ctrl-C ends with (interrupted_line)
         return run_snakemake(command)
 
     p.set_defaults(handler=handler)
@@ -375,13 +382,16 @@ def run_snakemake(command: list[str]) -> int:
     `augsbert ...: error:` line of each job's log) come last, below Snakemake's report."""
     proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, errors="replace")
     logs = []
-    for line in proc.stderr:
-        sys.stderr.write(line)
-        sys.stderr.flush()
-        found = FAILED_LOG.match(line.rstrip("\n"))
-        if found:
-            logs.extend(found.group(1).split(", "))
-    code = proc.wait()
+    with _interrupts_passed_on(proc) as interrupts:
+        for line in proc.stderr:
+            sys.stderr.write(line)
+            sys.stderr.flush()
+            found = FAILED_LOG.match(line.rstrip("\n"))
+            if found:
+                logs.extend(found.group(1).split(", "))
+        code = proc.wait()
+    if interrupts and code != 0:  # a run that finished anyway (the interrupt was this process's alone) is no interruption
+        raise KeyboardInterrupt
     for log_file in dict.fromkeys(logs) if code else ():
         try:
             lines = Path(log_file).read_text(errors="replace").splitlines()
@@ -391,6 +401,55 @@ def run_snakemake(command: list[str]) -> int:
         if errors:
             print(f"augsbert: a job failed ({log_file}): {errors[-1]}", file=sys.stderr)
     return code
+
+
+@contextlib.contextmanager
+def _interrupts_passed_on(proc: subprocess.Popen):
+    """While Snakemake runs: a Ctrl-C is counted, not raised. Snakemake, in the terminal's process group, got it too
+    and stops its jobs (which got it as well); its console is passed on until it has ended, so that nothing it says
+    is lost (a KeyboardInterrupt in the middle of reading a line drops it) and it removes what the cut jobs left and
+    its lock. A second Ctrl-C sends it SIGTERM, a third SIGKILL. Yields the list of interrupts received."""
+    interrupts: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield interrupts
+        return
+
+    def count(signum, frame):
+        interrupts.append(signum)
+        if len(interrupts) > 1:
+            stop = signal.SIGTERM if len(interrupts) == 2 else signal.SIGKILL
+            print(f"augsbert: stopping Snakemake ({stop.name})", file=sys.stderr, flush=True)
+            proc.send_signal(stop)
+
+    previous = signal.signal(signal.SIGINT, count)
+    try:
+        yield interrupts
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def interrupted_line(args) -> str:
+    """The line a Ctrl-C ends a command with (exit code 130): what was kept, and how to go on (issue 56 R10, I1)."""
+    line = f"augsbert {args.command}: interrupted (Ctrl-C)"
+    again = " ".join(["augsbert", *map(shlex.quote, args.argv)])
+    if args.command == "run" and not getattr(args, "snakemake_started", False):
+        return f"{line} before Snakemake started; nothing was run"
+    if args.command == "run":
+        return (f"{line}; Snakemake stopped its jobs. Every artifact finished before is kept, and a job cut short "
+                "wrote none (a training job keeps its checkpoints in artifacts/.checkpoints/).\nTo continue, run the "
+                f"same command again: {again}")
+    if args.command == "rehearse":
+        return (f"{line}; the jobs it finished are kept under .rehearsal/ (log: .rehearsal/rehearse.log).\nTo "
+                f"continue, run the same command again: {again}")
+    out = getattr(args, "interrupted_out", None)
+    if out:
+        folder = checkpoint_dir(out)
+        steps = [int(p.name.split("-")[1]) for p in folder.rglob("checkpoint-*") if p.name.split("-")[1].isdigit()] \
+            if folder.is_dir() else []
+        return (f"{line}; {out} was not written (its partial files are removed). " +
+                (f"Its checkpoints in {folder} are kept: the same command resumes from the last one (step "
+                 f"{max(steps)})." if steps else "The same command starts it again (no checkpoint was saved yet)."))
+    return line
 
 
 def print_estimate(plan: Plan, experiments: list[str]) -> str:
@@ -583,6 +642,8 @@ def pin_one_gpu(argv: list[str]) -> None:
 
 # Another live process writes the same output: a temporary condition (sysexits EX_TEMPFAIL), not a bad input.
 EXIT_LOCKED = 75
+# Ended by Ctrl-C: 128 + SIGINT, what a shell reports for a command killed by it.
+EXIT_INTERRUPTED = 130
 # The reader of stdout closed the pipe: 128 + SIGPIPE, what a shell reports for a command killed by it.
 EXIT_BROKEN_PIPE = 141
 
@@ -609,6 +670,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         code = args.handler(args)
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's flush at exit
+    except KeyboardInterrupt:  # Ctrl-C: one line saying what was kept and how to go on, not a traceback
+        print(interrupted_line(args), file=sys.stderr, flush=True)
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # the reader went away (`augsbert plan | head`): stop quietly, as `git log | head` does; stdout is pointed
         # at /dev/null so that the interpreter's own flush at exit does not raise again
