@@ -37,8 +37,11 @@ try:
     # (relative to the current folder again, so that a message names config/config.yaml as the user knows it)
     # in Snakemake's order: the Snakefile's configfile (unless --replace-workflow-config), then each --configfile
     _cli_files = [str(f) for f in workflow.config_settings.configfiles]  # absolute
-    _config_files = [] if workflow.config_settings.replace_workflow_config else [
-        f for f in (os.path.join(PROJECT_DIR, f) for f in workflow.configfiles) if f not in _cli_files]
+    _config_files = (
+        []
+        if workflow.config_settings.replace_workflow_config
+        else [f for f in (os.path.join(PROJECT_DIR, f) for f in workflow.configfiles) if f not in _cli_files]
+    )
     _config_files = [os.path.relpath(f) for f in dict.fromkeys(_config_files + _cli_files)]
     for _file in _config_files:  # Snakemake read them keeping the last of duplicate keys
         check_duplicate_keys(_file)
