@@ -450,3 +450,65 @@ def test_i1_ctrl_c_in_a_job_command_names_what_it_left(checkpoint, tmp_path, mon
     assert capsys.readouterr().err == (f"augsbert prepare-data: interrupted (Ctrl-C); {lee} was not written (its "
                                        f"partial files are removed). {kept}\n")
     assert not Path(lee).exists() and not list(Path(lee).parent.glob(".*partial*"))
+
+
+@pytest.mark.parametrize("argv, targets", [
+    (["--config", "{cfg}", "results/x.json"], ["results/x.json"]),
+    (["--config", "{cfg}", "results/tables/g.md", "artifacts/teacher/lee.cbe-0123456789"],
+     ["results/tables/g.md", "artifacts/teacher/lee.cbe-0123456789"]),
+    (["--config", "{cfg}", "demo_zeroshot"], ["results/demo_zeroshot.json"]),
+    (["results/x.json", "--config", "{cfg}"], ["results/x.json"]),
+    (["demo_zeroshot"], ["results/demo_zeroshot.json"]),
+])
+def test_r8_rehearse_takes_a_target_written_after_config(argv, targets, tmp_path, monkeypatch):
+    """Issue 56 R8: `augsbert rehearse --config my.yaml results/x.json` ended in argparse's "the following arguments
+    are required: TARGET" (--config takes several files, so it took the target). A trailing target (or an
+    experiment's or grid's name, as `augsbert run` takes them) is taken back as the target."""
+    import augsbert.face.rehearse as rehearse
+
+    calls = []
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(rehearse, "run", lambda targets, configs, **kwargs: calls.append((targets, configs)) or 0)
+    cfg = config(tmp_path)
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "config.yaml").write_text((tmp_path / "config.yaml").read_text())  # the project's own
+    assert main(["rehearse", *[a.format(cfg=cfg) for a in argv]]) == 0
+    assert calls == [(targets, [cfg] if "--config" in argv else None)]
+
+
+AFTER_CONFIG = ("--config takes config YAML files, and every word after it up to the next option: write a name or a "
+                "target before --config, or as the option it is (e.g. --experiment NAME)")
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["rehearse", "--config", "{cfg}"],
+     "augsbert rehearse: error: no TARGET given (a results file, a table, an artifact, or an experiment's or grid's "
+     "name): augsbert rehearse results/<experiment>.json [--config my.yaml]"),
+    (["plan", "--config", "{cfg}", "demo_zeroshot"],
+     f"augsbert plan: error: --config demo_zeroshot: no such config file; {AFTER_CONFIG}"),
+    (["plan", "--config", "{cfg}", "results/x.json"],
+     "augsbert plan: error: --config results/x.json: it is a results file; --config takes config YAML files "
+     "(config/config.yaml, a file of your own), and every word after it up to the next option: write a name or a "
+     "target before --config, or as the option it is (e.g. --experiment NAME)"),
+    (["export", "--config", "{cfg}", "demo_zeroshot", "--to", "x"],
+     "augsbert export: error: --config needs --experiment; --config took demo_zeroshot as one more config file (it "
+     "takes every word after it up to the next option): write --experiment demo_zeroshot"),
+    (["render-table", "--config", "{cfg}", "results/tables/g.md"],
+     "augsbert render-table: error: --config needs --grid; --config took results/tables/g.md as one more config "
+     "file (it takes every word after it up to the next option): write --grid g"),
+    (["teacher", "--config", "{cfg}", "demo_zeroshot"],
+     "augsbert teacher: error: --config needs --experiment; --config took demo_zeroshot as one more config file (it "
+     "takes every word after it up to the next option): write --experiment demo_zeroshot"),
+])
+def test_r8_a_name_or_target_after_config_says_how_it_was_read(argv, expected, tmp_path, monkeypatch, capsys):
+    """Issue 56 R8, every command with a multi-file --config: a name or target typed after it is named as read
+    (before: "config file not found: demo_zeroshot", "--config needs --experiment")."""
+    monkeypatch.chdir(tmp_path)
+    cfg = config(tmp_path)
+    capsys.readouterr()
+    try:
+        code = main([a.format(cfg=cfg) for a in argv])
+    except SystemExit as stop:  # argparse's p.error
+        code = stop.code
+    assert code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == expected

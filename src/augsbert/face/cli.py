@@ -30,6 +30,7 @@ from .. import __version__
 from ..config import reference
 from ..config.load import load_configs
 from ..config.names import check_name
+from ..config.yaml_files import config_needs, is_target
 from ..errors import ConfigError, DataError
 from .export import ExportError, add_command as add_export_command
 from .fetch import fetch
@@ -113,7 +114,7 @@ def _stage_command(sub, stage: Stage) -> None:
             check_stage_spec(spec, stage.name, f"--spec {args.spec}" if args.spec.startswith("@") else "--spec")
         else:
             if not args.experiment:
-                p.error("--config needs --experiment")
+                p.error(config_needs("--experiment", args.config))
             spec, default_out = _planned_spec(args, stage.name)
         out = args.out or default_out
         if not out:
@@ -343,7 +344,11 @@ def _rehearse_command(sub) -> None:
                                         "2 steps) under .rehearsal/, in minutes: one line per job kind, OK or failed",
                        description="Plan the targets' Snakemake DAG with `rehearse: true` and run each of its jobs on "
                                    "stand-ins under .rehearsal/ (docs/guide/rehearsal.md); exit 1 when a job failed.")
-    p.add_argument("targets", nargs="+", metavar="TARGET", help="results/<experiment>.json, results/tables/<grid>.md, ...")
+    # nargs="*": `--config my.yaml results/x.json` gives the target to --config, which takes every word after it;
+    # the handler takes it back (targets_after_config)
+    p.add_argument("targets", nargs="*", metavar="TARGET", help="results/<experiment>.json, results/tables/<grid>.md, "
+                                                               "artifacts/<stage>/<key>, or an experiment's or grid's "
+                                                               "name")
     p.add_argument("--config", nargs="+", action="extend", metavar="FILE", help=CONFIG_HELP)
     p.add_argument("--cores", type=int, default=2, help="cores for the rehearsal's jobs (default 2)")
     p.add_argument("--every-kind", action="store_true",
@@ -355,9 +360,27 @@ def _rehearse_command(sub) -> None:
     def handler(args) -> int:
         from .rehearse import run  # imports the model libraries' builders only when a rehearsal runs
 
+        targets_after_config(args)
+        if not args.targets:
+            p.error("no TARGET given (a results file, a table, an artifact, or an experiment's or grid's name): "
+                    "augsbert rehearse results/<experiment>.json [--config my.yaml]")
+        if any("/" not in target for target in args.targets):  # names, as `augsbert run` takes them
+            config = load_configs(args.config, lazy=True)
+            args.targets = [target if "/" in target else run_target(config, target) for target in args.targets]
         return run(args.targets, args.config, cores=args.cores, warm=not args.cold, every_kind=args.every_kind)
 
     p.set_defaults(handler=handler)
+
+
+def targets_after_config(args) -> None:
+    """`rehearse --config my.yaml results/x.json`: --config (several files) took every word after it, the target too,
+    and argparse then said "the following arguments are required: TARGET" (issue 56 R8). The trailing words of
+    --config that are targets (`augsbert.config.yaml_files.is_target`: a results file, a table, an export folder,
+    an artifact, or a name that is no file) are taken back as the command's targets, as the user typed them."""
+    config, moved = list(args.config or []), []
+    while config and is_target(config[-1]):
+        moved.insert(0, config.pop())
+    args.config, args.targets = config or None, [*args.targets, *moved]
 
 
 class QuietRuleExceptions:
@@ -535,7 +558,7 @@ def _aggregate_command(sub, name: str, help_text: str, what: str, out_help: str,
             check_aggregate_spec(spec, what, f"--spec {args.spec}" if args.spec.startswith("@") else "--spec")
         else:
             if not getattr(args, what):
-                p.error(f"--config needs --{what}")
+                p.error(config_needs(f"--{what}", args.config))
             check_name(getattr(args, what), f"--{what}")
             plan = Plan(load_configs(args.config, lazy=True))
             spec = plan.experiment_spec(args.experiment) if what == "experiment" else grid_spec(plan, args.grid)

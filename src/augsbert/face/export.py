@@ -35,6 +35,7 @@ import yaml
 
 from ..config.load import load_configs
 from ..config.names import check_name
+from ..config.yaml_files import config_needs
 from ..planning.plan import Plan
 from ..store.artifacts import (
     FORBIDDEN,
@@ -585,7 +586,7 @@ def add_command(sub) -> None:
             check_aggregate_spec(spec, "experiment", f"--spec {args.spec}" if args.spec.startswith("@") else "--spec")
         else:
             if not args.experiment:
-                p.error("--config needs --experiment")
+                p.error(config_needs("--experiment", args.config))
             check_name(args.experiment, "--experiment")
             spec = Plan(load_configs(args.config, lazy=True)).experiment_spec(args.experiment)
         if args.discard_edits and not args.force:
