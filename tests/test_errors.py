@@ -496,6 +496,9 @@ AFTER_CONFIG = ("--config takes config YAML files, and every word after it up to
     (["render-table", "--config", "{cfg}", "results/tables/g.md"],
      "augsbert render-table: error: --config needs --grid; --config took results/tables/g.md as one more config "
      "file (it takes every word after it up to the next option): write --grid g"),
+    (["fetch", "--config", "{cfg}", "demo_zeroshot"],
+     "augsbert fetch: error: fetch needs --experiment; --config took demo_zeroshot as one more config file (it "
+     "takes every word after it up to the next option): write --experiment demo_zeroshot"),
     (["teacher", "--config", "{cfg}", "demo_zeroshot"],
      "augsbert teacher: error: --config needs --experiment; --config took demo_zeroshot as one more config file (it "
      "takes every word after it up to the next option): write --experiment demo_zeroshot"),

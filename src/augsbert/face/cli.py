@@ -623,7 +623,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_export_command(sub)
     fetch = sub.add_parser("fetch", help="download every hub model and dataset an experiment needs into the local "
                                          "Hugging Face cache (run where there is internet; jobs then run offline)")
-    fetch.add_argument("--experiment", required=True, help="experiment name")
+    fetch.add_argument("--experiment", help="experiment name (required)")
     fetch.add_argument("--config", nargs="+", action="extend", metavar="FILE", help=CONFIG_HELP)
     fetch.set_defaults(handler=_fetch)
     verify = sub.add_parser("verify", help="check every artifact's files against its manifest; --repair deletes the "
@@ -639,6 +639,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _fetch(args) -> None:
+    if not args.experiment:  # not `required=True`: argparse's message would not say where the name went
+        raise ConfigError(config_needs("--experiment", args.config).replace("--config needs", "fetch needs", 1)
+                          if args.config else "fetch needs --experiment NAME")
     fetch(Plan(load_configs(args.config, lazy=True)), args.experiment)
 
 
