@@ -318,6 +318,13 @@ ISSUE56_CASES = [
          "If your scale is wider, set datasets.mine.score_range: [0, 3] (the scale's bounds; scores are rescaled to "
          "[0, 1] from it). For the other rows: fix the file(s), or set datasets.mine.on_bad_rows: skip to drop such "
          "rows.\n"),
+    Case("C8 a mistyped choice in a list of a grid axis, at the axis (not the expanded experiment)",
+         lambda tmp, mp: ["plan", "--config", config(tmp, grids={"g": {"columns": {"lee": {"dataset": "lee"}},
+                                                                       "axes": {"a": {"x": {"candidates": {
+                                                                           "strategies": ["bm2"]}}}}}})],
+         "augsbert plan: error: grids.g.axes.a.x.candidates.strategies.0: 'bm2' is not a choice; did you mean "
+         "'bm25'? choose from none, random, bm25, bm25_least, semantic_search, semantic_search_least, kde, "
+         "iterative_kde, target_pairs\n"),
 ]
 
 
