@@ -325,6 +325,13 @@ ISSUE56_CASES = [
          "augsbert plan: error: grids.g.axes.a.x.candidates.strategies.0: 'bm2' is not a choice; did you mean "
          "'bm25'? choose from none, random, bm25, bm25_least, semantic_search, semantic_search_least, kde, "
          "iterative_kde, target_pairs\n"),
+    Case("M1 a pairs file of your own that is missing: the path, the key and data_dir; no corpus, no licence",
+         lambda tmp, mp: ["prepare-data", "--config", mine(tmp, train="nothere.csv", test="nothere.csv"),
+                          "--experiment", "e"],
+         "augsbert prepare-data: error: dataset 'mine': missing file {tmp}/nothere.csv (datasets.mine.train: "
+         "nothere.csv, relative to data_dir: {tmp})\n"
+         "  what it is: a pairs file of your own (csv, tsv, jsonl or parquet)\n"
+         "  put the file there, or point `datasets.mine.train` (or `data_dir`) at it\n"),
 ]
 
 
