@@ -585,3 +585,15 @@ def test_s9_s10_a_results_file_not_utf8_or_a_folder_is_named_not_a_traceback(exp
         export(experiment, "student", tmp_path / "s")
     assert str(err.value) == expected
     assert not (tmp_path / "s").exists()
+
+
+def test_x4_the_cards_export_line_quotes_a_path_with_spaces(experiment, tmp_path):
+    """Issue 56 X4: the card's recipe wrote `--to my models/s` unquoted, two words to a shell."""
+    import shlex
+
+    target = tmp_path / "my models" / "it's here"
+    export(experiment, "student", target)
+    line = next(line for line in (target / "README.md").read_text().splitlines()
+                if line.startswith(".venv/bin/augsbert export "))
+    words = shlex.split(line)
+    assert words[words.index("--to") + 1] == str(target) and words[-1] == str(target)

@@ -28,6 +28,7 @@ import argparse
 import json
 import logging
 import os
+import shlex
 import shutil
 from pathlib import Path
 
@@ -294,7 +295,7 @@ def reproduce_section(spec: dict, role: str, seed: int, node: dict, to_hint: str
         f".venv/bin/snakemake --cores 2 --configfile reproduce.yaml -- results/{own}.json   # trains this {stage} "
         "and everything the results need",
         f".venv/bin/augsbert export --config reproduce.yaml --experiment {own} --model {role} --seed {seed} "
-        f"--to {to_hint}",
+        f"--to {shlex.quote(str(to_hint))}",  # a path with spaces or quotes stays one word (issue 56 X4)
         "```", ""]
 
 
