@@ -529,3 +529,22 @@ def test_r8_a_name_or_target_after_config_says_how_it_was_read(argv, expected, t
         code = stop.code
     assert code == 2
     assert capsys.readouterr().err.splitlines()[-1] == expected
+
+
+def test_s7_an_artifact_copied_into_another_stages_folder_is_named_by_verify(tmp_path, monkeypatch, capsys):
+    """Issue 56 S7: a zero_shot artifact copied into artifacts/suite/ (same key) passed verify: its spec.json's key
+    matched the folder, and nothing compared its stage with the folder it lies in. Here the data artifact, copied
+    into artifacts/suite/, the cheapest artifact to make; the check is the same for every stage."""
+    import shutil
+
+    monkeypatch.chdir(tmp_path)
+    prepare_lee(tmp_path)
+    lee = Path(lee_path())
+    copy = Path("artifacts/suite") / lee.name
+    shutil.copytree(lee, copy)
+    capsys.readouterr()
+    assert main(["-q", "verify"]) == 1
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == (f"{copy}: its spec.json says it is a data artifact, not a suite one as its folder "
+                                   "artifacts/suite/ says")
+    assert out.splitlines()[-1] == "2 artifact(s) checked under artifacts, 1 damaged"

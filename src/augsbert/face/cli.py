@@ -168,7 +168,7 @@ def check_inputs(spec: dict) -> None:
     another key than its folder (augsbert.store.manifests)."""
     for role, path in (spec.get("inputs") or {}).items():
         if isinstance(path, str):  # a missing input: the stage says what it needed
-            check_artifact(path, f"input `{role}`")
+            check_artifact(path, f"input `{role}`", stages=set(REGISTRY))
 
 
 def _verify(args) -> int:
@@ -187,7 +187,7 @@ def _verify(args) -> int:
               f"{max(1, round(total / HASH_RATE))} s at {HASH_RATE / 1e9:.1f} GB/s", file=sys.stderr, flush=True)
     start = time.monotonic()
     damaged = {folder: found for folder in folders
-               if (found := [p for p in (key_problem(folder),) if p]
+               if (found := [p for p in (key_problem(folder, stages),) if p]
                    + problems(folder, holds=REGISTRY[folder.parent.name].holds))}
     deleted, kept = [], []
     for folder, found in damaged.items():
@@ -413,7 +413,7 @@ def run_snakemake(command: list[str]) -> int:
             if found:
                 logs.extend(found.group(1).split(", "))
         code = proc.wait()
-    if interrupts and code != 0:  # a run that finished anyway (the interrupt was this process's alone) is no interruption
+    if interrupts and code != 0:  # a run that finished anyway (the interrupt was ours alone) is no interruption
         raise KeyboardInterrupt
     for log_file in dict.fromkeys(logs) if code else ():
         try:

@@ -185,13 +185,14 @@ def read_json(path: str | Path, what: str = "JSON file", fix: str = DAMAGED) -> 
         raise DamagedArtifactError(f"{path}: not valid JSON ({err}); {fix}") from None
 
 
-def check_artifact(root: str | Path, what: str, only: set[str] | None = None) -> None:
-    """Raise DamagedArtifactError naming `what` (e.g. "input `data`") unless artifact `root` is what its name says
-    and its files (or just `only`) are those its manifest lists. A missing folder is left to the reader."""
+def check_artifact(root: str | Path, what: str, only: set[str] | None = None, stages: set[str] | None = None) -> None:
+    """Raise DamagedArtifactError naming `what` (e.g. "input `data`") unless artifact `root` is what its name (and,
+    in a folder of one of `stages`, its stage folder) says and its files (or just `only`) are those its manifest
+    lists. A missing folder is left to the reader."""
     root = Path(root)
     if not root.is_dir():
         return
-    found = [p for p in (key_problem(root),) if p] + problems(root, only=only)
+    found = [p for p in (key_problem(root, stages),) if p] + problems(root, only=only)
     if found:
         raise DamagedArtifactError(
             f"{what} {root} is damaged: {'; '.join(found)}. Delete it (`rm -r {root}`) or run "
