@@ -548,3 +548,19 @@ def test_s7_an_artifact_copied_into_another_stages_folder_is_named_by_verify(tmp
     assert out.splitlines()[0] == (f"{copy}: its spec.json says it is a data artifact, not a suite one as its folder "
                                    "artifacts/suite/ says")
     assert out.splitlines()[-1] == "2 artifact(s) checked under artifacts, 1 damaged"
+
+
+def test_a_pair_shared_by_dev_and_test_is_called_so_not_seen_in_training(tmp_path, monkeypatch):
+    """Issue 56: the warning for pairs in both dev and test said "a test pair seen in training"; the data job
+    compares the splits pairwise (the same two texts, either order), so it says which splits share them."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tr.csv").write_text("sentence1,sentence2,score\na,b,0.1\nc,d,0.5\n")
+    (tmp_path / "dv.csv").write_text("sentence1,sentence2,score\ne,f,0.2\ng,h,0.9\n")
+    (tmp_path / "te.csv").write_text("sentence1,sentence2,score\nf,e,0.3\na,b,0.4\ni,j,1\n")
+    cfg = mine(tmp_path, train="tr.csv", dev="dv.csv", test="te.csv")
+    assert main(["-q", "prepare-data", "--config", cfg, "--experiment", "e"]) == 0
+    metrics = json.loads(next(Path("artifacts/data").glob("mine-*/metrics.json")).read_text())
+    assert metrics["warnings"] == [
+        "mine: 1 pair(s) occur in both train/test (a test pair seen in training inflates its score)",
+        "mine: 1 pair(s) occur in both dev/test (shared by dev and test: the epoch picked on dev was picked on these "
+        "test pairs, which inflates the test score)"]
