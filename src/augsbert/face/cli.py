@@ -30,11 +30,11 @@ from .. import __version__
 from ..config import reference
 from ..config.load import load_configs
 from ..config.names import check_name
-from ..config.yaml_files import config_needs, is_target
+from ..config.yaml_files import CONFIG_SUFFIXES, config_needs, is_target
 from ..errors import ConfigError, DataError
 from .export import ExportError, add_command as add_export_command
 from .fetch import fetch
-from .listing import KINDS, cut, render_list, render_plan
+from .listing import KINDS, render_list, render_plan
 from ..models import ModelResolutionError
 from ..models.device import DEVICE_ENV, REQUESTED_ENV, check_device_name
 from ..planning.plan import Plan
@@ -516,22 +516,32 @@ def run_target(config: dict, name: str) -> str:
 
 
 def _list_command(sub) -> None:
-    p = sub.add_parser("list", help="list the configured experiments, grids and datasets, one line each, with the "
-                                    "datasets each needs and whether their raw files are present",
-                       description="One line per experiment, grid or dataset of the config: its name, the datasets "
-                                   "it reads (present or MISSING) and its description. Without a kind, all three.")
-    p.add_argument("kind", nargs="?", choices=KINDS, help="what to list (default: all three)")
+    p = sub.add_parser("list", help="list the configured experiments, grids and datasets, with the datasets each "
+                                    "needs and whether their raw files are present; `augsbert list my.yaml` adds "
+                                    "your own",
+                       description="One entry per experiment, grid or dataset of the config: its name, the datasets "
+                                   "it reads (present or MISSING) and its description, wrapped to the terminal's "
+                                   "width. Without a kind, all three. Config files of your own (given like a kind, "
+                                   "or after --config) are merged over config/config.yaml, as Snakemake's "
+                                   "--configfile: their experiments, grids and datasets are listed too.")
+    p.add_argument("items", nargs="*", metavar="KIND|FILE",
+                   help=f"{', '.join(KINDS)} (default: all three), and/or config files of your own (my.yaml)")
     p.add_argument("--config", nargs="+", action="extend", metavar="FILE", help=CONFIG_HELP)
-    p.add_argument("--long", action="store_true", help="whole lines (default: each cut to the terminal's width)")
+    p.add_argument("--long", action="store_true", help="one whole line per entry (default: wrapped to the "
+                                                       "terminal's width)")
 
     def handler(args) -> None:
-        if args.config and args.kind is None and args.config[-1] in KINDS and not Path(args.config[-1]).exists():
-            args.kind = args.config.pop()  # `list --config my.yaml experiments`: --config took the kind
-        width = shutil.get_terminal_size().columns
-        config = load_configs(args.config, lazy=True)
-        kinds = (args.kind,) if args.kind else KINDS
-        # cut to the terminal; no column but the description wider than a third of it
-        print(render_list(config, kinds) if args.long else cut(render_list(config, kinds, max(width // 3, 12)), width))
+        given = [*args.items, *(args.config or [])]  # `list --config my.yaml experiments`: --config took the kind
+        kinds = [item for item in given if item in KINDS and not Path(item).exists()]
+        files = [item for item in given if item not in kinds]
+        for item in args.items:
+            if item not in kinds and not Path(item).exists() and not item.endswith(CONFIG_SUFFIXES):
+                p.error(f"{item!r} is neither a kind ({', '.join(KINDS)}) nor a config file")
+        config = load_configs(files, lazy=True)
+        width = None if args.long else shutil.get_terminal_size().columns
+        print(render_list(config, tuple(dict.fromkeys(kinds)) or KINDS, width))
+        if not files:  # the shipped config alone: say how a file of one's own is listed too (issue 56)
+            print("\n(config/config.yaml only; yours too: augsbert list my.yaml)", file=sys.stderr)
 
     p.set_defaults(handler=handler)
 
