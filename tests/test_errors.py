@@ -564,3 +564,19 @@ def test_a_pair_shared_by_dev_and_test_is_called_so_not_seen_in_training(tmp_pat
         "mine: 1 pair(s) occur in both train/test (a test pair seen in training inflates its score)",
         "mine: 1 pair(s) occur in both dev/test (shared by dev and test: the epoch picked on dev was picked on these "
         "test pairs, which inflates the test score)"]
+
+
+@pytest.mark.parametrize("backend, module", [("onnx", "onnxruntime"), ("openvino", "optimum.intel.openvino")])
+def test_a_missing_backend_points_at_the_deploy_environment_not_at_a_downgrading_pip_install(backend, module,
+                                                                                            monkeypatch):
+    """Issue 56: `--backend onnx` without its packages advised `pip install 'sentence-transformers[onnx]'`, which
+    pulls optimum-onnx and with it older transformers and sentence-transformers into .venv (docs/guide/compact.md
+    "Packages"). It names the separate deploy environment instead."""
+    from augsbert.face.backends import backend_available
+
+    monkeypatch.setitem(sys.modules, module, None)  # the import fails as where the package is absent
+    why = backend_available(backend)
+    assert "pip install" not in why and why.endswith(
+        "require older transformers and sentence-transformers than augsbert's environment, and installing them into "
+        f".venv would downgrade both: export with --backend {backend} from the separate environment that make "
+        "deploy-env builds (docs/guide/export.md)")
