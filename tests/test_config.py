@@ -371,7 +371,9 @@ def test_a_results_file_or_a_target_given_as_a_config_says_what_happened(tmp_pat
     with pytest.raises(ConfigError) as err:
         load_configs(["results/x.json"])  # the CLI's --config
     assert str(err.value) == ("--config results/x.json: it is a results file; --config takes config YAML files "
-                              "(config/config.yaml, a file of your own)")
+                              "(config/config.yaml, a file of your own), and every word after it up to the next "
+                              "option: write a name or a target before --config, or as the option it is (e.g. "
+                              "--experiment NAME)")  # issue 56 R8: typed after --config, as it takes several
     (tmp_path / "notes.yaml").write_text("title: x\nitems: [1, 2]\n")
     with pytest.raises(ConfigError) as err:
         load_configs(["notes.yaml"])

@@ -152,8 +152,9 @@ def check_config_file(path: str | Path, body: Any = None, option: str = "--confi
             f"{text} was read as a config file, but it is {what}. Snakemake's --configfile takes every path after "
             f"it up to the next option, so a target written after it becomes one more config file: end the config "
             f"files with `--` (snakemake -n --configfile my.yaml -- {text}) or name the targets first")
+    target = what in ("a results file", "a target of the workflow")  # typed after --config (it takes several)?
     raise ConfigError(f"{option} {text}: it is {what}; {option} takes config YAML files (config/config.yaml, "
-                      f"a file of your own){AFTER_CONFIG}")
+                      f"a file of your own){AFTER_CONFIG if target else ''}")
 
 
 def config_needs(option: str, config: list[str] | None) -> str:

@@ -244,6 +244,13 @@ def duplicate_report(splits: dict[str, pd.DataFrame]) -> dict:
     return {"within_split": inside, "across_splits": across}
 
 
+# What a pair in two splits does (duplicate_report: the same two texts, either order): a train/test pair was seen in
+# training; a dev/test pair is one of those the epoch was picked on (issue 56: it said "seen in training" too)
+OVERLAP_NOTES = {"train/test": " (a test pair seen in training inflates its score)",
+                 "dev/test": " (shared by dev and test: the epoch picked on dev was picked on these test pairs, "
+                             "which inflates the test score)"}
+
+
 def write_table(table: pd.DataFrame, path: Path) -> None:
     table.reset_index(drop=True).to_parquet(path, index=False)
 

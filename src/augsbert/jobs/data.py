@@ -8,7 +8,7 @@ from pathlib import Path
 from ..data import DataError, RowReport, get_loader
 from ..data.beir import write_beir
 from ..data.pool import pool_too_small, target_pool
-from ..data.tables import duplicate_report, score_stats, write_table
+from ..data.tables import OVERLAP_NOTES, duplicate_report, score_stats, write_table
 from ..data.topic_corpora import read_topic_corpus
 from ..params import read_params
 from ..scheduling.progress import warn
@@ -34,13 +34,6 @@ def _check_pools(data: Path, checks: list[dict]) -> None:
         problem = pool_too_small(sampling, len(pool), prefix=f"experiments.{check['experiment']}.")
         if problem:
             raise DataError(problem)
-
-
-# What a pair in two splits does (duplicate_report: the same two texts, either order): a train/test pair was seen in
-# training; a dev/test pair is one of those the epoch was picked on (issue 56: it said "seen in training" too)
-OVERLAP_NOTES = {"train/test": " (a test pair seen in training inflates its score)",
-                 "dev/test": " (shared by dev and test: the epoch picked on dev was picked on these test pairs, "
-                             "which inflates the test score)"}
 
 
 def run(spec: dict, out: str | Path, force: bool = False) -> dict:
