@@ -1,4 +1,5 @@
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -162,7 +163,8 @@ def test_list_names_each_item_with_its_data_and_whether_it_is_present(tmp_path, 
     assert main(["list", "datasets", "--config", str(cfg)]) == 0
     rows = words(capsys.readouterr().out)
     assert rows[0] == ["DATASET", "LOADER", "DATA", "DESCRIPTION"] and rows[1][:3] == ["lee", "lee", "present"]
-    assert rows[2] == ["mine", "pairs_file", f"MISSING (missing file {tmp_path}/raw/train.csv)",
+    assert rows[2] == ["mine", "pairs_file", f"MISSING (missing file {tmp_path}/raw/train.csv (datasets.mine.train: "
+                                             f"train.csv, relative to data_dir: {tmp_path}/raw))",
                        "a pairs file of your own (csv, tsv, jsonl or parquet)"]
     (tmp_path / "raw").mkdir()
     for name in ("train.csv", "test.csv"):  # present = every file the loader reads is there
@@ -173,7 +175,8 @@ def test_list_names_each_item_with_its_data_and_whether_it_is_present(tmp_path, 
     assert "\n# datasets (2)\n" in out and ["mine", "pairs_file", "present"] in [r[:3] for r in words(out)]
     with pytest.raises(SystemExit):
         main(["list", "models", "--config", str(cfg)])
-    assert "invalid choice: 'models'" in capsys.readouterr().err
+    assert ("'models' is neither a kind (experiments, grids, datasets) nor a config file"
+            in capsys.readouterr().err)
 
 
 def test_plan_prints_a_table_of_artifacts_and_whether_they_are_built(tmp_path, capsys, monkeypatch):
@@ -280,18 +283,38 @@ def test_plan_into_a_closed_pipe_stops_quietly():
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
 
 
-def test_list_cuts_each_line_to_the_terminal_and_long_keeps_it_whole(capsys, monkeypatch):
-    """Issue 42: one line per item, cut to the terminal's width (`--long`: whole lines); the shipped config."""
+def test_list_wraps_to_the_terminal_and_cuts_nothing_and_long_keeps_one_line(capsys, monkeypatch):
+    """Issue 42: fits the terminal's width, `--long` one whole line per item. Issue 56: it cut every description
+    to 24 characters (and long names, which then could not be typed) on an 80-column terminal; now nothing is
+    cut: a description is wrapped in its column, or below the item's other cells where they leave it too little
+    room, and the text read back is the whole description."""
     monkeypatch.chdir(REPO)
-    monkeypatch.setenv("COLUMNS", "60")
-    assert main(["list", "grids"]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("GRID") and max(map(len, lines)) <= 60 and any(line.endswith("…") for line in lines)
     assert main(["list", "grids", "--long"]) == 0
-    whole = capsys.readouterr().out.splitlines()
-    assert len(whole) == len(lines) and max(map(len, whole)) > 60 and not any(w.endswith("…") for w in whole)
-    assert [line.split()[0] for line in lines] == [w.split()[0] for w in whole]  # the same items, one line each
-    assert all("…" in line for line, w in zip(lines[1:], whole[1:]) if len(w) > 60)
+    whole = capsys.readouterr().out.splitlines()[1:]
+    items = {line.split()[0]: " ".join(re.split(r"\s{2,}", line)[2:]) for line in whole}
+    for columns in (60, 80, 250):
+        monkeypatch.setenv("COLUMNS", str(columns))
+        assert main(["list", "grids"]) == 0
+        out = capsys.readouterr().out
+        assert max(map(len, out.splitlines())) <= columns and "…" not in out
+        text = " ".join(out.split())
+        for name, description in items.items():  # each name, and its whole description, in the wrapped text
+            assert f" {name} " in text and " ".join(description.split()) in text
+    assert main(["list", "grids"]) == 0
+    assert capsys.readouterr().err == "\n(config/config.yaml only; yours too: augsbert list my.yaml)\n"
+
+
+def test_list_takes_a_config_file_of_your_own_as_it_takes_a_kind(tmp_path, capsys, monkeypatch):
+    """Issue 56: `augsbert list` showed a user's own experiments only with --config; a file given like a kind
+    (`augsbert list my.yaml`, `augsbert list experiments my.yaml`) is read as --config is."""
+    mine = tmp_path / "my.yaml"
+    mine.write_text("experiments:\n  mine_x: {dataset: lee, models: [zero_shot], description: mine}\n")
+    monkeypatch.chdir(REPO)
+    monkeypatch.setenv("COLUMNS", "200")
+    for argv in (["list", str(mine)], ["list", "experiments", str(mine)], ["list", str(mine), "--long"]):
+        assert main(argv) == 0
+        out, err = capsys.readouterr()
+        assert ["mine_x", "lee: present", "mine"] in words(out) and err == ""
 
 
 def test_run_builds_the_snakemake_call_and_an_unknown_name_is_one_line(tmp_path, capsys, monkeypatch):

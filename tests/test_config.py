@@ -1,4 +1,5 @@
 import copy
+import json
 import re
 
 import pytest
@@ -370,7 +371,9 @@ def test_a_results_file_or_a_target_given_as_a_config_says_what_happened(tmp_pat
     with pytest.raises(ConfigError) as err:
         load_configs(["results/x.json"])  # the CLI's --config
     assert str(err.value) == ("--config results/x.json: it is a results file; --config takes config YAML files "
-                              "(config/config.yaml, a file of your own)")
+                              "(config/config.yaml, a file of your own), and every word after it up to the next "
+                              "option: write a name or a target before --config, or as the option it is (e.g. "
+                              "--experiment NAME)")  # issue 56 R8: typed after --config, as it takes several
     (tmp_path / "notes.yaml").write_text("title: x\nitems: [1, 2]\n")
     with pytest.raises(ConfigError) as err:
         load_configs(["notes.yaml"])
@@ -444,3 +447,32 @@ def test_old_section_names_are_read_as_the_new_ones_with_one_line_each(tmp_path,
     with pytest.raises(ConfigError, match=r"defaults.silver and defaults.labels are both set; `silver` is the old "
                                           r"name of `labels`: keep `labels` only"):
         load_configs([mine], lazy=True)
+
+
+def test_c2_old_section_names_over_a_shipped_experiment_plan_alike_in_snakemake_and_the_cli(tmp_path, monkeypatch):
+    """Issue 56 C2: `defaults.silver` and `sampling` in a user's --configfile over a shipped experiment were accepted
+    by `augsbert plan` / `run` (each file renamed before merging) but stopped Snakemake and the rehearsal with
+    "defaults.silver and defaults.labels are both set" (Snakemake merged the user's file over config/config.yaml,
+    which writes `labels`, before the workflow renamed anything). Now the workflow builds its config from the
+    files as the CLI does: the same jobs, the same keys, and the renames named at the user's file."""
+    from augsbert.config.load import load_configs
+    from workflow_helpers import checkout, keep_experiments, snakemake
+
+    work = checkout(tmp_path / "repo")
+    keep_experiments(work, "demo_augsbert_cbe")
+    (work / "my.yaml").write_text("defaults:\n  silver: {relabel_gold: false}\n"
+                                  "experiments:\n  demo_augsbert_cbe:\n    sampling: {top_k: 2}\n")
+    proc = snakemake(work, "-n", "--configfile", "my.yaml", "--", "results/demo_augsbert_cbe.json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert ("my.yaml: defaults.silver is now `labels`; read as `labels` (rename it)\n"
+            "my.yaml: experiments.demo_augsbert_cbe.sampling is now `candidates`; read as `candidates` (rename it)\n"
+            in proc.stdout + proc.stderr)
+    monkeypatch.chdir(work)
+    plan = Plan(load_configs(["my.yaml"], lazy=True))
+    planned = {plan.node(key).path for key in plan.experiment("demo_augsbert_cbe").runs[42].values()}
+    written = {f"artifacts/{p.parent.name}/{p.stem}" for p in (work / "artifacts" / ".specs").glob("*/*.json")}
+    assert planned <= written and {p for p in planned if "/candidates/" in p or "/labels/" in p}
+    candidates = next(p for p in (work / "artifacts" / ".specs" / "candidates").glob("*.json"))
+    assert json.loads(candidates.read_text())["params"]["top_k"] == 2
+    labels = next(p for p in (work / "artifacts" / ".specs" / "labels").glob("*.json"))
+    assert json.loads(labels.read_text())["params"]["relabel_gold"] is False

@@ -627,3 +627,37 @@ def test_cbe_teacher_card_says_only_what_made_it(tmp_path, monkeypatch, tiny_mod
     assert [(b["key"], b["stage"]) for b in facts["built_from"]] == [(spec["runs"]["42"]["data"]["key"], "data")]
     assert [line for line in card.splitlines() if line.startswith("## ")] == [
         "## Usage", "## Training (augsbert)", "## Citation"]  # the CBE card: usage first
+
+
+@pytest.mark.parametrize("make", ["folder", "latin-1"])
+def test_s9_s10_a_results_file_not_utf8_or_a_folder_is_named_not_a_traceback(experiment, tmp_path, make):
+    """Issue 56 S9, S10: export read a results file holding non-UTF-8 bytes into a UnicodeDecodeError, and took a
+    folder named results/<experiment>.json for no results (a card without its metrics)."""
+    from augsbert.store.artifacts import DamagedArtifactError
+
+    path = Path("results/g.bm25.lee.json")
+    path.unlink()
+    if make == "folder":
+        path.mkdir()
+        expected = "results/g.bm25.lee.json: is a directory, not a results file; remove or rename it"
+    else:
+        path.write_bytes(b'{"experiment": "caf\xe9"}')
+        expected = ("results/g.bm25.lee.json:1: not valid utf-8 text (byte 0xe9 at byte offset 19); not as "
+                    "collect-results wrote it: collect it again from the artifacts (`snakemake results/g.bm25.lee.json`"
+                    " after deleting it, or `augsbert collect-results`); nothing was published")
+    with pytest.raises(DamagedArtifactError) as err:
+        export(experiment, "student", tmp_path / "s")
+    assert str(err.value) == expected
+    assert not (tmp_path / "s").exists()
+
+
+def test_x4_the_cards_export_line_quotes_a_path_with_spaces(experiment, tmp_path):
+    """Issue 56 X4: the card's recipe wrote `--to my models/s` unquoted, two words to a shell."""
+    import shlex
+
+    target = tmp_path / "my models" / "it's here"
+    export(experiment, "student", target)
+    line = next(line for line in (target / "README.md").read_text().splitlines()
+                if line.startswith(".venv/bin/augsbert export "))
+    words = shlex.split(line)
+    assert words[words.index("--to") + 1] == str(target) and words[-1] == str(target)

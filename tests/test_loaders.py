@@ -434,3 +434,14 @@ def test_a_data_path_at_a_directory_or_a_device_says_so_and_is_never_read(data_d
         assert str(err.value) == f"{data_dir / name} {kind}; give the path of a data file"
     with pytest.raises(DataError, match="^/dev/zero is not a regular file; a data file is hashed by its content$"):
         DigestCache(data_dir / "cache.json").file("/dev/zero")
+
+
+def test_m1_only_a_corpus_that_cannot_ship_says_licence(data_dir):
+    """Issue 56 M1: every missing file said "The corpus cannot ship with augsbert (licence)", a user's own pairs
+    file too (its own message: tests/test_errors.py); now only the BWS corpus (README) says so."""
+    for loader, licensed in (("stsb", False), ("bws_cross_topic", True)):
+        with pytest.raises(MissingDataError) as err:
+            get_loader(loader).inputs(loader, options(loader), data_dir)
+        last = str(err.value).splitlines()[-1]
+        assert last == ("  The corpus cannot ship with augsbert (licence); it is read from the data directory."
+                        if licensed else "  augsbert does not ship the corpus; it is read from the data directory.")

@@ -313,3 +313,44 @@ def test_kde_sample_keeps_by_density_ratio():
     kept = kde_sample(gold, far, 0)
     assert np.mean(far[kept] > 2) < 0.01  # where gold has no mass, nothing survives
     np.testing.assert_array_equal(kde_sample(gold, far, 0), kept)
+
+
+def test_e3_a_single_gold_score_is_marked_in_the_densities_figure_not_a_failed_labels_job(tmp_path, caplog):
+    """Issue 56 E3: a one-row train file's gold has no density; scipy's gaussian_kde raised ValueError inside
+    plot_densities and the labels job failed over a figure. Now the figure marks the score with a line, says so
+    in the log, and a strategy's single or all-equal scores are marked the same way."""
+    import logging
+
+    import pandas as pd
+
+    from augsbert.sampling.labelled_pairs import plot_densities
+
+    pairs = pd.DataFrame({"strategy": ["gold", "bm25", "bm25", "bm25", "random"],
+                          "score": [0.4, 0.2, 0.5, 0.9, 0.3]})
+    with caplog.at_level(logging.INFO, logger="augsbert.sampling.labelled_pairs"):
+        plot_densities(tmp_path / "d.png", np.array([0.4]), pairs, "t")
+    assert (tmp_path / "d.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    notes = [r.getMessage() for r in caplog.records]
+    assert notes == ["d.png: no density of the gold scores drawn (1 score(s), 1 distinct; a density needs at least "
+                     "two different ones): a dashed line marks each score instead",
+                     "d.png: no density of the random scores drawn (1 score(s), 1 distinct; a density needs at least "
+                     "two different ones): a dashed line marks each score instead"]
+
+
+def test_e3_kde_sample_keeps_candidates_without_a_density_and_names_too_few_gold_scores(caplog):
+    """Issue 56 E3: one candidate, or candidates with equal scores, have no KDE (ValueError / LinAlgError from
+    scipy before): all are kept, as iterative_kde keeps fewer than three. One gold score is a DataError naming
+    the way out."""
+    from augsbert.data import DataError
+    from augsbert.sampling.labelled_pairs import _select
+
+    gold = np.array([0.1, 0.5, 0.9])
+    np.testing.assert_array_equal(kde_sample(gold, np.array([0.3]), 0), [0])
+    np.testing.assert_array_equal(kde_sample(gold, np.full(3, 0.3), 0), [0, 1, 2])
+    assert "all 3 candidate scores equal 0.3: no density to compare with the gold one, so all are kept" in caplog.text
+    with pytest.raises(DataError) as err:
+        _select("kde", np.array([0.8]), np.linspace(0, 1, 5), 0)
+    assert str(err.value) == ("labels stage, strategy kde: KDE sampling: 1 gold score(s); a Gaussian KDE needs at "
+                              "least two; kde keeps silver pairs after the density of the gold train pairs' scores: "
+                              "give the dataset more train pairs (with different scores), or leave kde out of "
+                              "candidates.strategies")

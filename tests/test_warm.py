@@ -228,3 +228,22 @@ def test_which_runs_get_a_warm_server_and_its_start_and_stop(monkeypatch):
     finally:
         warm.stop_for_run()
     assert SOCKET_ENV not in os.environ and not os.path.exists(os.path.dirname(path))
+
+
+def _keeper_of(job: int) -> int:
+    return int(Path(f"/proc/{job}/stat").read_text().rpartition(")")[2].split()[1])
+
+
+@pytest.mark.parametrize("keeper_signal", [signal.SIGINT, signal.SIGKILL], ids=["keeper-sigint", "keeper-sigkill"])
+def test_i1_a_ctrl_c_ends_the_served_job_and_never_restarts_it_plainly(server, tmp_path, keeper_signal):
+    """Issue 56 I1: a terminal's Ctrl-C reaches the command and the server's keeper (one process group). The keeper
+    died of it, and the command, seeing its keeper lost, started the job again plainly: a training job went on in
+    the background after Ctrl-C. Now the keeper ignores SIGINT and reports the job's end; a keeper lost after a
+    forwarded signal (here SIGKILL) ends the command as interrupted, without a second start (a plain start of the
+    test command would exit 2)."""
+    proc, job = start_sleeper(server, tmp_path)
+    keeper = _keeper_of(job)
+    proc.send_signal(signal.SIGINT)
+    os.kill(keeper, keeper_signal)
+    assert proc.wait(timeout=30) == 128 + signal.SIGINT
+    assert gone(job, 10)

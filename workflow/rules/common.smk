@@ -3,9 +3,8 @@
 import os
 import sys
 
-from augsbert.config.grids import GRIDS_DIR, with_grid_files
 from augsbert.config.keys import short_hash
-from augsbert.config.load import ConfigError, prepare_config
+from augsbert.config.load import ConfigError, merged_files, prepare_config
 from augsbert.config.names import name_pattern
 from augsbert.config.yaml_files import check_config_file, check_duplicate_keys
 from augsbert.face.export import MODEL_WILDCARD
@@ -36,15 +35,24 @@ try:
     # the grid files beside each config file read (config/grids/*.yaml), under the configs' own `grids:`
     # as read, relative to the project (a rehearsal runs in its own root below it)
     # (relative to the current folder again, so that a message names config/config.yaml as the user knows it)
-    _config_files = [os.path.relpath(os.path.join(PROJECT_DIR, f)) for f in dict.fromkeys(workflow.configfiles)]
-    _grid_dirs = [os.path.join(os.path.dirname(f), GRIDS_DIR) for f in _config_files]
+    # in Snakemake's order: the Snakefile's configfile (unless --replace-workflow-config), then each --configfile
+    _cli_files = [str(f) for f in workflow.config_settings.configfiles]  # absolute
+    _config_files = (
+        []
+        if workflow.config_settings.replace_workflow_config
+        else [f for f in (os.path.join(PROJECT_DIR, f) for f in workflow.configfiles) if f not in _cli_files]
+    )
+    _config_files = [os.path.relpath(f) for f in dict.fromkeys(_config_files + _cli_files)]
     for _file in _config_files:  # Snakemake read them keeping the last of duplicate keys
         check_duplicate_keys(_file)
         # a target written after --configfile is read as one more config file: say so, not "unknown key ..."
         check_config_file(_file, option="--configfile")
     # a rehearsal reads the project's data folder, cut into its own root (augsbert.face.rehearse.prepare)
     _data_source = os.path.join(PROJECT_DIR, os.path.expanduser(str(config.get("data_dir", "data/raw"))))
-    _effective = prepare_config(with_grid_files(config, _grid_dirs), lazy=True)  # experiments validated when planned
+    # Snakemake merged the files before this code runs: built again as the CLI builds it, each file's old section
+    # names renamed where it wrote them (a user's `defaults.silver` over the shipped `defaults.labels`), then --config
+    _raw = merged_files(_config_files, dict(workflow.config_settings.config))
+    _effective = prepare_config(_raw, lazy=True)  # experiments validated when planned
     config.clear()
     config.update(_effective)
     if _rehearsal.is_on(config):

@@ -219,14 +219,25 @@ def read_config(path: str | Path) -> dict:
     return with_grid_files(renames.config_file(read_yaml(path) or {}, str(path)), [path.parent / GRIDS_DIR])
 
 
-def load_configs(paths: list[str | Path] | None, lazy: bool = False) -> dict:
-    """`--config FILE [FILE ...]`: the files of `config_files` merged in order (a later file's keys win, mappings
-    merged key by key, as Snakemake merges --configfile over the Snakefile's configfile) and prepared."""
+def merged_files(paths: list[str | Path], overrides: Mapping | None = None) -> dict:
+    """Config files read one by one (`read_config`: old section names renamed in the file that wrote them, the grid
+    files beside each) and merged in order, a later file's keys winning (mappings merged key by key, as Snakemake
+    merges --configfile over the Snakefile's configfile), then `overrides` (Snakemake's --config). The CLI and the
+    workflow both build their config so: Snakemake merges the files itself before the workflow sees them, and an
+    old name in a user's file (`defaults.silver`) met the new one of config/config.yaml as "both set", while the
+    CLI, renaming each file before merging, accepted it (issue 56 C2)."""
     raw: dict = {}
-    for path in config_files(paths):
-        check_config_file(path, option="--config")
+    for path in paths:
         raw = deep_merge(raw, read_config(path))
-    return prepare_config(raw, lazy=lazy)
+    return deep_merge(raw, renames.config_file(overrides, "--config")) if overrides else raw
+
+
+def load_configs(paths: list[str | Path] | None, lazy: bool = False) -> dict:
+    """`--config FILE [FILE ...]`: the files of `config_files` merged in order (`merged_files`) and prepared."""
+    paths = config_files(paths)
+    for path in paths:
+        check_config_file(path, option="--config")
+    return prepare_config(merged_files(paths), lazy=lazy)
 
 
 def load_config(path: str | Path, overrides: Mapping | None = None, lazy: bool = False) -> dict:

@@ -37,9 +37,12 @@ def unknown_key_message(path: list, allowed: set[str]) -> str:
 
 def _lookup(tree: Any, path: list) -> tuple[bool, Any]:
     for part in path:
-        if not isinstance(tree, Mapping) or part not in tree:
+        if isinstance(tree, list) and isinstance(part, int) and 0 <= part < len(tree):
+            tree = tree[part]  # an item of a list (`candidates.strategies.0`): issue 56 C8
+        elif not isinstance(tree, Mapping) or part not in tree:
             return False, None
-        tree = tree[part]
+        else:
+            tree = tree[part]
     return True, tree
 
 

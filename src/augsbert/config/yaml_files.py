@@ -107,6 +107,20 @@ RESULTS_KEYS = {"config_hash", "models", "experiment"}  # top-level keys of resu
 TARGET_PATTERN = r"(results/[^/]+\.json|results/tables/[^/]+\.(md|csv|png)|models/[^/]+/[^/]+/?)"
 
 
+ARTIFACT_TARGET = r"artifacts/[^/.][^/]*/[^/]+/?"  # artifacts/<stage>/<key>: a target too
+CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def is_target(word: str) -> bool:
+    """Whether `word`, given where config files are, is a workflow target rather than a config file: a target path
+    (results/<experiment>.json, results/tables/<grid>.md, models/..., artifacts/<stage>/<key>), or a name (an
+    experiment or grid: no folder, no config suffix) that is no file."""
+    posix = Path(word).as_posix().removeprefix("./")
+    if re.fullmatch(TARGET_PATTERN, posix) or re.fullmatch(ARTIFACT_TARGET, posix):
+        return True
+    return "/" not in posix and not posix.endswith(CONFIG_SUFFIXES) and not Path(word).exists()
+
+
 def check_config_file(path: str | Path, body: Any = None, option: str = "--configfile") -> None:
     """Refuse a file given as a config that is not one, saying what happened and where the target goes.
 
@@ -115,6 +129,10 @@ def check_config_file(path: str | Path, body: Any = None, option: str = "--confi
     text = str(path)
     if Path(text).is_absolute() and not os.path.relpath(text).startswith(".."):
         text = os.path.relpath(text)  # Snakemake passes its config files as absolute paths: as the user wrote it
+    if option == "--config" and body is None and is_target(text) and not re.fullmatch(
+            TARGET_PATTERN, Path(text).as_posix().removeprefix("./")):  # a name or an artifact after --config
+        what = "a folder, not a config file" if Path(text).exists() else "no such config file"
+        raise ConfigError(f"{option} {text}: {what}; {option} takes config YAML files{AFTER_CONFIG}")
     if re.fullmatch(TARGET_PATTERN, Path(text).as_posix().removeprefix("./")) or (
             isinstance(body, Mapping) and RESULTS_KEYS <= set(body)):
         what = "a results file" if text.endswith(".json") else "a target of the workflow"
@@ -134,8 +152,25 @@ def check_config_file(path: str | Path, body: Any = None, option: str = "--confi
             f"{text} was read as a config file, but it is {what}. Snakemake's --configfile takes every path after "
             f"it up to the next option, so a target written after it becomes one more config file: end the config "
             f"files with `--` (snakemake -n --configfile my.yaml -- {text}) or name the targets first")
+    target = what in ("a results file", "a target of the workflow")  # typed after --config (it takes several)?
     raise ConfigError(f"{option} {text}: it is {what}; {option} takes config YAML files (config/config.yaml, "
-                      "a file of your own)")
+                      f"a file of your own){AFTER_CONFIG if target else ''}")
+
+
+def config_needs(option: str, config: list[str] | None) -> str:
+    """The message for `--config` given without `option` (--experiment, --grid); where its last word is a name or a
+    target, how it was read (`export --config my.yaml demo_cbe`: the name went to --config)."""
+    last = (config or [""])[-1]
+    if last and is_target(last):
+        name = Path(last).stem if "/" in last else last
+        return (f"--config needs {option}; --config took {last} as one more config file (it takes every word after "
+                f"it up to the next option): write {option} {name}")
+    return f"--config needs {option}"
+
+
+# `--config` of the CLI takes several files: every word after it up to the next option (issue 56 R8)
+AFTER_CONFIG = (", and every word after it up to the next option: write a name or a target before --config, or as "
+                "the option it is (e.g. --experiment NAME)")
 
 
 def configfile_args(argv: list[str]) -> list[str]:

@@ -11,6 +11,7 @@ import csv
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 import importlib.util
+import os
 from pathlib import Path
 
 import numpy as np
@@ -51,7 +52,8 @@ class PreparedData:
     beir: "BeirData | None" = None  # a BEIR-format dataset's corpus, queries and qrels (loader `beir`)
 
 
-def missing_file(dataset: str, path: Path, what: str, source: str, key: str) -> MissingDataError:
+def missing_file(dataset: str, path: Path, what: str, source: str, key: str,
+                 licensed: bool = False) -> MissingDataError:
     kind = not_a_file(path)
     if kind:  # a directory, /dev/zero, a pipe: never read, and not reported as missing
         return MissingDataError(f"dataset '{dataset}': {path} {kind}; point `datasets.{dataset}.{key}` (or "
@@ -61,8 +63,22 @@ def missing_file(dataset: str, path: Path, what: str, source: str, key: str) -> 
         f"  what it is: {what}\n"
         f"  where to get it: {source}\n"
         f"  where to put it: {path} (or point `datasets.{dataset}.{key}` or `data_dir` in your config at it)\n"
-        "  The corpus cannot ship with augsbert (licence); it is read from the data directory."
+        + ("  The corpus cannot ship with augsbert (licence); it is read from the data directory." if licensed else
+           "  augsbert does not ship the corpus; it is read from the data directory.")
     )
+
+
+def missing_own_file(dataset: str, path: Path, what: str, key: str, written, data_dir: Path) -> MissingDataError:
+    """A file of the user's own named by `datasets.<dataset>.<key>` is not there: the path looked for, the key and
+    value that named it (relative to data_dir), and how to point it at the file; nothing about getting a corpus
+    or a licence, which a file of one's own has not (issue 56 M1)."""
+    if not_a_file(path):
+        return missing_file(dataset, path, what, "", key)
+    relative = not Path(os.path.expanduser(str(written))).is_absolute()
+    named = f"datasets.{dataset}.{key}: {written}" + (f", relative to data_dir: {data_dir}" if relative else "")
+    return MissingDataError(f"dataset '{dataset}': missing file {path} ({named})\n"
+                            f"  what it is: {what}\n"
+                            f"  put the file there, or point `datasets.{dataset}.{key}` (or `data_dir`) at it")
 
 
 class Loader(ABC):
@@ -70,6 +86,7 @@ class Loader(ABC):
 
     what = ""
     source = ""
+    licensed = False  # True: its terms forbid shipping it (README: UKP's BWS corpus); its missing file says so
     # True: the data artifact always holds a corpus of the loader's own (the `unlabeled` table), which GPL's
     # queries stage generates for; any other dataset has one only through `unlabeled` or `topic_corpus`
     own_corpus = False
@@ -88,14 +105,20 @@ class Loader(ABC):
                                 "(a text_file table takes a topic column: `columns.topic`)")
             paths += corpus_inputs(name, options["topic_corpus"], data_dir)
         if options.get("unlabeled"):
-            paths.append(self.require(name, resolve_path(data_dir, options["unlabeled"]), "unlabeled",
-                                      what="unlabeled target-domain text, one sentence per line",
-                                      source="your own corpus"))
+            paths.append(self.require_own(name, options, data_dir, "unlabeled",
+                                          what="unlabeled target-domain text, one sentence per line"))
         return paths
 
     def require(self, name: str, path: Path, key: str = "path", what: str = "", source: str = "") -> Path:
         if not path.is_file():
-            raise missing_file(name, path, what or self.what, source or self.source, key)
+            raise missing_file(name, path, what or self.what, source or self.source, key, self.licensed)
+        return path
+
+    def require_own(self, name: str, options: dict, data_dir: Path, key: str, what: str = "") -> Path:
+        """The file of the user's own that `datasets.<name>.<key>` names (relative to `data_dir`)."""
+        path = resolve_path(data_dir, options[key])
+        if not path.is_file():
+            raise missing_own_file(name, path, what or self.what, key, options[key], data_dir)
         return path
 
     @abstractmethod
@@ -249,6 +272,7 @@ BWS_COLUMNS = ["id", "argument1", "argument2", "topic", "score"]
 
 class BwsLoader(Loader):
     what = "BWS Argument Similarity Corpus (Thakur et al., NAACL 2021), 3400 argument pairs over 8 topics"
+    licensed = True
     source = (
         "UKP Lab's release of the 'BWS Argument Similarity Corpus' on TUdatalib "
         "(tudatalib.ulb.tu-darmstadt.de, search for the corpus name); take the file "
@@ -396,7 +420,7 @@ class PairsFileLoader(Loader):
         return {s: resolve_path(data_dir, options[s]) for s in SPLITS if options.get(s)}
 
     def files(self, name, options, data_dir):
-        return [self.require(name, p, key=s) for s, p in self._paths(options, data_dir).items()]
+        return [self.require_own(name, options, data_dir, s) for s in self._paths(options, data_dir)]
 
     def load(self, name, options, data_dir, report):
         cols = options["columns"]
@@ -428,7 +452,7 @@ class TextFileLoader(Loader):
     own_corpus = True  # its lines (or its table's text column)
 
     def files(self, name, options, data_dir):
-        return [self.require(name, resolve_path(data_dir, options["path"]))]
+        return [self.require_own(name, options, data_dir, "path")]
 
     def load(self, name, options, data_dir, report):
         path = self.files(name, options, data_dir)[0]

@@ -168,12 +168,15 @@ def validate_pairs(
         nul = np.array([isinstance(t, str) and "\x00" in t for t in frame[col].to_numpy()], dtype=bool)
         flag(nul, f"a NUL character (\\x00) in {col}")
     flag(np.isnan(score), lambda i: f"score {short_repr(raw_score[i])} is not a number")
+    # inf, -inf, 1e999 (read as inf): no scale holds them, and no score_range to suggest (issue 56 E6)
+    flag(np.isinf(score), lambda i: f"score {short_repr(raw_score[i])} is not a finite number")
     tol = 1e-9 * (hi - lo)
-    outside = (score < lo - tol) | (score > hi + tol)
+    outside = np.isfinite(score) & ((score < lo - tol) | (score > hi + tol))
     flag(outside, lambda i: f"score {score[i]:g} outside the declared range [{lo:g}, {hi:g}]")
     if range_option and outside.any():  # `range_option`: the config key that declares the range (its hint)
         rows = sum(1 for reason in bad[outside] if isinstance(reason, str) and "outside the declared" in reason)
-        report.out_of_range(range_option, (lo, hi), float(np.nanmin(score)), float(np.nanmax(score)), rows)
+        finite = score[np.isfinite(score)]
+        report.out_of_range(range_option, (lo, hi), float(finite.min()), float(finite.max()), rows)
     is_bad = bad != None  # noqa: E711
     for file, line, reason in zip(frame["_file"].to_numpy()[is_bad], frame["_line"].to_numpy()[is_bad], bad[is_bad]):
         report.add(file, line, reason)
@@ -239,6 +242,13 @@ def duplicate_report(splits: dict[str, pd.DataFrame]) -> dict:
         f"{a}/{b}": len(keys[a] & keys[b]) for i, a in enumerate(names) for b in names[i + 1 :]
     }
     return {"within_split": inside, "across_splits": across}
+
+
+# What a pair in two splits does (duplicate_report: the same two texts, either order): a train/test pair was seen in
+# training; a dev/test pair is one of those the epoch was picked on (issue 56: it said "seen in training" too)
+OVERLAP_NOTES = {"train/test": " (a test pair seen in training inflates its score)",
+                 "dev/test": " (shared by dev and test: the epoch picked on dev was picked on these test pairs, "
+                             "which inflates the test score)"}
 
 
 def write_table(table: pd.DataFrame, path: Path) -> None:

@@ -28,8 +28,13 @@ BACKENDS = ("torch", "onnx", "openvino")
 QUANTIZATIONS = ("int8",)
 ONNX_CONFIGS = ("avx512_vnni", "avx512", "avx2", "arm64")
 CALIBRATION_SENTENCES = 300  # as the library's default OVQuantizationConfig(num_samples=300)
-INSTALL = {"onnx": "pip install 'sentence-transformers[onnx]' (optimum-onnx, onnxruntime)",
-           "openvino": "pip install 'sentence-transformers[openvino]' (optimum-intel, openvino)"}
+# What to do where a backend's packages are missing. Not `pip install 'sentence-transformers[onnx]'` into .venv:
+# optimum-onnx and optimum-intel require older transformers (and so sentence-transformers) than this project's,
+# and pip would downgrade both (docs/guide/compact.md "Packages"; issue 56)
+INSTALL = {backend: (f"its packages ({packages}) require older transformers and sentence-transformers than augsbert's "
+                     "environment, and installing them into .venv would downgrade both: export with --backend "
+                     f"{backend} from the separate environment that make deploy-env builds (docs/guide/export.md)")
+           for backend, packages in (("onnx", "optimum-onnx, onnxruntime"), ("openvino", "optimum-intel, openvino"))}
 
 
 class BackendError(RuntimeError):

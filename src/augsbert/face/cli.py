@@ -9,15 +9,19 @@ is planned from that config and written to its usual artifact path.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import importlib
 import json
 import logging
 import os
 import re
+import shlex
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -26,10 +30,11 @@ from .. import __version__
 from ..config import reference
 from ..config.load import load_configs
 from ..config.names import check_name
+from ..config.yaml_files import CONFIG_SUFFIXES, config_needs, is_target
 from ..errors import ConfigError, DataError
 from .export import ExportError, add_command as add_export_command
 from .fetch import fetch
-from .listing import KINDS, cut, render_list, render_plan
+from .listing import KINDS, render_list, render_plan
 from ..models import ModelResolutionError
 from ..models.device import DEVICE_ENV, REQUESTED_ENV, check_device_name
 from ..planning.plan import Plan
@@ -48,6 +53,7 @@ from ..store.artifacts import (
     check_artifact,
     finished_as_planned,
     read_json,
+    checkpoint_dir,
     replaceable,
     writer_lock,
     writing,
@@ -55,7 +61,7 @@ from ..store.artifacts import (
 from ..store.graph import KEY_PATTERN
 from ..jobs.job_inputs import recheck
 from ..store.keys import is_key
-from ..store.results_files import check_results
+from ..store.results_files import read_results
 from ..store.manifests import (QUARANTINE, artifact_folders, foreign_folders, hashed_bytes, key_problem, not_deletable,
                                problems, quarantine_place, unlisted_files)
 from ..jobs.specs import check_aggregate_spec, check_stage_spec, load_spec
@@ -111,12 +117,13 @@ def _stage_command(sub, stage: Stage) -> None:
             check_stage_spec(spec, stage.name, f"--spec {args.spec}" if args.spec.startswith("@") else "--spec")
         else:
             if not args.experiment:
-                p.error("--config needs --experiment")
+                p.error(config_needs("--experiment", args.config))
             spec, default_out = _planned_spec(args, stage.name)
         out = args.out or default_out
         if not out:
             p.error("--out is required with --spec")
         check_out_key(spec, out, stage.name, "--spec" if args.spec else "--config")
+        args.interrupted_out = out  # named by the line a Ctrl-C ends with (interrupted_line)
         if not args.force and _finished_already(stage, spec, out):
             return
         if Path(out).exists() or Path(out).is_symlink():  # before any input is read (artifact_dir checks again)
@@ -181,7 +188,7 @@ def check_inputs(spec: dict) -> None:
     another key than its folder (augsbert.store.manifests)."""
     for role, path in (spec.get("inputs") or {}).items():
         if isinstance(path, str):  # a missing input: the stage says what it needed
-            check_artifact(path, f"input `{role}`")
+            check_artifact(path, f"input `{role}`", stages=set(REGISTRY))
 
 
 def _verify(args) -> int:
@@ -200,7 +207,7 @@ def _verify(args) -> int:
               f"{max(1, round(total / HASH_RATE))} s at {HASH_RATE / 1e9:.1f} GB/s", file=sys.stderr, flush=True)
     start = time.monotonic()
     damaged = {folder: found for folder in folders
-               if (found := [p for p in (key_problem(folder),) if p]
+               if (found := [p for p in (key_problem(folder, stages),) if p]
                    + problems(folder, holds=REGISTRY[folder.parent.name].holds))}
     deleted, kept, moved = [], [], []
     when = time.strftime("%Y%m%dT%H%M%S")
@@ -263,7 +270,7 @@ def _verify_results(folder: Path) -> int:
     refused = 0
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         try:
-            check_results(read_json(path), path, gone_ok=True)  # a deleted artifact: rebuilt, then re-collected
+            read_results(path, gone_ok=True)  # a deleted artifact: rebuilt, then re-collected
         except DamagedArtifactError as err:
             print(str(err))
             refused += 1
@@ -362,6 +369,7 @@ def _run_command(sub) -> None:
         command = [sys.executable, "-m", "snakemake", "--cores", str(args.cores), "--configfile",
                    args.configfile, *(["--dry-run"] if args.dry_run else []), "--", *targets]
         print("augsbert: " + " ".join(["snakemake", *command[3:]]), file=sys.stderr, flush=True)
+        args.snakemake_started = True  # for the line a Ctrl-C ends with (interrupted_line)
         return run_snakemake(command)
 
     p.set_defaults(handler=handler)
@@ -372,7 +380,11 @@ def _rehearse_command(sub) -> None:
                                         "2 steps) under .rehearsal/, in minutes: one line per job kind, OK or failed",
                        description="Plan the targets' Snakemake DAG with `rehearse: true` and run each of its jobs on "
                                    "stand-ins under .rehearsal/ (docs/guide/rehearsal.md); exit 1 when a job failed.")
-    p.add_argument("targets", nargs="*", metavar="TARGET", help="results/<experiment>.json, results/tables/<grid>.md, ...")
+    # nargs="*": `--config my.yaml results/x.json` gives the target to --config, which takes every word after it;
+    # the handler takes it back (targets_after_config)
+    p.add_argument("targets", nargs="*", metavar="TARGET", help="results/<experiment>.json, results/tables/<grid>.md, "
+                                                               "artifacts/<stage>/<key>, or an experiment's or grid's "
+                                                               "name")
     p.add_argument("--config", nargs="+", action="extend", metavar="FILE", help=CONFIG_HELP)
     p.add_argument("--cores", type=int, default=2, help="cores for the rehearsal's jobs (default 2)")
     p.add_argument("--every-kind", action="store_true",
@@ -391,11 +403,27 @@ def _rehearse_command(sub) -> None:
             if args.targets:
                 p.error("--unlock takes no TARGET")
             return unlock()
+        targets_after_config(args)
         if not args.targets:
-            p.error("the following arguments are required: TARGET")
+            p.error("no TARGET given (a results file, a table, an artifact, or an experiment's or grid's name): "
+                    "augsbert rehearse results/<experiment>.json [--config my.yaml]")
+        if any("/" not in target for target in args.targets):  # names, as `augsbert run` takes them
+            config = load_configs(args.config, lazy=True)
+            args.targets = [target if "/" in target else run_target(config, target) for target in args.targets]
         return run(args.targets, args.config, cores=args.cores, warm=not args.cold, every_kind=args.every_kind)
 
     p.set_defaults(handler=handler)
+
+
+def targets_after_config(args) -> None:
+    """`rehearse --config my.yaml results/x.json`: --config (several files) took every word after it, the target too,
+    and argparse then said "the following arguments are required: TARGET" (issue 56 R8). The trailing words of
+    --config that are targets (`augsbert.config.yaml_files.is_target`: a results file, a table, an export folder,
+    an artifact, or a name that is no file) are taken back as the command's targets, as the user typed them."""
+    config, moved = list(args.config or []), []
+    while config and is_target(config[-1]):
+        moved.insert(0, config.pop())
+    args.config, args.targets = config or None, [*args.targets, *moved]
 
 
 class QuietRuleExceptions:
@@ -420,13 +448,16 @@ def run_snakemake(command: list[str]) -> int:
     `augsbert ...: error:` line of each job's log) come last, below Snakemake's report."""
     proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, errors="replace")
     logs = []
-    for line in proc.stderr:
-        sys.stderr.write(line)
-        sys.stderr.flush()
-        found = FAILED_LOG.match(line.rstrip("\n"))
-        if found:
-            logs.extend(found.group(1).split(", "))
-    code = proc.wait()
+    with _interrupts_passed_on(proc) as interrupts:
+        for line in proc.stderr:
+            sys.stderr.write(line)
+            sys.stderr.flush()
+            found = FAILED_LOG.match(line.rstrip("\n"))
+            if found:
+                logs.extend(found.group(1).split(", "))
+        code = proc.wait()
+    if interrupts and code != 0:  # a run that finished anyway (the interrupt was ours alone) is no interruption
+        raise KeyboardInterrupt
     for log_file in dict.fromkeys(logs) if code else ():
         try:
             lines = Path(log_file).read_text(errors="replace").splitlines()
@@ -436,6 +467,55 @@ def run_snakemake(command: list[str]) -> int:
         if errors:
             print(f"augsbert: a job failed ({log_file}): {errors[-1]}", file=sys.stderr)
     return code
+
+
+@contextlib.contextmanager
+def _interrupts_passed_on(proc: subprocess.Popen):
+    """While Snakemake runs: a Ctrl-C is counted, not raised. Snakemake, in the terminal's process group, got it too
+    and stops its jobs (which got it as well); its console is passed on until it has ended, so that nothing it says
+    is lost (a KeyboardInterrupt in the middle of reading a line drops it) and it removes what the cut jobs left and
+    its lock. A second Ctrl-C sends it SIGTERM, a third SIGKILL. Yields the list of interrupts received."""
+    interrupts: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield interrupts
+        return
+
+    def count(signum, frame):
+        interrupts.append(signum)
+        if len(interrupts) > 1:
+            stop = signal.SIGTERM if len(interrupts) == 2 else signal.SIGKILL
+            print(f"augsbert: stopping Snakemake ({stop.name})", file=sys.stderr, flush=True)
+            proc.send_signal(stop)
+
+    previous = signal.signal(signal.SIGINT, count)
+    try:
+        yield interrupts
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def interrupted_line(args) -> str:
+    """The line a Ctrl-C ends a command with (exit code 130): what was kept, and how to go on (issue 56 R10, I1)."""
+    line = f"augsbert {args.command}: interrupted (Ctrl-C)"
+    again = " ".join(["augsbert", *map(shlex.quote, args.argv)])
+    if args.command == "run" and not getattr(args, "snakemake_started", False):
+        return f"{line} before Snakemake started; nothing was run"
+    if args.command == "run":
+        return (f"{line}; Snakemake stopped its jobs. Every artifact finished before is kept, and a job cut short "
+                "wrote none (a training job keeps its checkpoints in artifacts/.checkpoints/).\nTo continue, run the "
+                f"same command again: {again}")
+    if args.command == "rehearse":
+        return (f"{line}; the jobs it finished are kept under .rehearsal/ (log: .rehearsal/rehearse.log).\nTo "
+                f"continue, run the same command again: {again}")
+    out = getattr(args, "interrupted_out", None)
+    if out:
+        folder = checkpoint_dir(out)
+        steps = [int(p.name.split("-")[1]) for p in folder.rglob("checkpoint-*") if p.name.split("-")[1].isdigit()] \
+            if folder.is_dir() else []
+        return (f"{line}; {out} was not written (its partial files are removed). " +
+                (f"Its checkpoints in {folder} are kept: the same command resumes from the last one (step "
+                 f"{max(steps)})." if steps else "The same command starts it again (no checkpoint was saved yet)."))
+    return line
 
 
 def print_estimate(plan: Plan, experiments: list[str]) -> str:
@@ -480,22 +560,32 @@ def run_target(config: dict, name: str) -> str:
 
 
 def _list_command(sub) -> None:
-    p = sub.add_parser("list", help="list the configured experiments, grids and datasets, one line each, with the "
-                                    "datasets each needs and whether their raw files are present",
-                       description="One line per experiment, grid or dataset of the config: its name, the datasets "
-                                   "it reads (present or MISSING) and its description. Without a kind, all three.")
-    p.add_argument("kind", nargs="?", choices=KINDS, help="what to list (default: all three)")
+    p = sub.add_parser("list", help="list the configured experiments, grids and datasets, with the datasets each "
+                                    "needs and whether their raw files are present; `augsbert list my.yaml` adds "
+                                    "your own",
+                       description="One entry per experiment, grid or dataset of the config: its name, the datasets "
+                                   "it reads (present or MISSING) and its description, wrapped to the terminal's "
+                                   "width. Without a kind, all three. Config files of your own (given like a kind, "
+                                   "or after --config) are merged over config/config.yaml, as Snakemake's "
+                                   "--configfile: their experiments, grids and datasets are listed too.")
+    p.add_argument("items", nargs="*", metavar="KIND|FILE",
+                   help=f"{', '.join(KINDS)} (default: all three), and/or config files of your own (my.yaml)")
     p.add_argument("--config", nargs="+", action="extend", metavar="FILE", help=CONFIG_HELP)
-    p.add_argument("--long", action="store_true", help="whole lines (default: each cut to the terminal's width)")
+    p.add_argument("--long", action="store_true", help="one whole line per entry (default: wrapped to the "
+                                                       "terminal's width)")
 
     def handler(args) -> None:
-        if args.config and args.kind is None and args.config[-1] in KINDS and not Path(args.config[-1]).exists():
-            args.kind = args.config.pop()  # `list --config my.yaml experiments`: --config took the kind
-        width = shutil.get_terminal_size().columns
-        config = load_configs(args.config, lazy=True)
-        kinds = (args.kind,) if args.kind else KINDS
-        # cut to the terminal; no column but the description wider than a third of it
-        print(render_list(config, kinds) if args.long else cut(render_list(config, kinds, max(width // 3, 12)), width))
+        given = [*args.items, *(args.config or [])]  # `list --config my.yaml experiments`: --config took the kind
+        kinds = [item for item in given if item in KINDS and not Path(item).exists()]
+        files = [item for item in given if item not in kinds]
+        for item in args.items:
+            if item not in kinds and not Path(item).exists() and not item.endswith(CONFIG_SUFFIXES):
+                p.error(f"{item!r} is neither a kind ({', '.join(KINDS)}) nor a config file")
+        config = load_configs(files, lazy=True)
+        width = None if args.long else shutil.get_terminal_size().columns
+        print(render_list(config, tuple(dict.fromkeys(kinds)) or KINDS, width))
+        if not files:  # the shipped config alone: say how a file of one's own is listed too (issue 56)
+            print("\n(config/config.yaml only; yours too: augsbert list my.yaml)", file=sys.stderr)
 
     p.set_defaults(handler=handler)
 
@@ -522,7 +612,7 @@ def _aggregate_command(sub, name: str, help_text: str, what: str, out_help: str,
             check_aggregate_spec(spec, what, f"--spec {args.spec}" if args.spec.startswith("@") else "--spec")
         else:
             if not getattr(args, what):
-                p.error(f"--config needs --{what}")
+                p.error(config_needs(f"--{what}", args.config))
             check_name(getattr(args, what), f"--{what}")
             plan = Plan(load_configs(args.config, lazy=True))
             spec = plan.experiment_spec(args.experiment) if what == "experiment" else grid_spec(plan, args.grid)
@@ -587,7 +677,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_export_command(sub)
     fetch = sub.add_parser("fetch", help="download every hub model and dataset an experiment needs into the local "
                                          "Hugging Face cache (run where there is internet; jobs then run offline)")
-    fetch.add_argument("--experiment", required=True, help="experiment name")
+    fetch.add_argument("--experiment", help="experiment name (required)")
     fetch.add_argument("--config", nargs="+", action="extend", metavar="FILE", help=CONFIG_HELP)
     fetch.set_defaults(handler=_fetch)
     verify = sub.add_parser("verify", help="check every artifact's files against its manifest; --repair moves the "
@@ -605,6 +695,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _fetch(args) -> None:
+    if not args.experiment:  # not `required=True`: argparse's message would not say where the name went
+        raise ConfigError(config_needs("--experiment", args.config).replace("--config needs", "fetch needs", 1)
+                          if args.config else "fetch needs --experiment NAME")
     fetch(Plan(load_configs(args.config, lazy=True)), args.experiment)
 
 
@@ -631,6 +724,8 @@ def pin_one_gpu(argv: list[str]) -> None:
 
 # Another live process writes the same output: a temporary condition (sysexits EX_TEMPFAIL), not a bad input.
 EXIT_LOCKED = 75
+# Ended by Ctrl-C: 128 + SIGINT, what a shell reports for a command killed by it.
+EXIT_INTERRUPTED = 130
 # The reader of stdout closed the pipe: 128 + SIGPIPE, what a shell reports for a command killed by it.
 EXIT_BROKEN_PIPE = 141
 
@@ -657,6 +752,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         code = args.handler(args)
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's flush at exit
+    except KeyboardInterrupt:  # Ctrl-C: one line saying what was kept and how to go on, not a traceback
+        print(interrupted_line(args), file=sys.stderr, flush=True)
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # the reader went away (`augsbert plan | head`): stop quietly, as `git log | head` does; stdout is pointed
         # at /dev/null so that the interpreter's own flush at exit does not raise again

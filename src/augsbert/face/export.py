@@ -28,6 +28,7 @@ import argparse
 import json
 import logging
 import os
+import shlex
 import shutil
 from pathlib import Path
 
@@ -35,6 +36,7 @@ import yaml
 
 from ..config.load import load_configs
 from ..config.names import check_name
+from ..config.yaml_files import config_needs
 from ..planning.plan import Plan
 from ..store.artifacts import (
     FORBIDDEN,
@@ -49,7 +51,7 @@ from ..store.artifacts import (
 from ..reporting.results import labelling_artifact
 from ..store.keys import is_key
 from ..store.manifests import MANIFEST, file_digest
-from ..store.results_files import check_results
+from ..store.results_files import read_results
 from .backends import BACKENDS, ONNX_CONFIGS, QUANTIZATIONS
 from ..jobs.specs import check_aggregate_spec, load_spec
 from ..reporting.layout import row_stages, table_rows
@@ -348,7 +350,7 @@ def reproduce_section(spec: dict, role: str, seed: int, node: dict, to_hint: str
         + ("and what it is built from, then scores it" if unpruned is None and models == [role] else
            "and everything the results need"),
         f".venv/bin/augsbert export --config reproduce.yaml --experiment {own} --model {role} --seed {seed} "
-        f"--to {to_hint}",
+        f"--to {shlex.quote(str(to_hint))}",  # a path with spaces or quotes stays one word (issue 56 X4)
         "```", ""]
 
 
@@ -405,9 +407,9 @@ def export(spec: dict, model: str, to: str | Path, seed: int | None = None, forc
     _check_outside_artifacts(target, artifact, spec["experiment"], model)
     _check_target(target, force, discard_edits)
     results_path = str(results_path) if results_path else f"results/{spec['experiment']}.json"
-    results = read_json(results_path) if Path(results_path).is_file() else None
-    if results is not None:  # its numbers go into the card and augsbert_export.json: only as collected
-        check_results(results, results_path)
+    # its numbers go into the card and augsbert_export.json: only as collected; a folder or a device of that name
+    # is refused (a folder was silently taken for no results)
+    results = read_results(results_path) if Path(results_path).exists() else None
     section, facts = training_facts(spec, model, seed, node, results, results_path, str(to))
     arch = facts["arch"]
     name = spec["experiment"]
@@ -658,7 +660,7 @@ def add_command(sub) -> None:
             check_aggregate_spec(spec, "experiment", f"--spec {args.spec}" if args.spec.startswith("@") else "--spec")
         else:
             if not args.experiment:
-                p.error("--config needs --experiment")
+                p.error(config_needs("--experiment", args.config))
             check_name(args.experiment, "--experiment")
             spec = Plan(load_configs(args.config, lazy=True)).experiment_spec(args.experiment)
         if args.discard_edits and not args.force:

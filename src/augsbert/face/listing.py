@@ -53,13 +53,35 @@ def grid_datasets(config: dict, name: str) -> list[str]:
     return list(found)
 
 
-def table(header: tuple[str, ...], rows: list[tuple[str, ...]], cap: int | None = None) -> str:
-    """Left-aligned columns two spaces apart; the last column (a description) is not padded. `cap`: a cell of
-    another column longer than that is cut ("…"), so one long cell does not push every description away."""
-    if cap:
-        rows = [(*(c if len(str(c)) <= cap else str(c)[:cap - 1] + "…" for c in r[:-1]), r[-1]) for r in rows]
+MIN_DESCRIPTION = 30  # characters a description column needs beside the others; narrower: below them
+
+
+def table(header: tuple[str, ...], rows: list[tuple[str, ...]], width: int | None = None) -> str:
+    """Left-aligned columns two spaces apart; the last column (a description) is not padded. Nothing is cut (a
+    name cut short cannot be typed; a description cut to 24 characters said nothing: issue 56). `width` (the
+    terminal's): the description is wrapped into its column; where the other columns leave it fewer than
+    MIN_DESCRIPTION characters, each item's other cells make its first line and the description follows, indented
+    by four and wrapped to `width`. None: one whole line per item."""
+    import textwrap
+
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header) - 1)]
-    lines = ["  ".join([*(str(c).ljust(w) for c, w in zip(r, widths)), str(r[-1])]).rstrip() for r in [header, *rows]]
+    left = sum(widths) + 2 * len(widths)
+    if width is None or width - left >= MIN_DESCRIPTION:
+        room = None if width is None else width - left
+        lines = []
+        for r in [header, *rows]:
+            first = "  ".join(str(c).ljust(w) for c, w in zip(r, widths)) + "  "
+            text = (textwrap.wrap(str(r[-1]), room, break_on_hyphens=False, break_long_words=False)
+                    if room and r[-1] else [str(r[-1])])
+            lines += [(first + text[0]).rstrip(), *(" " * left + t for t in text[1:])]
+        return "\n".join(lines)
+    lines = []
+    for r in [header, *rows]:
+        lines += textwrap.wrap("  ".join(str(c) for c in r[:-1]), max(width, 20), subsequent_indent="    ",
+                               break_on_hyphens=False, break_long_words=False)
+        if r[-1]:
+            lines += textwrap.wrap(str(r[-1]), max(width, 20), initial_indent="    ", subsequent_indent="    ",
+                                   break_on_hyphens=False, break_long_words=False)
     return "\n".join(lines)
 
 
@@ -101,20 +123,14 @@ def rows(config: dict, kind: str) -> tuple[tuple[str, ...], list[tuple[str, ...]
     raise ValueError(f"unknown kind {kind!r} (known: {', '.join(KINDS)})")
 
 
-def render_list(config: dict, kinds: tuple[str, ...] = KINDS, cap: int | None = None) -> str:
-    """`augsbert list`: a table per kind (a heading above each when there are several); `cap`: see `table`."""
+def render_list(config: dict, kinds: tuple[str, ...] = KINDS, width: int | None = None) -> str:
+    """`augsbert list`: a table per kind (a heading above each when there are several); `width`: see `table`."""
     parts = []
     for kind in kinds:
         header, body = rows(config, kind)
-        text = table(header, body, cap)
+        text = table(header, body, width)
         parts.append(f"# {kind} ({len(body)})\n{text}" if len(kinds) > 1 else text)
     return "\n\n".join(parts)
-
-
-def cut(text: str, width: int) -> str:
-    """Every line at most `width` characters, a cut one ending in "…" (`augsbert list --long` keeps them whole)."""
-    width = max(width, 20)
-    return "\n".join(line if len(line) <= width else line[:width - 1] + "…" for line in text.split("\n"))
 
 
 def render_plan(specs: dict[str, dict]) -> str:

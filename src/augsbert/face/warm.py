@@ -123,7 +123,10 @@ def run(argv: list[str], path: str | None = None) -> int | None:
               "in a plain start", file=sys.stderr, flush=True)
         return None
 
+    forwarded = []
+
     def forward(signum, frame):
+        forwarded.append(signum)
         try:
             os.killpg(pid, signum)
         except ProcessLookupError:  # the job has not made its own group yet
@@ -141,6 +144,9 @@ def run(argv: list[str], path: str | None = None) -> int | None:
         for s, handler in previous.items():
             signal.signal(s, handler)
         conn.close()
+    if status is None and forwarded:  # stopped on purpose (Ctrl-C: the keeper got it too): ended, not restarted
+        _ended(pid, KILL_GRACE_S)
+        return 128 + forwarded[0]
     if status is None:  # the keeper died: its job ends with it (warm_server._die_with); then a plain start
         if _ended(pid, KILL_GRACE_S):
             print(f"augsbert: warning: the warm server at {path} lost job {pid}; running the command again in "

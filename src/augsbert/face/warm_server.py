@@ -143,6 +143,9 @@ def refusal(request: dict, fds: list[int]) -> str | None:
 
 def _keep(conn: socket.socket) -> None:
     """In a keeper: read one request, start its job, report pid and exit status; never return."""
+    # a terminal's Ctrl-C reaches the keeper (the server's process group) as well: the command forwards it to the
+    # job, which ends as it would in a plain start (its one line; partial files removed), and the keeper reports that
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     code, pid, reaped = 0, None, False
     try:
         data, ancillary, _, _ = conn.recvmsg(1 << 20, socket.CMSG_SPACE(4 * array.array("i").itemsize))

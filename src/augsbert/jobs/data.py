@@ -8,7 +8,7 @@ from pathlib import Path
 from ..data import DataError, RowReport, get_loader
 from ..data.beir import write_beir
 from ..data.pool import pool_too_small, target_pool
-from ..data.tables import duplicate_report, score_stats, write_table
+from ..data.tables import OVERLAP_NOTES, duplicate_report, score_stats, write_table
 from ..data.topic_corpora import read_topic_corpus
 from ..params import read_params
 from ..scheduling.progress import warn
@@ -85,8 +85,7 @@ def run(spec: dict, out: str | Path, force: bool = False) -> dict:
             log.info("%s: %s = %d rows", name, split, n)
         found += [f"{name}: {n} duplicate pair(s) inside {split} (kept)"
                   for split, n in duplicates["within_split"].items() if n]
-        found += [f"{name}: {n} pair(s) occur in both {pair} (a test pair seen in training inflates its score)"
-                  if "test" in pair else f"{name}: {n} pair(s) occur in both {pair}"
+        found += [f"{name}: {n} pair(s) occur in both {pair}{OVERLAP_NOTES.get(pair, '')}"
                   for pair, n in duplicates["across_splits"].items() if n]
         metrics["warnings"] = found
         for message in found:

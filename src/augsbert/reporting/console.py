@@ -7,7 +7,6 @@ print nothing. `python -m augsbert.reporting.console PATH...` prints the same (t
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from collections.abc import Iterable
@@ -15,7 +14,7 @@ from pathlib import Path
 
 from ..stages.teacher import TEACHER
 from ..store.artifacts import DamagedArtifactError
-from ..store.results_files import check_results
+from ..store.results_files import read_results
 from .layout import numbered_title, row_label, table_rows
 
 PRINT_ENV = "AUGSBERT_PRINT_TABLES"  # "0": the run prints no table at its end (the Makefile prints it itself)
@@ -38,9 +37,8 @@ def human_name(role: str, arch: str) -> str:
 def results_table(path: Path) -> str:
     """The models' lines of results file `path`; the one line saying why, for a file not as collected
     (augsbert.store.results_files: an edited results file is not shown as measured)."""
-    doc = json.loads(path.read_text())
     try:
-        check_results(doc, path)
+        doc = read_results(path)
     except DamagedArtifactError as err:
         return str(err)
     rows = [("model", "Spearman", "Pearson")]

@@ -17,8 +17,8 @@ from pathlib import Path
 import pandas as pd
 
 from ..stages import REGISTRY
-from ..store.artifacts import DamagedArtifactError, read_json, write_text, writer_lock, writing
-from ..store.results_files import check_results
+from ..store.artifacts import DamagedArtifactError, write_text, writer_lock, writing
+from ..store.results_files import read_results
 from .layout import row_of
 
 METRIC_TITLES = {
@@ -108,13 +108,11 @@ def measured_under(per_seed: dict[str, dict]) -> str:
 def _results_file(path: Path, grid: str) -> dict:
     """A grid cell's results document, as collect-results wrote it from artifacts that still hold what they held
     (augsbert.reporting.results.check_results): an edited or stale results file is not published."""
-    if not path.is_file():
+    if not path.exists():  # a folder of that name is named by read_results
         raise DamagedArtifactError(f"{path}: no results file yet (grid {grid} needs it); run the workflow for the "
                                    f"grid's table (`snakemake --cores 2 results/tables/{grid}.md`), which collects "
                                    "it first")
-    doc = read_json(path)
-    check_results(doc, path)
-    return doc
+    return read_results(path)
 
 
 def markdown(spec: dict, long: pd.DataFrame, docs: dict[str, dict]) -> str:

@@ -51,12 +51,15 @@ Every bound is enlarged by 1 % before use.
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 
 import numpy as np
 from scipy import stats
 
 from ..errors import DataError  # defined there: the data layer (the same class) imports pandas
+
+log = logging.getLogger(__name__)
 
 GRID = 2048  # kde_sample: grid points over the score range (plus 4 sd padding each side)
 
@@ -107,10 +110,20 @@ def _check_gold(gold: np.ndarray, what: str) -> None:
 
 
 def kde_sample(gold_scores, candidate_scores, seed: int) -> np.ndarray:
-    """AugSBERT paper's sampler: keep a candidate with probability min(1, F_gold(s) / F_silver(s))."""
+    """AugSBERT paper's sampler: keep a candidate with probability min(1, F_gold(s) / F_silver(s)).
+
+    Candidates whose scores have no density (one candidate, or all scores equal) are all kept: no subset of
+    them follows the gold density better than the whole (as `iterative_kde` keeps fewer than three); the log
+    says so."""
     gold = np.asarray(gold_scores, dtype=np.float64)
     cand = np.asarray(candidate_scores, dtype=np.float64)
     _check_gold(gold, "KDE sampling")
+    if not np.all(np.isfinite(cand)):
+        raise DataError("KDE sampling: the candidate scores contain NaN or infinite values")
+    if len(cand) < 2 or np.ptp(cand) == 0:
+        log.warning("KDE sampling: %s: no density to compare with the gold one, so all are kept",
+                    f"all {len(cand)} candidate scores equal {cand[0]:g}" if len(cand) > 1 else "a single candidate")
+        return np.arange(len(cand))
     grid = _grid(gold, cand)
     f_gold = np.interp(cand, grid, density_on_grid(gold, grid))
     f_silver = np.interp(cand, grid, density_on_grid(cand, grid))

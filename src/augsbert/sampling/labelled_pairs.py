@@ -42,25 +42,56 @@ def _select(strategy: str, reference: np.ndarray, scores: np.ndarray, seed: int,
             return kde_sample(reference, scores, seed)
         if strategy == "iterative_kde":
             return iterative_kde(reference, scores, seed=seed, accept=iterative_accept)
-    except DataError as err:  # e.g. gold scores without spread: say which stage and strategy met them
-        raise DataError(f"labels stage, strategy {strategy}: {err}") from err
+    except DataError as err:  # e.g. gold scores without spread: say which stage and strategy met them, and the way out
+        hint = (f"; {strategy} keeps silver pairs after the density of the gold train pairs' scores: give the dataset "
+                f"more train pairs (with different scores), or leave {strategy} out of candidates.strategies"
+                if "gold score" in str(err) else "")
+        raise DataError(f"labels stage, strategy {strategy}: {err}{hint}") from err
     return np.arange(len(scores))
 
 
+def _density(values: np.ndarray, grid: np.ndarray) -> np.ndarray | None:
+    """Scott's Gaussian KDE of `values` on `grid`, or None where none exists: fewer than two scores, all equal,
+    or so close that their covariance is singular (scipy raises ValueError / LinAlgError there)."""
+    values = np.asarray(values, dtype=np.float64)
+    if len(values) < 2 or not np.all(np.isfinite(values)) or np.ptp(values) == 0:
+        return None
+    try:
+        return stats.gaussian_kde(values)(grid)
+    except (ValueError, np.linalg.LinAlgError):
+        return None
+
+
 def plot_densities(path: Path, reference: np.ndarray, pairs: pd.DataFrame, title: str) -> None:
+    """The figure of the gold and every strategy's score densities. A set without a density (one score, or all
+    equal: a one-row train file's gold) is marked by a vertical line at its score(s) and named in the log; the
+    figure is never a reason for the labels job to fail (issue 56 E3)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    lo = min(float(reference.min()), float(pairs["score"].min()))
-    hi = max(float(reference.max()), float(pairs["score"].max()))
+    reference = np.asarray(reference, dtype=np.float64)
+    scores = np.concatenate([reference, pairs["score"].to_numpy(dtype=np.float64)])
+    scores = scores[np.isfinite(scores)]
+    lo, hi = (float(scores.min()), float(scores.max())) if len(scores) else (0.0, 1.0)
     grid = np.linspace(lo - 0.05, hi + 0.05, 400)
     fig, ax = plt.subplots(figsize=(7, 4))
-    ax.plot(grid, stats.gaussian_kde(reference)(grid), color="black", lw=2.5, label=f"gold (n={len(reference)})")
-    for strategy, group in pairs.groupby("strategy", sort=False):
-        if strategy != "gold" and len(group) > 1 and group["score"].std() > 0:
-            ax.plot(grid, stats.gaussian_kde(group["score"])(grid), lw=1.5, label=f"{strategy} (n={len(group)})")
+    sets = [("gold", reference, dict(color="black", lw=2.5))]
+    sets += [(strategy, group["score"].to_numpy(dtype=np.float64), dict(lw=1.5))
+             for strategy, group in pairs.groupby("strategy", sort=False) if strategy != "gold"]
+    for name, values, style in sets:
+        density = _density(values, grid)
+        if density is not None:
+            ax.plot(grid, density, label=f"{name} (n={len(values)})", **style)
+        elif len(values):
+            distinct = np.unique(values[np.isfinite(values)])
+            log.info("%s: no density of the %s scores drawn (%d score(s), %d distinct; a density needs at least two "
+                     "different ones): a dashed line marks each score instead", path.name, name, len(values),
+                     len(distinct))
+            for i, x in enumerate(distinct[:50]):
+                ax.axvline(x, ls="--", label=f"{name} (n={len(values)}, no density)" if i == 0 else None,
+                           **{**style, "lw": 1.0})
     ax.set_xlabel("teacher score")
     ax.set_ylabel("density")
     ax.set_title(title)

@@ -30,6 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+from ..config.reading import regular_bytes, utf8
 from .manifests import WRITTEN_WITH, write_manifest, key_problem, problems
 
 log = logging.getLogger(__name__)
@@ -166,25 +167,32 @@ class DamagedArtifactError(ValueError):
     """A JSON file of an artifact (or a spec) cannot be parsed: cut short, or edited by hand."""
 
 
-def read_json(path: str | Path) -> Any:
-    """The JSON in `path`; a file that does not parse raises DamagedArtifactError naming it (a truncated
-    metrics.json once surfaced as a bare JSONDecodeError, no file named)."""
-    text = Path(path).read_text()
+JSON_LIMIT = 256 << 20  # bytes of a JSON file an artifact or results/ holds (they are kilobytes to megabytes)
+DAMAGED = ("the file is damaged. Delete the folder it is in if that is an artifact (Snakemake then rebuilds it), or "
+           "repair the file")
+
+
+def read_json(path: str | Path, what: str = "JSON file", fix: str = DAMAGED) -> Any:
+    """The JSON in `path`; a file that does not parse or is not UTF-8 raises DamagedArtifactError naming it and
+    `fix`, a path that is no regular file (a folder named `x.json`, a device) one saying what it is (a truncated
+    metrics.json once surfaced as a bare JSONDecodeError, no file named; issue 56 S9/S10: UnicodeDecodeError,
+    IsADirectoryError). A missing file raises FileNotFoundError."""
+    data = regular_bytes(path, what, JSON_LIMIT, DamagedArtifactError, fix="remove or rename it")
+    text = utf8(data, path, fix, DamagedArtifactError)
     try:
         return json.loads(text)
     except ValueError as err:
-        raise DamagedArtifactError(
-            f"{path}: not valid JSON ({err}); the file is damaged. Delete the folder it is in if that is an "
-            "artifact (Snakemake then rebuilds it), or repair the file") from None
+        raise DamagedArtifactError(f"{path}: not valid JSON ({err}); {fix}") from None
 
 
-def check_artifact(root: str | Path, what: str, only: set[str] | None = None) -> None:
-    """Raise DamagedArtifactError naming `what` (e.g. "input `data`") unless artifact `root` is what its name says
-    and its files (or just `only`) are those its manifest lists. A missing folder is left to the reader."""
+def check_artifact(root: str | Path, what: str, only: set[str] | None = None, stages: set[str] | None = None) -> None:
+    """Raise DamagedArtifactError naming `what` (e.g. "input `data`") unless artifact `root` is what its name (and,
+    in a folder of one of `stages`, its stage folder) says and its files (or just `only`) are those its manifest
+    lists. A missing folder is left to the reader."""
     root = Path(root)
     if not root.is_dir():
         return
-    found = [p for p in (key_problem(root),) if p] + problems(root, only=only)
+    found = [p for p in (key_problem(root, stages),) if p] + problems(root, only=only)
     if found:
         raise DamagedArtifactError(
             f"{what} {root} is damaged: {'; '.join(found)}. Delete it (`rm -r {root}`) or run "

@@ -127,11 +127,13 @@ def problems(root: str | Path, limit: int = 5, only: set[str] | None = None, hol
     return found[:limit]
 
 
-def key_problem(root: str | Path) -> str | None:
-    """The artifact's spec.json names another key than its folder's name (None: they agree, or it has no key).
+def key_problem(root: str | Path, stages: set[str] | None = None) -> str | None:
+    """The artifact's spec.json names another key than its folder's name, or (its folder being in a stage's folder
+    of `stages`, the registry's) another stage (None: they agree, or it has no key).
 
     Stages, collect-results and Snakemake find an artifact by its folder's name: a folder whose content was
-    made for another key (copied, renamed, or written with `--out` under an old name) must not be read as it."""
+    made for another key (copied, renamed, or written with `--out` under an old name) must not be read as it, nor
+    one of another stage copied under the same key (a zero_shot artifact in artifacts/suite/: issue 56 S7)."""
     root = Path(root)
     try:
         spec = json.loads((root / "spec.json").read_text(encoding="utf-8"))
@@ -141,6 +143,9 @@ def key_problem(root: str | Path) -> str | None:
     # a content key (`<name>-<hash>`, what the workflow plans); a hand-written spec's own label is not one
     if is_key(key) and key != root.name:
         return f"its spec.json says it holds {key}, not {root.name} as its folder's name says"
+    stage, place = spec.get("stage") if isinstance(spec, dict) else None, root.parent.name
+    if stages and place in stages and isinstance(stage, str) and stage != place:
+        return f"its spec.json says it is a {stage} artifact, not a {place} one as its folder {root.parent}/ says"
     return None
 
 

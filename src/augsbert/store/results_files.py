@@ -13,7 +13,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from .artifacts import DamagedArtifactError, check_artifact, nan_to_null
+from .artifacts import DamagedArtifactError, check_artifact, nan_to_null, read_json
 from .manifests import listed_digests
 
 
@@ -31,13 +31,26 @@ def seal(doc: dict) -> dict:
     return doc
 
 
+def _again(path: str | Path) -> str:
+    return (f"collect it again from the artifacts (`snakemake {path}` after deleting it, or `augsbert "
+            "collect-results`); nothing was published")
+
+
+def read_results(path: str | Path, gone_ok: bool = False) -> dict:
+    """The results document in `path`, checked by `check_results`; a file that is not UTF-8 or not JSON, or a path
+    that is no regular file (a folder named `results/x.json`), raises DamagedArtifactError naming it (issue 56
+    S9, S10: a UnicodeDecodeError or IsADirectoryError traceback before). A missing file raises FileNotFoundError."""
+    doc = read_json(path, "results file", fix=f"not as collect-results wrote it: {_again(path)}")
+    check_results(doc, path, gone_ok)
+    return doc
+
+
 def check_results(doc: dict, path: str | Path, gone_ok: bool = False) -> None:
     """Raise DamagedArtifactError (one line naming `path`) unless results document `doc` is as collect-results
     wrote it and the artifacts it was collected from still hold what they held then. `gone_ok`: an artifact
     that is no longer there passes (`verify --repair` deleted it: the next run rebuilds it and collects the
     results file again)."""
-    again = (f"collect it again from the artifacts (`snakemake {path}` after deleting it, or `augsbert "
-             "collect-results`); nothing was published")
+    again = _again(path)
     if not isinstance(doc, dict) or not isinstance(doc.get("digest"), str):
         raise DamagedArtifactError(f"{path}: results file without a digest (written by hand or by an earlier "
                                    f"version); {again}")
