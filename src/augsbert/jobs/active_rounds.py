@@ -25,12 +25,12 @@ def run(spec: dict, out: str | Path, force: bool = False) -> dict:
     params = read_params(RoundsParams, spec)
     inputs = spec["inputs"]
     rounds = []
-    for r in range(params.rounds + 1):
+    for r in range(params.last_round + 1):
         labelled = read_json(Path(inputs[ROUND_INPUTS["labels"].format(r)]) / "metrics.json")
-        entry = {"round": r, "labels": int(labelled["sizes"]["train"]),
+        entry = {"round": r, "gold_labels": int(labelled["sizes"]["train"]),
                  "added": int(labelled.get("added", labelled["sizes"]["train"])),
-                 "teacher": _test(inputs, ROUND_INPUTS["teacher"].format(r)),
-                 "student": _test(inputs, ROUND_INPUTS["student"].format(r)),
+                 "teacher_test": _test(inputs, ROUND_INPUTS["teacher"].format(r)),
+                 "student_test": _test(inputs, ROUND_INPUTS["student"].format(r)),
                  "chosen": {"mean_uncertainty": None, "scored_mean_uncertainty": None, "teacher_score_mean": None,
                             "scores": labelled.get("scores") or score_distribution(
                                 read_split(inputs[ROUND_INPUTS["labels"].format(r)], "train")["score"])}}
@@ -41,10 +41,11 @@ def run(spec: dict, out: str | Path, force: bool = False) -> dict:
                                    scored_mean_uncertainty=choice["scored_mean_uncertainty"],
                                    scored=choice["scored"], unlabelled=choice["unlabelled"])
         rounds.append(entry)
-    result = {"strategy": params.strategy, "statistic": STRATEGIES[params.strategy].statistic,
-              "annotator": params.annotator, "rounds": rounds}
+    result = {"strategy": params.chosen_by, "statistic": STRATEGIES[params.chosen_by].statistic,
+              "annotator": params.labelled_by, "rounds": rounds}
     with artifact_dir(out, spec, force) as tmp:
         write_json(tmp / "rounds.json", result)
-        write_json(tmp / "metrics.json", {"rounds": params.rounds, "labels": [e["labels"] for e in rounds],
-                                          "teacher_spearman": [(e["teacher"] or {}).get("spearman") for e in rounds]})
+        write_json(tmp / "metrics.json", {"rounds": params.last_round, "gold_labels": [e["gold_labels"] for e in rounds],
+                                          "teacher_spearman": [(e["teacher_test"] or {}).get("spearman")
+                                                               for e in rounds]})
     return result

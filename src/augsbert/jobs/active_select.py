@@ -8,8 +8,6 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-import numpy as np
-
 from ..data.pool import read_split, unlabelled_with_ids
 from ..models import resolve_device
 from ..models.uncertainty import TeacherScorer
@@ -28,7 +26,8 @@ def run(spec: dict, out: str | Path, device: str | None = None, force: bool = Fa
     inputs = spec["inputs"]
     pool = Path(inputs["pool"])
     rest = unlabelled_with_ids(pool)
-    labelled = read_split(pool, "train")["score"].to_numpy(np.float64)
+    train = read_split(pool, "train")
+    labelled = list(zip(train["sentence1"], train["sentence2"]))
     k = batch_pairs(params.batch, int(read_json(pool / "metrics.json")["gold_pairs_of"]))
     scores = STRATEGIES[params.strategy].scores
     candidates = rest.iloc[capped(len(rest), params.max_pool if scores else None, params.seed, params.round)]

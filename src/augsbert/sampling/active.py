@@ -32,14 +32,14 @@ class Scorer(Protocol):
 
 @dataclass(frozen=True)
 class Request:
-    """One round's choice: `k` of the candidate `pairs`; the scores of the pairs labelled so far (kde); the
-    options the strategies read."""
+    """One round's choice: `k` of the candidate `pairs`; the pairs labelled so far (kde's reference); the options
+    the strategies read."""
 
     pairs: list[tuple[str, str]]
     k: int
     seed: int
     round: int
-    labelled: np.ndarray  # scores of the pairs labelled in rounds 0 .. r (what kde reads)
+    labelled: list[tuple[str, str]]  # the pairs labelled in rounds 0 .. r (kde: the teacher's scores of them)
     passes: int = 10  # mc_dropout (and diverse without a committee)
     candidate_factor: int = 5  # diverse: the top candidate_factor x k pairs by uncertainty are clustered
     clusters: int | None = None  # diverse: k-means clusters (None: k)
@@ -134,11 +134,13 @@ def _bandwidth(values: np.ndarray) -> float:
 
 
 def thinnest(predicted: np.ndarray, labelled: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The thesis' KDE idea applied to labels: pairs whose teacher score lies where the labelled scores are
-    thinnest. Greedily, `k` times: the candidate at the lowest density of a Gaussian KDE (Scott's bandwidth of the
-    labelled scores, fixed) over the labelled scores and the teacher scores of the pairs picked so far (a picked
-    pair counts as labelled near its predicted score, so the next pick goes elsewhere). Returns the positions in
-    the order picked and each candidate's density under the labelled scores alone (the statistic)."""
+    """The thesis' KDE idea applied to labels: pairs whose teacher score lies where the labelled pairs' scores are
+    thinnest. `labelled`: the teacher's scores of the labelled pairs (the scale of `predicted`; the thesis' KDE
+    reference is the teacher's scores of the gold pairs too). Greedily, `k` times: the candidate at the lowest
+    density of a Gaussian KDE (Scott's bandwidth of the labelled scores, fixed) over the labelled scores and the
+    scores of the pairs picked so far (a picked pair counts as labelled at its predicted score, so the next pick
+    goes elsewhere). Returns the positions in the order picked and each candidate's density under the labelled
+    scores alone (the statistic)."""
     predicted = np.asarray(predicted, dtype=np.float64)
     labelled = np.asarray(labelled, dtype=np.float64)
     h = _bandwidth(labelled)
@@ -191,7 +193,7 @@ def choose_diverse(request: Request, scorer: Scorer) -> Picked:
 
 def choose_kde(request: Request, scorer: Scorer) -> Picked:
     predicted = scorer.teacher(request.pairs)
-    positions, density = thinnest(predicted, request.labelled, request.k)
+    positions, density = thinnest(predicted, scorer.teacher(request.labelled), request.k)
     return Picked(positions, density, predicted)
 
 
@@ -210,7 +212,8 @@ STRATEGIES: dict[str, Strategy] = {
                         "Diverse mini-batches (after Zhdanov, arXiv 1901.05954, 2019): the candidate_factor x batch "
                         "most uncertain pairs are clustered by k-means on their pair embedding, and each cluster "
                         "gives its most uncertain pair in turn."),
-    "kde": Strategy(choose_kde, "density of the labelled scores (Gaussian KDE) at the teacher's score",
+    "kde": Strategy(choose_kde, "density of the teacher's scores of the labelled pairs (Gaussian KDE) at the "
+                    "pair's teacher score",
                     "The thesis' KDE idea (its iterative KDE matches silver scores to the gold density) turned to "
                     "labels: pairs whose predicted score lies where the labelled scores are thinnest."),
 }

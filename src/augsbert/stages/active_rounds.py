@@ -24,11 +24,12 @@ ROUND_INPUTS = {"labels": "labelled_{}", "teacher": "teacher_{}", "select": "sel
 
 @dataclass(frozen=True, kw_only=True)
 class RoundsParams(Params):
-    """Rounds 0 .. `rounds` of a run choosing by `strategy`, labelled by `annotator`."""
+    """Rounds 0 .. `last_round` of a run whose pairs were chosen by strategy `chosen_by` and labelled by annotator
+    `labelled_by` (what the job reads does not depend on them: they are written into rounds.json)."""
 
-    rounds: int
-    strategy: str
-    annotator: str
+    last_round: int
+    chosen_by: str
+    labelled_by: str
 
 
 def plan_rounds(seed_plan: SeedPlan) -> dict[str, Node]:
@@ -49,7 +50,7 @@ def plan_rounds(seed_plan: SeedPlan) -> dict[str, Node]:
         if student is not None:
             inputs[ROUND_INPUTS["student"].format(r)] = student
     active = exp["active"]
-    params = {"rounds": done, "strategy": active["strategy"], "annotator": active["annotator"]}
+    params = {"last_round": done, "chosen_by": active["strategy"], "labelled_by": active["annotator"]}
     name = f"{first.name.rsplit('.r', 1)[0]}.rounds{done}"
     return {"active_rounds": seed_plan.graph.add(ACTIVE_ROUNDS, name, params, inputs)}
 
