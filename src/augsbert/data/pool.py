@@ -137,7 +137,10 @@ def withheld_scores(data: str | Path, fraction: float, seed: int, ids: np.ndarra
         if len(differs):
             raise DataError(f"{data}: pair id {int(ids[differs[0]])} holds other texts than the chosen pair's "
                             f"{column} (the selection was made on another gold subset)")
-    return train["score"].to_numpy(np.float64)[rows]
+    scores = train["score"].to_numpy(np.float64)[rows]
+    if not np.isfinite(scores).all():
+        raise DataError(f"{data}: no score for pair id {int(ids[~np.isfinite(scores)][0])} in the gold train split")
+    return scores
 
 
 PAIR_ID = "pair_id"  # an unlabelled pair's id: its row in the gold subset's unlabeled_pairs.parquet (round 0)
