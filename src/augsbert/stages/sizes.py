@@ -155,13 +155,20 @@ def pool_sentences(node, plan=None) -> int:
 
 
 def silver_pairs(plan, candidates_key: str) -> int:
-    """Candidate pairs of a sampling node: counted in its metrics.json, else top_k per pool sentence and strategy."""
+    """Candidate pairs of a sampling node: counted in its metrics.json, else top_k per pool sentence and strategy
+    (`target_pairs`: the unlabelled train pairs it takes)."""
     node = plan.nodes[candidates_key]
     metrics = _read_json(Path(node.path) / "metrics.json")
     if metrics and isinstance(metrics.get("candidates"), dict):
         return sum(int(v) for v in metrics["candidates"].values())
     data = plan.nodes[dict(node.inputs)["data"]]
-    return pool_sentences(data, plan) * int(node.params.get("top_k") or 1) * max(1, len(node.params.get("strategies") or []))
+    strategies = node.params.get("strategies") or []
+    drawn = sum(1 for s in strategies if s != "target_pairs") if strategies else 1
+    pairs = pool_sentences(data, plan) * int(node.params.get("top_k") or 1) * drawn
+    if "target_pairs" in strategies:  # the target's train pairs, or those a few-label gold subset left unlabelled
+        labelled = data_sizes(data, plan)["train"] if _subset_source(plan, data) is not None else 0
+        pairs += labelled_pairs(plan, data, total=True) - labelled
+    return pairs
 
 
 def label_pairs(plan, labels_key: str) -> int:
