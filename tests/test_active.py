@@ -241,7 +241,7 @@ def test_only_the_oracle_and_the_gold_subset_read_the_dataset_s_train_scores():
         assert readers == {("gold_subset", "data"), ("active_label", "gold")}, name
 
 
-# ---- planning --------------------------------------------------------------------------------------------------------
+# ---- planning ------------------------------------------------------------------------------------------------------
 
 def _experiment(**options) -> dict:
     return {"experiments": {"x": {"dataset": "lee", "models": ["teacher"], "gold_fraction": 0.1,
@@ -249,7 +249,8 @@ def _experiment(**options) -> dict:
 
 
 @pytest.mark.parametrize("options, message", [
-    ({"gold_fraction": 1}, "experiments.x.active.rounds: 2 rounds of active learning start from a gold_fraction subset"),
+    ({"gold_fraction": 1},
+     "experiments.x.active.rounds: 2 rounds of active learning start from a gold_fraction subset"),
     ({"active": {"rounds": 4, "batch": 0.3}}, "gold_fraction 0.1 + 4 rounds x batch 0.3 = 1.3 of the gold train"),
     ({"active": {"rounds": 1, "strategy": "committee"}}, "experiments.x.active.strategy: committee: the committee is "
                                                          "teacher.ensemble, which is empty"),
@@ -285,7 +286,8 @@ def test_a_strategy_without_its_random_baseline_has_no_curve():
 
     grid = {"description": "g", "columns": {"lee": {"dataset": "lee"}},
             "options": {"models": ["teacher"], "gold_fraction": 0.1, "active": {"rounds": 1, "batch": 0.1}},
-            "axes": {"strategy": {"mc": {"active": {"strategy": "mc_dropout"}}, "kde": {"active": {"strategy": "kde"}}}}}
+            "axes": {"strategy": {"mc": {"active": {"strategy": "mc_dropout"}},
+                                  "kde": {"active": {"strategy": "kde"}}}}}
     plan = plan_shipped({"grids": {"g": grid}}, grids=False, plan=())
     with pytest.raises(ConfigError, match="g.mc.lee \\(mc_dropout\\) has no random baseline in column lee"):
         curve_spec(plan, "g")
@@ -304,7 +306,7 @@ def test_the_labels_needed_are_read_off_the_curve_between_rounds():
     assert labels_to_reach(curve, 76.0) is None
 
 
-# ---- annotation files --------------------------------------------------------------------------------------------------
+# ---- annotation files ----------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("row, message", [
     ("3,a,b,,0 to 5", ":3: pair 3 has no score yet: fill the score column of every row (0 to 5)"),
@@ -397,7 +399,8 @@ def test_demo_active_runs_and_draws_its_curves(tmp_path, tiny_model):
     root = checkout(tmp_path / "project")
     grid = yaml.safe_load((root / "config" / "grids" / "demo_active.yaml").read_text())
     keep_experiments(root, "demo_zeroshot")
-    grid["axes"]["strategy"] = {k: v for k, v in grid["axes"]["strategy"].items() if k in ("random", "mc_dropout", "full")}
+    grid["axes"]["strategy"] = {k: v for k, v in grid["axes"]["strategy"].items()
+                                if k in ("random", "mc_dropout", "full")}
     grid["options"]["active"]["rounds"] = 1
     grid["options"].update(base_model=tiny_model, models=["teacher"],
                            teacher={"epochs": 1, "max_length": 48, "batch_size": 32, "symmetric": False},

@@ -2,9 +2,6 @@
 
 
 rule grid_table:
-    # <grid>.curve.md is the grid's curve table (rule active_curve), never the table of a grid named <grid>.curve
-    wildcard_constraints:
-        grid=name_pattern() + r"(?<!\.curve)",
     input:
         lambda wc: [f"results/{e}.json" for e in planned(lambda grid: grid_spec(PLAN, grid), wc.grid)["experiments"]],
         # a grid with active-learning cells: its label-budget curves come with its table (rule active_curve)
@@ -31,6 +28,9 @@ rule grid_table:
         ),
     log:
         "logs/tables/{grid}.log",
+    # <grid>.curve.md is the grid's curve table (rule active_curve), never the table of a grid named <grid>.curve
+    wildcard_constraints:
+        grid=name_pattern() + r"(?<!\.curve)",
     conda:
         "../envs/cpu.yaml"
     threads: 1
@@ -52,10 +52,12 @@ rule active_curve:
         lambda wc: [f"results/{e}.json" for e in planned(lambda grid: curve_spec(PLAN, grid), wc.grid)["experiments"]],
     output:
         table="results/tables/{grid}.curve.md",
-        csv=report("results/tables/{grid}.curve.csv", caption="../report/curve.rst", category="Tables",
-                   subcategory="{grid}"),
-        chart=report("results/tables/{grid}.curve.png", caption="../report/curve.rst", category="Tables",
-                     subcategory="{grid}"),
+        csv=report(
+            "results/tables/{grid}.curve.csv", caption="../report/curve.rst", category="Tables", subcategory="{grid}"
+        ),
+        chart=report(
+            "results/tables/{grid}.curve.png", caption="../report/curve.rst", category="Tables", subcategory="{grid}"
+        ),
     log:
         "logs/tables/{grid}.curve.log",
     conda:

@@ -495,8 +495,8 @@ def _aggregate_command(sub, name: str, help_text: str, what: str, out_help: str,
 
 # What the two aggregate commands run, "module:function" as a stage's runner, imported when the command runs:
 # the tables read pandas, and `augsbert --help` loads no table or model library (tests/test_cli.py)
-AGGREGATE_RUNNERS = {"collect-results": "augsbert.reporting.results:run", "render-table": "augsbert.reporting.tables:run",
-                     "render-curve": "augsbert.reporting.curves:run"}
+AGGREGATE_RUNNERS = {"collect-results": "augsbert.reporting.results:run",
+                     "render-table": "augsbert.reporting.tables:run", "render-curve": "augsbert.reporting.curves:run"}
 
 
 def aggregate_runner(command: str) -> Callable:

@@ -45,7 +45,8 @@ def run(spec: dict, out: str | Path, force: bool = False) -> dict:
               "annotator": params.labelled_by, "rounds": rounds}
     with artifact_dir(out, spec, force) as tmp:
         write_json(tmp / "rounds.json", result)
-        write_json(tmp / "metrics.json", {"rounds": params.last_round, "gold_labels": [e["gold_labels"] for e in rounds],
+        write_json(tmp / "metrics.json", {"rounds": params.last_round,
+                                          "gold_labels": [e["gold_labels"] for e in rounds],
                                           "teacher_spearman": [(e["teacher_test"] or {}).get("spearman")
                                                                for e in rounds]})
     return result

@@ -167,7 +167,8 @@ def savings(line: dict, baseline: dict) -> dict:
     """Labels `line` needs to reach its baseline's final mean teacher Spearman, against the baseline's labels."""
     final = baseline["points"][-1]
     target, budget = final["teacher_spearman"][0], final["gold_labels"]
-    curve = [(p["gold_labels"], p["teacher_spearman"][0]) for p in line["points"] if p["teacher_spearman"][0] is not None]
+    curve = [(p["gold_labels"], p["teacher_spearman"][0]) for p in line["points"]
+             if p["teacher_spearman"][0] is not None]
     needed = labels_to_reach(curve, target) if target is not None else None
     best = max(curve, key=lambda p: p[1]) if curve else None
     return {"target": target, "budget": budget, "needed": needed, "best": best,
@@ -203,7 +204,8 @@ def markdown(spec: dict, columns: list[dict], docs: dict[str, dict]) -> str:
             if metric == "teacher_spearman":
                 for ceiling in column["ceilings"]:
                     lines.append(f"| {ceiling['label']} (all gold: the ceiling) | " + " | ".join(
-                        _cell(ceiling["teacher_spearman"]) if n == ceiling["gold_labels"] else "" for n in counts) + " |")
+                        _cell(ceiling["teacher_spearman"]) if n == ceiling["gold_labels"] else ""
+                        for n in counts) + " |")
             lines.append("")
         lines += [f"## {column['column']}: labels to reach the random baseline's final teacher Spearman", "",
                   "Read off each curve of means (straight lines between rounds): the labels at which a strategy's "
@@ -214,7 +216,8 @@ def markdown(spec: dict, columns: list[dict], docs: dict[str, dict]) -> str:
             base = by_name[line["baseline"]]
             if base is line:
                 final = base["points"][-1]
-                lines.append(f"| {line['label']} | (itself) | {_cell(final['teacher_spearman'])} ({final['gold_labels']:,}) | "
+                lines.append(f"| {line['label']} | (itself) | {_cell(final['teacher_spearman'])} "
+                             f"({final['gold_labels']:,}) | "
                              f"{final['gold_labels']:,} | – |")
                 continue
             found = savings(line, base)
@@ -272,7 +275,8 @@ def long_table(spec: dict, columns: list[dict]):
             mean, std, n = ceiling["teacher_spearman"]
             records.append({"grid": spec["grid"], "column": column["column"], "row": ceiling["label"],
                             "strategy": "all gold", "experiment": ceiling["experiment"], "baseline": "", "round": None,
-                            "gold_labels": ceiling["gold_labels"], "metric": "teacher_spearman", "mean": mean, "std": std, "n_seeds": n})
+                            "gold_labels": ceiling["gold_labels"], "metric": "teacher_spearman", "mean": mean,
+                            "std": std, "n_seeds": n})
     return pd.DataFrame.from_records(records).astype({"round": "Int64"})
 
 
@@ -283,8 +287,8 @@ def line_chart(spec: dict, columns: list[dict], path: Path) -> None:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    metrics = ["teacher_spearman"] + (["student_spearman"] if any(p["student_spearman"][0] is not None for c in columns for line in c["lines"]
-                                                 for p in line["points"]) else [])
+    trained = any(p["student_spearman"][0] is not None for c in columns for line in c["lines"] for p in line["points"])
+    metrics = ["teacher_spearman"] + (["student_spearman"] if trained else [])
     fig, axes = plt.subplots(len(metrics), len(columns), figsize=(6.0 * len(columns), 4.2 * len(metrics)),
                              squeeze=False)
     for j, column in enumerate(columns):

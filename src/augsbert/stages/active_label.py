@@ -74,7 +74,8 @@ def annotation_files(node) -> list[str]:
 ACTIVE_LABEL = Stage("active_label", 1, "active learning: label a round's chosen pairs (the dataset's withheld gold, "
                      "or a person's file) and write the gold after the round", "augsbert.jobs.active_label:run",
                      section="active", runtime=("path",), roles=("active_label_1",), gpu=False, device=False,
-                     seconds_per_item=0.0001, base_mem_mb=4000, mb_per_item=0.002, env="cpu", threads=1, cache=False, params=LabelParams,
+                     seconds_per_item=0.0001, base_mem_mb=4000, mb_per_item=0.002, env="cpu", threads=1, cache=False,
+                     params=LabelParams,
                      raw_inputs=annotation_files, items=lambda plan, node: data_sizes(node, plan)["train"],
                      holds=("train.parquet", "unlabeled_pairs.parquet"), estimate="read")
 STAGES = (ACTIVE_LABEL,)
