@@ -219,6 +219,38 @@ def test_the_oracle_reveals_exactly_the_chosen_pairs(tmp_path):
         active_label.run(spec, tmp_path / "again")
 
 
+def test_a_file_round_stops_for_a_person_and_a_rehearsal_stands_in(tmp_path, monkeypatch):
+    """Not there when planned: the labelling job writes the round's pairs and stops; in a rehearsal it fills them with
+    seeded stand-in scores within the scale and goes on, as it stands in for models and data."""
+    from augsbert.config import rehearsal
+    from augsbert.jobs import active_label, active_select, gold_subset
+
+    data = tmp_path / "data"
+    _data_artifact(data)
+    gold_subset.run({"params": {"fraction": 0.25, "seed": 7}, "inputs": {"data": str(data)}}, tmp_path / "subset")
+    active_select.run({"params": {"strategy": "random", "batch": 0.1, "round": 1, "seed": 7},
+                       "inputs": {"pool": str(tmp_path / "subset")}}, tmp_path / "choice")
+    monkeypatch.chdir(tmp_path)
+    spec = {"params": {"annotator": "file", "round": 1, "experiment": "mine", "scale": [0, 5], "annotations": None,
+                       "path": "annotate/mine/round_1.csv"},
+            "inputs": {"pool": str(tmp_path / "subset"), "selection": str(tmp_path / "choice")}}
+    monkeypatch.delenv(rehearsal.STANDINS_ENV, raising=False)
+    with pytest.raises(DataError, match="annotate/mine/round_1.csv: round 1's 4 pairs to label are written there"):
+        active_label.run(spec, tmp_path / "labelled")
+    written = pd.read_csv(tmp_path / "annotate" / "mine" / "round_1.csv")
+    assert written["score"].isna().all() and len(written) == 4 and not (tmp_path / "labelled").exists()
+    with pytest.raises(ConfigError, match="written since this job was planned"):  # never over a person's file
+        active_label.run(spec, tmp_path / "labelled")
+
+    (tmp_path / "annotate" / "mine" / "round_1.csv").unlink()
+    monkeypatch.setenv(rehearsal.STANDINS_ENV, str(tmp_path / "standins"))
+    metrics = active_label.run(spec, tmp_path / "labelled")
+    filled = pd.read_csv(tmp_path / "annotate" / "mine" / "round_1.csv")
+    added = pd.read_parquet(tmp_path / "labelled" / "train.parquet").tail(4)
+    assert filled["score"].between(0, 5).all() and metrics["added"] == 4
+    np.testing.assert_allclose(added["score"], filled["score"] / 5)
+
+
 def _reachable(plan, keys) -> set[str]:
     seen, todo = set(), list(keys)
     while todo:

@@ -168,3 +168,24 @@ def filled_scores(path: str | Path, data: bytes, chosen: list[tuple[int, str, st
                         "written needs its row and score")
     low, high = scale
     return [(found[pair_id] - low) / (high - low) for pair_id, _, _ in chosen]
+
+
+def fill_standin(path: str | Path, scale: tuple[float, float], seed: int) -> None:
+    """A rehearsal's person (augsbert.config.rehearsal): every empty score of a just written annotation file filled
+    with a seeded stand-in (uniform over `scale`, two decimals), written whole in place of the file."""
+    import numpy as np
+
+    path = Path(path)
+    with open(path, newline="", encoding="utf-8") as handle:
+        rows = list(csv.reader(handle))
+    draw = np.random.default_rng(seed).uniform(scale[0], scale[1], len(rows))
+    column = rows[0].index("score")
+    for row, value in zip(rows[1:], draw):
+        row[column] = row[column] or f"{value:.2f}"
+    tmp = path.with_name(f".{path.name}.partial-{os.getpid()}")
+    try:
+        with open(tmp, "w", newline="", encoding="utf-8") as handle:
+            csv.writer(handle).writerows(rows)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import shutil
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from ..data.annotations import filled_scores, scale_text, write_request
+from ..config import rehearsal
+from ..data.annotations import fill_standin, filled_scores, scale_text, write_request
 from ..data.pool import UNLABELED_PAIRS, next_round, withheld_scores
 from ..data.tables import write_table
 from ..errors import ConfigError, DataError
@@ -33,13 +35,16 @@ def _person_scores(params: LabelParams, chosen: pd.DataFrame) -> np.ndarray:
         if path.exists():
             raise ConfigError(f"{path}: written since this job was planned; {AGAIN}")
         write_request(path, rows, scale)
-        raise DataError(f"{path}: round {params.round}'s {len(rows)} pairs to label are written there; fill its "
-                        f"score column ({scale_text(scale)}), then continue with `snakemake --cores 2 "
-                        f"results/{params.experiment}.json` (or the command you ran)")
-    if not path.is_file():
+        if not os.environ.get(rehearsal.STANDINS_ENV):
+            raise DataError(f"{path}: round {params.round}'s {len(rows)} pairs to label are written there; fill its "
+                            f"score column ({scale_text(scale)}), then continue with `snakemake --cores 2 "
+                            f"results/{params.experiment}.json` (or the command you ran)")
+        fill_standin(path, scale, params.round)  # a rehearsal stands in for the person, as for models and data
+        log.warning("rehearsal: %s filled with stand-in scores", path)
+    elif not path.is_file():
         raise ConfigError(f"{path}: removed since this job was planned; {AGAIN}")
     data = path.read_bytes()
-    if hashlib.sha256(data).hexdigest() != params.annotations:
+    if params.annotations is not None and hashlib.sha256(data).hexdigest() != params.annotations:
         raise ConfigError(f"{path}: changed since this job was planned (its key holds the content planned); {AGAIN}")
     return np.asarray(filled_scores(path, data, rows, scale, params.round), dtype=np.float64)
 
