@@ -39,7 +39,7 @@ def plan_rounds(seed_plan: SeedPlan) -> dict[str, Node]:
         return {}
     done = sum(1 for r in range(1, exp["active"]["rounds"] + 1) if LABEL_ROLE.format(r) in roles)
     first = roles[LABEL_ROLE.format(1)]
-    inputs = {ROUND_INPUTS["labels"].format(0): seed_plan.graph.nodes[dict(first.inputs)["pool"]]}
+    inputs = {ROUND_INPUTS["labels"].format(0): roles[LABEL_ROLE.format(0)]}
     for r in range(done + 1):
         inputs[ROUND_INPUTS["teacher"].format(r)] = (roles[TEACHER_ROLE.format(r)] if r < done
                                                      else teacher_node(seed_plan)[0])

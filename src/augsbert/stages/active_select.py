@@ -13,7 +13,8 @@ experiment's teacher, lower bound, candidates, labels and student learn it as th
 `active.students: every_round` each earlier round's teacher labels pairs for a student of its own too.
 
 Roles per seed: `active_teacher_<r>` for r < rounds (the last round's teacher is the experiment's own),
-`active_member_<r>_<k>` (its ensemble members), `active_select_<r>` and `active_label_<r>` for r = 1..rounds,
+`active_member_<r>_<k>` (its ensemble members), `active_select_<r>` for r = 1..rounds, `active_label_<r>` for r =
+0..rounds (round 0: the gold subset),
 `active_student_<r>` (every_round), and `gold_subset` = the last `active_label_<r>`. With `annotator: file` the
 rounds stop at the first whose file is not there yet: its labelling job writes the file and stops the run.
 """
@@ -219,7 +220,7 @@ def plan_active(seed_plan: SeedPlan) -> dict[str, Node]:
     graph, roles, seed = seed_plan.graph, seed_plan.roles, seed_plan.seed
     subset = roles["gold_subset"]
     data = graph.nodes[dict(subset.inputs)["data"]]
-    pool, planned = subset, {}
+    pool, planned = subset, {LABEL_ROLE.format(0): subset}
     for r in range(active["rounds"]):
         round_plan = SeedPlan(graph, seed_plan.experiment, exp, seed, {**roles, "gold_subset": pool})
         teacher, members = teacher_node(round_plan)
