@@ -313,6 +313,24 @@ def test_off_plans_nothing_and_the_rounds_are_sized_before_they_run(tmp_path, mo
     assert plan.nodes[off["teacher"]].key == plan.nodes[runs["active_teacher_0"]].key  # round 0: the few-label teacher
 
 
+def test_every_round_trains_a_student_on_its_own_teacher_s_labels():
+    plan = plan_shipped(_experiment(models=["teacher", "student"], candidates={"strategies": ["target_pairs"]},
+                                    active={"rounds": 2, "batch": 0.1, "students": "every_round"}), grids=False,
+                        plan=())
+    runs = plan.experiment("x").runs[42]
+    node = plan.nodes
+    for r in (0, 1):
+        student = node[runs[f"active_student_{r}"]]
+        labels = node[dict(student.inputs)["labels"]]
+        assert dict(labels.inputs)["teacher"] == runs[f"active_teacher_{r}"]
+        assert dict(student.inputs)["data"] == runs[f"active_label_{r}"]  # its round's gold
+    summary = dict(node[runs["active_rounds"]].inputs)
+    assert [summary[f"student_{r}"] for r in range(3)] == [runs["active_student_0"], runs["active_student_1"],
+                                                           runs["student"]]
+    assert [summary[f"teacher_{r}"] for r in range(3)] == [runs["active_teacher_0"], runs["active_teacher_1"],
+                                                           runs["teacher"]]
+
+
 def test_a_strategy_without_its_random_baseline_has_no_curve():
     from augsbert.reporting.curves import curve_spec
 
