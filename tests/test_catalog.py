@@ -13,7 +13,7 @@ from workflow_helpers import CHECKOUT, checkout as copy_checkout, snakemake
 
 pytestmark = pytest.mark.workflow
 
-CPU_RULES = {"data", "gold_subset", "collect_results", "grid_table"}
+CPU_RULES = {"data", "gold_subset", "collect_results", "grid_table", "active_label", "active_rounds", "active_curve"}
 
 # Snakemake's own parse of the workflow: the stages' rules are made in a loop over the stage registry
 # (workflow/rules/stages.smk), so the rule files' text does not list them. Rules without a command

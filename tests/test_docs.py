@@ -173,7 +173,30 @@ def check_augsbert(args: list[str], where: str, known_: Known) -> None:
                 check_path(value, where, known_)
 
 
+def configured_names(args: list[str]) -> tuple[set[str], set[str]]:
+    """The grids and experiments the command's own config files of this repository define (`--configfile
+    config/config.yaml config/measure/x.yaml`: a measurement's grids), grid cells included."""
+    from augsbert.config.grids import cells
+
+    grids, experiments = set(), set()
+    if "--configfile" not in args:
+        return grids, experiments
+    for value in args[args.index("--configfile") + 1:]:
+        if value.startswith("-"):
+            break
+        path = REPO / value
+        if value.startswith(REPO_PREFIXES) and path.is_file() and path.suffix in (".yaml", ".yml"):
+            body = yaml.safe_load(path.read_text()) or {}
+            experiments |= set(body.get("experiments") or {})
+            for name, grid in (body.get("grids") or {}).items():
+                grids.add(name)
+                experiments |= {cell.experiment for cell in cells(name, grid)}
+    return grids, experiments
+
+
 def check_snakemake(args: list[str], where: str, known_: Known) -> None:
+    grids, experiments = configured_names(args)
+    known_ = dataclasses.replace(known_, grids=known_.grids | grids, experiments=known_.experiments | experiments)
     skip_next = False
     for i, token in enumerate(args):
         if skip_next:

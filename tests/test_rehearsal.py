@@ -105,9 +105,9 @@ def test_job_kinds_come_from_the_stages_declarations(monkeypatch):
     from augsbert.stages.base import Stage
 
     # options a params class inherits from its section's options class but its planned specs never carry
-    # (trans_encoder: `rounds` plans the chain of nodes; each node is one round; teacher: each `ensemble` member is a
-    # teacher node of its own)
-    never_in_specs = {"trans_encoder": {"rounds"}, "teacher": {"ensemble"}}
+    # (trans_encoder and active_select: `rounds` plans the chain of nodes; each node is one round; teacher: each
+    # `ensemble` member is a teacher node of its own)
+    never_in_specs = {"trans_encoder": {"rounds"}, "teacher": {"ensemble"}, "active_select": {"rounds"}}
     for name, stage in REGISTRY.items():
         fields = {f.name for f in dataclasses.fields(stage.params)} if stage.params else set()
         assert fields & set(FORMER_KIND_OPTIONS) - never_in_specs.get(name, set()) <= set(kind_options(name)), name

@@ -4,6 +4,8 @@
 rule grid_table:
     input:
         lambda wc: [f"results/{e}.json" for e in planned(lambda grid: grid_spec(PLAN, grid), wc.grid)["experiments"]],
+        # a grid with active-learning cells: its label-budget curves come with its table (rule active_curve)
+        lambda wc: [f"results/tables/{wc.grid}.curve.md"] if planned(lambda g: has_curve(PLAN, g), wc.grid) else [],
     output:
         table="results/tables/{grid}.md",
         csv=report("results/tables/{grid}.csv", caption="../report/table.rst", category="Tables", subcategory="{grid}"),
@@ -26,6 +28,9 @@ rule grid_table:
         ),
     log:
         "logs/tables/{grid}.log",
+    # <grid>.curve.md is the grid's curve table (rule active_curve), never the table of a grid named <grid>.curve
+    wildcard_constraints:
+        grid=name_pattern() + r"(?<!\.curve)",
     conda:
         "../envs/cpu.yaml"
     threads: 1
@@ -39,3 +44,32 @@ rule grid_table:
         digest=lambda wc: short_hash(grid_spec(PLAN, wc.grid)),
     shell:
         "augsbert render-table --spec {params.spec:q} --out {output.table:q} >> {log:q} 2>&1"
+
+
+# results/tables/<grid>.curve.{md,csv,png}: a grid's active-learning cells as label-budget curves (docs/methods/active.md).
+rule active_curve:
+    input:
+        lambda wc: [f"results/{e}.json" for e in planned(lambda grid: curve_spec(PLAN, grid), wc.grid)["experiments"]],
+    output:
+        table="results/tables/{grid}.curve.md",
+        csv=report(
+            "results/tables/{grid}.curve.csv", caption="../report/curve.rst", category="Tables", subcategory="{grid}"
+        ),
+        chart=report(
+            "results/tables/{grid}.curve.png", caption="../report/curve.rst", category="Tables", subcategory="{grid}"
+        ),
+    log:
+        "logs/tables/{grid}.curve.log",
+    conda:
+        "../envs/cpu.yaml"
+    threads: 1
+    resources:
+        mem_mb=report_resources("tables")["mem_mb"],
+        runtime=report_resources("tables")["runtime"],
+        cpus_per_task=report_resources("tables")["cpus_per_task"],
+        gpu=lambda wildcards: None if MODEL_JOBS_ONLY else 0,
+    params:
+        spec=lambda wc: curve_spec_file(PLAN, wc.grid),
+        digest=lambda wc: short_hash(curve_spec(PLAN, wc.grid)),
+    shell:
+        "augsbert render-curve --spec {params.spec:q} --out {output.table:q} >> {log:q} 2>&1"

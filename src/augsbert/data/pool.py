@@ -113,3 +113,57 @@ def subset_rows(n: int, fraction: float, seed: int) -> np.ndarray:
     drawn without replacement by numpy's PCG64 generator seeded with `seed`."""
     k = min(n, max(2, round(fraction * n)))
     return np.sort(np.random.default_rng(seed).choice(n, size=k, replace=False))
+
+
+def withheld_scores(data: str | Path, fraction: float, seed: int, ids: np.ndarray, pairs: pd.DataFrame) -> np.ndarray:
+    """Active learning's oracle (stage `active_label`, `annotator: oracle`): the gold scores of exactly the
+    unlabelled pairs `ids` of a gold subset (`fraction`, `seed`: the `gold_subset` draw), read from the data
+    artifact `data` that subset was drawn from; the one reader of a withheld score.
+
+    Pair id k is the k-th row of the subset's `unlabeled_pairs.parquet`, i.e. the k-th train row the subset left
+    out (`subset_rows` draws the same rows again); each pair's texts (`pairs`: sentence1, sentence2 in the order
+    of `ids`) must be that row's, so a pair id of another subset or dataset is refused, not answered."""
+    train = read_split(data, "train")
+    kept = np.zeros(len(train), dtype=bool)
+    kept[subset_rows(len(train), fraction, seed)] = True
+    left_out = np.flatnonzero(~kept)
+    ids = np.asarray(ids, dtype=np.int64)
+    if len(ids) and (ids.min() < 0 or ids.max() >= len(left_out)):
+        raise DataError(f"{data}: pair id {int(ids.max() if ids.max() >= len(left_out) else ids.min())} is not one "
+                        f"of the {len(left_out)} pairs the gold subset left unlabelled")
+    rows = left_out[ids]
+    for column in ("sentence1", "sentence2"):
+        differs = np.flatnonzero(train[column].to_numpy()[rows] != pairs[column].to_numpy())
+        if len(differs):
+            raise DataError(f"{data}: pair id {int(ids[differs[0]])} holds other texts than the chosen pair's "
+                            f"{column} (the selection was made on another gold subset)")
+    scores = train["score"].to_numpy(np.float64)[rows]
+    if not np.isfinite(scores).all():
+        raise DataError(f"{data}: no score for pair id {int(ids[~np.isfinite(scores)][0])} in the gold train split")
+    return scores
+
+
+PAIR_ID = "pair_id"  # an unlabelled pair's id: its row in the gold subset's unlabeled_pairs.parquet (round 0)
+
+
+def unlabelled_with_ids(pool: str | Path) -> pd.DataFrame:
+    """The unlabelled pairs of a few-label data artifact (a `gold_subset`'s or an `active_label`'s) with their
+    pair ids: an active-learning round's table carries them (`pair_id`), a gold subset's rows are their ids."""
+    rest = pd.read_parquet(Path(pool) / UNLABELED_PAIRS)
+    if PAIR_ID not in rest.columns:
+        rest.insert(0, PAIR_ID, np.arange(len(rest), dtype=np.int64))
+    return rest.reset_index(drop=True)
+
+
+def next_round(pool: str | Path, chosen: pd.DataFrame, scores: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The gold after a round (the pool's train pairs, then the `chosen` pairs with their `scores`) and the pairs
+    still unlabelled (the pool's, but the chosen ones; no score, with their ids)."""
+    train = read_split(pool, "train")
+    rest = unlabelled_with_ids(pool)
+    taken = rest[PAIR_ID].isin(chosen[PAIR_ID])
+    if int(taken.sum()) != len(chosen) or chosen[PAIR_ID].duplicated().any():
+        raise DataError(f"{pool}: the chosen pairs are not {len(chosen)} distinct unlabelled pairs of this pool")
+    added = rest.set_index(PAIR_ID).loc[chosen[PAIR_ID].to_numpy()].reset_index()
+    added = added[[c for c in train.columns if c in added.columns]].assign(score=np.asarray(scores, np.float64))
+    return (pd.concat([train, added[train.columns]], ignore_index=True),
+            rest.loc[~taken].reset_index(drop=True))

@@ -38,6 +38,7 @@ from .listing import KINDS, render_list, render_plan
 from ..models import ModelResolutionError
 from ..models.device import DEVICE_ENV, REQUESTED_ENV, check_device_name
 from ..planning.plan import Plan
+from ..reporting.curves import curve_spec
 from ..reporting.layout import grid_spec
 from ..scheduling import progress
 from ..scheduling.gpus import GpuInventoryError, claim_for_job
@@ -591,8 +592,10 @@ def _list_command(sub) -> None:
 
 
 def _aggregate_command(sub, name: str, help_text: str, what: str, out_help: str,
-                       runner: Callable[[dict, argparse.Namespace], str]) -> argparse.ArgumentParser:
-    """A command that works on an experiment's or grid's spec: from --spec (workflow) or planned from --config."""
+                       runner: Callable[[dict, argparse.Namespace], str], kind: str | None = None,
+                       planned: Callable[[Plan, str], dict] | None = None) -> argparse.ArgumentParser:
+    """A command that works on an experiment's or grid's spec: from --spec (workflow) or planned from --config
+    (`planned`: how, from the plan and the name; `kind`: the spec's kind, jobs.specs.AGGREGATE_FIELDS)."""
     p = sub.add_parser(name, help=help_text, description=help_text)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--spec", help=f"{what} spec JSON or @file (what the workflow passes)")
@@ -609,13 +612,16 @@ def _aggregate_command(sub, name: str, help_text: str, what: str, out_help: str,
             check_name(spec.get(what), f"--spec: {what}")
             for name in spec.get("experiments", []):
                 check_name(name, "--spec: experiments")
-            check_aggregate_spec(spec, what, f"--spec {args.spec}" if args.spec.startswith("@") else "--spec")
+            check_aggregate_spec(spec, kind or what, f"--spec {args.spec}" if args.spec.startswith("@") else "--spec")
         else:
             if not getattr(args, what):
                 p.error(config_needs(f"--{what}", args.config))
             check_name(getattr(args, what), f"--{what}")
             plan = Plan(load_configs(args.config, lazy=True))
-            spec = plan.experiment_spec(args.experiment) if what == "experiment" else grid_spec(plan, args.grid)
+            if planned is not None:
+                spec = planned(plan, getattr(args, what))
+            else:
+                spec = plan.experiment_spec(args.experiment) if what == "experiment" else grid_spec(plan, args.grid)
         print(runner(spec, args))
 
     p.set_defaults(handler=handler)
@@ -624,7 +630,8 @@ def _aggregate_command(sub, name: str, help_text: str, what: str, out_help: str,
 
 # What the two aggregate commands run, "module:function" as a stage's runner, imported when the command runs:
 # the tables read pandas, and `augsbert --help` loads no table or model library (tests/test_cli.py)
-AGGREGATE_RUNNERS = {"collect-results": "augsbert.reporting.results:run", "render-table": "augsbert.reporting.tables:run"}
+AGGREGATE_RUNNERS = {"collect-results": "augsbert.reporting.results:run",
+                     "render-table": "augsbert.reporting.tables:run", "render-curve": "augsbert.reporting.curves:run"}
 
 
 def aggregate_runner(command: str) -> Callable:
@@ -639,6 +646,11 @@ def _collect(spec: dict, args) -> str:
 
 def _render(spec: dict, args) -> str:
     return aggregate_runner("render-table")(spec, args.results, Path(args.out or f"results/tables/{spec['grid']}.md"))
+
+
+def _curve(spec: dict, args) -> str:
+    return aggregate_runner("render-curve")(spec, args.results,
+                                            Path(args.out or f"results/tables/{spec['grid']}.curve.md"))
 
 
 def stage_names_as_commands(argv: list[str]) -> list[str]:
@@ -670,6 +682,13 @@ def build_parser() -> argparse.ArgumentParser:
         "datasets, mean +- std over seeds): results/tables/<grid>.md, .csv and a .png bar chart", "grid",
         "Markdown table to write (default results/tables/<grid>.md; .csv and .png beside)", _render)
     table.add_argument("--results", default="results", help="directory holding results/<experiment>.json")
+    curve = _aggregate_command(
+        sub, "render-curve", "render a grid's active-learning cells as label-budget curves (rows = strategies, "
+        "columns = gold labels, mean +- std over seeds; the labels each strategy needs to reach its random "
+        "baseline): results/tables/<grid>.curve.md, .csv and a .png line chart", "grid",
+        "Markdown file to write (default results/tables/<grid>.curve.md; .csv and .png beside)", _curve, kind="curve",
+        planned=curve_spec)
+    curve.add_argument("--results", default="results", help="directory holding results/<experiment>.json")
     _plan_command(sub)
     _run_command(sub)
     _list_command(sub)

@@ -139,8 +139,8 @@ def target_experiments(plan: Plan, targets: list[str]) -> list[str]:
         parts = Path(target).parts
         if len(parts) == 2 and parts[0] == "results" and target.endswith(".json"):
             names.append(check_name(Path(target).stem, target))
-        elif len(parts) == 3 and parts[:2] == ("results", "tables"):
-            spec = grid_spec(plan, check_name(Path(target).stem, target))
+        elif len(parts) == 3 and parts[:2] == ("results", "tables"):  # a grid's table or its curves (<grid>.curve.md)
+            spec = grid_spec(plan, check_name(Path(target).stem.removesuffix(".curve"), target))
             names.extend(spec["experiments"])
         elif len(parts) >= 2 and parts[0] == "models":
             names.append(check_name(parts[1], target))

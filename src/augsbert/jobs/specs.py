@@ -83,6 +83,7 @@ def check_stage_spec(spec: dict, stage: str, where: str = "--spec") -> None:
 AGGREGATE_FIELDS = {
     "experiment": {"experiment": str, "config": dict, "dataset": dict, "config_hash": str, "seeds": list, "runs": dict},
     "grid": {"grid": str, "metrics": list, "columns": list, "rows": list, "experiments": list},
+    "curve": {"grid": str, "columns": list, "experiments": list},  # a grid's label-budget curves (render-curve)
 }
 
 
@@ -95,7 +96,8 @@ def check_aggregate_spec(spec: dict, what: str, where: str = "--spec") -> None:
         if not isinstance(spec.get(field), kind):
             found = "missing" if field not in spec else f"{type(spec[field]).__name__}, not {names[kind]}"
             raise ConfigError(f"{where}: {'an' if what[0] in 'aeiou' else 'a'} {what} spec holds `{field}` as {names[kind]}; it is {found} (the workflow "
-                              f"writes {what} specs to artifacts/.specs/; or plan one with --config and --{what})")
+                              f"writes {what} specs to artifacts/.specs/; or plan one with --config and "
+                              f"--{'experiment' if what == 'experiment' else 'grid'})")
     if what == "experiment":
         for seed, roles in spec["runs"].items():
             for role, node in (roles.items() if isinstance(roles, dict) else [(None, roles)]):

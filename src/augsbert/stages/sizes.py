@@ -48,10 +48,28 @@ def kept_pairs(n: int, fraction: float) -> int:
 
 
 def _subset_source(plan, node):
-    """The data node a not yet built `gold_subset` node draws from (None: not a gold subset, or no plan)."""
-    if plan is None or node.stage != "gold_subset":
+    """The data node a not yet built `gold_subset` node draws from, or an active-learning round's labelled data
+    (`active_label`: through its pool down to the gold subset); None: neither, or no plan."""
+    if plan is None or node.stage not in ("gold_subset", "active_label"):
         return None
+    if node.stage == "active_label":
+        return _subset_source(plan, plan.nodes[dict(node.inputs)["pool"]])
     return plan.nodes[dict(node.inputs)["data"]]
+
+
+def _derived_train(plan, node, source_train: int) -> int:
+    """Train pairs of a not yet built gold subset (its kept share of the data's `source_train`) or active-learning
+    round (its pool's, plus one batch: round(batch x source_train), at least 1)."""
+    if node.stage == "gold_subset":
+        return kept_pairs(source_train, float(node.params["fraction"]))
+    inputs = dict(node.inputs)
+    batch = float(plan.nodes[inputs["selection"]].params["batch"])
+    return data_sizes(plan.nodes[inputs["pool"]], plan)["train"] + max(1, round(batch * source_train))
+
+
+def labelled_pairs(plan, node, total: bool = False) -> int:
+    """Gold train pairs of a data, gold-subset or active-learning node; `total`: of the dataset it was drawn from."""
+    return data_sizes((_subset_source(plan, node) or node) if total else node, plan)["train"]
 
 
 def data_sizes(node, plan=None) -> dict[str, int]:
@@ -64,7 +82,7 @@ def data_sizes(node, plan=None) -> dict[str, int]:
     source = _subset_source(plan, node)
     if source is not None:
         sizes = data_sizes(source, plan)
-        return {**sizes, "train": kept_pairs(sizes["train"], float(node.params["fraction"]))}
+        return {**sizes, "train": _derived_train(plan, node, sizes["train"])}
     if node.params.get("dataset") not in DATASET_SIZES:  # a dataset of your own: its files' rows where countable
         counted = counted_sizes(node)
         if counted:
@@ -114,7 +132,7 @@ def split_sizes(node, plan=None) -> dict[str, int]:
     source = _subset_source(plan, node)
     if source is not None:
         sizes = split_sizes(source, plan)
-        return {**sizes, "train": kept_pairs(sizes["train"], float(node.params["fraction"]))}
+        return {**sizes, "train": _derived_train(plan, node, sizes["train"])}
     counted = counted_sizes(node)
     if counted:
         return counted
@@ -137,13 +155,20 @@ def pool_sentences(node, plan=None) -> int:
 
 
 def silver_pairs(plan, candidates_key: str) -> int:
-    """Candidate pairs of a sampling node: counted in its metrics.json, else top_k per pool sentence and strategy."""
+    """Candidate pairs of a sampling node: counted in its metrics.json, else top_k per pool sentence and strategy
+    (`target_pairs`: the unlabelled train pairs it takes)."""
     node = plan.nodes[candidates_key]
     metrics = _read_json(Path(node.path) / "metrics.json")
     if metrics and isinstance(metrics.get("candidates"), dict):
         return sum(int(v) for v in metrics["candidates"].values())
     data = plan.nodes[dict(node.inputs)["data"]]
-    return pool_sentences(data, plan) * int(node.params.get("top_k") or 1) * max(1, len(node.params.get("strategies") or []))
+    strategies = node.params.get("strategies") or []
+    drawn = sum(1 for s in strategies if s != "target_pairs") if strategies else 1
+    pairs = pool_sentences(data, plan) * int(node.params.get("top_k") or 1) * drawn
+    if "target_pairs" in strategies:  # the target's train pairs, or those a few-label gold subset left unlabelled
+        labelled = data_sizes(data, plan)["train"] if _subset_source(plan, data) is not None else 0
+        pairs += labelled_pairs(plan, data, total=True) - labelled
+    return pairs
 
 
 def label_pairs(plan, labels_key: str) -> int:

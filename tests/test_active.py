@@ -1,0 +1,470 @@
+"""Active learning (issue 57, docs/methods/active.md): the strategies pick what their statistic says, the oracle
+reveals exactly the chosen pairs, a person's file stops and resumes the rounds, and the curves are drawn.
+
+The strategy tests give a strategy constructed scores (`Arrays`, a Scorer of arrays) and compare its pick with the
+ids the statistic names; the dropout passes run on the tiny BERT; the oracle runs the three jobs in this process on
+a hand-made data artifact (no model: `random` scores nothing); two Snakemake runs on the tiny model cover the file
+annotator and a CI-sized cut of `demo_active` (the shipped grid is planned whole by test_rehearsal.py and rehearsed
+by its every-kind test).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import typing
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from augsbert.errors import ConfigError, DataError
+from augsbert.sampling import active as al
+from conftest import plan_shipped
+from workflow_helpers import JOB_SLOTS, checkout, job_stats, keep_experiments, planned, run, snakemake
+
+
+def pairs_of(n: int, prefix: str = "") -> list[tuple[str, str]]:
+    return [(f"{prefix}a{i}", f"{prefix}b{i}") for i in range(n)]
+
+
+class Arrays:
+    """A Scorer of constructed arrays: member scores, dropout passes, teacher scores by pair, pair vectors."""
+
+    def __init__(self, members=None, passes=None, teacher: dict | None = None, vectors=None):
+        self._members, self._passes, self._teacher, self._vectors = members, passes, teacher or {}, vectors
+        self.calls = []
+
+    def members(self, pairs):
+        return np.asarray(self._members, dtype=float)
+
+    def passes(self, pairs, passes, seed):
+        self.calls.append(("passes", passes, seed))
+        return np.asarray(self._passes, dtype=float)
+
+    def teacher(self, pairs):
+        return np.array([self._teacher.get(p, np.nan) for p in pairs])
+
+    def embed(self, pairs):
+        return np.asarray(self._vectors, dtype=float)[[int(a[1:]) for a, _ in pairs]]
+
+
+def test_every_strategy_of_the_section_is_in_the_registry_with_its_source():
+    from augsbert.stages.active_select import ActiveOptions
+
+    assert set(typing.get_args(typing.get_type_hints(ActiveOptions)["strategy"])) == set(al.STRATEGIES)
+    assert all(s.citation and s.statistic for s in al.STRATEGIES.values())
+
+
+def test_random_is_its_seeded_draw():
+    pairs = pairs_of(50)
+    picked = al.choose("random", al.Request(pairs, 7, seed=42, round=3, labelled=[]), None)
+    assert picked.positions.tolist() == np.random.default_rng([42, 3]).choice(50, size=7, replace=False).tolist()
+    assert np.isnan(picked.statistic).all()
+    again = al.choose("random", al.Request(pairs, 7, seed=42, round=4, labelled=[]), None)
+    assert again.positions.tolist() != picked.positions.tolist()  # each round draws anew
+
+
+def test_committee_picks_the_pairs_its_z_scored_members_disagree_on():
+    a = np.arange(8.0)
+    b = 10 * a
+    b[2], b[5] = 60.0, 0.0  # the second member disagrees on pairs 2 and 5, on a scale ten times the first's
+    scores = np.stack([a, b, a + 100])  # the third: the first member shifted (z-scored, the same)
+    picked = al.choose("committee", al.Request(pairs_of(8), 2, 1, 1, []), Arrays(members=scores))
+    assert picked.positions.tolist() == [5, 2]
+    z = (scores - scores.mean(1, keepdims=True)) / scores.std(1, keepdims=True)
+    np.testing.assert_allclose(picked.statistic, z.std(0))
+    # the spread of the raw scores would have taken pair 0, where the members differ only by their scales
+    assert np.argsort(-scores.std(0), kind="stable")[:2].tolist() == [5, 0]
+    rescaled = al.choose("committee", al.Request(pairs_of(8), 2, 1, 1, []), Arrays(members=scores * [[1], [1e3], [1]]))
+    assert rescaled.positions.tolist() == [5, 2]
+
+
+def test_mc_dropout_picks_the_pairs_of_largest_variance_over_its_passes():
+    passes = np.array([[0.5, 0.1, 0.4, 0.25, 0.0, 0.3],
+                       [0.5, 0.9, 0.6, 0.35, 1.0, 0.3],
+                       [0.5, 0.1, 0.4, 0.25, 0.0, 0.3],
+                       [0.5, 0.9, 0.6, 0.35, 1.0, 0.3]])  # variances 0, .16, .01, .0025, .25, 0
+    scorer = Arrays(passes=passes)
+    picked = al.choose("mc_dropout", al.Request(pairs_of(6), 3, seed=9, round=2, labelled=[], passes=4), scorer)
+    assert picked.positions.tolist() == [4, 1, 2]
+    np.testing.assert_allclose(picked.statistic, passes.var(0))
+    assert scorer.calls == [("passes", 4, al.round_seed(9, 2))]
+
+
+def test_one_per_cluster_never_takes_a_second_pair_of_a_cluster_while_another_has_one():
+    """In turns: a cluster gives its (j+1)-th pair only once every other cluster has given j or has no candidate
+    left; so no cluster gives a second pair while another that still has a candidate has given none, and each
+    cluster's pairs go most uncertain first."""
+    assert al.one_per_cluster(np.array([9, 8, 7, 1, 2, 0.5]), np.array([0, 0, 0, 1, 1, 2]), 4).tolist() == [0, 4, 5, 1]
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        n = int(rng.integers(1, 25))
+        clusters, statistic = rng.integers(0, 5, n), rng.random(n).round(1)  # ties too
+        k = int(rng.integers(1, n + 1))
+        picked = al.one_per_cluster(statistic, clusters, k).tolist()
+        assert len(picked) == k == len(set(picked))
+        for i, position in enumerate(picked):
+            taken = picked[:i]
+            given = {c: sum(clusters[t] == c for t in taken) for c in set(clusters.tolist())}
+            mine = given[clusters[position]]
+            for other, count in given.items():
+                left = any(clusters[j] == other and j not in taken for j in range(n))
+                assert other == clusters[position] or count >= mine or not left
+            same = [j for j in range(n) if clusters[j] == clusters[position] and j not in taken]
+            assert statistic[position] == max(statistic[same])  # the cluster's most uncertain pair left
+
+
+def test_diverse_spreads_the_batch_over_the_clusters_of_its_most_uncertain_pairs():
+    variance = np.array([9, 8.5, 8, 7.5, 7, 6.5, 3, 2.5, 2, 1, 0.5, 0.25])  # pairs 0-5 most uncertain
+    passes = np.stack([np.zeros(12), 2 * np.sqrt(variance)])  # variance over the two passes: `variance`
+    centres = np.array([[10.0, 0, 0], [0, 10.0, 0], [0, 0, 10.0]])
+    vectors = np.repeat(centres, [6, 3, 3], axis=0) + np.random.default_rng(1).normal(0, 0.1, (12, 3))
+    request = al.Request(pairs_of(12), 3, seed=4, round=1, labelled=[], passes=2, candidate_factor=4)
+    picked = al.choose("diverse", request, Arrays(passes=passes, vectors=vectors))
+    assert picked.positions.tolist() == [0, 6, 9]  # the most uncertain pair of each of the three groups
+    assert al.choose("mc_dropout", request, Arrays(passes=passes)).positions.tolist() == [0, 1, 2]
+    assert len(set(picked.cluster[[0, 6, 9]])) == 3
+
+
+def test_kde_picks_where_the_labelled_pairs_scores_are_thinnest():
+    labelled = pairs_of(10, "l")
+    candidates = pairs_of(5)
+    scores = {**{p: 0.5 for p in labelled}, **dict(zip(candidates, [0.5, 0.55, 0.9, 0.1, 0.92]))}
+    picked = al.choose("kde", al.Request(candidates, 2, 1, 1, labelled), Arrays(teacher=scores))
+    # 0.92 lies farthest from the labelled 0.5s; once it counts as labelled, 0.9 is dense and 0.1 is next
+    assert picked.positions.tolist() == [4, 3]
+
+
+def test_a_batch_larger_than_what_is_left_is_refused():
+    with pytest.raises(DataError, match="7 pairs to choose in round 2, but only 5 unlabelled"):
+        al.choose("random", al.Request(pairs_of(5), 7, 1, 2, []), None)
+
+
+@pytest.mark.parametrize("arch", ["cbe", "ce"])
+def test_mc_dropout_passes_are_seeded_and_leave_the_model_as_it_was(tiny_model, arch):
+    from augsbert.models.architectures import ARCHITECTURES
+    from augsbert.models.uncertainty import dropout_passes
+
+    architecture = ARCHITECTURES[arch]
+    params = SimpleNamespace(max_length=32, config_kwargs=None, activation="sigmoid")
+    model = architecture.build(tiny_model, params, "cpu")
+    model.eval()
+    pairs = [(f"dog cat {i}", f"bank loan {i % 3}") for i in range(10)]
+    plain = architecture.predict(model, pairs, 4, params)
+    first = dropout_passes(architecture, model, pairs, 3, 5, 4, params)
+    assert first.shape == (3, 10) and (first.var(axis=0) > 0).all()  # dropout on: every pair's passes differ
+    np.testing.assert_array_equal(dropout_passes(architecture, model, pairs, 3, 5, 4, params), first)
+    assert not np.array_equal(dropout_passes(architecture, model, pairs, 3, 6, 4, params), first)
+    assert not any(m.training for m in model.modules())  # every module back in eval mode
+    np.testing.assert_array_equal(architecture.predict(model, pairs, 4, params), plain)
+
+
+# ---- the oracle ---------------------------------------------------------------------------------------------------
+
+def _data_artifact(folder: Path, n: int = 40) -> pd.DataFrame:
+    folder.mkdir(parents=True)
+    train = pd.DataFrame({"sentence1": [f"first {i}" for i in range(n)], "sentence2": [f"second {i}" for i in range(n)],
+                          "score": np.arange(n) / n})
+    train.to_parquet(folder / "train.parquet", index=False)
+    for split in ("dev", "test"):
+        train.head(8).to_parquet(folder / f"{split}.parquet", index=False)
+    (folder / "metrics.json").write_text(json.dumps({"sizes": {"train": n, "dev": 8, "test": 8, "unlabeled": 0}}))
+    return train
+
+
+def test_the_oracle_reveals_exactly_the_chosen_pairs(tmp_path):
+    """A withheld score is poisoned (NaN) in the data artifact: the oracle, the only reader of withheld scores,
+    still labels its round, since it reveals the chosen pairs' scores and no other; poisoning a chosen pair's score
+    stops it. Nothing written after the gold subset holds a withheld score."""
+    from augsbert.jobs import active_label, active_select, gold_subset
+
+    data = tmp_path / "data"
+    train = _data_artifact(data)
+    subset, choice, labelled = (tmp_path / name for name in ("subset", "choice", "labelled"))
+    gold_subset.run({"params": {"fraction": 0.25, "seed": 7}, "inputs": {"data": str(data)}}, subset)
+    active_select.run({"params": {"strategy": "random", "batch": 0.1, "round": 1, "seed": 7},
+                       "inputs": {"pool": str(subset)}}, choice)
+    chosen = pd.read_parquet(choice / "chosen.parquet")
+    rest = pd.read_parquet(subset / "unlabeled_pairs.parquet")
+    assert "score" not in chosen and "score" not in rest
+    draw = np.random.default_rng([7, 1]).choice(len(rest), size=4, replace=False)  # random: its seeded draw
+    assert chosen["pair_id"].tolist() == draw.tolist()
+    assert chosen["sentence1"].tolist() == rest["sentence1"].iloc[draw].tolist()
+
+    kept = set(pd.read_parquet(subset / "train.parquet")["sentence1"])
+    revealed = set(chosen["sentence1"])
+    poisoned = train.assign(score=[s if t in kept | revealed else np.nan for t, s in zip(train["sentence1"],
+                                                                                         train["score"])])
+    poisoned.to_parquet(data / "train.parquet", index=False)
+    spec = {"params": {"annotator": "oracle", "round": 1, "subset_fraction": 0.25, "subset_seed": 7},
+            "inputs": {"pool": str(subset), "selection": str(choice), "gold": str(data)}}
+    metrics = active_label.run(spec, labelled)
+    after = pd.read_parquet(labelled / "train.parquet")
+    truth = dict(zip(train["sentence1"], train["score"]))
+    assert len(after) == 10 + 4 and set(after["sentence1"]) == kept | revealed
+    assert after["score"].tolist() == [truth[t] for t in after["sentence1"]]  # the dataset's own scores, exactly
+    assert after["sentence1"].tolist()[10:] == chosen["sentence1"].tolist()  # in the order chosen
+    left = pd.read_parquet(labelled / "unlabeled_pairs.parquet")
+    assert "score" not in left and len(left) == 26 and not set(left["sentence1"]) & revealed
+    assert sorted(left["pair_id"]) == sorted(set(range(30)) - set(draw.tolist()))
+    assert metrics["gold_pairs_of"] == 40 and metrics["added"] == 4 and metrics["sizes"]["train"] == 14
+
+    poisoned.loc[poisoned["sentence1"] == chosen["sentence1"].iloc[2], "score"] = np.nan
+    poisoned.to_parquet(data / "train.parquet", index=False)
+    with pytest.raises(DataError, match=f"no score for pair id {chosen['pair_id'].iloc[2]} "):
+        active_label.run(spec, tmp_path / "again")
+
+
+def test_a_file_round_stops_for_a_person_and_a_rehearsal_stands_in(tmp_path, monkeypatch):
+    """Not there when planned: the labelling job writes the round's pairs and stops; in a rehearsal it fills them with
+    seeded stand-in scores within the scale and goes on, as it stands in for models and data."""
+    from augsbert.config import rehearsal
+    from augsbert.jobs import active_label, active_select, gold_subset
+
+    data = tmp_path / "data"
+    _data_artifact(data)
+    gold_subset.run({"params": {"fraction": 0.25, "seed": 7}, "inputs": {"data": str(data)}}, tmp_path / "subset")
+    active_select.run({"params": {"strategy": "random", "batch": 0.1, "round": 1, "seed": 7},
+                       "inputs": {"pool": str(tmp_path / "subset")}}, tmp_path / "choice")
+    monkeypatch.chdir(tmp_path)
+    spec = {"params": {"annotator": "file", "round": 1, "experiment": "mine", "scale": [0, 5], "annotations": None,
+                       "path": "annotate/mine/round_1.csv"},
+            "inputs": {"pool": str(tmp_path / "subset"), "selection": str(tmp_path / "choice")}}
+    monkeypatch.delenv(rehearsal.STANDINS_ENV, raising=False)
+    with pytest.raises(DataError, match="annotate/mine/round_1.csv: round 1's 4 pairs to label are written there"):
+        active_label.run(spec, tmp_path / "labelled")
+    written = pd.read_csv(tmp_path / "annotate" / "mine" / "round_1.csv")
+    assert written["score"].isna().all() and len(written) == 4 and not (tmp_path / "labelled").exists()
+    with pytest.raises(ConfigError, match="written since this job was planned"):  # never over a person's file
+        active_label.run(spec, tmp_path / "labelled")
+
+    (tmp_path / "annotate" / "mine" / "round_1.csv").unlink()
+    monkeypatch.setenv(rehearsal.STANDINS_ENV, str(tmp_path / "standins"))
+    metrics = active_label.run(spec, tmp_path / "labelled")
+    filled = pd.read_csv(tmp_path / "annotate" / "mine" / "round_1.csv")
+    added = pd.read_parquet(tmp_path / "labelled" / "train.parquet").tail(4)
+    assert filled["score"].between(0, 5).all() and metrics["added"] == 4
+    np.testing.assert_allclose(added["score"], filled["score"] / 5)
+
+
+def _reachable(plan, keys) -> set[str]:
+    seen, todo = set(), list(keys)
+    while todo:
+        key = todo.pop()
+        if key not in seen:
+            seen.add(key)
+            todo += [k for _, k in plan.nodes[key].inputs]
+    return seen
+
+
+def test_only_the_oracle_and_the_gold_subset_read_the_dataset_s_train_scores():
+    """In every active cell of the shipped demo, the data artifact (the only place a withheld score is) is an
+    input of the gold subset and of the oracle (as `gold`), and of no other node the run needs."""
+    plan = plan_shipped(plan=())
+    for name in ("demo_active.random.lee", "demo_active.committee.lee", "demo_active.diverse.lee"):
+        experiment = plan.experiment(name)
+        runs = experiment.runs[42]
+        readers = {(plan.nodes[key].stage, role) for key in _reachable(plan, runs.values())
+                   for role, k in plan.nodes[key].inputs if k == runs["data"]}
+        assert readers == {("gold_subset", "data"), ("active_label", "gold")}, name
+
+
+# ---- planning ------------------------------------------------------------------------------------------------------
+
+def _experiment(**options) -> dict:
+    return {"experiments": {"x": {"dataset": "lee", "models": ["teacher"], "gold_fraction": 0.1,
+                                  "active": {"rounds": 2, "batch": 0.1}, **options}}}
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"gold_fraction": 1},
+     "experiments.x.active.rounds: 2 rounds of active learning start from a gold_fraction subset"),
+    ({"active": {"rounds": 4, "batch": 0.3}}, "gold_fraction 0.1 + 4 rounds x batch 0.3 = 1.3 of the gold train"),
+    ({"active": {"rounds": 1, "strategy": "committee"}}, "experiments.x.active.strategy: committee: the committee is "
+                                                         "teacher.ensemble, which is empty"),
+    ({"active": {"rounds": 1, "strategy": "mc_dropout"}, "teacher": {"ensemble": [{}, {"seed": 1}]}},
+     "mc_dropout scores with one teacher's dropout"),
+    ({"active": {"rounds": 1, "annotator": "file"}, "seeds": [1, 2]}, "a person labels one sequence of rounds"),
+    ({"models": ["zero_shot"]}, "models lists neither teacher nor student"),
+])
+def test_settings_active_learning_cannot_run_with_stop_the_plan(options, message):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace("+", r"\+")):
+        plan_shipped(_experiment(**options), grids=False, plan=())
+
+
+def test_off_plans_nothing_and_the_rounds_are_sized_before_they_run(tmp_path, monkeypatch):
+    from augsbert.stages.sizes import data_sizes
+
+    monkeypatch.chdir(tmp_path)
+    plan = plan_shipped(_experiment(active={"rounds": 2, "batch": 0.1, "strategy": "mc_dropout"}), grids=False,
+                        plan=())
+    runs = plan.experiment("x").runs[42]
+    assert plan.nodes[runs["gold_subset"]].stage == "active_label"  # the last round's gold is the run's gold
+    assert [data_sizes(plan.nodes[runs[r]], plan)["train"] for r in ("active_label_1", "active_label_2")] == [60, 90]
+    teacher = plan.nodes[runs["teacher"]]
+    assert dict(teacher.inputs)["data"] == runs["active_label_2"]
+    off = plan_shipped({"experiments": {"y": {"dataset": "lee", "models": ["teacher"], "gold_fraction": 0.1}}},
+                       grids=False, plan=()).experiment("y").runs[42]
+    assert not [role for role in off if role.startswith("active")]
+    assert plan.nodes[off["teacher"]].key == plan.nodes[runs["active_teacher_0"]].key  # round 0: the few-label teacher
+
+
+def test_every_round_trains_a_student_on_its_own_teacher_s_labels():
+    plan = plan_shipped(_experiment(models=["teacher", "student"], candidates={"strategies": ["target_pairs"]},
+                                    active={"rounds": 2, "batch": 0.1, "students": "every_round"}), grids=False,
+                        plan=())
+    runs = plan.experiment("x").runs[42]
+    node = plan.nodes
+    for r in (0, 1):
+        student = node[runs[f"active_student_{r}"]]
+        labels = node[dict(student.inputs)["labels"]]
+        assert dict(labels.inputs)["teacher"] == runs[f"active_teacher_{r}"]
+        assert dict(student.inputs)["data"] == runs[f"active_label_{r}"]  # its round's gold
+    summary = dict(node[runs["active_rounds"]].inputs)
+    assert [summary[f"student_{r}"] for r in range(3)] == [runs["active_student_0"], runs["active_student_1"],
+                                                           runs["student"]]
+    assert [summary[f"teacher_{r}"] for r in range(3)] == [runs["active_teacher_0"], runs["active_teacher_1"],
+                                                           runs["teacher"]]
+
+
+def test_a_strategy_without_its_random_baseline_has_no_curve():
+    from augsbert.reporting.curves import curve_spec
+
+    grid = {"description": "g", "columns": {"lee": {"dataset": "lee"}},
+            "options": {"models": ["teacher"], "gold_fraction": 0.1, "active": {"rounds": 1, "batch": 0.1}},
+            "axes": {"strategy": {"mc": {"active": {"strategy": "mc_dropout"}},
+                                  "kde": {"active": {"strategy": "kde"}}}}}
+    plan = plan_shipped({"grids": {"g": grid}}, grids=False, plan=())
+    with pytest.raises(ConfigError, match="g.mc.lee \\(mc_dropout\\) has no random baseline in column lee"):
+        curve_spec(plan, "g")
+    grid["axes"]["strategy"]["random"] = {"active": {"strategy": "random"}}
+    spec = curve_spec(plan_shipped({"grids": {"g": grid}}, grids=False, plan=()), "g")
+    assert {line["experiment"]: line["baseline"] for line in spec["columns"][0]["lines"]} == {
+        "g.mc.lee": "g.random.lee", "g.kde.lee": "g.random.lee", "g.random.lee": "g.random.lee"}
+
+
+def test_the_labels_needed_are_read_off_the_curve_between_rounds():
+    from augsbert.reporting.curves import labels_to_reach
+
+    curve = [(100, 60.0), (200, 70.0), (300, 75.0)]
+    assert labels_to_reach(curve, 72.0) == pytest.approx(240.0)
+    assert labels_to_reach(curve, 55.0) == 100.0 and labels_to_reach(curve, 70.0) == 200.0
+    assert labels_to_reach(curve, 76.0) is None
+
+
+# ---- annotation files ----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("row, message", [
+    ("3,a,b,,0 to 5", ":3: pair 3 has no score yet: fill the score column of every row (0 to 5)"),
+    ("3,a,b,high,0 to 5", ":3: the score 'high' of pair 3 is not a number"),
+    ("3,a,b,nan,0 to 5", ":3: the score 'nan' of pair 3 is not a number"),
+    ("3,a,b,5.5,0 to 5", ":3: the score 5.5 of pair 3 lies outside the scale 0 to 5"),
+    ("x,a,b,2,0 to 5", ":3: pair_id 'x' is not a whole number"),
+    ("1,a,b,2,0 to 5", ":3: pair 1 is listed twice (first at line 2)"),
+])
+def test_a_bad_row_of_an_annotation_file_is_named_by_its_line(tmp_path, row, message):
+    from augsbert.data.annotations import read_annotations
+
+    path = tmp_path / "round_1.csv"
+    path.write_text(f"pair_id,sentence1,sentence2,score,scale\n1,\"a, quoted\",b,4,0 to 5\n{row}\n")
+    with pytest.raises(DataError, match=str(path) + message.replace("(", r"\(").replace(")", r"\)")):
+        read_annotations(path, (0, 5))
+    path.write_text("pair_id,sentence1,score\n")
+    with pytest.raises(DataError, match=f"{path}:1: no column 'sentence2'"):
+        read_annotations(path, (0, 5))
+
+
+def _fill(path: Path, scores: dict[int, str]) -> None:
+    with open(path, newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows({**row, "score": scores[int(row["pair_id"])]} for row in rows)
+
+
+@pytest.mark.workflow
+def test_a_person_labels_each_round_through_a_file(tmp_path, tiny_model):
+    root = checkout(tmp_path / "project")
+    keep_experiments(root, "demo_zeroshot")
+    (root / "mine.yaml").write_text(
+        "experiments:\n  by_hand:\n    dataset: lee\n"
+        f"    base_model: {tiny_model}\n    models: [teacher]\n    gold_fraction: 0.1\n"
+        "    teacher: {epochs: 1, max_length: 48, batch_size: 32}\n    evaluation: {max_length: 48, suites: []}\n"
+        "    active: {rounds: 2, batch: 0.02, annotator: file, scale: [0, 5]}\n")
+    args = ("--configfile", "config/config.yaml", "mine.yaml", "--", "results/by_hand.json")
+    folder = root / "annotate" / "by_hand"
+
+    def stops_at(round_: int) -> list[dict]:
+        proc = snakemake(root, *JOB_SLOTS, *args)
+        out = proc.stdout + proc.stderr
+        assert proc.returncode != 0 and "Traceback" not in out, out[-3000:]
+        line = (f"augsbert active-label: error: annotate/by_hand/round_{round_}.csv: round {round_}'s 6 pairs to "
+                "label are written there; fill its score column (0 to 5), then continue with `snakemake --cores 2 "
+                "results/by_hand.json` (or the command you ran)")
+        assert line in out.splitlines(), out[-3000:]
+        with open(folder / f"round_{round_}.csv", newline="") as handle:
+            rows = list(csv.DictReader(handle))
+        assert len(rows) == 6 and all(r["score"] == "" and r["scale"] == "0 to 5" for r in rows)
+        return rows
+
+    first = stops_at(1)
+    _fill(folder / "round_1.csv", {int(r["pair_id"]): str(k % 6) for k, r in enumerate(first)})
+    second = stops_at(2)  # round 1 read from the filled file; round 2's pairs chosen after it
+    assert not {r["pair_id"] for r in first} & {r["pair_id"] for r in second}
+
+    _fill(folder / "round_2.csv", {int(r["pair_id"]): "2.5" for r in second})
+    lines = (folder / "round_2.csv").read_text().splitlines()
+    lines[3] = lines[3].rsplit(",", 2)[0] + ",abc,0 to 5"
+    (folder / "round_2.csv").write_text("\n".join(lines) + "\n")
+    bad = snakemake(root, "-n", *args)
+    assert bad.returncode == 2
+    assert (f"augsbert: error: annotate/by_hand/round_2.csv:4: the score 'abc' of pair {second[2]['pair_id']} is not "
+            "a number (write a number from 0 to 5)") in bad.stderr.splitlines()
+    _fill(folder / "round_2.csv", {int(r["pair_id"]): "2.5" for r in second})
+
+    run(root, *args)
+    result = json.loads((root / "results" / "by_hand.json").read_text())
+    rounds = result["active"]["42"]["rounds"]
+    assert [r["gold_labels"] for r in rounds] == [30, 36, 42] and result["active"]["42"]["annotator"] == "file"
+    labelled = next(Path(root / s["path"]) for s in result["stages"].values() if s["stage"] == "active_label"
+                    and json.loads((root / s["path"] / "metrics.json").read_text())["round"] == 1)
+    added = pd.read_parquet(labelled / "train.parquet").tail(6)
+    assert added["score"].tolist() == [(k % 6) / 5 for k in range(6)]  # the person's scores, 0-5 read as 0-1
+
+    # a changed score: that round and everything after it again, nothing before
+    _fill(folder / "round_1.csv", {int(r["pair_id"]): str((k + 1) % 6) for k, r in enumerate(first)})
+    assert planned(root, *args) == {"active_label": 2, "teacher": 2, "active_select": 1, "active_rounds": 1,
+                                    "collect_results": 1}
+
+
+@pytest.mark.workflow
+def test_demo_active_runs_and_draws_its_curves(tmp_path, tiny_model):
+    """A CI-sized cut of the shipped `demo_active` (its random, MC dropout and all-gold cells, one round, the teacher
+    only) on the tiny model: the grid's table comes with the curve table, its CSV and chart."""
+    root = checkout(tmp_path / "project")
+    grid = yaml.safe_load((root / "config" / "grids" / "demo_active.yaml").read_text())
+    keep_experiments(root, "demo_zeroshot")
+    grid["axes"]["strategy"] = {k: v for k, v in grid["axes"]["strategy"].items()
+                                if k in ("random", "mc_dropout", "full")}
+    grid["options"]["active"]["rounds"] = 1
+    grid["options"].update(base_model=tiny_model, models=["teacher"],
+                           teacher={"epochs": 1, "max_length": 48, "batch_size": 32, "symmetric": False},
+                           evaluation={"max_length": 48, "suites": []})
+    (root / "config" / "grids").mkdir()
+    (root / "config" / "grids" / "demo_active.yaml").write_text(yaml.safe_dump(grid, sort_keys=False))
+    jobs = run(root, "results/tables/demo_active.md")
+    assert jobs["active_curve"] == 1 and jobs["active_select"] == 2 and jobs["collect_results"] == 3
+    text = (root / "results" / "tables" / "demo_active.curve.md").read_text()
+    assert "| Strategy | 30 | 60 | 300 |" in text
+    assert "| random | (itself) |" in text and "| MC dropout | random |" in text
+    assert "| all gold (all gold: the ceiling) |  |  | " in text
+    curve = pd.read_csv(root / "results" / "tables" / "demo_active.curve.csv")
+    teacher = curve[(curve["metric"] == "teacher_spearman") & (curve["strategy"] != "all gold")]
+    assert sorted(teacher["gold_labels"].unique()) == [30, 60] and teacher["mean"].notna().all()
+    assert (root / "results" / "tables" / "demo_active.curve.png").read_bytes()[:4] == b"\x89PNG"
+    assert (root / "results" / "tables" / "demo_active.md").is_file()
