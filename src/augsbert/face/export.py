@@ -567,13 +567,38 @@ def push_to_hub(folder: str | Path, repo_id: str, private: bool | None = None) -
     return getattr(commit, "commit_url", None) or str(commit)
 
 
+def read_frontier(path: str) -> dict:
+    from ..reporting.frontier import read
+
+    try:
+        return read(path)
+    except (OSError, ValueError) as err:
+        raise ExportError(f"--frontier {path}: {err}") from None
+
+
+def picked(path: str, points: float) -> dict:
+    """The frontier row `--pick-fastest-within POINTS` exports; says which, with its figures."""
+    from ..reporting.frontier import pick_fastest_within
+
+    frontier = read_frontier(path)
+    try:
+        row = pick_fastest_within(frontier, points)
+    except ValueError as err:
+        raise ExportError(f"--frontier {path}: {err}") from None
+    reference = next(r for r in frontier["rows"] if r["row"] == frontier["reference"])
+    log.warning("picked %s: test Spearman %.2f (%s %.2f, within %.2f), %s sentences/s (%.1fx), %s MB", row["label"],
+                row["spearman"], reference["label"], reference["spearman"], points, f"{row['sentences_per_s']:,.0f}",
+                row["sentences_per_s"] / reference["sentences_per_s"], row["size_mb"])
+    return row
+
+
 def add_command(sub) -> None:
     """`augsbert export`: planned from --config/--experiment (standalone) or from --spec (the workflow rule)."""
     help_text = ("copy a finished model (student, teacher or lower bound) out of its artifact into a named "
                  "directory in its library's format, with a model card (sentence-transformers; CrossBiEncoder)")
     p = sub.add_parser("export", help=help_text, description=help_text + ". An experiment with several seeds: the "
                        "first seed is exported unless --seed says otherwise.")
-    src = p.add_mutually_exclusive_group(required=True)
+    src = p.add_mutually_exclusive_group()
     src.add_argument("--spec", help="experiment spec JSON or @file (what the workflow passes)")
     src.add_argument("--config", nargs="+", action="extend", metavar="FILE",
                      help="config YAML file(s) to plan from, merged in order over config/config.yaml of the current "
@@ -598,11 +623,27 @@ def add_command(sub) -> None:
     p.add_argument("--accept-parity-loss", action="store_true", help="with --backend: export even when the "
                    "exported model misses the parity gate (mean cosine >= 0.99 with the PyTorch embeddings of 100 "
                    "test sentences); the card and augsbert_export.json say so")
+    p.add_argument("--pick-fastest-within", type=float, metavar="POINTS", help="export the fastest row of a "
+                   "frontier (--frontier) whose mean test Spearman is at most POINTS below the full student's, with "
+                   "its backend (docs/guide/compact.md); the experiment is planned from the frontier's config files "
+                   "unless --config names others")
+    p.add_argument("--frontier", help="with --pick-fastest-within: the frontier file benchmarks/frontier.py wrote "
+                   "(results/frontier/<grid>.json)")
     p.add_argument("--push-to-hub", metavar="REPO", help="then upload the directory to this hub model repository "
                    "(needs network and a token)")
     p.add_argument("--private", action="store_true", help="with --push-to-hub: create the repository private")
 
     def handler(args: argparse.Namespace) -> None:
+        if args.pick_fastest_within is not None:
+            if not args.frontier or args.spec or args.experiment:
+                p.error("--pick-fastest-within needs --frontier (and chooses the experiment: no --spec / --experiment)")
+            row = picked(args.frontier, args.pick_fastest_within)
+            args.experiment, args.backend, args.quantize = row["experiment"], row["backend"], row["quantize"]
+            args.config = args.config or read_frontier(args.frontier).get("configs")
+        elif args.frontier:
+            p.error("--frontier goes with --pick-fastest-within")
+        elif not args.spec and not args.config:
+            p.error("one of --spec, --config or --pick-fastest-within is required")
         if args.spec:
             spec = load_spec(args.spec)
             check_aggregate_spec(spec, "experiment", f"--spec {args.spec}" if args.spec.startswith("@") else "--spec")
