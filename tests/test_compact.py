@@ -39,7 +39,7 @@ def test_layer_indices_are_evenly_spread_as_the_library_example():
     ({"init": "layers"}, {"init": "layers", "layers": 3}),
     ({"init": "layers", "layers": [0, 2]}, {"init": "layers", "layers": [0, 2]}),
     ({"matryoshka_dims": [64, 384, 128]}, {"matryoshka_dims": [384, 128, 64]}),
-    ({"arch": "static"}, {"arch": "static", "static_dims": 256, "lr": 0.05, "group_by_length": False,
+    ({"arch": "static"}, {"arch": "static", "static_dims": 256, "lr": 0.005, "group_by_length": False,
                           "weight_decay": 0.0}),
 ])
 def test_each_option_changes_the_students_key_and_nothing_upstream(option, params):

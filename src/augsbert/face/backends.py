@@ -116,7 +116,9 @@ def run_conversion(folder: Path, backend: str, quantize: str | None, config: str
     if missing:
         raise BackendError(missing)
     python = deploy_python()
-    threads = threads or min(os.cpu_count() or 1, 4)
+    # the job's threads where Snakemake set them (OMP_NUM_THREADS = the rule's threads), else up to 4 cores
+    omp = os.environ.get("OMP_NUM_THREADS", "")
+    threads = threads or (int(omp) if omp.isdigit() and int(omp) > 0 else min(os.cpu_count() or 1, 4))
     # the deploy environment's own packages only: nothing of this environment's path, offline (local files)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONNOUSERSITE="1", TQDM_DISABLE="1",

@@ -100,11 +100,13 @@ class StudentOptions(TrainingOptions, StudentModelOptions):
     static_dims: int | None = option(256, """
         `arch: static`: PCA dimensions of the distilled token vectors (model2vec's default 256); null = the base's
         own dimensions.""", minimum=2)
-    static_lr: float | None = option(0.05, """
+    static_lr: float | None = option(0.005, """
         `arch: static`: the static student's learning rate, in place of `lr` (a table of token vectors learns at
-        rates a Transformer would not survive; sentence-transformers' static-embedding example uses 0.2 with
-        batches of 2048; 0.05 with this section's batch of 16 is a rate the tests' theme pairs learn at, not
-        tuned on real data: docs/guide/compact.md). null = `lr`.""", exclusiveMinimum=0)
+        rates a Transformer would not survive). 0.005 at this section's batch of 16: the best STS-B dev Spearman
+        of a sweep over 0.002-0.2 and batches 16 / 64 / 256, 3 seeds each, on the gold pairs (docs/guide/
+        compact.md; sentence-transformers' static-embedding script uses 0.2 from random vectors and 0.05 from a
+        model2vec start, both with batches of 2048 and an in-batch-negatives loss). It trains without weight
+        decay. null = `lr`.""", exclusiveMinimum=0)
     static_pretrain: Literal["none", "full"] = option("none", """
         `arch: static`. `full`: pre-train the distilled token table before it learns the pairs, on the embeddings
         that the full Transformer student (this section without `arch: static`: the compact grid's `full` row, planned and
