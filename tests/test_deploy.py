@@ -85,13 +85,16 @@ def test_the_parity_gate_refuses_below_it_with_the_figures_unless_accepted():
         check_parity({**record, "parity": {}}, None, accept=False)
 
 
-def test_parity_sentences_are_the_first_100_distinct_of_the_test_split():
+def test_parity_sentences_are_the_first_100_distinct_of_the_test_split_then_dev_then_train():
     import pandas as pd
 
     test = pd.DataFrame({"sentence1": [f"s{i}" for i in range(80)], "sentence2": [f"s{i + 1}" for i in range(80)]})
-    assert parity_sentences(test) == [f"s{i}" for i in range(81)]
+    dev = pd.DataFrame({"sentence1": ["s3", "d1"], "sentence2": ["d2", " "]})
+    train = pd.DataFrame({"sentence1": [f"t{i}" for i in range(50)], "sentence2": [f"u{i}" for i in range(50)]})
+    assert parity_sentences(test, dev, train) == [*[f"s{i}" for i in range(81)], "d2", "d1",
+                                                  *[t for i in range(9) for t in (f"t{i}", f"u{i}")][:17]]
     test = pd.DataFrame({"sentence1": [f"a{i}" for i in range(80)], "sentence2": [f"b{i}" for i in range(80)]})
-    assert parity_sentences(test)[:4] == ["a0", "b0", "a1", "b1"] and len(parity_sentences(test)) == 100
+    assert parity_sentences(test, None)[:4] == ["a0", "b0", "a1", "b1"] and len(parity_sentences(test)) == 100
 
 
 def test_card_section_states_the_parity_and_the_loading_line():

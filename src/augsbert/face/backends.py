@@ -16,7 +16,7 @@ SentenceTransformer directory here as always, then the script adds the backend's
   sentences (the library's default calibration set, GLUE SST-2, is on the hub), openvino_model_qint8_quantized.xml.
 
 Parity gate (`check_parity`): the exported file's embeddings of the first 100 distinct sentences of the model's
-test split against the PyTorch model's (computed here, in this environment), mean cosine >= 0.99, and the test
+test split (filled up from its dev and train splits where the test split has fewer) against the PyTorch model's (computed here, in this environment), mean cosine >= 0.99, and the test
 split's Spearman of the exported model beside the PyTorch model's; both go into the card and augsbert_export.json.
 An export below the gate is refused with the figures unless `--accept-parity-loss`.
 """
@@ -99,9 +99,12 @@ def check_request(backend: str, quantize: str | None, config: str) -> None:
         raise BackendError(f"--quantize-config {config!r}: one of {', '.join(ONNX_CONFIGS)}")
 
 
-def parity_sentences(test) -> list[str]:
-    """The first 100 distinct sentences of a test split (sentence1, sentence2 of each pair in order)."""
-    texts = [t for pair in zip(test["sentence1"].tolist(), test["sentence2"].tolist()) for t in pair]
+def parity_sentences(*splits) -> list[str]:
+    """The first 100 distinct sentences of the model's splits in the order given (test, dev, train: the test split's
+    first; a small test split, Lee's 15 documents, is filled up from the others), sentence1 and sentence2 of each
+    pair in order; a split that is None is skipped."""
+    texts = [t for split in splits if split is not None
+             for pair in zip(split["sentence1"].tolist(), split["sentence2"].tolist()) for t in pair]
     return list(dict.fromkeys(t for t in texts if isinstance(t, str) and t.strip()))[:PARITY_SENTENCES]
 
 

@@ -449,7 +449,7 @@ def _deploy(folder: Path, deploy: dict, artifact: Path, path: str, model) -> dic
     inputs = read_json(artifact / "spec.json").get("inputs") or {}
     data = inputs.get("eval", inputs.get(INPUT_DATA))
     test = read_split(data, "test", required=False)  # the split the model was tested on
-    sentences = parity_sentences(test if test is not None else read_split(data, "train"))
+    sentences = parity_sentences(test, read_split(data, "dev", required=False), read_split(data, "train"))
     reference = model.encode(sentences, batch_size=64, show_progress_bar=False)
     torch_spearman = (read_json(artifact / "metrics.json").get("test") or {}).get("spearman")
     pairs = {} if test is None else {"sentence1": test["sentence1"].tolist(),
