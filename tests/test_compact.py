@@ -230,11 +230,12 @@ def test_backend_options_that_cannot_apply_are_refused():
 def test_card_section_states_backend_quantisation_and_the_loading_line():
     from augsbert.face.backends import card_section
 
-    text = card_section({"backend": "onnx", "quantize": "int8", "quantize_config": "avx2",
-                         "file": "onnx/model_qint8_avx2.onnx"}, "models/x")
+    text = card_section({"backend": "onnx", "quantize": "int8", "quantize_config": "avx2", "max_seq_length": 64,
+                         "pooling": "mean", "normalize": True, "file": "onnx/model_qint8_avx2.onnx"}, "models/x")
     assert "| backend | onnx" in text and "dynamic int8" in text and "`avx2`" in text
-    assert ("SentenceTransformer('models/x', backend='onnx', "
-            'model_kwargs={"file_name": "onnx/model_qint8_avx2.onnx"})') in text
+    assert "session = onnxruntime.InferenceSession('models/x/onnx/model_qint8_avx2.onnx')" in text
+    assert "max_length=64" in text and "mean pooling" in text and "the Normalize module" in text
+    assert "backend='onnx'" not in text  # sentence-transformers cannot load it (see the card's note)
     plain = card_section({"backend": "openvino", "quantize": None, "file": "openvino/openvino_model.xml"}, "m")
     assert "none (float32)" in plain and "SentenceTransformer('m', backend='openvino')" in plain
 

@@ -137,6 +137,23 @@ def test_int8_conversion_of_the_tiny_model_keeps_its_embeddings(tmp_path, tiny_m
     assert record["parity"]["sentences"] == 100 and record["parity"]["mean_cosine"] >= 0.99
     assert check_parity(record, None, accept=False)["parity"]["passed"]
     assert record["versions"]["transformers"].startswith("5.5.")
+    # the card's usage lines, run as written in the deploy environment, give the exported model's embeddings
+    embedded = np.array(_run_card_code(card_section(record, str(folder)), texts[:8]))
+    assert embedded.shape == reference[:8].shape
+    unit = reference[:8] / np.linalg.norm(reference[:8], axis=1, keepdims=True)
+    assert ((embedded / np.linalg.norm(embedded, axis=1, keepdims=True)) * unit).sum(1).mean() >= 0.99
+
+
+def _run_card_code(card: str, sentences: list[str]):
+    """The card's python block with `sentences` given, run by the deploy environment's Python; its embeddings."""
+    code = card.split("```python\n", 1)[1].split("```", 1)[0]
+    if "SentenceTransformer(" in code:
+        code += "embeddings = model.encode(sentences)\n"
+    script = f"import json\nsentences = {sentences!r}\n{code}\nprint(json.dumps(embeddings.tolist()))\n"
+    done = subprocess.run([str(DEPLOY), "-c", script], capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 @needs_deploy

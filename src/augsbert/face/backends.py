@@ -212,12 +212,37 @@ def card_section(record: dict, path: str) -> str:
         verdict = ("passed" if parity.get("passed") else
                    "below the gate, exported with --accept-parity-loss" if parity.get("accepted_below_gate") else "")
         rows.append(f"| parity ({parity.get('gate', '')}) | {parity_text(parity)}; {verdict} |")
-    lines = ["## Deployment (augsbert export)", "", "| | |", "| --- | --- |", *rows, "",
-             "```python", "from sentence_transformers import SentenceTransformer", "",
-             f"model = {backend_load_line(path, record['backend'], quantize, record.get('quantize_config', ONNX_CONFIGS[0]))}",
-             "```", ""]
+    lines = ["## Deployment (augsbert export)", "", "| | |", "| --- | --- |", *rows, ""]
     if record["backend"] == "onnx":
-        lines += ["`backend=\"onnx\"` needs optimum-onnx, which requires transformers < 4.58 (sentence-transformers "
-                  "5.x); ONNX Runtime alone runs the file too: its inputs are the tokenizer's, its output "
-                  "`last_hidden_state`, pooled as `modules.json` says.", ""]
+        lines += onnx_runtime_lines(path, record)
+    else:
+        lines += ["```python", "from sentence_transformers import SentenceTransformer", "",
+                  f"model = {backend_load_line(path, record['backend'], quantize, record.get('quantize_config', ONNX_CONFIGS[0]))}",
+                  "```", ""]
     return "\n".join(lines)
+
+
+def onnx_runtime_lines(path: str, record: dict) -> list[str]:
+    """The card's ONNX usage: ONNX Runtime on the file, the model's pooling in NumPy. sentence-transformers'
+    `backend="onnx"` needs optimum-onnx, which requires transformers < 4.58, and sentence-transformers 5.x (the
+    releases that run beside it) cannot read a folder sentence-transformers 6 saved (its modules' new paths)."""
+    pooling, normalize = record.get("pooling") or "mean", record.get("normalize", False)
+    pooled = {"mean": ["mask = features[\"attention_mask\"][..., None]",
+                       "embeddings = (hidden * mask).sum(1) / mask.sum(1)  # mean pooling (1_Pooling/config.json)"],
+              "cls": ["embeddings = hidden[:, 0]  # CLS pooling (1_Pooling/config.json)"]}
+    steps = pooled.get(pooling, [f"embeddings = ...  # {pooling} pooling: see 1_Pooling/config.json"])
+    return ["```python", "import numpy as np", "import onnxruntime", "from transformers import AutoTokenizer", "",
+            f"tokenizer = AutoTokenizer.from_pretrained({path!r})",
+            f"session = onnxruntime.InferenceSession({path + '/' + record['file']!r})",
+            "names = {i.name for i in session.get_inputs()}",
+            f"features = tokenizer(sentences, padding=True, truncation=True, max_length={record.get('max_seq_length')}, "
+            "return_tensors=\"np\")",
+            "hidden = session.run(None, {k: v for k, v in features.items() if k in names})[0]  # last_hidden_state",
+            *steps,
+            *(["embeddings /= np.linalg.norm(embeddings, axis=1, keepdims=True)  # the Normalize module"]
+              if normalize else []),
+            "```", "",
+            "The file is the one optimum-onnx's `ORTModelForFeatureExtraction` reads (`subfolder=\"onnx\"`), which "
+            "sentence-transformers' `backend=\"onnx\"` wraps; that needs transformers < 4.58, and the "
+            "sentence-transformers releases beside it (5.x) cannot read this folder (saved by 6.x), so ONNX Runtime "
+            "is used directly, as above.", ""]

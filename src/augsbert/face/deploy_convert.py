@@ -26,8 +26,8 @@ PyTorch model's embeddings of them, "test": {"sentence1": [...], "sentence2": [.
   `quantize_dynamic` with the settings of optimum's `AutoQuantizationConfig.<config>(is_static=False)` (what
   sentence-transformers' `export_dynamic_quantized_onnx_model` uses: weights int8 (uint8 for avx2), per channel,
   full range) into onnx/model_qint8_<config>.onnx. Here it is run by ONNX Runtime directly, its last hidden
-  state through the model's own pooling modules; elsewhere it loads with
-  `SentenceTransformer(path, backend="onnx", model_kwargs={"file_name": ...})` where optimum-onnx is installed.
+  state through the model's own pooling modules; optimum-onnx's ORTModelForFeatureExtraction (what
+  sentence-transformers' `backend="onnx"` wraps) reads the same file.
 
 Parity: the exported model's embeddings of `sentences` against the reference (cosine, each sentence), and its
 Spearman x 100 of cosine and gold on the test pairs. RESULT.json gets the record augsbert's card and
@@ -121,7 +121,10 @@ def export_onnx(folder: Path, quantize: str | None, config: str) -> dict:
                           input_names=names, output_names=["last_hidden_state"],
                           dynamic_shapes={n: {0: batch, 1: length} for n in names},
                           opset_version=OPSET, external_data=False)
-    record: dict = {"opset": OPSET}
+    pooling = [m for m in list(model)[1:] if hasattr(m, "get_pooling_mode_str")]
+    record: dict = {"opset": OPSET, "max_seq_length": model.max_seq_length,  # what the card's ONNX Runtime lines need
+                    "pooling": pooling[0].get_pooling_mode_str() if pooling else None,
+                    "normalize": any(type(m).__name__ == "Normalize" for m in list(model)[1:])}
     if quantize:
         from onnxruntime.quantization import QuantType, quantize_dynamic
 
