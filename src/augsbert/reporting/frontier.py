@@ -102,12 +102,12 @@ def plot(frontier: dict, path: str | Path) -> None:
 
     rows = [r for r in frontier["rows"] if r.get("spearman") is not None and r.get("sentences_per_s")]
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
-    for row in rows:
+    for at, row in enumerate(sorted(rows, key=lambda r: (r["sentences_per_s"], -r["spearman"]))):
         area = 20 + 3 * (row.get("size_mb") or 0)
         ax.scatter(row["sentences_per_s"], row["spearman"], s=area, alpha=0.85 if row["pareto"] else 0.4,
                    facecolors="C0" if row["pareto"] else "none", edgecolors="C0")
         ax.annotate(f"{row['label']} ({row.get('size_mb', 0):.0f} MB)", (row["sentences_per_s"], row["spearman"]),
-                    textcoords="offset points", xytext=(6, 4), fontsize=8)
+                    textcoords="offset points", xytext=(8, 10 - 10 * (at % 3)), fontsize=7)  # neighbours staggered
     front = sorted((r for r in rows if r["pareto"]), key=lambda r: r["sentences_per_s"])
     if len(front) > 1:
         ax.plot([r["sentences_per_s"] for r in front], [r["spearman"] for r in front], "C0--", lw=1)
