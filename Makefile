@@ -12,7 +12,7 @@ TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 PY  := $(VENV)/bin/python
 PIP := $(PY) -m pip
 
-.PHONY: setup demo demo-full test clean-venv schema
+.PHONY: setup demo demo-full test clean-venv schema deploy-env
 
 setup: $(VENV)/.installed
 
@@ -60,3 +60,25 @@ test: setup
 
 clean-venv:
 	rm -rf $(VENV)
+
+# The deploy environment: a second virtual environment for `augsbert export --backend onnx|openvino` (the backends'
+# packages need transformers < 5.6; docs/guide/compact.md). The CPU build of torch first, as above, then the pinned
+# set of requirements/deploy.txt without resolving (--no-deps: every package is listed), then one import of each
+# backend's packages. The main environment is not touched.
+DEPLOY_VENV ?= .venv-deploy
+DEPLOY_PY   := $(DEPLOY_VENV)/bin/python
+
+deploy-env: $(DEPLOY_VENV)/.installed
+
+$(DEPLOY_VENV)/.installed: requirements/deploy.txt
+	test -x $(DEPLOY_PY) || $(PYTHON) -m venv $(DEPLOY_VENV)
+	@if $(DEPLOY_PY) -c "import torch" 2>/dev/null; then \
+	  echo "torch $$($(DEPLOY_PY) -c 'import torch; print(torch.__version__)') already installed"; \
+	else \
+	  echo "installing the CPU build of torch $(TORCH_VERSION)"; \
+	  $(DEPLOY_PY) -m pip install "torch==$(TORCH_VERSION)+cpu" \
+	  || $(DEPLOY_PY) -m pip install "torch==$(TORCH_VERSION)+cpu" --extra-index-url $(TORCH_CPU_INDEX); \
+	fi
+	$(DEPLOY_PY) -m pip install --no-deps -r requirements/deploy.txt
+	$(DEPLOY_PY) -c "import sentence_transformers, onnxruntime, onnxscript, openvino, nncf, datasets; from optimum.intel.openvino import OVModelForFeatureExtraction; print('deploy environment ready: sentence-transformers', sentence_transformers.__version__)"
+	touch $@

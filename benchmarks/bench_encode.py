@@ -122,7 +122,8 @@ def train_rows(steps: int, out: Path, only: list[str], static_init: str | None) 
                   eval_batch_size=64, group_by_length=True, megabatch=400, use_gold_labels=True, selection="last")
     rows = {"full": {}, "layers3": {"init": "layers", "layers": 3},
             "matryoshka": {"matryoshka_dims": [384, 128, 64]},
-            "static": {"arch": "static", "static_dims": 256, "lr": 0.05, "group_by_length": False}}
+            "static": {"arch": "static", "static_dims": 256, "lr": 0.005, "weight_decay": 0.0,
+                       "group_by_length": False}}
     specs = []
     for name, options in rows.items():
         if only and name not in only:

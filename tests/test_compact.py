@@ -41,7 +41,8 @@ def test_layer_indices_are_evenly_spread_as_the_library_example():
     ({"init": "layers"}, {"init": "layers", "layers": 3}),
     ({"init": "layers", "layers": [0, 2]}, {"init": "layers", "layers": [0, 2]}),
     ({"matryoshka_dims": [64, 384, 128]}, {"matryoshka_dims": [384, 128, 64]}),
-    ({"arch": "static"}, {"arch": "static", "static_dims": 256, "lr": 0.05, "group_by_length": False}),
+    ({"arch": "static"}, {"arch": "static", "static_dims": 256, "lr": 0.005, "group_by_length": False,
+                          "weight_decay": 0.0}),
 ])
 def test_each_option_changes_the_students_key_and_nothing_upstream(option, params):
     base_plan, plan = _plan(), _plan(option)
@@ -55,9 +56,64 @@ def test_each_option_changes_the_students_key_and_nothing_upstream(option, param
     assert not set(lower_bound) & {"init", "layers", "arch", "static_dims", "matryoshka_dims"}
 
 
+def test_a_static_student_trains_without_weight_decay_a_transformer_with_its_own(tmp_path):
+    """sentence-transformers' static recipe: weight_decay 0 on a token table, whatever the section says (0.01)."""
+    from augsbert.stages.student import StudentParams
+    from augsbert.training.pairs import training_args
+
+    common = {**train_params().to_json(), "use_gold_labels": True, "selection": "last", "weight_decay": 0.01}
+    static = StudentParams.from_json({**common, "arch": "static", "static_dims": 8})
+    full = StudentParams.from_json(common)
+    assert training_args(static, tmp_path, 42, "cpu", "fp32", 100)["weight_decay"] == 0.0
+    assert training_args(full, tmp_path, 42, "cpu", "fp32", 100)["weight_decay"] == 0.01
+
+
+def test_static_pretraining_reads_the_full_students_embeddings_planned_once():
+    """`static_pretrain: full`: the static student's `embedder` input is the full Transformer student of the same
+    section: the very node (key) the `full` row plans, so a grid trains it once."""
+    plan = _plan({"arch": "static", "static_pretrain": "full"})
+    runs = _runs(plan)
+    static = plan.node(runs["student"])
+    assert static.params["static_pretrain"] == "full" and static.params["arch"] == "static"
+    embedder = dict(static.inputs)["embedder"]
+    assert embedder == _runs(_plan())["student"]  # the full student's key
+    assert dict(static.inputs)["labels"] == dict(plan.node(embedder).inputs)["labels"]
+    plain = _plan({"arch": "static"})
+    assert "embedder" not in dict(plain.node(_runs(plain)["student"]).inputs)
+    assert "static_pretrain" not in plain.node(_runs(plain)["student"]).params
+
+
+def test_static_pretraining_regresses_the_targets_and_keeps_one_module(tiny_model):
+    """The table learns the targets (held-out MSE falls, the best epoch kept) and the head is dropped."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.models import StaticEmbedding
+
+    from augsbert.models.compact import pca_targets, pretrain_static
+
+    tokenizer = SentenceTransformer(tiny_model, device="cpu").tokenizer
+    torch.manual_seed(0)
+    model = SentenceTransformer(modules=[StaticEmbedding(tokenizer.backend_tokenizer, embedding_dim=8)], device="cpu")
+    pairs = theme_pairs(600, 3)
+    texts = list(dict.fromkeys([*pairs["sentence1"], *pairs["sentence2"]]))
+    groups = ["dog cat horse cow sheep bird", "bank loan stock price market cash", "rain snow wind storm cloud fog",
+              "goal team match ball coach race", "piano violin guitar drum song choir",
+              "bread cheese apple soup rice cake"]  # conftest.theme_pairs' themes
+    themes = np.array([[t.split()[0] in group.split() for group in groups] for t in texts], dtype=float)
+    assert (themes.sum(1) == 1).all()
+    targets = pca_targets(themes @ np.random.default_rng(0).normal(size=(6, 12)), 8, seed=0)
+    assert targets.shape == (len(texts), 8)
+    before = model[0].embedding.weight.detach().clone()
+    record = pretrain_static(model, texts, targets, seed=0)
+    assert record["validation_mse"] < 0.5 * record["validation_mse_before"]
+    assert 1 <= record["best_epoch"] <= record["epochs"] and record["held_out"] == len(texts) // 10
+    assert len(model) == 1 and not torch.equal(before, model[0].embedding.weight)
+
+
 def test_unset_options_leave_every_key_and_layers_alone_is_inert():
     base = _runs(_plan())
-    defaults = {"init": "full", "arch": "transformer", "matryoshka_dims": None, "layers": 4, "static_dims": 64, "static_lr": 0.2}
+    defaults = {"init": "full", "arch": "transformer", "matryoshka_dims": None, "layers": 4, "static_dims": 64,
+                "static_lr": 0.2, "static_pretrain": "none"}
     assert _runs(_plan(defaults)) == base
 
 
@@ -72,6 +128,7 @@ def test_the_lower_bound_upstream_of_semantic_sampling_is_untouched():
     ({"init": "layers", "arch": "static"}, "init"),
     ({"arch": "static", "freeze_embeddings": True}, "freeze_embeddings"),
     ({"matryoshka_dims": [64, 64]}, "twice"),
+    ({"static_pretrain": "full"}, "static_pretrain"),
 ])
 def test_contradictory_options_fail_while_planning(option, message):
     with pytest.raises(ConfigError, match=message):
@@ -156,10 +213,7 @@ def test_static_student_is_distilled_offline_trains_and_its_loss_falls(tmp_path,
     assert result.metrics["dev_spearman"] > 0.3  # the themes are learnt (an untrained static model knows none)
 
 
-# --- export --backend (augsbert.face.backends): sentence-transformers' ONNX / OpenVINO export
-from augsbert.face.backends import backend_available  # noqa: E402
-
-ONNX_MISSING = backend_available("onnx")
+# --- export --backend (augsbert.face.backends; the conversion itself: tests/test_deploy.py)
 
 
 def test_backend_options_that_cannot_apply_are_refused():
@@ -178,53 +232,29 @@ def test_backend_options_that_cannot_apply_are_refused():
 def test_card_section_states_backend_quantisation_and_the_loading_line():
     from augsbert.face.backends import card_section
 
-    text = card_section({"backend": "onnx", "quantize": "int8", "quantize_config": "avx2",
-                         "file": "onnx/model_qint8_avx2.onnx"}, "models/x")
+    text = card_section({"backend": "onnx", "quantize": "int8", "quantize_config": "avx2", "max_seq_length": 64,
+                         "pooling": "mean", "normalize": True, "file": "onnx/model_qint8_avx2.onnx"}, "models/x")
     assert "| backend | onnx" in text and "dynamic int8" in text and "`avx2`" in text
-    assert ("SentenceTransformer('models/x', backend='onnx', "
-            'model_kwargs={"file_name": "onnx/model_qint8_avx2.onnx"})') in text
+    assert "session = onnxruntime.InferenceSession('models/x/onnx/model_qint8_avx2.onnx')" in text
+    assert "max_length=64" in text and "mean pooling" in text and "the Normalize module" in text
+    assert "backend='onnx'" not in text  # sentence-transformers cannot load it (see the card's note)
     plain = card_section({"backend": "openvino", "quantize": None, "file": "openvino/openvino_model.xml"}, "m")
     assert "none (float32)" in plain and "SentenceTransformer('m', backend='openvino')" in plain
-
-
-@pytest.mark.skipif(ONNX_MISSING is not None, reason=f"the ONNX backend cannot load here: {ONNX_MISSING}")
-def test_onnx_int8_export_loads_with_the_backend_and_keeps_the_embeddings(tmp_path, tiny_model):
-    import shutil
-
-    from sentence_transformers import SentenceTransformer
-
-    from augsbert.face.backends import export_backend
-
-    folder = tmp_path / "export"
-    shutil.copytree(tiny_model, folder)
-    record = export_backend(folder, "onnx", "int8", "avx2")
-    assert record == {"backend": "onnx", "quantize": "int8", "file": "onnx/model_qint8_avx2.onnx",
-                      "quantize_config": "avx2"}
-    assert (folder / "onnx" / "model.onnx").is_file() and (folder / record["file"]).is_file()
-    texts = [t for pair in theme_pairs(50, 5)[["sentence1", "sentence2"]].to_numpy() for t in pair]
-    reference = SentenceTransformer(str(folder), device="cpu").encode(texts, normalize_embeddings=True)
-    onnx = SentenceTransformer(str(folder), backend="onnx", model_kwargs={"file_name": record["file"]})
-    quantised = onnx.encode(texts, normalize_embeddings=True)
-    assert len(texts) == 100
-    assert (reference * quantised).sum(1).min() >= 0.99
 
 
 from test_export import experiment, finished_experiment  # noqa: E402,F401  (the exported experiment's fixtures)
 
 
-def test_export_with_a_backend_writes_its_files_and_card_or_nothing(experiment, tmp_path):
+def test_export_without_the_deploy_environment_stops_with_one_line_and_writes_nothing(experiment, tmp_path,
+                                                                                     monkeypatch):
     from augsbert.face.export import ExportError, export
 
+    monkeypatch.setenv("AUGSBERT_DEPLOY_PYTHON", str(tmp_path / "no-deploy-env" / "python"))
     out = tmp_path / "deploy" / "student"
-    if ONNX_MISSING is not None:  # this environment: one message naming where to export from, nothing written
-        with pytest.raises(ExportError, match=r"--backend onnx needs packages .*separate environment .*make deploy-env"):
-            export(experiment, "student", out, backend="onnx", quantize="int8")
-        assert not out.exists() and not any(out.parent.iterdir())
-        return
-    record = export(experiment, "student", out, backend="onnx", quantize="int8", quantize_config="avx2")
-    assert record["deployment"]["file"] == "onnx/model_qint8_avx2.onnx" and (out / record["deployment"]["file"]).is_file()
-    assert "## Deployment (augsbert export)" in (out / "README.md").read_text()
-    assert "onnx/model_qint8_avx2.onnx" in (out / "augsbert_export.json").read_text()
+    with pytest.raises(ExportError, match=r"^--backend onnx runs in the deploy environment, which is missing "
+                                          r"\(.*\): create it with `make deploy-env` in the augsbert checkout$"):
+        export(experiment, "student", out, backend="onnx", quantize="int8")
+    assert not out.parent.exists()  # stopped before anything was written
 
 
 def test_size_and_speed_figures_of_a_trained_bi_encoder(tmp_path, tiny_model):

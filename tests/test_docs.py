@@ -96,6 +96,10 @@ def known() -> Known:
     raw = read_config(REPO / "config" / "config.yaml")
     experiments = set(expand_grids(raw).get("experiments") or {})
     grids = set(raw.get("grids") or {})
+    for extra in sorted((REPO / "config" / "measure").glob("*.yaml")):  # grids read with --configfile
+        measured = read_config(extra).get("grids") or {}
+        grids |= set(measured)
+        experiments |= set(expand_grids({**raw, "grids": measured}).get("experiments") or {})
     makefile = (REPO / "Makefile").read_text()
     targets = set(re.findall(r"^([A-Za-z][\w.-]*):(?!=)", makefile, re.M))
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
@@ -123,10 +127,13 @@ def check_target(token: str, where: str, known_: Known) -> None:
     if m := re.fullmatch(r"results/tables/([^/]+)\.md", token):
         if m.group(1) not in known_.grids:
             known_.errors.append(f"{where}: {token}: no grid {m.group(1)!r} in config/grids/")
+    elif m := re.fullmatch(r"results/frontier/([^/]+)\.json", token):  # benchmarks/frontier.py writes it
+        if m.group(1) not in known_.grids:
+            known_.errors.append(f"{where}: {token}: no grid {m.group(1)!r} in config/grids/ or config/measure/")
     elif m := re.fullmatch(r"results/([^/]+)\.json", token):
         if m.group(1) not in known_.experiments:
             known_.errors.append(f"{where}: {token}: no experiment {m.group(1)!r} in config/config.yaml or a grid")
-    elif m := re.fullmatch(r"models/([^/]+)/([^/]+)/?", token):
+    elif m := re.fullmatch(r"models/([^/]+)/([^/]+?)(?:-(?:onnx|openvino)-int8)?/?", token):  # export.smk's rules
         if m.group(1) not in known_.experiments or m.group(2) not in EXPORT_MODELS:
             known_.errors.append(f"{where}: {token}: not models/<experiment>/<{'|'.join(EXPORT_MODELS)}>")
     else:

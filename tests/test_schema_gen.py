@@ -57,7 +57,7 @@ def test_the_models_choices_are_the_registrys_rows_but_two():
 # `freeze_embeddings` and the student's `selection`, and plans `static_lr` into `lr`
 REDECLARED = {"teacher": {"epochs", "loss", "freeze_embeddings"},
               "student": {"epochs", "loss", "freeze_embeddings", "selection", "scale", "positive_threshold",
-                          "negative_threshold", "layers", "static_dims", "static_lr"}}
+                          "negative_threshold", "layers", "static_dims", "static_lr", "static_pretrain"}}
 
 
 def test_a_training_spec_reads_its_sections_defaults_but_where_the_planner_resolves_them():

@@ -22,3 +22,28 @@ rule export_model:
     shell:
         "augsbert export --spec {params.spec:q} --model {wildcards.model:q} --results {input.results:q} "
         "--to {output:q} >> {log:q} 2>&1"
+
+
+# models/<experiment>/<model>-<backend>-int8/: the same export plus the Bi-Encoder for ONNX Runtime or OpenVINO, int8
+# (`augsbert export --backend ... --quantize int8`): converted in the deploy environment (`make deploy-env`; without
+# it the job stops with that one line) and refused below the parity gate (docs/guide/compact.md).
+rule export_model_backend:
+    input:
+        results="results/{experiment}.json",
+    output:
+        directory("models/{experiment}/{model}-{backend}-int8"),
+    log:
+        "logs/export/{experiment}/{model}-{backend}-int8.log",
+    wildcard_constraints:
+        backend="onnx|openvino",
+    conda:
+        "../envs/models.yaml"
+    threads: 2
+    resources:
+        mem_mb=6000,
+        runtime=60,
+    params:
+        spec=lambda wc: PLAN.experiment_spec_file(wc.experiment),
+    shell:
+        "augsbert export --spec {params.spec:q} --model {wildcards.model:q} --results {input.results:q} "
+        "--backend {wildcards.backend:q} --quantize int8 --to {output:q} >> {log:q} 2>&1"

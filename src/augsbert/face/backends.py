@@ -1,24 +1,32 @@
-"""`augsbert export --backend onnx|openvino [--quantize int8]`: the exported Bi-Encoder in another runtime's format.
+"""`augsbert export --backend onnx|openvino [--quantize int8]`: the exported Bi-Encoder in another runtime's format,
+made in the deploy environment, and its parity gate.
 
-Through sentence-transformers' own functions only (its "Speeding up Inference" page): the model is loaded with
-`SentenceTransformer(folder, backend=...)` (Optimum exports it), saved beside the PyTorch weights
-(`onnx/model.onnx`, `openvino/openvino_model.xml`), and with `--quantize int8`:
+The backends' packages (optimum-intel, OpenVINO, NNCF; optimum-onnx) do not install beside this project's
+sentence-transformers 6 / transformers 5.24: optimum-intel 2.2.0 accepts transformers < 5.6, optimum-onnx 0.1.0
+transformers < 4.58. So the conversion runs in a second virtual environment, `.venv-deploy/` (`make deploy-env`:
+the pinned set of requirements/deploy.txt, sentence-transformers 6.2.0 with transformers 5.5.4), as a standalone
+script (augsbert.face.deploy_convert, run by its path: it imports nothing of augsbert). The export writes the
+SentenceTransformer directory here as always, then the script adds the backend's files to it:
 
-- ONNX: `export_dynamic_quantized_onnx_model` (dynamic int8: weights quantised, activations per batch; no
-  calibration data) with one of ONNX Runtime's configurations (`--quantize-config`, default `avx512_vnni`,
-  the library's benchmark choice; `avx2` for CPUs without AVX-512, `arm64` for ARM), written to
-  `onnx/model_qint8_<config>.onnx`;
-- OpenVINO: `export_static_quantized_openvino_model` (static int8, NNCF post-training quantisation), calibrated
-  on the model's own training sentences (the library's default calibration set is GLUE SST-2 from the hub,
-  which an offline run cannot read), written to `openvino/openvino_model_qint8_quantized.xml`.
+- ONNX: `torch.onnx.export` of the Transformer (optimum's feature-extraction inputs and output) into
+  onnx/model.onnx; `--quantize int8`: ONNX Runtime's dynamic int8 with the settings of optimum's configuration
+  `--quantize-config` (default `avx512_vnni`; `avx2` for CPUs without AVX-512, `arm64`), onnx/model_qint8_<config>.onnx;
+- OpenVINO: sentence-transformers' own export (optimum-intel) into openvino/openvino_model.xml; `--quantize int8`:
+  `export_static_quantized_openvino_model` (static int8, NNCF), calibrated on up to 300 of the model's training
+  sentences (the library's default calibration set, GLUE SST-2, is on the hub), openvino_model_qint8_quantized.xml.
 
-The PyTorch weights stay in the folder, so it loads with every backend; the card and `augsbert_export.json` say
-which file each backend reads and the line that loads it (`backend_load_line`).
+Parity gate (`check_parity`): the exported file's embeddings of the first 100 distinct sentences of the model's
+test split (filled up from its dev and train splits where the test split has fewer) against the PyTorch model's (computed here, in this environment), mean cosine >= 0.99, and the test
+split's Spearman of the exported model beside the PyTorch model's; both go into the card and augsbert_export.json.
+An export below the gate is refused with the figures unless `--accept-parity-loss`.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -28,30 +36,43 @@ BACKENDS = ("torch", "onnx", "openvino")
 QUANTIZATIONS = ("int8",)
 ONNX_CONFIGS = ("avx512_vnni", "avx512", "avx2", "arm64")
 CALIBRATION_SENTENCES = 300  # as the library's default OVQuantizationConfig(num_samples=300)
-# What to do where a backend's packages are missing. Not `pip install 'sentence-transformers[onnx]'` into .venv:
-# optimum-onnx and optimum-intel require older transformers (and so sentence-transformers) than this project's,
-# and pip would downgrade both (docs/guide/compact.md "Packages"; issue 56)
-INSTALL = {backend: (f"its packages ({packages}) require older transformers and sentence-transformers than augsbert's "
-                     "environment, and installing them into .venv would downgrade both: export with --backend "
-                     f"{backend} from the separate environment that make deploy-env builds (docs/guide/export.md)")
-           for backend, packages in (("onnx", "optimum-onnx, onnxruntime"), ("openvino", "optimum-intel, openvino"))}
+PARITY_SENTENCES = 100
+PARITY_MIN_COSINE = 0.99  # the gate: mean cosine of the exported and the PyTorch embeddings of the sentences
+DEPLOY_ENV = ".venv-deploy"
+DEPLOY_PYTHON_VARIABLE = "AUGSBERT_DEPLOY_PYTHON"  # another deploy environment's python
+SETUP = "make deploy-env"
+CONVERTER = Path(__file__).with_name("deploy_convert.py")
+# where `make deploy-env` puts the environment: the working directory (a checkout), or the checkout this package
+# is installed from in editable mode (src/augsbert/face -> the repository root)
+CHECKOUT = Path(__file__).resolve().parents[3]
 
 
 class BackendError(RuntimeError):
-    """A backend export that cannot run here (its packages missing) or failed."""
+    """A backend export that cannot run here (no deploy environment), failed, or missed the parity gate."""
+
+
+def deploy_python() -> Path | None:
+    """The deploy environment's Python: $AUGSBERT_DEPLOY_PYTHON, else .venv-deploy/ of the working directory or of
+    the checkout this package runs from; None where there is none."""
+    named = os.environ.get(DEPLOY_PYTHON_VARIABLE)
+    if named:
+        return Path(named) if Path(named).is_file() else None
+    for root in dict.fromkeys([Path.cwd(), CHECKOUT]):
+        python = root / DEPLOY_ENV / "bin" / "python"
+        if python.is_file():
+            return python
+    return None
 
 
 def backend_available(backend: str) -> str | None:
-    """None when `backend` can be exported here, else why not (the import that fails and what to install)."""
-    try:
-        if backend == "onnx":
-            import onnxruntime  # noqa: F401
-            from optimum.onnxruntime import ORTModelForFeatureExtraction  # noqa: F401
-        elif backend == "openvino":
-            from optimum.intel.openvino import OVModelForFeatureExtraction  # noqa: F401
-    except Exception as err:  # ImportError, or an Optimum built for another transformers (its own ImportError)
-        return f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}; {INSTALL[backend]}"
-    return None
+    """None when `backend` can be exported here (the deploy environment exists), else why not, in one line."""
+    if deploy_python() is not None:
+        return None
+    named = os.environ.get(DEPLOY_PYTHON_VARIABLE)
+    where = (f"{DEPLOY_PYTHON_VARIABLE}={named} is not a file" if named else
+             f"no {DEPLOY_ENV}/bin/python in {Path.cwd()}" + (f" or {CHECKOUT}" if CHECKOUT != Path.cwd() else ""))
+    return (f"--backend {backend} runs in the deploy environment, which is missing ({where}): create it with "
+            f"`{SETUP}` in the augsbert checkout")
 
 
 def backend_file(backend: str, quantize: str | None, config: str = ONNX_CONFIGS[0]) -> str:
@@ -69,57 +90,91 @@ def backend_load_line(path: str, backend: str, quantize: str | None, config: str
     return f"SentenceTransformer({path!r}, backend={backend!r}{kwargs})"
 
 
-def export_backend(folder: Path, backend: str, quantize: str | None = None, config: str = ONNX_CONFIGS[0],
-                   calibration: list[str] | None = None) -> dict:
-    """Add `backend`'s files (quantised with `quantize`) to the SentenceTransformer directory `folder`; returns
-    what the card and the provenance record say of it."""
-    from sentence_transformers import SentenceTransformer
-
+def check_request(backend: str, quantize: str | None, config: str) -> None:
     if backend not in BACKENDS[1:]:
         raise BackendError(f"--backend {backend!r}: one of {', '.join(BACKENDS)}")
     if quantize not in (None, *QUANTIZATIONS):
         raise BackendError(f"--quantize {quantize!r}: one of {', '.join(QUANTIZATIONS)}")
     if backend == "onnx" and config not in ONNX_CONFIGS:
         raise BackendError(f"--quantize-config {config!r}: one of {', '.join(ONNX_CONFIGS)}")
+
+
+def parity_sentences(*splits) -> list[str]:
+    """The first 100 distinct sentences of the model's splits in the order given (test, dev, train: the test split's
+    first; a small test split, Lee's 15 documents, is filled up from the others), sentence1 and sentence2 of each
+    pair in order; a split that is None is skipped."""
+    texts = [t for split in splits if split is not None
+             for pair in zip(split["sentence1"].tolist(), split["sentence2"].tolist()) for t in pair]
+    return list(dict.fromkeys(t for t in texts if isinstance(t, str) and t.strip()))[:PARITY_SENTENCES]
+
+
+def run_conversion(folder: Path, backend: str, quantize: str | None, config: str, calibration: list[str],
+                   sentences: list[str], reference, test: dict, threads: int | None = None) -> dict:
+    """Run deploy_convert.py in the deploy environment on the SentenceTransformer directory `folder`; returns its
+    record (the file written, the parity figures, the versions it ran with)."""
+    import numpy as np
+
+    check_request(backend, quantize, config)
     missing = backend_available(backend)
     if missing:
-        raise BackendError(f"--backend {backend} needs packages this environment lacks ({missing})")
-    model = SentenceTransformer(str(folder), backend=backend, device="cpu", local_files_only=True,
-                                model_kwargs={"export": True})
-    model.save_pretrained(str(folder))  # the backend's files beside the PyTorch weights
-    if quantize and backend == "onnx":
-        from sentence_transformers import export_dynamic_quantized_onnx_model
+        raise BackendError(missing)
+    python = deploy_python()
+    # the job's threads where Snakemake set them (OMP_NUM_THREADS = the rule's threads), else up to 4 cores
+    omp = os.environ.get("OMP_NUM_THREADS", "")
+    threads = threads or (int(omp) if omp.isdigit() and int(omp) > 0 else min(os.cpu_count() or 1, 4))
+    # the deploy environment's own packages only: nothing of this environment's path, offline (local files)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONNOUSERSITE="1", TQDM_DISABLE="1",
+               OMP_NUM_THREADS=str(threads))
+    with tempfile.TemporaryDirectory(prefix="augsbert-deploy-") as tmp:
+        np.save(Path(tmp) / "reference.npy", np.asarray(reference, dtype=np.float32))
+        request = {"folder": str(Path(folder).resolve()), "backend": backend, "quantize": quantize, "config": config,
+                   "calibration": calibration[:CALIBRATION_SENTENCES * 4], "sentences": sentences,
+                   "reference": str(Path(tmp) / "reference.npy"), "test": test, "threads": threads}
+        (Path(tmp) / "request.json").write_text(json.dumps(request), encoding="utf-8")
+        log.info("export: converting to %s%s in the deploy environment (%s)", backend,
+                 f" {quantize}" if quantize else "", python)
+        done = subprocess.run([str(python), str(CONVERTER), str(Path(tmp) / "request.json"),
+                               str(Path(tmp) / "result.json")], env=env, capture_output=True, text=True)
+        for line in done.stderr.splitlines()[-40:]:
+            log.debug("deploy: %s", line)
+        if done.returncode != 0 or not (Path(tmp) / "result.json").is_file():
+            last = [line for line in done.stderr.splitlines() if line.strip()][-1:] or [f"exit code {done.returncode}"]
+            raise BackendError(f"--backend {backend}: the conversion in the deploy environment ({python}) failed: "
+                               f"{last[0].strip()[:300]}")
+        return json.loads((Path(tmp) / "result.json").read_text(encoding="utf-8"))
 
-        export_dynamic_quantized_onnx_model(model, config, str(folder), file_suffix=f"qint8_{config}")
-    elif quantize:
-        _openvino_int8(model, folder, calibration or [])
-    written = backend_file(backend, quantize, config)
-    if not (folder / written).is_file():
-        raise BackendError(f"sentence-transformers wrote no {written} in {folder}")
-    log.info("export: %s%s model %s", backend, f" {quantize}" if quantize else "", written)
-    return {"backend": backend, "quantize": quantize, "file": written,
-            **({"quantize_config": config} if quantize and backend == "onnx" else {}),
-            **({"calibration_sentences": min(len(calibration or []), CALIBRATION_SENTENCES)}
-               if quantize and backend == "openvino" else {})}
+
+def check_parity(record: dict, torch_spearman: float | None, accept: bool) -> dict:
+    """The parity gate on a conversion's record: adds the PyTorch model's test Spearman and the verdict; raises a
+    BackendError with the figures when the mean cosine is below PARITY_MIN_COSINE and `accept` is false."""
+    parity = dict(record.get("parity") or {})
+    if torch_spearman is not None:
+        parity["torch_test_spearman"] = round(float(torch_spearman), 2)
+    parity["gate"] = f"mean cosine >= {PARITY_MIN_COSINE}"
+    mean = parity.get("mean_cosine")
+    parity["passed"] = mean is not None and mean >= PARITY_MIN_COSINE
+    if not parity["passed"]:
+        figures = parity_text(parity)
+        if not accept:
+            raise BackendError(f"--backend {record.get('backend')}{' --quantize ' + record['quantize'] if record.get('quantize') else ''}"
+                               f" refused by the parity gate ({parity['gate']}): {figures}; nothing was written. "
+                               "Export it anyway with --accept-parity-loss, or try another --quantize-config / no "
+                               "--quantize")
+        parity["accepted_below_gate"] = True
+        log.warning("export: below the parity gate, accepted (--accept-parity-loss): %s", figures)
+    return {**record, "parity": parity}
 
 
-def _openvino_int8(model, folder: Path, calibration: list[str]) -> None:
-    """Static int8 OpenVINO model calibrated on up to 300 of `calibration`, read as a local dataset (a folder
-    holding train.csv, which `datasets.load_dataset` reads without the hub)."""
-    import pandas as pd
-    from optimum.intel import OVQuantizationConfig
-    from sentence_transformers import export_static_quantized_openvino_model
-
-    sentences = list(dict.fromkeys(s for s in calibration if s.strip()))[:CALIBRATION_SENTENCES]
-    if not sentences:
-        raise BackendError("--backend openvino --quantize int8 calibrates on the model's training sentences, "
-                           "and none were found")
-    with tempfile.TemporaryDirectory() as tmp:
-        pd.DataFrame({"sentence": sentences}).to_csv(Path(tmp) / "train.csv", index=False)
-        export_static_quantized_openvino_model(
-            model, OVQuantizationConfig(num_samples=len(sentences)), str(folder), dataset_name=tmp,
-            dataset_config_name="default", dataset_split="train", column_name="sentence",
-            file_suffix="qint8_quantized")
+def parity_text(parity: dict) -> str:
+    """The parity figures in one line."""
+    text = (f"cosine with the PyTorch model's embeddings of {parity.get('sentences')} test sentences: mean "
+            f"{parity.get('mean_cosine')}, min {parity.get('min_cosine')}")
+    if parity.get("test_spearman") is not None:
+        text += f"; test Spearman {parity['test_spearman']:.2f} on {parity.get('test_pairs')} pairs"
+        if parity.get("torch_test_spearman") is not None:
+            text += f" (PyTorch {parity['torch_test_spearman']:.2f})"
+    return text
 
 
 def training_sentences(artifact: Path) -> list[str]:
@@ -137,18 +192,57 @@ def training_sentences(artifact: Path) -> list[str]:
 
 
 def card_section(record: dict, path: str) -> str:
-    """The model card's deployment section: backend, quantisation, the file read and the line that loads it."""
+    """The model card's deployment section: backend, quantisation, the file read, the parity figures and the line
+    that loads it."""
     quantize = record.get("quantize")
-    how = {"onnx": "dynamic int8 (ONNX Runtime, `export_dynamic_quantized_onnx_model`, configuration "
+    how = {"onnx": "dynamic int8 (ONNX Runtime's `quantize_dynamic`, the settings of optimum's configuration "
                    f"`{record.get('quantize_config')}`)",
            "openvino": "static int8 (NNCF post-training quantisation, `export_static_quantized_openvino_model`, "
                        f"calibrated on {record.get('calibration_sentences')} training sentences)"}
-    lines = ["## Deployment (augsbert export)", "",
-             "| | |", "| --- | --- |",
-             f"| backend | {record['backend']} (the PyTorch weights are in the folder too) |",
-             f"| quantisation | {how[record['backend']] if quantize else 'none (float32)'} |",
-             f"| file | `{record['file']}` |", "",
-             "```python", "from sentence_transformers import SentenceTransformer", "",
-             f"model = {backend_load_line(path, record['backend'], quantize, record.get('quantize_config', ONNX_CONFIGS[0]))}",
-             "```", ""]
+    made = {"onnx": "`torch.onnx.export` of the Transformer (optimum's feature-extraction inputs and output)",
+            "openvino": "sentence-transformers' OpenVINO export (optimum-intel)"}
+    versions = record.get("versions") or {}
+    parity = record.get("parity") or {}
+    rows = [f"| backend | {record['backend']} (the PyTorch weights are in the folder too) |",
+            f"| made by | {made.get(record['backend'], '')}"
+            + (f"; {', '.join(f'{k} {v}' for k, v in versions.items())}" if versions else "") + " |",
+            f"| quantisation | {how[record['backend']] if quantize else 'none (float32)'} |",
+            f"| file | `{record['file']}` |"]
+    if parity:
+        verdict = ("passed" if parity.get("passed") else
+                   "below the gate, exported with --accept-parity-loss" if parity.get("accepted_below_gate") else "")
+        rows.append(f"| parity ({parity.get('gate', '')}) | {parity_text(parity)}; {verdict} |")
+    lines = ["## Deployment (augsbert export)", "", "| | |", "| --- | --- |", *rows, ""]
+    if record["backend"] == "onnx":
+        lines += onnx_runtime_lines(path, record)
+    else:
+        lines += ["```python", "from sentence_transformers import SentenceTransformer", "",
+                  f"model = {backend_load_line(path, record['backend'], quantize, record.get('quantize_config', ONNX_CONFIGS[0]))}",
+                  "```", ""]
     return "\n".join(lines)
+
+
+def onnx_runtime_lines(path: str, record: dict) -> list[str]:
+    """The card's ONNX usage: ONNX Runtime on the file, the model's pooling in NumPy. sentence-transformers'
+    `backend="onnx"` needs optimum-onnx, which requires transformers < 4.58, and sentence-transformers 5.x (the
+    releases that run beside it) cannot read a folder sentence-transformers 6 saved (its modules' new paths)."""
+    pooling, normalize = record.get("pooling") or "mean", record.get("normalize", False)
+    pooled = {"mean": ["mask = features[\"attention_mask\"][..., None]",
+                       "embeddings = (hidden * mask).sum(1) / mask.sum(1)  # mean pooling (1_Pooling/config.json)"],
+              "cls": ["embeddings = hidden[:, 0]  # CLS pooling (1_Pooling/config.json)"]}
+    steps = pooled.get(pooling, [f"embeddings = ...  # {pooling} pooling: see 1_Pooling/config.json"])
+    return ["```python", "import numpy as np", "import onnxruntime", "from transformers import AutoTokenizer", "",
+            f"tokenizer = AutoTokenizer.from_pretrained({path!r})",
+            f"session = onnxruntime.InferenceSession({path + '/' + record['file']!r})",
+            "names = {i.name for i in session.get_inputs()}",
+            f"features = tokenizer(sentences, padding=True, truncation=True, max_length={record.get('max_seq_length')}, "
+            "return_tensors=\"np\")",
+            "hidden = session.run(None, {k: v for k, v in features.items() if k in names})[0]  # last_hidden_state",
+            *steps,
+            *(["embeddings /= np.linalg.norm(embeddings, axis=1, keepdims=True)  # the Normalize module"]
+              if normalize else []),
+            "```", "",
+            "The file is the one optimum-onnx's `ORTModelForFeatureExtraction` reads (`subfolder=\"onnx\"`), which "
+            "sentence-transformers' `backend=\"onnx\"` wraps; that needs transformers < 4.58, and the "
+            "sentence-transformers releases beside it (5.x) cannot read this folder (saved by 6.x), so ONNX Runtime "
+            "is used directly, as above.", ""]

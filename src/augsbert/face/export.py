@@ -52,7 +52,7 @@ from ..reporting.results import labelling_artifact
 from ..store.keys import is_key
 from ..store.manifests import MANIFEST, file_digest
 from ..store.results_files import read_results
-from .backends import BACKENDS, ONNX_CONFIGS, QUANTIZATIONS
+from .backends import BACKENDS, ONNX_CONFIGS, QUANTIZATIONS, backend_available
 from ..jobs.specs import check_aggregate_spec, load_spec
 from ..reporting.layout import row_stages, table_rows
 from ..stages import REGISTRY
@@ -389,11 +389,13 @@ def _save_sentence_transformers(arch: str, source: Path, target: Path, title: st
 
 def export(spec: dict, model: str, to: str | Path, seed: int | None = None, force: bool = False,
            results_path: str | Path | None = None, model_id: str | None = None, discard_edits: bool = False,
-           backend: str = "torch", quantize: str | None = None, quantize_config: str = "avx512_vnni") -> dict:
+           backend: str = "torch", quantize: str | None = None, quantize_config: str = "avx512_vnni",
+           accept_parity_loss: bool = False) -> dict:
     """Write the experiment's `model` (of `seed`, default the first) to `to`; returns the provenance record.
 
     `model_id` (a hub repository) goes into the card's usage example instead of a placeholder path.
-    `backend` / `quantize`: a Bi-Encoder also in ONNX or OpenVINO format, int8 if asked (augsbert.face.backends).
+    `backend` / `quantize`: a Bi-Encoder also in ONNX or OpenVINO format, int8 if asked (augsbert.face.backends),
+    refused below the parity gate unless `accept_parity_loss`.
     """
     from . import model_card  # heavy (pandas, torch): `augsbert --help` imports this module, not the card's
 
@@ -414,13 +416,17 @@ def export(spec: dict, model: str, to: str | Path, seed: int | None = None, forc
     arch = facts["arch"]
     name = spec["experiment"]
     deploy = _deploy_check(backend, quantize, arch, read_json(artifact / "spec.json")["params"])
+    missing = backend_available(backend) if deploy else None
+    if missing:  # before the card is built: the one line that says how to make the deploy environment
+        raise ExportError(missing)
     title = f"augsbert {name}: {model.replace('_', ' ')} ({ARCH_TITLES[arch]}, seed {seed})"
     tags = ["augsbert", "augmented-sbert", model.replace("_", "-")]
     base = model_card.hub_base(read_json(artifact / "spec.json")["params"])
 
     with writing(target):  # a read-only or full location: one message naming it
         return _write(spec, model, artifact, target, section, facts, title, tags, base, model_id, seed, name,
-                      deploy and {"backend": backend, "quantize": quantize, "config": quantize_config})
+                      deploy and {"backend": backend, "quantize": quantize, "config": quantize_config,
+                                  "accept": accept_parity_loss})
 
 
 def _deploy_check(backend: str, quantize: str | None, arch: str, params: dict) -> bool:
@@ -472,7 +478,7 @@ def _write(spec, model, artifact, target, section, facts, title, tags, base, mod
         readme.write_text(readme.read_text(encoding="utf-8").replace(
             '"sentence_transformers_model_id"', json.dumps(model_id or str(target))), encoding="utf-8")
         if deploy:  # ONNX / OpenVINO files beside the weights, and the card's deployment section
-            facts["deployment"] = _deploy(tmp, deploy, artifact, model_id or str(target))
+            facts["deployment"] = _deploy(tmp, deploy, artifact, model_id or str(target), loaded)
         # the files this export wrote: all that a later `--force` may replace (files you add are never deleted)
         written = sorted(p.relative_to(tmp).as_posix() for p in tmp.rglob("*") if p.is_file())
         facts["files"] = sorted([*written, MARKER])
@@ -490,13 +496,27 @@ def _write(spec, model, artifact, target, section, facts, title, tags, base, mod
     return {"target": str(target), **facts}
 
 
-def _deploy(folder: Path, deploy: dict, artifact: Path, path: str) -> dict:
-    """The backend's files in the export `folder`, and its section at the end of the card."""
-    from .backends import BackendError, card_section, export_backend, training_sentences
+def _deploy(folder: Path, deploy: dict, artifact: Path, path: str, model) -> dict:
+    """The backend's files in the export `folder` (made in the deploy environment), checked against the PyTorch
+    `model` by the parity gate, and its section at the end of the card."""
+    from ..data.pool import read_split
+    from .backends import (BackendError, card_section, check_parity, parity_sentences, run_conversion,
+                           training_sentences)
 
-    calibration = training_sentences(artifact) if deploy["backend"] == "openvino" and deploy["quantize"] else None
+    calibration = training_sentences(artifact) if deploy["backend"] == "openvino" and deploy["quantize"] else []
+    inputs = read_json(artifact / "spec.json").get("inputs") or {}
+    data = inputs.get("eval", inputs.get(INPUT_DATA))
+    test = read_split(data, "test", required=False)  # the split the model was tested on
+    sentences = parity_sentences(test, read_split(data, "dev", required=False), read_split(data, "train"))
+    reference = model.encode(sentences, batch_size=64, show_progress_bar=False)
+    torch_spearman = (read_json(artifact / "metrics.json").get("test") or {}).get("spearman")
+    pairs = {} if test is None else {"sentence1": test["sentence1"].tolist(),
+                                     "sentence2": test["sentence2"].tolist(),
+                                     "score": test["score"].astype(float).tolist()}
     try:
-        record = export_backend(folder, deploy["backend"], deploy["quantize"], deploy["config"], calibration)
+        record = run_conversion(folder, deploy["backend"], deploy["quantize"], deploy["config"], calibration,
+                                sentences, reference, pairs)
+        record = check_parity(record, torch_spearman, deploy.get("accept", False))
     except BackendError as err:
         raise ExportError(str(err)) from None
     readme = folder / "README.md"
@@ -622,13 +642,38 @@ def push_to_hub(folder: str | Path, repo_id: str, private: bool | None = None) -
     return getattr(commit, "commit_url", None) or str(commit)
 
 
+def read_frontier(path: str) -> dict:
+    from ..reporting.frontier import read
+
+    try:
+        return read(path)
+    except (OSError, ValueError) as err:
+        raise ExportError(f"--frontier {path}: {err}") from None
+
+
+def picked(path: str, points: float) -> dict:
+    """The frontier row `--pick-fastest-within POINTS` exports; says which, with its figures."""
+    from ..reporting.frontier import pick_fastest_within
+
+    frontier = read_frontier(path)
+    try:
+        row = pick_fastest_within(frontier, points)
+    except ValueError as err:
+        raise ExportError(f"--frontier {path}: {err}") from None
+    reference = next(r for r in frontier["rows"] if r["row"] == frontier["reference"])
+    log.warning("picked %s: test Spearman %.2f (%s %.2f, within %.2f), %s sentences/s (%.1fx), %s MB", row["label"],
+                row["spearman"], reference["label"], reference["spearman"], points, f"{row['sentences_per_s']:,.0f}",
+                row["sentences_per_s"] / reference["sentences_per_s"], row["size_mb"])
+    return row
+
+
 def add_command(sub) -> None:
     """`augsbert export`: planned from --config/--experiment (standalone) or from --spec (the workflow rule)."""
     help_text = ("copy a finished model (student, teacher or lower bound) out of its artifact into a named "
                  "directory in its library's format, with a model card (sentence-transformers; CrossBiEncoder)")
     p = sub.add_parser("export", help=help_text, description=help_text + ". An experiment with several seeds: the "
                        "first seed is exported unless --seed says otherwise.")
-    src = p.add_mutually_exclusive_group(required=True)
+    src = p.add_mutually_exclusive_group()
     src.add_argument("--spec", help="experiment spec JSON or @file (what the workflow passes)")
     src.add_argument("--config", nargs="+", action="extend", metavar="FILE",
                      help="config YAML file(s) to plan from, merged in order over config/config.yaml of the current "
@@ -650,11 +695,30 @@ def add_command(sub) -> None:
                    "static, calibrated on the training sentences)")
     p.add_argument("--quantize-config", default=ONNX_CONFIGS[0], choices=ONNX_CONFIGS,
                    help="ONNX int8: ONNX Runtime's configuration for the CPU it runs on (default avx512_vnni)")
+    p.add_argument("--accept-parity-loss", action="store_true", help="with --backend: export even when the "
+                   "exported model misses the parity gate (mean cosine >= 0.99 with the PyTorch embeddings of 100 "
+                   "test sentences); the card and augsbert_export.json say so")
+    p.add_argument("--pick-fastest-within", type=float, metavar="POINTS", help="export the fastest row of a "
+                   "frontier (--frontier) whose mean test Spearman is at most POINTS below the full student's, with "
+                   "its backend (docs/guide/compact.md); the experiment is planned from the frontier's config files "
+                   "unless --config names others")
+    p.add_argument("--frontier", help="with --pick-fastest-within: the frontier file benchmarks/frontier.py wrote "
+                   "(results/frontier/<grid>.json)")
     p.add_argument("--push-to-hub", metavar="REPO", help="then upload the directory to this hub model repository "
                    "(needs network and a token)")
     p.add_argument("--private", action="store_true", help="with --push-to-hub: create the repository private")
 
     def handler(args: argparse.Namespace) -> None:
+        if args.pick_fastest_within is not None:
+            if not args.frontier or args.spec or args.experiment:
+                p.error("--pick-fastest-within needs --frontier (and chooses the experiment: no --spec / --experiment)")
+            row = picked(args.frontier, args.pick_fastest_within)
+            args.experiment, args.backend, args.quantize = row["experiment"], row["backend"], row["quantize"]
+            args.config = args.config or read_frontier(args.frontier).get("configs")
+        elif args.frontier:
+            p.error("--frontier goes with --pick-fastest-within")
+        elif not args.spec and not args.config:
+            p.error("one of --spec, --config or --pick-fastest-within is required")
         if args.spec:
             spec = load_spec(args.spec)
             check_aggregate_spec(spec, "experiment", f"--spec {args.spec}" if args.spec.startswith("@") else "--spec")
@@ -665,9 +729,12 @@ def add_command(sub) -> None:
             spec = Plan(load_configs(args.config, lazy=True)).experiment_spec(args.experiment)
         if args.discard_edits and not args.force:
             p.error("--discard-edits goes with --force")
+        if args.accept_parity_loss and args.backend == "torch":
+            p.error("--accept-parity-loss goes with --backend onnx or openvino")
         record = export(spec, args.model, args.to, seed=args.seed, force=args.force, results_path=args.results,
                         model_id=args.push_to_hub, discard_edits=args.discard_edits, backend=args.backend,
-                        quantize=args.quantize, quantize_config=args.quantize_config)
+                        quantize=args.quantize, quantize_config=args.quantize_config,
+                        accept_parity_loss=args.accept_parity_loss)
         if args.push_to_hub:
             record["hub_commit"] = push_to_hub(args.to, args.push_to_hub, private=args.private or None)
         print(json.dumps({k: record[k] for k in ("target", "experiment", "model", "seed", "arch", "key",

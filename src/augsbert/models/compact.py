@@ -92,10 +92,97 @@ def static_student(base: str, dims: int | None, device: str):
     except ImportError as err:
         raise ImportError(f"student.arch static needs model2vec ({err}); install augsbert's `deploy` extra: "
                           "pip install -e '.[deploy]'") from None
+    if is_static_folder(base):  # a static start made before (pre-trained: pretrain_static), trained as it is
+        return SentenceTransformer(str(base), device=device)
     embedding = StaticEmbedding.from_distillation(base, device=device, pca_dims=dims)
     log.info("student.arch static: model2vec distillation of %s -> %d tokens x %d dims", base,
              embedding.embedding.weight.shape[0], embedding.embedding.weight.shape[1])
     return SentenceTransformer(modules=[embedding], device=device)
+
+
+def is_static_folder(path) -> bool:
+    """Whether `path` is a saved SentenceTransformer whose first module is a StaticEmbedding."""
+    import json
+    from pathlib import Path
+
+    modules = Path(str(path)) / "modules.json"
+    try:
+        first = json.loads(modules.read_text(encoding="utf-8"))[0]
+    except (OSError, ValueError, IndexError, KeyError, TypeError):
+        return False
+    return isinstance(first, dict) and str(first.get("type", "")).endswith("StaticEmbedding")
+
+
+# Pre-training of the static table (`student.static_pretrain`): tokenlearn's optimiser settings (its
+# pretrain.train_supervised: AdamW at 1e-3, batches of 256, a tenth of the texts (at most 10,000) held out,
+# early stopping after 5 epochs without a lower validation loss, the best epoch kept)
+PRETRAIN_LR, PRETRAIN_BATCH, PRETRAIN_PATIENCE, PRETRAIN_MAX_EPOCHS, PRETRAIN_MAX_HELD_OUT = 1e-3, 256, 5, 100, 10_000
+
+
+def pca_targets(vectors, dims: int, seed: int):
+    """The embedder's vectors reduced by PCA to the static table's dimensions (tokenlearn's targets)."""
+    from sklearn.decomposition import PCA
+
+    vectors = np.asarray(vectors, dtype=np.float64)
+    dims = min(dims, vectors.shape[1], vectors.shape[0])
+    return PCA(n_components=dims, random_state=seed).fit_transform(vectors).astype(np.float32)
+
+
+def pretrain_static(model, texts: Sequence[str], targets, seed: int) -> dict:
+    """Pre-train a static model's token table in place on `targets` (one vector per text; tokenlearn's "featurize
+    then train"): the model's mean-pooled embedding of each text, through a linear head (dropped afterwards, as
+    tokenlearn's), regresses the text's target by mean squared error; tokenlearn's settings above, no weight
+    decay. Returns the record: texts, held out, epochs run, the best epoch and its validation loss, and the
+    validation loss before training."""
+    import torch
+
+    static = model[0]
+    table = static.embedding.weight
+    targets = torch.as_tensor(np.asarray(targets, dtype=np.float32))
+    if len(texts) != len(targets) or len(texts) < 2:
+        raise ValueError(f"static pre-training needs one target per text and two texts at least ({len(texts)} texts, "
+                         f"{len(targets)} targets)")
+    generator = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    order = torch.randperm(len(texts), generator=generator).tolist()
+    held = max(1, min(PRETRAIN_MAX_HELD_OUT, len(texts) // 10))
+    train_ids, val_ids = order[held:], order[:held]
+    head = torch.nn.Linear(table.shape[1], targets.shape[1]).to(table.device)
+    optimizer = torch.optim.AdamW([*model.parameters(), *head.parameters()], lr=PRETRAIN_LR, weight_decay=0.0)
+
+    def loss_of(ids: list[int]):
+        features = model.preprocess([texts[i] for i in ids])
+        features = {k: v.to(table.device) if hasattr(v, "to") else v for k, v in features.items()}
+        predicted = head(model(features)["sentence_embedding"])
+        return torch.nn.functional.mse_loss(predicted, targets[ids].to(table.device))
+
+    def validation() -> float:
+        with torch.no_grad():
+            losses = [loss_of(val_ids[i:i + PRETRAIN_BATCH]).item() * len(val_ids[i:i + PRETRAIN_BATCH])
+                      for i in range(0, len(val_ids), PRETRAIN_BATCH)]
+        return float(sum(losses) / len(val_ids))
+
+    before = best = validation()
+    best_state, best_epoch, waited, epoch = table.detach().clone(), 0, 0, 0
+    for epoch in range(1, PRETRAIN_MAX_EPOCHS + 1):
+        shuffled = [train_ids[i] for i in torch.randperm(len(train_ids), generator=generator).tolist()]
+        for start in range(0, len(shuffled), PRETRAIN_BATCH):
+            optimizer.zero_grad()
+            loss_of(shuffled[start:start + PRETRAIN_BATCH]).backward()
+            optimizer.step()
+        current = validation()
+        if current < best:
+            best, best_state, best_epoch, waited = current, table.detach().clone(), epoch, 0
+        else:
+            waited += 1
+            if waited >= PRETRAIN_PATIENCE:
+                break
+    with torch.no_grad():
+        table.copy_(best_state)
+    log.info("student.static_pretrain: %d texts (%d held out), best epoch %d of %d, validation MSE %.5f -> %.5f",
+             len(texts), held, best_epoch, epoch, before, best)
+    return {"texts": len(texts), "held_out": held, "epochs": epoch, "best_epoch": best_epoch,
+            "validation_mse_before": round(before, 6), "validation_mse": round(best, 6)}
 
 
 def is_static(model) -> bool:

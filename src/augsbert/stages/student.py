@@ -101,11 +101,20 @@ class StudentOptions(TrainingOptions, StudentModelOptions):
     static_dims: int | None = option(256, """
         `arch: static`: PCA dimensions of the distilled token vectors (model2vec's default 256); null = the base's
         own dimensions.""", minimum=2)
-    static_lr: float | None = option(0.05, """
+    static_lr: float | None = option(0.005, """
         `arch: static`: the static student's learning rate, in place of `lr` (a table of token vectors learns at
-        rates a Transformer would not survive; sentence-transformers' static-embedding example uses 0.2 with
-        batches of 2048; 0.05 with this section's batch of 16 is a rate the tests' theme pairs learn at, not
-        tuned on real data: docs/guide/compact.md). null = `lr`.""", exclusiveMinimum=0)
+        rates a Transformer would not survive). 0.005 at this section's batch of 16: the best STS-B dev Spearman
+        of a sweep over 0.002-0.2 and batches 16 / 64 / 256, 3 seeds each, on the gold pairs (docs/guide/
+        compact.md; sentence-transformers' static-embedding script uses 0.2 from random vectors and 0.05 from a
+        model2vec start, both with batches of 2048 and an in-batch-negatives loss). It trains without weight
+        decay. null = `lr`.""", exclusiveMinimum=0)
+    static_pretrain: Literal["none", "full"] = option("none", """
+        `arch: static`. `full`: pre-train the distilled token table before it learns the pairs, on the embeddings
+        that the full Transformer student (this section without `arch: static`: the compact grid's `full` row, planned and
+        shared) gives the target's pool (train sentences and `unlabeled` texts; never dev / test): tokenlearn's
+        "featurize then train", written here (the embeddings reduced by PCA to `static_dims`, mean squared error
+        through a linear head that is dropped afterwards; docs/guide/compact.md). `none`: the distilled table
+        learns the pairs directly. Keyed only when `full`.""")
     matryoshka_dims: list[int] | None = option(None, """
         Train the student with sentence-transformers' MatryoshkaLoss around `loss` at these embedding sizes (e.g.
         [384, 128, 64]: each prefix of the vector learns the loss, equal weights), so its vectors can be cut; its
@@ -131,7 +140,10 @@ class StudentParams(StudentOptions, PairTrainingParams):
     layers: int | list[int] | None = None  # init layers: a count (evenly spread) or the base's layer indices
     static_dims: int | None = None  # arch static: model2vec's PCA dimensions (None: the base's)
     static_lr: float | None = None  # arch static: planned into `lr`
+    static_pretrain: Literal["none", "full"] | None = None  # arch static: the `embedder` input's embeddings
 
+
+EMBEDDER = "embedder"  # the input whose embeddings pre-train a static student's table (`static_pretrain`)
 
 STUDENT = Stage("student", 3, "train a Bi-Encoder on gold and/or teacher-labelled pairs (also the lower bound)",
                 "augsbert.jobs.student:run", section="student", runtime=MODEL_SETTINGS,
@@ -181,6 +193,7 @@ def compact_options(options: dict, gold_only: bool, name: str = "student") -> di
     init, arch, dims = options.pop("init", "full"), options.pop("arch", "transformer"), options.get("matryoshka_dims")
     layers, static_dims = options.pop("layers", None), options.pop("static_dims", None)
     static_lr = options.pop("static_lr", None)
+    static_pretrain = options.pop("static_pretrain", "none")
     options.pop("matryoshka_dims", None)
     if gold_only:
         return options
@@ -189,13 +202,18 @@ def compact_options(options: dict, gold_only: bool, name: str = "student") -> di
         if arch == "static":
             raise ConfigError(f"{where}.init: `layers` keeps Transformer layers, but arch is `static` (no layers)")
         options.update(init=init, layers=3 if layers is None else layers)
+    if static_pretrain not in (None, "none") and arch != "static":
+        raise ConfigError(f"{where}.static_pretrain: pre-trains a static student's token table, but arch is `{arch}`")
     if arch == "static":
+        if static_pretrain not in (None, "none"):
+            options["static_pretrain"] = static_pretrain
         if options.get("freeze_embeddings"):
             raise ConfigError(f"{where}.freeze_embeddings: a static student is its embeddings; it cannot freeze them")
         if options.get("torch_compile"):
             raise ConfigError(f"{where}.torch_compile: a static student has no Transformer to compile")
         # one vector per token: no sequence to group by length, no embeddings to freeze apart
-        options.update(arch=arch, static_dims=static_dims, group_by_length=False, freeze_embeddings=False)
+        options.update(arch=arch, static_dims=static_dims, group_by_length=False, freeze_embeddings=False,
+                       weight_decay=0.0)  # no weight decay on a token table (training.pairs.static_weight_decay)
         if static_lr is not None:  # its own rate: the lower bound of the same section keeps `lr`
             options["lr"] = static_lr
         options.pop("megabatch", None)
@@ -278,6 +296,12 @@ def plan_student(seed_plan: SeedPlan) -> dict[str, Node]:
     elif exp["student"]["base"] == "pretrained":
         inputs["init"] = roles.get("pretrained")
     prompt = topic_prompt(exp) if exp["topic_prompt"] == "prompted" else None
+    if exp["student"].get("arch") == "static" and exp["student"].get("static_pretrain", "none") != "none":
+        # the embedder of the static table's pre-training: the full Transformer student of the same section and
+        # pairs (the same key as the `full` row of a grid: trained once)
+        full = {**exp, "student": {**exp["student"], "arch": "transformer", "static_pretrain": "none"}}
+        inputs[EMBEDDER] = student(seed_plan.graph, full, exp["dataset"], seed_plan.seed, dict(inputs), selection,
+                                   prompt=prompt, name=seed_plan.experiment)
     planned["student"] = student(seed_plan.graph, exp, exp["dataset"], seed_plan.seed, inputs, selection,
                                  prompt=prompt, name=seed_plan.experiment)
     return planned

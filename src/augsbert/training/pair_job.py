@@ -7,6 +7,7 @@ format under `model/`, with its metrics (`train_and_save`); and what a student l
 from __future__ import annotations
 
 import logging
+import shutil
 import time
 from pathlib import Path
 
@@ -67,6 +68,9 @@ def train_and_save(arch: str, spec: dict, params: PairTrainingParams, train: pd.
     if not distributed.is_main():  # a further process of a distributed run: it trains; rank 0 writes the artifact
         fit(arch, base, train, dev, params, work, device, precision())
         return {}
+    pretrained = None
+    if getattr(params, "static_pretrain", None) == "full":  # the static table pre-trained first (models.compact)
+        base, pretrained = static_start(spec["inputs"], params, base, work, device)
     with artifact_dir(out, spec, force, checkpoints=work) as tmp:
         result = fit(arch, base, train, dev, params, work, device, precision())
         progress.phase(f"scoring test ({len(tested):,} pairs)")
@@ -84,13 +88,54 @@ def train_and_save(arch: str, spec: dict, params: PairTrainingParams, train: pd.
             metrics["source_test"] = evaluate(arch, result.model, read_split(data, "test"), params)[0]
         if getattr(params, "matryoshka_dims", None):  # the test split at each Matryoshka size
             metrics["test_by_dim"] = test_by_dim(result.model, test, params)
+        if pretrained is not None:
+            metrics["static_pretrain"] = pretrained
         if arch == "be":  # what the model costs to deploy (the results' speed and size columns), and the
             # conditions the speed was measured under: a figure of this job's machine and load, labelled so
             metrics.update(model_size_mb=folder_mb(tmp / "model"),
                            sentences_per_s=encode_speed(result.model, test, params.eval_batch_size),
                            **speed_conditions(device))
         write_json(tmp / "metrics.json", metrics)
+    if pretrained is not None:
+        shutil.rmtree(static_start_dir(work), ignore_errors=True)
     return metrics
+
+
+def static_start_dir(work: Path) -> Path:
+    """Where a static student's pre-trained start waits (beside its resume state, which a new fingerprint wipes)."""
+    return work.parent / f"{work.name}.static_start"
+
+
+def static_start(inputs: dict, params: StudentParams, base: str, work: Path, device: str) -> tuple[str, dict]:
+    """`student.static_pretrain: full`: the distilled static model of `base`, its table pre-trained on the
+    embedder's (the full student's) embeddings of the target's pool (train sentences and unlabelled texts, no dev /
+    test sentence), PCA-reduced to the table's dimensions (models.compact.pretrain_static); saved beside the job's
+    resume state and reused by a resumed job. Returns its folder (the start `fit` builds from) and the record."""
+    from sentence_transformers import SentenceTransformer
+
+    from ..data.pool import target_pool
+    from ..models.compact import pca_targets, pretrain_static, static_student
+    from ..store.artifacts import read_json
+
+    folder = static_start_dir(work)
+    if (folder / "static_pretrain.json").is_file() and (folder / "modules.json").is_file():
+        return str(folder), read_json(folder / "static_pretrain.json")
+    data = Path(inputs["data"])
+    unlabelled = (data / "unlabeled.parquet").is_file() or (data / "unlabeled_pairs.parquet").is_file()
+    texts, _, _ = target_pool(data, "train+unlabeled" if unlabelled else "train", exclude_eval=True,
+                              option="student.static_pretrain")
+    progress.phase(f"static pre-training: embedding {len(texts):,} pool sentences")
+    embedder = SentenceTransformer(str(Path(inputs["embedder"]) / "model"), device=device)
+    vectors = embedder.encode(texts, batch_size=params.eval_batch_size, show_progress_bar=False)
+    del embedder
+    model = static_student(base, params.static_dims, device)
+    targets = pca_targets(vectors, model.get_embedding_dimension(), params.seed)
+    progress.phase("static pre-training: the token table")
+    record = {"embedder": Path(inputs["embedder"]).name, **pretrain_static(model, texts, targets, params.seed)}
+    shutil.rmtree(folder, ignore_errors=True)
+    model.save(str(folder))
+    write_json(folder / "static_pretrain.json", record)
+    return str(folder), record
 
 
 def test_by_dim(model, test: pd.DataFrame, params: StudentParams) -> dict[str, dict]:

@@ -163,6 +163,16 @@ class FitResult:
     metrics: dict
 
 
+def static_weight_decay(params: PairTrainingParams) -> float:
+    """The AdamW weight decay of a pair model: 0 for a static student (`student.arch: static`), whatever the
+    section's `weight_decay` (the Transformer's 0.01). A table of token vectors is not regularised toward zero:
+    sentence-transformers' static-embedding training script sets weight_decay=0.0 ("weight decay on a token-bag is
+    usually harmful"); the planner writes 0 into the static student's spec too (stages.student.compact_options), so
+    its key and card say what it trains with. (Where defaults like this one live is to be unified with the options
+    classes; until then this is the one place the optimiser reads it.)"""
+    return 0.0 if getattr(params, "arch", "transformer") == "static" else params.weight_decay
+
+
 def training_args(params: PairTrainingParams, output_dir: Path, seed: int, device: str, precision: str, n_train: int,
                   run_part: str | None = None) -> dict:
     # `batch_size` is the global batch: split over the processes of a distributed run (augsbert.training.distributed)
@@ -179,7 +189,7 @@ def training_args(params: PairTrainingParams, output_dir: Path, seed: int, devic
         per_device_train_batch_size=distributed.per_device_batch(params.batch_size, processes),
         learning_rate=params.lr,
         warmup_steps=int(math.ceil(params.warmup_ratio * total_steps)),  # explicit: 1.0 would mean "1 step"
-        weight_decay=params.weight_decay,
+        weight_decay=static_weight_decay(params),
         lr_scheduler_type="linear",
         seed=seed,
         data_seed=seed,
