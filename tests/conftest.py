@@ -200,23 +200,26 @@ def theme_pairs(n: int, seed: int, words: tuple[int, int] | None = None):
     return pd.DataFrame(rows, columns=["sentence1", "sentence2", "score"])
 
 
-def train_params(**override):
-    """Pair-training parameters (augsbert.params.PairTrainingParams) as the plan passes them (schema defaults),
-    made small for tests; `.to_json()` gives them as a spec holds them."""
-    from augsbert.params import PairTrainingParams
+def train_params(arch: str = "be", **override):
+    """The parameters a pair model of architecture `arch` trains with, as the plan passes them (the section's
+    defaults), made small for tests: a student's (augsbert.stages.student.StudentParams) for `be`, a teacher's
+    (augsbert.stages.teacher.TeacherParams, of that `arch`) for `ce` / `cbe`. `.to_json()` gives them as a spec
+    holds them."""
+    from augsbert.stages.student import StudentParams
+    from augsbert.stages.teacher import TeacherParams
 
     params = dict(model="tiny", epochs=2, batch_size=16, lr=1e-4, warmup_ratio=0.1, weight_decay=0.01,
                   checkpoint_steps=500, seed=42, max_length=32, freeze_embeddings=False, eval_batch_size=64,
-                  group_by_length=True, megabatch=50, seed_optimization={"trials": 0, "fraction": 0.3},
-                  activation="sigmoid")  # CE loss: its default bce
-    params.update(override)
-    return PairTrainingParams.from_json(params)
+                  group_by_length=True, megabatch=50, seed_optimization={"trials": 0, "fraction": 0.3})
+    if arch == "be":
+        return StudentParams.from_json({**params, "selection": "target_dev", **override})
+    return TeacherParams.from_json({**params, "arch": arch, **override})  # CE: its default loss bce, sigmoid
 
 
 def teacher_spec_params(**override) -> dict:
     """A teacher artifact's spec params (augsbert.stages.teacher.TeacherParams as JSON), for tests that write
     a teacher artifact by hand."""
-    return {**train_params().to_json(), "arch": "cbe", "symmetric": True, **override}
+    return {**train_params("cbe").to_json(), "symmetric": True, **override}
 
 
 @pytest.fixture(scope="session")

@@ -105,7 +105,7 @@ def test_lengths_are_the_tokens_the_model_sees(arch, tiny_model, tmp_path):
     from augsbert.training.pairs import _dataset, training_args
     from augsbert.training.trainers import pair_trainer
 
-    params = train_params(max_length=24, group_by_length=True, megabatch=2)
+    params = train_params(arch, max_length=24, group_by_length=True, megabatch=2)
     adapter = ARCHITECTURES[arch]
     model = adapter.build(tiny_model, params, "cpu")
     trainer = pair_trainer(arch, model, training_args(params, tmp_path, 42, "cpu", "fp32", len(PAIRS)),
@@ -157,7 +157,7 @@ def test_trainers_consume_the_grouped_order_of_each_epoch(arch, tiny_model, tmp_
     table = pd.DataFrame({"sentence1": [" ".join(rng.choice(words, rng.integers(1, 15))) + f" n{i}" for i in range(40)],
                           "sentence2": [" ".join(rng.choice(words, rng.integers(1, 15))) for _ in range(40)],
                           "score": rng.random(40)})
-    params = train_params(epochs=2, batch_size=8, megabatch=2)
+    params = train_params(arch, epochs=2, batch_size=8, megabatch=2)
     adapter = ARCHITECTURES[arch]
     trainer = pair_trainer(arch, adapter.build(tiny_model, params, "cpu"),
                            training_args(params, tmp_path, 42, "cpu", "fp32", len(table)), _dataset(table), [], params)

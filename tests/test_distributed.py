@@ -57,7 +57,9 @@ def data(tmp_path_factory) -> Path:
 
 
 def _spec(stage: str, data: Path, model: str, **extra) -> dict:
-    params = train_params(epochs=2, batch_size=16, checkpoint_steps=2, megabatch=2, config_kwargs=NO_DROPOUT).to_json()
+    arch = "be" if stage == "student" else extra["arch"]
+    params = train_params(arch, epochs=2, batch_size=16, checkpoint_steps=2, megabatch=2,
+                          config_kwargs=NO_DROPOUT).to_json()
     params.update(model=model, **extra)
     return {"stage": stage, "key": "k", "params": params, "inputs": {"data": str(data)}}
 

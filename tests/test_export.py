@@ -39,7 +39,7 @@ TEACHER = {"ce": "artifacts/teacher/lee.ce-1111111111", "cbe": "artifacts/teache
 LABELS = "artifacts/labels/lee.ce-2222222222"
 STUDENTS = {42: "artifacts/student/lee.be-3333333333", 43: "artifacts/student/lee.be-4444444444"}
 PARAMS = {"epochs": 1, "batch_size": 16, "lr": 2e-5, "warmup_ratio": 0.1, "weight_decay": 0.01, "max_length": 32,
-          "activation": "sigmoid", "model": "minilm-l6", "seed": 42, "eval_batch_size": 8}
+          "model": "minilm-l6", "seed": 42, "eval_batch_size": 8, "freeze_embeddings": False}
 
 
 def _artifact(path: str, metrics: dict, params: dict, inputs: dict) -> Path:
@@ -56,10 +56,10 @@ def write_experiment(tiny_model: str) -> dict:
     data = _artifact(DATA, {"sizes": {"train": 4, "dev": 2, "test": 3}}, {}, {})
     pd.DataFrame(GOLD, columns=["sentence1", "sentence2", "score"]).to_parquet(data / "train.parquet")
     torch.manual_seed(0)
-    ce = ARCHITECTURES["ce"].build(tiny_model, train_params(**PARAMS), "cpu")
+    ce = ARCHITECTURES["ce"].build(tiny_model, train_params("ce", **PARAMS), "cpu")
     teacher = _artifact(TEACHER["ce"], {"arch": "ce", "test": {"spearman": 51.5, "pearson": 50.0, "n_pairs": 3},
                                         "seed": 42, "train_pairs": 4, "loss_log": [{"step": 1, "loss": 0.75}]},
-                        {**PARAMS, "arch": "ce", "symmetric": False, "loss": "bce"}, {"data": DATA})
+                        {**PARAMS, "arch": "ce", "symmetric": False, "loss": "bce", "activation": "sigmoid"}, {"data": DATA})
     ARCHITECTURES["ce"].save(ce, teacher / "model")
     labels = _artifact(LABELS, {}, {}, {"teacher": str(teacher), "gold": DATA})
     pd.DataFrame(SILVER, columns=["sentence1", "sentence2", "score", "strategy"]).to_parquet(labels / "pairs.parquet")
@@ -332,7 +332,7 @@ def test_cross_encoder_teacher_export_reproduces_scores(experiment, tmp_path):
     out = tmp_path / "teacher"
     export(experiment, "teacher", out)
     artifact = ARCHITECTURES["ce"].load(Path(TEACHER["ce"]) / "model", "cpu")
-    expected = ARCHITECTURES["ce"].predict(artifact, PAIRS, 8, train_params(**PARAMS))  # as the stage evaluated it (sigmoid)
+    expected = ARCHITECTURES["ce"].predict(artifact, PAIRS, 8, train_params("ce", **PARAMS))  # as the stage evaluated it (sigmoid)
     np.testing.assert_allclose(CrossEncoder(str(out), device="cpu").predict(PAIRS), expected, atol=1e-6)
     card = (out / "README.md").read_text()
     assert "# augsbert g.bm25.lee: teacher (Cross-Encoder, seed 42)" in card and "| spearman | 51.50 |" in card

@@ -35,7 +35,7 @@ def train_20_steps(trainer: str, tiny_model: str, work):
     options = {"loss": loss, **LOSS_OPTIONS.get(loss, {})} if loss else {}
     pairs = theme_pairs(96, 3, words=(2, 14))
     result = fit(arch, tiny_model, pairs, None,
-                 train_params(epochs=1, max_steps=20, batch_size=8, max_length=24, config_kwargs=NO_DROPOUT,
+                 train_params(arch, epochs=1, max_steps=20, batch_size=8, max_length=24, config_kwargs=NO_DROPOUT,
                               **options), work, "cpu", "fp32")
     return ([entry["loss"] for entry in result.metrics["loss_log"]],
             {k: v.detach().clone() for k, v in result.model.state_dict().items()})
@@ -120,8 +120,6 @@ def test_a_capture_that_fails_in_a_trainer_warns_once_and_trains_eagerly(trainer
 @pytest.fixture(scope="module")
 def encoder(tiny_model):
     from sentence_transformers import SentenceTransformer
-
-    from augsbert.params import PairTrainingParams  # noqa: F401  (the loss builder reads its fields)
 
     model = SentenceTransformer(tiny_model, device="cpu", config_kwargs=NO_DROPOUT)
     model.max_seq_length = 24

@@ -49,8 +49,8 @@ def test_longest_row_counts_tokens_of_texts_and_pairs(bert_tokenizer):
 @pytest.fixture(scope="module")
 def models(tiny_model):
     torch.manual_seed(0)
-    params = train_params(max_length=32)
-    return {arch: ARCHITECTURES[arch].build(tiny_model, params, "cpu") for arch in ("be", "ce", "cbe")}
+    return {arch: ARCHITECTURES[arch].build(tiny_model, train_params(arch, max_length=32), "cpu")
+            for arch in ("be", "ce", "cbe")}
 
 
 @pytest.mark.parametrize("arch", ["be", "ce", "cbe"])
@@ -113,7 +113,7 @@ def test_cpu_scores_exactly_as_the_library_calls(models):
     expected = be.encode(TEXTS, batch_size=8, convert_to_numpy=True, normalize_embeddings=True)
     np.testing.assert_array_equal(Encoder(be, 8)(TEXTS), expected)
     pairs = list(zip(TEXTS, reversed(TEXTS)))
-    params = train_params(max_length=32)
+    params = train_params("ce", max_length=32)
     np.testing.assert_array_equal(ARCHITECTURES["ce"].predict(ce, pairs, 4, params),
                                   ce.predict(pairs, batch_size=4, activation_fn=torch.nn.Sigmoid(),
                                              show_progress_bar=False, convert_to_numpy=True).astype(np.float64))
@@ -128,7 +128,7 @@ def test_large_batches_give_each_pair_its_score_in_input_order(models, monkeypat
     within 1e-6, below the differences between the pairs' scores."""
     pairs = list(zip(theme_pairs(40, seed=3, words=(1, 12))["sentence1"],
                      theme_pairs(40, seed=4, words=(1, 12))["sentence2"]))
-    params = train_params(max_length=32)
+    params = train_params(arch, max_length=32)
     before = ARCHITECTURES[arch].predict(models[arch], pairs, 4, params)
     monkeypatch.setattr(inference, "batch_size", lambda model, requested, rows=None: 1024)
     after = ARCHITECTURES[arch].predict(models[arch], pairs, 4, params)

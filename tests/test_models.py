@@ -84,8 +84,7 @@ def test_every_trainer_builds_its_model_with_sdpa_attention(tiny_model):
     from augsbert.training.pretrain import build_encoder
     from conftest import train_params
 
-    params = train_params()
-    encoders = {arch: ARCHITECTURES[arch].encoder(ARCHITECTURES[arch].build(tiny_model, params, "cpu"))
+    encoders = {arch: ARCHITECTURES[arch].encoder(ARCHITECTURES[arch].build(tiny_model, train_params(arch), "cpu"))
                 for arch in ("ce", "cbe", "be")}
     encoders["mlm"] = masked_lm_from(tiny_model)
     encoders["pretrain"] = build_encoder(tiny_model, "cls", 32, "cpu")[0].auto_model

@@ -10,10 +10,11 @@ from conftest import REPO
 
 from augsbert.face.cli import main
 from augsbert.errors import ConfigError
-from augsbert.params import Params, SeedOptimization, TrainingParams
+from augsbert.params import Params
 from augsbert.stages import REGISTRY
 from augsbert.stages.student import StudentParams
 from augsbert.stages.teacher import TeacherParams
+from augsbert.stages.training_options import SeedOptimization
 
 
 def test_every_stage_declares_its_params():
@@ -49,14 +50,16 @@ def test_every_spec_of_the_shipped_config_reads_back_through_its_stage_class():
 
 
 TEACHER = {"model": "m", "batch_size": 16, "lr": 2e-5, "warmup_ratio": 0.1, "max_length": 64, "seed": 1,
-           "epochs": 1, "arch": "cbe", "symmetric": True, "seed_optimization": {"trials": 2, "fraction": 0.5}}
+           "epochs": 1, "arch": "cbe", "symmetric": True, "seed_optimization": {"trials": 2, "fraction": 0.5},
+           "freeze_embeddings": False}
 
 
 def test_values_are_typed_and_defaults_fill_what_a_spec_leaves_out():
     params = TeacherParams.from_json({**TEACHER, "lr": 1})
     assert params.lr == 1.0 and isinstance(params.lr, float)  # an int where a float is asked: converted
     assert params.seed_optimization == SeedOptimization(trials=2, fraction=0.5)
-    assert (params.loss, params.activation, params.eval_batch_size, params.topic_prompt) == (None, "sigmoid", 64, None)
+    # what a CBE's spec leaves out reads as the section's default (and is not read: a CBE's loss is MSE)
+    assert (params.loss, params.activation, params.eval_batch_size, params.topic_prompt) == ("bce", "sigmoid", 64, None)
     with pytest.raises(FrozenInstanceError):
         params.lr = 3.0
     assert params.replace(lr=3.0).lr == 3.0 and params.lr == 1.0
@@ -88,7 +91,7 @@ def test_a_missing_parameter_is_named():
     # an option of the teacher section a spec leaves out reads as the section's default (the schema's)
     assert TeacherParams.from_json({k: v for k, v in TEACHER.items() if k != "arch"}).arch == "cbe"
     with pytest.raises(ConfigError, match="^params: expected an object, got list$"):
-        TrainingParams.from_json([1])
+        TeacherParams.from_json([1])
 
 
 def test_nested_lists_and_unions():

@@ -121,7 +121,7 @@ def train_briefly(trainer: str, tiny_model: str, work):
         from augsbert.training.pairs import fit
 
         model = fit(trainer, tiny_model, theme_pairs(64, 3, words=(2, 9)), None,
-                    train_params(epochs=1, batch_size=16, max_length=16), work, "cpu", "fp32").model
+                    train_params(trainer, epochs=1, batch_size=16, max_length=16), work, "cpu", "fp32").model
     elif trainer == "mlm":
         from augsbert.stages.adapt import AdaptParams
         from augsbert.training.mlm import adapt

@@ -22,14 +22,14 @@ PAIRS = [("a cat sat on the mat", "a dog lay on the rug"), ("stock prices fell",
 @pytest.fixture(scope="module")
 def tiny_ce(tiny_model):
     torch.manual_seed(0)
-    return ARCHITECTURES["ce"].build(tiny_model, train_params(), "cpu")
+    return ARCHITECTURES["ce"].build(tiny_model, train_params("ce"), "cpu")
 
 
 def test_cross_encoder_activations_map_to_their_ranges(tiny_ce):
     ce = ARCHITECTURES["ce"]
-    logits = ce.predict(tiny_ce, PAIRS, 8, train_params(activation="identity"))
-    sig = ce.predict(tiny_ce, PAIRS, 8, train_params(activation="sigmoid"))
-    tanh = ce.predict(tiny_ce, PAIRS, 8, train_params(activation="tanh"))
+    logits = ce.predict(tiny_ce, PAIRS, 8, train_params("ce", activation="identity"))
+    sig = ce.predict(tiny_ce, PAIRS, 8, train_params("ce", activation="sigmoid"))
+    tanh = ce.predict(tiny_ce, PAIRS, 8, train_params("ce", activation="tanh"))
     np.testing.assert_allclose(sig, 1 / (1 + np.exp(-logits)), rtol=1e-5)
     np.testing.assert_allclose(tanh, np.tanh(logits), rtol=1e-5)
     assert np.all((sig > 0) & (sig < 1)) and np.all((tanh > -1) & (tanh < 1))
@@ -39,14 +39,14 @@ def test_cross_encoder_activations_map_to_their_ranges(tiny_ce):
 
 @pytest.mark.parametrize("arch", ["be", "ce"])
 def test_freeze_embeddings_in_sentence_transformers_models(arch, tiny_model):
-    model = ARCHITECTURES[arch].build(tiny_model, train_params(), "cpu")
+    model = ARCHITECTURES[arch].build(tiny_model, train_params(arch), "cpu")
     freeze_embeddings(ARCHITECTURES[arch].encoder(model))
     frozen = [n for n, p in model.named_parameters() if not p.requires_grad]
     assert len(frozen) == 3 and all("embeddings" in n for n in frozen)
 
 
 def test_freeze_embeddings_freezes_exactly_the_embedding_tables(tiny_model):
-    model = ARCHITECTURES["cbe"].build(tiny_model, train_params(), "cpu")
+    model = ARCHITECTURES["cbe"].build(tiny_model, train_params("cbe"), "cpu")
     assert freeze_embeddings(model.encoder) == ["word_embeddings", "position_embeddings", "token_type_embeddings"]
     frozen = {n for n, p in model.named_parameters() if not p.requires_grad}
     assert frozen == {"encoder.embeddings.word_embeddings.weight", "encoder.embeddings.position_embeddings.weight",
@@ -76,7 +76,7 @@ def test_symmetrise_adds_both_orders():
 def test_training_raises_dev_spearman(arch, override, base, request, tmp_path):
     base = request.getfixturevalue(base)
     train, dev = theme_pairs(192, 1), theme_pairs(80, 2)
-    params = train_params(**override)
+    params = train_params(arch, **override)
     # the model `fit` starts from: a Cross-Encoder's new head drawn after set_seed(seed), as `fit` draws it. Drawn
     # from whatever state earlier tests left the global generator in, "before" depended on which tests ran first
     # (the ce case alone started at 7.3 and failed; after the whole file it passed)
@@ -120,7 +120,7 @@ RESUME_SCRIPT = textwrap.dedent("""
     arch, grouped = os.environ.get("ARCH", "cbe"), os.environ.get("GROUP") == "1"
     # grouped: sentences of 2-12 words, 4 mega-batches of 2 batches per epoch
     train, dev = theme_pairs(128, 5, words=(2, 12) if grouped else None), theme_pairs(40, 6)
-    params = train_params(epochs=2, checkpoint_steps=4, group_by_length=grouped, megabatch=2)
+    params = train_params(arch, epochs=2, checkpoint_steps=4, group_by_length=grouped, megabatch=2)
     result = fit(arch, sys.argv[1], train, dev, params, __import__("pathlib").Path(sys.argv[2]), "cpu", "fp32",
                  callbacks=[Die()])
     np.save(sys.argv[3], evaluate(arch, result.model, dev, params)[1])
@@ -225,7 +225,7 @@ def test_a_teachers_max_steps_caps_its_training(arch, tiny_model, tmp_path):
     """teacher.max_steps: a Cross-Encoder or Cross-Bi-Encoder teacher trains exactly that many steps (32 pairs at 16:
     2 steps a pass, 3 steps of the 2 epochs' 4), scored after the pass and at the last step."""
     train, dev = theme_pairs(32, 7), theme_pairs(16, 8)
-    result = fit(arch, tiny_model, train, dev, train_params(epochs=2, max_steps=3), tmp_path / "work", "cpu", "fp32")
+    result = fit(arch, tiny_model, train, dev, train_params(arch, epochs=2, max_steps=3), tmp_path / "work", "cpu", "fp32")
     assert result.metrics["steps"] == 3
     assert [(h["epoch"], h["step"]) for h in result.metrics["dev_history"]] == [(1, 2), (2, 3)]
 

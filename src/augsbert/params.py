@@ -14,6 +14,12 @@ cannot drift.
 Annotations understood: int, float (an int is accepted and converted), bool, str, `X | None`,
 `list[X]`, `dict[str, X]`, `Literal[...]`, `Any`, and nested `Params` classes.
 A field with a default may be absent from the JSON; a field without one must be present.
+
+This module is the machinery (reading, checking, the options' schema) and the model identity every stage that
+loads a model records (`ModelParams`). The options themselves are declared once, in the stages' options classes
+(`augsbert.stages.<stage>`, the shared schedule in `augsbert.stages.training_options`), and a stage's params class
+is its options class (or a slice of the classes it copies: `slice_of`) plus what its planning hook adds; a
+section's own default of an option it inherits is `restate`d, never redeclared (tests/test_options.py).
 """
 
 from __future__ import annotations
@@ -111,6 +117,12 @@ class Params:
     # from the class: augsbert.face.schema)
     SECTION: typing.ClassVar[str] = ""
     SECTION_DESCRIPTION: typing.ClassVar[str] = ""
+    # a class made by `slice_of`: the class whose options it copies (their declarations stay there)
+    SLICE_OF: typing.ClassVar[type | None] = None
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        _restated_fields(cls)
 
     @classmethod
     def from_json(cls: type[P], data: dict, where: str = "params") -> P:
@@ -128,10 +140,13 @@ class Params:
         if missing:
             raise ConfigError(f"{where}: missing parameter {missing[0]!r} for {cls.__name__}")
         hints = _hints(cls)
-        return cls(**{name: _check(hints[name], value, f"{where}.{name}") for name, value in data.items()})
+        read = cls(**{name: _check(hints[name], value, f"{where}.{name}") for name, value in data.items()})
+        object.__setattr__(read, "_given", frozenset(data))  # what the spec holds (spec_json)
+        return read
 
     def to_json(self) -> dict:
-        """The parameters as JSON values (nested classes as objects)."""
+        """The parameters as JSON values (nested classes as objects), every field (its default where the spec left it
+        out). `spec_json` is what the spec held."""
         def plain(value):
             if isinstance(value, Params):
                 return value.to_json()
@@ -145,8 +160,20 @@ class Params:
             values.update(values.pop("options"))
         return values
 
+    def spec_json(self) -> dict:
+        """The parameters the spec held (and what `replace` changed since), as JSON: what a resume fingerprint is
+        made of, so an option added to the class later (read as its default) does not discard a half-done run.
+        Parameters made otherwise than by `from_json` hold every field."""
+        values = self.to_json()
+        given = self.__dict__.get("_given")
+        return values if given is None else {k: v for k, v in values.items() if k in given}
+
     def replace(self: P, **changes) -> P:
-        return dataclasses.replace(self, **changes)
+        new = dataclasses.replace(self, **changes)
+        given = self.__dict__.get("_given")
+        if given is not None:
+            object.__setattr__(new, "_given", given | set(changes))
+        return new
 
     @classmethod
     def schema_properties(cls) -> dict[str, dict]:
@@ -180,6 +207,10 @@ def option(default: Any, description: str, *, keyed_default: bool = True, **sche
     A nested options class (a `Params` subclass whose fields are options) as `default`: the option is an object
     of those options (schema default `{}`: each nested option's default fills it)."""
     meta = {"description": " ".join(description.split()), "schema": schema, "keyed_default": keyed_default}
+    return _field(default, meta)
+
+
+def _field(default: Any, meta: dict) -> Any:
     if default is dataclasses.MISSING:  # a required option (of a nested options object: the schema's `required`)
         return field(metadata=meta)
     if isinstance(default, type) and issubclass(default, Params):
@@ -187,6 +218,79 @@ def option(default: Any, description: str, *, keyed_default: bool = True, **sche
     if isinstance(default, list | dict):
         return field(default_factory=lambda: copy.deepcopy(default), metadata=meta)
     return field(default=default, metadata=meta)
+
+
+_KEEP = object()
+
+
+@dataclass(frozen=True)
+class Restated:
+    """A section's own default (and words, bounds) of an option its class inherits: see `restate`."""
+
+    default: Any
+    description: str | None
+    schema: dict
+
+
+def restate(default: Any = _KEEP, description: str | None = None, **schema: Any) -> Any:
+    """In an options class's body, without an annotation: the section's own default of an option it inherits (from
+    the shared schedule, `augsbert.stages.training_options`), and its own words and bounds where given (the rest as
+    declared). The option keeps its type, its `keyed_default` and its place; only a class that declares `SECTION`
+    may restate (tests/test_options.py), so a params class never restates its section's default.
+
+        class StudentOptions(TrainingOptions, StudentModelOptions):
+            group_by_length = restate(True, "...")
+    """
+    return Restated(default, description, schema)
+
+
+def _restated_fields(cls: type) -> None:
+    """Turn the `restate(...)` values of `cls`'s body into fields (the inherited option's annotation and metadata,
+    with the section's default, words and bounds), before @dataclass reads the body."""
+    restated = {name: value for name, value in vars(cls).items() if isinstance(value, Restated)}
+    if not restated:
+        return
+    annotations = cls.__dict__.get("__annotations__")
+    if annotations is None:
+        annotations = {}
+        cls.__annotations__ = annotations
+    for name, value in restated.items():
+        if name in annotations:
+            raise TypeError(f"{cls.__qualname__}.{name}: restate() takes no annotation (the option keeps its type)")
+        base = next((b for b in cls.__mro__[1:] if name in getattr(b, "__dataclass_fields__", {})), None)
+        if base is None or "description" not in base.__dataclass_fields__[name].metadata:
+            raise TypeError(f"{cls.__qualname__}.{name}: restate() is for an option the class inherits")
+        inherited = base.__dataclass_fields__[name]
+        default = _option_default(inherited) if value.default is _KEEP else value.default
+        description = inherited.metadata["description"] if value.description is None else \
+            " ".join(value.description.split())
+        meta = {**inherited.metadata, "description": description,
+                "schema": {**inherited.metadata["schema"], **value.schema}, "restated": True}
+        annotations[name] = _hints(base)[name]
+        setattr(cls, name, _field(default, meta))
+
+
+def slice_of(origin: type[P], *names: str, but: tuple[str, ...] = ()) -> type[P]:
+    """A base class holding the options `names` of `origin` (or all its options `but` these) as `origin` declares
+    them (type, default, words, bounds), in `origin`'s order: what a class that copies some of another's options
+    derives from (the gpl stage from the `student` section, the margins from the `teacher`'s; a teacher spec from
+    its section but the options that only plan nodes). A planning hook copies them with
+    `section_options(<the slice>, section)`. The declarations stay `origin`'s (`SLICE_OF`)."""
+    fields = {f.name: f for f in dataclasses.fields(origin)}
+    if but:
+        names = tuple(f.name for f in option_fields(origin) if f.name not in but)
+    unknown = [n for n in (*names, *but) if n not in fields]
+    if unknown:
+        raise TypeError(f"slice_of({origin.__qualname__}): no option {unknown[0]!r}")
+    hints = _hints(origin)
+    kept = [n for n in fields if n in names]
+    label = ", ".join(kept) if not but else "all but " + ", ".join(but)
+    body: dict[str, Any] = {"__annotations__": {n: hints[n] for n in kept}, "SLICE_OF": origin,
+                            "__module__": origin.__module__, "__qualname__": f"{origin.__qualname__}[{label}]"}
+    for n in kept:
+        f = fields[n]
+        body[n] = _field(_option_default(f), dict(f.metadata))
+    return dataclass(frozen=True, kw_only=True)(type(body["__qualname__"], (Params,), body))
 
 
 def _json_type(tp: Any) -> tuple[list[str], list | None, dict | None]:
@@ -219,6 +323,14 @@ def _has_default(f: dataclasses.Field) -> bool:
 
 def _default(f: dataclasses.Field) -> Any:
     return f.default if f.default is not dataclasses.MISSING else f.default_factory()
+
+
+def _option_default(f: dataclasses.Field) -> Any:
+    """`f`'s default as `option()` takes it (a nested options class as its class), MISSING for none."""
+    if not _has_default(f):
+        return dataclasses.MISSING
+    value = _default(f)
+    return type(value) if isinstance(value, Params) else value
 
 
 def _nested(tp: Any) -> type[Params] | None:
@@ -271,10 +383,14 @@ def options_schema(options: type[Params], section: str = "pretrain") -> dict[str
 
 
 def section_class(params: type | None) -> type[Params] | None:
-    """The options class of a config section among `params`' bases: the one that declares `SECTION`."""
+    """The options class of a config section among `params`' bases: the first that declares `SECTION`, or whose
+    options a slice among them copies (`slice_of`)."""
     for cls in getattr(params, "__mro__", ()):
         if "SECTION" in vars(cls) and cls.SECTION:
             return cls
+        found = section_class(vars(cls).get("SLICE_OF"))
+        if found is not None:
+            return found
     return None
 
 
@@ -286,16 +402,19 @@ def section_schema(options: type[Params]) -> dict:
 
 
 def section_options(options: type[Params], section: dict) -> dict:
-    """What a planning hook passes of a config `section` into a spec: each option of `options` the section holds,
-    an option declared with `keyed_default=False` only when it is set to another value than its default (so
-    keys planned before it existed stay). A new option of the class reaches the spec without touching the hook;
-    `Stage.runtime` says which of them stay out of the key."""
+    """What a planning hook passes of a config `section` into a spec: each field of `options` (an options class, or
+    a slice of one) the section holds, an option declared with `keyed_default=False` only when it is set to another
+    value than its default (so keys planned before it existed stay). A new option of the class reaches the spec
+    without touching the hook; `Stage.runtime` says which of them stay out of the key."""
     out = {}
-    for f in option_fields(options):
-        default = _default(f)
-        default = default.to_json() if isinstance(default, Params) else default
-        if f.name in section and (f.metadata["keyed_default"] or section[f.name] != default):
-            out[f.name] = section[f.name]
+    for f in dataclasses.fields(options):
+        if f.name not in section:
+            continue
+        if not f.metadata.get("keyed_default", True):
+            default = _default(f)
+            if section[f.name] == (default.to_json() if isinstance(default, Params) else default):
+                continue
+        out[f.name] = section[f.name]
     return out
 
 
@@ -324,56 +443,3 @@ class ModelParams(Params):
     model_identity: dict[str, str] = field(default_factory=dict)  # what enters the key for `model` (by content)
     hub_revisions: dict[str, str] = field(default_factory=dict)  # ref -> the revision the config pins
     config_kwargs: dict[str, Any] | None = None  # model config overrides (for tests and standalone specs)
-
-
-@dataclass(frozen=True, kw_only=True)
-class SeedOptimization(Params):
-    """Thesis 5.1: `trials` seeds each train `fraction` of an epoch; the best on dev trains fully (0: off). The
-    options of the `seed_optimization` object of a training section (augsbert.stages.training_options)."""
-
-    trials: int = option(0, "Number of seeds tried (thesis 10).", minimum=0)
-    fraction: float = option(0.3, "Fraction of the first epoch each trial trains.", exclusiveMinimum=0, maximum=1)
-
-
-@dataclass(frozen=True, kw_only=True)
-class TrainingParams(ModelParams):
-    """The optimiser schedule every trained stage has."""
-
-    batch_size: int
-    lr: float
-    warmup_ratio: float
-    weight_decay: float = 0.0
-    max_length: int
-    seed: int
-    checkpoint_steps: int = 500
-    eval_batch_size: int = 64
-    group_by_length: bool = False
-    megabatch: int = 50  # length-grouped batches: sentences sorted within chunks of `megabatch` batches
-    topic_prompt: str | None = None  # the topic delimiter when the texts carry topic prompts (thesis 4.4)
-    torch_compile: bool = False  # train the compiled model (teacher, student, adapt_mlm, pretrain); keyed when set
-
-
-@dataclass(frozen=True, kw_only=True)
-class PairTrainingParams(TrainingParams):
-    """What fitting a pair model reads (augsbert.training.pairs.fit), for every architecture; the teacher's
-    and the student's classes (augsbert.stages.teacher, augsbert.stages.student) add what their stage reads, and
-    their options classes come first among their bases, so a spec without an option reads its section's default
-    (the defaults here serve direct use: tests, benchmarks).
-
-    `loss` and its options: a Cross-Encoder's `bce` (default) or `mse`, with its `activation`; a
-    Bi-Encoder's `cosine` (default), `cosent`, `angle`, `mnrl` or `margin_mse`, with the options that loss
-    reads (the planner drops the others: None here).
-    """
-
-    epochs: int
-    max_steps: int | None = None  # set: optimizer steps instead of epochs (student.max_steps, thesis 5.4.3)
-    freeze_embeddings: bool = False
-    seed_optimization: SeedOptimization = field(default_factory=SeedOptimization)
-    early_stopping_patience: int = 0  # epochs without a better dev Spearman before training stops; 0 = off
-    loss: str | None = None
-    activation: Literal["sigmoid", "tanh", "identity"] = "sigmoid"
-    scale: float | None = None
-    positive_threshold: float | None = None
-    hard_negatives: bool = False
-    negative_threshold: float | None = None
-    similarity: Literal["cos", "dot"] = "cos"  # margin_mse / kl_div: the student's score (keyed only when dot)

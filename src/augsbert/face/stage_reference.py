@@ -47,7 +47,7 @@ Planning is lazy: a target plans only its own experiments (a dry run of `results
 reads no other dataset and imports no reader it does not use); a job started by key plans every
 experiment once to find it. An experiment is planned by calling each stage's planning hook in the order
 below (each after the stages that fill a role it reads); a stage without a hook of its own (a shard, an
-ensemble, GPL's queries and margins, RCL's entropy models) is planned by the hook of the stage that reads it.
+ensemble, GPL's queries and margins) is planned by the hook of the stage that reads it.
 """
 
 FORMER = """

@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..params import PairTrainingParams
+from ..stages.student import StudentParams
+from ..stages.teacher import TeacherParams
 from . import inference
 from .cross_bi_encoder import CrossBiEncoder
 
@@ -70,10 +71,10 @@ class BiEncoder(_SentenceTransformersModel):
 
     name = "be"
 
-    def build(self, base: str, params: PairTrainingParams, device: str):
+    def build(self, base: str, params: StudentParams, device: str):
         from sentence_transformers import SentenceTransformer
 
-        if getattr(params, "arch", "transformer") == "static":  # a student's options (augsbert.models.compact)
+        if params.arch == "static":  # a student's options (augsbert.models.compact)
             from .compact import static_student
 
             return static_student(base, params.static_dims, device)
@@ -82,13 +83,13 @@ class BiEncoder(_SentenceTransformersModel):
 
         if not is_static(model):  # a static model (a base trained before) has no sequence length to cut
             model.max_seq_length = params.max_length
-        if getattr(params, "init", "full") == "layers":
+        if params.init == "layers":
             from .compact import reduce_layers
 
             reduce_layers(model, params.layers)
         return model
 
-    def predict(self, model, pairs: Sequence[tuple[str, str]], batch_size: int, params: PairTrainingParams) -> np.ndarray:
+    def predict(self, model, pairs: Sequence[tuple[str, str]], batch_size: int, params: StudentParams) -> np.ndarray:
         return inference.cosine_scores(model, pairs, batch_size, show_progress=False)
 
     def load(self, path: Path, device: str):
@@ -102,7 +103,7 @@ class CrossEncoderArch(_SentenceTransformersModel):
 
     name = "ce"
 
-    def build(self, base: str, params: PairTrainingParams, device: str):
+    def build(self, base: str, params: TeacherParams, device: str):
         from sentence_transformers import CrossEncoder
 
         return CrossEncoder(base, num_labels=1, max_length=params.max_length, device=device,
@@ -128,7 +129,7 @@ class CrossBiEncoderArch:
 
     name = "cbe"
 
-    def build(self, base: str, params: PairTrainingParams, device: str):
+    def build(self, base: str, params: TeacherParams, device: str):
         return CrossBiEncoder.from_base(base, params.max_length, params.config_kwargs).to(device)
 
     def encoder(self, model):

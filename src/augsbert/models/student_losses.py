@@ -18,7 +18,8 @@ import logging
 
 import pandas as pd
 
-from ..params import PairTrainingParams
+from ..stages.gpl import GplParams
+from ..stages.student import StudentParams
 
 log = logging.getLogger(__name__)
 
@@ -33,9 +34,9 @@ def _long(table: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([forward, backward], ignore_index=True)
 
 
-def student_rows(table: pd.DataFrame, params: PairTrainingParams) -> pd.DataFrame:
+def student_rows(table: pd.DataFrame, params: StudentParams) -> pd.DataFrame:
     """The training rows `params.loss` learns from, built from pairs with scores (see the module table)."""
-    loss = params.loss or "cosine"
+    loss = params.loss
     if loss in ("cosine", "cosent", "angle"):
         return table[["sentence1", "sentence2", "score"]].reset_index(drop=True)
     if loss == "mnrl":
@@ -69,12 +70,12 @@ def student_rows(table: pd.DataFrame, params: PairTrainingParams) -> pd.DataFram
     raise ValueError(f"unknown student.loss {loss!r} (one of {', '.join(LOSSES)})")
 
 
-def student_loss(model, params: PairTrainingParams):
+def student_loss(model, params: StudentParams | GplParams):
     """The sentence-transformers loss object of `params.loss` for `model`."""
     from sentence_transformers import util
     from sentence_transformers.sentence_transformer import losses
 
-    loss = params.loss or "cosine"
+    loss = params.loss
     if loss == "cosine":
         return losses.CosineSimilarityLoss(model)
     if loss == "cosent":
@@ -83,7 +84,7 @@ def student_loss(model, params: PairTrainingParams):
         return losses.AnglELoss(model, scale=params.scale)
     if loss == "mnrl":
         return losses.MultipleNegativesRankingLoss(model, scale=params.scale)
-    similarity = util.pairwise_dot_score if getattr(params, "similarity", "cos") == "dot" else util.pairwise_cos_sim
+    similarity = util.pairwise_dot_score if params.similarity == "dot" else util.pairwise_cos_sim
     if loss == "margin_mse":  # cosine by default, as AugSBERT's teacher scores are cosine-scale; GPL: dot
         return losses.MarginMSELoss(model, similarity_fct=similarity)
     if loss == "kl_div":  # the library's temperature 1.0 (its default since v5.0.1)

@@ -50,9 +50,9 @@ import os
 from collections.abc import Mapping
 
 from ..models.gpu_memory import estimate_mb, model_dims
-from ..params import TrainingParams
 from ..stages import REGISTRY
 from ..stages.sizes import default_items
+from ..stages.training_options import Trained
 from .slurm import cpu_limit
 
 SETUP_S = 300  # start-up: Python, torch, model loading
@@ -198,7 +198,7 @@ def job_gpu_mem_mb(plan, key: str) -> int:
     model_settings = settings
     if not settings.get("model") and stage.model_input in dict(node.inputs):
         model_settings = plan.nodes[dict(node.inputs)[stage.model_input]].settings
-    training = isinstance(stage.params, type) and issubclass(stage.params, TrainingParams)
+    training = isinstance(stage.params, type) and issubclass(stage.params, Trained)
     return estimate_mb(model_dims(model_settings.get("model")), training=training,
                        batch_size=int(settings.get("batch_size") or 64), sequences=stage.gpu_sequences,
                        max_length=int(model_settings.get("max_length") or 512))

@@ -7,21 +7,17 @@ from typing import Literal
 
 from ..errors import ConfigError
 from ..store.graph import Graph, Node, SeedPlan
-from ..params import Params, TrainingParams, option, section_options
+from ..params import Params, option, restate, section_options, slice_of
 from .base import Stage
+from .candidates import CandidatesOptions
 from .runs import inert_grouping_dropped, strategies, topic_prompt
 from .sizes import pool_items, pool_sentences
-from .training_options import group_by_length_option, megabatch_option, torch_compile_option
+from .training_options import Prompted, Trained, TrainingOptions, group_by_length_words, torch_compile_option
 
 
 @dataclass(frozen=True, kw_only=True)
-class AdaptOptions(Params):
-    """The `adapt` section (its schema section is written from here: augsbert.face.schema)."""
-
-    SECTION = "adapt"
-    SECTION_DESCRIPTION = """
-        MLM domain adaptation before the teacher (thesis 4.3.1, Table 6.10): masked-LM training of the base
-        model on target pairs in the CBE layout ([CLS] a [SEP] [CLS] b [SEP]); which pairs: `pairs`."""
+class AdaptHead(Params):
+    """The head of the `adapt` section: where the adapted model is used, on which pairs, for how long."""
 
     variant: Literal["augsbert", "domain", "full_domain"] = option("augsbert", """
         `augsbert`: no adaptation; `domain`: the teacher starts from the adapted checkpoint, the student
@@ -39,10 +35,12 @@ class AdaptOptions(Params):
         batch_size⌉, counted when the job has its pairs; thesis 5.6.1 states 5 epochs, 5.4.3 12.5K
         steps). null = `max_steps`. Enters the artifact key only when set (then `max_steps` does not).""", minimum=1,
         keyed_default=False)
-    batch_size: int = option(64, "Training batch size (thesis 64).", minimum=1)
-    lr: float = option(3e-05, "AdamW learning rate (thesis 3e-5).", exclusiveMinimum=0)
-    warmup_ratio: float = option(0.1, "Fraction of steps for linear warm-up.", minimum=0, maximum=1)
-    weight_decay: float = option(0.01, "AdamW weight decay.", minimum=0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MaskingOptions(Params):
+    """What the masked-LM objective of the `adapt` section reads (after the shared optimiser options)."""
+
     max_length: int = option(256, "Maximum tokens of a pair.", minimum=8)
     mask_probability: float = option(0.2, """
         Probability that a non-special token is chosen for masking. The thesis states no rate; 0.2 is
@@ -53,19 +51,36 @@ class AdaptOptions(Params):
     held_out: float = option(0.05, """
         Fraction of the pairs kept out of training to measure MLM loss and masked-token accuracy.""",
         exclusiveMinimum=0, exclusiveMaximum=1)
-    checkpoint_steps: int = option(500, "Resumable checkpoint interval (steps).", minimum=1)
-    group_by_length: bool = group_by_length_option(True, "false = uniformly random batches.", what="MLM pairs")
-    megabatch: int = megabatch_option(50)
-    torch_compile: bool = torch_compile_option()
 
 
 @dataclass(frozen=True, kw_only=True)
-class AdaptParams(AdaptOptions, TrainingParams):
+class AdaptOptions(slice_of(TrainingOptions, "checkpoint_steps", "group_by_length", "megabatch"), MaskingOptions,
+                   slice_of(TrainingOptions, "batch_size", "lr", "warmup_ratio", "weight_decay"), AdaptHead):
+    """The `adapt` section (its schema section is written from here: augsbert.face.schema): its head, the shared
+    optimiser options (augsbert.stages.training_options) with the thesis' batch and rate, the masked-LM options,
+    the shared checkpoint interval and length grouping (on, as the MLM pairs' lengths vary)."""
+
+    SECTION = "adapt"
+    SECTION_DESCRIPTION = """
+        MLM domain adaptation before the teacher (thesis 4.3.1, Table 6.10): masked-LM training of the base
+        model on target pairs in the CBE layout ([CLS] a [SEP] [CLS] b [SEP]); which pairs: `pairs`."""
+
+    batch_size = restate(64, "Training batch size (thesis 64).")
+    lr = restate(3e-05, "AdamW learning rate (thesis 3e-5).")
+    warmup_ratio = restate(description="Fraction of steps for linear warm-up.")
+    checkpoint_steps = restate(description="Resumable checkpoint interval (steps).")
+    group_by_length = restate(True, group_by_length_words("false = uniformly random batches.", what="MLM pairs"))
+    torch_compile: bool = torch_compile_option()
+
+
+# what the adaptation reads of the `candidates` section: its sentence pool
+CandidatePool = slice_of(CandidatesOptions, "pool", "exclude_eval_sentences")
+
+
+@dataclass(frozen=True, kw_only=True)
+class AdaptParams(slice_of(AdaptOptions, but=("variant",)), CandidatePool, Prompted, Trained):
     """The `adapt` section (but `variant`, which says where the adapted model is used: not in the spec) and the
     pool. `epochs` replaces `max_steps` when set; `pairs: candidates` trains on the `candidates` input."""
-
-    pool: Literal["train", "train+unlabeled", "unlabeled"]
-    exclude_eval_sentences: bool
 
 
 ADAPT = Stage("adapt", 2, "masked-LM domain adaptation of the base model on target pairs in the CBE layout",
@@ -104,8 +119,7 @@ def adapt(graph: Graph, exp: dict, dataset: str, seed: int, data: Node, prompt: 
     if "pairs" in options:
         inputs["candidates"] = candidates
     params = {**options, "model": exp["teacher"]["base_model"] or exp["base_model"],
-              "pool": exp["candidates"]["pool"], "exclude_eval_sentences": exp["candidates"]["exclude_eval_sentences"],
-              "seed": seed}
+              **section_options(CandidatePool, exp["candidates"]), "seed": seed}
     if prompt:  # MLM on prompted pairs, prompt tokens never masked (thesis 4.4.3)
         params["topic_prompt"] = prompt
     return graph.add(ADAPT, f"{dataset}.mlm", params, inputs)

@@ -25,8 +25,9 @@ command line and the job sizing need to know of a stage is read from here, so th
   that needs a role it also fills refines it (runs after the role's other stages, before its readers:
   a filter between `labels` and `student` returns `{"labels": <its node>}`). Ordering knows the roles a
   stage declares in `roles`; a hook may also return the numbered or chained roles of the stages it plans
-  itself (ensemble members, shards, Trans-Encoder rounds, RCL's entropy models, GPL's queries, negatives and
-  margins), which no stage can `need`. A role is refined for the readers that take it from the roles: the
+  itself (ensemble members, shards, Trans-Encoder rounds, GPL's queries, negatives and margins), which no stage
+  can `need` (a numbered family's first role, which its stage declares, can: `pretrain` needs `rcl_entropy_0`,
+  the first of RCL's entropy models). A role is refined for the readers that take it from the roles: the
   labelling stage plans the teacher itself when the teacher is not a row, and sampling its lower bound.
 - `check(graph, experiment, config)`: what is checked once per experiment before any seed is planned.
 - `items(plan, node)`: what its job iterates over before epochs (pairs, sentences), for its runtime and

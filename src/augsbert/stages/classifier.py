@@ -6,15 +6,25 @@ from dataclasses import dataclass
 
 from ..errors import ConfigError
 from ..store.graph import Graph, Node, SeedPlan
-from ..params import Params, TrainingParams, option, section_options
+from ..params import Params, option, restate, section_options, slice_of
 from .base import MODEL_SETTINGS, Row, Stage
+from .candidates import CandidatesOptions
 from .data import has_topics
 from .runs import wants
+from .training_options import Prompted, Trained, TrainingOptions
 
 
 @dataclass(frozen=True, kw_only=True)
-class ClassifierOptions(Params):
-    """The `classifier` section (its schema section is written from here: augsbert.face.schema)."""
+class SentenceLength(Params):
+    max_length: int = option(256, "Maximum tokens per sentence.", minimum=8)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClassifierOptions(slice_of(TrainingOptions, "checkpoint_steps"), SentenceLength,
+                        slice_of(TrainingOptions, "epochs", "batch_size", "lr", "warmup_ratio")):
+    """The `classifier` section (its schema section is written from here: augsbert.face.schema): the shared
+    schedule's options (augsbert.stages.training_options) with its own defaults and words, and the sentence
+    length."""
 
     SECTION = "classifier"
     SECTION_DESCRIPTION = """
@@ -23,19 +33,22 @@ class ClassifierOptions(Params):
         sentences (train split and unlabeled corpus, without dev/test
         sentences). The thesis gives no settings; these follow the student's."""
 
-    epochs: int = option(1, "Training epochs.", minimum=1)
-    batch_size: int = option(32, "Sentences per batch.", minimum=2)
-    lr: float = option(2.0e-5, "AdamW learning rate (encoder and head).", exclusiveMinimum=0)
-    warmup_ratio: float = option(0.1, "Fraction of steps for linear warm-up.", minimum=0, maximum=1)
-    max_length: int = option(256, "Maximum tokens per sentence.", minimum=8)
-    checkpoint_steps: int = option(500, "Resumable checkpoint interval (steps).", minimum=1)
+    epochs = restate(1, "Training epochs.")
+    batch_size = restate(32, "Sentences per batch.", minimum=2)
+    lr = restate(description="AdamW learning rate (encoder and head).")
+    warmup_ratio = restate(description="Fraction of steps for linear warm-up.")
+    checkpoint_steps = restate(description="Resumable checkpoint interval (steps).")
+
+
+# what the classifier reads of the `candidates` section: whether dev / test sentences stay out of its training
+EvalSentences = slice_of(CandidatesOptions, "exclude_eval_sentences")
 
 
 @dataclass(frozen=True, kw_only=True)
-class ClassifierParams(ClassifierOptions, TrainingParams):
-    """The `classifier` section; `eval_batch_size` is the evaluation batch size."""
-
-    exclude_eval_sentences: bool
+class ClassifierParams(ClassifierOptions, EvalSentences, slice_of(TrainingOptions, "eval_batch_size"), Prompted,
+                       Trained):
+    """The `classifier` section, the `candidates` section's `exclude_eval_sentences` and the evaluation's batch
+    size (`eval_batch_size`: `evaluation.batch_size`, encoding the sentences after training)."""
 
 
 CLASSIFIER = Stage("classifier", 1, "train the topic-classifier baseline (encoder + linear head on the target's "
@@ -56,7 +69,7 @@ def classifier(graph: Graph, name: str, exp: dict, dataset: str, seed: int, data
                           "no topic labels (BWS, or a pairs_file with columns.topic)")
     params = {**section_options(ClassifierOptions, exp["classifier"]), "model": exp["base_model"], "seed": seed,
               "eval_batch_size": exp["evaluation"]["batch_size"],
-              "exclude_eval_sentences": exp["candidates"]["exclude_eval_sentences"]}
+              **section_options(EvalSentences, exp["candidates"])}
     if exp["topic_prompt"] == "prompted":
         params["topic_prompt"] = exp["topic_delimiter"]
     return graph.add(CLASSIFIER, f"{dataset}.topics", params, {"data": data})

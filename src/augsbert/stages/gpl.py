@@ -5,30 +5,34 @@ Its planning hook plans GPL's chain: generated queries (`queries`), mined negati
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 from ..errors import ConfigError
 from ..store.graph import Node, SeedPlan
-from ..params import TrainingParams
+from ..params import section_options, slice_of
 from .base import MODEL_SETTINGS, Row, Stage
 from .negatives import PER_STEP, negatives_node
 from .queries import queries_node
 from .margins import MARGINS
+from .student import StudentOptions
+from .training_options import Trained
 
 
 TRAINED = "trained"  # teacher.pretrained: the experiment's own trained Cross-Encoder (an offline demo's stand-in)
 
 
-@dataclass(frozen=True, kw_only=True)
-class GplParams(TrainingParams):
-    """The `student` section's options a GPL student reads: its loss over the mined list, its score, the
-    optimiser (TrainingParams) and the step budget (`max_steps`; unset: `epochs` passes over the list)."""
+# the `student` section's options a GPL student reads: its loss over the mined list (the hook refuses the others),
+# its score, the optimiser, its length and evaluation batch, and the step budget (`max_steps`; unset: `epochs` passes
+# over the list; the spec holds the one that counts)
+StudentSlice = slice_of(StudentOptions, "loss", "similarity", "epochs", "max_steps", "batch_size", "lr", "warmup_ratio",
+                        "weight_decay", "max_length", "eval_batch_size", "checkpoint_steps")
 
-    model: str | None = None  # None: the `init` input (the pretrained encoder)
-    loss: Literal["margin_mse", "kl_div"]
-    similarity: Literal["cos", "dot"]
-    max_steps: int | None = None
-    epochs: int | None = None
+
+@dataclass(frozen=True, kw_only=True)
+class GplParams(StudentSlice, Trained):
+    """A GPL student: the `student` section's `StudentSlice`, and the model it starts from: `model`, or None for the
+    `init` input (the pretrained encoder)."""
+
+    model: str | None = None  # resolved: None when the student starts from the `init` input
 
 
 GPL_STUDENT = Stage("gpl", 1, "train a Bi-Encoder on a pretrained Cross-Encoder's margins over mined negatives "
@@ -84,12 +88,8 @@ def plan_gpl(seed_plan: SeedPlan) -> dict[str, Node]:
     else:
         margins = graph.add(MARGINS, f"{mined.name}.{teacher['pretrained'].rsplit('/', 1)[-1]}",
                             {"model": teacher["pretrained"], **scoring}, {"negatives": mined})
-    options = {k: student[k] for k in ("loss", "similarity", "batch_size", "lr", "warmup_ratio", "weight_decay",
-                                       "max_length", "eval_batch_size", "checkpoint_steps")}
-    if student["max_steps"] is not None:  # the step budget (GPL: 140K steps)
-        options["max_steps"] = student["max_steps"]
-    else:
-        options["epochs"] = student["epochs"]
+    options = section_options(StudentSlice, student)
+    options.pop("epochs" if student["max_steps"] is not None else "max_steps")  # the step budget (GPL: 140K steps)
     params = {**options, "model": student["base_model"] or exp["base_model"], "seed": seed_plan.seed}
     # `data`: a target with test pairs (Lee, STS) gets the student's test Spearman beside the retrieval suite
     inputs = {"margins": margins, "data": seed_plan.roles["data"]}

@@ -11,12 +11,12 @@ from pathlib import Path
 from ..errors import ConfigError
 from ..store.fingerprints import path_digest
 from ..store.graph import Graph, Node, SeedPlan
-from ..params import TORCH_COMPILE, Params, TrainingParams, option
+from ..params import TORCH_COMPILE, Params, option, slice_of
 from ..objectives import OBJECTIVES, PRESETS, entry, pretrain_schema, resolved
 from .base import Row, Stage
-from .rcl_entropy import OBJECTIVE_INPUTS
 from .data import data_node, triples_inputs
 from .sizes import pool_items
+from .training_options import Trained, TrainingOptions
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -126,31 +126,35 @@ class PretrainOptions(Params):
         return properties
 
 
-@dataclass(frozen=True, kw_only=True)
-class PretrainParams(PretrainOptions, TrainingParams):
-    """The `pretrain` stage's params: the `pretrain` section as `objectives.resolved` leaves it (but `base_model`
-    and `dataset`, which the plan turns into `model` and the corpus input): the schedule filled from the preset,
-    and only the options the objective (and SimCSE variant) reads. The spec is flat; the objective's options are
-    its entry's options class (`options`), read as attributes here too.
+ENTROPY_ROLE = "rcl_entropy_"  # RCL's entropy models: roles rcl_entropy_<k>, the pretrain node's inputs entropy_<k>
 
-    `eval_batch_size` / `eval_max_length` encode the target's dev split (checkpoint selection and the
-    results row), as the zero-shot row does; `regulators` is set by the job (RCL: its entropy inputs).
+# the `pretrain` options that plan nodes (where it starts, its corpus' dataset) and never reach a spec
+PLANNED = ("base_model", "dataset")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PretrainParams(slice_of(PretrainOptions, but=PLANNED), slice_of(TrainingOptions, "eval_batch_size"),
+                     Trained):
+    """The `pretrain` stage's params: the `pretrain` section as `objectives.resolved` leaves it (but its `PLANNED`
+    options, which the plan turns into `model` and the corpus input): the schedule filled from the preset, and only
+    the options the objective (and SimCSE variant) reads. The spec is flat; the objective's options are its
+    entry's options class (`options`), read as attributes here too.
+
+    `eval_batch_size` / `eval_max_length` (`evaluation.batch_size` / `max_length`) encode the target's dev split
+    (checkpoint selection and the results row), as the zero-shot row does; `regulators` is set by the job (RCL: its entropy inputs).
     """
 
-    # what a spec holds otherwise than the section says: the schedule, pooling and grouping filled in (from the
-    # preset, the objective); `optimizer` and `triples_format` left out at adamw / auto (keys planned before them)
-    preset: str | None = None  # the preset the plan filled the schedule from (rcl_entropy's fit: its own name)
-    max_steps: int
-    batch_size: int
-    lr: float
-    warmup_ratio: float
-    weight_decay: float = 0.0
-    scheduler: str
-    optimizer: Literal["adamw", "rmsprop"] = "adamw"  # rmsprop: the `ct` preset (TSDAE App. B)
-    pooling: Literal["cls", "mean"]
-    group_by_length: bool = False
-    triples_format: Literal["triples", "nli"] | None = None  # None: told from each file
-    eval_max_length: int | None = None  # None: the trained max_length
+    # resolved: the schedule the preset fills (the options' null), the objective's pooling and grouping; `optimizer`
+    # and `triples_format` left out at adamw / auto (keys planned before them) read as null / auto
+    max_steps: int = field()
+    batch_size: int = field()
+    lr: float = field()
+    warmup_ratio: float = field()
+    weight_decay: float = field()
+    scheduler: Literal["linear", "constant", "constant_with_warmup", "cosine", "ct_stepped"] = field()
+    pooling: Literal["cls", "mean"] = field()
+    group_by_length: bool = field()
+    eval_max_length: int | None = None  # evaluation.max_length; None: the trained max_length
     triples_digest: str | list[str] | None = None
     options: Params | None = None  # the objective's own options (its entry's options class), read from the same level
     regulators: list[str] = field(default_factory=list)
@@ -190,7 +194,7 @@ PRETRAIN = Stage("pretrain", 1, "unsupervised pre-training of a sentence encoder
                  kind_options=("objective",),
                  raw_inputs=lambda node: triples_inputs(node),
                  seconds_per_item=0.01, params=PretrainParams, checkpoint="unsupervised pre-trained", plan=lambda seed_plan: plan_pretrain(seed_plan),
-                 needs=("data",), items=pool_items, rows={"pretrained": Row(20, "Pre-trained", "encoder after unsupervised pre-training "
+                 needs=("data", "rcl_entropy_0"), items=pool_items, rows={"pretrained": Row(20, "Pre-trained", "encoder after unsupervised pre-training "
                                                                                   "(pretrain.objective), no labels")},
                  check=lambda graph, name, exp: check_pretrain_use(name, exp, exp["adapt"]["variant"]),
                  gpu_sequences=2)  # two views (SimCSE, NM), two models (CT), or an encoder and its decoder (TSDAE)
@@ -216,9 +220,14 @@ def check_pretrain_use(name: str, exp: dict, variant: str) -> None:
         objective.check(f"experiments.{name}", exp["pretrain"])
 
 
-def pretrain(graph: Graph, name: str, exp: dict, seed: int, target: Node) -> Node:
-    """The pretrain node: corpus = `pretrain.dataset` (or the target), evaluated on the target (`eval`)."""
+# options of the `rcl` objective that train its entropy models (stage `rcl_entropy`): in their keys only
+ENTROPY_ONLY = ("rcl_patience", "rcl_eval_steps", "rcl_entropy_max_steps")
 
+
+def pretrain_options(graph: Graph, name: str, exp: dict) -> tuple[dict, str]:
+    """The `pretrain` section as a pretrain node keeps it (`objectives.resolved`, the model, the evaluation sizes,
+    the triples' digests) and the dataset of its corpus (`pretrain.dataset`, or the target): also what RCL's entropy
+    models are planned from (stages.rcl_entropy)."""
     options = resolved(exp["pretrain"])
     options["model"] = options.pop("base_model") or exp["base_model"]
     options["eval_batch_size"] = exp["evaluation"]["batch_size"]
@@ -240,18 +249,27 @@ def pretrain(graph: Graph, name: str, exp: dict, seed: int, target: Node) -> Nod
     else:
         options.pop("triples")
         options.pop("triples_format", None)
-    inputs = {"data": data_node(graph, corpus), "eval": target}
-    if options["objective"] in OBJECTIVE_INPUTS:  # artifacts of another stage (rcl: its entropy models)
-        inputs.update(OBJECTIVE_INPUTS[options["objective"]](graph, corpus, options, seed, inputs))
+    return options, corpus
+
+
+def pretrain(graph: Graph, name: str, exp: dict, seed: int, target: Node, entropy: dict[str, Node]) -> Node:
+    """The pretrain node: corpus = `pretrain.dataset` (or the target), evaluated on the target (`eval`); `entropy`:
+    RCL's entropy models (inputs `entropy_<k>`)."""
+    options, corpus = pretrain_options(graph, name, exp)
+    for key in ENTROPY_ONLY:
+        options.pop(key, None)
+    inputs = {"data": data_node(graph, corpus), "eval": target, **entropy}
     return graph.add(PRETRAIN, f"{corpus}.{options['objective']}.{options['pooling']}", {**options, "seed": seed},
                      inputs)
 
 
 def plan_pretrain(seed_plan: SeedPlan) -> dict[str, Node]:
-    """The pretrain stage's encoder (`pretrain.objective`), and RCL's entropy models (roles `rcl_entropy_<k>`)."""
+    """The pretrain stage's encoder (`pretrain.objective`), from RCL's entropy models (roles `rcl_entropy_<k>`, the
+    `rcl_entropy` stage's) with `rcl`."""
     exp = seed_plan.config
     if exp["pretrain"]["objective"] == "none":
         return {}
-    node = pretrain(seed_plan.graph, seed_plan.experiment, exp, seed_plan.seed, seed_plan.roles["data"])
-    return {"pretrained": node, **{f"rcl_{role}": seed_plan.graph.nodes[key] for role, key in node.inputs
-                                   if role.startswith("entropy_")}}
+    entropy = {role.removeprefix("rcl_"): node for role, node in seed_plan.roles.items()
+               if role.startswith(ENTROPY_ROLE)}
+    return {"pretrained": pretrain(seed_plan.graph, seed_plan.experiment, exp, seed_plan.seed,
+                                   seed_plan.roles["data"], entropy)}

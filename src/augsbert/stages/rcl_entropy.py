@@ -5,31 +5,32 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
-from ..store.graph import Graph, Node
-from ..params import TrainingParams
+from ..store.graph import Graph, Node, SeedPlan
+from ..params import section_options, slice_of
 from .base import Stage
-from .data import triples_inputs
+from .data import data_node, triples_inputs
+from .pretrain import ENTROPY_ROLE, PretrainParams, pretrain_options
 from .sizes import pool_items
+from .training_options import Trained
+
+# what trains an entropy model, as the final model's spec has it: its schedule, its corpus (the pool's sentences,
+# or NLI rows from `triples`) and its evaluation batch; the final model's own options (selection, the other φ values)
+# stay out
+FinalModel = slice_of(PretrainParams, "pooling", "max_length", "batch_size", "lr", "warmup_ratio", "weight_decay",
+                      "scheduler", "group_by_length", "megabatch", "held_out", "exclude_eval_sentences", "pool",
+                      "triples", "triples_digest", "triples_format", "eval_batch_size")
 
 
 @dataclass(frozen=True, kw_only=True)
-class RclEntropyParams(TrainingParams):
-    """One entropy model: the final model's schedule (RCL_ENTROPY_KEYS), its φ, and its own stopping."""
+class RclEntropyParams(FinalModel, Trained):
+    """One entropy model: what it shares with the final model (`FinalModel`), its φ, and its own stopping
+    (`patience` evaluations without a lower held-out loss, one every `eval_steps`, at most `max_steps`)."""
 
     phi: float
     max_steps: int
     patience: int
     eval_steps: int
-    pooling: Literal["cls", "mean"]
-    scheduler: str
-    held_out: float
-    exclude_eval_sentences: bool
-    pool: str | None = None  # the corpus' sentences, or
-    triples: str | list[str] | None = None  # NLI rows (anchors and positives) from these files
-    triples_digest: str | list[str] | None = None
-    triples_format: Literal["triples", "nli"] | None = None
 
 
 RCL_ENTROPY = Stage("rcl_entropy", 1, "train one entropy model of Regularized Contrastive Learning (pretrain.objective "
@@ -39,37 +40,35 @@ RCL_ENTROPY = Stage("rcl_entropy", 1, "train one entropy model of Regularized Co
                     raw_inputs=lambda node: triples_inputs(node),  # the NLI triples: checked when Snakemake plans
                     roles=("rcl_entropy_0",),  # --role rcl_entropy_<n> for the n-th φ
                     seconds_per_item=0.01, params=RclEntropyParams, items=pool_items,
+                    plan=lambda seed_plan: plan_rcl_entropy(seed_plan), needs=("data",),
                     gpu_sequences=2)  # query and document
 STAGES = (RCL_ENTROPY,)
 
-# what trains an entropy model: the final model's own options (selection, the other φ values) stay out
-RCL_ENTROPY_KEYS = ("model", "pooling", "max_length", "batch_size", "lr", "warmup_ratio", "weight_decay",
-                    "scheduler", "group_by_length", "megabatch", "held_out", "exclude_eval_sentences",
-                    "eval_batch_size", "config_kwargs")
 
 
 def rcl_entropy(graph: Graph, corpus: str, options: dict, seed: int, inputs: dict[str, Node]) -> dict[str, Node]:
-    """One node per φ of `rcl_phis`, as the pretrain node's inputs entropy_0, entropy_1, ...; the entropy models'
-    own options leave `options` (the pretrain node's)."""
-    params = {k: options[k] for k in RCL_ENTROPY_KEYS if k in options}
-    params.update(seed=seed, patience=options["rcl_patience"], eval_steps=options["rcl_eval_steps"],
-                  max_steps=options["rcl_entropy_max_steps"] or options["max_steps"])
+    """One node per φ of `rcl_phis` (roles rcl_entropy_0, rcl_entropy_1, ...) from the final model's `options`
+    (stages.pretrain.pretrain_options) and its inputs (`data`: the corpus, `eval`: the target)."""
+    params = {"model": options["model"], **section_options(FinalModel, options), "seed": seed,
+              "patience": options["rcl_patience"], "eval_steps": options["rcl_eval_steps"],
+              "max_steps": options["rcl_entropy_max_steps"] or options["max_steps"]}
+    if "config_kwargs" in options:
+        params["config_kwargs"] = options["config_kwargs"]
     if "triples" in options:  # NLI rows: the corpus dataset is not read
-        params.update(triples=options["triples"], triples_digest=options["triples_digest"])
-        if "triples_format" in options:
-            params["triples_format"] = options["triples_format"]
+        params.pop("pool")
         files = [options["triples"]] if isinstance(options["triples"], str) else options["triples"]
         entropy_inputs, name = {"eval": inputs["eval"]}, "+".join(Path(f).stem for f in files)
     else:
-        params["pool"] = options["pool"]
         entropy_inputs, name = dict(inputs), corpus
-    planned = {f"entropy_{i}": graph.add(RCL_ENTROPY, f"{name}.phi{phi:g}", {**params, "phi": phi}, entropy_inputs)
-               for i, phi in enumerate(options["rcl_phis"])}
-    for key in ("rcl_patience", "rcl_eval_steps", "rcl_entropy_max_steps"):  # in the entropy keys only
-        options.pop(key)
-    return planned
+    return {f"{ENTROPY_ROLE}{i}": graph.add(RCL_ENTROPY, f"{name}.phi{phi:g}", {**params, "phi": phi}, entropy_inputs)
+            for i, phi in enumerate(options["rcl_phis"])}
 
 
-# the pre-training objectives whose pretrain node reads this stage's artifacts: objective -> its extra inputs
-# (planned here, in the stage that computes them: the objectives' declarations sit below the stages)
-OBJECTIVE_INPUTS = {"rcl": rcl_entropy}
+def plan_rcl_entropy(seed_plan: SeedPlan) -> dict[str, Node]:
+    """`pretrain.objective: rcl`: its entropy models, which the pretrain node reads (stages.pretrain)."""
+    exp = seed_plan.config
+    if exp["pretrain"]["objective"] != "rcl":
+        return {}
+    options, corpus = pretrain_options(seed_plan.graph, seed_plan.experiment, exp)
+    inputs = {"data": data_node(seed_plan.graph, corpus), "eval": seed_plan.roles["data"]}
+    return rcl_entropy(seed_plan.graph, corpus, options, seed_plan.seed, inputs)

@@ -7,12 +7,12 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ..errors import ConfigError
-from ..params import PairTrainingParams, Params, option
+from ..params import Params, option, restate, slice_of
 from ..store.graph import Graph, Node, SeedPlan
 from .base import MODEL_SETTINGS, Row, Stage
 from .runs import from_adapted, inert_grouping_dropped, source, topic_prompt, trained_on, transfer, wants
 from .sizes import trained_items
-from .training_options import (TrainingOptions, group_by_length_option, max_steps_option, megabatch_option,
+from .training_options import (Prompted, Trained, TrainingOptions, group_by_length_words, megabatch_words,
                                torch_compile_option)
 
 
@@ -46,17 +46,17 @@ class StudentOptions(TrainingOptions, StudentModelOptions):
     SECTION = "student"
     SECTION_DESCRIPTION = "The Bi-Encoder (mean pooling, cosine, CosineSimilarityLoss); also used for the lower bound."
 
-    max_steps: int | None = max_steps_option("""
+    max_steps = restate(None, """
         Train for this many optimizer steps instead of `epochs`, as many passes over the pairs as that takes
         (thesis 5.4.3: the Table 6.10 Bi-Encoders train "for an additional 12.5K steps, with a batch size of
         64"). Warm-up is `warmup_ratio` of these steps; dev Spearman is taken after each full pass and at the last
         step, the best kept, as with epochs. null = `epochs` decides. Set, it enters the artifact key and `epochs`
         leaves it (the lower bound trains the same steps).""")
-    group_by_length: bool = group_by_length_option(True, "false = uniformly random batches.")
-    megabatch: int = megabatch_option(400, """
+    group_by_length = restate(True, group_by_length_words("false = uniformly random batches."))
+    megabatch = restate(400, megabatch_words("""
         The Bi-Encoder pads its two sentences separately, so a batch must be alike in two lengths: it needs more
         batches per mega-batch than a pair model for the same padding (README "Training": 400 keeps padding under
-        5 %, 200 does not).""")
+        5 %, 200 does not)."""))
     loss: Literal["cosine", "cosent", "angle", "mnrl", "margin_mse", "kl_div"] = option("cosine", """
         The Bi-Encoder's objective (sentence-transformers losses): `cosine` (CosineSimilarityLoss, MSE of cos(u, v)
         and the score: the thesis and AugSBERT), `cosent` (CoSENTLoss), `angle` (AnglELoss), `mnrl`
@@ -122,25 +122,20 @@ class StudentOptions(TrainingOptions, StudentModelOptions):
         student only; keyed only when set.""", items={"type": "integer", "minimum": 1}, minItems=1)
 
 
-@dataclass(frozen=True, kw_only=True)
-class StudentParams(StudentOptions, PairTrainingParams):
-    """A student (or lower-bound) spec: the `student` section as the planner passes it and what it adds
-    (`model`, `seed`, ...). What a spec means otherwise than the section is redeclared here: a step budget
-    leaves `epochs` out, the loss's options it does not read are left out (None), `selection` and
-    `freeze_embeddings` are resolved, and `static_lr` is already the spec's `lr`. The section's `base_model` and
-    `base` plan nodes and never reach a spec."""
+# the `student` options that plan nodes (where the student starts) or are planned into another (`static_lr`: the
+# static student's `lr`), never in a student spec
+PLANNED = ("base_model", "base", "static_lr")
 
-    epochs: int | None = None
-    freeze_embeddings: bool = False
-    selection: Literal["source_dev", "target_dev", "last"] = field()  # required (the section's None inherited else)
-    loss: Literal["cosine", "cosent", "angle", "mnrl", "margin_mse", "kl_div"] | None = None  # None: cosine
-    scale: float | None = None
-    positive_threshold: float | None = None
-    negative_threshold: float | None = None
-    layers: int | list[int] | None = None  # init layers: a count (evenly spread) or the base's layer indices
-    static_dims: int | None = None  # arch static: model2vec's PCA dimensions (None: the base's)
-    static_lr: float | None = None  # arch static: planned into `lr`
-    static_pretrain: Literal["none", "full"] | None = None  # arch static: the `embedder` input's embeddings
+
+@dataclass(frozen=True, kw_only=True)
+class StudentParams(slice_of(StudentOptions, but=PLANNED), Prompted, Trained):
+    """A student (or lower-bound) spec: the `student` section but its `PLANNED` options as the planner passes it
+    (a step budget leaves `epochs` out, the options a loss or an architecture does not read are left out: they read
+    as their defaults, unread), and what it adds (`model`, `seed`, the topic delimiter). `selection` and
+    `freeze_embeddings` are resolved (the options' null: by transfer, from an adapted checkpoint)."""
+
+    selection: Literal["source_dev", "target_dev", "last"] = field()  # resolved: required (the option's null)
+    freeze_embeddings: bool = field()  # resolved by the planner (null in the config: from an adapted checkpoint)
 
 
 EMBEDDER = "embedder"  # the input whose embeddings pre-train a static student's table (`static_pretrain`)
@@ -165,10 +160,10 @@ def student_loss_options(options: dict) -> dict:
     """A student section without the options its `loss` does not read (the default `cosine` reads none,
     so students planned before `student.loss` existed keep their keys)."""
     options = dict(options)
-    loss = options.pop("loss", "cosine")
+    loss = options.pop("loss")
     used = {"cosent": ("scale",), "angle": ("scale",), "mnrl": ("scale", "positive_threshold", "hard_negatives"),
             "margin_mse": (), "kl_div": ("similarity",)}.get(loss, ())
-    if loss == "margin_mse" and options.get("similarity", "cos") != "cos":  # cosine: keys as before the option
+    if loss == "margin_mse" and options["similarity"] != "cos":  # cosine: keys as before the option
         used += ("similarity",)
     if loss == "mnrl" and options.get("hard_negatives"):
         used += ("negative_threshold",)
@@ -190,22 +185,20 @@ def compact_options(options: dict, gold_only: bool, name: str = "student") -> di
     students planned before they existed keep their keys; the lower bound (gold only) is always the full
     Transformer (it is also the encoder of `semantic_model: finetuned` sampling, upstream of the student)."""
     options = dict(options)
-    init, arch, dims = options.pop("init", "full"), options.pop("arch", "transformer"), options.get("matryoshka_dims")
-    layers, static_dims = options.pop("layers", None), options.pop("static_dims", None)
-    static_lr = options.pop("static_lr", None)
-    static_pretrain = options.pop("static_pretrain", "none")
-    options.pop("matryoshka_dims", None)
+    init, arch, dims = options.pop("init"), options.pop("arch"), options.pop("matryoshka_dims")
+    layers, static_dims = options.pop("layers"), options.pop("static_dims")
+    static_lr, static_pretrain = options.pop("static_lr"), options.pop("static_pretrain")
     if gold_only:
         return options
     where = f"experiments.{name}.student"
     if init == "layers":
         if arch == "static":
             raise ConfigError(f"{where}.init: `layers` keeps Transformer layers, but arch is `static` (no layers)")
-        options.update(init=init, layers=3 if layers is None else layers)
-    if static_pretrain not in (None, "none") and arch != "static":
+        options.update(init=init, layers=layers)
+    if static_pretrain != "none" and arch != "static":
         raise ConfigError(f"{where}.static_pretrain: pre-trains a static student's token table, but arch is `{arch}`")
     if arch == "static":
-        if static_pretrain not in (None, "none"):
+        if static_pretrain != "none":
             options["static_pretrain"] = static_pretrain
         if options.get("freeze_embeddings"):
             raise ConfigError(f"{where}.freeze_embeddings: a static student is its embeddings; it cannot freeze them")
@@ -244,7 +237,7 @@ def dev_input(selection: str, target: Node, transfer: bool) -> dict[str, Node]:
 
 def student(graph: Graph, exp: dict, dataset: str, seed: int, inputs: dict[str, Node], selection: str,
             gold_only: bool = False, prompt: str | None = None, name: str = "student") -> Node:
-    if exp["student"].get("loss") == "kl_div":
+    if exp["student"]["loss"] == "kl_div":
         raise ConfigError("student.loss kl_div learns a teacher's scores over a mined list of passages: it is the "
                           "loss of a GPL student (`models: [gpl]`), not of a student of scored pairs")
     options = compact_options(exp["student"], gold_only, name)
@@ -296,7 +289,7 @@ def plan_student(seed_plan: SeedPlan) -> dict[str, Node]:
     elif exp["student"]["base"] == "pretrained":
         inputs["init"] = roles.get("pretrained")
     prompt = topic_prompt(exp) if exp["topic_prompt"] == "prompted" else None
-    if exp["student"].get("arch") == "static" and exp["student"].get("static_pretrain", "none") != "none":
+    if exp["student"]["arch"] == "static" and exp["student"]["static_pretrain"] != "none":
         # the embedder of the static table's pre-training: the full Transformer student of the same section and
         # pairs (the same key as the `full` row of a grid: trained once)
         full = {**exp, "student": {**exp["student"], "arch": "transformer", "static_pretrain": "none"}}

@@ -4,18 +4,18 @@ and the experiment's teacher is their `teacher_ensemble` node."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from ..errors import ConfigError
-from ..params import PairTrainingParams, Params, option, options_schema, override_schema
+from ..params import Params, option, options_schema, override_schema, slice_of
 from ..store.graph import Graph, Node, SeedPlan
 from .base import MODEL_SETTINGS, Row, Stage
 from .data import pairs_have_topics
 from .runs import from_adapted, inert_grouping_dropped, source, topic_prompt, trained_on, wants
 from .sizes import trained_items
 from .teacher_ensemble import MEMBER_ROLE, check_members, member_config, member_seed, teacher_ensemble
-from .training_options import TrainingOptions, torch_compile_option
+from .training_options import Prompted, Trained, TrainingOptions, torch_compile_option
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -94,19 +94,23 @@ class TeacherMemberOptions(Params):
                 **{name: override_schema(teacher[name], f"See `teacher.{name}`.") for name in cls.OVERRIDES}}
 
 
+# the `teacher` options that plan nodes (where the teacher starts, GPL's pretrained Cross-Encoder, an ensemble's
+# members) and never reach a teacher spec
+PLANNED = ("base_model", "pretrained", "score_scale", "base", "ensemble", "combine")
+
+
 @dataclass(frozen=True, kw_only=True)
-class TeacherParams(TeacherOptions, PairTrainingParams):
-    """A teacher spec: the `teacher` section as the planner passes it (the Cross-Encoder's `loss` and
-    `activation` only for arch ce) and what it adds (`model`, `seed`, ...). The section's `base_model`, `base`,
-    `pretrained`, `score_scale`, `ensemble` and `combine` plan nodes and never reach a spec.
+class TeacherParams(slice_of(TeacherOptions, but=PLANNED), Prompted, Trained):
+    """A teacher spec: the `teacher` section but its `PLANNED` options, as the planner passes it (a step budget
+    leaves `epochs` out, a CBE the Cross-Encoder's `loss` and `activation`: they read as their defaults, unread),
+    and what it adds (`model`, `seed`, the topic delimiter). `freeze_embeddings` is resolved (the option's null:
+    from an adapted checkpoint).
 
     `selection: last` (keyed only then): keep the last epoch, read no dev split (a Trans-Encoder cross model,
     which must not see a gold label); a teacher with a `labels` input learns those scores, not the gold.
     """
 
-    epochs: int | None = None  # None with `max_steps` (a step budget): the planner leaves `epochs` out
-    loss: Literal["bce", "mse"] | None = None  # None for a CBE (always MSE): the planner leaves it out
-    freeze_embeddings: bool = False  # resolved by the planner (null in the config: from an adapted checkpoint)
+    freeze_embeddings: bool = field()  # resolved by the planner (null in the config: from an adapted checkpoint)
     selection: Literal["dev", "last"] = "dev"
 
 
@@ -126,12 +130,9 @@ STAGES = (TEACHER,)
 def teacher(graph: Graph, exp: dict, dataset: str, seed: int, inputs: dict[str, Node],
             prompt: str | None = None, selection: str = "dev") -> Node:
     options = inert_grouping_dropped(exp["teacher"])
-    options.pop("ensemble", None)  # an ensemble's members are teachers of their own (stages.teacher_ensemble)
-    options.pop("combine", None)
-    options.pop("pretrained", None)  # a `gpl` model's Cross-Encoder used as it is (stages.gpl), never trained
-    options.pop("score_scale", None)
-    model = options.pop("base_model") or exp["base_model"]
-    options.pop("base")  # the start point is the `init` input (pretrained) or `model`
+    model = options["base_model"] or exp["base_model"]  # the start point: the `init` input (pretrained) or `model`
+    for key in PLANNED:  # an ensemble's members are teachers of their own (stages.teacher_ensemble: its section
+        options.pop(key, None)  # has no `ensemble`), a `gpl` model's Cross-Encoder is used as it is (stages.gpl)
     if options["freeze_embeddings"] is None:  # thesis 5.4.3: freeze when starting from an adapted checkpoint
         options["freeze_embeddings"] = from_adapted(inputs)
     if options.get("max_steps") is None:  # unset: `epochs` decides, and keys planned before the option stay
@@ -157,7 +158,7 @@ def teacher_node(seed_plan: SeedPlan) -> tuple[Node, list[Node]]:
     prompt = topic_prompt(exp) if pairs_have_topics(seed_plan.graph.config["datasets"][source(exp)]) else None
     if not exp["teacher"]["ensemble"]:
         return _teacher(seed_plan, exp, seed_plan.seed, prompt), []
-    members = [_teacher(seed_plan, member_config(exp, m), member_seed(seed_plan.seed, m.get("seed", 0)), prompt)
+    members = [_teacher(seed_plan, member_config(exp, m), member_seed(seed_plan.seed, m["seed"]), prompt)
                for m in exp["teacher"]["ensemble"]]
     check_members(name, members)
     return teacher_ensemble(seed_plan.graph, exp, source(exp), members, trained_on(seed_plan)), members

@@ -31,7 +31,7 @@ def fit(base: str, texts: list[str], topics: list[str], params: ClassifierParams
     classes = sorted(set(topics))
     if len(classes) < 2:
         raise DataError(f"the topic classifier needs at least two topics, found {classes}")
-    claim_workdir(workdir, {"stage": "classifier", "base": base, "params": params.to_json(), "device": device,
+    claim_workdir(workdir, {"stage": "classifier", "base": base, "params": params.spec_json(), "device": device,
                             "precision": precision_name, "sentences": len(texts)})
     set_seed(params.seed)
     model = build_encoder(base, "mean", params.max_length, device)

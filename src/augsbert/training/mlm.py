@@ -92,7 +92,7 @@ def adapt(base: str, train: pd.DataFrame, params: AdaptParams, workdir: Path, de
 
     `callbacks` are extra transformers TrainerCallbacks (the training benchmark times steps with one).
     """
-    claim_workdir(workdir, {"stage": "adapt_mlm", "base": base, "params": params.to_json(), "device": device,
+    claim_workdir(workdir, {"stage": "adapt_mlm", "base": base, "params": params.spec_json(), "device": device,
                              "precision": precision, "train_pairs": len(train)})
     set_seed(params.seed)
     model = masked_lm_from(base, params.config_kwargs)

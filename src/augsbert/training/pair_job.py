@@ -22,8 +22,8 @@ from ..evaluation import correlations
 from ..models import resolve_device
 from ..models.device import precision
 from ..models.inference import scores_by_dim
-from ..params import PairTrainingParams
 from ..stages.student import StudentParams
+from ..stages.teacher import TeacherParams
 from ..store.model_refs import model_path
 from .pairs import evaluate, fit, save_model
 from ..data.pool import read_split
@@ -44,7 +44,7 @@ def selection_dev(spec: dict, selection: str | None) -> pd.DataFrame | None:
     return read_split(inputs.get("dev", inputs["data"]), "dev", required=False)
 
 
-def train_and_save(arch: str, spec: dict, params: PairTrainingParams, train: pd.DataFrame, out, device,
+def train_and_save(arch: str, spec: dict, params: TeacherParams | StudentParams, train: pd.DataFrame, out, device,
                     force) -> dict:
     data = spec["inputs"]["data"]
     # Bi-Encoders: their `selection`; teachers their own dev split, or the last epoch (Trans-Encoder: no gold)
@@ -69,7 +69,7 @@ def train_and_save(arch: str, spec: dict, params: PairTrainingParams, train: pd.
         fit(arch, base, train, dev, params, work, device, precision())
         return {}
     pretrained = None
-    if getattr(params, "static_pretrain", None) == "full":  # the static table pre-trained first (models.compact)
+    if isinstance(params, StudentParams) and params.static_pretrain == "full":  # the static table pre-trained first (models.compact)
         base, pretrained = static_start(spec["inputs"], params, base, work, device)
     with artifact_dir(out, spec, force, checkpoints=work) as tmp:
         result = fit(arch, base, train, dev, params, work, device, precision())
@@ -86,7 +86,7 @@ def train_and_save(arch: str, spec: dict, params: PairTrainingParams, train: pd.
             metrics["training_set"] = {str(k): int(v) for k, v in train["source"].value_counts(sort=False).items()}
         if "eval" in spec["inputs"]:
             metrics["source_test"] = evaluate(arch, result.model, read_split(data, "test"), params)[0]
-        if getattr(params, "matryoshka_dims", None):  # the test split at each Matryoshka size
+        if isinstance(params, StudentParams) and params.matryoshka_dims:  # the test split at each Matryoshka size
             metrics["test_by_dim"] = test_by_dim(result.model, test, params)
         if pretrained is not None:
             metrics["static_pretrain"] = pretrained

@@ -37,7 +37,8 @@ from . import distributed
 from ..store.artifacts import read_json, write_json
 from ..evaluation import correlations
 from ..models.architectures import ARCHITECTURES, freeze_embeddings
-from ..params import PairTrainingParams
+from ..stages.student import StudentParams
+from ..stages.teacher import TeacherParams
 from .tracking import callbacks as tracking_callbacks, log_metrics, trainer_arguments
 from .common import claim_workdir, device_flags, frozen_heap, precision_flags, train_resuming
 from .trainers import pair_trainer
@@ -47,7 +48,7 @@ from ..data.tables import pairs_of
 log = logging.getLogger(__name__)
 
 
-def dev_spearman(arch, model, dev: pd.DataFrame, params: PairTrainingParams) -> float:
+def dev_spearman(arch, model, dev: pd.DataFrame, params: TeacherParams | StudentParams) -> float:
     return evaluate(arch.name, model, dev, params)[0]["spearman"]
 
 
@@ -163,17 +164,7 @@ class FitResult:
     metrics: dict
 
 
-def static_weight_decay(params: PairTrainingParams) -> float:
-    """The AdamW weight decay of a pair model: 0 for a static student (`student.arch: static`), whatever the
-    section's `weight_decay` (the Transformer's 0.01). A table of token vectors is not regularised toward zero:
-    sentence-transformers' static-embedding training script sets weight_decay=0.0 ("weight decay on a token-bag is
-    usually harmful"); the planner writes 0 into the static student's spec too (stages.student.compact_options), so
-    its key and card say what it trains with. (Where defaults like this one live is to be unified with the options
-    classes; until then this is the one place the optimiser reads it.)"""
-    return 0.0 if getattr(params, "arch", "transformer") == "static" else params.weight_decay
-
-
-def training_args(params: PairTrainingParams, output_dir: Path, seed: int, device: str, precision: str, n_train: int,
+def training_args(params: TeacherParams | StudentParams, output_dir: Path, seed: int, device: str, precision: str, n_train: int,
                   run_part: str | None = None) -> dict:
     # `batch_size` is the global batch: split over the processes of a distributed run (augsbert.training.distributed)
     steps_per_epoch = math.ceil(n_train / params.batch_size)
@@ -184,12 +175,12 @@ def training_args(params: PairTrainingParams, output_dir: Path, seed: int, devic
     parallel = {"ddp_backend": distributed.backend(device)} if processes > 1 else {}
     return dict(
         output_dir=str(output_dir),
-        num_train_epochs=params.epochs or 1,  # ignored by the Trainer when max_steps is set
+        num_train_epochs=1 if params.max_steps else params.epochs,  # a step budget: epochs do not count
         max_steps=params.max_steps or -1,  # -1: the Trainer's "epochs decide"
         per_device_train_batch_size=distributed.per_device_batch(params.batch_size, processes),
         learning_rate=params.lr,
         warmup_steps=int(math.ceil(params.warmup_ratio * total_steps)),  # explicit: 1.0 would mean "1 step"
-        weight_decay=static_weight_decay(params),
+        weight_decay=params.weight_decay,  # a static student's spec: 0 (stages.student.compact_options)
         lr_scheduler_type="linear",
         seed=seed,
         data_seed=seed,
@@ -213,7 +204,7 @@ def _dataset(table: pd.DataFrame):
                               "score": table["score"].astype(float).tolist()})
 
 
-def _build(arch, base: str, params: PairTrainingParams, device: str, seed: int):
+def _build(arch, base: str, params: TeacherParams | StudentParams, device: str, seed: int):
     set_seed(seed)  # the fresh head of a Cross-Encoder is initialised here
     model = arch.build(base, params, device)
     if params.topic_prompt:  # one token for the topic delimiter, added before any freezing
@@ -260,7 +251,7 @@ def _seed_search(arch, base, train, dev, params, workdir, device, precision) -> 
     return distributed.broadcast((chosen, trials))
 
 
-def fit(arch_name: str, base: str, train: pd.DataFrame, dev: pd.DataFrame | None, params: PairTrainingParams,
+def fit(arch_name: str, base: str, train: pd.DataFrame, dev: pd.DataFrame | None, params: TeacherParams | StudentParams,
         workdir: Path, device: str, precision: str = "auto", callbacks: list | None = None) -> FitResult:
     """Train `arch_name` from `base` on `train`; select the best epoch on `dev`; resume from `workdir`.
 
@@ -273,7 +264,7 @@ def fit(arch_name: str, base: str, train: pd.DataFrame, dev: pd.DataFrame | None
     processes = distributed.world_size()
     if distributed.is_main():  # the writer lock's holder tidies and claims the resume state; the others wait
         # `processes` (only when > 1): the per-rank RNG states of another process count do not fit
-        claim_workdir(workdir, {"arch": arch_name, "base": base, "params": params.to_json(), "device": device.split(":")[0],
+        claim_workdir(workdir, {"arch": arch_name, "base": base, "params": params.spec_json(), "device": device.split(":")[0],
                                  "precision": precision, "train_pairs": len(train),
                                  **({"processes": processes} if processes > 1 else {})})
     distributed.barrier()
@@ -321,7 +312,7 @@ def symmetrise(table: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([table, swapped[table.columns]], ignore_index=True)
 
 
-def evaluate(arch_name: str, model, table: pd.DataFrame, params: PairTrainingParams) -> tuple[dict, np.ndarray]:
+def evaluate(arch_name: str, model, table: pd.DataFrame, params: TeacherParams | StudentParams) -> tuple[dict, np.ndarray]:
     pred = ARCHITECTURES[arch_name].predict(model, pairs_of(table), params.eval_batch_size, params)
     return correlations(pred, table["score"].to_numpy()), pred
 

@@ -179,7 +179,7 @@ def fit(base: str, sentences: list[str], held_out: list[str], dev: pd.DataFrame 
     from transformers import set_seed
 
     objective = params.objective
-    claim_workdir(workdir, {"stage": "pretrain", "base": base, "params": params.to_json(), "device": device,
+    claim_workdir(workdir, {"stage": "pretrain", "base": base, "params": params.spec_json(), "device": device,
                             "precision": precision, "sentences": len(sentences)})
     set_seed(params.seed)
     model = build_encoder(base, params.pooling, params.max_length, device, params.config_kwargs)

@@ -26,7 +26,8 @@ from transformers import TrainerCallback, TrainingArguments
 from ..models.cross_bi_encoder import SPECIALS_PER_PAIR, CrossBiEncoderCollator, PairTokenizer
 from ..models.compact import is_static, matryoshka_loss
 from ..models.student_losses import student_loss, student_rows
-from ..params import PairTrainingParams
+from ..stages.student import StudentParams
+from ..stages.teacher import TeacherParams
 from . import distributed, graphs
 from .batching import LengthGroupedTrainer, hf_grouping, length_batch_sampler, longer_first, pair_lengths, side_lengths
 from .tokenized import PretokenizedPreprocess, TokenIds, pad_multiple, pretokenize_collator
@@ -77,15 +78,15 @@ def restore_preprocess(model):
     return RestorePreprocess()
 
 
-def cross_encoder_loss(model, params: PairTrainingParams):
+def cross_encoder_loss(model, params: TeacherParams):
     """The Cross-Encoder's loss: BCE-with-logits (reference) or MSE of the sigmoid (`loss: mse`)."""
-    return BinaryCrossEntropyLoss(model) if (params.loss or "bce") == "bce" \
+    return BinaryCrossEntropyLoss(model) if params.loss == "bce" \
         else MSELoss(model, activation_fn=torch.nn.Sigmoid())
 
 
-def bi_encoder_trainer(model, args: dict, train, callbacks, params: PairTrainingParams):
+def bi_encoder_trainer(model, args: dict, train, callbacks, params: StudentParams):
     """SentenceTransformerTrainer with `student.loss` (CosineSimilarityLoss: MSE of cosine vs label, by default)."""
-    if (params.loss or "cosine") != "cosine":  # rows of another shape (student.loss): built from the pairs
+    if params.loss != "cosine":  # rows of another shape (student.loss): built from the pairs
         rows = student_rows(train.to_pandas(), params)
         log.info("student.loss %s: %d training rows (%s)", params.loss, len(rows), ", ".join(rows.columns))
         train = Dataset.from_pandas(rows, preserve_index=False)
@@ -98,7 +99,7 @@ def bi_encoder_trainer(model, args: dict, train, callbacks, params: PairTraining
         args = {**args, "batch_sampler": length_batch_sampler(lengths, params.megabatch)}
     args = shard_batches(args)
     loss = student_loss(model, params)
-    if getattr(params, "matryoshka_dims", None):  # student.matryoshka_dims (augsbert.models.compact)
+    if params.matryoshka_dims:  # student.matryoshka_dims (augsbert.models.compact)
         loss = matryoshka_loss(model, loss, params.matryoshka_dims)
     static = graphs.active(model.device, params.torch_compile)  # cuda_graphs (augsbert.training.graphs)
     if static:  # fixed widths, one forward for all columns, replayed per bucket
@@ -112,7 +113,7 @@ def bi_encoder_trainer(model, args: dict, train, callbacks, params: PairTraining
     return trainer
 
 
-def cross_encoder_trainer(model, args: dict, train, callbacks, params: PairTrainingParams):
+def cross_encoder_trainer(model, args: dict, train, callbacks, params: TeacherParams):
     """CrossEncoderTrainer with `cross_encoder_loss`, the pairs tokenised once."""
     loss = cross_encoder_loss(model, params)
     if params.group_by_length:
@@ -137,7 +138,7 @@ def cross_encoder_trainer(model, args: dict, train, callbacks, params: PairTrain
                    callbacks=[*callbacks, restore_preprocess(model)])
 
 
-def cross_bi_encoder_trainer(model, args: dict, train, callbacks, params: PairTrainingParams):
+def cross_bi_encoder_trainer(model, args: dict, train, callbacks, params: TeacherParams):
     """The Hugging Face Trainer (length-grouped, CUDA graphs where active) with the model's own MSE loss."""
     first, second = train["sentence1"][:], train["sentence2"][:]  # lists (a column iterates row by row)
     ids = TokenIds(model.tokenizer, first + second)  # every training text tokenised once
@@ -157,7 +158,7 @@ def cross_bi_encoder_trainer(model, args: dict, train, callbacks, params: PairTr
 PAIR_TRAINERS = {"be": bi_encoder_trainer, "ce": cross_encoder_trainer, "cbe": cross_bi_encoder_trainer}
 
 
-def pair_trainer(arch: str, model, args: dict, train, callbacks, params: PairTrainingParams):
+def pair_trainer(arch: str, model, args: dict, train, callbacks, params: TeacherParams | StudentParams):
     """The trainer of pair architecture `arch` ("be", "ce", "cbe") for `model` on the dataset `train`
     (sentence1, sentence2, score), with the Trainer's arguments `args` and the TrainerCallbacks `callbacks`."""
     return PAIR_TRAINERS[arch](model, args, train, callbacks, params)
