@@ -749,8 +749,9 @@ EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
 
 
-def main(argv: list[str] | None = None) -> int:
-    if os.environ.get(SOCKET_ENV):  # a warm server runs the command in a fork (augsbert.face.warm)
+def main(argv: list[str] | None = None, warm: bool = True) -> int:
+    """`augsbert argv`; `warm=False`: the warm server was tried already (augsbert.face.launch)."""
+    if warm and os.environ.get(SOCKET_ENV):  # a warm server runs the command in a fork (augsbert.face.warm)
         code = run_warm(list(sys.argv[1:] if argv is None else argv))
         if code is not None:
             return code
