@@ -84,7 +84,7 @@ JOB_TITLE = _JobTitle(PLAN.node)
 # through the environment so switching GPU/CPU never reruns finished stages.
 os.environ[DEVICE_ENV] = config["device"]
 os.environ[PRECISION_ENV] = config["precision"]
-# likewise graph-captured training steps (augsbert/training/graphs.py); YAML reads a bare `off` as false
+# likewise graph-captured training steps (augsbert/training/cuda_graphs.py); YAML reads a bare `off` as false
 os.environ[CUDA_GRAPHS_ENV] = "off" if config["cuda_graphs"] in (False, "off") else "auto"
 os.environ[GPUS_ENV] = str(config["gpus"])  # likewise: teacher / student jobs train on `gpus` GPUs
 os.environ[TRACKING_ENV] = config["tracking"]  # likewise the tracker (augsbert/training/tracking.py)
