@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from augsbert.config.load import prepare_config, validate_with_defaults
 from augsbert.config.schema import load_schema  # noqa: E402
 from augsbert.data import RowReport, get_loader  # noqa: E402
-from augsbert.planning.plan import Plan  # noqa: E402
+from augsbert.plan import Plan  # noqa: E402
 from conftest import write_bws  # noqa: E402
 
 

@@ -130,7 +130,7 @@ def lee_pairs(n: int, seed: int = 0):
 def planned_specs(base: str, batch: int, trainers) -> dict[str, dict]:
     """trainer -> the spec of its stage node, planned from the shipped config with `base` as the model."""
     from augsbert.config.load import deep_merge, prepare_config, read_config
-    from augsbert.planning.plan import Plan
+    from augsbert.plan import Plan
 
     raw = read_config(ROOT / "config" / "config.yaml")
     raw["grids"] = {}

@@ -17,7 +17,7 @@ import yaml
 
 from augsbert.config.load import prepare_config, read_config
 from augsbert.models import ModelResolutionError
-from augsbert.planning.plan import Plan
+from augsbert.plan import Plan
 from augsbert.scheduling.resources import cluster_placement, job_resources, mem_mb, profile_value, runtime_minutes
 from augsbert.scheduling.slurm import CPUS_ENV, PARTITION_CPUS_ENV, PROFILE_ENV, STATUS_ENV
 from conftest import REPO

@@ -8,7 +8,7 @@ import yaml
 from augsbert.config.keys import canonical_json
 from augsbert.config.load import ConfigError, deep_merge, load_config, prepare_config, read_config
 from augsbert.config.schema import coerce, load_schema
-from augsbert.planning.plan import Plan
+from augsbert.plan import Plan
 from augsbert.reporting.layout import grid_spec
 from conftest import REPO
 

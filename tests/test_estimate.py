@@ -9,7 +9,7 @@ import pytest
 
 from augsbert.config.load import load_configs
 from augsbert.face.cli import main
-from augsbert.planning.plan import Plan
+from augsbert.plan import Plan
 from augsbert.scheduling import estimate
 from augsbert.stages import sizes
 from conftest import REPO

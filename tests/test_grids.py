@@ -5,7 +5,7 @@ import yaml
 
 from augsbert.config.load import ConfigError, deep_merge, prepare_config, read_config
 from augsbert.config.grids import experiment_name
-from augsbert.planning.plan import Plan
+from augsbert.plan import Plan
 from augsbert.reporting.layout import row_label
 from augsbert.reporting.layout import grid_spec
 from conftest import REPO, plan_shipped

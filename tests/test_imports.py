@@ -228,17 +228,19 @@ def test_import_graph_resolves_every_import_form(tmp_path):
 
 # The layers, bottom-up: each line a group of parts (a folder of the package or a module of its root) that may
 # import only parts of the groups below it, never a part of its own group (docs/development.md "Layout"). Light
-# declarations sit low (options, objectives, the config, the store, the stages), then planning and reporting
-# over the plan, the models and the libraries over them (scheduling's GPU memory reads the models' sizes), the
-# trainers, the job entries, the user's face.
+# declarations sit low (options, objectives, the config, the store, the plan graph the stages' hooks fill, the
+# stages), then the plan (the module `plan`: the loop over the registry) and reporting over it, the models and the
+# libraries over them (scheduling's GPU memory reads the models' sizes), the trainers, the job entries, the user's
+# face.
 ORDER: tuple[tuple[str, ...], ...] = (
     ("augsbert", "errors", "warm_server"),  # the package's root, its errors, a former module path's pointer
     ("params",),
     ("objectives",),
     ("config",),
     ("data", "store"),
+    ("planning",),
     ("stages",),
-    ("planning", "reporting"),
+    ("plan", "reporting"),
     ("models",),
     ("scheduling", "evaluation", "sampling", "losses"),
     ("training",),
@@ -260,9 +262,10 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "config": ("errors",),
     "data": ("errors", "config"),
     "store": ("errors", "config"),
-    "stages": ("errors", "params", "objectives", "data", "store"),
-    "planning": ("config", "store", "stages"),
-    "reporting": ("config", "store", "stages"),
+    "planning": ("config", "store"),
+    "stages": ("errors", "params", "objectives", "data", "store", "planning"),
+    "plan": ("config", "store", "planning", "stages"),
+    "reporting": ("config", "store", "planning", "stages"),
     "models": ("errors", "params", "config", "data", "store", "stages"),
     "scheduling": ("params", "stages", "models"),
     "evaluation": ("data", "models"),
@@ -270,9 +273,9 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "losses": ("models",),
     "training": ("errors", "params", "objectives", "data", "store", "stages", "models", "scheduling", "evaluation",
                  "sampling"),
-    "jobs": ("errors", "params", "objectives", "config", "data", "store", "stages", "models", "scheduling",
-             "evaluation", "sampling", "losses", "training"),
-    "face": ("errors", "params", "config", "data", "store", "stages", "planning", "reporting", "models",
+    "jobs": ("errors", "params", "objectives", "config", "data", "store", "planning", "stages", "models",
+             "scheduling", "evaluation", "sampling", "losses", "training"),
+    "face": ("errors", "params", "config", "data", "store", "planning", "stages", "plan", "reporting", "models",
              "scheduling", "training", "jobs"),
     "__main__": ("face",),
 }
@@ -508,7 +511,7 @@ def test_the_plan_resources_and_rules_name_no_stage():
 
     names = set(REGISTRY)
     rules = [*sorted((SRC.parents[1] / "workflow").rglob("*.smk")), SRC.parents[1] / "workflow" / "Snakefile"]
-    found = [hit for path in [SRC / "planning" / "plan.py", SRC / "scheduling" / "resources.py", *rules]
+    found = [hit for path in [SRC / "plan.py", SRC / "scheduling" / "resources.py", *rules]
              for hit in stage_names_in(path, names)]
     found += [hit for path in sorted(SRC.rglob("*.py")) if part_of(module_name(path)) not in STAGE_NAMES_ALLOWED
               for hit in stage_branches_in(path, names)

@@ -11,7 +11,7 @@ import yaml
 from augsbert.config.load import ConfigError, deep_merge, prepare_config
 from augsbert.data import DataError, suite_files
 from augsbert.evaluation import mteb_suite as mteb_module
-from augsbert.planning.plan import Plan
+from augsbert.plan import Plan
 from conftest import REPO, plan_shipped
 
 PAIRS = [("a dog runs in the park", "a dog is running outside", 4.8), ("a cat sleeps", "the stock market fell", 0.2),

@@ -5,7 +5,7 @@ import pytest
 import yaml
 
 from augsbert.config.load import ConfigError, deep_merge, prepare_config, read_config
-from augsbert.planning.plan import Plan
+from augsbert.plan import Plan
 from augsbert.stages import stage
 from augsbert.reporting.layout import grid_spec
 from augsbert.stages.data import data_node

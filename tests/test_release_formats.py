@@ -14,7 +14,7 @@ from augsbert.data import DataError
 from augsbert.data.nli import read_nli_triples, triples_format
 from augsbert.data.suite_files import detect_format, locate_task
 from augsbert.evaluation.sts_suite import read_sts_file, sts_suite
-from augsbert.planning.plan import Plan
+from augsbert.plan import Plan
 from augsbert.training.pretrain_rows import read_triples
 from conftest import REPO, plan_shipped
 

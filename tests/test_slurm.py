@@ -39,7 +39,7 @@ import pytest
 import yaml
 
 from augsbert.config.load import prepare_config
-from augsbert.planning.plan import Plan
+from augsbert.plan import Plan
 from conftest import REPO
 from slurm_node import SingleNodeSlurm, machine, unavailable
 from workflow_helpers import snakemake

@@ -11,7 +11,7 @@ import pytest
 from augsbert.config.load import prepare_config
 from augsbert.errors import ConfigError
 from augsbert.models.ensemble import combine, reference_statistics
-from augsbert.planning.plan import Plan
+from augsbert.plan import Plan
 from augsbert.stages import REGISTRY
 from conftest import plan_shipped, theme_pairs
 

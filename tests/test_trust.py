@@ -119,7 +119,7 @@ def test_collect_results_names_an_artifact_without_metrics(tmp_path, capsys):
 def test_a_raw_file_edited_after_planning_is_refused(tmp_path, capsys):
     """A raw file edited between planning and the data job was written under the key of the old content."""
     from augsbert.config.load import load_config
-    from augsbert.planning.plan import Plan
+    from augsbert.plan import Plan
 
     write_pairs(tmp_path / "p.csv")
     plan = Plan(load_config(mine(tmp_path, train="p.csv", test="p.csv"), lazy=True))
@@ -136,7 +136,7 @@ def test_a_raw_file_edited_after_planning_is_refused(tmp_path, capsys):
 def test_a_spec_pointing_at_another_model_is_refused(tmp_path, capsys):
     """A spec whose runtime `model` path pointed at another model was accepted under the original key."""
     from augsbert.config.load import load_config
-    from augsbert.planning.plan import Plan
+    from augsbert.plan import Plan
 
     for name, width in (("m1", 1), ("m2", 2)):
         (tmp_path / name).mkdir()

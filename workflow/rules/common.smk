@@ -11,8 +11,8 @@ from augsbert.face.export import MODEL_WILDCARD
 from augsbert.training.distributed import GPUS_ENV
 from augsbert.errors import MissingDataError
 from augsbert.models.device import CUDA_GRAPHS_ENV, DEVICE_ENV, PRECISION_ENV
-from augsbert.store.graph import KEY_PATTERN
-from augsbert.planning.plan import Plan
+from augsbert.planning.graph import KEY_PATTERN
+from augsbert.plan import Plan
 from augsbert.reporting.curves import curve_spec, curve_spec_file, has_curve
 from augsbert.reporting.layout import grid_spec, grid_spec_file
 from augsbert.scheduling.progress import PROGRESS_FD_ENV

@@ -37,7 +37,7 @@ import yaml
 from ..config.load import load_configs
 from ..config.names import check_name
 from ..config.yaml_files import config_needs
-from ..planning.plan import Plan
+from ..plan import Plan
 from ..store.artifacts import (
     FORBIDDEN,
     FULL_OR_READ_ONLY,

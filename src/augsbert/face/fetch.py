@@ -22,7 +22,7 @@ from ..models import ModelResolutionError
 from ..store.model_refs import reference_kind
 from ..stages import REGISTRY
 from ..stages.data import HUB_DATASET_OF_LOADER  # noqa: F401  (the model card's)
-from ..store.graph import SEMANTIC_CHOICES
+from ..planning.graph import SEMANTIC_CHOICES
 
 
 @dataclass(frozen=True, order=True)

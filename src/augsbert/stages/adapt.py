@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..errors import ConfigError
-from ..store.graph import Graph, Node, SeedPlan
+from ..planning.graph import Graph, Node, SeedPlan
 from ..params import Params, TrainingParams, option, section_options
 from .base import Stage
 from .runs import inert_grouping_dropped, strategies, topic_prompt

@@ -17,7 +17,7 @@ command line and the job sizing need to know of a stage is read from here, so th
   `gpu_sequences`, `model_input`: what its job asks a scheduler for (augsbert.scheduling.resources and, for the
   GPU memory, augsbert.models.gpu_memory have the formulas); `estimate`: how `augsbert plan --estimate` times it.
 - `roles`: the experiment roles it fills, in the order `--config` standalone runs pick one.
-- `plan`, `needs`: how it joins an experiment. Planning an experiment (`augsbert.planning.plan`) is a loop
+- `plan`, `needs`: how it joins an experiment. Planning an experiment (`augsbert.plan`) is a loop
   over the registry's stages in dependency order (`augsbert.stages.planning_order`), calling each `plan(SeedPlan) -> {role: Node}` once per
   seed; the hook sees the roles planned so far (`data`, `teacher`, `labels`, ...) and returns the nodes it
   adds by role (empty when the experiment does not use it). `needs` names the roles it reads: it runs after
@@ -109,7 +109,7 @@ class Stage:
     threads: int = 2
     group: str | None = None
     cache: bool = True
-    plan: Callable[[Any], dict[str, Any]] | None = None  # augsbert.store.graph.SeedPlan -> {role: Node}
+    plan: Callable[[Any], dict[str, Any]] | None = None  # augsbert.planning.graph.SeedPlan -> {role: Node}
     needs: tuple[str, ...] = ()  # roles its plan hook reads: it is planned after the stages filling them
     check: Callable[[Any, str, dict], None] | None = None  # (graph, experiment name, config), once per experiment
     items: Callable[[Any, Any], int] | None = None  # (plan, node) -> items its job iterates over

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Literal
 
 from ..errors import ConfigError
-from ..store.graph import Graph, Node, SeedPlan
+from ..planning.graph import Graph, Node, SeedPlan
 from ..params import ModelParams, Params, option
 from .base import Stage
 from .data import data_node

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import ConfigError
-from ..store.graph import Graph, Node, SeedPlan
+from ..planning.graph import Graph, Node, SeedPlan
 from ..params import Params, TrainingParams, option, section_options
 from .base import MODEL_SETTINGS, Row, Stage
 from .data import has_topics

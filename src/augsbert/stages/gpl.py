@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..errors import ConfigError
-from ..store.graph import Node, SeedPlan
+from ..planning.graph import Node, SeedPlan
 from ..params import TrainingParams
 from .base import MODEL_SETTINGS, Row, Stage
 from .negatives import PER_STEP, negatives_node

@@ -8,7 +8,7 @@ from typing import Literal
 from dataclasses import dataclass
 
 from ..errors import ConfigError
-from ..store.graph import Graph, Node, SeedPlan
+from ..planning.graph import Graph, Node, SeedPlan
 from ..params import Params, option, section_options
 from .base import Stage
 from .runs import gold, strategies, topic_prompt, transfer, wants

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ..errors import ConfigError
-from ..store.graph import Node, SeedPlan
+from ..planning.graph import Node, SeedPlan
 from ..params import Params, option, section_options
 from .base import Stage
 from .queries import queries_node

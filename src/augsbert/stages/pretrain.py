@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..errors import ConfigError
 from ..store.fingerprints import path_digest
-from ..store.graph import Graph, Node, SeedPlan
+from ..planning.graph import Graph, Node, SeedPlan
 from ..params import TORCH_COMPILE, Params, TrainingParams, option
 from ..objectives import OBJECTIVES, PRESETS, entry, pretrain_schema, resolved
 from .base import Row, Stage

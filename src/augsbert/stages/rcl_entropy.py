@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ..store.graph import Graph, Node
+from ..planning.graph import Graph, Node
 from ..params import TrainingParams
 from .base import Stage
 from .data import triples_inputs

@@ -8,7 +8,7 @@ from typing import Literal
 
 from ..errors import ConfigError
 from ..params import PairTrainingParams, Params, option
-from ..store.graph import Graph, Node, SeedPlan
+from ..planning.graph import Graph, Node, SeedPlan
 from .base import MODEL_SETTINGS, Row, Stage
 from .runs import from_adapted, inert_grouping_dropped, source, topic_prompt, trained_on, transfer, wants
 from .sizes import trained_items

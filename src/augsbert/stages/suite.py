@@ -10,7 +10,7 @@ from typing import Any, Literal, get_args
 
 from ..errors import ConfigError
 from ..store.fingerprints import path_digest
-from ..store.graph import Graph, Node, SeedPlan
+from ..planning.graph import Graph, Node, SeedPlan
 from ..params import Params, option
 from .base import Stage
 from .data import has_topics

@@ -9,7 +9,7 @@ from typing import Any, ClassVar, Literal
 
 from ..errors import ConfigError
 from ..params import PairTrainingParams, Params, option, options_schema, override_schema
-from ..store.graph import Graph, Node, SeedPlan
+from ..planning.graph import Graph, Node, SeedPlan
 from .base import MODEL_SETTINGS, Row, Stage
 from .data import pairs_have_topics
 from .runs import from_adapted, inert_grouping_dropped, source, topic_prompt, trained_on, wants

@@ -18,7 +18,7 @@ from dataclasses import MISSING, dataclass, field
 from typing import Literal
 
 from ..errors import ConfigError
-from ..store.graph import Graph, Node, SeedPlan
+from ..planning.graph import Graph, Node, SeedPlan
 from ..params import Params, option
 from .base import Stage
 from .candidates import candidates_node

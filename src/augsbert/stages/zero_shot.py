@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..store.graph import Graph, Node, SeedPlan, slug
+from ..planning.graph import Graph, Node, SeedPlan, slug
 from ..params import ModelParams
 from .base import Row, Stage
 from .runs import wants

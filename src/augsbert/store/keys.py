@@ -1,4 +1,4 @@
-"""The shape of an artifact key, `<readable-name>-<10 hex digits>` (made in `augsbert.store.graph`).
+"""The shape of an artifact key, `<readable-name>-<10 hex digits>` (made in `augsbert.planning.graph`).
 
 Apart from the graph so that low modules which only recognise keys (`augsbert.store.manifests`: is this folder
 named like an artifact?) import nothing of the planning machinery.
