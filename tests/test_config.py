@@ -5,7 +5,7 @@ import re
 import pytest
 import yaml
 
-from augsbert.config.keys import canonical_json
+from augsbert.store.keys import canonical_json
 from augsbert.config.load import ConfigError, deep_merge, load_config, prepare_config, read_config
 from augsbert.config.schema import coerce, load_schema
 from augsbert.plan import Plan

@@ -262,7 +262,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "config": ("errors",),
     "data": ("errors", "config"),
     "store": ("errors", "config"),
-    "planning": ("config", "store"),
+    "planning": ("store",),
     "stages": ("errors", "params", "objectives", "data", "store", "planning"),
     "plan": ("config", "store", "planning", "stages"),
     "reporting": ("config", "store", "planning", "stages"),

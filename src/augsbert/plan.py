@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .config.keys import canonical_json, short_hash
+from .store.keys import canonical_json, short_hash
 from .config.load import ConfigError, validated_experiment
 from .config.names import unknown_name
 from .store.model_refs import ModelResolutionError, reference_kind

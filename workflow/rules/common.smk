@@ -3,7 +3,7 @@
 import os
 import sys
 
-from augsbert.config.keys import short_hash
+from augsbert.store.keys import short_hash
 from augsbert.config.load import ConfigError, merged_files, prepare_config
 from augsbert.config.names import name_pattern
 from augsbert.config.yaml_files import check_config_file, check_duplicate_keys

@@ -20,8 +20,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..config.keys import canonical_json, short_hash
-from ..store.keys import KEY_PATTERN
+from ..store.keys import KEY_PATTERN, canonical_json, short_hash
 from ..store.fingerprints import DigestCache, model_identity
 
 if TYPE_CHECKING:  # the declarations import this module (their planning hooks add nodes)

@@ -21,7 +21,7 @@ import statistics
 from pathlib import Path
 
 from ..config.grids import cells
-from ..config.keys import canonical_json
+from ..store.keys import canonical_json
 from ..config.load import ConfigError
 from ..config.names import unknown_name
 from ..stages.active_select import TEACHER_ROLE

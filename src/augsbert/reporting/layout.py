@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 from ..config.grids import cells
-from ..config.keys import canonical_json
+from ..store.keys import canonical_json
 from ..config.load import ConfigError
 from ..config.names import unknown_name
 from ..stages import REGISTRY
