@@ -58,7 +58,7 @@ def main():
                 "pairs_file", root, train=name, test=name, score_range=[0, 5]))
             assert len(prepared.splits["test"]) == n
     raw = {"datasets": {"lee": {"loader": "lee"}},
-           "experiments": {f"e{i}": {"dataset": "lee", "evaluation": {"batch_size": 1 + i}} for i in range(500)}}
+           "experiments": {f"e{i}": {"dataset": "lee", "suite": {"batch_size": 1 + i}} for i in range(500)}}
     config = timed("validate a config with 500 experiments", lambda: prepare_config(raw))
     plan = timed("plan 500 experiments", lambda: Plan(config))
     print(f"{'nodes planned':<55} {len(plan.nodes):8d}")

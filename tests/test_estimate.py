@@ -38,7 +38,7 @@ experiments:
     teacher: {teacher}
     student: {{epochs: 2, batch_size: 16, max_steps: 70}}
     candidates: {{strategies: [bm25], pool: train+unlabeled, top_k: 1}}
-    evaluation: {{suites: []}}
+    suite: {{suites: []}}
 """)
     return str(tmp_path / "my.yaml")
 
@@ -115,7 +115,7 @@ def test_text_lengths_are_computed_from_the_loader_source_then_from_the_prepared
 datasets:
   mine: {{loader: stsb, path: {tmp_path}/stsb, unlabeled: {tmp_path}/u.txt}}
 experiments:
-  e: {{dataset: mine, models: [lower_bound], evaluation: {{suites: []}}}}
+  e: {{dataset: mine, models: [lower_bound], suite: {{suites: []}}}}
 """)
     monkeypatch.chdir(tmp_path)  # no artifact built here
     plan = Plan(load_configs([str(REPO / "config" / "config.yaml"), str(tmp_path / "my.yaml")], lazy=True))
@@ -144,7 +144,7 @@ def test_a_loader_without_its_files_gets_the_default_length(tmp_path, monkeypatc
 datasets:
   gone: {{loader: stsb, path: {tmp_path}/nowhere}}
 experiments:
-  e: {{dataset: gone, models: [lower_bound], evaluation: {{suites: []}}}}
+  e: {{dataset: gone, models: [lower_bound], suite: {{suites: []}}}}
 """)
     monkeypatch.chdir(tmp_path)
     plan = Plan(load_configs([str(REPO / "config" / "config.yaml"), str(tmp_path / "my.yaml")], lazy=True))
@@ -228,7 +228,7 @@ experiments:
     queries: {{generator: {generator}, queries_per_passage: 3, max_length: 20, input_max_length: 64, shards: 2}}
     negatives: {{retrievers: [bm25], range_max: 10}}
     student: {{loss: margin_mse, max_steps: 5}}
-    evaluation: {{suites: []}}
+    suite: {{suites: []}}
 """)
     monkeypatch.chdir(tmp_path)
     plan = Plan(load_configs([str(REPO / "config" / "config.yaml"), str(tmp_path / "my.yaml")], lazy=True))

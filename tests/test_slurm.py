@@ -159,7 +159,7 @@ def chain_config(model: str) -> dict:
         "teacher: {epochs: 1, max_length: 32, batch_size: 64}\n"
         "student: {epochs: 1, max_length: 32, batch_size: 64}\n"
         "candidates: {strategies: [bm25], pool: train+unlabeled, top_k: 1}\n"
-        "evaluation: {max_length: 32, suites: []}\n"
+        "suite: {max_length: 32, suites: []}\n"
         "description: teacher -> sampling -> labels -> student through the SLURM profile\n")}
     config["grids"] = {}
     return config

@@ -357,7 +357,7 @@ def test_moving_the_project_and_its_data_reruns_nothing_now_or_at_the_next_chang
         "data_dir": str(env),  # outside the project, by an absolute path
         "datasets": {"mine": {"loader": "pairs_file", "train": "train.csv", "dev": "dev.csv", "test": "test.csv"}},
         "defaults": {"base_model": tiny_model, "student": {"epochs": 1, "max_length": 32, "batch_size": 16},
-                     "evaluation": {"max_length": 32, "suites": []}},
+                     "suite": {"max_length": 32, "suites": []}},
         "experiments": {"moved": {"dataset": "mine", "models": ["lower_bound"]}}}))
     args = ("--configfile", "config/config.yaml", "small.yaml")
     target = "results/moved.json"

@@ -55,7 +55,7 @@ def classifier(graph: Graph, name: str, exp: dict, dataset: str, seed: int, data
         raise ConfigError(f"experiments.{name}.models: classifier learns topics, but dataset '{dataset}' has "
                           "no topic labels (BWS, or a pairs_file with columns.topic)")
     params = {**section_options(ClassifierOptions, exp["classifier"]), "model": exp["base_model"], "seed": seed,
-              "eval_batch_size": exp["evaluation"]["batch_size"],
+              "eval_batch_size": exp["suite"]["batch_size"],
               "exclude_eval_sentences": exp["candidates"]["exclude_eval_sentences"]}
     if exp["topic_prompt"] == "prompted":
         params["topic_prompt"] = exp["topic_delimiter"]

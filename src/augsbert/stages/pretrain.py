@@ -221,8 +221,8 @@ def pretrain(graph: Graph, name: str, exp: dict, seed: int, target: Node) -> Nod
 
     options = resolved(exp["pretrain"])
     options["model"] = options.pop("base_model") or exp["base_model"]
-    options["eval_batch_size"] = exp["evaluation"]["batch_size"]
-    options["eval_max_length"] = exp["evaluation"]["max_length"]  # as the zero-shot row: comparable
+    options["eval_batch_size"] = exp["suite"]["batch_size"]
+    options["eval_max_length"] = exp["suite"]["max_length"]  # as the zero-shot row: comparable
     corpus = options.pop("dataset") or exp["dataset"]
     if corpus not in graph.config["datasets"]:
         raise ConfigError(f"experiments.{name}.pretrain.dataset: unknown dataset '{corpus}' "

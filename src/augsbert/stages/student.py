@@ -72,7 +72,7 @@ class StudentOptions(TrainingOptions, StudentModelOptions):
         `cosent`, `angle`, `mnrl`: the scale (1 / temperature) of the library's losses (their default 20).""",
                           exclusiveMinimum=0)
     positive_threshold: float = option(0.8, """
-        `mnrl`: pairs scored at least this (0-1 scale) are positives (as evaluation.positive_threshold: STS-B > 4
+        `mnrl`: pairs scored at least this (0-1 scale) are positives (as suite.positive_threshold: STS-B > 4
         of 5).""", minimum=0, maximum=1)
     hard_negatives: bool = option(False, """
         `mnrl`: add each anchor's lowest-scored partner below negative_threshold as a hard negative; positives
