@@ -267,7 +267,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "plan": ("config", "store", "planning", "stages"),
     "reporting": ("config", "store", "planning", "stages"),
     "models": ("errors", "params", "config", "data", "store", "stages"),
-    "scheduling": ("params", "stages", "models"),
+    "scheduling": ("stages", "models"),
     "evaluation": ("data", "models"),
     "sampling": ("errors", "data", "store", "models"),
     "losses": ("models",),
@@ -501,6 +501,48 @@ NOT_A_STAGE = {
     "augsbert/training/pair_job.py": {"data", "labels"},  # a teacher / student spec's `data` and `labels` inputs
     "augsbert/training/pretrain_rows.py": {"data"},  # a pretrain / rcl_entropy spec's `data` input
 }
+
+
+# What the sizing formulas (the scheduler's resources and time estimate, the GPU memory) may read of the stage layer:
+# the registry, what a stage is and the counting every stage's hooks share (issue 59). A stage's own constants
+# (`DATA.name`, `BM25`, ...) stay in its module: what differs is declared on the Stage (its cost terms).
+SIZING = ("augsbert.scheduling", "augsbert.models.gpu_memory")
+SIZING_READS = ("augsbert.stages", "augsbert.stages.base", "augsbert.stages.sizes")
+
+
+def stage_modules_imported(root: Path, importers: tuple[str, ...] = SIZING,
+                           allowed: tuple[str, ...] = SIZING_READS) -> list[str]:
+    """`module:line` of every import by `importers` (modules, or the modules of a package) of a module of the stage
+    layer other than `allowed`: a stage's own module, its constants."""
+    package = root.name
+    modules = module_names(root)
+    found = []
+    for module, path in modules.items():
+        if not any(module == m or module.startswith(m + ".") for m in importers):
+            continue
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node, target, name in _imports(module, path, tree, modules):
+            if target.startswith(f"{package}.stages") and target not in allowed:
+                found.append(f"{module}:{node.lineno} imports {target}{'.' + name if name else ''}")
+    return sorted(found)
+
+
+def test_sizing_imports_no_stage_constant():
+    found = stage_modules_imported(SRC)
+    assert not found, ("the sizing formulas import a stage's own module (declare the cost term on its Stage, or count "
+                       "in its `counts` hook):\n  " + "\n  ".join(found))
+
+
+def test_the_sizing_check_finds_a_stage_constant(tmp_path):
+    pkg = tmp_path / "augsbert"
+    for name, text in {"__init__.py": "", "stages/__init__.py": "REGISTRY = {}\n", "stages/sizes.py": "",
+                       "stages/negatives.py": "BM25 = 'bm25'\n", "scheduling/__init__.py": "",
+                       "scheduling/estimate.py": "from ..stages import REGISTRY\nfrom ..stages.sizes import *\n"
+                                                 "from ..stages.negatives import BM25\n"}.items():
+        (pkg / name).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / name).write_text(text)
+    assert stage_modules_imported(pkg, ("augsbert.scheduling",)) == [
+        "augsbert.scheduling.estimate:3 imports augsbert.stages.negatives.BM25"]
 
 
 def test_the_plan_resources_and_rules_name_no_stage():

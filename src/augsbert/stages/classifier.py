@@ -41,7 +41,7 @@ class ClassifierParams(ClassifierOptions, TrainingParams):
 CLASSIFIER = Stage("classifier", 1, "train the topic-classifier baseline (encoder + linear head on the target's "
                    "topics) and test its encoder as a Bi-Encoder", "augsbert.jobs.classifier:run",
                    section="classifier", runtime=MODEL_SETTINGS, roles=("classifier",), seconds_per_item=0.01,
-                   aliases=("train-classifier",), rule_alias="train_classifier",
+                   trains=True, aliases=("train-classifier",), rule_alias="train_classifier",
                    params=ClassifierParams, plan=lambda seed_plan: plan_classifier(seed_plan), needs=("data",),
                    rows={"classifier": Row(25, "Topic classifier", "encoder fine-tuned with a linear head on the "
                                             "target's topics (thesis 5.6.1 baseline)", curves=True)},

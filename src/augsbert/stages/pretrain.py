@@ -189,7 +189,8 @@ PRETRAIN = Stage("pretrain", 1, "unsupervised pre-training of a sentence encoder
                  section="pretrain", runtime=("eval_batch_size", "model", "triples"), roles=("pretrained",),
                  kind_options=("objective",),
                  raw_inputs=lambda node: triples_inputs(node),
-                 seconds_per_item=0.01, params=PretrainParams, checkpoint="unsupervised pre-trained", plan=lambda seed_plan: plan_pretrain(seed_plan),
+                 seconds_per_item=0.01, trains=True, params=PretrainParams, checkpoint="unsupervised pre-trained",
+                 plan=lambda seed_plan: plan_pretrain(seed_plan),
                  needs=("data",), items=pool_items, rows={"pretrained": Row(20, "Pre-trained", "encoder after unsupervised pre-training "
                                                                                   "(pretrain.objective), no labels")},
                  check=lambda graph, name, exp: check_pretrain_use(name, exp, exp["adapt"]["variant"]),

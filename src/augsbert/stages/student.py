@@ -148,7 +148,8 @@ EMBEDDER = "embedder"  # the input whose embeddings pre-train a static student's
 STUDENT = Stage("student", 3, "train a Bi-Encoder on gold and/or teacher-labelled pairs (also the lower bound)",
                 "augsbert.jobs.student:run", section="student", runtime=MODEL_SETTINGS,
                 roles=("student", "lower_bound"), data_parallel=True, seconds_per_item=0.01, mb_per_item=0.002,
-                aliases=("train-student",), rule_alias="train_student", gpu_sequences=2,  # both sides of a pair
+                trains=True, aliases=("train-student",), rule_alias="train_student",
+                gpu_sequences=2,  # both sides of a pair
                 params=StudentParams, plan=lambda seed_plan: plan_student(seed_plan), kind_options=("matryoshka_dims",),
                 needs=("data", "source_data", "gold_subset", "labels", "adapt", "pretrained"), items=trained_items,
                 rows={"lower_bound": Row(30, "SBERT (lower bound)", "Bi-Encoder trained on gold only (SBERT, lower "
