@@ -42,7 +42,7 @@ def lee_artifact(root: Path) -> Path:
     """Where the Lee data artifact of demo_zeroshot goes under `root`: artifacts/data/<its key> (a folder named
     otherwise is refused: its name must say what it holds)."""
     from augsbert.config.load import load_config
-    from augsbert.planning.plan import Plan
+    from augsbert.plan import Plan
 
     plan = Plan(load_config(CONFIG, lazy=True))
     return root / plan.node(plan.experiment("demo_zeroshot").runs[42]["data"]).path

@@ -37,7 +37,7 @@ from .fetch import fetch
 from .listing import KINDS, render_list, render_plan
 from ..models import ModelResolutionError
 from ..models.device import DEVICE_ENV, REQUESTED_ENV, check_device_name
-from ..planning.plan import Plan
+from ..plan import Plan
 from ..reporting.curves import curve_spec
 from ..reporting.layout import grid_spec
 from ..scheduling import progress
@@ -59,7 +59,7 @@ from ..store.artifacts import (
     writer_lock,
     writing,
 )
-from ..store.graph import KEY_PATTERN
+from ..planning.graph import KEY_PATTERN
 from ..jobs.job_inputs import recheck
 from ..store.keys import is_key
 from ..store.results_files import read_results

@@ -39,7 +39,7 @@ from ..config.yaml_files import SHIPPED_CONFIG
 from ..data.standins import prepare_datasets, prepare_files
 from ..errors import ConfigError
 from ..models.standins import build_standins
-from ..planning.plan import Plan
+from ..plan import Plan
 from ..stages import stage as registered_stage
 from ..stages.base import Stage
 from ..store.artifacts import holder_text

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ..store.graph import Graph, Node
+from ..planning.graph import Graph, Node
 from ..params import TrainingParams
 from .base import Stage
 from .data import triples_inputs
@@ -38,7 +38,7 @@ RCL_ENTROPY = Stage("rcl_entropy", 1, "train one entropy model of Regularized Co
                     runtime=("eval_batch_size", "model", "triples"),
                     raw_inputs=lambda node: triples_inputs(node),  # the NLI triples: checked when Snakemake plans
                     roles=("rcl_entropy_0",),  # --role rcl_entropy_<n> for the n-th φ
-                    seconds_per_item=0.01, params=RclEntropyParams, items=pool_items,
+                    seconds_per_item=0.01, trains=True, params=RclEntropyParams, items=pool_items,
                     gpu_sequences=2)  # query and document
 STAGES = (RCL_ENTROPY,)
 
