@@ -367,6 +367,13 @@ def _run_command(sub) -> None:
         if args.dry_run:  # a real run prints it before its first job (workflow/Snakefile onstart)
             experiments = [e for name in args.names for e in run_experiments(config, name)]
             print(print_estimate(Plan(config), experiments), file=sys.stderr)
+        if not args.dry_run:
+            from ..store.live_runs import SNAKEMAKE_LOCKS, clear_stale_locks
+
+            if removed := clear_stale_locks():
+                print(f"augsbert: removed {removed} lock file(s) in {SNAKEMAKE_LOCKS}/ that no live run holds (the "
+                      "run that left them was stopped: killed, its session lost, or the machine went down); what "
+                      "it finished is kept, and a job it cut short runs again", file=sys.stderr, flush=True)
         command = [sys.executable, "-m", "snakemake", "--cores", str(args.cores), "--configfile",
                    args.configfile, *(["--dry-run"] if args.dry_run else []), "--", *targets]
         print("augsbert: " + " ".join(["snakemake", *command[3:]]), file=sys.stderr, flush=True)
