@@ -178,7 +178,7 @@ def training_facts(spec: dict, role: str, seed: int, node: dict, results: dict |
                                 f"`{teacher.name}`, test Spearman {_fmt(teacher_test.get('spearman'))}"))
         candidate_options = config.get(CANDIDATES.section, {})
         rows.append(("sampling", ", ".join(f"{k} {_fmt(candidate_options[k])}" for k in
-                                           ("strategies", "top_k", "pool", "semantic_model") if k in sampling)))
+                                           ("strategies", "top_k", "pool", "semantic_model") if k in candidate_options)))
         per_strategy = {("relabelled gold" if s == "gold" else s): v.get("after_dedup", v.get("kept"))
                         for s, v in stats.get("strategies", {}).items()}
         rows.append(("silver pairs (teacher-labelled)",
