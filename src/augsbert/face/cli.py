@@ -53,7 +53,6 @@ from ..store.artifacts import (
     OutputWriteError,
     check_artifact,
     finished_as_planned,
-    read_json,
     checkpoint_dir,
     replaceable,
     writer_lock,
