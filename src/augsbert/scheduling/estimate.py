@@ -67,6 +67,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -196,9 +197,29 @@ def estimate_for_run(plan, keys, experiments, configured_device: str, warm: bool
     device = estimate_device(configured_device)
     load = machine_load()
     estimates = estimate_jobs(plan, keys, device, warm)
+    sweep_run_estimates(folder)
     os.environ[ESTIMATE_FILE_ENV] = write_job_estimates(
-        estimates, Path(folder).resolve() / f"estimate-{os.getpid()}.json", load)
+        estimates, Path(folder).resolve() / f"estimate-{socket.gethostname()}-{os.getpid()}.json", load)
     return render_estimate(estimates, device, role_names(plan, {e.key for e in estimates}, experiments), warm, load)
+
+
+def sweep_run_estimates(folder: str | Path) -> list[Path]:
+    """Remove the estimates files of this host's runs that are gone: a run cut off by Ctrl-C or a kill ends without
+    the hook that removes its file (`forget_run_estimates`). A file of another host (a shared folder) is kept: its
+    pid says nothing here. Returns the files removed."""
+    gone = []
+    for path in Path(folder).glob("estimate-*.json"):
+        host, _, pid = path.stem[len("estimate-"):].rpartition("-")
+        if host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            path.unlink(missing_ok=True)
+            gone.append(path)
+        except PermissionError:  # alive, another user's
+            pass
+    return gone
 
 
 def forget_run_estimates() -> None:
