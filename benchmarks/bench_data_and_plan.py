@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from augsbert.config.load import prepare_config, validate_with_defaults
 from augsbert.config.schema import load_schema  # noqa: E402
 from augsbert.data import RowReport, get_loader  # noqa: E402
-from augsbert.planning.plan import Plan  # noqa: E402
+from augsbert.plan import Plan  # noqa: E402
 from conftest import write_bws  # noqa: E402
 
 
@@ -58,7 +58,7 @@ def main():
                 "pairs_file", root, train=name, test=name, score_range=[0, 5]))
             assert len(prepared.splits["test"]) == n
     raw = {"datasets": {"lee": {"loader": "lee"}},
-           "experiments": {f"e{i}": {"dataset": "lee", "evaluation": {"batch_size": 1 + i}} for i in range(500)}}
+           "experiments": {f"e{i}": {"dataset": "lee", "suite": {"batch_size": 1 + i}} for i in range(500)}}
     config = timed("validate a config with 500 experiments", lambda: prepare_config(raw))
     plan = timed("plan 500 experiments", lambda: Plan(config))
     print(f"{'nodes planned':<55} {len(plan.nodes):8d}")

@@ -129,7 +129,7 @@ experiments:
     teacher: {{arch: cbe, epochs: 1, max_length: 128, symmetric: false, max_steps: 60}}
     student: {{epochs: 1, max_length: 64, max_steps: 60}}
     candidates: {{strategies: [bm25], pool: train, top_k: 1}}
-    evaluation: {{max_length: 64, suites: []}}
+    suite: {{max_length: 64, suites: []}}
 """
 
 

@@ -130,7 +130,7 @@ def lee_pairs(n: int, seed: int = 0):
 def planned_specs(base: str, batch: int, trainers) -> dict[str, dict]:
     """trainer -> the spec of its stage node, planned from the shipped config with `base` as the model."""
     from augsbert.config.load import deep_merge, prepare_config, read_config
-    from augsbert.planning.plan import Plan
+    from augsbert.plan import Plan
 
     raw = read_config(ROOT / "config" / "config.yaml")
     raw["grids"] = {}
@@ -259,7 +259,7 @@ def bare_parts(name: str, params, base: str, device: str, batches: list[dict], g
     """(module whose parameters train, step(batch) -> loss, batches prepared for it): the stage's model and loss
     built afresh, and its batches in the form the computation takes (a Cross-Encoder's pairs tokenised here).
     `graphed`: the Bi-Encoder's and Cross-Bi-Encoder's forward and backward replayed per batch shape, as the
-    trainers do with cuda_graphs: auto (augsbert.training.graphs)."""
+    trainers do with cuda_graphs: auto (augsbert.training.cuda_graphs)."""
     import torch
     from transformers import set_seed
 
@@ -272,9 +272,9 @@ def bare_parts(name: str, params, base: str, device: str, batches: list[dict], g
         model = ARCHITECTURES[arch].build(base, params, device)
         if arch == "cbe":
             if graphed:
-                from augsbert.training import graphs
+                from augsbert.training import cuda_graphs
 
-                static = graphs.GraphedLoss(lambda keys: graphs.ModelLoss(model, keys))
+                static = cuda_graphs.GraphedLoss(lambda keys: cuda_graphs.ModelLoss(model, keys))
                 keys_of = lambda b: tuple(k for k, v in b.items() if isinstance(v, torch.Tensor))  # noqa: E731
                 return model, lambda b: static(tuple(b[k] for k in keys_of(b)), keys_of(b)), batches
             return model, lambda b: model(**b)["loss"], batches
@@ -288,9 +288,9 @@ def bare_parts(name: str, params, base: str, device: str, batches: list[dict], g
 
         loss = student_loss(model, params)
         if graphed:
-            from augsbert.training import graphs
+            from augsbert.training import cuda_graphs
 
-            loss = graphs.static_sentence_loss(loss)
+            loss = cuda_graphs.static_sentence_loss(loss)
         return loss, lambda b: loss(column_features(b), b.get("label")), batches
     if stage == "adapt":
         from augsbert.models.mlm import masked_lm_from
@@ -451,7 +451,7 @@ def bench_graphs(args, base: str, devices: list[str]) -> list[dict]:
             elif "failed" in message:
                 self.failed = message
 
-    logger = logging.getLogger("augsbert.training.graphs")
+    logger = logging.getLogger("augsbert.training.cuda_graphs")
     logger.setLevel(logging.INFO)
     rows = []
     previous = os.environ.get(CUDA_GRAPHS_ENV)

@@ -48,7 +48,7 @@ def grid_rows(configs: list[str], grid: str) -> tuple[list[tuple[str, str, str]]
     """[(row value, label, experiment)] of the grid's one column, and its seeds."""
     from augsbert.config.grids import cells
     from augsbert.config.load import load_configs
-    from augsbert.planning.plan import Plan
+    from augsbert.plan import Plan
 
     plan = Plan(load_configs(configs, lazy=True))
     spec = (plan.config.get("grids") or {})[grid]

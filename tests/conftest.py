@@ -103,7 +103,7 @@ def plan_shipped(override: dict | None = None, *, grids: bool = True, plan=("dem
     import yaml
 
     from augsbert.config.load import deep_merge, prepare_config, read_config
-    from augsbert.planning.plan import Plan
+    from augsbert.plan import Plan
 
     raw = read_config(REPO / "config" / "config.yaml")
     if not grids:

@@ -394,7 +394,7 @@ def test_a_person_labels_each_round_through_a_file(tmp_path, tiny_model):
     (root / "mine.yaml").write_text(
         "experiments:\n  by_hand:\n    dataset: lee\n"
         f"    base_model: {tiny_model}\n    models: [teacher]\n    gold_fraction: 0.1\n"
-        "    teacher: {epochs: 1, max_length: 48, batch_size: 32}\n    evaluation: {max_length: 48, suites: []}\n"
+        "    teacher: {epochs: 1, max_length: 48, batch_size: 32}\n    suite: {max_length: 48, suites: []}\n"
         "    active: {rounds: 2, batch: 0.02, annotator: file, scale: [0, 5]}\n")
     args = ("--configfile", "config/config.yaml", "mine.yaml", "--", "results/by_hand.json")
     folder = root / "annotate" / "by_hand"
@@ -454,7 +454,7 @@ def test_demo_active_runs_and_draws_its_curves(tmp_path, tiny_model):
     grid["options"]["active"]["rounds"] = 1
     grid["options"].update(base_model=tiny_model, models=["teacher"],
                            teacher={"epochs": 1, "max_length": 48, "batch_size": 32, "symmetric": False},
-                           evaluation={"max_length": 48, "suites": []})
+                           suite={"max_length": 48, "suites": []})
     (root / "config" / "grids").mkdir()
     (root / "config" / "grids" / "demo_active.yaml").write_text(yaml.safe_dump(grid, sort_keys=False))
     jobs = run(root, "results/tables/demo_active.md")

@@ -510,7 +510,7 @@ def test_out_must_be_named_after_the_specs_content_key(tmp_path, monkeypatch, ca
     Seen failing before: exit 0, the data artifact written to `elsewhere`."""
     from augsbert.face.cli import main
     from augsbert.config.load import load_config
-    from augsbert.planning.plan import Plan
+    from augsbert.plan import Plan
 
     monkeypatch.chdir(tmp_path)
     config = Path(__file__).parents[1] / "config" / "config.yaml"
@@ -560,7 +560,7 @@ def test_a_write_cut_short_by_a_full_disk_leaves_no_partial_file_and_names_the_f
         with writing(out):
             write_json(out, {"new": "results"})
     assert str(err.value) == f"cannot write {out}: No space left on device"
-    from augsbert.store.graph import write_spec
+    from augsbert.planning.graph import write_spec
 
     with pytest.raises(OSError):  # a planned job's spec (artifacts/.specs/...)
         write_spec(tmp_path / "cache" / "x.json", "{}")

@@ -136,7 +136,7 @@ def beir_plan(tmp_path):
     write_beir(tmp_path / "beir")
     return plan_shipped({"data_dir": str(tmp_path), "datasets": {"toy_beir": {"loader": "beir", "path": "beir"}},
                          "experiments": {"beir_zeroshot": {"dataset": "toy_beir", "models": ["zero_shot"],
-                                                           "evaluation": {"suites": ["retrieval", "diagnostics"]}}}},
+                                                           "suite": {"suites": ["retrieval", "diagnostics"]}}}},
                         grids=False, plan=("beir_zeroshot", "demo_zeroshot"))
 
 

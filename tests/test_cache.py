@@ -27,7 +27,7 @@ def test_second_checkout_takes_trained_models_from_the_shared_cache(tmp_path, ti
         f"defaults:\n  base_model: {tiny_model}\n"
         "  teacher: {epochs: 1, max_length: 64, batch_size: 32}\n"
         "  student: {epochs: 1, max_length: 48, batch_size: 32}\n"
-        "  evaluation: {max_length: 48, suites: []}\n"
+        "  suite: {max_length: 48, suites: []}\n"
         # the two models the cache holds (the zero-shot evaluation is no cached rule)
         "experiments:\n  demo_cbe: {models: [lower_bound, teacher]}\n")
     target = "results/demo_cbe.json"

@@ -42,7 +42,7 @@ def lee_artifact(root: Path) -> Path:
     """Where the Lee data artifact of demo_zeroshot goes under `root`: artifacts/data/<its key> (a folder named
     otherwise is refused: its name must say what it holds)."""
     from augsbert.config.load import load_config
-    from augsbert.planning.plan import Plan
+    from augsbert.plan import Plan
 
     plan = Plan(load_config(CONFIG, lazy=True))
     return root / plan.node(plan.experiment("demo_zeroshot").runs[42]["data"]).path
@@ -330,18 +330,25 @@ def test_run_builds_the_snakemake_call_and_an_unknown_name_is_one_line(tmp_path,
     monkeypatch.chdir(REPO)
     calls = []
     monkeypatch.setattr(cli, "run_snakemake", lambda command: calls.append(command) or 0)
+    # a real run first removes the lock files a killed run left (augsbert.store.live_runs), a dry run does not
+    from augsbert.store import live_runs
+
+    monkeypatch.setattr(live_runs, "clear_stale_locks", lambda: calls.append("clear") or 2)
     assert main(["run", str(mine), "mine_zero", "demo_quick", "--cores", "3", "-n"]) == 0
     assert calls == [[sys.executable, "-m", "snakemake", "--cores", "3", "--configfile", str(mine), "--dry-run", "--",
                       "results/mine_zero.json", "results/tables/demo_quick.md"]]
     capsys.readouterr()
     assert main(["run", str(mine), "results/mine_zero.json"]) == 0 and calls[-1][-2:] == ["--", "results/mine_zero.json"]
-    capsys.readouterr()
+    assert calls[-2] == "clear" and capsys.readouterr().err.startswith(
+        "augsbert: removed 2 lock file(s) in .snakemake/locks/ that no live run holds (the run that left them was "
+        "stopped: killed, its session lost, or the machine went down); what it finished is kept, and a job it cut "
+        "short runs again\n")
     assert main(["run", str(mine), "mine_zer"]) == 2
     assert capsys.readouterr().err == ("augsbert run: error: 'mine_zer' is no experiment or grid of the config (did you "
                                        "mean 'mine_zero'?)\n")
     assert main(["run", str(tmp_path / "absent.yaml"), "mine_zero"]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
-    assert len(calls) == 2
+    assert len(calls) == 3
 
 
 def test_run_shows_the_failed_jobs_own_error_last(tmp_path, capsys):

@@ -17,7 +17,7 @@ import yaml
 
 from augsbert.config.load import prepare_config, read_config
 from augsbert.models import ModelResolutionError
-from augsbert.planning.plan import Plan
+from augsbert.plan import Plan
 from augsbert.scheduling.resources import cluster_placement, job_resources, mem_mb, profile_value, runtime_minutes
 from augsbert.scheduling.slurm import CPUS_ENV, PARTITION_CPUS_ENV, PROFILE_ENV, STATUS_ENV
 from conftest import REPO
@@ -309,7 +309,7 @@ def test_fetch_lists_exactly_the_hub_models_and_datasets(tmp_path, monkeypatch, 
     hub = {"dataset": "lee", "base_model": "google-bert/bert-base-uncased", "models": ["zero_shot", "teacher", "student"],
            "teacher": {"base_model": "cross-encoder/stsb-distilroberta-base"},
            "candidates": {"strategies": ["semantic_search"], "pool": "train+unlabeled", "semantic_model": "minilm-l6"},
-           "evaluation": {"suites": ["sts"], "sts_tasks": ["sts12", "stsb"], "sts_hub": True}, "seeds": [1]}
+           "suite": {"suites": ["sts"], "sts_tasks": ["sts12", "stsb"], "sts_hub": True}, "seeds": [1]}
     config = repo_config(hub=hub)
     config["hub_revisions"] = {"cross-encoder/stsb-distilroberta-base": "v1"}
     plan = Plan(config)
@@ -327,7 +327,7 @@ def test_fetch_lists_exactly_the_hub_models_and_datasets(tmp_path, monkeypatch, 
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(ModelResolutionError) as err:
-        fetch_module.fetch(Plan(repo_config(only=dict(hub, evaluation={"suites": []}))), "only", download=offline)
+        fetch_module.fetch(Plan(repo_config(only=dict(hub, suite={"suites": []}))), "only", download=offline)
     assert str(err.value).startswith("cannot download model 'cross-encoder/stsb-distilroberta-base' from the Hugging "
                                      "Face hub (OSError: Cannot reach https://huggingface.co: offline)")
     assert str(err.value).endswith("HF_HUB_OFFLINE is set here: unset it for the download")
@@ -473,7 +473,7 @@ def test_gpu_partition_and_model_on_the_sbatch_line(tmp_path, tiny_model, stop_f
     config["defaults"]["base_model"] = tiny_model
     config["datasets"] = {"lee": config["datasets"]["lee"]}
     config["experiments"] = {"demo_zeroshot": {**config["experiments"]["demo_zeroshot"],
-                                               "evaluation": {"suites": []}}}
+                                               "suite": {"suites": []}}}
     config["grids"] = {}
     (work / "config" / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     plan = Plan(prepare_config(config))

@@ -5,10 +5,10 @@ import re
 import pytest
 import yaml
 
-from augsbert.config.keys import canonical_json
+from augsbert.store.keys import canonical_json
 from augsbert.config.load import ConfigError, deep_merge, load_config, prepare_config, read_config
 from augsbert.config.schema import coerce, load_schema
-from augsbert.planning.plan import Plan
+from augsbert.plan import Plan
 from augsbert.reporting.layout import grid_spec
 from conftest import REPO
 
@@ -26,7 +26,7 @@ def test_defaults_filled_and_experiments_merged(raw_config):
     cfg = prepare_config(raw_config)
     exp = cfg["experiments"]["demo_zeroshot"]
     assert exp["base_model"] == "minilm-l6"
-    assert {k: exp["evaluation"][k] for k in ("batch_size", "max_length", "suites")} == {
+    assert {k: exp["suite"][k] for k in ("batch_size", "max_length", "suites")} == {
         "batch_size": 64, "max_length": 256, "suites": ["sts", "topic", "useb", "diagnostics"]}
     assert cfg["datasets"]["lee"]["split_fractions"] == [0.5, 0.2, 0.3]
     assert cfg["datasets"]["lee"]["on_bad_rows"] == "error"
@@ -36,25 +36,25 @@ def test_defaults_filled_and_experiments_merged(raw_config):
 
 
 def test_user_defaults_are_not_shadowed_by_schema_defaults(raw_config):
-    raw_config["defaults"]["evaluation"] = {"batch_size": 8}
-    raw_config["experiments"]["stsb_zeroshot"]["evaluation"] = {"batch_size": 4}
+    raw_config["defaults"]["suite"] = {"batch_size": 8}
+    raw_config["experiments"]["stsb_zeroshot"]["suite"] = {"batch_size": 4}
     cfg = prepare_config(raw_config)
-    assert cfg["experiments"]["demo_zeroshot"]["evaluation"]["batch_size"] == 8
-    assert cfg["experiments"]["demo_zeroshot"]["evaluation"]["max_length"] == 256
-    assert cfg["experiments"]["stsb_zeroshot"]["evaluation"]["batch_size"] == 4
+    assert cfg["experiments"]["demo_zeroshot"]["suite"]["batch_size"] == 8
+    assert cfg["experiments"]["demo_zeroshot"]["suite"]["max_length"] == 256
+    assert cfg["experiments"]["stsb_zeroshot"]["suite"]["batch_size"] == 4
 
 
 def test_command_line_strings_are_coerced_to_schema_types(raw_config):
-    # what `snakemake --config 'experiments={demo_zeroshot: {evaluation: {batch_size: 32}}}'` produces
-    as_strings = deep_merge(raw_config, {"experiments": {"demo_zeroshot": {"evaluation": {"batch_size": "32"}}},
+    # what `snakemake --config 'experiments={demo_zeroshot: {suite: {batch_size: 32}}}'` produces
+    as_strings = deep_merge(raw_config, {"experiments": {"demo_zeroshot": {"suite": {"batch_size": "32"}}},
                                          "seeds": "[42, 43]",
                                          "datasets": {"lee": {"split_fractions": ["0.5", "0.25", "0.25"]}}})
-    typed = deep_merge(raw_config, {"experiments": {"demo_zeroshot": {"evaluation": {"batch_size": 32}}},
+    typed = deep_merge(raw_config, {"experiments": {"demo_zeroshot": {"suite": {"batch_size": 32}}},
                                     "seeds": [42, 43],
                                     "datasets": {"lee": {"split_fractions": [0.5, 0.25, 0.25]}}})
     a, b = prepare_config(as_strings), prepare_config(typed)
     assert a == b
-    assert a["experiments"]["demo_zeroshot"]["evaluation"]["batch_size"] == 32
+    assert a["experiments"]["demo_zeroshot"]["suite"]["batch_size"] == 32
     assert Plan(a).experiment_spec("demo_zeroshot") == Plan(b).experiment_spec("demo_zeroshot")
 
 
@@ -77,8 +77,8 @@ def test_yaml_exponent_without_dot_is_a_number():
 
 
 def test_unknown_key_is_named(raw_config):
-    raw_config["experiments"]["demo_zeroshot"]["evalution"] = {"batch_size": 3}
-    with pytest.raises(ConfigError, match=r"experiments\.demo_zeroshot.*evalution"):
+    raw_config["experiments"]["demo_zeroshot"]["suiet"] = {"batch_size": 3}
+    with pytest.raises(ConfigError, match=r"experiments\.demo_zeroshot.*suiet"):
         prepare_config(raw_config)
 
 
@@ -98,11 +98,11 @@ def test_nested_misspelt_key_does_not_make_its_siblings_unknown(raw_config):
 
 
 def test_misspelt_key_is_reported_once_where_it_was_written(raw_config):
-    raw_config["defaults"]["evalution"] = {}
+    raw_config["defaults"]["suiet"] = {}
     with pytest.raises(ConfigError) as err:
         prepare_config(raw_config)
-    assert str(err.value) == "unknown key defaults.evalution\n  did you mean 'evaluation'?"
-    del raw_config["defaults"]["evalution"]
+    assert str(err.value) == "unknown key defaults.suiet\n  did you mean 'suite'?"
+    del raw_config["defaults"]["suiet"]
     raw_config["grids"]["demo"]["axes"]["sampling"]["bm25"]["candidates"]["strategys"] = ["bm25"]
     with pytest.raises(ConfigError) as err:
         prepare_config(raw_config)
@@ -132,7 +132,7 @@ def test_unknown_dataset_key_is_named(raw_config):
 
 
 def test_wrong_type_is_named(raw_config):
-    raw_config["defaults"]["evaluation"] = {"batch_size": "many"}
+    raw_config["defaults"]["suite"] = {"batch_size": "many"}
     with pytest.raises(ConfigError, match=r"batch_size"):
         prepare_config(raw_config)
 
@@ -407,14 +407,20 @@ def test_config_files_merge_over_the_shipped_config_as_snakemake_does(tmp_path, 
 
 
 def test_old_section_names_are_read_as_the_new_ones_with_one_line_each(tmp_path, monkeypatch, capsys):
-    """issue 48: silver -> labels, sampling -> candidates, adapt_mlm -> adapt, in defaults, experiments, grid
-    options, axes and columns, and in grid files; one line per key naming the file and the new name."""
+    """issues 48, 59: silver -> labels, sampling -> candidates, adapt_mlm -> adapt, evaluation -> suite, in defaults,
+    experiments, grid options, axes and columns, and in grid files; one line per key naming the file and the new
+    name. The shipped configs use the new names (no line)."""
     from augsbert.config.load import load_configs
 
     monkeypatch.chdir(REPO)
+    for shipped in [REPO / "config" / "config.yaml", *sorted((REPO / "config" / "measure").glob("*.yaml")),
+                    REPO / ".test" / "config" / "config.yaml"]:
+        read_config(shipped)  # with the grid files beside it
+    assert capsys.readouterr().err == ""
     mine = tmp_path / "mine.yaml"
     mine.write_text("defaults: {silver: {batch_size: 32}}\n"
-                    "experiments: {old_names: {dataset: lee, models: [student], sampling: {top_k: 2}}}\n"
+                    "experiments: {old_names: {dataset: lee, models: [student], sampling: {top_k: 2},\n"
+                    "                          evaluation: {max_length: 64}}}\n"
                     "grids: {old_grid: {columns: {lee: {dataset: lee, silver: {relabel_gold: false}}},\n"
                     "                   options: {models: [student], adapt_mlm: {epochs: 3}},\n"
                     "                   axes: {a: {x: {sampling: {top_k: 4}}}}}}\n")
@@ -422,12 +428,15 @@ def test_old_section_names_are_read_as_the_new_ones_with_one_line_each(tmp_path,
     err = capsys.readouterr().err.splitlines()
     assert err == [f"{mine}: defaults.silver is now `labels`; read as `labels` (rename it)",
                    f"{mine}: experiments.old_names.sampling is now `candidates`; read as `candidates` (rename it)",
+                   f"{mine}: experiments.old_names.evaluation is now `suite`; read as `suite` (rename it)",
                    f"{mine}: grids.old_grid.options.adapt_mlm is now `adapt`; read as `adapt` (rename it)",
                    f"{mine}: grids.old_grid.axes.a.x.sampling is now `candidates`; read as `candidates` (rename it)",
                    f"{mine}: grids.old_grid.columns.lee.silver is now `labels`; read as `labels` (rename it)"]
     assert config["defaults"]["labels"]["batch_size"] == 32 and "silver" not in config["defaults"]
     assert config["experiments"]["old_names"]["candidates"]["top_k"] == 2
     assert config["experiments"]["old_names"]["labels"]["batch_size"] == 32
+    assert config["experiments"]["old_names"]["suite"]["max_length"] == 64 and "evaluation" not in config[
+        "experiments"]["old_names"]
     cell = config["experiments"]["old_grid.x.lee"]
     assert (cell["adapt"]["epochs"], cell["candidates"]["top_k"], cell["labels"]["relabel_gold"]) == (3, 4, False)
 

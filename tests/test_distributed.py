@@ -165,7 +165,7 @@ def test_gpus_sizes_the_training_jobs_and_must_divide_their_batches(tmp_path, mo
     import yaml
 
     from augsbert.config.load import ConfigError, prepare_config, read_config
-    from augsbert.planning.plan import Plan
+    from augsbert.plan import Plan
     from augsbert.scheduling.resources import job_resources
     from conftest import REPO
 

@@ -61,7 +61,7 @@ def candidates_spec(tmp: Path, **params) -> str:
 
 def lee_path() -> str:
     from augsbert.config.load import load_config
-    from augsbert.planning.plan import Plan
+    from augsbert.plan import Plan
 
     plan = Plan(load_config(CONFIG))
     return plan.node(plan.experiment("demo_zeroshot").runs[42]["data"]).path

@@ -9,7 +9,7 @@ import pytest
 
 from augsbert.config.load import load_configs
 from augsbert.face.cli import main
-from augsbert.planning.plan import Plan
+from augsbert.plan import Plan
 from augsbert.scheduling import estimate
 from augsbert.stages import sizes
 from conftest import REPO
@@ -38,7 +38,7 @@ experiments:
     teacher: {teacher}
     student: {{epochs: 2, batch_size: 16, max_steps: 70}}
     candidates: {{strategies: [bm25], pool: train+unlabeled, top_k: 1}}
-    evaluation: {{suites: []}}
+    suite: {{suites: []}}
 """)
     return str(tmp_path / "my.yaml")
 
@@ -67,7 +67,7 @@ def test_steps_and_seconds_of_each_job(tmp_path):
     # field, over 2 texts; a CBE reads both as one sequence (+3 special tokens), capped at max_length (512)
     rows = (tmp_path / "train.csv").read_text().splitlines()[1:]
     text = ((tmp_path / "train.csv").stat().st_size / len(rows) - sizes.SCORE_FIELD_CHARS) / 2 / 4.0
-    assert estimate.text_tokens(plan, plan.node(runs["teacher"]["key"])) == pytest.approx(text)
+    assert sizes.text_tokens(plan, plan.node(runs["teacher"]["key"])) == pytest.approx(text)
     tokens = 2 * text + 3
     per_example = (estimate.TRAIN_S_PER_EXAMPLE + estimate.TRAIN_S_PER_TOKEN * tokens) * (1 + estimate.SMALL_BATCH / 16)
     per_pair = estimate.SCORE_S_PER_PAIR + estimate.SCORE_S_PER_TOKEN * tokens
@@ -115,7 +115,7 @@ def test_text_lengths_are_computed_from_the_loader_source_then_from_the_prepared
 datasets:
   mine: {{loader: stsb, path: {tmp_path}/stsb, unlabeled: {tmp_path}/u.txt}}
 experiments:
-  e: {{dataset: mine, models: [lower_bound], evaluation: {{suites: []}}}}
+  e: {{dataset: mine, models: [lower_bound], suite: {{suites: []}}}}
 """)
     monkeypatch.chdir(tmp_path)  # no artifact built here
     plan = Plan(load_configs([str(REPO / "config" / "config.yaml"), str(tmp_path / "my.yaml")], lazy=True))
@@ -126,7 +126,7 @@ experiments:
                                                     "sentence": (4 + 10 + 5) / 3})  # One. / Two words. / Three
     (tmp_path / "u.txt").write_text("Four five six seven\n")  # another size: computed again, not the cached figure
     assert sizes.text_chars(data)["corpus"] == 19
-    assert estimate.text_tokens(plan, data, "corpus") == 19 / estimate.CHARS_PER_TOKEN
+    assert sizes.text_tokens(plan, data, "corpus") == 19 / sizes.CHARS_PER_TOKEN
     # once the data job ran: its own tables (train pairs, unlabeled texts)
     import pandas as pd
 
@@ -144,13 +144,13 @@ def test_a_loader_without_its_files_gets_the_default_length(tmp_path, monkeypatc
 datasets:
   gone: {{loader: stsb, path: {tmp_path}/nowhere}}
 experiments:
-  e: {{dataset: gone, models: [lower_bound], evaluation: {{suites: []}}}}
+  e: {{dataset: gone, models: [lower_bound], suite: {{suites: []}}}}
 """)
     monkeypatch.chdir(tmp_path)
     plan = Plan(load_configs([str(REPO / "config" / "config.yaml"), str(tmp_path / "my.yaml")], lazy=True))
     data = plan.node(plan.experiment_spec("e")["runs"]["42"]["data"]["key"])
     assert sizes.text_chars(data) == {}
-    assert estimate.text_tokens(plan, data) == estimate.DEFAULT_TEXT_CHARS / estimate.CHARS_PER_TOKEN
+    assert sizes.text_tokens(plan, data) == sizes.DEFAULT_TEXT_CHARS / sizes.CHARS_PER_TOKEN
 
 
 def test_gold_subset_counts_are_the_kept_share():
@@ -196,11 +196,13 @@ def test_demo_gpl_jobs_are_priced_by_what_they_compute(tmp_path, monkeypatch):
 def test_draws_and_t5_sizes_match_the_code_they_price():
     from transformers import T5Config, T5ForConditionalGeneration
 
-    from augsbert.training.gpl_data import draws_per_row
+    from augsbert.stages import margins
+    from augsbert.training import gpl_data
 
-    for rows, draws in ((300, {"max_steps": 18, "batch_size": 16}), (10, {"max_steps": 7, "batch_size": 4}),
-                        (5, {"epochs": 3, "batch_size": 2})):
-        assert estimate.draws_per_row(rows, draws) == draws_per_row(rows, draws)
+    assert gpl_data.draws_per_row is margins.draws_per_row  # the job draws by what the estimate counts
+    for rows, draws, per_row in ((300, {"max_steps": 18, "batch_size": 16}, 1),
+                                 (10, {"max_steps": 7, "batch_size": 4}, 3), (5, {"epochs": 3, "batch_size": 2}, 3)):
+        assert margins.draws_per_row(rows, draws) == per_row
     config = {"vocab_size": 50, "d_model": 16, "d_kv": 8, "num_heads": 2, "d_ff": 24, "num_layers": 2,
               "num_decoder_layers": 3}
     model = T5ForConditionalGeneration(T5Config(**config))
@@ -228,7 +230,7 @@ experiments:
     queries: {{generator: {generator}, queries_per_passage: 3, max_length: 20, input_max_length: 64, shards: 2}}
     negatives: {{retrievers: [bm25], range_max: 10}}
     student: {{loss: margin_mse, max_steps: 5}}
-    evaluation: {{suites: []}}
+    suite: {{suites: []}}
 """)
     monkeypatch.chdir(tmp_path)
     plan = Plan(load_configs([str(REPO / "config" / "config.yaml"), str(tmp_path / "my.yaml")], lazy=True))

@@ -528,7 +528,7 @@ def test_recipe_holds_what_gives_the_model_its_key(tmp_path, monkeypatch, name, 
     experiment planned (its `models` cut to the exported model), so nothing is built with options it left out."""
     from augsbert.config.load import load_configs
     from augsbert.face.export import reproduce_recipe
-    from augsbert.planning.plan import Plan
+    from augsbert.plan import Plan
     from workflow_helpers import checkout
 
     monkeypatch.chdir(checkout(tmp_path, ("config",)))
@@ -599,7 +599,7 @@ def test_cbe_teacher_card_says_only_what_made_it(tmp_path, monkeypatch, tiny_mod
     """Issue 50 item 7: a CBE teacher's card listed `loss: bce` (the Cross-Encoder's option) and the student's
     `selection: null` in its recipe, and ~290 lines, mostly the template's unused sections."""
     from augsbert.config.load import load_configs
-    from augsbert.planning.plan import Plan
+    from augsbert.plan import Plan
     from workflow_helpers import checkout
 
     monkeypatch.chdir(checkout(tmp_path / "clone", ("config",)))

@@ -79,7 +79,7 @@ def gpl_config(tmp_path, **experiment):
     from test_beir import write_beir
 
     write_beir(tmp_path / "beir")
-    exp = {"dataset": "toy_beir", "models": ["zero_shot", "gpl"], "evaluation": {"suites": ["retrieval"]},
+    exp = {"dataset": "toy_beir", "models": ["zero_shot", "gpl"], "suite": {"suites": ["retrieval"]},
            "teacher": {"pretrained": "cross-encoder/ms-marco-MiniLM-L-6-v2"},
            "negatives": {"retrievers": ["bm25"], "range_max": 50},
            "student": {"loss": "margin_mse", "similarity": "dot", "max_steps": 10}, **experiment}

@@ -5,7 +5,7 @@ import yaml
 
 from augsbert.config.load import ConfigError, deep_merge, prepare_config, read_config
 from augsbert.config.grids import experiment_name
-from augsbert.planning.plan import Plan
+from augsbert.plan import Plan
 from augsbert.reporting.layout import row_label
 from augsbert.reporting.layout import grid_spec
 from conftest import REPO, plan_shipped
@@ -117,12 +117,12 @@ def test_suite_tasks_follow_the_files_present(tmp_path):
     assert plan_for(data_dir=str(tmp_path)).experiment("demo_zeroshot").runs[42]["zero_shot_suite"] == key
     (tmp_path / "sts_suite" / "sts13.tsv").write_text("sentence1\tsentence2\tscore\na\tb\t2\n")
     assert plan_for(data_dir=str(tmp_path)).experiment("demo_zeroshot").runs[42]["zero_shot_suite"] != key
-    hub = plan_for(data_dir=str(tmp_path), defaults={"evaluation": {"sts_hub": True}})
+    hub = plan_for(data_dir=str(tmp_path), defaults={"suite": {"sts_hub": True}})
     assert hub.node(hub.experiment("demo_zeroshot").runs[42]["zero_shot_suite"]).settings["sts"]["sickr"] == "hub"
 
 
 def test_no_suites_means_no_suite_jobs_and_bws_gets_topics():
-    plan = plan_for(defaults={"evaluation": {"suites": []}})
+    plan = plan_for(defaults={"suite": {"suites": []}})
     assert not any(role.endswith("_suite") for role in plan.experiment("demo_cbe_distill").runs[42])
     bws = plan_for()
     params = bws.node(bws.experiment("bws_cbe").runs[42]["student_suite"]).params

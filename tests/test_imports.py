@@ -228,17 +228,19 @@ def test_import_graph_resolves_every_import_form(tmp_path):
 
 # The layers, bottom-up: each line a group of parts (a folder of the package or a module of its root) that may
 # import only parts of the groups below it, never a part of its own group (docs/development.md "Layout"). Light
-# declarations sit low (options, objectives, the config, the store, the stages), then planning and reporting
-# over the plan, the models and the libraries over them (scheduling's GPU memory reads the models' sizes), the
-# trainers, the job entries, the user's face.
+# declarations sit low (options, objectives, the config, the store, the plan graph the stages' hooks fill, the
+# stages), then the plan (the module `plan`: the loop over the registry) and reporting over it, the models and the
+# libraries over them (scheduling's GPU memory reads the models' sizes), the trainers, the job entries, the user's
+# face.
 ORDER: tuple[tuple[str, ...], ...] = (
     ("augsbert", "errors", "warm_server"),  # the package's root, its errors, a former module path's pointer
     ("params",),
     ("objectives",),
     ("config",),
     ("data", "store"),
+    ("planning",),
     ("stages",),
-    ("planning", "reporting"),
+    ("plan", "reporting"),
     ("models",),
     ("scheduling", "evaluation", "sampling", "losses"),
     ("training",),
@@ -260,18 +262,19 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "config": ("errors",),
     "data": ("errors", "config"),
     "store": ("errors", "config"),
-    "stages": ("errors", "params", "objectives", "data", "store"),
-    "planning": ("config", "store", "stages"),
-    "reporting": ("config", "store", "stages"),
+    "planning": ("store",),
+    "stages": ("errors", "params", "objectives", "data", "store", "planning"),
+    "plan": ("config", "store", "planning", "stages"),
+    "reporting": ("config", "store", "planning", "stages"),
     "models": ("errors", "config", "data", "store", "stages"),
     "scheduling": ("stages", "models"),
     "evaluation": ("data", "models"),
     "sampling": ("errors", "data", "store", "models"),
     "losses": ("models",),
     "training": ("errors", "objectives", "data", "store", "stages", "models", "scheduling", "evaluation", "sampling"),
-    "jobs": ("errors", "params", "objectives", "config", "data", "store", "stages", "models", "scheduling",
-             "evaluation", "sampling", "losses", "training"),
-    "face": ("errors", "params", "config", "data", "store", "stages", "planning", "reporting", "models",
+    "jobs": ("errors", "params", "objectives", "config", "data", "store", "planning", "stages", "models",
+             "scheduling", "evaluation", "sampling", "losses", "training"),
+    "face": ("errors", "params", "config", "data", "store", "planning", "stages", "plan", "reporting", "models",
              "scheduling", "training", "jobs"),
     "__main__": ("face",),
 }
@@ -499,6 +502,48 @@ NOT_A_STAGE = {
 }
 
 
+# What the sizing formulas (the scheduler's resources and time estimate, the GPU memory) may read of the stage layer:
+# the registry, what a stage is and the counting every stage's hooks share (issue 59). A stage's own constants
+# (`DATA.name`, `BM25`, ...) stay in its module: what differs is declared on the Stage (its cost terms).
+SIZING = ("augsbert.scheduling", "augsbert.models.gpu_memory")
+SIZING_READS = ("augsbert.stages", "augsbert.stages.base", "augsbert.stages.sizes")
+
+
+def stage_modules_imported(root: Path, importers: tuple[str, ...] = SIZING,
+                           allowed: tuple[str, ...] = SIZING_READS) -> list[str]:
+    """`module:line` of every import by `importers` (modules, or the modules of a package) of a module of the stage
+    layer other than `allowed`: a stage's own module, its constants."""
+    package = root.name
+    modules = module_names(root)
+    found = []
+    for module, path in modules.items():
+        if not any(module == m or module.startswith(m + ".") for m in importers):
+            continue
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node, target, name in _imports(module, path, tree, modules):
+            if target.startswith(f"{package}.stages") and target not in allowed:
+                found.append(f"{module}:{node.lineno} imports {target}{'.' + name if name else ''}")
+    return sorted(found)
+
+
+def test_sizing_imports_no_stage_constant():
+    found = stage_modules_imported(SRC)
+    assert not found, ("the sizing formulas import a stage's own module (declare the cost term on its Stage, or count "
+                       "in its `counts` hook):\n  " + "\n  ".join(found))
+
+
+def test_the_sizing_check_finds_a_stage_constant(tmp_path):
+    pkg = tmp_path / "augsbert"
+    for name, text in {"__init__.py": "", "stages/__init__.py": "REGISTRY = {}\n", "stages/sizes.py": "",
+                       "stages/negatives.py": "BM25 = 'bm25'\n", "scheduling/__init__.py": "",
+                       "scheduling/estimate.py": "from ..stages import REGISTRY\nfrom ..stages.sizes import *\n"
+                                                 "from ..stages.negatives import BM25\n"}.items():
+        (pkg / name).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / name).write_text(text)
+    assert stage_modules_imported(pkg, ("augsbert.scheduling",)) == [
+        "augsbert.scheduling.estimate:3 imports augsbert.stages.negatives.BM25"]
+
+
 def test_the_plan_resources_and_rules_name_no_stage():
     """What differs between stages is in their declarations: outside stages/ and jobs/ (the planning loop, the job
     sizing and estimates, the reports, the export, the command line, the libraries) the package reads the
@@ -507,7 +552,7 @@ def test_the_plan_resources_and_rules_name_no_stage():
 
     names = set(REGISTRY)
     rules = [*sorted((SRC.parents[1] / "workflow").rglob("*.smk")), SRC.parents[1] / "workflow" / "Snakefile"]
-    found = [hit for path in [SRC / "planning" / "plan.py", SRC / "scheduling" / "resources.py", *rules]
+    found = [hit for path in [SRC / "plan.py", SRC / "scheduling" / "resources.py", *rules]
              for hit in stage_names_in(path, names)]
     found += [hit for path in sorted(SRC.rglob("*.py")) if part_of(module_name(path)) not in STAGE_NAMES_ALLOWED
               for hit in stage_branches_in(path, names)

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 import augsbert
-from augsbert.store.live_runs import RUNS_DIR, ConcurrentRunError, live_runs, register_run, release_run
+from augsbert.store.live_runs import (RUNS_DIR, SNAKEMAKE_LOCKS, ConcurrentRunError, clear_stale_locks, live_runs,
+                                     register_run, release_run)
 from workflow_helpers import checkout, keep_experiments, snakemake
 
 SRC = str(Path(augsbert.__file__).parents[1])
@@ -55,6 +56,26 @@ def test_a_run_writing_what_a_live_run_writes_or_reads_is_refused(tmp_path, monk
     assert len(list((tmp_path / RUNS_DIR).glob("*.json"))) == 1
     assert live_runs() == [] and not list((tmp_path / RUNS_DIR).glob("*.json"))  # a dead run's record is swept
     release_run(register_run(["artifacts/teacher/t-0123456789"], []))
+
+
+def test_lock_files_no_live_run_holds_are_removed_and_a_live_run_s_are_kept(tmp_path, monkeypatch):
+    """A killed run's Snakemake lock files stopped every later `augsbert run` with Snakemake's message naming
+    `--unlock`, an option `augsbert run` does not take: they are removed when no run of the folder is alive."""
+    monkeypatch.chdir(tmp_path)
+    assert clear_stale_locks() == 0  # no lock files: nothing to do
+    locks = tmp_path / SNAKEMAKE_LOCKS
+    locks.mkdir(parents=True)
+    for name in ("0.input.lock", "0.output.lock"):
+        (locks / name).write_text("artifacts/teacher/t-0123456789\n")
+    other = _live(tmp_path, ["artifacts/teacher/t-0123456789"])
+    try:
+        assert clear_stale_locks() == 0 and sorted(p.name for p in locks.iterdir()) == ["0.input.lock",
+                                                                                         "0.output.lock"]
+    finally:
+        other.kill()  # SIGKILL: its record stays, unheld, as after a lost session
+        other.wait()
+    assert clear_stale_locks() == 2 and not list(locks.iterdir())
+    assert not list((tmp_path / RUNS_DIR).glob("*.json"))  # the dead run's record went with them
 
 
 @pytest.mark.workflow

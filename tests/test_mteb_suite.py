@@ -11,7 +11,7 @@ import yaml
 from augsbert.config.load import ConfigError, deep_merge, prepare_config
 from augsbert.data import DataError, suite_files
 from augsbert.evaluation import mteb_suite as mteb_module
-from augsbert.planning.plan import Plan
+from augsbert.plan import Plan
 from conftest import REPO, plan_shipped
 
 PAIRS = [("a dog runs in the park", "a dog is running outside", 4.8), ("a cat sleeps", "the stock market fell", 0.2),
@@ -20,7 +20,7 @@ PAIRS = [("a dog runs in the park", "a dog is running outside", 4.8), ("a cat sl
 
 
 def plan_for(tmp_path, mteb: dict, **evaluation):
-    plan = plan_shipped({"data_dir": str(tmp_path), "defaults": {"evaluation": {
+    plan = plan_shipped({"data_dir": str(tmp_path), "defaults": {"suite": {
         "suites": ["mteb"], "mteb": mteb, **evaluation}}}, grids=False)
     return plan, plan.experiment("demo_zeroshot").runs[42]["zero_shot_suite"]
 
@@ -34,7 +34,7 @@ def write_sts_task(directory):
 def test_missing_package_is_one_message_naming_the_extra(tmp_path, monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "mteb" else real(name, *a))
-    with pytest.raises(ConfigError, match=r"evaluation.suites has `mteb`, but the mteb package is not installed; "
+    with pytest.raises(ConfigError, match=r"suite.suites has `mteb`, but the mteb package is not installed; "
                                           r"install the extra: pip install 'augsbert\[mteb\]'"):
         plan_for(tmp_path, {"tasks": ["STS12"]})
     monkeypatch.setitem(sys.modules, "mteb", None)  # what `import mteb` meets without the package
@@ -44,7 +44,7 @@ def test_missing_package_is_one_message_naming_the_extra(tmp_path, monkeypatch):
 
 def test_plan_takes_local_task_data_then_the_hub_and_keys_the_version(tmp_path, monkeypatch):
     monkeypatch.setattr(suite_files, "mteb_version", lambda: "2.99.0")  # planning never imports mteb
-    with pytest.raises(ConfigError, match=r"evaluation.mteb.tasks is empty"):
+    with pytest.raises(ConfigError, match=r"suite.mteb.tasks is empty"):
         plan_for(tmp_path, {})
     write_sts_task(tmp_path / "mteb" / "STS12")
     write_sts_task(tmp_path / "elsewhere" / "sick")
@@ -67,7 +67,7 @@ def test_plan_takes_local_task_data_then_the_hub_and_keys_the_version(tmp_path, 
     params = plan.node(key).settings
     assert params["mteb"] == {"STS12": str(tmp_path / "mteb" / "STS12")}
     assert params["skipped"] == {"mteb:STS13": f"no directory {tmp_path / 'mteb' / 'STS13'} "
-                                               "(and evaluation.mteb.hub is false)"}
+                                               "(and suite.mteb.hub is false)"}
 
 
 def test_mteb_sts_task_on_local_files_scores_the_cosine_spearman(tmp_path, tiny_model, monkeypatch):

@@ -33,7 +33,7 @@ def test_every_spec_of_the_shipped_config_reads_back_through_its_stage_class():
     """The planning hooks write plain JSON (the keys are made from it); the classes must accept all of it, and
     give back each value the plan wrote."""
     from augsbert.config.load import prepare_config, read_config
-    from augsbert.planning.plan import Plan
+    from augsbert.plan import Plan
 
     plan = Plan(prepare_config(read_config(REPO / "config" / "config.yaml")))
     plan.plan_all()

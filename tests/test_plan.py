@@ -5,7 +5,7 @@ import pytest
 import yaml
 
 from augsbert.config.load import ConfigError, deep_merge, prepare_config, read_config
-from augsbert.planning.plan import Plan
+from augsbert.plan import Plan
 from augsbert.stages import stage
 from augsbert.reporting.layout import grid_spec
 from augsbert.stages.data import data_node
@@ -48,7 +48,7 @@ def test_experiments_share_identical_stages():
 
 def test_downstream_param_changes_only_downstream_keys():
     base = keys(plan_for())
-    changed = keys(plan_for(experiments={"demo_zeroshot": {"evaluation": {"max_length": 64}}}))
+    changed = keys(plan_for(experiments={"demo_zeroshot": {"suite": {"max_length": 64}}}))
     assert changed["data"] == base["data"]
     assert changed["zero_shot"] != base["zero_shot"]
 
@@ -58,7 +58,7 @@ def test_settings_that_cannot_change_a_result_leave_the_keys():
     exp = "demo_augsbert_cbe"
     base = plan_for()
     changed = plan_for(data_dir="elsewhere/raw", defaults={
-        "evaluation": {"batch_size": 7}, "labels": {"batch_size": 5}, "candidates": {"batch_size": 3},
+        "suite": {"batch_size": 7}, "labels": {"batch_size": 5}, "candidates": {"batch_size": 3},
         "teacher": {"eval_batch_size": 9, "checkpoint_steps": 11}, "student": {"eval_batch_size": 9,
                                                                                 "checkpoint_steps": 11}})
     assert keys(changed, exp) == keys(base, exp)
@@ -120,7 +120,7 @@ def test_spec_carries_params_and_input_paths():
 def test_config_hash_follows_the_effective_config():
     a = plan_for().experiment("demo_zeroshot").config_hash
     assert plan_for(device="cpu").experiment("demo_zeroshot").config_hash == a
-    assert plan_for(defaults={"evaluation": {"batch_size": 3}}).experiment("demo_zeroshot").config_hash != a
+    assert plan_for(defaults={"suite": {"batch_size": 3}}).experiment("demo_zeroshot").config_hash != a
 
 
 def test_training_roles_and_what_a_change_reruns():

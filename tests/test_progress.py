@@ -199,3 +199,23 @@ def test_job_title_is_empty_for_jobs_their_stage_names():
         "lower_bound: artifacts/student/lee.be-1 (log logs/student/lee.be-1.log)"
     assert [snakemake_format(message, JOB_TITLE=title, key=k) for k in ("lee.be-2", "lee.cbe-4", "absent")] == \
         ["", "", ""]
+
+
+def test_the_estimates_files_of_runs_that_are_gone_are_swept(tmp_path):
+    """A run cut off by Ctrl-C or a kill left its estimates file in .snakemake/augsbert/ (nothing removed it): the
+    next run removes this host's files whose run is gone, and keeps a live run's and another host's."""
+    import socket
+    import subprocess
+    import sys
+
+    from augsbert.scheduling.estimate import sweep_run_estimates
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    host = socket.gethostname()
+    names = [f"estimate-{host}-{gone.pid}.json", f"estimate-{host}-{os.getpid()}.json",
+             f"estimate-{host}-{os.getppid()}.json", f"estimate-elsewhere-{gone.pid}.json"]
+    for name in names:
+        (tmp_path / name).write_text("{}\n")
+    assert [p.name for p in sweep_run_estimates(tmp_path)] == [names[0]]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names[1:])

@@ -27,7 +27,7 @@ def in_tmp(tmp_path, monkeypatch):
 def planned_data(tmp_path: Path, **files) -> tuple:
     """A plan of dataset `mine` (pairs_file) and the key, spec file and path of its data node."""
     from augsbert.config.load import load_config
-    from augsbert.planning.plan import Plan
+    from augsbert.plan import Plan
 
     plan = Plan(load_config(mine(tmp_path, **files), lazy=True))
     key = plan.experiment("e").runs[42]["data"]

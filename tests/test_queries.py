@@ -6,6 +6,7 @@ import pytest
 from augsbert.data import DataError
 from augsbert.jobs import queries, query_shard
 from augsbert.models import query_generation
+from augsbert.stages.queries import sizing
 
 PASSAGES = ["Cats purr when they are content. They also purr when hurt.", "Dogs bark at strangers.",
             "Fish live in water. Some fish live in salt water. Others in rivers."]
@@ -79,10 +80,10 @@ def test_inverse_cloze_takes_a_sentence_of_its_passage_and_paraphrase_mode(tmp_p
 
 
 def test_gpl_automatic_sizing():
-    assert query_generation.sizing(1000, None, 250_000) == (250, 1000)
-    assert query_generation.sizing(100_000, None, 250_000) == (3, 83_334)  # ceil(250K / 3), as gpl/train.py
-    assert query_generation.sizing(83_333, None, 250_000) == (4, 83_333)  # 3 x 83,333 < 250K: ceil(250K / 83,333) = 4
-    assert query_generation.sizing(100_000, 5, 250_000) == (5, 100_000)
+    assert sizing(1000, None, 250_000) == (250, 1000)
+    assert sizing(100_000, None, 250_000) == (3, 83_334)  # ceil(250K / 3), as gpl/train.py
+    assert sizing(83_333, None, 250_000) == (4, 83_333)  # 3 x 83,333 < 250K: ceil(250K / 83,333) = 4
+    assert sizing(100_000, 5, 250_000) == (5, 100_000)
 
 
 def test_paraphrase_mode_prefixes_the_generator_input(tmp_path, tiny_t5):

@@ -139,7 +139,7 @@ def test_rows_carry_their_id_as_the_label_column():
 # ---- plan: one entropy node per φ, keyed by what trains it
 def rcl_plan(**pretrain):
     from augsbert.config.load import prepare_config
-    from augsbert.planning.plan import Plan
+    from augsbert.plan import Plan
 
     raw = read_config(REPO / "config" / "config.yaml")
     raw["grids"] = {}

@@ -14,7 +14,7 @@ from augsbert.data import DataError
 from augsbert.data.nli import read_nli_triples, triples_format
 from augsbert.data.suite_files import detect_format, locate_task
 from augsbert.evaluation.sts_suite import read_sts_file, sts_suite
-from augsbert.planning.plan import Plan
+from augsbert.plan import Plan
 from augsbert.training.pretrain_rows import read_triples
 from conftest import REPO, plan_shipped
 
@@ -130,13 +130,13 @@ def test_plan_finds_release_layouts_and_keys_their_format(tmp_path):
     with pytest.raises(DataError, match=r"sts12.tsv:1: header lacks column\(s\) \['sentence1'\]"):
         read_sts_file(params["sts"]["sts12"], "sts12")
     # a file the name and header do not identify: the dry run names the key to set
-    with pytest.raises(ConfigError, match=r"evaluation.sts_files.sts13: .*elsewhere.txt: cannot tell"):
-        plan_for(data_dir=str(tmp_path), defaults={"evaluation": {"sts_files": {"sts13": "elsewhere.txt"}}})
-    plan = plan_for(data_dir=str(tmp_path), defaults={"evaluation": {"sts_files": {
+    with pytest.raises(ConfigError, match=r"suite.sts_files.sts13: .*elsewhere.txt: cannot tell"):
+        plan_for(data_dir=str(tmp_path), defaults={"suite": {"sts_files": {"sts13": "elsewhere.txt"}}})
+    plan = plan_for(data_dir=str(tmp_path), defaults={"suite": {"sts_files": {
         "sts13": {"path": "elsewhere.txt", "format": "tsv"}, "sts14": "absent.tsv"}}})
     params = plan.node(plan.experiment("demo_zeroshot").runs[42]["zero_shot_suite"]).settings
     assert params["sts"]["sts13"] == str(tmp_path / "elsewhere.txt")
-    assert params["skipped"]["sts14"] == f"no file {tmp_path / 'absent.tsv'} (and evaluation.sts_hub is false)"
+    assert params["skipped"]["sts14"] == f"no file {tmp_path / 'absent.tsv'} (and suite.sts_hub is false)"
 
 
 def nli_record(premise, hypothesis, label, genre=None):

@@ -27,7 +27,7 @@ datasets:
   mine: {{loader: pairs_file, train: {tmp_path}/train.csv, dev: {tmp_path}/dev.csv, test: {tmp_path}/test.csv,
           score_range: [0, 5]}}
 experiments:
-  mine_zero: {{dataset: mine, models: [zero_shot], base_model: {tiny_model}, evaluation: {{suites: []}}}}
+  mine_zero: {{dataset: mine, models: [zero_shot], base_model: {tiny_model}, suite: {{suites: []}}}}
 """)
     monkeypatch.chdir(tmp_path)
     console = open(tmp_path / "console", "w")

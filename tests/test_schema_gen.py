@@ -126,7 +126,7 @@ from augsbert.config.load import load_configs
 from augsbert.config.schema import load_schema
 from augsbert.config.reference import render
 from augsbert.errors import ConfigError
-from augsbert.planning.plan import Plan
+from augsbert.plan import Plan
 
 def labels_params(override):
     config = load_configs(["config/config.yaml"], lazy=True)

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from augsbert.config.load import prepare_config, read_config
-from augsbert.planning.plan import Plan
+from augsbert.plan import Plan
 from augsbert.sampling import bm25 as bm25_module
 from augsbert.sampling import semantic as semantic_module
 from augsbert.sampling.pool import PairCollector, random_partners

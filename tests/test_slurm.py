@@ -39,7 +39,7 @@ import pytest
 import yaml
 
 from augsbert.config.load import prepare_config
-from augsbert.planning.plan import Plan
+from augsbert.plan import Plan
 from conftest import REPO
 from slurm_node import SingleNodeSlurm, machine, unavailable
 from workflow_helpers import snakemake
@@ -159,7 +159,7 @@ def chain_config(model: str) -> dict:
         "teacher: {epochs: 1, max_length: 32, batch_size: 64}\n"
         "student: {epochs: 1, max_length: 32, batch_size: 64}\n"
         "candidates: {strategies: [bm25], pool: train+unlabeled, top_k: 1}\n"
-        "evaluation: {max_length: 32, suites: []}\n"
+        "suite: {max_length: 32, suites: []}\n"
         "description: teacher -> sampling -> labels -> student through the SLURM profile\n")}
     config["grids"] = {}
     return config

@@ -60,6 +60,51 @@ def test_every_stage_has_a_command_an_entry_point_sizes_and_a_config_section(dec
     assert (REPO / "workflow" / "envs" / f"{declared.env}.yaml").is_file()
 
 
+# ------------------------------------------------------------------ one word per concept (docs/development.md)
+
+# A stage's config section and its role are its name (issue 59); where not, one of the rules written in
+# docs/development.md "One word per concept" says why, and this table holds it: stage -> (section, rule).
+OTHER_SECTION = {
+    # a piece of another stage's job (a shard, the index, an ensemble or member) reads that stage's section
+    "pool_index": "candidates", "candidate_shard": "candidates", "label_shard": "labels", "query_shard": "queries",
+    "teacher_ensemble": "teacher", "rcl_entropy": "pretrain",
+    # the steps of one loop read the loop's section (no stage is the loop itself)
+    "active_select": "active", "active_label": "active", "active_rounds": "active",
+    # a stage that runs the model another section sets reads that section
+    "margins": "teacher", "gpl": "student", "zero_shot": "suite",
+    # not a section of `defaults`: the dataset's entry of `datasets`, the experiment's own key
+    "data": "datasets", "gold_subset": "gold_fraction",
+}
+# roles that are not the stage's name, nor its name numbered (`<stage>_<n>`: shards, rounds, members), nor the row it
+# serves (`<row>_<stage>`: the suite of each row): a row named for its model, or the role a stage stands for
+OTHER_ROLES = {"student": {"lower_bound"}, "pretrain": {"pretrained"}, "data": {"source_data"},
+               "active_select": {"gold_subset"}, "teacher_ensemble": {"teacher"}}
+
+
+def naming_problems(declared, rows: set[str]) -> list[str]:
+    """Why `declared` breaks section = stage = role beyond the written rules (`rows`: the table rows' roles)."""
+    found = []
+    if declared.section != OTHER_SECTION.get(declared.name, declared.name):
+        found.append(f"{declared.name}: section `{declared.section}` is neither its name nor a rule's")
+    for role in declared.roles:
+        numbered = re.fullmatch(rf"{declared.name}_\d+", role)
+        served = role.endswith(f"_{declared.name}") and role.removesuffix(f"_{declared.name}") in rows
+        if role != declared.name and not numbered and not served and role not in OTHER_ROLES.get(declared.name, ()):
+            found.append(f"{declared.name}: role `{role}` is neither its name nor a rule's")
+    return found
+
+
+def test_a_stage_is_its_section_and_its_role():
+    rows = {role for s in STAGES for role in s.rows}
+    assert [p for s in STAGES for p in naming_problems(s, rows)] == []
+    assert set(OTHER_SECTION) <= set(REGISTRY) and set(OTHER_ROLES) <= set(REGISTRY)
+    # the check can fail: a stage reading a section of another name, a role of another name
+    odd = type(STAGES[0])("oddly", 1, "a probe", "x:run", section="labels", roles=("oddly_0", "labelled",
+                                                                                      "student_oddly"))
+    assert naming_problems(odd, rows) == ["oddly: section `labels` is neither its name nor a rule's",
+                                          "oddly: role `labelled` is neither its name nor a rule's"]
+
+
 def test_fixed_size_stages_are_sized_by_job_resources(monkeypatch):
     class Node:
         stage, inputs, params = "label_shard", (), {}

@@ -11,7 +11,7 @@ import pytest
 from augsbert.config.load import prepare_config
 from augsbert.errors import ConfigError
 from augsbert.models.ensemble import combine, reference_statistics
-from augsbert.planning.plan import Plan
+from augsbert.plan import Plan
 from augsbert.stages import REGISTRY
 from conftest import plan_shipped, theme_pairs
 
@@ -35,7 +35,7 @@ def tiny_config(data_dir: Path, model: str, experiment: dict) -> dict:
     short = {"epochs": 1, "batch_size": 8, "max_length": 32, "lr": 1e-4}
     return {"data_dir": str(data_dir), "seeds": [42], "datasets": {"toy": write_pairs_dataset(data_dir / "toy")},
             "defaults": {"base_model": model, "teacher": dict(short), "student": dict(short),
-                         "evaluation": {"max_length": 32, "suites": []}, "labels": {"batch_size": 8}},
+                         "suite": {"max_length": 32, "suites": []}, "labels": {"batch_size": 8}},
             "experiments": {"x": {"dataset": "toy", **experiment}}}
 
 
@@ -138,12 +138,12 @@ def test_combinations_are_the_mean_and_the_gold_scaled_mean_z_score():
 
 def test_adding_a_member_plans_one_teacher_and_the_labels_and_student_below_it():
     def run_keys(members):
-        exp = {"dataset": "lee", "candidates": {"strategies": ["bm25"]}, "evaluation": {"suites": []},
+        exp = {"dataset": "lee", "candidates": {"strategies": ["bm25"]}, "suite": {"suites": []},
                "teacher": {"ensemble": members}}
         return plan_shipped({"experiments": {"e": exp}}).experiment("e").runs[42]
 
     single = plan_shipped({"experiments": {"s": {"dataset": "lee", "candidates": {"strategies": ["bm25"]},
-                                                 "evaluation": {"suites": []}}}}).experiment("s").runs[42]
+                                                 "suite": {"suites": []}}}}).experiment("s").runs[42]
     two, three = run_keys([{}, {"arch": "ce"}]), run_keys([{}, {"arch": "ce"}, {"seed": 1}])
     assert two["teacher_member_0"] == single["teacher"]  # the member equal to the single teacher is its artifact
     new = set(three.values()) - set(two.values())
@@ -192,7 +192,7 @@ def test_ensemble_scores_are_the_combination_of_the_members_predictions(tmp_path
 
 # ------------------------------------------------------------------ Trans-Encoder
 def te_runs(rounds: int, sampling: dict | None = None, **te):
-    exp = {"dataset": "lee", "models": ["zero_shot", "trans_encoder"], "evaluation": {"suites": []},
+    exp = {"dataset": "lee", "models": ["zero_shot", "trans_encoder"], "suite": {"suites": []},
            "trans_encoder": {"rounds": rounds, **te}, "candidates": sampling or {}}
     return plan_shipped({"experiments": {"t": exp}}).experiment("t").runs[42]
 

@@ -299,7 +299,7 @@ def load_dataset(tmp_path, definition: dict):
 
     cfg.write_text(yaml.safe_dump({"data_dir": str(tmp_path / "raw"), "datasets": {"corpus": definition},
                                    "experiments": {"x": {"dataset": "corpus", "models": ["zero_shot"]}}}))
-    from augsbert.planning.plan import Plan
+    from augsbert.plan import Plan
 
     plan = Plan(load_config(str(cfg)))
     node = data_node(plan, "corpus")

@@ -122,7 +122,7 @@ import json
 from augsbert.config.load import deep_merge, prepare_config, read_config
 from augsbert.config.schema import load_schema
 from augsbert.errors import ConfigError
-from augsbert.planning.plan import Plan
+from augsbert.plan import Plan
 
 def pretrain_key(pretrain):
     raw = read_config("config/config.yaml")

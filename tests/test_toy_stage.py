@@ -3,7 +3,7 @@
 1. `label_filter`, a stage between `labels` and `student`, added the way a developer adds one: two files
    written into a copy of the project (its declaration with its options class `src/augsbert/stages/label_filter.py`
    and its job `src/augsbert/jobs/label_filter.py`), its schema section written from the class by `make schema`
-   (`python -m augsbert.face.schema --write`), nothing else edited (not `planning/plan.py`, not a rule, not the
+   (`python -m augsbert.face.schema --write`), nothing else edited (not `src/augsbert/plan.py`, not a rule, not the
    schema by hand), then a Snakemake dry run of an experiment that sets it and a run of it and its student.
    Its declaration says it `needs` the `labels` role and fills it: the registry plans it after the labelling
    stage and before the student, which reads its node through the role without knowing it.
@@ -25,7 +25,7 @@ from augsbert.scheduling.resources import job_resources
 from augsbert.stages import REGISTRY, register
 from augsbert.stages.base import Stage
 from augsbert.store.artifacts import artifact_dir, write_json
-from augsbert.store.graph import Node, SeedPlan
+from augsbert.planning.graph import Node, SeedPlan
 from conftest import REPO, plan_shipped
 from workflow_helpers import checkout, job_stats, keep_experiments
 
@@ -38,7 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..params import Params, option, section_options
-from ..store.graph import Node, SeedPlan
+from ..planning.graph import Node, SeedPlan
 from .base import Stage
 
 
@@ -121,7 +121,7 @@ def changed_files(root: Path) -> list[str]:
 PLANNED = '''
 import json, sys
 from augsbert.config.load import load_configs
-from augsbert.planning.plan import Plan
+from augsbert.plan import Plan
 for override in ({}, {"label_filter": {"min_score": 0.5}}):
     config = load_configs(["config/config.yaml"], lazy=True)
     config["experiments"]["demo_augsbert_cbe"].update(override)

@@ -119,7 +119,7 @@ def test_collect_results_names_an_artifact_without_metrics(tmp_path, capsys):
 def test_a_raw_file_edited_after_planning_is_refused(tmp_path, capsys):
     """A raw file edited between planning and the data job was written under the key of the old content."""
     from augsbert.config.load import load_config
-    from augsbert.planning.plan import Plan
+    from augsbert.plan import Plan
 
     write_pairs(tmp_path / "p.csv")
     plan = Plan(load_config(mine(tmp_path, train="p.csv", test="p.csv"), lazy=True))
@@ -136,7 +136,7 @@ def test_a_raw_file_edited_after_planning_is_refused(tmp_path, capsys):
 def test_a_spec_pointing_at_another_model_is_refused(tmp_path, capsys):
     """A spec whose runtime `model` path pointed at another model was accepted under the original key."""
     from augsbert.config.load import load_config
-    from augsbert.planning.plan import Plan
+    from augsbert.plan import Plan
 
     for name, width in (("m1", 1), ("m2", 2)):
         (tmp_path / name).mkdir()
@@ -357,7 +357,7 @@ def test_moving_the_project_and_its_data_reruns_nothing_now_or_at_the_next_chang
         "data_dir": str(env),  # outside the project, by an absolute path
         "datasets": {"mine": {"loader": "pairs_file", "train": "train.csv", "dev": "dev.csv", "test": "test.csv"}},
         "defaults": {"base_model": tiny_model, "student": {"epochs": 1, "max_length": 32, "batch_size": 16},
-                     "evaluation": {"max_length": 32, "suites": []}},
+                     "suite": {"max_length": 32, "suites": []}},
         "experiments": {"moved": {"dataset": "mine", "models": ["lower_bound"]}}}))
     args = ("--configfile", "config/config.yaml", "small.yaml")
     target = "results/moved.json"

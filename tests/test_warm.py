@@ -247,3 +247,14 @@ def test_i1_a_ctrl_c_ends_the_served_job_and_never_restarts_it_plainly(server, t
     os.kill(keeper, keeper_signal)
     assert proc.wait(timeout=30) == 128 + signal.SIGINT
     assert gone(job, 10)
+
+
+def test_a_served_command_imports_only_the_socket_client_before_it_hands_over():
+    """The entry point (augsbert.face.launch) imports neither the command line nor the registry, so a job of a
+    warm run costs the server's fork, not a second import of the planner and the stages (~0.3 s of CPU each)."""
+    code = ("import json, sys, augsbert.face.launch\n"
+            "print(json.dumps(sorted(m for m in sys.modules if m.startswith('augsbert'))))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                            env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+    assert json.loads(loaded.stdout) == ["augsbert", "augsbert.face", "augsbert.face.launch", "augsbert.face.warm",
+                                   "augsbert.scheduling", "augsbert.scheduling.progress"]

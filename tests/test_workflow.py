@@ -54,7 +54,7 @@ def test_demo_run_and_rerun_behaviour(workdir):
     assert -4 < zs["per_seed"]["42"]["uniformity"] < 0 and 0 < zs["per_seed"]["42"]["alignment"] < 2
     assert set(zs["skipped"]) == {"sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr", "topic",
                                   "askubuntu", "cqadupstack", "twitterpara", "scidocs"}
-    assert zs["skipped"]["sts12"] == "no file data/raw/sts_suite/sts12.tsv (and evaluation.sts_hub is false)"
+    assert zs["skipped"]["sts12"] == "no file data/raw/sts_suite/sts12.tsv (and suite.sts_hub is false)"
     assert result["data"]["sizes"] == {"train": 300, "dev": 45, "test": 105, "unlabeled": 300}
     assert result["versions"]["torch"] and result["device"] == ["cpu"] and len(result["config_hash"]) == 10
     assert all(s["wall_time_s"] is not None for s in result["stages"].values())
@@ -65,12 +65,12 @@ def test_demo_run_and_rerun_behaviour(workdir):
 
     # a setting that cannot change a result (an inference batch size) reruns no stage, only the cheap
     # results file that reports the config
-    assert planned(workdir, TARGET, "--config", "experiments={demo_zeroshot: {evaluation: {batch_size: 16}}}") == {
+    assert planned(workdir, TARGET, "--config", "experiments={demo_zeroshot: {suite: {batch_size: 16}}}") == {
         "collect_results": 1}
     # a downstream-only change, given the two ways users give it, reruns only that stage and after
-    assert planned(workdir, TARGET, "--config", "experiments={demo_zeroshot: {evaluation: {max_length: 64}}}") == EVAL_ONLY
+    assert planned(workdir, TARGET, "--config", "experiments={demo_zeroshot: {suite: {max_length: 64}}}") == EVAL_ONLY
     override = workdir / "override.yaml"
-    override.write_text("experiments:\n  demo_zeroshot:\n    evaluation: {max_length: 64}\n")
+    override.write_text("experiments:\n  demo_zeroshot:\n    suite: {max_length: 64}\n")
     assert planned(workdir, TARGET, "--configfile", "config/config.yaml", str(override)) == EVAL_ONLY
     # the device is a runtime choice and never reruns anything
     assert planned(workdir, TARGET, "--config", "device=cpu") == {}
@@ -141,10 +141,10 @@ def test_missing_real_data_fails_fast_then_runs(workdir):
 
 
 def test_config_errors_name_the_key(workdir):
-    proc = snakemake(workdir, "-n", TARGET, "--config", "experiments={demo_zeroshot: {evalution: {batch_size: 3}}}")
+    proc = snakemake(workdir, "-n", TARGET, "--config", "experiments={demo_zeroshot: {suiet: {batch_size: 3}}}")
     # the same two lines as the augsbert CLI, not Snakemake's dump of the schema and the config
     assert proc.returncode == 2 and proc.stderr.endswith(
-        "augsbert: error: unknown key experiments.demo_zeroshot.evalution\n  did you mean 'evaluation'?\n")
+        "augsbert: error: unknown key experiments.demo_zeroshot.suiet\n  did you mean 'suite'?\n")
     assert "Failed validating" not in proc.stderr and "Traceback" not in proc.stderr
     proc = snakemake(workdir, "-n", "results/nope.json")
     assert proc.returncode != 0 and "unknown experiment 'nope'" in proc.stdout + proc.stderr
@@ -186,7 +186,7 @@ def test_demo_cbe_trains_and_a_student_lr_change_reruns_only_the_student(workdir
         f"defaults:\n  base_model: {tiny_model}\n"
         "  teacher: {epochs: 1, max_length: 96, batch_size: 32}\n"
         "  student: {epochs: 1, max_length: 48, batch_size: 32}\n"
-        "  evaluation: {max_length: 48, suites: []}\n")
+        "  suite: {max_length: 48, suites: []}\n")
     args = ("--configfile", "config/config.yaml", str(small))
     target = "results/demo_cbe.json"
     assert run(workdir, target, *args) == {"data": 1, "zero_shot": 1, "teacher": 1, "student": 1, "collect_results": 1}
@@ -416,7 +416,7 @@ def test_grid_table_report_and_adding_a_seed(workdir, tiny_model):
         "      teacher: {epochs: 1, max_length: 64, batch_size: 32}\n"
         "      student: {epochs: 1, max_length: 48, batch_size: 32}\n"
         "      candidates: {pool: train+unlabeled, top_k: 1}\n"
-        "      evaluation: {max_length: 48, suites: [diagnostics]}\n"
+        "      suite: {max_length: 48, suites: [diagnostics]}\n"
         "    columns: {lee: {dataset: lee}}\n"
         "    axes: {sampling: {bm25: {candidates: {strategies: [bm25]}}}}\n"
         "    metrics: [spearman, uniformity]\n")
@@ -480,7 +480,7 @@ def test_transfer_uses_no_target_label(workdir, tiny_model):
         f"defaults:\n  base_model: {tiny_model}\n"
         "  teacher: {epochs: 1, max_length: 64, batch_size: 16}\n"
         "  student: {epochs: 2, max_length: 32, batch_size: 16, use_gold_labels: true}\n"
-        "  evaluation: {max_length: 32, suites: []}\n"
+        "  suite: {max_length: 32, suites: []}\n"
         "experiments:\n  leak:\n    source: stsb\n    dataset: bws_cross_topic\n    models: [student]\n"
         "    labels: {relabel_gold: true}\n"
         "    candidates: {strategies: [bm25, kde, iterative_kde, target_pairs], top_k: 2}\n")
@@ -516,7 +516,7 @@ def test_pretrain_chain_feeds_the_student_and_semantic_search(workdir, tiny_mode
         f"defaults:\n  base_model: {tiny_model}\n"
         "  teacher: {epochs: 1, max_length: 96, batch_size: 32}\n"
         "  student: {epochs: 1, max_length: 48, batch_size: 32}\n"
-        "  evaluation: {max_length: 48, suites: []}\n"
+        "  suite: {max_length: 48, suites: []}\n"
         "experiments:\n  demo_simcse_student:\n    models: [zero_shot, student]\n"
         "    pretrain: {max_steps: 4, batch_size: 8, max_length: 32, eval_steps: 2}\n")
     args = ("--configfile", "config/config.yaml", str(small))

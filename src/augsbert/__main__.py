@@ -1,5 +1,5 @@
 import sys
 
-from .face.cli import main
+from .face.launch import main
 
 sys.exit(main())

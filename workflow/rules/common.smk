@@ -3,7 +3,7 @@
 import os
 import sys
 
-from augsbert.config.keys import short_hash
+from augsbert.store.keys import short_hash
 from augsbert.config.load import ConfigError, merged_files, prepare_config
 from augsbert.config.names import name_pattern
 from augsbert.config.yaml_files import check_config_file, check_duplicate_keys
@@ -11,8 +11,8 @@ from augsbert.face.export import MODEL_WILDCARD
 from augsbert.training.distributed import GPUS_ENV
 from augsbert.errors import MissingDataError
 from augsbert.models.device import CUDA_GRAPHS_ENV, DEVICE_ENV, PRECISION_ENV
-from augsbert.store.graph import KEY_PATTERN
-from augsbert.planning.plan import Plan
+from augsbert.planning.graph import KEY_PATTERN
+from augsbert.plan import Plan
 from augsbert.reporting.curves import curve_spec, curve_spec_file, has_curve
 from augsbert.reporting.layout import grid_spec, grid_spec_file
 from augsbert.scheduling.progress import PROGRESS_FD_ENV
@@ -84,7 +84,7 @@ JOB_TITLE = _JobTitle(PLAN.node)
 # through the environment so switching GPU/CPU never reruns finished stages.
 os.environ[DEVICE_ENV] = config["device"]
 os.environ[PRECISION_ENV] = config["precision"]
-# likewise graph-captured training steps (augsbert/training/graphs.py); YAML reads a bare `off` as false
+# likewise graph-captured training steps (augsbert/training/cuda_graphs.py); YAML reads a bare `off` as false
 os.environ[CUDA_GRAPHS_ENV] = "off" if config["cuda_graphs"] in (False, "off") else "auto"
 os.environ[GPUS_ENV] = str(config["gpus"])  # likewise: teacher / student jobs train on `gpus` GPUs
 os.environ[TRACKING_ENV] = config["tracking"]  # likewise the tracker (augsbert/training/tracking.py)

@@ -23,7 +23,7 @@ schema, not here.
 `config/config.yaml` holds the defaults and the named experiments. Each
 experiment deep-merges its own section over `defaults`. Override from the
 command line with `--configfile my.yaml` (a YAML file merged over
-config/config.yaml) or `--config 'experiments={demo_zeroshot: {evaluation: {batch_size: 32}}}'`
+config/config.yaml) or `--config 'experiments={demo_zeroshot: {suite: {batch_size: 32}}}'`
 (values are converted back to the types below). Unknown keys are errors.
 """
 

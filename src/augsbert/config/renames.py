@@ -1,4 +1,4 @@
-"""Config sections renamed to their stage's name (issue 48): a user's config with an old name still loads.
+"""Config sections renamed to their stage's name (issues 48, 59): a user's config with an old name still loads.
 
 Each old section name found where stage options stand (`defaults`, an experiment, a grid's `options`, one of its
 axis values or columns) is read as the new one, with one line on stderr naming the file and the key:
@@ -16,7 +16,8 @@ from typing import Any
 
 from ..errors import ConfigError
 
-RENAMED_SECTIONS = {"silver": "labels", "sampling": "candidates", "adapt_mlm": "adapt"}
+# accepted until the first release (pyproject's version is still the first one's), as the stages' former names
+RENAMED_SECTIONS = {"silver": "labels", "sampling": "candidates", "adapt_mlm": "adapt", "evaluation": "suite"}
 
 
 def _section(options: Any, where: str, source: str) -> Any:

@@ -73,13 +73,13 @@ def detect_format(path: str | Path, explicit: str | None = None) -> str:
     if all(c in header for c in ("sentence1", "sentence2", "score")):
         return "tsv"
     raise DataError(f"{path}: cannot tell the STS file format from its name or header; set its `format` "
-                    f"({', '.join(STS_FORMATS)}) in evaluation.sts_files")
+                    f"({', '.join(STS_FORMATS)}) in suite.sts_files")
 
 
 def locate_task(suite_dir: str | Path, data_dir: str | Path, task: str, override=None) -> tuple[str | None, str | None]:
     """(path, format) of a task's local data, or (None, None) when there is none.
 
-    `override` is `evaluation.sts_files.<task>`: a path (relative to `data_dir`) or {path, format}; without
+    `override` is `suite.sts_files.<task>`: a path (relative to `data_dir`) or {path, format}; without
     it the first of `task_candidates` present under `suite_dir` is taken. The format is decided here, while
     planning, so an ambiguous file stops the dry run with the key to set.
     """
@@ -96,12 +96,12 @@ def locate_task(suite_dir: str | Path, data_dir: str | Path, task: str, override
     try:
         return str(found), detect_format(found, explicit)
     except DataError as err:
-        raise ConfigError(f"evaluation.sts_files.{task}: {err}") from None
+        raise ConfigError(f"suite.sts_files.{task}: {err}") from None
 
 
-MISSING_MTEB = ("evaluation.suites has `mteb`, but the mteb package is not installed; install the extra: "
+MISSING_MTEB = ("suite.suites has `mteb`, but the mteb package is not installed; install the extra: "
                 "pip install 'augsbert[mteb]' (or pip install mteb)")
-LOCAL_DIR = "mteb"  # <data_dir>/mteb/<TaskName>/: a task's local data unless evaluation.mteb.local names another
+LOCAL_DIR = "mteb"  # <data_dir>/mteb/<TaskName>/: a task's local data unless suite.mteb.local names another
 
 
 def mteb_version() -> str | None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 
-import numpy as np
 import pandas as pd
 
 from ..models.search import FAISS_FROM, top_k

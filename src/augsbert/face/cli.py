@@ -37,7 +37,7 @@ from .fetch import fetch
 from .listing import KINDS, render_list, render_plan
 from ..models import ModelResolutionError
 from ..models.device import DEVICE_ENV, REQUESTED_ENV, check_device_name
-from ..planning.plan import Plan
+from ..plan import Plan
 from ..reporting.curves import curve_spec
 from ..reporting.layout import grid_spec
 from ..scheduling import progress
@@ -53,13 +53,12 @@ from ..store.artifacts import (
     OutputWriteError,
     check_artifact,
     finished_as_planned,
-    read_json,
     checkpoint_dir,
     replaceable,
     writer_lock,
     writing,
 )
-from ..store.graph import KEY_PATTERN
+from ..planning.graph import KEY_PATTERN
 from ..jobs.job_inputs import recheck
 from ..store.keys import is_key
 from ..store.results_files import read_results
@@ -367,6 +366,13 @@ def _run_command(sub) -> None:
         if args.dry_run:  # a real run prints it before its first job (workflow/Snakefile onstart)
             experiments = [e for name in args.names for e in run_experiments(config, name)]
             print(print_estimate(Plan(config), experiments), file=sys.stderr)
+        if not args.dry_run:
+            from ..store.live_runs import SNAKEMAKE_LOCKS, clear_stale_locks
+
+            if removed := clear_stale_locks():
+                print(f"augsbert: removed {removed} lock file(s) in {SNAKEMAKE_LOCKS}/ that no live run holds (the "
+                      "run that left them was stopped: killed, its session lost, or the machine went down); what "
+                      "it finished is kept, and a job it cut short runs again", file=sys.stderr, flush=True)
         command = [sys.executable, "-m", "snakemake", "--cores", str(args.cores), "--configfile",
                    args.configfile, *(["--dry-run"] if args.dry_run else []), "--", *targets]
         print("augsbert: " + " ".join(["snakemake", *command[3:]]), file=sys.stderr, flush=True)
@@ -749,8 +755,9 @@ EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
 
 
-def main(argv: list[str] | None = None) -> int:
-    if os.environ.get(SOCKET_ENV):  # a warm server runs the command in a fork (augsbert.face.warm)
+def main(argv: list[str] | None = None, warm: bool = True) -> int:
+    """`augsbert argv`; `warm=False`: the warm server was tried already (augsbert.face.launch)."""
+    if warm and os.environ.get(SOCKET_ENV):  # a warm server runs the command in a fork (augsbert.face.warm)
         code = run_warm(list(sys.argv[1:] if argv is None else argv))
         if code is not None:
             return code

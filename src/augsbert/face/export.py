@@ -37,7 +37,7 @@ import yaml
 from ..config.load import load_configs
 from ..config.names import check_name
 from ..config.yaml_files import config_needs
-from ..planning.plan import Plan
+from ..plan import Plan
 from ..store.artifacts import (
     FORBIDDEN,
     FULL_OR_READ_ONLY,
@@ -176,9 +176,9 @@ def training_facts(spec: dict, role: str, seed: int, node: dict, results: dict |
         teacher_test = read_json(teacher / "metrics.json").get("test", {})
         rows.append(("teacher", f"{ARCH_TITLES.get(stats.get('teacher_arch'), stats.get('teacher_arch'))} "
                                 f"`{teacher.name}`, test Spearman {_fmt(teacher_test.get('spearman'))}"))
-        sampling = config.get(CANDIDATES.section, {})
-        rows.append(("sampling", ", ".join(f"{k} {_fmt(sampling[k])}" for k in
-                                           ("strategies", "top_k", "pool", "semantic_model") if k in sampling)))
+        candidate_options = config.get(CANDIDATES.section, {})
+        rows.append(("sampling", ", ".join(f"{k} {_fmt(candidate_options[k])}" for k in
+                                           ("strategies", "top_k", "pool", "semantic_model") if k in candidate_options)))
         per_strategy = {("relabelled gold" if s == "gold" else s): v.get("after_dedup", v.get("kept"))
                         for s, v in stats.get("strategies", {}).items()}
         rows.append(("silver pairs (teacher-labelled)",

@@ -7,7 +7,7 @@ jobs with `HF_HUB_OFFLINE=1` (profiles/slurm sets it): they find everything in t
 What an experiment references is read from its plan, so it is exactly what its jobs will load: the
 `model` / `semantic_model` of every node it uses (base models, a teacher's or student's own
 `base_model`, pre-training and sampling encoders), at the revision `hub_revisions` pins, and the hub
-datasets of its data stage (`download: true`) and of its STS suite (`evaluation.sts_hub`). Local
+datasets of its data stage (`download: true`) and of its STS suite (`suite.sts_hub`). Local
 directories and packaged aliases (`minilm-l6`) need no download and are skipped.
 """
 
@@ -22,7 +22,7 @@ from ..models import ModelResolutionError
 from ..store.model_refs import reference_kind
 from ..stages import REGISTRY
 from ..stages.data import HUB_DATASET_OF_LOADER  # noqa: F401  (the model card's)
-from ..store.graph import SEMANTIC_CHOICES
+from ..planning.graph import SEMANTIC_CHOICES
 
 
 @dataclass(frozen=True, order=True)

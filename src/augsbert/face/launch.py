@@ -22,4 +22,4 @@ def main() -> int:
             return code
     from .cli import main as cli_main  # noqa: PLC0415  (only for a command that runs here)
 
-    return cli_main(list(argv))
+    return cli_main(list(argv), warm=False)

@@ -30,7 +30,7 @@ from typing import Callable
 
 from ..config.load import deep_merge, prepare_config, read_config
 from ..config.yaml_files import SHIPPED_CONFIG
-from ..planning.plan import Plan
+from ..plan import Plan
 
 EXPERIMENT = "experiments"
 # Options of the experiment kept whatever the key says: what the recipe's run trains (its models and seeds: left

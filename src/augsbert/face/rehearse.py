@@ -39,11 +39,11 @@ from ..config.yaml_files import SHIPPED_CONFIG
 from ..data.standins import prepare_datasets, prepare_files
 from ..errors import ConfigError
 from ..models.standins import build_standins
-from ..planning.plan import Plan
+from ..plan import Plan
 from ..stages import stage as registered_stage
 from ..stages.base import Stage
 from ..store.artifacts import holder_text
-from ..store.live_runs import RUNS_DIR, describe, live_runs, stop_hint
+from ..store.live_runs import RUNS_DIR, SNAKEMAKE_LOCKS, describe, live_runs, stop_hint
 from ..store.model_refs import model_references, standin_kind
 from ..reporting.layout import grid_spec
 from .warm import SOCKET_ENV
@@ -300,7 +300,6 @@ TEMP_PREFIX = "augsbert-rehearse-"  # the warm server's socket folder, in the sy
 OWNER = "owner.lock"  # in each such folder: held by the rehearsal that made it
 LOCK_WAIT_S = 2.0  # a live rehearsal is waited for this long before the message
 STOPPING_WAIT_S = 600.0  # a stopped one (its command killed) while its Snakemake finishes the jobs it was running
-SNAKEMAKE_LOCKS = Path(".snakemake", "locks")  # Snakemake's lock files, below the root (what `--unlock` removes)
 
 
 def hold_root(root: Path, wait: float = LOCK_WAIT_S, stopping_wait: float = STOPPING_WAIT_S) -> int:

@@ -26,12 +26,12 @@ def _check_pools(data: Path, checks: list[dict]) -> None:
     job is the earliest point where the pool is known.
     """
     for check in checks:
-        sampling = check["candidates"]
+        candidate_options = check["candidates"]
         try:
-            pool = target_pool(data, sampling["pool"], sampling["exclude_eval_sentences"])[0]
+            pool = target_pool(data, candidate_options["pool"], candidate_options["exclude_eval_sentences"])[0]
         except DataError:
             continue  # e.g. no unlabeled corpus: the sampling stage says so with its own message
-        problem = pool_too_small(sampling, len(pool), prefix=f"experiments.{check['experiment']}.")
+        problem = pool_too_small(candidate_options, len(pool), prefix=f"experiments.{check['experiment']}.")
         if problem:
             raise DataError(problem)
 

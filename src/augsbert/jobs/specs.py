@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..errors import ConfigError
 from ..config.reading import SPEC_LIMIT, check_depth, read_text
-from ..store.graph import KEY_PATTERN, key_hash
+from ..planning.graph import KEY_PATTERN, key_hash
 from ..stages import REGISTRY
 
 

@@ -107,7 +107,7 @@ class PairTokenizer:
         self.use_token_types = use_token_types
         # training: `ids` (augsbert.training.tokenized.TokenIds) holds the training texts tokenised once, and on CUDA
         # batches are padded to a multiple of 8 (to `buckets`' fixed widths on the graph path,
-        # augsbert.training.graphs); inference tokenises each batch at its exact width
+        # augsbert.training.cuda_graphs); inference tokenises each batch at its exact width
         self.ids = ids
         self.pad_to_multiple_of = pad_to_multiple_of
         self.buckets = buckets

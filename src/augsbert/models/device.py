@@ -20,7 +20,7 @@ def check_device_name(pref: str, where: str = "device") -> None:
     if not re.fullmatch(r"auto|cpu|cuda|cuda:\d+|mps", pref):
         raise ConfigError(f"{where} {pref!r}: not a device; use {DEVICE_FORMS}")
 PRECISION_ENV = "AUGSBERT_PRECISION"  # auto | fp32 | fp16 | bf16 (the Snakefile sets it from the config)
-CUDA_GRAPHS_ENV = "AUGSBERT_CUDA_GRAPHS"  # auto | off (likewise; augsbert.training.graphs)
+CUDA_GRAPHS_ENV = "AUGSBERT_CUDA_GRAPHS"  # auto | off (likewise; augsbert.training.cuda_graphs)
 
 
 def resolve_device(preference: str | None = None) -> str:

@@ -7,9 +7,9 @@ to be safe upper bounds for the default fp32 training, not measurements. What en
 - the model's size, read from its `config.json` without loading it: a packaged alias's or local
   directory's, a hub id's from the local Hugging Face cache; a model not found there counts as
   BERT-base (`DEFAULT_DIMS`), the largest base the shipped grids use besides RoBERTa-base;
-- the stage: a stage whose params are `Trained` (augsbert.stages.training_options) trains (weights, gradients
-  and AdamW's two moments: 16 bytes per parameter, plus the activations kept for the backward pass); any other
-  only runs forward passes (4 bytes per parameter, plus one layer's activations at a time);
+- the stage: a stage that declares `trains` (augsbert.stages.base.Stage) trains (weights, gradients and
+  AdamW's two moments: 16 bytes per parameter, plus the activations kept for the backward pass); any
+  other only runs forward passes (4 bytes per parameter, plus one layer's activations at a time);
 - the batch: `batch_size` rows of `Stage.gpu_sequences` sequences (a Bi-Encoder pair is two, a
   dropout-view objective two), each `max_length` tokens (an upper bound: batches are padded to
   their longest row only). A stage that runs the model of an input (`Stage.model_input`: labels score

@@ -1,14 +1,14 @@
 """A batch's padded width: its longest row, a multiple of it, or one of a few fixed buckets.
 
 The Cross-Bi-Encoder's pair tokenizer (augsbert.models.cross_bi_encoder) and the trainers' pre-tokenised batches
-(augsbert.training.tokenized) pad alike; `buckets` is the graph path's (augsbert.training.graphs, `cuda_graphs`).
+(augsbert.training.tokenized) pad alike; `buckets` is the graph path's (augsbert.training.cuda_graphs, `cuda_graphs`).
 """
 
 from __future__ import annotations
 
 
 def bucket_width(width: int, max_length: int | None = None) -> int:
-    """The fixed width a batch of `width` tokens is padded to on the graph path (augsbert.training.graphs).
+    """The fixed width a batch of `width` tokens is padded to on the graph path (augsbert.training.cuda_graphs).
 
     Steps of 8 up to 64 tokens, 16 up to 128, 32 up to 256, 64 beyond, capped at `max_length`: twenty
     widths up to 512, each a multiple of 8 below the cap (tensor cores). Up to 64 tokens a bucket is the

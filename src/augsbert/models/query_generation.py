@@ -23,7 +23,7 @@ import pandas as pd
 
 from ..data import DataError
 from ..data.pool import target_pool
-from ..stages.queries import INVERSE_CLOZE, QueriesParams
+from ..stages.queries import INVERSE_CLOZE, QueriesParams, sizing
 from ..stages.sizes import SENTENCE_END
 from ..store.model_refs import model_path
 
@@ -46,17 +46,6 @@ def target_corpus(data_dir: str | Path, source: str = "corpus") -> pd.DataFrame:
     else:
         texts = pd.read_parquet(data_dir / "unlabeled.parquet")["text"].drop_duplicates().tolist()
     return pd.DataFrame({"id": [f"p{i}" for i in range(len(texts))], "title": "", "text": texts, "passage": texts})
-
-
-def sizing(n_passages: int, per_passage: int | None, total: int) -> tuple[int, int]:
-    """(queries per passage, passages used). Set: as given, all passages. null: GPL's rule with both automatic
-    flags (gpl/train.py `queries_per_passage -1`, `new_size -1`): ceil(total / |corpus|) per passage if
-    3 |corpus| < total, else 3 per passage over ceil(total / 3) passages."""
-    if per_passage is not None:
-        return per_passage, n_passages
-    if 3 * n_passages < total:
-        return -(-total // n_passages), n_passages
-    return 3, min(n_passages, -(-total // 3))
 
 
 def inverse_cloze(passage: str, rng: np.random.Generator) -> str:

@@ -24,7 +24,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from ..config.keys import short_hash
+from ..store.keys import short_hash
 from ..config.rehearsal import STANDIN_DIMS, STANDIN_LAYERS
 from ..store.model_refs import ALIASES
 

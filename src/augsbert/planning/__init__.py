@@ -1,1 +1,1 @@
-"""Planning: the validated config -> graphs of content-addressed stage nodes (`graph`), wired per experiment (`plan`)."""
+"""Planning: the plan graph of content-addressed stage nodes (`graph`), which the stages' planning hooks fill."""

@@ -21,13 +21,13 @@ import statistics
 from pathlib import Path
 
 from ..config.grids import cells
-from ..config.keys import canonical_json
+from ..store.keys import canonical_json
 from ..config.load import ConfigError
 from ..config.names import unknown_name
 from ..stages.active_select import TEACHER_ROLE
 from ..stages.teacher import TEACHER
 from ..store.artifacts import DamagedArtifactError, read_json, write_text, writer_lock, writing
-from ..store.graph import SPECS, write_spec
+from ..planning.graph import SPECS, write_spec
 from ..store.results_files import check_results
 
 TEACHER_ROW = next(iter(TEACHER.rows))  # the experiment's teacher: the ceiling's model

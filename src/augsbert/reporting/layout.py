@@ -10,13 +10,13 @@ import re
 from pathlib import Path
 
 from ..config.grids import cells
-from ..config.keys import canonical_json
+from ..store.keys import canonical_json
 from ..config.load import ConfigError
 from ..config.names import unknown_name
 from ..stages import REGISTRY
 from ..stages.base import Row, Stage
 from ..stages.teacher import TEACHER
-from ..store.graph import SPECS, write_spec
+from ..planning.graph import SPECS, write_spec
 
 MEMBER_PLACE, ROUND_PLACE = 45, 55  # teacher ensemble members after the teacher; Trans-Encoder rounds after the student
 

@@ -14,12 +14,13 @@ calibration run (nothing is timed on the device while planning):
                pairs × (SCORE_S_PER_PAIR + SCORE_S_PER_TOKEN × tokens) × size
     tokens     of one example: a pair model (the CE / CBE teacher, and the labels it gives) reads both texts as one
                sequence, min(max_length, 2 × text + 3); a Bi-Encoder each text alone, 2 × min(max_length,
-               text + 2); text = characters / CHARS_PER_TOKEN, the mean characters of a text computed from the
+               text + 2); text = characters / CHARS_PER_TOKEN (augsbert.stages.sizes), the mean characters of a text computed from the
                data (augsbert.stages.sizes.text_chars: the prepared tables once the data job ran; before, a
                `pairs_file`'s bytes per row, any other loader's source files as its job reads them; else
                DEFAULT_TEXT_CHARS). Training batches are grouped by length, so the texts' own length counts,
                not max_length
-    GPL        by what each job computes (the stages' `estimate` kinds generate / mine / cross_scores / distill):
+    GPL        by what each job computes (the stages' `estimate` kinds generate / mine / cross_scores / distill,
+               counted by the stage's `counts` hook in its own module; priced here, which names no stage):
                queries: the inverse cloze, no model (a data job's time); a T5 generator, passages × their
                tokens (≤ input_max_length) × GENERATE_S_PER_INPUT_TOKEN + passages × queries per passage ×
                max_length decoder steps (GENERATE_S_PER_TOKEN: a batch decodes until its longest query ends, so
@@ -66,16 +67,13 @@ from __future__ import annotations
 import json
 import math
 import os
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..models.gpu_memory import DEFAULT_DIMS, model_config, model_dims, parameter_count
 from ..stages import REGISTRY
-from ..stages.data import DATA
-from ..stages.margins import MARGINS
-from ..stages.negatives import BM25, NEGATIVES
-from ..stages.queries import INVERSE_CLOZE, QUERIES
-from ..stages.sizes import DEFAULT_SIZE, data_sizes, split_sizes, text_chars
+from ..stages.sizes import DEFAULT_MAX_LENGTH, input_splits, text_tokens
 from .progress import ESTIMATE_FILE_ENV, load_factor, machine_load
 
 REFERENCE_PARAMS = 22_700_000  # all-MiniLM-L6-v2, the packaged default model
@@ -89,9 +87,6 @@ SCORE_S_PER_PAIR = 0.001  # seconds per scored pair (a Cross-Bi-Encoder's or two
 SCORE_S_PER_TOKEN = 0.00004  # seconds per token scored (forward only, no gradient)
 START_S = 6.0  # per job started plainly: interpreter, torch, the model
 WARM_START_S = 2.0  # per job forked from the warm server (libraries imported once per run): the model, the data
-CHARS_PER_TOKEN = 4.0  # English text through a WordPiece / BPE vocabulary
-DEFAULT_TEXT_CHARS = 120  # a dataset whose texts cannot be read before its data job (no source files here)
-DEFAULT_MAX_LENGTH = 256
 GPU_SPEEDUP = 20.0  # assumed, not measured here
 UNKNOWN_MODEL_PARAMS = 110_000_000  # a model whose files are not on this machine: BERT-base assumed
 # GPL's stages (queries, negatives, margins, gpl), priced by what they compute:
@@ -110,7 +105,6 @@ SEARCH_S_PER_PAIR = 3.7e-9  # exact search, seconds per query x passage at 384 d
 # passages took 365.6 s (evaluation) and 737.8 s for two retrievers (mining) on this machine (docs/methods/gpl.md,
 # benchmarks/bench_gpl_search.py); scaled by the embedding's dimension / 384. BM25's score block is priced so too.
 SEARCH_DIMS = 384
-DEFAULT_QUERY_CHARS = 40  # a dataset's own queries (BEIR qrels) before its data job: a short question
 # Beyond these an estimate is a setting to check, not a plan: a job longer than a week, a run longer than 3 days
 JOB_WARN_S = 7 * 24 * 3600.0
 TOTAL_WARN_S = 3 * 24 * 3600.0
@@ -203,9 +197,29 @@ def estimate_for_run(plan, keys, experiments, configured_device: str, warm: bool
     device = estimate_device(configured_device)
     load = machine_load()
     estimates = estimate_jobs(plan, keys, device, warm)
+    sweep_run_estimates(folder)
     os.environ[ESTIMATE_FILE_ENV] = write_job_estimates(
-        estimates, Path(folder).resolve() / f"estimate-{os.getpid()}.json", load)
+        estimates, Path(folder).resolve() / f"estimate-{socket.gethostname()}-{os.getpid()}.json", load)
     return render_estimate(estimates, device, role_names(plan, {e.key for e in estimates}, experiments), warm, load)
+
+
+def sweep_run_estimates(folder: str | Path) -> list[Path]:
+    """Remove the estimates files of this host's runs that are gone: a run cut off by Ctrl-C or a kill ends without
+    the hook that removes its file (`forget_run_estimates`). A file of another host (a shared folder) is kept: its
+    pid says nothing here. Returns the files removed."""
+    gone = []
+    for path in Path(folder).glob("estimate-*.json"):
+        host, _, pid = path.stem[len("estimate-"):].rpartition("-")
+        if host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            path.unlink(missing_ok=True)
+            gone.append(path)
+        except PermissionError:  # alive, another user's
+            pass
+    return gone
 
 
 def forget_run_estimates() -> None:
@@ -219,12 +233,6 @@ def _device_factor(device: str) -> float:
     return 1.0 if device == "cpu" else 1.0 / GPU_SPEEDUP
 
 
-def _pairs(plan, node) -> dict[str, int]:
-    inputs = dict(node.inputs)
-    data = inputs.get(DATA.name) or inputs.get("gold")
-    return split_sizes(plan.nodes[data], plan) if data else {}
-
-
 def job_model(plan, node) -> str | None:
     """The model reference a job runs: its own (`model`), else that of the model it reads (its stage's
     `model_input`: a teacher it labels with; a model it evaluates; the model it starts from)."""
@@ -235,32 +243,6 @@ def job_model(plan, node) -> str | None:
         if role in inputs:
             return job_model(plan, plan.node(inputs[role]))
     return None
-
-
-def upstream_data(plan, node):
-    """The nearest data node the job reads, directly or through the models it reads (labels: the teacher's
-    data), breadth first in input order; None without one."""
-    seen, queue = set(), [node]
-    while queue:
-        current = queue.pop(0)
-        for _, key in current.inputs:
-            upstream = plan.nodes.get(key)
-            if upstream is None or key in seen:
-                continue
-            if upstream.stage == DATA.name:
-                return upstream
-            seen.add(key)
-            queue.append(upstream)
-    return None
-
-
-def text_tokens(plan, node, part: str = "pairs") -> float:
-    """Tokens of one text of the job's data (special tokens left out): the mean characters of a text of its gold
-    pairs (`pairs`), of a passage of its corpus (`corpus`) or of a sentence of a passage (`sentence`), computed from
-    the data (augsbert.stages.sizes.text_chars), else DEFAULT_TEXT_CHARS; characters / CHARS_PER_TOKEN."""
-    data = node if node.stage == DATA.name else upstream_data(plan, node)
-    chars = text_chars(data, plan) if data is not None else {}
-    return chars.get(part, DEFAULT_TEXT_CHARS) / CHARS_PER_TOKEN
 
 
 def example_tokens(plan, node, text: float) -> float:
@@ -289,16 +271,8 @@ def encode_cost(tokens: float) -> float:
 
 
 # ------------------------------------------------------------------ GPL's chain: queries, negatives, margins, gpl
-def _metrics(node) -> dict:
-    """A built node's metrics.json ({} before its job has run)."""
-    import json
-
-    try:
-        return json.loads((Path(node.path) / "metrics.json").read_text())
-    except (OSError, ValueError):
-        return {}
-
-
+# What each job computes is counted by its stage (the declaration's `counts` hook, in the stage's module: e.g.
+# augsbert.stages.negatives.mining_counts); the functions below price those counts.
 def t5_params(config: dict) -> int:
     """Weights of an encoder-decoder (T5) of `config` that its generation runs: the shared embedding, per encoder
     layer attention and feed-forward (4 d² + 2 d f), per decoder layer two attentions and feed-forward (8 d² + 2 d f)."""
@@ -321,179 +295,65 @@ def _generator(reference: str) -> dict:
     return found if all(k in found for k in ("d_model", "d_ff", "num_layers", "vocab_size")) else T5_BASE
 
 
-def corpus_passages(plan, data, source: str = "corpus") -> int:
-    """Passages the queries stage reads of data node `data`: its corpus (the unlabeled texts, a BEIR corpus), or
-    with `source: sentences` its train sentences (both sides of each pair: an upper bound of the distinct ones);
-    a corpus not counted yet (a BEIR dataset before its data job): DEFAULT_SIZE's train, a guess."""
-    sizes = data_sizes(data, plan)
-    count = 2 * sizes["train"] if source == "sentences" else sizes["unlabeled"]
-    return count or DEFAULT_SIZE["train"]
-
-
-def generated(plan, node) -> tuple[int, int]:
-    """(passages generated for, queries per passage) of a `queries` node: its metrics once it ran, else GPL's
-    sizing (augsbert.models.query_generation.sizing) over the corpus' passages."""
-    metrics = {} if "shard" in node.params else _metrics(node)  # a shard's metrics count its own passages
-    if metrics.get("passages"):
-        return int(metrics["passages"]), int(metrics["queries_per_passage"])
-    from ..models.query_generation import sizing
-
-    p = node.params
-    per_passage, used = sizing(corpus_passages(plan, plan.node(dict(node.inputs)[DATA.name]), p.get("source", "corpus")),
-                               p.get("queries_per_passage"), int(p.get("total") or 1))
-    return used, per_passage
-
-
-def _beir_rows(data, table: str) -> int | None:
-    """Rows of a prepared BEIR table (`corpus`, `qrels_train`, ...) of data node `data`, None before its job."""
-    path = Path(data.path) / "beir" / f"{table}.parquet"
-    if not path.is_file():
-        return None
-    import pyarrow.parquet as pq
-
-    return pq.ParquetFile(path).metadata.num_rows
-
-
-def mined(plan, node) -> tuple[int, int, float]:
-    """(pairs, passages, query tokens) a `negatives` node mines: its metrics once it ran; else its pairs input's,
-    generated queries (passages x per passage over those passages; a query: an inverse cloze sentence, else at most
-    the generator's max_length) or a BEIR dataset's qrels and corpus."""
-    source = plan.node(dict(node.inputs)["pairs"])
-    metrics = _metrics(node)
-    if source.stage == QUERIES.name:
-        passages, per_passage = generated(plan, source)
-        q = source.params
-        if q.get("generator") == INVERSE_CLOZE:
-            query = text_tokens(plan, source, "pairs" if q.get("source") == "sentences" else "sentence")
-        else:
-            query = float(q.get("max_length") or 64)
-        pairs = passages * per_passage
-    else:
-        split = node.params.get("qrels_split", "train")
-        pairs = _beir_rows(source, f"qrels_{split}") or DEFAULT_SIZE["train"]
-        passages = _beir_rows(source, "corpus") or corpus_passages(plan, source)
-        query = DEFAULT_QUERY_CHARS / CHARS_PER_TOKEN
-    if metrics.get("pairs"):
-        pairs, passages = int(metrics["pairs"]), int(metrics.get("passages") or passages)
-    return pairs, passages, query
-
-
-def passage_tokens(plan, node) -> float:
-    """Tokens of one passage the chain mines: a sentence of the train pairs (`queries.source: sentences`), else a
-    passage of the corpus."""
-    queries = next((plan.node(k) for _, k in node.inputs if plan.node(k).stage == QUERIES.name), None)
-    sentences = queries is not None and queries.params.get("source") == "sentences"
-    return text_tokens(plan, node, "pairs" if sentences else "corpus")
-
-
 def _model_size(reference: str | None, cache: dict) -> float:
     if reference not in cache:
         cache[reference] = model_params(reference) if reference else None
     return (cache[reference] or (UNKNOWN_MODEL_PARAMS if reference else REFERENCE_PARAMS)) / REFERENCE_PARAMS
 
 
-def draws_per_row(rows: int, draws: dict) -> int:
-    """How often the GPL student visits each mined row: `epochs`, or the passes max_steps x batch_size makes
-    (augsbert.training.gpl_data.draws_per_row, which the margins job uses)."""
-    if draws.get("max_steps"):
-        return max(1, -(-int(draws["max_steps"]) * int(draws["batch_size"]) // max(rows, 1)))
-    return int(draws.get("epochs") or 1)
-
-
-def _negatives_node(plan, node):
-    """The `negatives` node of a margins node, or of a gpl node through its margins."""
-    inputs = dict(node.inputs)
-    if MARGINS.name in inputs:
-        inputs = dict(plan.node(inputs[MARGINS.name]).inputs)
-    return plan.node(inputs[NEGATIVES.name])
-
-
-def negatives_per_row(plan, negatives) -> tuple[int, int]:
-    """(negatives a row keeps for the student, candidates a row holds) of a negatives node: per_step, one drawn
-    of its candidates (each retriever's window, the union); fixed, num_negatives of them."""
-    p = negatives.params
-    if p.get("mode", "per_step") == "per_step":
-        window = int(p.get("range_max") or 1) - int(p.get("range_min") or 0)
-        return 1, max(1, window * len(p.get("retrievers") or [1]))
-    return int(p.get("num_negatives") or 1), int(p.get("num_negatives") or 1)
-
-
-def queries_estimate(plan, node, factor: float, start: float, warm: bool) -> tuple[float, str]:
-    """A `queries` job (or one `query_shard`: its share of the passages; the `queries` job over shards merges
-    their texts, no model)."""
-    passages, per_passage = generated(plan, node)
-    p = node.params
-    shards = int(p.get("shards") or 1)
-    if shards > 1 and "shard" not in p or p.get("generator") == INVERSE_CLOZE:  # no model: a data job's time
-        what = "merging the shards' queries" if shards > 1 and "shard" not in p else "inverse cloze, no model"
+def queries_estimate(counts: dict, factor: float, start: float, warm: bool) -> tuple[float, str]:
+    """A `queries` job (or one `query_shard`): `counts` of augsbert.stages.queries.query_counts."""
+    passages, per_passage = counts["passages"], counts["per_passage"]
+    if counts.get("without_model"):  # no model: a data job's time
         return (1.0 if warm else 2.0) + passages * per_passage * 1e-5, \
-            f"{passages:,} passages x {per_passage} ({what})"
-    passages = -(-passages // shards)
-    config = _generator(p["generator"])
+            f"{passages:,} passages x {per_passage} ({counts['without_model']})"
+    config = _generator(counts["generator"])
     size = t5_params(config) / t5_params(T5_BASE)
-    passage = min(float(p.get("input_max_length") or 350), passage_tokens(plan, node) + 1)
+    passage = counts["input_tokens"]
     encoder = passages * passage * GENERATE_S_PER_INPUT_TOKEN * t5_encoder_params(config) / t5_encoder_params(T5_BASE)
-    steps = int(p.get("max_length") or 64)  # a batch decodes until its longest query ends: at most max_length
+    steps = counts["steps"]  # a batch decodes until its longest query ends: at most max_length
     decoder = passages * per_passage * steps * GENERATE_S_PER_TOKEN * size
     return start + factor * (encoder + decoder), \
         f"{passages:,} passages x {per_passage} queries, up to {steps} tokens each"
 
 
-def negatives_estimate(plan, node, factor: float, start: float, cache: dict) -> tuple[float, str]:
-    p = node.params
-    pairs, passages, query = mined(plan, node)
-    max_length = float(p.get("max_length") or DEFAULT_MAX_LENGTH)
-    passage = min(max_length, passage_tokens(plan, node) + 2)
-    query = min(max_length, query + 2)
+def negatives_estimate(counts: dict, factor: float, start: float, cache: dict) -> tuple[float, str]:
+    """A `negatives` job: `counts` of augsbert.stages.negatives.mining_counts."""
+    pairs, passages = counts["pairs"], counts["passages"]
+    passage, query = counts["passage_tokens"], counts["query_tokens"]
     seconds = 0.0
-    for ref in p.get("retrievers") or []:
+    for ref in counts["retrievers"]:
         dims = SEARCH_DIMS
-        if ref != BM25:  # encode every passage and query, then an exact search
+        if ref is not None:  # a Bi-Encoder (None: BM25): encode every passage and query, then an exact search
             size = _model_size(ref, cache)
             seconds += size * (passages * encode_cost(passage) + pairs * encode_cost(query))
             dims = model_dims(ref)["hidden_size"]  # DEFAULT_DIMS' (BERT-base) where its config is not here
         seconds += pairs * passages * SEARCH_S_PER_PAIR * dims / SEARCH_DIMS
-    if p.get("cross_encoder"):  # the candidates of each retriever's window and the positives, rescored
-        _, window = negatives_per_row(plan, node)
-        seconds += _model_size(p["cross_encoder"], cache) * pairs * (window + 1) * pair_cost(
-            min(max_length, query + passage + 3))
+    if counts["cross_encoder"]:  # the candidates of each retriever's window and the positives, rescored
+        seconds += _model_size(counts["cross_encoder"], cache) * pairs * (counts["window"] + 1) * pair_cost(
+            counts["pair_tokens"])
     return start + factor * seconds, (f"{pairs:,} queries x {passages:,} passages, "
-                                      f"{len(p.get('retrievers') or [])} retriever(s)")
+                                      f"{len(counts['retrievers'])} retriever(s)")
 
 
-def margins_estimate(plan, node, factor: float, start: float, cache: dict) -> tuple[float, str]:
-    p = node.params
-    negatives = _negatives_node(plan, node)
-    pairs, _, query = mined(plan, negatives)
-    rows = int(_metrics(negatives).get("rows") or pairs)
-    kept, candidates = negatives_per_row(plan, negatives)
-    scored = rows * (1 + (min(candidates, draws_per_row(rows, p["draws"])) if p.get("draws") else kept))
-    scored = int(_metrics(node).get("scored_pairs") or scored)
-    tokens = min(float(p.get("max_length") or DEFAULT_MAX_LENGTH), query + passage_tokens(plan, negatives) + 3)
-    return start + factor * _model_size(job_model(plan, node), cache) * scored * pair_cost(tokens), \
+def margins_estimate(plan, node, counts: dict, factor: float, start: float, cache: dict) -> tuple[float, str]:
+    """A `margins` job: `counts` of augsbert.stages.margins.margin_counts, scored by the job's model."""
+    scored = counts["scored"]
+    return start + factor * _model_size(job_model(plan, node), cache) * scored * pair_cost(counts["tokens"]), \
         f"scoring {scored:,} (query, passage) pairs"
 
 
-def gpl_estimate(plan, node, factor: float, start: float, cache: dict) -> tuple[int, float, str, float]:
+def gpl_estimate(plan, node, counts: dict, factor: float, start: float,
+                 cache: dict) -> tuple[int, float, str, float]:
     """The GPL student: steps x batch of (query, positive, negatives) tuples, each text encoded alone (a Bi-Encoder
     training example of their tokens, as the calibrated `train` jobs), then the target's test pairs scored; and
-    the seconds of one step."""
-    p = node.params
-    negatives = _negatives_node(plan, node)
-    pairs, _, query = mined(plan, negatives)
-    rows = int(_metrics(negatives).get("rows") or pairs)
-    kept, _ = negatives_per_row(plan, negatives)
-    batch = int(p["batch_size"])
-    steps = int(p["max_steps"]) if p.get("max_steps") else math.ceil(rows / batch) * int(p.get("epochs") or 1)
-    max_length = float(p.get("max_length") or DEFAULT_MAX_LENGTH)
-    tokens = min(max_length, query + 2) + (1 + kept) * min(max_length, passage_tokens(plan, negatives) + 2)
-    per_example = (TRAIN_S_PER_EXAMPLE + TRAIN_S_PER_TOKEN * tokens) * (1 + SMALL_BATCH / batch)
-    test = _pairs(plan, node).get("test", 0)
-    test_tokens = 2 * min(max_length, text_tokens(plan, node) + 2)
+    the seconds of one step. `counts` of augsbert.stages.gpl.distill_counts."""
+    steps, batch, test = counts["steps"], counts["batch"], counts["test"]
+    per_example = (TRAIN_S_PER_EXAMPLE + TRAIN_S_PER_TOKEN * counts["tokens"]) * (1 + SMALL_BATCH / batch)
     size = factor * _model_size(job_model(plan, node), cache)
-    seconds = start + size * (steps * batch * per_example + test * pair_cost(test_tokens))
-    return steps, seconds, f"{steps:,} steps of {batch} (query, positive, {kept} negative(s)); scoring {test:,} test " \
-        "pairs", size * batch * per_example
+    seconds = start + size * (steps * batch * per_example + test * pair_cost(counts["test_tokens"]))
+    return steps, seconds, f"{steps:,} steps of {batch} (query, positive, {counts['kept']} negative(s)); scoring " \
+        f"{test:,} test pairs", size * batch * per_example
 
 
 def job_estimate(plan, key: str, device: str = "cpu", params_cache: dict | None = None,
@@ -507,9 +367,10 @@ def job_estimate(plan, key: str, device: str = "cpu", params_cache: dict | None 
     cache = {} if params_cache is None else params_cache
     size = _model_size(job_model(plan, node), cache)
     factor = _device_factor(device)
-    splits = _pairs(plan, node)
+    splits = input_splits(plan, node)
     dev, test = splits.get("dev", 0), splits.get("test", 0)
-    kind = REGISTRY[node.stage].estimate
+    declared = REGISTRY[node.stage]
+    kind = declared.estimate
     start = WARM_START_S if warm else START_S
     text = text_tokens(plan, node)
     if kind == "train" and p.get("batch_size"):
@@ -522,7 +383,7 @@ def job_estimate(plan, key: str, device: str = "cpu", params_cache: dict | None 
         tokens = example_tokens(plan, node, text)
         per_example = (TRAIN_S_PER_EXAMPLE + TRAIN_S_PER_TOKEN * tokens) * (1 + SMALL_BATCH / batch)
         seconds = start + factor * size * (steps * batch * per_example + scored * pair_cost(tokens))
-        section = REGISTRY[node.stage].section or node.stage
+        section = declared.section or node.stage
         driver = (f"{section}.max_steps: {int(p['max_steps']):,}" if p.get("max_steps") else
                   f"{section}.epochs: {epochs:,} x {math.ceil(examples / batch):,} steps of {batch} per epoch "
                   f"({examples:,} pairs)")
@@ -542,15 +403,16 @@ def job_estimate(plan, key: str, device: str = "cpu", params_cache: dict | None 
     if kind == "read":
         return JobEstimate(key, node.stage, None, (1.0 if warm else 2.0) + sum(splits.values()) * 1e-4,
                            "reading the files")
+    counts = declared.counts(plan, node) if declared.counts else {}  # what the kind prices, as the stage counts it
     if kind == "generate":
-        return JobEstimate(key, node.stage, None, *queries_estimate(plan, node, factor, start, warm))
+        return JobEstimate(key, node.stage, None, *queries_estimate(counts, factor, start, warm))
     if kind == "mine":
-        return JobEstimate(key, node.stage, None, *negatives_estimate(plan, node, factor, start, cache))
+        return JobEstimate(key, node.stage, None, *negatives_estimate(counts, factor, start, cache))
     if kind == "cross_scores":
-        return JobEstimate(key, node.stage, None, *margins_estimate(plan, node, factor, start, cache))
+        return JobEstimate(key, node.stage, None, *margins_estimate(plan, node, counts, factor, start, cache))
     if kind == "distill":
-        steps, seconds, what, step_s = gpl_estimate(plan, node, factor, start, cache)
-        section = REGISTRY[node.stage].section or node.stage
+        steps, seconds, what, step_s = gpl_estimate(plan, node, counts, factor, start, cache)
+        section = declared.section or node.stage
         driver = f"{section}.max_steps: {int(p['max_steps']):,}" if p.get("max_steps") else \
             f"{section}.epochs: {int(p.get('epochs') or 1):,}"
         return JobEstimate(key, node.stage, steps, seconds, what, step_s, driver)
@@ -560,7 +422,7 @@ def job_estimate(plan, key: str, device: str = "cpu", params_cache: dict | None 
 
     work = job_work(plan, key)
     slower = 10 if device == "cpu" and needs_gpu(node) else 1
-    seconds = start + work * REGISTRY[node.stage].seconds_per_item * slower
+    seconds = start + work * declared.seconds_per_item * slower
     return JobEstimate(key, node.stage, None, seconds, f"{work:,} items")
 
 

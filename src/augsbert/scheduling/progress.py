@@ -29,7 +29,6 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from ..stages import REGISTRY
 
 PROGRESS_FD_ENV = "AUGSBERT_PROGRESS_FD"
 PERIOD_S = 20.0  # below the 30 s a user waits without a sign of life
@@ -179,6 +178,8 @@ def log_path(stage: str, out: str) -> str | None:
 def role_label(stage: str, inputs) -> str | None:
     """The console's name of a job whose stage does not name it (its declaration's `console_label`: the lower
     bound is a student job without teacher labels); `inputs`: the planned node's input roles. None for the rest."""
+    from ..stages import REGISTRY  # noqa: PLC0415  (here: the warm client imports this module for one name)
+
     declared = REGISTRY.get(stage)
     if declared is None or declared.console_label is None:
         return None

@@ -52,7 +52,6 @@ from collections.abc import Mapping
 from ..models.gpu_memory import estimate_mb, model_dims
 from ..stages import REGISTRY
 from ..stages.sizes import default_items
-from ..stages.training_options import Trained
 from .slurm import cpu_limit
 
 SETUP_S = 300  # start-up: Python, torch, model loading
@@ -191,14 +190,13 @@ def job_gpu_mem(plan, key: str, largest_gpu_mb: int | None = None) -> int:
 def job_gpu_mem_mb(plan, key: str) -> int:
     """Estimated GPU memory of one process of the job of node `key` (a data-parallel job runs one per GPU): the
     estimate (augsbert.models.gpu_memory) of the model it runs: its own `model`, else its stage's `model_input`'s
-    (labels score with the teacher's base and max_length)."""
+    (labels score with the teacher's base and max_length), trained or run forward as its stage declares (`trains`)."""
     node = plan.node(key)
     stage = REGISTRY[node.stage]
     settings = node.settings
     model_settings = settings
     if not settings.get("model") and stage.model_input in dict(node.inputs):
         model_settings = plan.nodes[dict(node.inputs)[stage.model_input]].settings
-    training = isinstance(stage.params, type) and issubclass(stage.params, Trained)
-    return estimate_mb(model_dims(model_settings.get("model")), training=training,
+    return estimate_mb(model_dims(model_settings.get("model")), training=stage.trains,
                        batch_size=int(settings.get("batch_size") or 64), sequences=stage.gpu_sequences,
                        max_length=int(model_settings.get("max_length") or 512))

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Literal
 
 from ..params import Params
-from ..store.graph import Node
+from ..planning.graph import Node
 from .base import Stage
 from .sizes import data_sizes
 

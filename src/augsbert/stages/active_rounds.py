@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..params import Params
-from ..store.graph import Node, SeedPlan
+from ..planning.graph import Node, SeedPlan
 from .active_select import LABEL_ROLE, SELECT_ROLE, STUDENT_ROLE, TEACHER_ROLE
 from .base import Stage
 from .teacher import teacher_node

@@ -26,8 +26,8 @@ from typing import Literal
 
 from ..errors import ConfigError, DataError
 from ..params import Params, option
-from ..store.graph import Graph, Node, SeedPlan
-from .active_label import ACTIVE_LABEL, annotation_path, label_params
+from ..planning.graph import Graph, Node, SeedPlan
+from .active_label import ACTIVE_LABEL, label_params
 from .base import Stage
 from .candidates import plan_candidates
 from .labels import plan_labels

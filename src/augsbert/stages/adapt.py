@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..errors import ConfigError
-from ..store.graph import Graph, Node, SeedPlan
+from ..planning.graph import Graph, Node, SeedPlan
 from ..params import Params, option, restate, section_options, slice_of
 from .base import Stage
 from .candidates import CandidatesOptions
@@ -85,7 +85,7 @@ class AdaptParams(slice_of(AdaptOptions, but=("variant",)), CandidatePool, Promp
 
 ADAPT = Stage("adapt", 2, "masked-LM domain adaptation of the base model on target pairs in the CBE layout",
               "augsbert.jobs.adapt:run", section="adapt", runtime=("checkpoint_steps", "model"),
-              roles=("adapt",), seconds_per_item=0.01, aliases=("adapt-mlm",), rule_alias="adapt_mlm",
+              roles=("adapt",), seconds_per_item=0.01, trains=True, aliases=("adapt-mlm",), rule_alias="adapt_mlm",
               params=AdaptParams, plan=lambda seed_plan: plan_adapt(seed_plan), needs=("data", "candidates"),
               check=lambda graph, name, exp: check_adapt_pairs(name, exp, strategies(exp)),
               items=lambda plan, node: adapted_items(plan, node), checkpoint="MLM-adapted")

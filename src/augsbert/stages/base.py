@@ -13,11 +13,14 @@ command line and the job sizing need to know of a stage is read from here, so th
 - `runtime`: settings that cannot change what the stage computes (batch sizes of inference,
   checkpoint intervals, data locations, model references, which enter keys by identity): passed to
   the job, never part of its key, so changing them reruns nothing.
-- `gpu`, `data_parallel`, `seconds_per_item`, `base_mem_mb`, `mb_per_item`, `fixed_resources`,
-  `gpu_sequences`, `model_input`: what its job asks a scheduler for (augsbert.scheduling.resources and, for the
-  GPU memory, augsbert.models.gpu_memory have the formulas); `estimate`: how `augsbert plan --estimate` times it.
+- its cost terms, the one place that says what a job of the stage costs (the formulas read them and name no
+  stage): `gpu`, `data_parallel`, `seconds_per_item`, `base_mem_mb`, `mb_per_item`, `fixed_resources`, `items`,
+  `uses_gpu`: what its job asks a scheduler for (augsbert.scheduling.resources); `trains`, `gpu_sequences`,
+  `model_input`: its GPU memory (augsbert.models.gpu_memory's formula); `estimate` and `counts`: how `augsbert
+  plan --estimate` times it (augsbert.scheduling.estimate prices the kind; the counts hook, in the stage's module,
+  walks the plan to what the kind prices: GPL's queries, mined lists, margins, tuples).
 - `roles`: the experiment roles it fills, in the order `--config` standalone runs pick one.
-- `plan`, `needs`: how it joins an experiment. Planning an experiment (`augsbert.planning.plan`) is a loop
+- `plan`, `needs`: how it joins an experiment. Planning an experiment (`augsbert.plan`) is a loop
   over the registry's stages in dependency order (`augsbert.stages.planning_order`), calling each `plan(SeedPlan) -> {role: Node}` once per
   seed; the hook sees the roles planned so far (`data`, `teacher`, `labels`, ...) and returns the nodes it
   adds by role (empty when the experiment does not use it). `needs` names the roles it reads: it runs after
@@ -93,6 +96,8 @@ class Stage:
     base_mem_mb: int = 16000
     mb_per_item: float = 0.0
     gpu_sequences: int = 1  # sequences per batch row on the GPU (a Bi-Encoder pair: 2), for gpu_mem_mb
+    # its job trains a model: weights, gradients and optimizer state on the GPU (gpu_mem_mb); else forward passes only
+    trains: bool = False
     model_input: str = ""  # the input whose model it runs when its settings name none (labels: `teacher`)
     # what `augsbert plan --estimate` counts of its job (augsbert.scheduling.estimate): `train` (steps of
     # batches), `score` (its items, as pairs scored), `test` (the test pairs scored), `test+suites` (and the
@@ -100,6 +105,9 @@ class Stage:
     # `mine` (negatives: encoding and search), `cross_scores` (margins: Cross-Encoder pairs), `distill` (gpl: the student's tuples);
     # empty: its items at `seconds_per_item`
     estimate: str = ""
+    # (plan, node) -> what its `estimate` kind prices, counted (GPL's kinds: the stage module's `*_counts` says which
+    # keys): the plan walked in the stage's own module, so the estimate names no stage
+    counts: Callable[[Any, Any], dict] | None = None
     fixed_resources: dict = field(default_factory=dict)  # rules with fixed sizes (shards), not from the plan
     aliases: tuple[str, ...] = ()  # former command names, accepted for one release (README "Stages")
     rule_alias: str | None = None  # the former rule name: its --set-resources still apply, one release
@@ -110,7 +118,7 @@ class Stage:
     threads: int = 2
     group: str | None = None
     cache: bool = True
-    plan: Callable[[Any], dict[str, Any]] | None = None  # augsbert.store.graph.SeedPlan -> {role: Node}
+    plan: Callable[[Any], dict[str, Any]] | None = None  # augsbert.planning.graph.SeedPlan -> {role: Node}
     needs: tuple[str, ...] = ()  # roles its plan hook reads: it is planned after the stages filling them
     check: Callable[[Any, str, dict], None] | None = None  # (graph, experiment name, config), once per experiment
     items: Callable[[Any, Any], int] | None = None  # (plan, node) -> items its job iterates over

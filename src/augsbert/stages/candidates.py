@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Literal
 
 from ..errors import ConfigError
-from ..store.graph import Graph, Node, SeedPlan
+from ..planning.graph import Graph, Node, SeedPlan
 from ..params import ModelParams, Params, option
 from .base import Stage
 from .data import data_node
@@ -123,25 +123,25 @@ class PoolIndexParams(Params):
     least_index: bool = False
 
 
-SAMPLING_RUNTIME = ("batch_size", "model", "semantic_model")
+CANDIDATES_RUNTIME = ("batch_size", "model", "semantic_model")
 CANDIDATES = Stage("candidates", 2, "draw candidate silver pairs (random, BM25, semantic search, KDE pools) from the "
-                   "target sentences", "augsbert.jobs.candidates:run", section="candidates", runtime=SAMPLING_RUNTIME,
+                   "target sentences", "augsbert.jobs.candidates:run", section="candidates", runtime=CANDIDATES_RUNTIME,
                    roles=("candidates",), seconds_per_item=0.002, base_mem_mb=4000, mb_per_item=0.008,
                    aliases=("sample-pairs",), rule_alias="sample_pairs", params=CandidatesParams,
                    plan=lambda seed_plan: plan_candidates(seed_plan), needs=("data", "source_data", "gold_subset",
                                                                               "pretrained"),
-                   check=lambda graph, name, exp: check_sampling(graph, name, exp), items=pool_items,
+                   check=lambda graph, name, exp: check_candidates(graph, name, exp), items=pool_items,
                    uses_gpu=lambda node: encodes(node),  # GPU only when a strategy encodes
                    holds=("candidates.parquet",), kind_options=("strategies",))
 # candidates.shards > 1 (docs/guide/large-pools.md): fixed sizes, one shard of a 10-million sentence pool
 POOL_INDEX = Stage("pool_index", 1, "candidates.shards > 1: write the sentence pool and, for semantic search, its "
                    "embeddings and faiss index once for every shard", "augsbert.jobs.pool_index:run",
-                   section="candidates", runtime=SAMPLING_RUNTIME, roles=("pool_index",),
+                   section="candidates", runtime=CANDIDATES_RUNTIME, roles=("pool_index",),
                    fixed_resources={"mem_mb": 32000, "runtime": 480, "gpu": 1}, aliases=("index-pool",),
                    rule_alias="index_pool", params=PoolIndexParams)
 CANDIDATE_SHARD = Stage("candidate_shard", 1, "candidates.shards > 1: partners of one range of query sentences (merged "
                         "by candidates)", "augsbert.jobs.candidate_shard:run", section="candidates",
-                        runtime=SAMPLING_RUNTIME,
+                        runtime=CANDIDATES_RUNTIME,
                         roles=("candidate_shard_0",),  # --role candidate_shard_<n> for the n-th shard
                         gpu=False, fixed_resources={"mem_mb": 32000, "runtime": 480, "gpu": 0},
                         aliases=("sample-pairs-shard",), rule_alias="sample_pairs_shard",
@@ -176,23 +176,23 @@ def check_pool(graph: Graph, name: str, sampling: dict, data: Node) -> None:
 
 def candidates(graph: Graph, exp: dict, dataset: str, seed: int, data: Node, encoder: Node,
                strategies: list[str], pretrained: Node | None = None) -> Node:
-    sampling = dict(exp["candidates"])
-    sampling["strategies"] = strategies
+    section = dict(exp["candidates"])
+    section["strategies"] = strategies
     needs_encoder = any(s.startswith("semantic_search") or s == "iterative_kde" for s in strategies)
     inputs = {"data": data}
-    if needs_encoder and sampling["semantic_model"] == "finetuned":
+    if needs_encoder and section["semantic_model"] == "finetuned":
         inputs["encoder"] = encoder
-    elif needs_encoder and sampling["semantic_model"] == "pretrained_stage":
+    elif needs_encoder and section["semantic_model"] == "pretrained_stage":
         inputs["encoder"] = pretrained
     if not needs_encoder:  # encoder options cannot change BM25/random/KDE/target-pair candidates
         for key in ("semantic_model", "exact", "batch_size", "max_length"):
-            sampling.pop(key)
+            section.pop(key)
     if not any(s in ("kde", "iterative_kde") for s in strategies):
-        sampling.pop("candidate_pool")
-    sampling.pop("kde_reference")  # used when labelling
-    sampling.pop("iterative_kde_accept")  # likewise
-    shards = sampling.pop("shards", 1)  # a key only when > 1: unsharded candidates keep their keys
-    params = {**sampling, "model": exp["base_model"], "seed": seed}
+        section.pop("candidate_pool")
+    section.pop("kde_reference")  # used when labelling
+    section.pop("iterative_kde_accept")  # likewise
+    shards = section.pop("shards", 1)  # a key only when > 1: unsharded candidates keep their keys
+    params = {**section, "model": exp["base_model"], "seed": seed}
     name = f"{dataset}.{'+'.join(strategies)}"
     if shards == 1:
         return graph.add(CANDIDATES, name, params, inputs)
@@ -217,15 +217,15 @@ def encodes(node: Node) -> bool:
     return any(s.startswith(("semantic_search", "iterative_kde")) for s in node.params.get("strategies") or [])
 
 
-def check_sampling(graph: Graph, name: str, exp: dict) -> None:
+def check_candidates(graph: Graph, name: str, exp: dict) -> None:
     """A student's candidates fit the pool; the data job checks the same once it has made the tables."""
-    sampling = exp["candidates"]
+    section = exp["candidates"]
     if not (strategies(exp) and "student" in exp["models"]):
         return
     data = data_node(graph, exp["dataset"])
-    check_pool(graph, name, sampling, data)
+    check_pool(graph, name, section, data)
     graph.pool_checks.setdefault(data.key, []).append({"experiment": name, "candidates": {
-        k: sampling[k] for k in ("strategies", "top_k", "candidate_pool", "pool", "exclude_eval_sentences")}})
+        k: section[k] for k in ("strategies", "top_k", "candidate_pool", "pool", "exclude_eval_sentences")}})
 
 
 def candidates_node(seed_plan: SeedPlan) -> Node:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import ConfigError
-from ..store.graph import Graph, Node, SeedPlan
+from ..planning.graph import Graph, Node, SeedPlan
 from ..params import Params, option, restate, section_options, slice_of
 from .base import MODEL_SETTINGS, Row, Stage
 from .candidates import CandidatesOptions
@@ -54,7 +54,7 @@ class ClassifierParams(ClassifierOptions, EvalSentences, slice_of(TrainingOption
 CLASSIFIER = Stage("classifier", 1, "train the topic-classifier baseline (encoder + linear head on the target's "
                    "topics) and test its encoder as a Bi-Encoder", "augsbert.jobs.classifier:run",
                    section="classifier", runtime=MODEL_SETTINGS, roles=("classifier",), seconds_per_item=0.01,
-                   aliases=("train-classifier",), rule_alias="train_classifier",
+                   trains=True, aliases=("train-classifier",), rule_alias="train_classifier",
                    params=ClassifierParams, plan=lambda seed_plan: plan_classifier(seed_plan), needs=("data",),
                    rows={"classifier": Row(25, "Topic classifier", "encoder fine-tuned with a linear head on the "
                                             "target's topics (thesis 5.6.1 baseline)", curves=True)},
@@ -68,7 +68,7 @@ def classifier(graph: Graph, name: str, exp: dict, dataset: str, seed: int, data
         raise ConfigError(f"experiments.{name}.models: classifier learns topics, but dataset '{dataset}' has "
                           "no topic labels (BWS, or a pairs_file with columns.topic)")
     params = {**section_options(ClassifierOptions, exp["classifier"]), "model": exp["base_model"], "seed": seed,
-              "eval_batch_size": exp["evaluation"]["batch_size"],
+              "eval_batch_size": exp["suite"]["batch_size"],
               **section_options(EvalSentences, exp["candidates"])}
     if exp["topic_prompt"] == "prompted":
         params["topic_prompt"] = exp["topic_delimiter"]

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from ..errors import ConfigError, MissingDataError
 from ..store.fingerprints import path_digest
-from ..store.graph import Graph, Node, SeedPlan
+from ..planning.graph import Graph, Node, SeedPlan
 from ..params import Params
 from .base import Stage
 from .runs import TARGET_DATA, source, transfer

@@ -4,15 +4,17 @@ Its planning hook plans GPL's chain: generated queries (`queries`), mined negati
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ..errors import ConfigError
-from ..store.graph import Node, SeedPlan
+from ..planning.graph import Node, SeedPlan
 from ..params import section_options, slice_of
 from .base import MODEL_SETTINGS, Row, Stage
-from .negatives import PER_STEP, negatives_node
-from .queries import queries_node
-from .margins import MARGINS
+from .negatives import PER_STEP, mined_pairs, negatives_node, negatives_per_row
+from .queries import passage_tokens, queries_node
+from .margins import MARGINS, mined_negatives
+from .sizes import DEFAULT_MAX_LENGTH, input_splits, metrics, text_tokens
 from .student import StudentOptions
 from .training_options import Trained
 
@@ -38,10 +40,11 @@ class GplParams(StudentSlice, Trained):
 GPL_STUDENT = Stage("gpl", 1, "train a Bi-Encoder on a pretrained Cross-Encoder's margins over mined negatives "
                     "(GPL: MarginMSE or KL-divergence, a step budget)", "augsbert.jobs.gpl:run",
                     section="student", runtime=MODEL_SETTINGS, roles=("gpl",), seconds_per_item=0.02,
-                    mb_per_item=0.002, gpu_sequences=3, params=GplParams,
+                    mb_per_item=0.002, gpu_sequences=3, trains=True, params=GplParams,
                     plan=lambda seed_plan: plan_gpl(seed_plan), needs=("data", "teacher", "pretrained"),
                     rows={"gpl": Row(60, "GPL", "Bi-Encoder trained on a pretrained Cross-Encoder's margins over mined "
-                                                "negatives (GPL), no gold")}, estimate="distill")
+                                                "negatives (GPL), no gold")}, estimate="distill",
+                    counts=lambda plan, node: distill_counts(plan, node))
 STAGES = (GPL_STUDENT,)
 
 
@@ -101,3 +104,22 @@ def plan_gpl(seed_plan: SeedPlan) -> dict[str, Node]:
         params.pop("model")
     return {**roles, "negatives": mined, "margins": margins,
             "gpl": graph.add(GPL_STUDENT, f"{dataset}.gpl", params, inputs)}
+
+
+# ------------------------------------------------------------------ what the time estimate counts (kind `distill`)
+def distill_counts(plan, node) -> dict:
+    """What the GPL student's job computes: `steps` of `batch` (query, positive, `kept` negatives) tuples, each text
+    encoded alone (`tokens` per tuple, within max_length), then the target's `test` pairs scored (`test_tokens`
+    each)."""
+    p = node.params
+    negatives = mined_negatives(plan, node)
+    pairs, _, query = mined_pairs(plan, negatives)
+    rows = int(metrics(negatives).get("rows") or pairs)
+    kept, _ = negatives_per_row(negatives)
+    batch = int(p["batch_size"])
+    steps = int(p["max_steps"]) if p.get("max_steps") else math.ceil(rows / batch) * int(p.get("epochs") or 1)
+    max_length = float(p.get("max_length") or DEFAULT_MAX_LENGTH)
+    tokens = min(max_length, query + 2) + (1 + kept) * min(max_length, passage_tokens(plan, negatives) + 2)
+    return {"steps": steps, "batch": batch, "kept": kept, "tokens": tokens,
+            "test": input_splits(plan, node).get("test", 0),
+            "test_tokens": 2 * min(max_length, text_tokens(plan, node) + 2)}

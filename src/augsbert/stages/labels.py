@@ -8,7 +8,7 @@ from typing import Literal
 from dataclasses import dataclass
 
 from ..errors import ConfigError
-from ..store.graph import Graph, Node, SeedPlan
+from ..planning.graph import Graph, Node, SeedPlan
 from ..params import Params, option, section_options
 from .base import Stage
 from .runs import gold, strategies, topic_prompt, transfer, wants
@@ -75,15 +75,16 @@ def labels(graph: Graph, exp: dict, dataset: str, seed: int, inputs: dict[str, N
            data: Node, prompt: str | None = None) -> Node:
     """The labels node of `inputs` (teacher, gold, candidates, and an ensemble teacher's members `member_<k>`);
     with shards, its shard nodes go into `roles` too."""
-    sampling = exp["candidates"]
+    candidate_options = exp["candidates"]
     inputs = dict(inputs)
-    params = {**section_options(LabelsOptions, exp["labels"]), "kde_reference": sampling["kde_reference"], "seed": seed}
-    if sampling["iterative_kde_accept"] != "at_least" and "iterative_kde" in sampling["strategies"]:
-        params["iterative_kde_accept"] = sampling["iterative_kde_accept"]  # keyed only when it can act
+    params = {**section_options(LabelsOptions, exp["labels"]), "kde_reference": candidate_options["kde_reference"],
+              "seed": seed}
+    if candidate_options["iterative_kde_accept"] != "at_least" and "iterative_kde" in candidate_options["strategies"]:
+        params["iterative_kde_accept"] = candidate_options["iterative_kde_accept"]  # keyed only when it can act
     if prompt:  # the teacher scores prompted pairs (prompted and hidden); topics of the target's texts
         params["topic_prompt"] = prompt
         inputs["topics"] = data
-    shards = sampling.get("shards", 1)
+    shards = candidate_options.get("shards", 1)
     if "candidates" in inputs and shards > 1:  # N label_shard nodes score row ranges of the candidates; labels merges
         candidates = dict(inputs["candidates"].inputs)
         roles["pool_index"] = graph.nodes[candidates["index"]]

@@ -8,6 +8,9 @@ from typing import Literal
 
 from ..params import Params
 from .base import Stage
+from .negatives import NEGATIVES, mined_pairs, negatives_per_row
+from .queries import passage_tokens
+from .sizes import DEFAULT_MAX_LENGTH, metrics
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -28,5 +31,38 @@ class MarginsParams(Params):
 MARGINS = Stage("margins", 1, "score mined (query, positive, negatives) lists with a pretrained Cross-Encoder (GPL's "
                 "pseudo labels: the margins)", "augsbert.jobs.margins:run", section="teacher",
                 runtime=("batch_size", "model"), roles=("margins",), seconds_per_item=0.01, base_mem_mb=8000,
-                model_input="teacher", params=MarginsParams, estimate="cross_scores")
+                model_input="teacher", params=MarginsParams, estimate="cross_scores",
+                counts=lambda plan, node: margin_counts(plan, node))
 STAGES = (MARGINS,)
+
+
+# ------------------------------------------------------------------ what the time estimate counts (kind `cross_scores`)
+def draws_per_row(rows: int, draws: dict) -> int:
+    """How often the GPL student can see each mined row: `epochs`, or the passes its `max_steps` x `batch_size`
+    tuples make over `rows` (the last one partial). The margins job draws by it (augsbert.training.gpl_data) and the
+    time estimate counts by it."""
+    if draws.get("max_steps"):
+        return max(1, -(-int(draws["max_steps"]) * int(draws["batch_size"]) // max(rows, 1)))
+    return int(draws.get("epochs") or 1)
+
+
+def mined_negatives(plan, node):
+    """The `negatives` node of a margins node, or of a gpl node through its margins."""
+    inputs = dict(node.inputs)
+    if MARGINS.name in inputs:
+        inputs = dict(plan.node(inputs[MARGINS.name]).inputs)
+    return plan.node(inputs[NEGATIVES.name])
+
+
+def margin_counts(plan, node) -> dict:
+    """What a `margins` job scores: the (query, positive) and (query, drawn negative) pairs the student will read
+    (`scored`; its metrics' count once it ran), each a pair of query + passage tokens (`tokens`)."""
+    p = node.params
+    negatives = mined_negatives(plan, node)
+    pairs, _, query = mined_pairs(plan, negatives)
+    rows = int(metrics(negatives).get("rows") or pairs)
+    kept, candidates = negatives_per_row(negatives)
+    scored = rows * (1 + (min(candidates, draws_per_row(rows, p["draws"])) if p.get("draws") else kept))
+    scored = int(metrics(node).get("scored_pairs") or scored)
+    tokens = min(float(p.get("max_length") or DEFAULT_MAX_LENGTH), query + passage_tokens(plan, negatives) + 3)
+    return {"scored": scored, "tokens": tokens}

@@ -7,10 +7,12 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ..errors import ConfigError
-from ..store.graph import Node, SeedPlan
+from ..planning.graph import Node, SeedPlan
 from ..params import Params, option, section_options
 from .base import Stage
-from .queries import queries_node
+from .queries import INVERSE_CLOZE, QUERIES, corpus_passages, generated, passage_tokens, queries_node
+from .sizes import (CHARS_PER_TOKEN, DEFAULT_MAX_LENGTH, DEFAULT_QUERY_CHARS, DEFAULT_SIZE, beir_rows, metrics,
+                    text_tokens)
 
 BM25 = "bm25"
 PER_STEP = "per_step"  # GPL: a candidate list per pair, one negative drawn for every training tuple
@@ -81,7 +83,7 @@ NEGATIVES = Stage("negatives", 1, "mine hard negatives of (query, positive) pair
                   section="negatives", runtime=("batch_size", "embedding_cache", "hub_revisions"),
                   roles=("negatives",), seconds_per_item=0.01, base_mem_mb=8000, mb_per_item=0.01,
                   params=NegativesParams, plan=lambda seed_plan: plan_negatives(seed_plan), needs=("data",),
-                  estimate="mine")
+                  estimate="mine", counts=lambda plan, node: mining_counts(plan, node))
 STAGES = (NEGATIVES,)
 
 
@@ -123,3 +125,54 @@ def plan_negatives(seed_plan: SeedPlan) -> dict[str, Node]:
                           f"dataset '{dataset}' is not BEIR-format (`loader: beir` with qrels/"
                           f"{seed_plan.config['negatives']['qrels_split']}.tsv)")
     return {"negatives": negatives_node(seed_plan, seed_plan.roles["data"])}
+
+
+# ------------------------------------------------------------------ what the time estimate counts (kind `mine`)
+def mined_pairs(plan, node) -> tuple[int, int, float]:
+    """(pairs, passages, query tokens) a `negatives` node mines: its metrics once it ran; else its pairs input's,
+    generated queries (passages x per passage over those passages; a query: an inverse cloze sentence, else at most
+    the generator's max_length) or a BEIR dataset's qrels and corpus."""
+    source = plan.node(dict(node.inputs)["pairs"])
+    done = metrics(node)
+    if source.stage == QUERIES.name:
+        passages, per_passage = generated(plan, source)
+        q = source.params
+        if q.get("generator") == INVERSE_CLOZE:
+            query = text_tokens(plan, source, "pairs" if q.get("source") == "sentences" else "sentence")
+        else:
+            query = float(q.get("max_length") or 64)
+        pairs = passages * per_passage
+    else:
+        split = node.params.get("qrels_split", "train")
+        pairs = beir_rows(source, f"qrels_{split}") or DEFAULT_SIZE["train"]
+        passages = beir_rows(source, "corpus") or corpus_passages(plan, source)
+        query = DEFAULT_QUERY_CHARS / CHARS_PER_TOKEN
+    if done.get("pairs"):
+        pairs, passages = int(done["pairs"]), int(done.get("passages") or passages)
+    return pairs, passages, query
+
+
+def negatives_per_row(negatives) -> tuple[int, int]:
+    """(negatives a row keeps for the student, candidates a row holds) of a negatives node: per_step, one drawn
+    of its candidates (each retriever's window, the union); fixed, num_negatives of them."""
+    p = negatives.params
+    if p.get("mode", PER_STEP) == PER_STEP:
+        window = int(p.get("range_max") or 1) - int(p.get("range_min") or 0)
+        return 1, max(1, window * len(p.get("retrievers") or [1]))
+    return int(p.get("num_negatives") or 1), int(p.get("num_negatives") or 1)
+
+
+def mining_counts(plan, node) -> dict:
+    """What a `negatives` job computes: `pairs` queries searched over `passages` passages, each text's tokens
+    (`query_tokens`, `passage_tokens`, within max_length); per retriever (`retrievers`; None: BM25, no model) every
+    passage and query encoded and an exact search; with a `cross_encoder` the candidates of each retriever's
+    window and the positive (`window` + 1 per query) rescored as pairs of `pair_tokens`."""
+    p = node.params
+    pairs, passages, query = mined_pairs(plan, node)
+    max_length = float(p.get("max_length") or DEFAULT_MAX_LENGTH)
+    passage = min(max_length, passage_tokens(plan, node) + 2)
+    query = min(max_length, query + 2)
+    return {"pairs": pairs, "passages": passages, "query_tokens": query, "passage_tokens": passage,
+            "retrievers": [None if ref == BM25 else ref for ref in p.get("retrievers") or []],
+            "cross_encoder": p.get("cross_encoder") or None, "window": negatives_per_row(node)[1],
+            "pair_tokens": min(max_length, query + passage + 3)}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..errors import ConfigError
 from ..store.fingerprints import path_digest
-from ..store.graph import Graph, Node, SeedPlan
+from ..planning.graph import Graph, Node, SeedPlan
 from ..params import TORCH_COMPILE, Params, option, slice_of
 from ..objectives import OBJECTIVES, PRESETS, entry, pretrain_schema, resolved
 from .base import Row, Stage
@@ -193,7 +193,8 @@ PRETRAIN = Stage("pretrain", 1, "unsupervised pre-training of a sentence encoder
                  section="pretrain", runtime=("eval_batch_size", "model", "triples"), roles=("pretrained",),
                  kind_options=("objective",),
                  raw_inputs=lambda node: triples_inputs(node),
-                 seconds_per_item=0.01, params=PretrainParams, checkpoint="unsupervised pre-trained", plan=lambda seed_plan: plan_pretrain(seed_plan),
+                 seconds_per_item=0.01, trains=True, params=PretrainParams, checkpoint="unsupervised pre-trained",
+                 plan=lambda seed_plan: plan_pretrain(seed_plan),
                  needs=("data", "rcl_entropy_0"), items=pool_items, rows={"pretrained": Row(20, "Pre-trained", "encoder after unsupervised pre-training "
                                                                                   "(pretrain.objective), no labels")},
                  check=lambda graph, name, exp: check_pretrain_use(name, exp, exp["adapt"]["variant"]),
@@ -230,8 +231,8 @@ def pretrain_options(graph: Graph, name: str, exp: dict) -> tuple[dict, str]:
     models are planned from (stages.rcl_entropy)."""
     options = resolved(exp["pretrain"])
     options["model"] = options.pop("base_model") or exp["base_model"]
-    options["eval_batch_size"] = exp["evaluation"]["batch_size"]
-    options["eval_max_length"] = exp["evaluation"]["max_length"]  # as the zero-shot row: comparable
+    options["eval_batch_size"] = exp["suite"]["batch_size"]
+    options["eval_max_length"] = exp["suite"]["max_length"]  # as the zero-shot row: comparable
     corpus = options.pop("dataset") or exp["dataset"]
     if corpus not in graph.config["datasets"]:
         raise ConfigError(f"experiments.{name}.pretrain.dataset: unknown dataset '{corpus}' "

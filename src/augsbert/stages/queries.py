@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ..errors import ConfigError
-from ..store.graph import Graph, Node, SeedPlan
+from ..planning.graph import Graph, Node, SeedPlan
 from ..params import Params, option, section_options
 from .base import Stage
+from .sizes import DEFAULT_SIZE, data_sizes, metrics, text_tokens
 
 INVERSE_CLOZE = "inverse_cloze"
 
@@ -79,11 +80,12 @@ QUERIES = Stage("queries", 2, "generate (query, passage) pairs for the target co
                 "augsbert.jobs.queries:run", section="queries", runtime=("hub_revisions",), roles=("queries",),
                 seconds_per_item=0.05, base_mem_mb=8000, params=QueriesParams,
                 uses_gpu=lambda node: node.params.get("shards", 1) == 1,  # sharded: it merges the shards' texts
-                check=lambda graph, name, exp: check_corpus(graph, name, exp), estimate="generate")
+                check=lambda graph, name, exp: check_corpus(graph, name, exp), estimate="generate",
+                counts=lambda plan, node: query_counts(plan, node))
 QUERY_SHARD = Stage("query_shard", 1, "queries.shards > 1: the generated texts of one range of passages (merged "
                     "by queries)", "augsbert.jobs.query_shard:run", section="queries", runtime=("hub_revisions",),
                     roles=("query_shard_0",), fixed_resources={"mem_mb": 16000, "runtime": 720, "gpu": 1},
-                    params=QueryShardParams, estimate="generate")
+                    params=QueryShardParams, estimate="generate", counts=lambda plan, node: query_counts(plan, node))
 STAGES = (QUERIES, QUERY_SHARD)
 
 
@@ -123,3 +125,60 @@ def queries_node(seed_plan: SeedPlan) -> Node:
             inputs[f"shard_{i}"] = graph.add(QUERY_SHARD, f"{name}.{i + 1}of{shards}", {**params, "shard": i},
                                              {"data": data})
     return graph.add(QUERIES, name, params, inputs)
+
+
+# ------------------------------------------------------------------ what the time estimate counts (kind `generate`)
+def sizing(n_passages: int, per_passage: int | None, total: int) -> tuple[int, int]:
+    """(queries per passage, passages used). Set: as given, all passages. null: GPL's rule with both automatic
+    flags (gpl/train.py `queries_per_passage -1`, `new_size -1`): ceil(total / |corpus|) per passage if
+    3 |corpus| < total, else 3 per passage over ceil(total / 3) passages."""
+    if per_passage is not None:
+        return per_passage, n_passages
+    if 3 * n_passages < total:
+        return -(-total // n_passages), n_passages
+    return 3, min(n_passages, -(-total // 3))
+
+
+def corpus_passages(plan, data, source: str = "corpus") -> int:
+    """Passages the queries stage reads of data node `data`: its corpus (the unlabeled texts, a BEIR corpus), or
+    with `source: sentences` its train sentences (both sides of each pair: an upper bound of the distinct ones);
+    a corpus not counted yet (a BEIR dataset before its data job): DEFAULT_SIZE's train, a guess."""
+    sizes = data_sizes(data, plan)
+    count = 2 * sizes["train"] if source == "sentences" else sizes["unlabeled"]
+    return count or DEFAULT_SIZE["train"]
+
+
+def generated(plan, node) -> tuple[int, int]:
+    """(passages generated for, queries per passage) of a `queries` node: its metrics once it ran, else GPL's
+    sizing over the corpus' passages."""
+    done = {} if "shard" in node.params else metrics(node)  # a shard's metrics count its own passages
+    if done.get("passages"):
+        return int(done["passages"]), int(done["queries_per_passage"])
+    p = node.params
+    per_passage, used = sizing(corpus_passages(plan, plan.node(dict(node.inputs)["data"]), p.get("source", "corpus")),
+                               p.get("queries_per_passage"), int(p.get("total") or 1))
+    return used, per_passage
+
+
+def passage_tokens(plan, node) -> float:
+    """Tokens of one passage the chain mines: a sentence of the train pairs (`queries.source: sentences`), else a
+    passage of the corpus."""
+    queries = next((plan.node(k) for _, k in node.inputs if plan.node(k).stage == QUERIES.name), None)
+    sentences = queries is not None and queries.params.get("source") == "sentences"
+    return text_tokens(plan, node, "pairs" if sentences else "corpus")
+
+
+def query_counts(plan, node) -> dict:
+    """What a `queries` job (or one `query_shard`: its share of the passages) generates: `passages`, `per_passage`;
+    `without_model` says why no model runs (the inverse cloze; the `queries` job over shards merges their texts),
+    else the `generator`, its `input_tokens` per passage and its decoder `steps` (a batch decodes until its longest
+    query ends: at most max_length)."""
+    passages, per_passage = generated(plan, node)
+    p = node.params
+    shards = int(p.get("shards") or 1)
+    if shards > 1 and "shard" not in p or p.get("generator") == INVERSE_CLOZE:  # no model: a data job's time
+        return {"passages": passages, "per_passage": per_passage, "without_model": (
+            "merging the shards' queries" if shards > 1 and "shard" not in p else "inverse cloze, no model")}
+    input_tokens = min(float(p.get("input_max_length") or 350), passage_tokens(plan, node) + 1)
+    return {"passages": -(-passages // shards), "per_passage": per_passage, "generator": p["generator"],
+            "input_tokens": input_tokens, "steps": int(p.get("max_length") or 64)}

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..store.graph import Graph, Node, SeedPlan
+from ..planning.graph import Graph, Node, SeedPlan
 from ..params import section_options, slice_of
 from .base import Stage
 from .data import data_node, triples_inputs
@@ -39,7 +39,7 @@ RCL_ENTROPY = Stage("rcl_entropy", 1, "train one entropy model of Regularized Co
                     runtime=("eval_batch_size", "model", "triples"),
                     raw_inputs=lambda node: triples_inputs(node),  # the NLI triples: checked when Snakemake plans
                     roles=("rcl_entropy_0",),  # --role rcl_entropy_<n> for the n-th φ
-                    seconds_per_item=0.01, params=RclEntropyParams, items=pool_items,
+                    seconds_per_item=0.01, trains=True, params=RclEntropyParams, items=pool_items,
                     plan=lambda seed_plan: plan_rcl_entropy(seed_plan), needs=("data",),
                     gpu_sequences=2)  # query and document
 STAGES = (RCL_ENTROPY,)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..params import Params, option
-from ..store.graph import Node, SeedPlan
+from ..planning.graph import Node, SeedPlan
 
 # What `models` may name. Not the registry's rows: `pretrained` is a row that `pretrain.objective` asks for, not
 # `models`, and `trans_encoder` has no row of its own (its rounds are the numbered rows te_cross_<k>, te_bi_<k>);

@@ -1,5 +1,6 @@
 """How many items a stage's job iterates over, estimated before it runs (its `items` hook; the scheduler's
-formulas are augsbert.scheduling.resources').
+formulas are augsbert.scheduling.resources'), and what the time estimate counts of a job (its data's splits and
+text lengths in tokens; augsbert.scheduling.estimate prices them).
 
 Once a stage's input artifact exists its own counts are read (`data` metrics.json sizes, `candidates`
 metrics.json counts, `labels` pairs.parquet rows); before that, `DATASET_SIZES` (the sizes of the corpora
@@ -347,3 +348,59 @@ def text_chars(node, plan=None) -> dict[str, float]:
     if key not in _TEXT_CHARS:
         _TEXT_CHARS[key] = compute()
     return _TEXT_CHARS[key]
+
+
+# ------------------------------------------------------------------ what the time estimate counts of a job
+CHARS_PER_TOKEN = 4.0  # English text through a WordPiece / BPE vocabulary
+DEFAULT_TEXT_CHARS = 120  # a dataset whose texts cannot be read before its data job (no source files here)
+DEFAULT_QUERY_CHARS = 40  # a dataset's own queries (BEIR qrels) before its data job: a short question
+DEFAULT_MAX_LENGTH = 256  # a job whose settings name no max_length
+
+
+def metrics(node) -> dict:
+    """A built node's metrics.json ({} before its job has run)."""
+    return _read_json(Path(node.path) / "metrics.json") or {}
+
+
+def input_splits(plan, node) -> dict[str, int]:
+    """Train, dev and test pairs and unlabeled sentences of the data a job reads (its `data` input, else its `gold`
+    input: split_sizes); {} without one."""
+    inputs = dict(node.inputs)
+    data = inputs.get("data") or inputs.get("gold")
+    return split_sizes(plan.nodes[data], plan) if data else {}
+
+
+def upstream_data(plan, node):
+    """The nearest data node the job reads, directly or through the models it reads (labels: the teacher's
+    data), breadth first in input order; None without one."""
+    seen, queue = set(), [node]
+    while queue:
+        current = queue.pop(0)
+        for _, key in current.inputs:
+            upstream = plan.nodes.get(key)
+            if upstream is None or key in seen:
+                continue
+            if upstream.stage == "data":
+                return upstream
+            seen.add(key)
+            queue.append(upstream)
+    return None
+
+
+def text_tokens(plan, node, part: str = "pairs") -> float:
+    """Tokens of one text of the job's data (special tokens left out): the mean characters of a text of its gold
+    pairs (`pairs`), of a passage of its corpus (`corpus`) or of a sentence of a passage (`sentence`), computed from
+    the data (text_chars), else DEFAULT_TEXT_CHARS; characters / CHARS_PER_TOKEN."""
+    data = node if node.stage == "data" else upstream_data(plan, node)
+    chars = text_chars(data, plan) if data is not None else {}
+    return chars.get(part, DEFAULT_TEXT_CHARS) / CHARS_PER_TOKEN
+
+
+def beir_rows(data, table: str) -> int | None:
+    """Rows of a prepared BEIR table (`corpus`, `qrels_train`, ...) of data node `data`, None before its job."""
+    path = Path(data.path) / "beir" / f"{table}.parquet"
+    if not path.is_file():
+        return None
+    import pyarrow.parquet as pq
+
+    return pq.ParquetFile(path).metadata.num_rows

@@ -8,7 +8,7 @@ from typing import Literal
 
 from ..errors import ConfigError
 from ..params import Params, option, restate, slice_of
-from ..store.graph import Graph, Node, SeedPlan
+from ..planning.graph import Graph, Node, SeedPlan
 from .base import MODEL_SETTINGS, Row, Stage
 from .runs import from_adapted, inert_grouping_dropped, source, topic_prompt, trained_on, transfer, wants
 from .sizes import trained_items
@@ -72,7 +72,7 @@ class StudentOptions(TrainingOptions, StudentModelOptions):
         `cosent`, `angle`, `mnrl`: the scale (1 / temperature) of the library's losses (their default 20).""",
                           exclusiveMinimum=0)
     positive_threshold: float = option(0.8, """
-        `mnrl`: pairs scored at least this (0-1 scale) are positives (as evaluation.positive_threshold: STS-B > 4
+        `mnrl`: pairs scored at least this (0-1 scale) are positives (as suite.positive_threshold: STS-B > 4
         of 5).""", minimum=0, maximum=1)
     hard_negatives: bool = option(False, """
         `mnrl`: add each anchor's lowest-scored partner below negative_threshold as a hard negative; positives
@@ -143,7 +143,8 @@ EMBEDDER = "embedder"  # the input whose embeddings pre-train a static student's
 STUDENT = Stage("student", 3, "train a Bi-Encoder on gold and/or teacher-labelled pairs (also the lower bound)",
                 "augsbert.jobs.student:run", section="student", runtime=MODEL_SETTINGS,
                 roles=("student", "lower_bound"), data_parallel=True, seconds_per_item=0.01, mb_per_item=0.002,
-                aliases=("train-student",), rule_alias="train_student", gpu_sequences=2,  # both sides of a pair
+                trains=True, aliases=("train-student",), rule_alias="train_student",
+                gpu_sequences=2,  # both sides of a pair
                 params=StudentParams, plan=lambda seed_plan: plan_student(seed_plan), kind_options=("matryoshka_dims",),
                 needs=("data", "source_data", "gold_subset", "labels", "adapt", "pretrained"), items=trained_items,
                 rows={"lower_bound": Row(30, "SBERT (lower bound)", "Bi-Encoder trained on gold only (SBERT, lower "

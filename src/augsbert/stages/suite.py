@@ -10,7 +10,7 @@ from typing import Any, Literal, get_args
 
 from ..errors import ConfigError
 from ..store.fingerprints import path_digest
-from ..store.graph import Graph, Node, SeedPlan
+from ..planning.graph import Graph, Node, SeedPlan
 from ..params import Params, option
 from .base import Stage
 from .data import has_topics
@@ -24,7 +24,7 @@ NAME = {"type": "string", "minLength": 1}
 
 @dataclass(frozen=True, kw_only=True)
 class TopicOptions(Params):
-    """`evaluation.topic`: logistic regression on frozen embeddings."""
+    """`suite.topic`: logistic regression on frozen embeddings."""
 
     epochs: int = option(10, "Classifier epochs.", minimum=1)
     lr: float = option(0.001, "Adam learning rate.", exclusiveMinimum=0)
@@ -41,7 +41,7 @@ class TopicOptions(Params):
 
 @dataclass(frozen=True, kw_only=True)
 class MtebOptions(Params):
-    """`evaluation.mteb`."""
+    """`suite.mteb`."""
 
     tasks: list[str] = option([], """
         MTEB task names as MTEB spells them (STS12, SICK-R,
@@ -66,7 +66,7 @@ class MtebOptions(Params):
 
 @dataclass(frozen=True, kw_only=True)
 class RetrievalOptions(Params):
-    """`evaluation.retrieval`."""
+    """`suite.retrieval`."""
 
     split: Literal["test", "dev", "train"] = option(
         "test", "Which qrels file is scored (BEIR reports test; MS MARCO's is dev).")
@@ -81,10 +81,10 @@ class RetrievalOptions(Params):
 
 
 @dataclass(frozen=True, kw_only=True)
-class EvaluationOptions(Params):
-    """The `evaluation` section (its schema section is written from here: augsbert.face.schema)."""
+class SuiteOptions(Params):
+    """The `suite` section (its schema section is written from here: augsbert.face.schema)."""
 
-    SECTION = "evaluation"
+    SECTION = "suite"
     SECTION_DESCRIPTION = "How models are evaluated on the target test split."
 
     batch_size: int = option(64, "Encoding batch size.", minimum=1)
@@ -99,10 +99,10 @@ class EvaluationOptions(Params):
         linear classifier macro-F1 on the dataset's topics (BWS);
         `useb` = AskUbuntu, CQADupStack, TwitterPara, SciDocs; `diagnostics`
         = alignment and uniformity on the target test split; `mteb` = the
-        tasks of `evaluation.mteb.tasks` run by the `mteb` package (the
+        tasks of `suite.mteb.tasks` run by the `mteb` package (the
         optional extra `pip install 'augsbert[mteb]'`; not a default); `retrieval` =
         nDCG@10, MRR@10, Recall@100 on a BEIR-format dataset's qrels
-        (`loader: beir`, `evaluation.retrieval`; not a default). Tasks whose
+        (`loader: beir`, `suite.retrieval`; not a default). Tasks whose
         data is absent are listed as skipped in the results, never dropped
         silently from an average. [] = none (no extra jobs).""", uniqueItems=True)
     sts_tasks: list[StsTask] = option(STS_TASKS, """
@@ -154,16 +154,16 @@ class EvaluationOptions(Params):
 
 @dataclass(frozen=True, kw_only=True)
 class TopicTask(TopicOptions):
-    """`evaluation.topic` as a suite node keeps it: `prompted` = the delimiter when on."""
+    """`suite.topic` as a suite node keeps it: `prompted` = the delimiter when on."""
 
     prompted: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
-class SuiteParams(EvaluationOptions):
+class SuiteParams(SuiteOptions):
     """The tasks `suite_tasks` found (task -> file, directory or "hub"; the others in `skipped`, with why),
     their digests, and the encoding options. `model` only for the zero-shot model (else the `model` input).
-    Of the `evaluation` section a spec holds the encoding options and what the suites resolved (the fields below
+    Of the `suite` section a spec holds the encoding options and what the suites resolved (the fields below
     that take the section's names hold the resolved form)."""
 
     sts: dict[str, str] = field(default_factory=dict)
@@ -202,7 +202,7 @@ SUITE = Stage("suite", 2, "evaluate a Bi-Encoder on the STS suite, topic classif
               "alignment/uniformity (with --config, --role <row>_suite: the row whose model it scores)",
               "augsbert.jobs.suite:run",
               # the tasks run and their files enter the key by digest
-              section="evaluation", runtime=("batch_size", "model", "sts", "useb", "mteb", "skipped"),
+              section="suite", runtime=("batch_size", "model", "sts", "useb", "mteb", "skipped"),
               roles=("student_suite", "lower_bound_suite", "pretrained_suite", "classifier_suite", "zero_shot_suite",
                      "gpl_suite"),
               seconds_per_item=0.002, aliases=("evaluate-suite",), rule_alias="evaluate_suite", group="evaluation",
@@ -239,7 +239,7 @@ def suite_tasks(config: dict, evaluation: dict, dataset: dict) -> dict:
             else:
                 path = root / (override if isinstance(override, str) else override["path"]) if override \
                     else root / STS_TASKS_DIR / f"{task}.tsv"
-                tasks["skipped"][task] = f"no file {os.path.normpath(path)} (and evaluation.sts_hub is false)"
+                tasks["skipped"][task] = f"no file {os.path.normpath(path)} (and suite.sts_hub is false)"
     if "useb" in suites:
         for task in evaluation["useb_tasks"]:
             path = root / USEB_DIR / task
@@ -278,7 +278,7 @@ def mteb_tasks(options: dict, root: Path, skipped: dict) -> dict:
     if version is None:
         raise ConfigError(MISSING_MTEB)
     if not options.get("tasks"):
-        raise ConfigError("evaluation.suites has `mteb` but evaluation.mteb.tasks is empty: name the MTEB "
+        raise ConfigError("suite.suites has `mteb` but suite.mteb.tasks is empty: name the MTEB "
                           "tasks to run (e.g. [STS12, SICK-R])")
     found: dict[str, str] = {}
     for name in options["tasks"]:
@@ -288,16 +288,16 @@ def mteb_tasks(options: dict, root: Path, skipped: dict) -> dict:
         elif options.get("hub", True):
             found[name] = "hub"
         else:
-            skipped[f"mteb:{name}"] = f"no directory {os.path.normpath(path)} (and evaluation.mteb.hub is false)"
+            skipped[f"mteb:{name}"] = f"no directory {os.path.normpath(path)} (and suite.mteb.hub is false)"
     return {"mteb": found, "mteb_version": version}
 
 
 def suite(graph: Graph, exp: dict, data: Node, model: Node) -> Node:
     """Evaluation-suite node of one Bi-Encoder (a trained student, or the zero-shot base model)."""
 
-    tasks = suite_tasks(graph.config, {**exp["evaluation"], "topic_delimiter": exp["topic_delimiter"]},
+    tasks = suite_tasks(graph.config, {**exp["suite"], "topic_delimiter": exp["topic_delimiter"]},
                         graph.config["datasets"][exp["dataset"]])
-    params = {**tasks, **{k: exp["evaluation"][k] for k in ("batch_size", "max_length")},
+    params = {**tasks, **{k: exp["suite"][k] for k in ("batch_size", "max_length")},
               "digests": {task: path if path == "hub" else path_digest(graph.digests, path)
                           for task, path in {**tasks["sts"], **tasks["useb"],
                                              **{f"mteb:{t}": p for t, p in tasks.get("mteb", {}).items()}}.items()}}
@@ -318,9 +318,9 @@ def local_files(node: Node) -> list[str]:
 
 
 def plan_suites(seed_plan: SeedPlan) -> dict[str, Node]:
-    """The evaluation suite of every Bi-Encoder row of the run (`evaluation.suites`), role `<row>_suite`."""
+    """The evaluation suite of every Bi-Encoder row of the run (`suite.suites`), role `<row>_suite`."""
     exp, roles = seed_plan.config, seed_plan.roles
-    if not exp["evaluation"]["suites"]:
+    if not exp["suite"]["suites"]:
         return {}
     return {f"{role}{ROLE_SUFFIX}": suite(seed_plan.graph, exp, roles["data"], roles[role]) for role in SUITE_ROLES
             if role in roles}

@@ -9,7 +9,7 @@ from typing import Any, ClassVar, Literal
 
 from ..errors import ConfigError
 from ..params import Params, option, options_schema, override_schema, slice_of
-from ..store.graph import Graph, Node, SeedPlan
+from ..planning.graph import Graph, Node, SeedPlan
 from .base import MODEL_SETTINGS, Row, Stage
 from .data import pairs_have_topics
 from .runs import from_adapted, inert_grouping_dropped, source, topic_prompt, trained_on, wants
@@ -116,7 +116,7 @@ class TeacherParams(slice_of(TeacherOptions, but=PLANNED), Prompted, Trained):
 
 TEACHER = Stage("teacher", 3, "train the teacher (Cross-Encoder or Cross-Bi-Encoder) on the gold train split",
                 "augsbert.jobs.teacher:run", section="teacher", runtime=MODEL_SETTINGS, roles=("teacher",),
-                data_parallel=True, seconds_per_item=0.02, mb_per_item=0.002, aliases=("train-teacher",),
+                data_parallel=True, seconds_per_item=0.02, mb_per_item=0.002, trains=True, aliases=("train-teacher",),
                 rule_alias="train_teacher", params=TeacherParams,
                 plan=lambda seed_plan: plan_teacher(seed_plan), needs=("data", "source_data", "gold_subset", "adapt",
                                                                         "pretrained"),

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..errors import ConfigError
-from ..store.graph import Graph, Node
+from ..planning.graph import Graph, Node
 from ..params import Params
 from .base import Stage
 

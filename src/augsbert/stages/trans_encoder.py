@@ -18,7 +18,7 @@ from dataclasses import MISSING, dataclass, field
 from typing import Literal
 
 from ..errors import ConfigError
-from ..store.graph import Graph, Node, SeedPlan
+from ..planning.graph import Graph, Node, SeedPlan
 from ..params import Params, option
 from .base import Stage
 from .candidates import candidates_node
@@ -273,14 +273,14 @@ def rounds(graph: Graph, name: str, exp: dict, dataset: str, seed: int, data: No
 def check_pairs(name: str, exp: dict) -> None:
     """`pairs: candidates` must come from a strategy that uses no gold label (the fine-tuned semantic-search
     encoder learned the gold)."""
-    sampling = exp["candidates"]
-    strategies = [s for s in sampling["strategies"] if s != "none"]
+    candidate_options = exp["candidates"]
+    strategies = [s for s in candidate_options["strategies"] if s != "none"]
     if exp["trans_encoder"]["pairs"] != "candidates":
         return
     if not strategies:
         raise ConfigError(f"experiments.{name}.trans_encoder.pairs: candidates, but candidates.strategies is [none]")
     encodes = any(s.startswith("semantic_search") or s == "iterative_kde" for s in strategies)
-    if encodes and sampling["semantic_model"] == "finetuned":
+    if encodes and candidate_options["semantic_model"] == "finetuned":
         raise ConfigError(f"experiments.{name}.trans_encoder.pairs: candidates from semantic search with "
                           "candidates.semantic_model: finetuned, an encoder trained on gold; Trans-Encoder uses no "
                           "gold label: choose pretrained, pretrained_stage or a model")

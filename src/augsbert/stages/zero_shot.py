@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..store.graph import Graph, Node, SeedPlan, slug
+from ..planning.graph import Graph, Node, SeedPlan, slug
 from ..params import ModelParams
 from .base import Row, Stage
 from .runs import wants
@@ -17,7 +17,7 @@ class ZeroShotParams(ModelParams):
 
 
 ZERO_SHOT = Stage("zero_shot", 3, "evaluate the untrained base model (cosine of mean-pooled embeddings) on the test "
-                  "split", "augsbert.jobs.zero_shot:run", section="evaluation", runtime=("batch_size", "model"),
+                  "split", "augsbert.jobs.zero_shot:run", section="suite", runtime=("batch_size", "model"),
                   roles=("zero_shot",), seconds_per_item=0.002, base_mem_mb=8000, aliases=("evaluate-zero-shot",),
                   rule_alias="evaluate_zero_shot", group="evaluation", cache=False,
                   params=ZeroShotParams, plan=lambda seed_plan: plan_zero_shot(seed_plan), needs=("data",),
@@ -28,7 +28,7 @@ STAGES = (ZERO_SHOT,)
 
 
 def zero_shot(graph: Graph, exp: dict, dataset: str, data: Node) -> Node:
-    encoding = {k: exp["evaluation"][k] for k in ("batch_size", "max_length")}
+    encoding = {k: exp["suite"][k] for k in ("batch_size", "max_length")}
     return graph.add(ZERO_SHOT, f"{dataset}.{slug(exp['base_model'])}", {"model": exp["base_model"], **encoding},
                      {"data": data})
 

@@ -217,7 +217,7 @@ def sweep_partials(out: str | Path) -> list[Path]:
     return stale
 
 
-ARTIFACTS_ROOT = "artifacts"  # the workflow's artifacts folder (augsbert.store.graph.ARTIFACTS): its state lives in it
+ARTIFACTS_ROOT = "artifacts"  # the workflow's artifacts folder (augsbert.planning.graph.ARTIFACTS): its state lives in it
 
 
 def stage_sidecar(out: str | Path, kind: str) -> Path:

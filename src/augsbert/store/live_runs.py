@@ -26,6 +26,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 RUNS_DIR = Path(".snakemake", "augsbert", "runs")  # below the folder the workflow runs in
+SNAKEMAKE_LOCKS = Path(".snakemake", "locks")  # Snakemake's lock files (what `snakemake --unlock` removes)
 SHOWN = 3  # outputs named in a message
 NO_LOCKS = (errno.ENOLCK, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL)
 
@@ -150,6 +151,32 @@ def register_run(outputs: Iterable[str], inputs: Iterable[str], folder: str | Pa
         return None
     atexit.register(release_run, path)
     return path
+
+
+def clear_stale_locks(root: str | Path = ".") -> int:
+    """Remove Snakemake's lock files in `root` when no run of `root` is alive (none holds its record): a run that
+    was killed (`kill -9`, a lost session, a power cut) leaves them, and Snakemake then refuses every later run of
+    the folder until `snakemake --unlock`, which `augsbert run` does not take. How many files were removed (0: none
+    were there, a run is alive, or the file system has no locks to tell). Checked under the guard `register_run`
+    takes, so a run that starts meanwhile registers after this and is checked against the others as always."""
+    root = Path(root)
+    locks = root / SNAKEMAKE_LOCKS
+    if not locks.is_dir() or not any(locks.iterdir()):
+        return 0
+    runs = root / RUNS_DIR
+    try:
+        runs.mkdir(parents=True, exist_ok=True)
+        with _locked(runs / ".guard"):
+            if live_runs(runs):
+                return 0
+            files = [path for path in locks.iterdir() if path.is_file() and not path.is_symlink()]
+            for path in files:
+                path.unlink(missing_ok=True)
+            return len(files)
+    except OSError as err:
+        if err.errno in NO_LOCKS:
+            return 0
+        raise
 
 
 def busy_outputs(outputs: Iterable[str]) -> list[tuple[str, str, str | None]]:

@@ -18,7 +18,7 @@ import pandas as pd
 from datasets import Dataset
 
 from ..models.inference import stream_scores
-from ..stages.margins import MarginsParams
+from ..stages.margins import MarginsParams, draws_per_row  # the estimate counts the draws by the same function
 
 log = logging.getLogger(__name__)
 
@@ -53,14 +53,6 @@ def fixed_margins(model, params: MarginsParams, table: pd.DataFrame) -> tuple[pd
              "their positive", len(table), len(negatives), metrics["margin_mean"], params.score_scale,
              100 * metrics["share_negative_above_positive"])
     return out_table, metrics
-
-
-def draws_per_row(rows: int, draws: dict) -> int:
-    """How often the student can see each row: `epochs`, or the passes its `max_steps` x `batch_size` tuples
-    make over `rows` (the last one partial)."""
-    if draws.get("max_steps"):
-        return max(1, -(-draws["max_steps"] * draws["batch_size"] // rows))
-    return int(draws.get("epochs") or 1)
 
 
 def draw_negatives(lengths: np.ndarray, per_row: int, seed: int) -> np.ndarray:

@@ -17,7 +17,7 @@ noised copy, a dev sentence) goes through the original call.
 
 `pad_to_multiple_of` (the trainers set 8 on CUDA only, where tensor cores
 want it) pads a batch further, and `buckets` (the pair trainers set
-`max_length` on CUDA with `cuda_graphs: auto`, augsbert.training.graphs) pads
+`max_length` on CUDA with `cuda_graphs: auto`, augsbert.training.cuda_graphs) pads
 it to one of a few fixed widths (`augsbert.models.padding.bucket_width`); padding is masked
 everywhere, so the results differ only by float summation order (and, with
 dropout, the layout of its masks), and the CPU path keeps the exact width.

@@ -4,7 +4,7 @@
   trained by sentence-transformers' trainers (Cross-Encoder, Bi-Encoder) or the Hugging Face Trainer (the
   custom Cross-Bi-Encoder); with `group_by_length` each gets length-grouped batches
   (`augsbert.training.batching`), in a distributed run its batches cut per process
-  (`augsbert.training.distributed`), with `cuda_graphs` fixed widths (`augsbert.training.graphs`);
+  (`augsbert.training.distributed`), with `cuda_graphs` fixed widths (`augsbert.training.cuda_graphs`);
 - `gpl_student_trainer`: GPL's Bi-Encoder student on the teacher's margins (stage gpl);
 - (the MLM adaptation's trainer is built in `augsbert.training.mlm`, the pre-training objectives' in
   `augsbert.training.pretrain`: each is the only one of its kind.)
@@ -28,7 +28,7 @@ from ..models.compact import is_static, matryoshka_loss
 from ..models.student_losses import student_loss, student_rows
 from ..stages.student import StudentParams
 from ..stages.teacher import TeacherParams
-from . import distributed, graphs
+from . import cuda_graphs, distributed
 from .batching import LengthGroupedTrainer, hf_grouping, length_batch_sampler, longer_first, pair_lengths, side_lengths
 from .tokenized import PretokenizedPreprocess, TokenIds, pad_multiple, pretokenize_collator
 
@@ -101,15 +101,15 @@ def bi_encoder_trainer(model, args: dict, train, callbacks, params: StudentParam
     loss = student_loss(model, params)
     if params.matryoshka_dims:  # student.matryoshka_dims (augsbert.models.compact)
         loss = matryoshka_loss(model, loss, params.matryoshka_dims)
-    static = graphs.active(model.device, params.torch_compile)  # cuda_graphs (augsbert.training.graphs)
+    static = cuda_graphs.active(model.device, params.torch_compile)  # cuda_graphs (augsbert.training.cuda_graphs)
     if static:  # fixed widths, one forward for all columns, replayed per bucket
-        loss = graphs.static_sentence_loss(loss)
+        loss = cuda_graphs.static_sentence_loss(loss)
     trainer = main_process_saves(SentenceTransformerTrainer)(
         model=model, args=SentenceTransformerTrainingArguments(**args), train_dataset=train,
         loss=loss, callbacks=callbacks)
     if not is_static(model):  # a static student's tokenizer is a plain `tokenizers` one: its own preprocess
         pretokenize_collator(trainer.data_collator, model, train,
-                             graphs.buckets(model.device, model.max_seq_length, params.torch_compile))
+                             cuda_graphs.buckets(model.device, model.max_seq_length, params.torch_compile))
     return trainer
 
 
@@ -132,7 +132,7 @@ def cross_encoder_trainer(model, args: dict, train, callbacks, params: TeacherPa
         model.preprocess, model.tokenizer, list(zip(train["sentence1"][:], train["sentence2"][:])),
         pad_to_multiple_of=pad_multiple(model.device), device=model.device,
         # cuda_graphs: fixed widths only (its loss tokenises inside, so its step is not captured)
-        buckets=graphs.buckets(model.device, model.max_seq_length, params.torch_compile))
+        buckets=cuda_graphs.buckets(model.device, model.max_seq_length, params.torch_compile))
     trainer = main_process_saves(CrossEncoderTrainer)
     return trainer(model=model, args=CrossEncoderTrainingArguments(**args), train_dataset=train, loss=loss,
                    callbacks=[*callbacks, restore_preprocess(model)])
@@ -145,11 +145,11 @@ def cross_bi_encoder_trainer(model, args: dict, train, callbacks, params: Teache
     if params.group_by_length:
         lengths = pair_lengths(model.tokenizer, first, second, model.max_length, SPECIALS_PER_PAIR, ids=ids)
         train, args = hf_grouping(train, lengths, args)
-    static = graphs.active(model.device, params.torch_compile)  # cuda_graphs (augsbert.training.graphs)
+    static = cuda_graphs.active(model.device, params.torch_compile)  # cuda_graphs (augsbert.training.cuda_graphs)
     pairs = PairTokenizer(model.tokenizer, model.max_length, model.pair_tokenizer.use_token_types, ids=ids,
                           pad_to_multiple_of=pad_multiple(model.device),
-                          buckets=graphs.buckets(model.device, model.max_length, params.torch_compile))
-    trainer = graphs.graphed_compute_loss(LengthGroupedTrainer)
+                          buckets=cuda_graphs.buckets(model.device, model.max_length, params.torch_compile))
+    trainer = cuda_graphs.graphed_compute_loss(LengthGroupedTrainer)
     return trainer(model=model, args=TrainingArguments(remove_unused_columns=False, **args),
                    train_dataset=train, data_collator=CrossBiEncoderCollator(pairs), callbacks=callbacks,
                    megabatch=params.megabatch, static_step=static)

@@ -1,6 +1,6 @@
 """The plan: validated config -> the experiments' graphs of content-addressed stage nodes.
 
-`augsbert.store.graph` says what a node and its key are; each stage's planning hook
+`augsbert.planning.graph` says what a node and its key are; each stage's planning hook
 (`augsbert.stages.<module>`) says which options and inputs its node has and which roles it fills; this
 module runs the hooks over the registry for one experiment (which roles a run has, per seed) and answers
 the Snakefile's and the CLI's lookups (a node's spec, an experiment's spec). It names no stage: what
@@ -16,12 +16,12 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..config.keys import canonical_json, short_hash
-from ..config.load import ConfigError, validated_experiment
-from ..config.names import unknown_name
-from ..store.model_refs import ModelResolutionError, reference_kind
-from ..stages import REGISTRY, planning_order
-from ..store.graph import SEMANTIC_CHOICES, SPECS, Graph, Node, SeedPlan, write_spec
+from .store.keys import canonical_json, short_hash
+from .config.load import ConfigError, validated_experiment
+from .config.names import unknown_name
+from .store.model_refs import ModelResolutionError, reference_kind
+from .stages import REGISTRY, planning_order
+from .planning.graph import SEMANTIC_CHOICES, SPECS, Graph, Node, SeedPlan, write_spec
 
 @dataclass
 class ExperimentPlan:

@@ -6,7 +6,7 @@ the same stage configuration get the same node (and so share one artifact); chan
 changes the key of that node and of every node after it, and leaves the old artifacts in place.
 
 `Graph` holds the nodes of a config and adds them; each stage's planning hook
-(`augsbert.stages.<module>`) decides what its node's params and inputs are, and `augsbert.planning.plan`
+(`augsbert.stages.<module>`) decides what its node's params and inputs are, and `augsbert.plan`
 wires the hooks into experiments.
 """
 
@@ -20,9 +20,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..config.keys import canonical_json, short_hash
-from .keys import KEY_PATTERN
-from .fingerprints import DigestCache, model_identity
+from ..store.keys import KEY_PATTERN, canonical_json, short_hash
+from ..store.fingerprints import DigestCache, model_identity
 
 if TYPE_CHECKING:  # the declarations import this module (their planning hooks add nodes)
     from ..stages.base import Stage

@@ -1,4 +1,4 @@
-"""The graph path of the pair trainers (augsbert.training.graphs, `cuda_graphs`), exercised on CPU: fixed-width
+"""The graph path of the pair trainers (augsbert.training.cuda_graphs, `cuda_graphs`), exercised on CPU: fixed-width
 buckets, the static step (one forward for all columns of a Bi-Encoder batch) against the trainers' eager step,
 and a capture that fails. The capture itself needs a GPU (benchmarks/bench_overhead.py --cuda-graphs)."""
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from augsbert.models.padding import batch_width, bucket_width
-from augsbert.training import graphs
+from augsbert.training import cuda_graphs
 from conftest import plan_shipped, theme_pairs, train_params
 
 NO_DROPOUT = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
@@ -66,7 +66,7 @@ def test_bucketed_padding_changes_no_loss(trainer, tiny_model, tmp_path, monkeyp
     exact-width batches (padding is masked; float summation order is all that changes)."""
     exact, _ = train_20_steps(trainer, tiny_model, tmp_path / "exact")
     assert not widths
-    monkeypatch.setattr(graphs, "buckets", lambda device, max_length, torch_compile=False: max_length)  # as on CUDA with cuda_graphs: auto
+    monkeypatch.setattr(cuda_graphs, "buckets", lambda device, max_length, torch_compile=False: max_length)  # as on CUDA with cuda_graphs: auto
     bucketed, _ = train_20_steps(trainer, tiny_model, tmp_path / "bucketed")
     assert any(padded > width for width, padded in widths)  # the batches really were wider
     assert len(exact) == len(bucketed) == 20
@@ -81,9 +81,9 @@ def test_the_static_step_trains_the_weights_of_the_eager_step(trainer, tiny_mode
     1e-5 and every weight within 1e-5 of the eager trainers'."""
     eager_losses, eager = train_20_steps(trainer, tiny_model, tmp_path / "eager")
     calls = []
-    original = graphs.GraphedLoss.__call__
-    monkeypatch.setattr(graphs.GraphedLoss, "__call__", lambda self, *a: calls.append(1) or original(self, *a))
-    monkeypatch.setattr(graphs, "active", lambda device, torch_compile=False: True)
+    original = cuda_graphs.GraphedLoss.__call__
+    monkeypatch.setattr(cuda_graphs.GraphedLoss, "__call__", lambda self, *a: calls.append(1) or original(self, *a))
+    monkeypatch.setattr(cuda_graphs, "active", lambda device, torch_compile=False: True)
     static_losses, static = train_20_steps(trainer, tiny_model, tmp_path / "static")
     assert len(calls) == 20  # every step went through the static step
     assert max(abs(a - b) for a, b in zip(eager_losses, static_losses)) <= 1e-5
@@ -103,13 +103,13 @@ def test_a_capture_that_fails_in_a_trainer_warns_once_and_trains_eagerly(trainer
         attempts.append(1)
         raise RuntimeError("CUDA error: operation not permitted when stream is capturing")
 
-    monkeypatch.setattr(graphs, "active", lambda device, torch_compile=False: True)
-    monkeypatch.setattr(graphs, "on_cuda", lambda tensors: True)
-    monkeypatch.setattr(graphs, "capture", refuse)
-    with caplog.at_level(logging.WARNING, logger="augsbert.training.graphs"):
+    monkeypatch.setattr(cuda_graphs, "active", lambda device, torch_compile=False: True)
+    monkeypatch.setattr(cuda_graphs, "on_cuda", lambda tensors: True)
+    monkeypatch.setattr(cuda_graphs, "capture", refuse)
+    with caplog.at_level(logging.WARNING, logger="augsbert.training.cuda_graphs"):
         losses, weights = train_20_steps(trainer, tiny_model, tmp_path / "refused")
     assert len(attempts) == 1
-    assert [r.getMessage() for r in caplog.records if r.name == "augsbert.training.graphs"] == [
+    assert [r.getMessage() for r in caplog.records if r.name == "augsbert.training.cuda_graphs"] == [
         "cuda_graphs: capturing the training step failed (RuntimeError: CUDA error: operation not permitted when "
         "stream is capturing); this job trains eagerly (set cuda_graphs: off to skip the attempt)"]
     assert max(abs(a - b) for a, b in zip(eager_losses, losses)) <= 1e-5
@@ -151,8 +151,8 @@ def test_one_forward_gives_the_loss_and_gradients_of_one_forward_per_column(loss
 
     with column_merging_disabled():  # one forward per column, whatever the library would merge
         want, want_grads = run(lambda: library(features, labels))
-    tensors, layout = graphs._flatten(features, labels)
-    got, got_grads = run(lambda: graphs.TensorLoss(library, layout)(*tensors))
+    tensors, layout = cuda_graphs._flatten(features, labels)
+    got, got_grads = run(lambda: cuda_graphs.TensorLoss(library, layout)(*tensors))
     torch.testing.assert_close(got, want, rtol=0, atol=1e-6)
     assert got_grads.keys() == want_grads.keys()
     for name in want_grads:
@@ -176,9 +176,9 @@ def test_a_failed_capture_trains_on_eagerly_with_one_warning(caplog):
     def fail(module, sample, state):
         raise RuntimeError("operation not permitted when stream is capturing")
 
-    static = graphs.GraphedLoss(lambda layout: Doubling(), fail)
+    static = cuda_graphs.GraphedLoss(lambda layout: Doubling(), fail)
     static.replayable = lambda tensors: True  # as CUDA tensors would be
-    with caplog.at_level(logging.WARNING, logger="augsbert.training.graphs"):
+    with caplog.at_level(logging.WARNING, logger="augsbert.training.cuda_graphs"):
         results = [static((torch.ones(n),), "layout").item() for n in (2, 3, 2)]
     assert results == [4.0, 6.0, 4.0]  # the eager module's values
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
@@ -194,7 +194,7 @@ def test_one_capture_per_shape_and_none_past_the_limit():
         captured.append(tuple(sample[0].shape))
         return module
 
-    static = graphs.GraphedLoss(lambda layout: Doubling(), fake, max_graphs=2)
+    static = cuda_graphs.GraphedLoss(lambda layout: Doubling(), fake, max_graphs=2)
     static.replayable = lambda tensors: True
     values = [static((torch.ones(n),), "layout").item() for n in (2, 2, 3, 2, 4, 3)]
     assert values == [4.0, 4.0, 6.0, 4.0, 8.0, 6.0]
@@ -216,16 +216,16 @@ def test_cuda_graphs_is_a_runtime_choice_outside_every_key(monkeypatch):
     with pytest.raises(ConfigError, match="cuda_graphs"):
         plan_shipped({"cuda_graphs": "on"})
     monkeypatch.delenv("AUGSBERT_CUDA_GRAPHS", raising=False)
-    assert not graphs.active("cuda")  # off by default until measured on a GPU (docs/performance.md)
+    assert not cuda_graphs.active("cuda")  # off by default until measured on a GPU (docs/performance.md)
     monkeypatch.setenv("AUGSBERT_CUDA_GRAPHS", "off")
-    assert not graphs.active("cuda") and graphs.buckets("cuda", 256) is None
+    assert not cuda_graphs.active("cuda") and cuda_graphs.buckets("cuda", 256) is None
     monkeypatch.setenv("AUGSBERT_CUDA_GRAPHS", "auto")
-    assert graphs.active("cuda") and graphs.buckets("cuda", 256) == 256
-    assert not graphs.active("cpu") and graphs.buckets("cpu", 256) is None  # eager stays the CPU path
-    assert not graphs.active("cuda", torch_compile=True)  # a compiled model makes its own graphs
+    assert cuda_graphs.active("cuda") and cuda_graphs.buckets("cuda", 256) == 256
+    assert not cuda_graphs.active("cpu") and cuda_graphs.buckets("cpu", 256) is None  # eager stays the CPU path
+    assert not cuda_graphs.active("cuda", torch_compile=True)  # a compiled model makes its own graphs
     monkeypatch.setenv("WORLD_SIZE", "2")  # DDP averages gradients in hooks a graph of the bare model would skip
-    assert not graphs.active("cuda") and graphs.buckets("cuda", 256) is None
+    assert not cuda_graphs.active("cuda") and cuda_graphs.buckets("cuda", 256) is None
     monkeypatch.delenv("WORLD_SIZE")
     monkeypatch.setenv("AUGSBERT_CUDA_GRAPHS", "yes")
     with pytest.raises(ConfigError, match="auto, off"):
-        graphs.active("cuda")
+        cuda_graphs.active("cuda")
