@@ -340,6 +340,12 @@ def _nested(tp: Any) -> type[Params] | None:
     return args[0] if len(args) == 1 and isinstance(args[0], type) and issubclass(args[0], Params) else None
 
 
+def default_of(cls: type, name: str) -> Any:
+    """The default `cls` declares for field `name`: what a reader of a spec that leaves the field out (an option
+    keyed only when set, a spec planned before the option existed) takes, written once, in the class."""
+    return _default({f.name: f for f in dataclasses.fields(cls)}[name])
+
+
 def option_fields(options: type[Params]) -> list[dataclasses.Field]:
     """The fields of `options` made with `option()` (a params class also holds what its planning hook adds)."""
     return [f for f in dataclasses.fields(options) if "description" in f.metadata]

@@ -104,7 +104,6 @@ class SelectParams(ActiveOptions):
     embeds its candidates with `model` (the experiment's base model) at `max_length` tokens and ranks them by
     `uncertainty`. Of the section a spec holds what its strategy reads."""
 
-    strategy: Strategy
     round: int
     seed: int
     uncertainty: Literal["committee", "mc_dropout"] | None = None

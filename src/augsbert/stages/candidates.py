@@ -191,7 +191,7 @@ def candidates(graph: Graph, exp: dict, dataset: str, seed: int, data: Node, enc
         section.pop("candidate_pool")
     section.pop("kde_reference")  # used when labelling
     section.pop("iterative_kde_accept")  # likewise
-    shards = section.pop("shards", 1)  # a key only when > 1: unsharded candidates keep their keys
+    shards = section.pop("shards")  # a key only when > 1: unsharded candidates keep their keys
     params = {**section, "model": exp["base_model"], "seed": seed}
     name = f"{dataset}.{'+'.join(strategies)}"
     if shards == 1:

@@ -10,7 +10,7 @@ from typing import Any, Literal
 from ..errors import ConfigError, MissingDataError
 from ..store.fingerprints import path_digest
 from ..planning.graph import Graph, Node, SeedPlan
-from ..params import Params
+from ..params import Params, default_of
 from .base import Stage
 from .runs import TARGET_DATA, source, transfer
 from .sizes import dataset_items
@@ -123,7 +123,7 @@ def _loader_inputs(params: dict) -> list[str]:
     from ..data import get_loader  # the loaders import pandas: planning reads them only for a data node
 
     loader = get_loader(params["loader"])
-    return [str(p) for p in loader.inputs(params["dataset"], params, Path(params.get("data_dir", ".")))]
+    return [str(p) for p in loader.inputs(params["dataset"], params, Path(params.get("data_dir", default_of(DataParams, "data_dir"))))]
 
 
 def triples_inputs(node: Node) -> list[str]:

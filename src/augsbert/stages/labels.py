@@ -84,7 +84,7 @@ def labels(graph: Graph, exp: dict, dataset: str, seed: int, inputs: dict[str, N
     if prompt:  # the teacher scores prompted pairs (prompted and hidden); topics of the target's texts
         params["topic_prompt"] = prompt
         inputs["topics"] = data
-    shards = candidate_options.get("shards", 1)
+    shards = candidate_options["shards"]
     if "candidates" in inputs and shards > 1:  # N label_shard nodes score row ranges of the candidates; labels merges
         candidates = dict(inputs["candidates"].inputs)
         roles["pool_index"] = graph.nodes[candidates["index"]]

@@ -8,7 +8,7 @@ from typing import Literal
 
 from ..errors import ConfigError
 from ..planning.graph import Node, SeedPlan
-from ..params import Params, option, section_options
+from ..params import Params, default_of, option, section_options
 from .base import Stage
 from .queries import INVERSE_CLOZE, QUERIES, corpus_passages, generated, passage_tokens, queries_node
 from .sizes import (CHARS_PER_TOKEN, DEFAULT_MAX_LENGTH, DEFAULT_QUERY_CHARS, DEFAULT_SIZE, beir_rows, metrics,
@@ -143,7 +143,7 @@ def mined_pairs(plan, node) -> tuple[int, int, float]:
             query = float(q.get("max_length") or 64)
         pairs = passages * per_passage
     else:
-        split = node.params.get("qrels_split", "train")
+        split = node.params.get("qrels_split", default_of(NegativesParams, "qrels_split"))
         pairs = beir_rows(source, f"qrels_{split}") or DEFAULT_SIZE["train"]
         passages = beir_rows(source, "corpus") or corpus_passages(plan, source)
         query = DEFAULT_QUERY_CHARS / CHARS_PER_TOKEN

@@ -8,7 +8,7 @@ from typing import Literal
 
 from ..errors import ConfigError
 from ..planning.graph import Graph, Node, SeedPlan
-from ..params import Params, option, section_options
+from ..params import Params, default_of, option, section_options
 from .base import Stage
 from .sizes import DEFAULT_SIZE, data_sizes, metrics, text_tokens
 
@@ -79,7 +79,8 @@ QUERIES = Stage("queries", 2, "generate (query, passage) pairs for the target co
                 "top-p sampling) or the offline inverse cloze; `paraphrase` for symmetric data",
                 "augsbert.jobs.queries:run", section="queries", runtime=("hub_revisions",), roles=("queries",),
                 seconds_per_item=0.05, base_mem_mb=8000, params=QueriesParams,
-                uses_gpu=lambda node: node.params.get("shards", 1) == 1,  # sharded: it merges the shards' texts
+                # sharded: it merges the shards' texts
+                uses_gpu=lambda node: node.params.get("shards", default_of(QueriesParams, "shards")) == 1,
                 check=lambda graph, name, exp: check_corpus(graph, name, exp), estimate="generate",
                 counts=lambda plan, node: query_counts(plan, node))
 QUERY_SHARD = Stage("query_shard", 1, "queries.shards > 1: the generated texts of one range of passages (merged "
@@ -155,7 +156,7 @@ def generated(plan, node) -> tuple[int, int]:
     if done.get("passages"):
         return int(done["passages"]), int(done["queries_per_passage"])
     p = node.params
-    per_passage, used = sizing(corpus_passages(plan, plan.node(dict(node.inputs)["data"]), p.get("source", "corpus")),
+    per_passage, used = sizing(corpus_passages(plan, plan.node(dict(node.inputs)["data"]), p.get("source", default_of(QueriesParams, "source"))),
                                p.get("queries_per_passage"), int(p.get("total") or 1))
     return used, per_passage
 
@@ -175,7 +176,7 @@ def query_counts(plan, node) -> dict:
     query ends: at most max_length)."""
     passages, per_passage = generated(plan, node)
     p = node.params
-    shards = int(p.get("shards") or 1)
+    shards = int(p.get("shards", default_of(QueriesParams, "shards")))
     if shards > 1 and "shard" not in p or p.get("generator") == INVERSE_CLOZE:  # no model: a data job's time
         return {"passages": passages, "per_passage": per_passage, "without_model": (
             "merging the shards' queries" if shards > 1 and "shard" not in p else "inverse cloze, no model")}

@@ -117,7 +117,7 @@ def inert_grouping_dropped(options: dict) -> dict:
     and without `early_stopping_patience` when it is 0 and `torch_compile` when false (off: sections planned
     before they existed keep their keys)."""
     options = dict(options)
-    if not options.get("group_by_length", False):
+    if not options.get("group_by_length"):
         options.pop("megabatch", None)
     for key in ("early_stopping_patience", "torch_compile"):
         if not options.get(key):
