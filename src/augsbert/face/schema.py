@@ -8,8 +8,8 @@ writes each such section into `workflow/schemas/config.schema.yaml` between the 
     # >>> generated section <name> (...)
     # <<< generated section <name>
 
-so the schema stays one file a user reads, with its hand-written parts (top level, datasets, grids) as they
-are. A section without its block yet goes at the end of `stage_options` (before `# <<< stage sections`).
+so the schema stays one file a user reads, with its hand-written parts (top level, grids) as they are. A section
+without its block yet goes at the end of `stage_options` (before `# <<< stage sections`).
 
 An experiment's own keys among its stage options (`base_model`, `models`, ...: `augsbert.stages.runs.
 ExperimentOptions`) are no section but properties of `stage_options` itself: written the same way, between
@@ -56,8 +56,8 @@ REGENERATE = "python -m augsbert.face.schema --write"
 _BEGIN = "# >>> generated {kind} {name} ({cls}; edit the class, then `make schema`)"
 _END = "# <<< generated {kind} {name}"
 _NEW = "# <<< stage sections"
-_BLOCK = re.compile(r"^(?P<indent> *)# >>> generated (?P<kind>section|properties|definition) (?P<name>\w+) .*?^(?P=indent)"
-                    r"# <<< generated (?P=kind) (?P=name)\n", re.S | re.M)
+_BLOCK = re.compile(r"^(?P<indent> *)# >>> generated (?P<kind>section|properties|definition) (?P<name>\w+) "
+                    r".*?^(?P=indent)# <<< generated (?P=kind) (?P=name)\n", re.S | re.M)
 # blocks of properties written from a class where their marker lines stand: `experiment` straight into
 # `stage_options.properties`, `teacher_member` into `$defs.teacher_member.properties` {block name: options class}
 PROPERTIES: dict[str, type[Params]] = {"experiment": ExperimentOptions, "teacher_member": TeacherMemberOptions}
@@ -74,13 +74,14 @@ def loader_blocks(loaders: dict | None = None) -> list[tuple[list[str], type[Par
     options class's ancestry (bases first) that declares options of its own, once, in the registry's order, with
     the loaders whose options class is it or derives from it."""
     loaders = LOADERS if loaders is None else loaders
-    blocks: list[tuple[list[str], type[Params]]] = []
     for name, loader in loaders.items():
         options = getattr(loader, "options_class", None)
         if not (isinstance(options, type) and issubclass(options, Params)):
-            raise ValueError(f"loader {name!r} ({type(loader).__name__}) names no options class (`options_class`: a Params "
-                             "subclass of augsbert.config.datasets)")
-        for cls in reversed(options.__mro__):
+            raise ValueError(f"loader {name!r} ({type(loader).__name__}) names no options class (`options_class`: "
+                             "a Params subclass of augsbert.config.datasets)")
+    blocks: list[tuple[list[str], type[Params]]] = []
+    for loader in loaders.values():
+        for cls in reversed(loader.options_class.__mro__):
             if isinstance(cls, type) and issubclass(cls, Params) and cls is not Params and own_options(cls) \
                     and all(cls is not seen for _, seen in blocks):
                 blocks.append(([n for n, other in loaders.items() if issubclass(other.options_class, cls)], cls))

@@ -120,7 +120,8 @@ def counted_sizes(node) -> dict[str, int] | None:
         lines = _lines(path if path.is_absolute() else base / path)
         if lines is None:
             return None
-        header = split != "unlabeled" and settings.get("header", default_of(PairsFileOptions, "header")) and path.suffix.lower() in (".csv", ".tsv")
+        header = split != "unlabeled" and settings.get("header", default_of(PairsFileOptions, "header")) \
+            and path.suffix.lower() in (".csv", ".tsv")
         sizes[split] = max(0, lines - (1 if header else 0))
     return sizes
 
