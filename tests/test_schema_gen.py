@@ -1,12 +1,16 @@
 """The schema's stage sections are written from the stages' options classes (augsbert.face.schema)."""
 
+from dataclasses import dataclass
 import re
 
+import pytest
 import yaml
 
+from augsbert.config.datasets import BwsOptions, PairsFileOptions
 from augsbert.config.schema import load_schema
-from augsbert.face.schema import PROPERTIES, REGENERATE, SCHEMA_FILE, render, section_classes
-from augsbert.params import options_schema, section_schema
+from augsbert.data.loaders import LOADERS, Loader
+from augsbert.face.schema import PROPERTIES, REGENERATE, SCHEMA_FILE, dataset_schema, render, section_classes
+from augsbert.params import Params, option, option_fields, options_schema, section_schema
 
 # sections of `stage_options` still written by hand in the schema (issue 48: each moves into its stage's options
 # class; this list only shrinks)
@@ -38,6 +42,63 @@ def test_every_generated_section_is_its_class_and_no_section_is_written_twice():
     assert set(sections) == HAND_WRITTEN | set(classes) | set(top)
     if not HAND_WRITTEN:  # every key of stage_options is generated: none is written by hand any more
         assert set(sections) == set(classes) | set(top)
+
+
+def _loaders_of(branch: dict) -> list[str]:
+    condition = branch["if"]["properties"]["loader"]
+    return condition.get("enum") or [condition["const"]]
+
+
+def test_every_loader_has_an_options_class_and_the_dataset_definition_is_written_from_them():
+    """`$defs.dataset` is one generated block (config/datasets.py and the registry of loaders): the `loader` enum
+    is the registry's names, and each loader's keys are exactly its options class's options, in the blocks whose
+    `if` names it (BWS' `path`: one block for the two BWS loaders, from their base class)."""
+    text = SCHEMA_FILE.read_text(encoding="utf-8")
+    assert re.findall(r"^ *# >>> generated definition (\w+) ", text, re.M) == ["dataset"]
+    dataset = load_schema()["$defs"]["dataset"]
+    assert yaml.safe_load(yaml.safe_dump(dataset_schema())) == dataset
+    assert dataset["properties"]["loader"]["enum"] == list(LOADERS)
+    assert dataset["required"] == ["loader"] and dataset["unevaluatedProperties"] is False
+    for name, loader in LOADERS.items():
+        assert issubclass(loader.options_class, Params), name
+        branches = [b["then"] for b in dataset["allOf"] if name in _loaders_of(b)]
+        keys = [k for then in branches for k in then["properties"]]
+        assert keys == [f.name for f in option_fields(loader.options_class)], name
+        required = [k for then in branches for k in then.get("required", [])]
+        assert required == {"pairs_file": ["train", "test"], "text_file": ["path"], "beir": ["path"]}.get(name, [])
+    assert [_loaders_of(b) for b in dataset["allOf"]][2] == ["bws_cross_topic", "bws_in_topic"]
+    assert dataset["allOf"][2]["then"]["properties"] == options_schema(BwsOptions)
+
+
+def test_a_loader_without_options_class_or_block_fails():
+    """It can fail: a loader naming no options class stops the generator; a new loader's class gets its block (and
+    the checked-in schema is stale without it); a block taken out of the file is written again."""
+
+    class Bare(Loader):
+        def load(self, name, options, data_dir, report):
+            raise NotImplementedError
+
+    with pytest.raises(ValueError, match="'bare' .*names no options class"):
+        dataset_schema({**LOADERS, "bare": Bare()})
+
+    @dataclass(frozen=True, kw_only=True)
+    class ToyOptions(PairsFileOptions):
+        size: int = option(3, "A size.", minimum=1)
+
+    class Toy(Bare):
+        options_class = ToyOptions
+
+    grown = dataset_schema({**LOADERS, "toy": Toy()})
+    assert grown["properties"]["loader"]["enum"][-1] == "toy"
+    assert grown["allOf"][-1] == {"if": {"properties": {"loader": {"const": "toy"}}},
+                                  "then": {"properties": {"size": {"type": "integer", "minimum": 1, "default": 3,
+                                                                   "description": "A size."}}}}
+    pairs = next(b for b in grown["allOf"] if "pairs_file" in _loaders_of(b))
+    assert _loaders_of(pairs) == ["pairs_file", "toy"] and pairs["then"]["required"] == ["train", "test"]
+    text = SCHEMA_FILE.read_text(encoding="utf-8")
+    start = text.index("    - if:\n        properties:\n          loader:\n            const: beir\n")
+    stale = text[:start] + text[text.index("  # <<< generated definition dataset"):]
+    assert stale != text and render(stale) == text
 
 
 def test_the_models_choices_are_the_registrys_rows_but_two():

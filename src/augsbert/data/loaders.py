@@ -13,10 +13,22 @@ from dataclasses import dataclass, field
 import importlib.util
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
+from ..config.datasets import (
+    BeirOptions,
+    BwsCrossTopicOptions,
+    BwsInTopicOptions,
+    LeeOptions,
+    PairsFileOptions,
+    SpanishStsOptions,
+    StsbOptions,
+    TextColumns,
+    TextFileOptions,
+)
 from .readers import (
     not_a_file,
     read_all_lines,
@@ -40,6 +52,9 @@ from .tables import (
 )
 from .beir import BeirData, beir_files, read_beir
 from .topic_corpora import corpus_inputs
+
+if TYPE_CHECKING:
+    from ..params import Params
 
 
 @dataclass
@@ -82,8 +97,12 @@ def missing_own_file(dataset: str, path: Path, what: str, key: str, written, dat
 
 
 class Loader(ABC):
-    """Base class: subclasses set the description and implement `files` and `load`."""
+    """Base class: subclasses set the description and their options class and implement `files` and `load`.
 
+    `options_class`: the loader's options class (augsbert.config.datasets): the schema's block of its keys is written
+    from it (augsbert.face.schema), and so are their defaults, which the validated config fills in."""
+
+    options_class: type[Params]
     what = ""
     source = ""
     licensed = False  # True: its terms forbid shipping it (README: UKP's BWS corpus); its missing file says so
@@ -156,6 +175,7 @@ def group_sizes(n: int, fractions: list[float]) -> list[int]:
 
 
 class LeeLoader(Loader):
+    options_class = LeeOptions
     what = "Lee corpus: 50 news documents with averaged human similarity ratings (Lee, Pincombe & Welsh, 2005)"
     source = "ships inside the gensim wheel (gensim/test/test_data)"
     own_corpus = True  # the background corpus (lee_background.cor), unless `unlabeled` replaces it
@@ -198,6 +218,7 @@ STSB_FIELDS = ["genre", "filename", "year", "id", "score", "sentence1", "sentenc
 
 
 class StsbLoader(Loader):
+    options_class = StsbOptions
     what = "STS benchmark (Cer et al., 2017): sts-train/dev/test.csv, or stsbenchmark.tsv.gz"
     source = (
         "http://ixa2.si.ehu.eus/stswiki/images/4/48/Stsbenchmark.tar.gz (unpack the three csv files) or "
@@ -297,6 +318,8 @@ class BwsLoader(Loader):
 
 
 class BwsCrossTopicLoader(BwsLoader):
+    options_class = BwsCrossTopicOptions
+
     def split(self, name, options, table, data_dir):
         found = set(table["topic"])
         wanted = {s: options[f"{s}_topics"] for s in SPLITS}
@@ -344,6 +367,8 @@ def apportion(counts: dict[str, int], totals: list[int]) -> dict[str, list[int]]
 
 
 class BwsInTopicLoader(BwsLoader):
+    options_class = BwsInTopicOptions
+
     def split(self, name, options, table, data_dir):
         counts = table.groupby("topic").size().to_dict()
         sizes = apportion(counts, options["split_sizes"])
@@ -361,6 +386,7 @@ class BwsInTopicLoader(BwsLoader):
 
 # ------------------------------------------------------------------ Spanish STS
 class SpanishStsLoader(Loader):
+    options_class = SpanishStsOptions
     what = "Spanish STS (SemEval 2014/2015 Spanish subtask, SemEval 2017 track 3) as <name>-input.txt / <name>-score.txt"
     source = "the SemEval STS task pages (https://semeval.github.io/); rename the files to <name>-input.txt and <name>-score.txt"
 
@@ -413,6 +439,7 @@ class SpanishStsLoader(Loader):
 
 # ------------------------------------------------------------------ generic files
 class PairsFileLoader(Loader):
+    options_class = PairsFileOptions
     what = "a pairs file of your own (csv, tsv, jsonl or parquet)"
     source = "your own data"
 
@@ -447,6 +474,7 @@ TABLE_SUFFIXES = (".tsv", ".tab", ".csv", ".jsonl", ".json", ".ndjson", ".parque
 
 
 class TextFileLoader(Loader):
+    options_class = TextFileOptions
     what = "a text file of your own, one sentence per line"
     source = "your own data"
     own_corpus = True  # its lines (or its table's text column)
@@ -460,13 +488,14 @@ class TextFileLoader(Loader):
         if not suffixes or suffixes[-1] not in TABLE_SUFFIXES:  # any other name: one sentence per line
             return PreparedData({}, read_text_file(path))
         # a table: a text column and optionally a topic column (topic experiments, README "Topic information")
-        cols = options.get("columns") or {}
-        table = read_text_table(path, report, {"text": cols.get("text", "text"), "topic": cols.get("topic")})
+        cols = {**TextColumns().to_json(), **(options.get("columns") or {})}  # a definition read without the schema
+        table = read_text_table(path, report, {"text": cols["text"], "topic": cols["topic"]})
         return PreparedData({}, unlabeled_table(table["text"].tolist(),
                                                 table["topic"].tolist() if "topic" in table else None))
 
 
 class BeirLoader(Loader):
+    options_class = BeirOptions
     what = "a BEIR-format retrieval dataset: corpus.jsonl, queries.jsonl, qrels/test.tsv (train.tsv, dev.tsv optional)"
     source = ("the BEIR benchmark's zip files (https://github.com/beir-cellar/beir, 'Available Datasets'), unzipped; "
               "or your own folder in that layout")

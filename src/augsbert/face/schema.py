@@ -8,8 +8,8 @@ writes each such section into `workflow/schemas/config.schema.yaml` between the 
     # >>> generated section <name> (...)
     # <<< generated section <name>
 
-so the schema stays one file a user reads, with its hand-written parts (top level, datasets, grids) as they
-are. A section without its block yet goes at the end of `stage_options` (before `# <<< stage sections`).
+so the schema stays one file a user reads, with its hand-written parts (top level, grids) as they are. A section
+without its block yet goes at the end of `stage_options` (before `# <<< stage sections`).
 
 An experiment's own keys among its stage options (`base_model`, `models`, ...: `augsbert.stages.runs.
 ExperimentOptions`) are no section but properties of `stage_options` itself: written the same way, between
@@ -20,6 +20,16 @@ ExperimentOptions`) are no section but properties of `stage_options` itself: wri
 (and one of a teacher ensemble's members, `$defs.teacher_member`: the teacher options it may override, each
 nullable, with the bounds of the `teacher` section's).
 
+A dataset definition (`$defs.dataset`) is written whole from the classes of `augsbert.config.datasets` and the
+loaders' registry, between
+
+    # >>> generated definition dataset (...)
+    # <<< generated definition dataset
+
+its keys of every loader from `DatasetOptions` (the `loader` enum: the registry's names), then one
+`if: {loader: X} then: properties` block per options class declaring options of its own, in the registry's
+order (a base class several loaders' classes derive from, BWS' `path`: one block for them, `enum` of their names).
+
     python -m augsbert.face.schema --write   # or: make schema
     python -m augsbert.face.schema --check   # exit 1 when the checked-in file is stale (tests/test_schema_gen.py)
 """
@@ -27,13 +37,16 @@ nullable, with the bounds of the `teacher` section's).
 from __future__ import annotations
 
 import argparse
+from dataclasses import MISSING
 import re
 import sys
 from pathlib import Path
 
 import yaml
 
-from ..params import Params, section_class, section_schema
+from ..config.datasets import DatasetOptions
+from ..data.loaders import LOADERS
+from ..params import Params, option_fields, options_schema, section_class, section_schema, slice_of
 from ..stages import REGISTRY
 from ..stages.runs import ExperimentOptions
 from ..stages.teacher import TeacherMemberOptions
@@ -43,11 +56,61 @@ REGENERATE = "python -m augsbert.face.schema --write"
 _BEGIN = "# >>> generated {kind} {name} ({cls}; edit the class, then `make schema`)"
 _END = "# <<< generated {kind} {name}"
 _NEW = "# <<< stage sections"
-_BLOCK = re.compile(r"^(?P<indent> *)# >>> generated (?P<kind>section|properties) (?P<name>\w+) .*?^(?P=indent)"
-                    r"# <<< generated (?P=kind) (?P=name)\n", re.S | re.M)
+_BLOCK = re.compile(r"^(?P<indent> *)# >>> generated (?P<kind>section|properties|definition) (?P<name>\w+) "
+                    r".*?^(?P=indent)# <<< generated (?P=kind) (?P=name)\n", re.S | re.M)
 # blocks of properties written from a class where their marker lines stand: `experiment` straight into
 # `stage_options.properties`, `teacher_member` into `$defs.teacher_member.properties` {block name: options class}
 PROPERTIES: dict[str, type[Params]] = {"experiment": ExperimentOptions, "teacher_member": TeacherMemberOptions}
+
+
+def own_options(cls: type[Params]) -> list[str]:
+    """The options `cls` declares itself (not those of a base class)."""
+    inherited = {name for base in cls.__mro__[1:] for name in getattr(base, "__dataclass_fields__", {})}
+    return [f.name for f in option_fields(cls) if f.name not in inherited]
+
+
+def loader_blocks(loaders: dict | None = None) -> list[tuple[list[str], type[Params]]]:
+    """(loaders, options class) of each `if loader ... then` block of `$defs.dataset`: every class in a loader's
+    options class's ancestry (bases first) that declares options of its own, once, in the registry's order, with
+    the loaders whose options class is it or derives from it."""
+    loaders = LOADERS if loaders is None else loaders
+    for name, loader in loaders.items():
+        options = getattr(loader, "options_class", None)
+        if not (isinstance(options, type) and issubclass(options, Params)):
+            raise ValueError(f"loader {name!r} ({type(loader).__name__}) names no options class (`options_class`: "
+                             "a Params subclass of augsbert.config.datasets)")
+    blocks: list[tuple[list[str], type[Params]]] = []
+    for loader in loaders.values():
+        for cls in reversed(loader.options_class.__mro__):
+            if isinstance(cls, type) and issubclass(cls, Params) and cls is not Params and own_options(cls) \
+                    and all(cls is not seen for _, seen in blocks):
+                blocks.append(([n for n, other in loaders.items() if issubclass(other.options_class, cls)], cls))
+    return blocks
+
+
+def dataset_schema(loaders: dict | None = None) -> dict:
+    """`$defs.dataset`: a dataset definition's schema, from `DatasetOptions` and the loaders' options classes."""
+    loaders = LOADERS if loaders is None else loaders
+    properties = options_schema(DatasetOptions, "datasets.<name>")
+    properties["loader"] = {"type": "string", "enum": list(loaders),
+                            **{k: v for k, v in properties["loader"].items() if k != "type"}}
+    branches = []
+    for names, cls in loader_blocks(loaders):
+        own = slice_of(cls, *own_options(cls))
+        required = [f.name for f in option_fields(own)
+                    if f.default is MISSING and f.default_factory is MISSING]
+        condition = {"const": names[0]} if len(names) == 1 else {"enum": names}
+        branches.append({"if": {"properties": {"loader": condition}},
+                         "then": {**({"required": required} if required else {}),
+                                  "properties": options_schema(own, f"datasets.<name> ({' / '.join(names)})")}})
+    return {"type": "object", "description": " ".join(DatasetOptions.SECTION_DESCRIPTION.split()),
+            "required": [f.name for f in option_fields(DatasetOptions)
+                         if f.default is MISSING and f.default_factory is MISSING],
+            "unevaluatedProperties": False, "properties": properties, "allOf": branches}
+
+
+# definitions of `$defs` written whole {name: what writes it}
+DEFINITIONS = {"dataset": (dataset_schema, "augsbert.config.datasets, and each loader's `options_class`")}
 
 
 def section_classes() -> dict[str, type[Params]]:
@@ -75,11 +138,17 @@ def _text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 _Dumper.add_representer(str, _text)
 
 
-def _block(name: str, cls: type[Params], indent: str, kind: str = "section") -> str:
-    """A section (`{name: its schema}`) or a block of properties (`cls`'s options, each a key) with its marker lines."""
-    body = yaml.dump({name: section_schema(cls)} if kind == "section" else cls.schema_properties(), Dumper=_Dumper,
-                     sort_keys=False, allow_unicode=True, width=100, default_flow_style=False)
-    lines = [_BEGIN.format(kind=kind, name=name, cls=f"{cls.__module__}.{cls.__qualname__}"),
+def _block(name: str, cls, indent: str, kind: str = "section") -> str:
+    """A section (`{name: its schema}`), a block of properties (`cls`'s options, each a key) or a definition
+    (`{name: its schema}`, `cls` = (what writes it, what the marker names)) with its marker lines."""
+    if kind == "definition":
+        write, owner = cls
+        data = {name: write()}
+    else:
+        owner = f"{cls.__module__}.{cls.__qualname__}"
+        data = {name: section_schema(cls)} if kind == "section" else cls.schema_properties()
+    body = yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100, default_flow_style=False)
+    lines = [_BEGIN.format(kind=kind, name=name, cls=owner),
              *body.splitlines(), _END.format(kind=kind, name=name)]
     return "".join(f"{indent}{line}\n" if line else "\n" for line in lines)
 
@@ -92,18 +161,23 @@ def render(text: str, classes: dict[str, type[Params]] | None = None) -> str:
 
     def replace(match: re.Match) -> str:
         kind, name = match["kind"], match["name"]
-        owners = classes if kind == "section" else PROPERTIES
+        owners = {"section": classes, "properties": PROPERTIES, "definition": DEFINITIONS}[kind]
         if name not in owners:
             raise ValueError(f"{SCHEMA_FILE.name}: generated {kind} {name!r} has no options class any more "
                              "(remove its block, or declare the class)")
-        (seen if kind == "section" else blocks).add(name)
+        if kind == "section":
+            seen.add(name)
+        else:
+            blocks.add((kind, name))
         return _block(name, owners[name], match["indent"], kind)
 
     text = _BLOCK.sub(replace, text)
-    missing = [name for name in PROPERTIES if name not in blocks]
-    if missing:  # where an experiment's keys stand among stage_options' properties is written by hand, once
-        raise ValueError(f"{SCHEMA_FILE.name}: no lines `{_BEGIN.split(' (')[0].format(kind='properties', name=missing[0])}"
-                         f" (...)` and `{_END.format(kind='properties', name=missing[0])}` where its properties go")
+    missing = [(kind, name) for kind, names in (("properties", PROPERTIES), ("definition", DEFINITIONS))
+               for name in names if (kind, name) not in blocks]
+    if missing:  # where an experiment's keys (or a definition) stand is written by hand, once
+        kind, name = missing[0]
+        raise ValueError(f"{SCHEMA_FILE.name}: no lines `{_BEGIN.split(' (')[0].format(kind=kind, name=name)}"
+                         f" (...)` and `{_END.format(kind=kind, name=name)}` where its {kind} goes")
     new = [name for name in classes if name not in seen]
     if new:
         marker = re.search(rf"^(?P<indent> *){re.escape(_NEW)}\n", text, re.M)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ..config.datasets import DatasetOptions
 from ..errors import ConfigError, MissingDataError
 from ..store.fingerprints import path_digest
 from ..planning.graph import Graph, Node, SeedPlan
@@ -27,7 +28,7 @@ class DataParams(Params):
     OPEN = True
     dataset: str
     loader: str
-    on_bad_rows: Literal["error", "skip"] = "error"
+    on_bad_rows: Literal["error", "skip"] = default_of(DatasetOptions, "on_bad_rows")
     data_dir: str = "."
     files: list[list[str]] | str = "missing"  # [name, digest] per raw file, or "missing"
     unlabeled: str | None = None

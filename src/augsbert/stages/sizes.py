@@ -19,7 +19,9 @@ import os
 import re
 from pathlib import Path
 
+from ..config.datasets import PairsFileOptions
 from ..errors import DataError
+from ..params import default_of
 
 # train pairs and unlabeled sentences of the corpora config/config.yaml defines (docs/guide/data.md)
 DATASET_SIZES = {
@@ -118,7 +120,8 @@ def counted_sizes(node) -> dict[str, int] | None:
         lines = _lines(path if path.is_absolute() else base / path)
         if lines is None:
             return None
-        header = split != "unlabeled" and settings.get("header", True) and path.suffix.lower() in (".csv", ".tsv")
+        header = split != "unlabeled" and settings.get("header", default_of(PairsFileOptions, "header")) \
+            and path.suffix.lower() in (".csv", ".tsv")
         sizes[split] = max(0, lines - (1 if header else 0))
     return sizes
 
