@@ -116,11 +116,13 @@ def resolved(options: dict) -> dict:
     for key in OBJECTIVE_OPTIONS:
         if key not in own:
             options.pop(key, None)
-    if "warmup_steps" in options and options["warmup_steps"] is None:  # unset: warmup_ratio; keys planned before the option stay
+    # unset: warmup_ratio; keys planned before the option stay
+    if "warmup_steps" in options and options["warmup_steps"] is None:
         options.pop("warmup_steps")
     if options.get("optimizer") == "adamw":  # the default: keys planned before the option stay
         options.pop("optimizer")
-    if "torch_compile" in options and not options["torch_compile"]:  # off, the default: keys planned before the option stay
+    # off, the default: keys planned before the option stay
+    if "torch_compile" in options and not options["torch_compile"]:
         options.pop("torch_compile")
     for f in objective.options.__dataclass_fields__.values():  # options keyed only when set to another value
         if not f.metadata.get("keyed_default", True) and f.name in options and options[f.name] == f.default:

@@ -124,7 +124,8 @@ def _loader_inputs(params: dict) -> list[str]:
     from ..data import get_loader  # the loaders import pandas: planning reads them only for a data node
 
     loader = get_loader(params["loader"])
-    return [str(p) for p in loader.inputs(params["dataset"], params, Path(params.get("data_dir", default_of(DataParams, "data_dir"))))]
+    data_dir = Path(params.get("data_dir", default_of(DataParams, "data_dir")))
+    return [str(p) for p in loader.inputs(params["dataset"], params, data_dir)]
 
 
 def triples_inputs(node: Node) -> list[str]:

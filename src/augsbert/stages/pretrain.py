@@ -141,7 +141,8 @@ class PretrainParams(slice_of(PretrainOptions, but=PLANNED), slice_of(TrainingOp
     entry's options class (`options`), read as attributes here too.
 
     `eval_batch_size` / `eval_max_length` (`evaluation.batch_size` / `max_length`) encode the target's dev split
-    (checkpoint selection and the results row), as the zero-shot row does; `regulators` is set by the job (RCL: its entropy inputs).
+    (checkpoint selection and the results row), as the zero-shot row does; `regulators` is set by the job (RCL: its
+    entropy inputs).
     """
 
     # resolved: the schedule the preset fills (the options' null), the objective's pooling and grouping; `optimizer`
@@ -195,8 +196,9 @@ PRETRAIN = Stage("pretrain", 1, "unsupervised pre-training of a sentence encoder
                  raw_inputs=lambda node: triples_inputs(node),
                  seconds_per_item=0.01, trains=True, params=PretrainParams, checkpoint="unsupervised pre-trained",
                  plan=lambda seed_plan: plan_pretrain(seed_plan),
-                 needs=("data", "rcl_entropy_0"), items=pool_items, rows={"pretrained": Row(20, "Pre-trained", "encoder after unsupervised pre-training "
-                                                                                  "(pretrain.objective), no labels")},
+                 needs=("data", "rcl_entropy_0"), items=pool_items,
+                 rows={"pretrained": Row(20, "Pre-trained", "encoder after unsupervised pre-training "
+                                                            "(pretrain.objective), no labels")},
                  check=lambda graph, name, exp: check_pretrain_use(name, exp, exp["adapt"]["variant"]),
                  gpu_sequences=2)  # two views (SimCSE, NM), two models (CT), or an encoder and its decoder (TSDAE)
 STAGES = (PRETRAIN,)

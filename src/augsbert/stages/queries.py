@@ -156,7 +156,8 @@ def generated(plan, node) -> tuple[int, int]:
     if done.get("passages"):
         return int(done["passages"]), int(done["queries_per_passage"])
     p = node.params
-    per_passage, used = sizing(corpus_passages(plan, plan.node(dict(node.inputs)["data"]), p.get("source", default_of(QueriesParams, "source"))),
+    source = p.get("source", default_of(QueriesParams, "source"))
+    per_passage, used = sizing(corpus_passages(plan, plan.node(dict(node.inputs)["data"]), source),
                                p.get("queries_per_passage"), int(p.get("total") or 1))
     return used, per_passage
 

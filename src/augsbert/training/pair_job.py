@@ -69,7 +69,8 @@ def train_and_save(arch: str, spec: dict, params: TeacherParams | StudentParams,
         fit(arch, base, train, dev, params, work, device, precision())
         return {}
     pretrained = None
-    if isinstance(params, StudentParams) and params.static_pretrain == "full":  # the static table pre-trained first (models.compact)
+    # the static table pre-trained first (models.compact)
+    if isinstance(params, StudentParams) and params.static_pretrain == "full":
         base, pretrained = static_start(spec["inputs"], params, base, work, device)
     with artifact_dir(out, spec, force, checkpoints=work) as tmp:
         result = fit(arch, base, train, dev, params, work, device, precision())

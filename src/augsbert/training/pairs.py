@@ -164,8 +164,8 @@ class FitResult:
     metrics: dict
 
 
-def training_args(params: TeacherParams | StudentParams, output_dir: Path, seed: int, device: str, precision: str, n_train: int,
-                  run_part: str | None = None) -> dict:
+def training_args(params: TeacherParams | StudentParams, output_dir: Path, seed: int, device: str, precision: str,
+                  n_train: int, run_part: str | None = None) -> dict:
     # `batch_size` is the global batch: split over the processes of a distributed run (augsbert.training.distributed)
     steps_per_epoch = math.ceil(n_train / params.batch_size)
     if params.max_steps is None and params.epochs is None:
@@ -264,9 +264,9 @@ def fit(arch_name: str, base: str, train: pd.DataFrame, dev: pd.DataFrame | None
     processes = distributed.world_size()
     if distributed.is_main():  # the writer lock's holder tidies and claims the resume state; the others wait
         # `processes` (only when > 1): the per-rank RNG states of another process count do not fit
-        claim_workdir(workdir, {"arch": arch_name, "base": base, "params": params.spec_json(), "device": device.split(":")[0],
-                                 "precision": precision, "train_pairs": len(train),
-                                 **({"processes": processes} if processes > 1 else {})})
+        claim_workdir(workdir, {"arch": arch_name, "base": base, "params": params.spec_json(),
+                                "device": device.split(":")[0], "precision": precision, "train_pairs": len(train),
+                                **({"processes": processes} if processes > 1 else {})})
     distributed.barrier()
     has_dev = dev is not None and len(dev) > 1
     seed, trials = params.seed, []
@@ -312,7 +312,8 @@ def symmetrise(table: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([table, swapped[table.columns]], ignore_index=True)
 
 
-def evaluate(arch_name: str, model, table: pd.DataFrame, params: TeacherParams | StudentParams) -> tuple[dict, np.ndarray]:
+def evaluate(arch_name: str, model, table: pd.DataFrame,
+             params: TeacherParams | StudentParams) -> tuple[dict, np.ndarray]:
     pred = ARCHITECTURES[arch_name].predict(model, pairs_of(table), params.eval_batch_size, params)
     return correlations(pred, table["score"].to_numpy()), pred
 
