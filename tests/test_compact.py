@@ -63,7 +63,7 @@ def test_a_static_student_trains_without_weight_decay_a_transformer_with_its_own
     from augsbert.training.pairs import training_args
 
     def weight_decay(plan) -> float:
-        params = StudentParams.from_json(plan.node(_runs(plan)["student"]).params)
+        params = StudentParams.from_json(plan.spec(_runs(plan)["student"])["params"])
         return training_args(params, tmp_path, 42, "cpu", "fp32", 100)["weight_decay"]
 
     assert weight_decay(_plan({"arch": "static"})) == 0.0
