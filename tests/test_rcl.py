@@ -195,7 +195,7 @@ def test_entropy_and_final_stage_run_and_store_the_embeddings(tiny_model, tmp_pa
     common = {"model": tiny_model, "pooling": "mean", "max_length": 24, "batch_size": 8, "lr": 1e-4,
               "warmup_ratio": 0.0, "weight_decay": 0.0, "scheduler": "constant", "held_out": 0.2,
               "exclude_eval_sentences": True, "seed": 3, "triples": str(triples_file), "triples_digest": "x",
-              "eval_batch_size": 16}
+              "eval_batch_size": 16, "group_by_length": False}  # the pretrain spec's resolved grouping, as planned
     entropy_spec = {"stage": "rcl_entropy", "params": {**common, "phi": 0.02, "patience": 3, "eval_steps": 2,
                                                        "max_steps": 4}, "inputs": {"eval": target}}
     entropy_out = tmp_path / "entropy"
@@ -216,8 +216,7 @@ def test_entropy_and_final_stage_run_and_store_the_embeddings(tiny_model, tmp_pa
     np.testing.assert_allclose(saved.encode([rows["anchor"][5]])[0], query[5], atol=1e-5)
 
     final_spec = {"stage": "pretrain", "params": {**common, "objective": "rcl", "rcl_phis": [0.02], "max_steps": 2,
-                                                  "eval_steps": 2, "selection": "last", "group_by_length": False,
-                                                  "eval_max_length": 24},
+                                                  "eval_steps": 2, "selection": "last", "eval_max_length": 24},
                   "inputs": {"data": target, "eval": target, "entropy_0": str(entropy_out)}}
     final = pretrain.run(final_spec, tmp_path / "final", device="cpu")
     assert final["steps"] == 2 and math.isfinite(final["held_out_loss_final"])
