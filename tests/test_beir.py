@@ -127,6 +127,13 @@ def test_evaluate_retrieval_ranks_and_never_returns_the_query_itself(data_dir):
     assert metrics["ndcg@10"] == pytest.approx(100 * (1 + q2_ndcg) / 3, rel=1e-6)
     assert metrics["mrr@10"] == pytest.approx(100 * 2 / 3)
     assert metrics["recall@100"] == pytest.approx(100 * (1 + 0.5) / 3)
+    # seeds 000 / 002's binary figures over the same rankings: q3 (no relevant passage) left out and counted;
+    # q1 AP 1, q2 AP (1/1) / 2 relevant = 0.5; at 1: both hit, q2 finds 1 of its 2; at 10: one hit in ten each
+    binary = metrics["binary"]
+    assert binary["queries"] == 2 and binary["skipped_queries"] == 1
+    assert binary["map"] == pytest.approx(75.0) and binary["map@1"] == pytest.approx(100.0)
+    assert (binary["p@1"], binary["r@1"], binary["capped_r@1"], binary["acc@1"]) == pytest.approx((100, 75, 100, 100))
+    assert (binary["p@10"], binary["r@10"], binary["capped_r@10"]) == pytest.approx((10, 75, 75))
 
 
 # ------------------------------------------------------------------ plan and suite job

@@ -1,4 +1,5 @@
-"""Dense retrieval on a BEIR-format test split: nDCG@10, MRR@10, Recall@100 (x 100).
+"""Dense retrieval on a BEIR-format test split: nDCG@10, MRR@10, Recall@100 (x 100), and beside them the
+binary-relevance figures of seeds 000 / 002 (`binary`: MAP, MAP@k, P@k, R@k, capped R@k, Acc@k at k = 1, 10, 100).
 
 Every passage (`title text`) and every judged query is encoded by the Bi-Encoder;
 each query retrieves the top 100 passages by cosine or dot product (`score_function`,
@@ -17,7 +18,7 @@ import logging
 import pandas as pd
 
 from ..models.search import FAISS_FROM, top_k
-from .retrieval import beir_metrics
+from .retrieval import beir_metrics, retrieval_metrics
 
 __all__ = ["FAISS_FROM", "evaluate_retrieval", "top_k"]
 
@@ -42,6 +43,10 @@ def evaluate_retrieval(model, corpus: pd.DataFrame, queries: pd.DataFrame, qrels
     indices, _ = top_k(query_emb, passages, k + 1, faiss_from)  # one more: a hit equal to the query is dropped
     rankings = [[d for d in ids[row] if d != qid][:k] for qid, row in zip(qids, indices)]
     metrics = beir_metrics(rankings, [relevance[q] for q in qids], recall_k=k, without_relevant=without_relevant)
+    # seeds 000 / 002's figures over the same rankings: a passage is relevant when its grade is >= 1; a query
+    # without one is left out of their means (and counted); MAP is over the k retrieved
+    relevant = [{d for d, grade in relevance[q].items() if grade >= 1} for q in qids]
+    metrics["binary"] = retrieval_metrics(rankings, relevant, ks=(1, 10, k))
     metrics.update({"corpus": len(corpus), "score_function": score_function,
                     "search": "faiss knn (exact)" if len(corpus) >= faiss_from else "exact (numpy)"})
     log.info("retrieval: nDCG@10 %.2f, MRR@10 %.2f, Recall@%d %.2f over %d queries, %d passages",
