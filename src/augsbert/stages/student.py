@@ -207,7 +207,7 @@ def compact_options(options: dict, gold_only: bool, name: str = "student") -> di
             raise ConfigError(f"{where}.torch_compile: a static student has no Transformer to compile")
         # one vector per token: no sequence to group by length, no embeddings to freeze apart
         options.update(arch=arch, static_dims=static_dims, group_by_length=False, freeze_embeddings=False,
-                       weight_decay=0.0)  # no weight decay on a token table (training.pairs.static_weight_decay)
+                       weight_decay=0.0)  # no weight decay on a token table: ST's static recipe
         if static_lr is not None:  # its own rate: the lower bound of the same section keeps `lr`
             options["lr"] = static_lr
         options.pop("megabatch", None)
