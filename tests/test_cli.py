@@ -351,6 +351,30 @@ def test_run_builds_the_snakemake_call_and_an_unknown_name_is_one_line(tmp_path,
     assert len(calls) == 3
 
 
+def test_run_says_a_renamed_section_once_and_its_snakemake_stays_quiet(tmp_path, capsys, monkeypatch):
+    """`augsbert run` read the config and said a renamed section's notice, then the Snakemake it starts read the
+    same config and said it again: the child is started with AUGSBERT_RENAMES_SAID=1, which silences it."""
+    import os
+
+    from augsbert.config.renames import SAID
+    from augsbert.face import cli
+
+    mine = tmp_path / "my.yaml"
+    mine.write_text("experiments:\n  old: {dataset: lee, models: [zero_shot], evaluation: {suites: [sts]}}\n")
+    monkeypatch.chdir(REPO)
+    monkeypatch.delenv(SAID, raising=False)
+    seen = []
+    monkeypatch.setattr(cli, "run_snakemake", lambda command: seen.append(os.environ.get(SAID)) or 0)
+    assert main(["run", str(mine), "old", "-n"]) == 0
+    notices = [line for line in capsys.readouterr().err.splitlines() if "is now `suite`" in line]
+    assert notices == [f"{mine}: experiments.old.evaluation is now `suite`; read as `suite` (rename it)"]
+    assert seen == ["1"]  # what the child inherits
+    from augsbert.config.load import load_configs
+
+    load_configs([str(mine)], lazy=True)  # as the child reads it
+    assert "is now" not in capsys.readouterr().err
+
+
 def test_run_shows_the_failed_jobs_own_error_last(tmp_path, capsys):
     """`augsbert run`: below Snakemake's report of a failed job, the job's own one-line error from its log."""
     import sys

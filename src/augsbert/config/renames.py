@@ -10,6 +10,7 @@ A place that sets both the old and the new name is refused (which one was meant 
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -18,6 +19,8 @@ from ..errors import ConfigError
 
 # accepted until the first release (pyproject's version is still the first one's), as the stages' former names
 RENAMED_SECTIONS = {"silver": "labels", "sampling": "candidates", "adapt_mlm": "adapt", "evaluation": "suite"}
+# set by `augsbert run` for the Snakemake it starts, which reads the same config again: the notice was said once
+SAID = "AUGSBERT_RENAMES_SAID"
 
 
 def _section(options: Any, where: str, source: str) -> Any:
@@ -33,7 +36,8 @@ def _section(options: Any, where: str, source: str) -> Any:
         if new in options:
             raise ConfigError(f"{source}: {where}.{key} and {where}.{new} are both set; `{key}` is the old name of "
                               f"`{new}`: keep `{new}` only")
-        print(f"{source}: {where}.{key} is now `{new}`; read as `{new}` (rename it)", file=sys.stderr)
+        if os.environ.get(SAID) != "1":
+            print(f"{source}: {where}.{key} is now `{new}`; read as `{new}` (rename it)", file=sys.stderr)
         out[new] = value
     return out
 

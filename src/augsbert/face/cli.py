@@ -377,6 +377,9 @@ def _run_command(sub) -> None:
                    args.configfile, *(["--dry-run"] if args.dry_run else []), "--", *targets]
         print("augsbert: " + " ".join(["snakemake", *command[3:]]), file=sys.stderr, flush=True)
         args.snakemake_started = True  # for the line a Ctrl-C ends with (interrupted_line)
+        from ..config.renames import SAID
+
+        os.environ[SAID] = "1"  # a renamed section's notice is above; Snakemake reads the same config again
         return run_snakemake(command)
 
     p.set_defaults(handler=handler)
