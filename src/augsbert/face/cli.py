@@ -30,6 +30,7 @@ from .. import __version__
 from ..config import reference
 from ..config.load import load_configs
 from ..config.names import check_name
+from ..config.renames import SAID as RENAMES_SAID
 from ..config.yaml_files import CONFIG_SUFFIXES, config_needs, is_target
 from ..errors import ConfigError, DataError
 from .export import ExportError, add_command as add_export_command
@@ -377,9 +378,7 @@ def _run_command(sub) -> None:
                    args.configfile, *(["--dry-run"] if args.dry_run else []), "--", *targets]
         print("augsbert: " + " ".join(["snakemake", *command[3:]]), file=sys.stderr, flush=True)
         args.snakemake_started = True  # for the line a Ctrl-C ends with (interrupted_line)
-        from ..config.renames import SAID
-
-        os.environ[SAID] = "1"  # a renamed section's notice is above; Snakemake reads the same config again
+        os.environ[RENAMES_SAID] = "1"  # a renamed section's notice is above; Snakemake reads the same config again
         return run_snakemake(command)
 
     p.set_defaults(handler=handler)

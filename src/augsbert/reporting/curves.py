@@ -37,6 +37,11 @@ METRICS = {"teacher_spearman": "Teacher test Spearman × 100", "student_spearman
            "chosen_uncertainty": "Mean statistic of the chosen pairs (the strategy's; scored candidates' mean after /)"}
 
 
+
+def _ceiling_name(label: str) -> str:
+    """An all-gold cell's row label, with "all gold" said once (a grid labels it `all gold` or, say, `full`)."""
+    return label if "all gold" in label.lower() else f"{label}: all gold"
+
 def curve_spec(plan, name: str) -> dict:
     """The curves of grid `name`: per column its lines (active-learning cells, each with its random baseline) and
     its ceilings (all-gold cells)."""
@@ -203,7 +208,7 @@ def markdown(spec: dict, columns: list[dict], docs: dict[str, dict]) -> str:
                              + " |")
             if metric == "teacher_spearman":
                 for ceiling in column["ceilings"]:
-                    lines.append(f"| {ceiling['label']} (all gold: the ceiling) | " + " | ".join(
+                    lines.append(f"| {_ceiling_name(ceiling['label'])} (the ceiling) | " + " | ".join(
                         _cell(ceiling["teacher_spearman"]) if n == ceiling["gold_labels"] else ""
                         for n in counts) + " |")
             lines.append("")
@@ -307,7 +312,7 @@ def line_chart(spec: dict, columns: list[dict], path: Path) -> None:
                 for ceiling in column["ceilings"]:
                     if ceiling["teacher_spearman"][0] is not None:
                         ax.axhline(ceiling["teacher_spearman"][0], color="gray", linestyle="--",
-                                   label=f"{ceiling['label']}: all gold ({ceiling['gold_labels']:,} labels)")
+                                   label=f"{_ceiling_name(ceiling['label'])} ({ceiling['gold_labels']:,} labels)")
             ax.set_title(f"{column['column']}: {metric.split('_')[0]}")
             ax.set_xlabel("gold labels learned")
             ax.set_ylabel(METRICS[metric])
