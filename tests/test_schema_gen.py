@@ -161,7 +161,7 @@ def test_the_shared_schedule_is_declared_once():
     shared = list(options_schema(TrainingOptions))
     assert shared[0] == "epochs" and shared[-1] == "early_stopping_patience" and len(shared) == 13
     assert [k for k in shared if teacher[k] != student[k]] == ["max_steps", "group_by_length", "megabatch"]
-    for section, head in ((teacher, "activation"), (student, "selection")):  # one block, after the section's head
+    for section, head in ((teacher, "selection"), (student, "selection")):  # one block, after the section's head
         start = list(section).index(head) + 1
         assert list(section)[start:start + len(shared)] == shared
     assert (student["group_by_length"]["default"], student["megabatch"]["default"]) == (True, 400)

@@ -46,6 +46,11 @@ class TeacherModelOptions(Params):
         The CBE always uses MSE.""")
     activation: Literal["sigmoid", "tanh", "identity"] = option("sigmoid", """
         Cross-Encoder activation at inference (thesis Table 6.2); the CBE's cosine needs none.""")
+    selection: Literal["dev", "last"] = option("dev", """
+        Which checkpoint is the teacher: `dev` (thesis 5.1) the pass over the training pairs with the best dev
+        Spearman, or `last` the model after its last step, reading no dev label (with a `max_steps` budget: every
+        teacher of an active-learning curve the same number of steps, docs/methods/active.md). A Trans-Encoder
+        round's cross model is always `last` (it must not see a gold label).""")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -106,12 +111,12 @@ class TeacherParams(slice_of(TeacherOptions, but=PLANNED), Prompted, Trained):
     and what it adds (`model`, `seed`, the topic delimiter). `freeze_embeddings` is resolved (the option's null:
     from an adapted checkpoint).
 
-    `selection: last` (keyed only then): keep the last epoch, read no dev split (a Trans-Encoder cross model,
-    which must not see a gold label); a teacher with a `labels` input learns those scores, not the gold.
+    `selection: last` (keyed only then): keep the last step's model, read no dev split (the option; a
+    Trans-Encoder cross model always, which must not see a gold label); a teacher with a `labels` input learns
+    those scores, not the gold.
     """
 
     freeze_embeddings: bool = field()  # resolved by the planner (null in the config: from an adapted checkpoint)
-    selection: Literal["dev", "last"] = "dev"
 
 
 TEACHER = Stage("teacher", 3, "train the teacher (Cross-Encoder or Cross-Bi-Encoder) on the gold train split",
@@ -142,11 +147,13 @@ def teacher(graph: Graph, exp: dict, dataset: str, seed: int, inputs: dict[str, 
     if options["arch"] == "cbe":  # Cross-Encoder-only options must not change a CBE's key
         options.pop("loss")
         options.pop("activation")
+    if selection != "dev":  # the planner's (Trans-Encoder) over the option
+        options["selection"] = selection
+    if options["selection"] == "dev":  # keyed only when `last`: keys planned before the option stay
+        options.pop("selection")
     params = {**options, "model": model, "seed": seed}
     if prompt:  # its gold pairs carry topics: trained and tested on prompted pairs
         params["topic_prompt"] = prompt
-    if selection != "dev":
-        params["selection"] = selection
     return graph.add(TEACHER, f"{dataset}.{options['arch']}", params, inputs)
 
 
