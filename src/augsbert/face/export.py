@@ -193,6 +193,9 @@ def training_facts(spec: dict, role: str, seed: int, node: dict, results: dict |
     chain = keyed_settings(artifact)
     if metrics.get("best_epoch") is not None:
         rows.append(("chosen epoch", chosen_epoch(metrics, params)))
+    if metrics.get("static_lr_sweep"):
+        rows.append(("learning rate", chosen_rate_text(metrics["static_lr_sweep"])))
+        facts["static_lr"] = metrics["static_lr_sweep"]["chosen"]
     rows.append(("config hash", f"`{spec['config_hash']}` (artifact `{node['key']}`)"))
     facts["settings"] = chain[0][2]  # the keyed params of the model's stage; of all it was built from:
     facts["built_from"] = [{"key": key, "stage": stage, "settings": options} for key, stage, options in chain[1:]]
@@ -241,6 +244,15 @@ def training_facts(spec: dict, role: str, seed: int, node: dict, results: dict |
                   *[f"| {metric} | {_fmt(value)} |" for metric, value in values.items()]]
     lines += reproduce_section(spec, role, seed, node, to_hint, recipe, own, unpruned)
     return "\n".join(lines), facts
+
+
+def chosen_rate_text(sweep: dict) -> str:
+    """A static student's learning rate as its `static_lr_sweep` chose it: the rate, and each candidate's dev
+    Spearman."""
+    runs = ", ".join(f"{r['lr']:g} ({_fmt(r['dev_spearman'])})" for r in sweep["rates"])
+    how = f"runs of {sweep['steps']:,} steps, then the chosen rate's full schedule" if sweep.get("steps") else \
+        "each the full schedule, the best run kept"
+    return f"{sweep['chosen']:g}, chosen on the dev split among {runs} (dev Spearman; {how}; `static_lr_sweep`)"
 
 
 def chosen_epoch(metrics: dict, params: dict) -> str:
