@@ -317,7 +317,7 @@ def test_the_sweep_keeps_the_rate_with_the_best_dev_score(tmp_path, monkeypatch)
                                                   "best_epoch": 1})
 
     monkeypatch.setattr(pair_job, "fit", fake_fit)
-    monkeypatch.setattr("augsbert.models.compact.is_static_folder", lambda path: True)  # "base": a static start
+    monkeypatch.setattr(pair_job, "is_static_folder", lambda path: True)  # "base": a static start already
     dev = theme_pairs(8, 2)
     params = _student_params(epochs=1, arch="static", lr=0.005, static_lr_sweep=[0.05, 0.002, 0.02, 0.01])
     result, record = pair_job.sweep_static_lr("base", dev, dev, params, tmp_path / "work", "cpu")

@@ -22,6 +22,7 @@ from ..data import DataError, read_pairs
 from ..data.prompts import prompt_pairs
 from ..evaluation import correlations
 from ..models import resolve_device
+from ..models.compact import is_static_folder, pca_targets, pretrain_static, static_student
 from ..models.device import precision
 from ..models.inference import scores_by_dim
 from ..stages.student import StudentParams
@@ -139,8 +140,6 @@ def sweep_static_lr(base: str, train: pd.DataFrame, dev: pd.DataFrame | None, pa
         raise DataError("student.static_lr_sweep chooses the rate on the dev split, and this data has none")
     if distributed.world_size() > 1:
         raise ValueError("student.static_lr_sweep trains its rates in one process; set gpus: 1")
-    from ..models.compact import is_static_folder, static_student
-
     if not is_static_folder(base):  # distilled once, every rate starts from it (a pre-trained start is one already)
         start = work.parent / f"{work.name}.static_distilled"
         if not (start / "modules.json").is_file():
@@ -181,7 +180,6 @@ def static_start(inputs: dict, params: StudentParams, base: str, work: Path, dev
     from sentence_transformers import SentenceTransformer
 
     from ..data.pool import target_pool
-    from ..models.compact import pca_targets, pretrain_static, static_student
     from ..store.artifacts import read_json
 
     folder = static_start_dir(work)
