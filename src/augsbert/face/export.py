@@ -512,14 +512,18 @@ def _deploy(folder: Path, deploy: dict, artifact: Path, path: str, model) -> dic
     """The backend's files in the export `folder` (made in the deploy environment), checked against the PyTorch
     `model` by the parity gate, and its section at the end of the card."""
     from ..data.pool import read_split
-    from .backends import (BackendError, card_section, check_parity, parity_sentences, run_conversion,
-                           training_sentences)
+    from .backends import (BackendError, calibration_sentences, card_section, check_parity, parity_provenance,
+                           parity_sentences, run_conversion)
 
-    calibration = training_sentences(artifact) if deploy["backend"] == "openvino" and deploy["quantize"] else []
+    calibration = calibration_sentences(artifact) if deploy["backend"] == "openvino" and deploy["quantize"] else []
     inputs = read_json(artifact / "spec.json").get("inputs") or {}
     data = inputs.get("eval", inputs.get(INPUT_DATA))
-    test = read_split(data, "test", required=False)  # the split the model was tested on
-    sentences = parity_sentences(test, read_split(data, "dev", required=False), read_split(data, "train"))
+    test, dev = read_split(data, "test", required=False), read_split(data, "dev", required=False)
+    # the gate's sentences: none the calibration saw (test and dev first, which it never reads)
+    sentences = parity_sentences(test, dev, read_split(data, "train"), calibration=calibration)
+    if not sentences:
+        raise ExportError(f"--backend {deploy['backend']}: no sentence for the parity gate: {data} has no test or dev "
+                          "sentence, and the int8 calibration took every training one")
     reference = model.encode(sentences, batch_size=64, show_progress_bar=False)
     torch_spearman = (read_json(artifact / "metrics.json").get("test") or {}).get("spearman")
     pairs = {} if test is None else {"sentence1": test["sentence1"].tolist(),
@@ -528,6 +532,7 @@ def _deploy(folder: Path, deploy: dict, artifact: Path, path: str, model) -> dic
     try:
         record = run_conversion(folder, deploy["backend"], deploy["quantize"], deploy["config"], calibration,
                                 sentences, reference, pairs)
+        record["parity"] = {**record.get("parity", {}), **parity_provenance(sentences, calibration, test, dev)}
         record = check_parity(record, torch_spearman, deploy.get("accept", False))
     except BackendError as err:
         raise ExportError(str(err)) from None
