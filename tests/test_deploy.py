@@ -24,10 +24,12 @@ DEPLOY = deploy_python()
 needs_deploy = pytest.mark.skipif(DEPLOY is None, reason=f"no deploy environment: {backend_available('onnx')}")
 
 
-def test_the_converter_imports_nothing_of_augsbert():
-    """Run by the deploy environment's Python by its path: no import of augsbert (whose modules need the main
-    environment's versions), no relative import; its module level imports only the standard library."""
-    tree = ast.parse(CONVERTER.read_text(encoding="utf-8"))
+@pytest.mark.parametrize("script", [CONVERTER, CONVERTER.with_name("deploy_speed.py")], ids=lambda p: p.name)
+def test_the_deploy_scripts_import_nothing_of_augsbert(script):
+    """Run by the deploy environment's Python by their path (the converter; the frontier's timing, also by this
+    environment's): no import of augsbert (whose modules need the main environment's versions), no relative
+    import; their module level imports only the standard library."""
+    tree = ast.parse(script.read_text(encoding="utf-8"))
     imported = [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
     imported += [node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
     assert not [n for n in imported if n.split(".")[0] == "augsbert"]
@@ -38,7 +40,7 @@ def test_the_converter_imports_nothing_of_augsbert():
     # loaded as the deploy environment loads it (by path), nothing of augsbert enters sys.modules
     code = ("import runpy, sys; runpy.run_path(sys.argv[1], run_name='deploy_convert'); "
             "print([m for m in sys.modules if m.split('.')[0] == 'augsbert'])")
-    done = subprocess.run([sys.executable, "-c", code, str(CONVERTER)], capture_output=True, text=True, check=True,
+    done = subprocess.run([sys.executable, "-c", code, str(script)], capture_output=True, text=True, check=True,
                           env={"PATH": "/usr/bin:/bin"})
     assert done.stdout.strip() == "[]"
 
@@ -305,3 +307,33 @@ def test_onnx_loads_through_sentence_transformers_once_optimum_onnx_allows_it(tm
     assert backends.ONNX_THROUGH_SENTENCE_TRANSFORMERS, (
         f"optimum-onnx {found['version']} loads the ONNX export through sentence-transformers: set "
         "augsbert.face.backends.ONNX_THROUGH_SENTENCE_TRANSFORMERS = True (the card then shows backend='onnx')")
+
+
+@needs_deploy
+def test_the_frontier_times_pytorch_onnx_and_openvino_rows_in_one_deploy_process(tmp_path, tiny_model):
+    """A frontier with exported rows is timed by the deploy environment's Python, every row in that one process
+    (augsbert.face.frontier.time_rows, deploy_speed.py); the size of an int8 row is what its backend reads."""
+    import shutil
+
+    from sentence_transformers import SentenceTransformer
+
+    from augsbert.face.frontier import time_rows
+
+    texts = _texts()
+    reference = SentenceTransformer(tiny_model, device="cpu").encode(texts)
+    exports = {}
+    for backend in ("onnx", "openvino"):
+        folder = tmp_path / backend
+        shutil.copytree(tiny_model, folder)
+        exports[backend] = backends.run_conversion(folder, backend, "int8", "avx2", texts, texts, reference, {},
+                                                   threads=1)["file"]
+    rows = [{"name": "c/full", "path": tiny_model, "backend": "torch", "file": None, "texts": "c"},
+            *[{"name": f"c/full_{b}_int8", "path": str(tmp_path / b), "backend": b, "file": f, "texts": "c"}
+              for b, f in exports.items()]]
+    speed = time_rows(rows, {"c": texts[:40]}, {"threads": 1, "repeat": 1, "batch_size": 16})
+    assert Path(speed["python"]).parent.parent.name == DEPLOY.parent.parent.name and speed["threads"] == 1
+    assert [r["name"] for r in speed["rows"]] == ["c/full", "c/full_onnx_int8", "c/full_openvino_int8"]
+    assert all(r["sentences_per_s"] > 0 and r["sentences"] == 40 for r in speed["rows"])
+    weights = (Path(tiny_model) / "model.safetensors").stat().st_size / 1e6
+    torch_mb, onnx_mb, openvino_mb = (r["size_mb"] for r in speed["rows"])
+    assert torch_mb > weights and onnx_mb < torch_mb and openvino_mb < torch_mb  # no PyTorch weights counted

@@ -52,7 +52,8 @@ from ..reporting.results import labelling_artifact
 from ..store.keys import is_key
 from ..store.manifests import MANIFEST, file_digest
 from ..store.results_files import read_results
-from .backends import BACKENDS, ONNX_CONFIGS, QUANTIZATIONS, backend_available
+from .backends import (BACKENDS, CALIBRATION_SENTENCES, ONNX_CONFIGS, PARITY_MIN_COSINE, PARITY_SENTENCES,
+                       QUANTIZATIONS, backend_available)
 from ..jobs.specs import check_aggregate_spec, load_spec
 from ..reporting.layout import row_stages, table_rows
 from ..stages import REGISTRY
@@ -659,29 +660,38 @@ def push_to_hub(folder: str | Path, repo_id: str, private: bool | None = None) -
     return getattr(commit, "commit_url", None) or str(commit)
 
 
-def read_frontier(path: str) -> dict:
-    from ..reporting.frontier import read
+def read_frontier(value: str) -> dict:
+    """The frontier `--frontier` names (a grid's name: results/tables/<grid>.frontier.json, or a file); one line
+    naming the file and what is wrong where it cannot be read or is no frontier."""
+    from ..reporting.frontier import grid_or_file, read
 
+    path = grid_or_file(value)
     try:
         return read(path)
+    except FileNotFoundError:
+        grid = path.name.removesuffix(".frontier.json") if path.name.endswith(".frontier.json") else None
+        raise ExportError(f"--frontier {value}: no file {path}" + (
+            f"; measure the grid's frontier first: `snakemake --cores 2 results/tables/{grid}.frontier.md`"
+            if grid else "")) from None
     except (OSError, ValueError) as err:
-        raise ExportError(f"--frontier {path}: {err}") from None
+        raise ExportError(f"--frontier {err}") from None
 
 
-def picked(path: str, points: float) -> dict:
-    """The frontier row `--pick-fastest-within POINTS` exports; says which, with its figures."""
-    from ..reporting.frontier import pick_fastest_within
+def picked(value: str, points: float, column: str | None = None) -> tuple[dict, dict]:
+    """The frontier row `--pick-fastest-within POINTS` exports, and the frontier; says which, with its figures."""
+    from ..reporting.frontier import column_of, pick_fastest_within
 
-    frontier = read_frontier(path)
+    frontier = read_frontier(value)
     try:
-        row = pick_fastest_within(frontier, points)
+        chosen = column_of(frontier, column)
+        row = pick_fastest_within(chosen, points)
     except ValueError as err:
-        raise ExportError(f"--frontier {path}: {err}") from None
-    reference = next(r for r in frontier["rows"] if r["row"] == frontier["reference"])
+        raise ExportError(f"--frontier {value}: {err}") from None
+    reference = next(r for r in chosen["rows"] if r["row"] == chosen["reference"])
     log.warning("picked %s: test Spearman %.2f (%s %.2f, within %.2f), %s sentences/s (%.1fx), %s MB", row["label"],
                 row["spearman"], reference["label"], reference["spearman"], points, f"{row['sentences_per_s']:,.0f}",
                 row["sentences_per_s"] / reference["sentences_per_s"], row["size_mb"])
-    return row
+    return row, frontier
 
 
 def add_command(sub) -> None:
@@ -706,37 +716,51 @@ def add_command(sub) -> None:
                    "even where you edited them")
     p.add_argument("--results", help="results file with the test metrics (default results/<experiment>.json)")
     p.add_argument("--backend", default="torch", choices=BACKENDS, help="also write the Bi-Encoder for this "
-                   "runtime (sentence-transformers' export; loads with SentenceTransformer(path, backend=...)); "
+                   "runtime, converted in the deploy environment (`make deploy-env`): openvino loads with "
+                   "SentenceTransformer(path, backend='openvino'); onnx with ONNX Runtime, as the card shows (not "
+                   "through sentence-transformers' backend='onnx', which needs optimum-onnx: docs/guide/compact.md); "
                    "default torch: the PyTorch weights only")
     p.add_argument("--quantize", choices=QUANTIZATIONS, help="with --backend: int8 (ONNX: dynamic; OpenVINO: "
-                   "static, calibrated on the training sentences)")
+                   f"static, calibrated on up to {CALIBRATION_SENTENCES} sentences of the model's training data: its "
+                   "train split, then its unlabelled texts, no dev or test sentence)")
     p.add_argument("--quantize-config", default=ONNX_CONFIGS[0], choices=ONNX_CONFIGS,
                    help="ONNX int8: ONNX Runtime's configuration for the CPU it runs on (default avx512_vnni)")
     p.add_argument("--accept-parity-loss", action="store_true", help="with --backend: export even when the "
-                   "exported model misses the parity gate (mean cosine >= 0.99 with the PyTorch embeddings of 100 "
-                   "test sentences); the card and augsbert_export.json say so")
+                   f"exported model misses the parity gate (mean cosine >= {PARITY_MIN_COSINE} with the PyTorch "
+                   f"embeddings of up to {PARITY_SENTENCES} test sentences its calibration did not see); the card "
+                   "and augsbert_export.json say so")
     p.add_argument("--pick-fastest-within", type=float, metavar="POINTS", help="export the fastest row of a "
-                   "frontier (--frontier) whose mean test Spearman is at most POINTS below the full student's, with "
-                   "its backend (docs/guide/compact.md); the experiment is planned from the frontier's config files "
-                   "unless --config names others")
-    p.add_argument("--frontier", help="with --pick-fastest-within: the frontier file benchmarks/frontier.py wrote "
-                   "(results/frontier/<grid>.json)")
+                   "grid's frontier (--frontier) whose mean test Spearman is at most POINTS below the full "
+                   "student's, with its backend (docs/guide/compact.md); the experiment as the frontier recorded "
+                   "it, or planned from --config")
+    p.add_argument("--frontier", metavar="GRID|FILE", help="with --pick-fastest-within: a grid's name (its "
+                   "results/tables/<grid>.frontier.json, made by `snakemake results/tables/<grid>.frontier.md` or "
+                   "`augsbert frontier`) or a frontier file")
+    p.add_argument("--column", help="with --pick-fastest-within: the grid column to pick in (needed where the grid "
+                   "has several)")
     p.add_argument("--push-to-hub", metavar="REPO", help="then upload the directory to this hub model repository "
                    "(needs network and a token)")
     p.add_argument("--private", action="store_true", help="with --push-to-hub: create the repository private")
 
     def handler(args: argparse.Namespace) -> None:
+        recorded = None
         if args.pick_fastest_within is not None:
             if not args.frontier or args.spec or args.experiment:
                 p.error("--pick-fastest-within needs --frontier (and chooses the experiment: no --spec / --experiment)")
-            row = picked(args.frontier, args.pick_fastest_within)
+            row, frontier = picked(args.frontier, args.pick_fastest_within, args.column)
             args.experiment, args.backend, args.quantize = row["experiment"], row["backend"], row["quantize"]
-            args.config = args.config or read_frontier(args.frontier).get("configs")
-        elif args.frontier:
-            p.error("--frontier goes with --pick-fastest-within")
+            recorded = None if args.config else (frontier.get("specs") or {}).get(row["experiment"])
+            if recorded is None and not args.config:
+                raise ExportError(f"--frontier {args.frontier}: it records no spec of {row['experiment']}; name the "
+                                  "config files the grid was planned from with --config")
+        elif args.frontier or args.column:
+            p.error("--frontier and --column go with --pick-fastest-within")
         elif not args.spec and not args.config:
             p.error("one of --spec, --config or --pick-fastest-within is required")
-        if args.spec:
+        if recorded is not None:
+            spec = recorded
+            check_aggregate_spec(spec, "experiment", f"--frontier {args.frontier}: specs.{row['experiment']}")
+        elif args.spec:
             spec = load_spec(args.spec)
             check_aggregate_spec(spec, "experiment", f"--spec {args.spec}" if args.spec.startswith("@") else "--spec")
         else:
