@@ -33,6 +33,15 @@ def load_bi_encoder(ref: str, device: str, max_length: int):
     return model
 
 
+def embed_texts(ref: str, texts: list[str], device: str, max_length: int, batch_size: int) -> np.ndarray:
+    """The L2-normalised embeddings of `texts`, in order, by the Bi-Encoder at `ref` (cut at `max_length` tokens),
+    in batches of `batch_size` at the model's own precision: the candidate search's pool (its index and passes)."""
+    model = load_bi_encoder(ref, device, max_length)
+    log.info("encoding %d pool sentences with %s", len(texts), ref)
+    return model.encode(texts, batch_size=batch_size, convert_to_numpy=True, normalize_embeddings=True,
+                        show_progress_bar=True)
+
+
 ACTIVATIONS = {"sigmoid": torch.nn.Sigmoid, "tanh": torch.nn.Tanh, "identity": torch.nn.Identity}
 
 
