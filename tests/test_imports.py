@@ -274,7 +274,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "evaluation": ("data", "models", "search"),
     # sampling takes texts, embeddings and scores, never a model (issue 66): the jobs load and run the models and pass
     # sampling their outputs, so every sampling rule is tested without a model
-    "sampling": ("errors", "data", "store", "search"),
+    "sampling": ("errors", "params", "data", "store", "stages", "search"),  # stages: the options' defaults
     "losses": ("models",),
     "training": ("errors", "objectives", "data", "store", "stages", "models", "scheduling", "evaluation", "sampling"),
     "jobs": ("errors", "params", "objectives", "config", "data", "store", "planning", "stages", "models",

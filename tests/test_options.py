@@ -41,10 +41,6 @@ RESOLVED = {
     ("student", "selection"): "the option's null is resolved by transfer (source_dev / target_dev)",
     ("student", "freeze_embeddings"): "the option's null is resolved from the checkpoint (adapted or not)",
     ("teacher", "freeze_embeddings"): "the option's null is resolved from the checkpoint (adapted or not)",
-    ("suite", "topic"): "the topic task resolved for the dataset (None: no topics)",
-    ("suite", "positive_threshold"): "set only when the diagnostics run (alignment / uniformity)",
-    ("suite", "mteb"): "the MTEB tasks resolved to their files (None: none)",
-    ("suite", "retrieval"): "the BEIR qrels resolved (split, score function; None: no retrieval task)",
 }
 
 # (file, option, literal default) that the scan of src/ finds but that give no stage option a default: a name an
