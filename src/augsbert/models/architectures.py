@@ -19,6 +19,7 @@ import torch
 from ..stages.student import StudentParams
 from ..stages.teacher import TeacherParams
 from . import inference
+from .compact import is_static, reduce_layers, static_student
 from .cross_bi_encoder import CrossBiEncoder
 
 log = logging.getLogger(__name__)
@@ -84,17 +85,11 @@ class BiEncoder(_SentenceTransformersModel):
         from sentence_transformers import SentenceTransformer
 
         if params.arch == "static":  # a student's options (augsbert.models.compact)
-            from .compact import static_student
-
             return static_student(base, params.static_dims, device)
         model = SentenceTransformer(base, device=device, config_kwargs=params.config_kwargs)
-        from .compact import is_static
-
         if not is_static(model):  # a static model (a base trained before) has no sequence length to cut
             model.max_seq_length = params.max_length
         if params.init == "layers":
-            from .compact import reduce_layers
-
             reduce_layers(model, params.layers)
         return model
 
