@@ -191,7 +191,7 @@ from augsbert.plan import Plan
 
 def labels_params(override):
     config = load_configs(["config/config.yaml"], lazy=True)
-    config["experiments"]["demo_augsbert_cbe"]["labels"].update(override)
+    config["experiments"]["demo_augsbert_cbe"].setdefault("labels", {}).update(override)
     plan = Plan(config)
     runs = plan.experiment("demo_augsbert_cbe").runs
     node = plan.node(runs[min(runs)]["labels"])

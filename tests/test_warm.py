@@ -257,4 +257,5 @@ def test_a_served_command_imports_only_the_socket_client_before_it_hands_over():
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                             env={**os.environ, "PYTHONPATH": str(REPO / "src")})
     assert json.loads(loaded.stdout) == ["augsbert", "augsbert.face", "augsbert.face.launch", "augsbert.face.warm",
-                                   "augsbert.scheduling", "augsbert.scheduling.progress"]
+                                   "augsbert.scheduling", "augsbert.scheduling.progress", "augsbert.store",
+                                   "augsbert.store.processes"]  # the last: whether a pid lives (os, socket only)

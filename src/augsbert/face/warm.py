@@ -49,6 +49,7 @@ import tempfile
 import time
 
 from ..scheduling.progress import PROGRESS_FD_ENV
+from ..store.processes import alive
 
 SOCKET_ENV = "AUGSBERT_WARM_SOCKET"
 # read while libraries are imported: a command whose values differ is not served (it starts plainly)
@@ -170,23 +171,11 @@ def _is_open(fd: int) -> bool:
 def _ended(pid: int, within: float) -> bool:
     """Whether process `pid` is gone (or a zombie nobody reaped yet) within `within` seconds."""
     deadline = time.monotonic() + within
-    while True:
-        try:
-            with open(f"/proc/{pid}/stat") as stat:
-                if stat.read().rpartition(")")[2].split()[0] in ("Z", "X"):
-                    return True
-        except FileNotFoundError:
-            return True
-        except OSError:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                return True
-            except PermissionError:
-                pass
+    while alive(pid):
         if time.monotonic() > deadline:
             return False
         time.sleep(0.05)
+    return True
 
 
 # ---- warm by default in a local workflow run -----------------------------------------------------------------

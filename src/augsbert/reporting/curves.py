@@ -26,7 +26,7 @@ from ..config.load import ConfigError
 from ..config.names import unknown_name
 from ..stages.active_select import TEACHER_ROLE
 from ..stages.teacher import TEACHER
-from ..store.artifacts import DamagedArtifactError, read_json, write_text, writer_lock, writing
+from ..store.artifacts import DamagedArtifactError, read_json, write_with_siblings
 from ..planning.graph import SPECS, write_spec
 from ..store.results_files import check_results
 
@@ -326,13 +326,11 @@ def line_chart(spec: dict, columns: list[dict], path: Path) -> None:
 
 def run(spec: dict, results_dir: str | Path, out: str | Path) -> str:
     """Write the grid's curve files (`out` = results/tables/<grid>.curve.md; .csv and .png beside it)."""
-    out = Path(out)
-    with writing(out.parent):
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with writer_lock(out):
-            columns, docs = collect(spec, results_dir)
-            text = markdown(spec, columns, docs)
-            long_table(spec, columns).to_csv(out.with_suffix(".csv"), index=False)
-            line_chart(spec, columns, out.with_suffix(".png"))
-            write_text(out, text)  # last and atomic: the .md is what Snakemake requests
-    return text
+    def siblings(out: Path) -> str:
+        columns, docs = collect(spec, results_dir)
+        text = markdown(spec, columns, docs)
+        long_table(spec, columns).to_csv(out.with_suffix(".csv"), index=False)
+        line_chart(spec, columns, out.with_suffix(".png"))
+        return text
+
+    return write_with_siblings(out, siblings)

@@ -72,9 +72,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..models.gpu_memory import DEFAULT_DIMS, model_config, model_dims, parameter_count
-from ..stages import REGISTRY
-from ..stages.sizes import DEFAULT_MAX_LENGTH, input_splits, text_tokens
+from ..stages import REGISTRY, planning_order
+from ..stages.sizes import DEFAULT_MAX_LENGTH, epochs, input_splits, text_tokens
+from ..store.processes import alive
+from .gpus import inventory
 from .progress import ESTIMATE_FILE_ENV, load_factor, machine_load
+from .resources import job_items, job_work, needs_gpu
 
 REFERENCE_PARAMS = 22_700_000  # all-MiniLM-L6-v2, the packaged default model
 # CPU figures of the reference model on 2 idle cores (see the module docstring for where they come from). A
@@ -137,8 +140,6 @@ def estimate_device(configured: str) -> str:
         return "cpu"
     if configured.startswith("cuda"):
         return "gpu"
-    from .gpus import inventory
-
     return "gpu" if inventory() else "cpu"
 
 
@@ -157,8 +158,6 @@ def with_upstream(plan, keys) -> list[str]:
 def estimate_jobs(plan, keys, device: str, warm: bool = False) -> list[JobEstimate]:
     """The estimates of the jobs `keys` (planned nodes; others, e.g. results files, are left out) on `device`
     (cpu / gpu), in planning order."""
-    from ..stages import planning_order
-
     cache: dict = {}
     order = [stage.name for stage in planning_order()]
     order += [name for name in REGISTRY if name not in order]  # shards and the like: after the planned stages
@@ -210,15 +209,10 @@ def sweep_run_estimates(folder: str | Path) -> list[Path]:
     gone = []
     for path in Path(folder).glob("estimate-*.json"):
         host, _, pid = path.stem[len("estimate-"):].rpartition("-")
-        if host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
+        if not pid.isdigit() or int(pid) == os.getpid() or alive(int(pid), host):  # another host's: kept
             continue
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            path.unlink(missing_ok=True)
-            gone.append(path)
-        except PermissionError:  # alive, another user's
-            pass
+        path.unlink(missing_ok=True)
+        gone.append(path)
     return gone
 
 
@@ -360,8 +354,6 @@ def job_estimate(plan, key: str, device: str = "cpu", params_cache: dict | None 
                  warm: bool = False) -> JobEstimate:
     """The steps and estimated seconds of the planned job `key` on `device` (cpu, or a GPU: cuda / auto), its
     start warm (a fork of the warm server, augsbert.face.warm) or plain."""
-    from .resources import job_items
-
     node = plan.node(key)
     p = node.params
     cache = {} if params_cache is None else params_cache
@@ -376,16 +368,16 @@ def job_estimate(plan, key: str, device: str = "cpu", params_cache: dict | None 
     if kind == "train" and p.get("batch_size"):
         examples = job_items(plan, key) * (2 if p.get("symmetric") else 1)
         batch = int(p["batch_size"])
-        epochs = int(p.get("epochs") or 1)
-        steps = int(p["max_steps"]) if p.get("max_steps") else math.ceil(examples / batch) * epochs
-        passes = max(1, math.ceil(steps * batch / max(examples, 1))) if p.get("max_steps") else epochs
+        n_epochs = epochs(node, declared.params)
+        steps = int(p["max_steps"]) if p.get("max_steps") else math.ceil(examples / batch) * n_epochs
+        passes = max(1, math.ceil(steps * batch / max(examples, 1))) if p.get("max_steps") else n_epochs
         scored = (dev * passes if p.get("selection") != "last" else 0) + test
         tokens = example_tokens(plan, node, text)
         per_example = (TRAIN_S_PER_EXAMPLE + TRAIN_S_PER_TOKEN * tokens) * (1 + SMALL_BATCH / batch)
         seconds = start + factor * size * (steps * batch * per_example + scored * pair_cost(tokens))
         section = declared.section or node.stage
         driver = (f"{section}.max_steps: {int(p['max_steps']):,}" if p.get("max_steps") else
-                  f"{section}.epochs: {epochs:,} x {math.ceil(examples / batch):,} steps of {batch} per epoch "
+                  f"{section}.epochs: {n_epochs:,} x {math.ceil(examples / batch):,} steps of {batch} per epoch "
                   f"({examples:,} pairs)")
         return JobEstimate(key, node.stage, steps, seconds,
                            f"{steps:,} steps of {batch}; scoring {scored:,} dev/test pairs",
@@ -414,12 +406,10 @@ def job_estimate(plan, key: str, device: str = "cpu", params_cache: dict | None 
         steps, seconds, what, step_s = gpl_estimate(plan, node, counts, factor, start, cache)
         section = declared.section or node.stage
         driver = f"{section}.max_steps: {int(p['max_steps']):,}" if p.get("max_steps") else \
-            f"{section}.epochs: {int(p.get('epochs') or 1):,}"
+            f"{section}.epochs: {epochs(node, declared.params):,}"
         return JobEstimate(key, node.stage, steps, seconds, what, step_s, driver)
     # the other stages: their declared GPU figure per item (augsbert.scheduling.resources), times 10 for a model
     # job on a CPU (a job without a model, e.g. BM25 sampling, runs on the CPU anyway)
-    from .resources import job_work, needs_gpu
-
     work = job_work(plan, key)
     slower = 10 if device == "cpu" and needs_gpu(node) else 1
     seconds = start + work * declared.seconds_per_item * slower

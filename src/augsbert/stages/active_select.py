@@ -106,7 +106,8 @@ class SelectParams(ActiveOptions):
 
     round: int
     seed: int
-    uncertainty: Literal["committee", "mc_dropout"] | None = None
+    # written for `diverse` only: `committee` with ensemble members, else `mc_dropout` (one teacher's passes)
+    uncertainty: Literal["committee", "mc_dropout"] = "mc_dropout"
     model: str | None = None
     max_length: int | None = None
     model_identity: dict[str, str] = field(default_factory=dict)

@@ -25,6 +25,8 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
+from .artifacts import holder_text, lock_path
+
 RUNS_DIR = Path(".snakemake", "augsbert", "runs")  # below the folder the workflow runs in
 SNAKEMAKE_LOCKS = Path(".snakemake", "locks")  # Snakemake's lock files (what `snakemake --unlock` removes)
 SHOWN = 3  # outputs named in a message
@@ -183,8 +185,6 @@ def busy_outputs(outputs: Iterable[str]) -> list[tuple[str, str, str | None]]:
     """The outputs whose writer lock (augsbert.store.artifacts.writer_lock) another process holds, with who it is and
     how to stop it: a job whose Snakemake was killed lives on and writes its artifact; Snakemake would remove that
     artifact before its own job for it starts, were it finished by then. Lock files are only read, never made."""
-    from .artifacts import holder_text, lock_path
-
     found = []
     for out in outputs:
         lock = lock_path(out)

@@ -15,7 +15,7 @@ import pandas as pd
 
 from ..scheduling import progress
 from . import distributed
-from ..store.artifacts import artifact_dir, checkpoint_dir, write_json
+from ..store.artifacts import artifact_dir, checkpoint_dir, read_json, write_json
 from ..data import DataError, read_pairs
 from ..data.prompts import prompt_pairs
 from ..evaluation import correlations
@@ -26,7 +26,8 @@ from ..stages.student import StudentParams
 from ..stages.teacher import TeacherParams
 from ..store.model_refs import model_path
 from .pairs import evaluate, fit, save_model
-from ..data.pool import read_split
+from ..data.pool import read_split, target_pool
+from ..models.compact import pca_targets, pretrain_static, static_student
 
 log = logging.getLogger(__name__)
 
@@ -113,10 +114,6 @@ def static_start(inputs: dict, params: StudentParams, base: str, work: Path, dev
     test sentence), PCA-reduced to the table's dimensions (models.compact.pretrain_static); saved beside the job's
     resume state and reused by a resumed job. Returns its folder (the start `fit` builds from) and the record."""
     from sentence_transformers import SentenceTransformer
-
-    from ..data.pool import target_pool
-    from ..models.compact import pca_targets, pretrain_static, static_student
-    from ..store.artifacts import read_json
 
     folder = static_start_dir(work)
     if (folder / "static_pretrain.json").is_file() and (folder / "modules.json").is_file():
