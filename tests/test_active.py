@@ -11,6 +11,7 @@ by its every-kind test).
 from __future__ import annotations
 
 import csv
+import io
 import json
 import typing
 from pathlib import Path
@@ -376,6 +377,109 @@ def test_a_bad_row_of_an_annotation_file_is_named_by_its_line(tmp_path, row, mes
     path.write_text("pair_id,sentence1,score\n")
     with pytest.raises(DataError, match=f"{path}:1: no column 'sentence2'"):
         read_annotations(path, (0, 5))
+
+
+CHOSEN = [(k, f"A man plays {k}.", f"Someone, {k}, plays.") for k in range(1, 7)]  # round 1's 6 pairs
+
+
+def _round_file(path: Path, ids, sep: str = ",", end: str = "\n", bom: str = "", scores=None,
+                extra: bool = False) -> bytes:
+    """A filled round file of the pairs `ids` (CHOSEN's texts; another id gets made-up ones), as a person's tool may
+    save it: separator, line end, byte-order mark, a column of its own (`extra`); `scores` as written (default
+    k / 2 with a decimal point, 1.0 for a pair not chosen)."""
+    texts = {k: (a, b) for k, a, b in CHOSEN}
+    out = io.StringIO(newline="")
+    writer = csv.writer(out, delimiter=sep, lineterminator=end)
+    writer.writerow(["pair_id", "sentence1", "sentence2", "score", "scale"] + (["annotator"] if extra else []))
+    for k in ids:
+        a, b = texts.get(k, (f"other {k}", f"else {k}"))
+        score = (scores or {}).get(k, f"{k / 2:.1f}" if k in texts else "1.0")
+        writer.writerow([k, a, b, score, "0 to 5"] + (["me"] if extra else []))
+    data = (bom + out.getvalue()).encode("utf-8")
+    path.write_bytes(data)
+    return data
+
+
+def test_an_extra_row_is_named_as_extra_and_a_file_of_another_choice_as_such(tmp_path):
+    """Issue 64 AF6: one extra row in a file whose other rows are right was reported as a file written for another
+    choice; it is named as an extra row by its line. Mostly foreign rows still say "another choice", and a chosen
+    pair's id changed in the file says so."""
+    from augsbert.data.annotations import filled_scores
+
+    path = tmp_path / "round_1.csv"
+    data = _round_file(path, [1, 2, 3, 4, 5, 6, 9999])
+    with pytest.raises(DataError) as err:
+        filled_scores(path, data, CHOSEN, (0, 5), 1)
+    assert str(err.value) == (f"{path}:8: pair 9999 is an extra row: not one of the 6 pairs round 1 chose, whose rows "
+                              "are all there; remove it")
+    data = _round_file(path, [1, 9998, 2, 3, 4, 5, 6, 9999])
+    with pytest.raises(DataError) as err:
+        filled_scores(path, data, CHOSEN, (0, 5), 1)
+    assert str(err.value) == (f"{path}:3: pair 9998 is an extra row: not one of the 6 pairs round 1 chose, whose rows "
+                              "are all there (also extra: line 9); remove them")
+    data = _round_file(path, [1, 2, 3, 4, 5, 9999])
+    with pytest.raises(DataError) as err:
+        filled_scores(path, data, CHOSEN, (0, 5), 1)
+    assert str(err.value) == (f"{path}:7: pair 9999 is not one of the 6 pairs round 1 chose, and its pair 6 has no "
+                              "row: a pair id changed in the file? keep every row's pair_id as written")
+    data = _round_file(path, [101, 102, 103, 104, 1])
+    with pytest.raises(DataError) as err:
+        filled_scores(path, data, CHOSEN, (0, 5), 1)
+    assert str(err.value) == (f"{path}:2: pair 101 is not one of the 6 pairs round 1 chose, nor are 3 more of the "
+                              "file's 5 rows (the file was written for another choice: an earlier round's labels or its "
+                              "teacher changed since); move the file aside and run again for the new pairs")
+    data = _round_file(path, [6, 5, 4, 3, 2, 1])  # any order
+    assert filled_scores(path, data, CHOSEN, (0, 5), 1) == [k / 10 for k in range(1, 7)]
+
+
+@pytest.mark.parametrize("sep", [";", "\t"])
+def test_a_round_file_saved_by_a_spreadsheet_is_read_as_it_was_meant(tmp_path, sep):
+    """Issue 64 AF4c, 9: Excel in a decimal-comma locale saves `;`-separated rows (UTF-8 with a byte-order mark,
+    CRLF line ends) and a score 2,5; such a file is read as the comma-separated original, with the same scores and
+    the same key, so saving it again changes nothing. A changed score changes the key."""
+    from augsbert.data.annotations import annotation_digest, filled_scores
+
+    original, saved = tmp_path / "round_1.csv", tmp_path / "saved.csv"
+    expected = filled_scores(original, _round_file(original, range(1, 7)), CHOSEN, (0, 5), 1)
+    comma = {k: f"{k / 2:.1f}".replace(".", ",") for k in range(1, 7)}
+    data = _round_file(saved, [3, 1, 2, 6, 5, 4], sep=sep, end="\r\n", bom="\ufeff", scores=comma)
+    assert data.startswith(b"\xef\xbb\xbf") and b"\r\n" in data and b"2,5" in data
+    assert filled_scores(saved, data, CHOSEN, (0, 5), 1) == expected == [k / 10 for k in range(1, 7)]
+    assert annotation_digest(saved, (0, 5)) == annotation_digest(original, (0, 5))
+    _round_file(saved, range(1, 7), scores={**comma, 4: "2,6"}, sep=sep)
+    assert annotation_digest(saved, (0, 5)) != annotation_digest(original, (0, 5))
+
+
+def test_a_round_file_saved_again_unchanged_keeps_its_key(tmp_path):
+    """Issue 64, 9: the key holds what the file says, not its bytes: CRLF line ends, a byte-order mark, the rows'
+    order, `2.50` for `2.5`, another column added keep it; a score, a pair id or a text changed does not."""
+    from augsbert.data.annotations import annotation_digest
+
+    path = tmp_path / "round_1.csv"
+    _round_file(path, range(1, 7))
+    key = annotation_digest(path, (0, 5))
+    _round_file(path, [6, 5, 4, 3, 2, 1], end="\r\n", bom="\ufeff", scores={1: "0.50", 3: "1.50"})
+    assert annotation_digest(path, (0, 5)) == key
+    _round_file(path, range(1, 7), extra=True)
+    assert annotation_digest(path, (0, 5)) == key
+    _round_file(path, range(1, 7), scores={2: "1.1"})
+    assert annotation_digest(path, (0, 5)) != key
+    _round_file(path, [1, 2, 3, 4, 5, 7])
+    assert annotation_digest(path, (0, 5)) != key
+    path.write_bytes(path.read_bytes().replace(b"A man plays 3.", b"A man plays 33."))
+    assert annotation_digest(path, (0, 5)) != key
+
+
+def test_a_header_under_another_separator_names_the_separators_read(tmp_path):
+    from augsbert.data.annotations import read_annotations
+
+    path = tmp_path / "round_1.csv"
+    path.write_text("pair_id|sentence1|sentence2|score\n1|a|b|2\n")
+    with pytest.raises(DataError) as err:
+        read_annotations(path, (0, 5))
+    assert str(err.value) == (f"{path}:1: no column 'pair_id' (the header has pair_id|sentence1|sentence2|score, read "
+                              "with the separator ','; `,`, `;` and tab are read); the file needs pair_id, sentence1, "
+                              "sentence2, score")
 
 
 def _fill(path: Path, scores: dict[int, str]) -> None:

@@ -4,7 +4,6 @@ unlabeled_pairs.parquet with pair ids, the pool's dev / test / unlabeled tables,
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import shutil
@@ -14,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ..config import rehearsal
-from ..data.annotations import fill_standin, filled_scores, scale_text, write_request
+from ..data.annotations import content_digest, fill_standin, filled_scores, read_annotations, scale_text, write_request
 from ..data.pool import UNLABELED_PAIRS, next_round, withheld_scores
 from ..data.tables import write_table
 from ..errors import ConfigError, DataError
@@ -44,7 +43,7 @@ def _person_scores(params: LabelParams, chosen: pd.DataFrame) -> np.ndarray:
     elif not path.is_file():
         raise ConfigError(f"{path}: removed since this job was planned; {AGAIN}")
     data = path.read_bytes()
-    if params.annotations is not None and hashlib.sha256(data).hexdigest() != params.annotations:
+    if params.annotations is not None and content_digest(read_annotations(path, scale, data)) != params.annotations:
         raise ConfigError(f"{path}: changed since this job was planned (its key holds the content planned); {AGAIN}")
     return np.asarray(filled_scores(path, data, rows, scale, params.round), dtype=np.float64)
 

@@ -11,9 +11,11 @@ the experiment's teacher, lower bound, candidates and student) read it in place 
   `gold`).
 - `annotator: file`: a person's scores from annotate/<experiment>/round_<r>.csv. The file is a raw input keyed by
   content: while planning, a filled file is read and checked (a missing, non-numeric or out-of-range score stops
-  the plan with its file and line) and its sha256 enters the key, so a changed score reruns this round and
-  everything after it, nothing before. A file not there yet is planned as such: the job writes it with the
-  chosen pairs and an empty score column, and stops the run with one line naming the file and how to continue.
+  the plan with its file and line) and the digest of what it says (each row's pair id, texts and score:
+  augsbert.data.annotations.content_digest, not its bytes) enters the key, so a changed score reruns this round and
+  everything after it, nothing before, and the file saved again unchanged (CRLF, a BOM, `;`) reruns nothing. A
+  file not there yet is planned as such: the job writes it with the chosen pairs and an empty score column, and
+  stops the run for the person (augsbert.errors.LabellingStop), naming the file and how to continue.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ ANNOTATE_DIR = "annotate"  # relative to the folder the workflow runs in (a rehe
 class LabelParams(Params):
     """Round `round`'s labels: the oracle's (the gold subset's draw `subset_fraction`, `subset_seed`, which the
     pair ids refer to) or a person's (`experiment`'s annotation file at `path`, scored on `scale`; `annotations`:
-    its sha256 when planned, None while it was not there)."""
+    its content digest when planned, None while it was not there)."""
 
     annotator: Literal["oracle", "file"]
     round: int
