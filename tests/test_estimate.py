@@ -74,9 +74,10 @@ def test_steps_and_seconds_of_each_job(tmp_path):
     assert teacher.seconds == pytest.approx(estimate.START_S + size * (500 * 16 * per_example + (500 + 300) * per_pair))
     warm = estimate.job_estimate(plan, runs["teacher"]["key"], "cpu", warm=True)
     assert teacher.seconds - warm.seconds == pytest.approx(estimate.START_S - estimate.WARM_START_S)
-    assert teacher.what == "500 steps of 16; scoring 800 dev/test pairs"
+    assert teacher.what == "500 steps of 16; scoring 800 dev/test pairs (500 dev x 1 pass + 300 test)"
     student = estimate.job_estimate(plan, runs["student"]["key"], "cpu")
-    assert student.steps == 70 and student.what == "70 steps of 16; scoring 800 dev/test pairs"  # one pass of 12,050
+    assert student.steps == 70 and student.what == ("70 steps of 16; scoring 800 dev/test pairs (500 dev x 1 pass + "
+                                                    "300 test)")  # one pass of 12,050
     # a Bi-Encoder encodes each text alone: 2 x (text + 2) tokens; the labels are the teacher's (a pair model)
     student_node, labels_node = plan.node(runs["student"]["key"]), plan.node(runs["labels"]["key"])
     assert estimate.example_tokens(plan, student_node, text) == pytest.approx(2 * (text + 2))
@@ -86,6 +87,26 @@ def test_steps_and_seconds_of_each_job(tmp_path):
     assert gpu.seconds - estimate.START_S == pytest.approx((teacher.seconds - estimate.START_S) / estimate.GPU_SPEEDUP)
     one_order, runs = planned(own_data(tmp_path, "{arch: cbe, epochs: 1, batch_size: 16, symmetric: false}"))
     assert estimate.job_estimate(one_order, runs["teacher"]["key"], "cpu").steps == 250
+
+
+@pytest.mark.parametrize("examples, batch, epochs, max_steps", [
+    (294, 16, 1, 360), (294, 16, 1, 19), (294, 16, 1, 20), (320, 16, 1, 40), (5749, 16, 1, 300), (30, 16, 3, None),
+    (495, 32, 1, 16), (496, 32, 1, 16)])
+def test_the_dev_passes_estimated_are_the_passes_training_scores(examples, batch, epochs, max_steps):
+    """Issue 64, 14: the estimate scored the dev split ⌈steps x batch / examples⌉ times, one more than training does
+    where the batches do not divide the examples (294 pairs, batches of 16, 360 steps: 20 against 19). The count is
+    now the ends of passes that augsbert.training.pairs.epoch_end (where BestEpoch scores dev) finds."""
+    from types import SimpleNamespace
+
+    from augsbert.training.pairs import epoch_end
+
+    per_epoch = math.ceil(examples / batch)
+    steps = max_steps or per_epoch * epochs
+    args = SimpleNamespace(max_steps=max_steps or -1, gradient_accumulation_steps=1, num_train_epochs=epochs)
+    loader = range(per_epoch)  # the Trainer's dataloader: one batch per step
+    ends = [step for step in range(1, steps + 1)
+            if epoch_end(args, SimpleNamespace(global_step=step, max_steps=steps), loader) is not None]
+    assert estimate.dev_passes(examples, batch, epochs, max_steps) == len(ends)
 
 
 def test_plan_estimate_prints_each_job_and_the_total(tmp_path, capsys, monkeypatch):
@@ -170,7 +191,8 @@ def test_demo_gpl_jobs_are_priced_by_what_they_compute(tmp_path, monkeypatch):
     # the teacher learns the gold subset: round(0.1 x 300) = 30 Lee train pairs, both orders, batches of 16
     assert sizes.split_sizes(plan.node(runs["gold_subset"]["key"]), plan) == {"train": 30, "dev": 45, "test": 105,
                                                                              "unlabeled": 300}
-    assert job["teacher"].steps == 4 and job["teacher"].what == "4 steps of 16; scoring 150 dev/test pairs"
+    assert job["teacher"].steps == 4 and job["teacher"].what == ("4 steps of 16; scoring 150 dev/test pairs (45 dev x "
+                                                                 "1 pass + 105 test)")
     # queries: one inverse-cloze sentence per Lee background document, no model
     assert job["queries"].what == "300 passages x 1 (inverse cloze, no model)"
     assert job["queries"].seconds == pytest.approx(1.0 + 300 * 1e-5)

@@ -259,6 +259,18 @@ def example_tokens(plan, node, text: float) -> float:
     return min(max_length, 2 * text + 3) if pair_model else 2 * min(max_length, text + 2)
 
 
+def dev_passes(examples: int, batch: int, epochs: int, max_steps: int | None) -> int:
+    """How often a pair model's training scores its dev split: at the end of each pass over its examples, as
+    augsbert.training.pairs.epoch_end counts them: `epochs` times, or with a step budget once per ⌈examples /
+    batch⌉ steps and at the last step (a last, partial pass). It was ⌈steps × batch / examples⌉: one pass too many
+    wherever the batches do not divide the examples (294 pairs in batches of 16 for 360 steps: 19 passes, not 20).
+    The job's line says what its dev/test count is made of (issue 64: 5,896 in one plan and 5,401 in another for
+    the same 495 dev and 4,906 test pairs were 2 dev passes and 1)."""
+    if not max_steps:
+        return epochs
+    return math.ceil(int(max_steps) / max(1, math.ceil(examples / batch)))
+
+
 def pair_cost(tokens: float) -> float:
     """Seconds to score one pair of `tokens` tokens (example_tokens) with the reference model on 2 idle cores."""
     return SCORE_S_PER_PAIR + SCORE_S_PER_TOKEN * tokens
@@ -378,8 +390,9 @@ def job_estimate(plan, key: str, device: str = "cpu", params_cache: dict | None 
         batch = int(p["batch_size"])
         epochs = int(p.get("epochs") or 1)
         steps = int(p["max_steps"]) if p.get("max_steps") else math.ceil(examples / batch) * epochs
-        passes = max(1, math.ceil(steps * batch / max(examples, 1))) if p.get("max_steps") else epochs
-        scored = (dev * passes if p.get("selection") != "last" else 0) + test
+        passes = dev_passes(examples, batch, epochs, p.get("max_steps"))
+        dev = dev if p.get("selection") != "last" and dev > 1 else 0  # no dev split read: no pass scores one
+        scored = dev * passes + test
         tokens = example_tokens(plan, node, text)
         per_example = (TRAIN_S_PER_EXAMPLE + TRAIN_S_PER_TOKEN * tokens) * (1 + SMALL_BATCH / batch)
         seconds = start + factor * size * (steps * batch * per_example + scored * pair_cost(tokens))
@@ -388,7 +401,8 @@ def job_estimate(plan, key: str, device: str = "cpu", params_cache: dict | None 
                   f"{section}.epochs: {epochs:,} x {math.ceil(examples / batch):,} steps of {batch} per epoch "
                   f"({examples:,} pairs)")
         return JobEstimate(key, node.stage, steps, seconds,
-                           f"{steps:,} steps of {batch}; scoring {scored:,} dev/test pairs",
+                           f"{steps:,} steps of {batch}; scoring {scored:,} dev/test pairs "
+                           f"({dev:,} dev x {passes:,} pass{'es' if passes > 1 else ''} + {test:,} test)",
                            factor * size * batch * per_example, driver)
     if kind == "score":
         pairs = job_items(plan, key)
