@@ -174,6 +174,51 @@ experiments:
     assert sizes.text_tokens(plan, data) == sizes.DEFAULT_TEXT_CHARS / sizes.CHARS_PER_TOKEN
 
 
+def test_a_run_that_stops_for_a_person_estimates_the_whole_experiment_once(tmp_path, monkeypatch):
+    """Issue 64, 12: a run of `annotator: file` plans (and so estimated) only up to the round it stops at, so each
+    stop estimated the next leg alone. Its estimate adds one line for the whole experiment: every round after the
+    stop planned as if its file were filled, the jobs already built left out."""
+    from collections import Counter
+
+    monkeypatch.chdir(tmp_path)  # no artifact and no round file here
+    plan = Plan(load_configs([str(REPO / "config" / "config.yaml")], lazy=True))
+    spec = plan.experiment_spec("demo_active_file")
+    run = estimate.with_upstream(plan, [r["key"] for roles in spec["runs"].values() for r in roles.values()])
+    assert Counter(plan.node(k).stage for k in run) == {"data": 1, "gold_subset": 1, "teacher": 2, "active_select": 1,
+                                                        "active_label": 1, "active_rounds": 1}  # up to round 1's stop
+    whole = Plan(plan.config)
+    whole.every_round = True
+    spec = whole.experiment_spec("demo_active_file")
+    keys = estimate.with_upstream(whole, [r["key"] for roles in spec["runs"].values() for r in roles.values()])
+    assert Counter(whole.node(k).stage for k in keys) == {"data": 1, "gold_subset": 1, "teacher": 3,
+                                                          "active_select": 2, "active_label": 2, "active_rounds": 1}
+    seconds = sum(e.seconds for e in estimate.estimate_jobs(whole, keys, "cpu", True))
+    line = ("augsbert: this run stops where a person labels a round; the whole of the experiment from here, every "
+            f"round included: 10 job(s), {estimate.clock(seconds)} on this CPU (idle cores, as above; the time the "
+            "person takes is not counted) (demo_active_file: a person labels round 1, round 2)")
+    assert estimate.whole_experiment_line(plan, ["demo_active_file"], "cpu", True) == line
+    text = estimate.estimate_text(plan, run, ["demo_active_file"], "cpu", warm=True, load=(0.0, 2))
+    assert text.splitlines()[-1] == line
+    assert estimate.whole_experiment_line(plan, ["demo_zeroshot"], "cpu", True) is None  # no person: no line
+
+    # round 1 filled, the first jobs built: round 2 is awaited, and what is built is not estimated again
+    folder = tmp_path / "annotate" / "demo_active_file"
+    folder.mkdir(parents=True)
+    (folder / "round_1.csv").write_text("pair_id,sentence1,sentence2,score,scale\n" +
+                                        "".join(f"{k},a {k},b {k},{k % 6},0 to 5\n" for k in range(6)))
+    later = Plan(plan.config)
+    labelled = later.experiment_spec("demo_active_file")["runs"]["42"]["active_label_1"]["key"]
+    built = estimate.with_upstream(later, [labelled])
+    assert Counter(later.node(k).stage for k in built) == {"data": 1, "gold_subset": 1, "teacher": 1,
+                                                           "active_select": 1, "active_label": 1}
+    for key in built:
+        Path(later.node(key).path).mkdir(parents=True)
+    assert estimate.whole_experiment_line(later, ["demo_active_file"], "cpu", True).endswith(
+        "5 job(s), " + estimate.clock(seconds - sum(e.seconds for e in estimate.estimate_jobs(
+            later, built, "cpu", True))) + " on this CPU (idle cores, as above; the time the person takes is not "
+        "counted) (demo_active_file: a person labels round 2)")
+
+
 def test_gold_subset_counts_are_the_kept_share():
     from augsbert.data.pool import subset_rows
 

@@ -67,6 +67,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import socket
 from dataclasses import dataclass
 from pathlib import Path
@@ -173,8 +174,45 @@ def estimate_text(plan, keys, experiments, configured_device: str, warm: bool = 
     default, augsbert.face.warm); `load`: (load average, cores), read now (machine_load) unless given."""
     device = estimate_device(configured_device)
     estimates = estimate_jobs(plan, keys, device, warm)
-    return render_estimate(estimates, device, role_names(plan, {e.key for e in estimates}, experiments), warm,
+    text = render_estimate(estimates, device, role_names(plan, {e.key for e in estimates}, experiments), warm,
                            machine_load() if load is None else load)
+    whole = whole_experiment_line(plan, experiments, device, warm)
+    return text + (f"\n{whole}" if whole else "")
+
+
+def awaited(plan, name: str) -> list[str]:
+    """What a person is to give before experiment `name` can finish (its nodes' `awaits`: "round 1", ...), numbers
+    in their order ("round 2" before "round 10"); [] where nothing waits for one."""
+    found = set()
+    for roles in plan.experiment(name).runs.values():
+        for key in roles.values():
+            node = plan.node(key)
+            declared = REGISTRY[node.stage]
+            what = declared.awaits(node) if declared.awaits else None
+            if what:
+                found.add(what)
+    return sorted(found, key=lambda what: [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", what)])
+
+
+def whole_experiment_line(plan, experiments, device: str, warm: bool) -> str | None:
+    """Where a person labels the rounds (`active.annotator: file`), a run's plan ends at the round it stops at, so
+    its estimate covers the jobs up to that stop: the line adding the whole of each such experiment, every round
+    after the stop included (planned as if each file were filled: augsbert.planning.graph.Graph.every_round), the
+    jobs already built left out; None where no experiment waits for a person (issue 64)."""
+    waiting = [name for name in experiments if awaited(plan, name)]
+    if not waiting:
+        return None
+    whole = type(plan)(plan.config)
+    whole.every_round = True
+    keys = [run["key"] for name in waiting for roles in whole.experiment_spec(name)["runs"].values()
+            for run in roles.values()]
+    keys = [key for key in with_upstream(whole, keys) if not Path(whole.node(key).path).is_dir()]
+    total = sum(e.seconds for e in estimate_jobs(whole, keys, device, warm))
+    names = "; ".join(f"{name}: a person labels {', '.join(awaited(whole, name))}" for name in waiting)
+    return (f"augsbert: this run stops where a person labels a round; the whole of "
+            f"{'the experiment' if len(waiting) == 1 else 'the experiments'} from here, every round included: "
+            f"{len(keys)} job(s), {clock(total)} on {'this CPU' if device == 'cpu' else 'a GPU'} (idle cores, as "
+            f"above; the time the person takes is not counted) ({names})")
 
 
 def write_job_estimates(estimates: list[JobEstimate], path: str | Path, load: tuple[float, int]) -> str:
@@ -200,7 +238,9 @@ def estimate_for_run(plan, keys, experiments, configured_device: str, warm: bool
     sweep_run_estimates(folder)
     os.environ[ESTIMATE_FILE_ENV] = write_job_estimates(
         estimates, Path(folder).resolve() / f"estimate-{socket.gethostname()}-{os.getpid()}.json", load)
-    return render_estimate(estimates, device, role_names(plan, {e.key for e in estimates}, experiments), warm, load)
+    text = render_estimate(estimates, device, role_names(plan, {e.key for e in estimates}, experiments), warm, load)
+    whole = whole_experiment_line(plan, experiments, device, warm)
+    return text + (f"\n{whole}" if whole else "")
 
 
 def sweep_run_estimates(folder: str | Path) -> list[Path]:

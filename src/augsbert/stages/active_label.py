@@ -67,6 +67,12 @@ def label_params(experiment: str, exp: dict, round_: int, subset: Node) -> dict:
             "annotations": annotation_digest(path, (scale[0], scale[1])), "path": path}
 
 
+def awaited(node) -> str | None:
+    """A person's round whose file is not filled yet (the node was planned without it): "round <r>"."""
+    params = node.params
+    return f"round {params['round']}" if params["annotator"] == "file" and params.get("annotations") is None else None
+
+
 def annotation_files(node) -> list[str]:
     """A person's filled annotation file, the raw input of a `file` node planned with it (by content in its key)."""
     path = node.settings.get("path")
@@ -78,6 +84,7 @@ ACTIVE_LABEL = Stage("active_label", 1, "active learning: label a round's chosen
                      section="active", runtime=("path",), roles=("active_label_1",), gpu=False, device=False,
                      seconds_per_item=0.0001, base_mem_mb=4000, mb_per_item=0.002, env="cpu", threads=1, cache=False,
                      params=LabelParams,
-                     raw_inputs=annotation_files, items=lambda plan, node: data_sizes(node, plan)["train"],
+                     raw_inputs=annotation_files, awaits=awaited,
+                     items=lambda plan, node: data_sizes(node, plan)["train"],
                      holds=("train.parquet", "unlabeled_pairs.parquet"), estimate="read")
 STAGES = (ACTIVE_LABEL,)
