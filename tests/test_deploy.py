@@ -24,6 +24,17 @@ DEPLOY = deploy_python()
 needs_deploy = pytest.mark.skipif(DEPLOY is None, reason=f"no deploy environment: {backend_available('onnx')}")
 
 
+def test_the_deploy_environment_pins_the_main_environment_s_sentence_transformers():
+    """Issue 64, 14: the main environment resolved sentence-transformers 6.3.0 and the deploy environment pinned
+    6.2.0, so loading an export there warned that the model was made with a newer version. The pin follows the
+    main environment where the deploy set allows it (6.3.0 asks transformers >= 5.0, < 6: the set's 5.5.4)."""
+    from importlib.metadata import version
+
+    pins = dict(line.split("==") for line in (Path(__file__).parents[1] / "requirements" / "deploy.txt").read_text()
+                .splitlines() if "==" in line and not line.startswith("#"))
+    assert pins["sentence-transformers"] == version("sentence-transformers")
+
+
 def test_the_converter_imports_nothing_of_augsbert():
     """Run by the deploy environment's Python by its path: no import of augsbert (whose modules need the main
     environment's versions), no relative import; its module level imports only the standard library."""

@@ -73,6 +73,12 @@ import logging as _logging
 from augsbert.face.cli import QuietRuleExceptions as _QuietRuleExceptions
 
 _logging.getLogger("snakemake.logging").addFilter(_QuietRuleExceptions())
+# A labelling job's stop for a person (active.annotator: file) is no failure: Snakemake's report of it is left out,
+# and `onerror` (workflow/Snakefile) ends the run with one line saying so (augsbert/scheduling/stops.py)
+from augsbert.scheduling.stops import StopReport as _StopReport
+
+STOP_REPORT = _StopReport()
+_logging.getLogger("snakemake.logging").addFilter(STOP_REPORT)
 
 # The stage rules' message: a job named by its role rather than its stage (the lower bound, a `student` job) is
 # printed as `Job N: lower_bound: artifacts/student/<key> ...`; every other job as Snakemake prints it

@@ -4,7 +4,7 @@ made in the deploy environment, and its parity gate.
 The backends' packages (optimum-intel, OpenVINO, NNCF; optimum-onnx) do not install beside this project's
 sentence-transformers 6 / transformers 5.24: optimum-intel 2.2.0 accepts transformers < 5.6, optimum-onnx 0.1.0
 transformers < 4.58. So the conversion runs in a second virtual environment, `.venv-deploy/` (`make deploy-env`:
-the pinned set of requirements/deploy.txt, sentence-transformers 6.2.0 with transformers 5.5.4), as a standalone
+the pinned set of requirements/deploy.txt, sentence-transformers 6.3.0 with transformers 5.5.4), as a standalone
 script (augsbert.face.deploy_convert, run by its path: it imports nothing of augsbert). The export writes the
 SentenceTransformer directory here as always, then the script adds the backend's files to it:
 

@@ -32,7 +32,7 @@ from ..config.load import load_configs
 from ..config.names import check_name
 from ..config.renames import SAID as RENAMES_SAID
 from ..config.yaml_files import CONFIG_SUFFIXES, config_needs, is_target
-from ..errors import ConfigError, DataError
+from ..errors import ConfigError, DataError, LabellingStop
 from .export import ExportError, add_command as add_export_command
 from .fetch import fetch
 from .listing import KINDS, render_list, render_plan
@@ -43,6 +43,7 @@ from ..reporting.curves import curve_spec
 from ..reporting.layout import grid_spec
 from ..scheduling import progress
 from ..scheduling.gpus import GpuInventoryError, claim_for_job
+from ..scheduling.stops import CONTINUE_ENV, EXIT_LABELLING, STOP_MARK, run_command
 from .warm import SOCKET_ENV, run as run_warm
 from ..stages import REGISTRY
 from ..stages.base import Stage
@@ -355,7 +356,9 @@ def _run_command(sub) -> None:
         description="`augsbert run my.yaml NAME ...` runs `snakemake --cores N --configfile my.yaml -- TARGET ...` "
                     "from the repository root: an experiment's target is results/<NAME>.json, a grid's "
                     "results/tables/<NAME>.md (a path under results/ or models/ is taken as it is). Every name is "
-                    "checked first, so a mistake ends with one line.")
+                    "checked first, so a mistake ends with one line. Exit status: 0 done, 1 a job failed, 2 a "
+                    f"mistake in the config or names, {EXIT_LABELLING} stopped for labelling (active.annotator: "
+                    "file: fill the round's file, then run the same command again), 130 interrupted.")
     p.add_argument("configfile", help="your config YAML (merged over config/config.yaml, as --configfile)")
     p.add_argument("names", nargs="+", metavar="NAME", help="experiment or grid of the config, or a target path")
     p.add_argument("--cores", type=int, default=2, help="CPU cores for local jobs (default 2)")
@@ -379,7 +382,11 @@ def _run_command(sub) -> None:
         print("augsbert: " + " ".join(["snakemake", *command[3:]]), file=sys.stderr, flush=True)
         args.snakemake_started = True  # for the line a Ctrl-C ends with (interrupted_line)
         os.environ[RENAMES_SAID] = "1"  # a renamed section's notice is above; Snakemake reads the same config again
-        return run_snakemake(command)
+        os.environ[CONTINUE_ENV] = run_command(args.argv, os.getcwd())  # a stop for labelling names this command
+        try:
+            return run_snakemake(command)
+        finally:
+            os.environ.pop(CONTINUE_ENV, None)
 
     p.set_defaults(handler=handler)
 
@@ -467,7 +474,8 @@ def run_snakemake(command: list[str]) -> int:
         code = proc.wait()
     if interrupts and code != 0:  # a run that finished anyway (the interrupt was ours alone) is no interruption
         raise KeyboardInterrupt
-    for log_file in dict.fromkeys(logs) if code else ():
+    # a run stopped for labelling ended with its own line (augsbert.scheduling.stops): nothing failed to add
+    for log_file in dict.fromkeys(logs) if code not in (0, EXIT_LABELLING) else ():
         try:
             lines = Path(log_file).read_text(errors="replace").splitlines()
         except OSError:
@@ -791,6 +799,9 @@ def main(argv: list[str] | None = None, warm: bool = True) -> int:
     except ArtifactLockedError as err:
         print(f"augsbert {args.command}: error: {err}", file=sys.stderr)
         return EXIT_LOCKED
+    except LabellingStop as err:  # a planned stop for a person, not an error (augsbert.scheduling.stops)
+        print(f"augsbert {args.command}{STOP_MARK}{err}", file=sys.stderr)
+        return EXIT_LABELLING
     except (ConfigError, DataError, ModelResolutionError, ArtifactExistsError, LockUnsupportedError,
             OutputWriteError, ExportError, DamagedArtifactError) as err:
         print(f"augsbert {args.command}: error: {err}", file=sys.stderr)

@@ -103,6 +103,10 @@ class Graph:
         self._identities: dict[str, str] = {}
         self.pool_sizes: dict[tuple, int | None] = {}  # (data key, pool, exclude_eval) -> unique sentences
         self.pool_checks: dict[str, list[dict]] = {}  # data key -> sampling needs of the experiments using it
+        # a person's rounds (active.annotator: file) planned past a file not there yet, as if filled: the whole
+        # experiment, for its estimate only (augsbert.scheduling.estimate.whole_experiment_line); a run's plan ends
+        # at that round
+        self.every_round = False
 
     def model_identity(self, ref: str) -> str:
         if ref not in self._identities:

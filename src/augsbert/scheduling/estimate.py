@@ -67,6 +67,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import socket
 from dataclasses import dataclass
 from pathlib import Path
@@ -172,8 +173,45 @@ def estimate_text(plan, keys, experiments, configured_device: str, warm: bool = 
     default, augsbert.face.warm); `load`: (load average, cores), read now (machine_load) unless given."""
     device = estimate_device(configured_device)
     estimates = estimate_jobs(plan, keys, device, warm)
-    return render_estimate(estimates, device, role_names(plan, {e.key for e in estimates}, experiments), warm,
+    text = render_estimate(estimates, device, role_names(plan, {e.key for e in estimates}, experiments), warm,
                            machine_load() if load is None else load)
+    whole = whole_experiment_line(plan, experiments, device, warm)
+    return text + (f"\n{whole}" if whole else "")
+
+
+def awaited(plan, name: str) -> list[str]:
+    """What a person is to give before experiment `name` can finish (its nodes' `awaits`: "round 1", ...), numbers
+    in their order ("round 2" before "round 10"); [] where nothing waits for one."""
+    found = set()
+    for roles in plan.experiment(name).runs.values():
+        for key in roles.values():
+            node = plan.node(key)
+            declared = REGISTRY[node.stage]
+            what = declared.awaits(node) if declared.awaits else None
+            if what:
+                found.add(what)
+    return sorted(found, key=lambda what: [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", what)])
+
+
+def whole_experiment_line(plan, experiments, device: str, warm: bool) -> str | None:
+    """Where a person labels the rounds (`active.annotator: file`), a run's plan ends at the round it stops at, so
+    its estimate covers the jobs up to that stop: the line adding the whole of each such experiment, every round
+    after the stop included (planned as if each file were filled: augsbert.planning.graph.Graph.every_round), the
+    jobs already built left out; None where no experiment waits for a person (issue 64)."""
+    waiting = [name for name in experiments if awaited(plan, name)]
+    if not waiting:
+        return None
+    whole = type(plan)(plan.config)
+    whole.every_round = True
+    keys = [run["key"] for name in waiting for roles in whole.experiment_spec(name)["runs"].values()
+            for run in roles.values()]
+    keys = [key for key in with_upstream(whole, keys) if not Path(whole.node(key).path).is_dir()]
+    total = sum(e.seconds for e in estimate_jobs(whole, keys, device, warm))
+    names = "; ".join(f"{name}: a person labels {', '.join(awaited(whole, name))}" for name in waiting)
+    return (f"augsbert: this run stops where a person labels a round; the whole of "
+            f"{'the experiment' if len(waiting) == 1 else 'the experiments'} from here, every round included: "
+            f"{len(keys)} job(s), {clock(total)} on {'this CPU' if device == 'cpu' else 'a GPU'} (idle cores, as "
+            f"above; the time the person takes is not counted) ({names})")
 
 
 def write_job_estimates(estimates: list[JobEstimate], path: str | Path, load: tuple[float, int]) -> str:
@@ -199,7 +237,9 @@ def estimate_for_run(plan, keys, experiments, configured_device: str, warm: bool
     sweep_run_estimates(folder)
     os.environ[ESTIMATE_FILE_ENV] = write_job_estimates(
         estimates, Path(folder).resolve() / f"estimate-{socket.gethostname()}-{os.getpid()}.json", load)
-    return render_estimate(estimates, device, role_names(plan, {e.key for e in estimates}, experiments), warm, load)
+    text = render_estimate(estimates, device, role_names(plan, {e.key for e in estimates}, experiments), warm, load)
+    whole = whole_experiment_line(plan, experiments, device, warm)
+    return text + (f"\n{whole}" if whole else "")
 
 
 def sweep_run_estimates(folder: str | Path) -> list[Path]:
@@ -251,6 +291,18 @@ def example_tokens(plan, node, text: float) -> float:
     max_length = int(q.get("max_length") or p.get("max_length") or DEFAULT_MAX_LENGTH)
     pair_model = q.get("arch") in ("ce", "cbe")  # a teacher's architecture (a student's arch is never these)
     return min(max_length, 2 * text + 3) if pair_model else 2 * min(max_length, text + 2)
+
+
+def dev_passes(examples: int, batch: int, epochs: int, max_steps: int | None) -> int:
+    """How often a pair model's training scores its dev split: at the end of each pass over its examples, as
+    augsbert.training.pairs.epoch_end counts them: `epochs` times, or with a step budget once per ⌈examples /
+    batch⌉ steps and at the last step (a last, partial pass). It was ⌈steps × batch / examples⌉: one pass too many
+    wherever the batches do not divide the examples (294 pairs in batches of 16 for 360 steps: 19 passes, not 20).
+    The job's line says what its dev/test count is made of (issue 64: 5,896 in one plan and 5,401 in another for
+    the same 495 dev and 4,906 test pairs were 2 dev passes and 1)."""
+    if not max_steps:
+        return epochs
+    return math.ceil(int(max_steps) / max(1, math.ceil(examples / batch)))
 
 
 def pair_cost(tokens: float) -> float:
@@ -370,8 +422,9 @@ def job_estimate(plan, key: str, device: str = "cpu", params_cache: dict | None 
         batch = int(p["batch_size"])
         n_epochs = epochs(node, declared.params)
         steps = int(p["max_steps"]) if p.get("max_steps") else math.ceil(examples / batch) * n_epochs
-        passes = max(1, math.ceil(steps * batch / max(examples, 1))) if p.get("max_steps") else n_epochs
-        scored = (dev * passes if p.get("selection") != "last" else 0) + test
+        passes = dev_passes(examples, batch, n_epochs, p.get("max_steps"))
+        dev = dev if p.get("selection") != "last" and dev > 1 else 0  # no dev split read: no pass scores one
+        scored = dev * passes + test
         tokens = example_tokens(plan, node, text)
         per_example = (TRAIN_S_PER_EXAMPLE + TRAIN_S_PER_TOKEN * tokens) * (1 + SMALL_BATCH / batch)
         seconds = start + factor * size * (steps * batch * per_example + scored * pair_cost(tokens))
@@ -380,7 +433,8 @@ def job_estimate(plan, key: str, device: str = "cpu", params_cache: dict | None 
                   f"{section}.epochs: {n_epochs:,} x {math.ceil(examples / batch):,} steps of {batch} per epoch "
                   f"({examples:,} pairs)")
         return JobEstimate(key, node.stage, steps, seconds,
-                           f"{steps:,} steps of {batch}; scoring {scored:,} dev/test pairs",
+                           f"{steps:,} steps of {batch}; scoring {scored:,} dev/test pairs "
+                           f"({dev:,} dev x {passes:,} pass{'es' if passes > 1 else ''} + {test:,} test)",
                            factor * size * batch * per_example, driver)
     if kind == "score":
         pairs = job_items(plan, key)

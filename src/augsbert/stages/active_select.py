@@ -236,7 +236,7 @@ def plan_active(seed_plan: SeedPlan) -> dict[str, Node]:
         pool = planned[LABEL_ROLE.format(r + 1)] = graph.add(
             ACTIVE_LABEL, f"{source(exp)}.{active['strategy']}.r{r + 1}", params,
             {"pool": pool, "selection": select, **({"gold": data} if active["annotator"] == "oracle" else {})})
-        if active["annotator"] == "file" and params["annotations"] is None:
+        if active["annotator"] == "file" and params["annotations"] is None and not graph.every_round:
             break  # a person labels this round first: later rounds depend on their labels
     planned["gold_subset"] = pool
     return planned
