@@ -242,6 +242,31 @@ def test_resume_state_of_another_configuration_is_discarded(tiny_model, tmp_path
     assert [h["dev_spearman"] for h in result.metrics["dev_history"]] != [99.0]
 
 
+def test_a_checkpoint_cut_short_by_a_kill_is_not_resumed_from(tmp_path):
+    """A job killed while the Trainer saved its checkpoint left `checkpoint-360/` with the weights and no
+    trainer_state.json (written last); its resume failed with FileNotFoundError and so did every rerun. The cut
+    checkpoint goes, the newest whole one is resumed from (here none: a fresh start)."""
+    from augsbert.training.common import train_resuming
+
+    class Trainer:
+        def train(self, resume_from_checkpoint=None):
+            self.resumed = resume_from_checkpoint
+            return "trained"
+
+    trainer_dir = tmp_path / "trainer"
+    whole, cut = trainer_dir / "checkpoint-10", trainer_dir / "checkpoint-20"
+    for checkpoint in (whole, cut):
+        checkpoint.mkdir(parents=True)
+        (checkpoint / "model.safetensors").write_text("weights")
+    (whole / "trainer_state.json").write_text("{}")
+    trainer = Trainer()
+    assert train_resuming(trainer, trainer_dir) == ("trained", "checkpoint-10")
+    assert trainer.resumed == str(whole) and not cut.exists()
+    (whole / "trainer_state.json").unlink()  # the only checkpoint cut short: a fresh start, not a crash
+    assert train_resuming(trainer, trainer_dir) == ("trained", None)
+    assert trainer.resumed is None and not whole.exists()
+
+
 def test_resume_state_is_tidied_after_a_killed_write(tmp_path):
     from augsbert.training.common import claim_workdir
 
