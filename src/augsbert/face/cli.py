@@ -354,7 +354,7 @@ def _run_command(sub) -> None:
         "run", help="run the workflow for experiments or grids of your config file (builds the snakemake call)",
         description="`augsbert run my.yaml NAME ...` runs `snakemake --cores N --configfile my.yaml -- TARGET ...` "
                     "from the repository root: an experiment's target is results/<NAME>.json, a grid's "
-                    "results/tables/<NAME>.md (a path under results/ or models/ is taken as it is). Every name is "
+                    "results/tables/<NAME>.md (a path under results/, models/ or artifacts/ is taken as it is). Every name is "
                     "checked first, so a mistake ends with one line.")
     p.add_argument("configfile", help="your config YAML (merged over config/config.yaml, as --configfile)")
     p.add_argument("names", nargs="+", metavar="NAME", help="experiment or grid of the config, or a target path")
@@ -554,8 +554,9 @@ def run_experiments(config: dict, name: str) -> list[str]:
 
 
 def run_target(config: dict, name: str) -> str:
-    """The Snakemake target of `augsbert run`'s NAME: an experiment's results file, a grid's table, or a path."""
-    if name.startswith(("results/", "models/")):
+    """The Snakemake target of `augsbert run`'s NAME: an experiment's results file, a grid's table, or a path (an
+    artifact too: what `verify --repair` moved aside is rebuilt by naming it)."""
+    if name.startswith(("results/", "models/", "artifacts/")):
         return name
     if name in (config.get("experiments") or {}):
         return f"results/{name}.json"
