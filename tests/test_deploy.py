@@ -203,10 +203,10 @@ def test_x10_a_broken_deploy_environment_names_the_fix(monkeypatch, tmp_path):
 
 
 def test_x10_make_deploy_env_builds_anew_an_environment_that_does_not_import_its_packages(tmp_path):
-    """Issue 64 X10: `make deploy-env` did nothing while `.venv-deploy/.installed` was newer than requirements/deploy.txt,
-    so the obvious fix did not repair a broken environment. It checks the imports (the stand-in: a bare environment)
-    and builds a failing one anew, as it does any with FORCE=1; one that imports them is left as it is. `make -n`:
-    what it would run, nothing downloaded."""
+    """Issue 64 X10: `make deploy-env` did nothing while `.venv-deploy/.installed` was newer than
+    requirements/deploy.txt, so the obvious fix did not repair a broken environment. It checks the imports (the
+    stand-in: a bare environment) and builds a failing one anew, as it does any with FORCE=1; one that imports them
+    is left as it is. `make -n`: what it would run, nothing downloaded."""
     import os
     import shutil
 
