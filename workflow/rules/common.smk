@@ -163,6 +163,21 @@ from augsbert.scheduling.slurm import job_threads
 from augsbert.stages import REGISTRY
 from augsbert.scheduling import gpus as _gpus
 
+# A job that outlived its run (`kill -9` of Snakemake) finished its artifact, and Snakemake's mark of it as incomplete
+# stayed: with the profile's `rerun-incomplete` the run would delete that finished artifact and train it again. Before
+# Snakemake reads the marks, each finished artifact's is removed and the console says so (augsbert/store/incomplete.py).
+# Only Snakemake's default store of marks, files (`--persistence-backend db` keeps them in a database).
+_backend = getattr(getattr(workflow, "workflow_settings", None), "persistence_backend", None)
+if workflow.is_main_process and getattr(_backend, "name", "FILE") == "FILE":
+    from augsbert.store.incomplete import keep_finished as _keep_finished
+
+    for _kept in _keep_finished({_stage.name: _stage.holds for _stage in REGISTRY.values()}):
+        print(
+            f"augsbert: {_kept} was finished by a job that outlived the run that started it (its manifest checks): "
+            "kept, not run again (Snakemake's incomplete marker of it removed)",
+            file=sys.stderr,
+        )
+
 # Several model jobs per GPU in a local run (augsbert/scheduling/gpus.py): the visible GPUs' memory becomes the
 # global resource `gpu_mem_mb`, every model job asks for its estimate, and each job takes a GPU with
 # room in a ledger the run's jobs share. Without GPUs (or inside a SLURM job) one model job runs at a

@@ -141,8 +141,21 @@ def run_conversion(folder: Path, backend: str, quantize: str | None, config: str
         if done.returncode != 0 or not (Path(tmp) / "result.json").is_file():
             last = [line for line in done.stderr.splitlines() if line.strip()][-1:] or [f"exit code {done.returncode}"]
             raise BackendError(f"--backend {backend}: the conversion in the deploy environment ({python}) failed: "
-                               f"{last[0].strip()[:300]}")
+                               f"{last[0].strip()[:300]}{broken_fix(last[0])}")
         return json.loads((Path(tmp) / "result.json").read_text(encoding="utf-8"))
+
+
+def broken_fix(line: str) -> str:
+    """What to do when the conversion's last error line says a package of the deploy environment does not import (one
+    removed or damaged since `make deploy-env`, which then builds the environment anew); else nothing."""
+    if not line.strip().startswith(("ModuleNotFoundError", "ImportError")):
+        return ""
+    named = os.environ.get(DEPLOY_PYTHON_VARIABLE)
+    if named:
+        return (f"; the environment {DEPLOY_PYTHON_VARIABLE} names is missing a package: install requirements/"
+                f"deploy.txt into it, or unset {DEPLOY_PYTHON_VARIABLE} and run `{SETUP}` in the augsbert checkout")
+    return (f"; the deploy environment is missing a package: run `{SETUP}` in the augsbert checkout, which builds it "
+            f"anew when its packages do not import (`{SETUP} FORCE=1` always does)")
 
 
 def check_parity(record: dict, torch_spearman: float | None, accept: bool) -> dict:

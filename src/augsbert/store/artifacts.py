@@ -443,8 +443,14 @@ def finished_as_planned(out: str | Path, spec: dict, holds: tuple[str, ...] = ()
     finished it) has nothing to write, and succeeds. It used to fail ("already exists"), and Snakemake then removed
     the failed job's output, that finished artifact (issue 56, I4). An artifact without a manifest (written
     before manifests), a damaged one or one of another key is not taken for finished."""
+    return finished_artifact(out, spec.get("stage"), spec.get("key"), holds)
+
+
+def finished_artifact(out: str | Path, stage, key, holds: tuple[str, ...] = ()) -> dict | None:
+    """The metrics of `out` when it is the finished artifact of `stage` and content key `key` (its folder's name): its
+    spec.json names both, and its files are those its manifest lists; else None (no manifest, damaged, another key).
+    The key is the hash of the spec's content, which the manifest checks: nothing else need be compared."""
     out = Path(out)
-    key, stage = spec.get("key"), spec.get("stage")
     if not is_key(key) or out.name != key or not out.is_dir() or not (out / "manifest.json").is_file():
         return None
     try:

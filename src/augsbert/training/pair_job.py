@@ -45,8 +45,29 @@ def selection_dev(spec: dict, selection: str | None) -> pd.DataFrame | None:
     return read_split(inputs.get("dev", inputs["data"]), "dev", required=False)
 
 
+MIN_TRAINING_PAIRS = 2  # as gold_fraction and Trans-Encoder's unlabelled pairs: one pair gives nothing to rank
+
+
+def check_training_pairs(spec: dict, train: pd.DataFrame, student: bool) -> None:
+    """Refuse (DataError, one line naming the files) a training set of fewer than MIN_TRAINING_PAIRS distinct pairs
+    (a pair and its swap, or a duplicate, are one): a model fitted to one pair's score ranks nothing, yet its test
+    figures and table row would read as a trained model's. A one-pair gold train split ran without a word (issue
+    64); refused rather than warned of, since nothing it could produce is a result."""
+    pairs = {frozenset(pair) for pair in zip(train["sentence1"], train["sentence2"])}
+    if len(pairs) >= MIN_TRAINING_PAIRS:
+        return
+    inputs = spec["inputs"]
+    gold = (train["source"] == "gold").any() if student else "labels" not in inputs  # Trans-Encoder: no gold
+    files = ([f"{inputs['data']}/train.parquet"] if gold else []) + (
+        [f"{inputs['labels']}/pairs.parquet"] if "labels" in inputs else [])
+    raise DataError(f"{' and '.join(files)}: {len(pairs)} distinct pair(s) to train on; a model needs at least "
+                    f"{MIN_TRAINING_PAIRS} (fitted to one pair's score it ranks nothing, and its figures would pass "
+                    "for a trained model's): give the dataset's train split more labelled pairs")
+
+
 def train_and_save(arch: str, spec: dict, params: TeacherParams | StudentParams, train: pd.DataFrame, out, device,
                     force) -> dict:
+    check_training_pairs(spec, train, isinstance(params, StudentParams))
     data = spec["inputs"]["data"]
     # Bi-Encoders: their `selection`; teachers their own dev split, or the last epoch (Trans-Encoder: no gold)
     selection = params.selection if isinstance(params, StudentParams) or params.selection == "last" else None
