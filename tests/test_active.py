@@ -676,14 +676,16 @@ def test_demo_active_runs_and_draws_its_curves(tmp_path, tiny_model):
     jobs = run(root, "results/tables/demo_active.md")
     assert jobs["active_curve"] == 1 and jobs["active_select"] == 2 and jobs["collect_results"] == 3
     text = (root / "results" / "tables" / "demo_active.curve.md").read_text()
-    assert "| Strategy | 30 | 60 | 300 |" in text
+    assert "| Strategy | 0 | 30 | 60 | 300 |" in text  # from the untrained teacher on
     assert "| random | (itself) |" in text and "| MC dropout | random |" in text
-    assert "| all gold (the ceiling) |  |  | " in text
+    assert "| all gold (the ceiling) |  |  |  | " in text
     from augsbert.reporting.curves import _ceiling_name  # "all gold" said once, whatever the grid calls the cell
 
     assert (_ceiling_name("all gold"), _ceiling_name("full")) == ("all gold", "full: all gold")
     curve = pd.read_csv(root / "results" / "tables" / "demo_active.curve.csv")
-    teacher = curve[(curve["metric"] == "teacher_spearman") & (curve["strategy"] != "all gold")]
+    teacher = curve[(curve["metric"] == "teacher_spearman") & (curve["point"] == "round")]
     assert sorted(teacher["gold_labels"].unique()) == [30, 60] and teacher["mean"].notna().all()
+    untrained = curve[curve["point"] == "untrained"]
+    assert set(untrained["gold_labels"]) == {0} and untrained["mean"].nunique() == 1  # one model for every line
     assert (root / "results" / "tables" / "demo_active.curve.png").read_bytes()[:4] == b"\x89PNG"
     assert (root / "results" / "tables" / "demo_active.md").is_file()

@@ -373,6 +373,12 @@ def job_estimate(plan, key: str, device: str = "cpu", params_cache: dict | None 
     kind = declared.estimate
     start = WARM_START_S if warm else START_S
     text = text_tokens(plan, node)
+    if p.get("test_pairs"):  # an active round's teacher scores a seeded subset of the test split
+        test = min(test, int(p["test_pairs"]))
+    if kind == "train" and p.get("max_steps") == 0:  # the untrained teacher: the base model scored on test
+        tokens = example_tokens(plan, node, text)
+        return JobEstimate(key, node.stage, 0, start + factor * size * test * pair_cost(tokens),
+                           f"no training step; scoring {test:,} test pairs")
     if kind == "train" and p.get("batch_size"):
         examples = job_items(plan, key) * (2 if p.get("symmetric") else 1)
         batch = int(p["batch_size"])
