@@ -408,6 +408,19 @@ def test_the_untrained_teacher_is_one_node_per_curve_and_the_options_key_what_th
     assert plain_runs["x"][42]["active_teacher_untrained"] == untrained.key
 
 
+def test_the_estimate_prices_the_untrained_teacher_and_a_round_s_test_subset(tmp_path, monkeypatch):
+    """The untrained teacher trains nothing: its estimate is its test scoring (0 steps); a round's teacher with
+    `active.test_pairs` prices the subset it scores, the last round the whole test split."""
+    from augsbert.scheduling.estimate import job_estimate
+
+    monkeypatch.chdir(tmp_path)
+    plan, runs = _protocol_plan(test_pairs=20)
+    untrained = job_estimate(plan, runs["x"][42]["active_teacher_untrained"])
+    assert untrained.steps == 0 and untrained.what == "no training step; scoring 105 test pairs"
+    assert job_estimate(plan, runs["x"][42]["active_teacher_0"]).what == "120 steps of 16; scoring 20 dev/test pairs"
+    assert job_estimate(plan, runs["x"][42]["teacher"]).what == "120 steps of 16; scoring 105 dev/test pairs"
+
+
 def test_a_round_teacher_of_few_steps_is_warned_once_per_experiment(capsys):
     """One line per experiment (two seeds plan it twice), not an error; a step budget of 100 or more says nothing."""
     plan_shipped(_experiment(seeds=[1, 2], teacher={"epochs": 1}), grids=False, plan=("x",))
