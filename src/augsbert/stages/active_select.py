@@ -273,7 +273,7 @@ def warn_few_steps(seed_plan: SeedPlan, subset: Node) -> None:
     graph.warn(seed_plan.experiment, f"experiments.{seed_plan.experiment}: active round 0's teacher trains {steps} "
                f"steps ({how}), fewer than {MIN_ROUND_STEPS}: a teacher that has barely moved from its start cannot "
                "show what a strategy's pairs are worth (docs/methods/active.md, How the rounds run); give every "
-               "round's teacher the same step budget, e.g. teacher: {max_steps: 360, selection: last}")
+               "round's teacher the same step budget, e.g. teacher: {max_steps: 300, selection: last}")
 
 
 def plan_active(seed_plan: SeedPlan) -> dict[str, Node]:
