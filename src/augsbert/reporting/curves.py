@@ -244,7 +244,8 @@ def assemble(spec: dict, docs: dict[str, dict]) -> list[dict]:
             doc = docs[ceiling["experiment"]]
             model = doc["models"].get(TEACHER_ROW) or {}
             score = (model.get("summary") or {}).get("spearman") or {}
-            steps = sorted({v["steps"] for v in (model.get("per_seed") or {}).values() if isinstance(v.get("steps"), int)})
+            steps = sorted({v["steps"] for v in (model.get("per_seed") or {}).values()
+                            if isinstance(v.get("steps"), int)})
             ceilings.append({**ceiling, "gold_labels": int(doc["data"]["sizes"]["train"]), "teacher_steps": steps,
                              "teacher_spearman": (score.get("mean"), score.get("std"), score.get("n") or 0)})
         for line in lines:  # a random baseline whose mean falls beyond its seed spread (the ceiling included)
