@@ -549,6 +549,8 @@ def test_the_curve_starts_at_the_untrained_teacher_and_says_when_its_baseline_fa
     flag = ("random (the random baseline) cannot be read: its mean teacher Spearman falls from 55.00 at 30 labels "
             "to 52.00 at 60, by 3.00 (its seed spread is 1.00, the larger sample std of the two)")
     assert (flag in text) == falls and ("cannot be read" in text) == falls
+    assert ("| MC dropout | random | 60.00 (90) | 55 | 35 (39 %) ⚠ (its baseline cannot be read) |" in text) \
+        == falls
     table = long_table(spec, columns)
     start = table[(table["point"] == "untrained") & (table["row"] == "random")]
     assert start[["gold_labels", "mean", "teacher_steps"]].values.tolist() == [[0, 50.0, "0"]]

@@ -362,6 +362,8 @@ def markdown(spec: dict, columns: list[dict], docs: dict[str, dict]) -> str:
             else:
                 needed = f"{found['needed']:,.0f}"
                 saved = f"{found['saved']:,.0f} ({100 * found['saved'] / found['budget']:.0f} %)"
+            if base.get("flag"):  # read against a baseline that cannot be read: the figures stand, the verdict not
+                saved += " ⚠ (its baseline cannot be read)"
             lines.append(f"| {line['label']} | {base['label']} | {final} | {needed} | {saved} |")
         rounds = sorted({p["round"] for line in column["lines"] for p in line["points"] if p["round"]})
         lines += ["", f"## {column['column']}: the pairs each round chose", "",
