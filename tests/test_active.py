@@ -363,6 +363,238 @@ def test_a_strategy_without_its_random_baseline_has_no_curve():
         "g.mc.lee": "g.random.lee", "g.kde.lee": "g.random.lee", "g.random.lee": "g.random.lee"}
 
 
+# ---- the round protocol (issue 65) ---------------------------------------------------------------------------------
+
+def test_dev_selection_is_keyed_only_where_a_pass_can_end_inside_warm_up():
+    """Dev selection keeps only passes after warm-up: that can change a teacher only where a pass can end inside
+    warm-up (epochs E with warmup_ratio x E > 1; a budget whose warm-up holds 2 steps or more), so `selection: dev`
+    enters the key there and nowhere else (every shipped key unchanged: tests/test_plan.py -k shipped)."""
+    from augsbert.stages.teacher import dev_may_meet_warmup
+
+    def may(**options):
+        return dev_may_meet_warmup({"max_steps": None, "epochs": 3, "warmup_ratio": 0.1, **options})
+
+    assert not may() and not may(epochs=10) and may(epochs=11) and may(warmup_ratio=0.5)
+    assert may(max_steps=360) and may(max_steps=15) and not may(max_steps=10) and not may(max_steps=0)
+    assert not may(max_steps=360, warmup_ratio=0)
+
+    def params(teacher: dict) -> dict:
+        plan = plan_shipped(_experiment(teacher=teacher), grids=False, plan=())
+        return plan.nodes[plan.experiment("x").runs[42]["teacher"]].params
+
+    assert "selection" not in params({}) and "selection" not in params({"epochs": 10})
+    assert params({"max_steps": 360})["selection"] == "dev" and params({"epochs": 11})["selection"] == "dev"
+    assert params({"max_steps": 360, "selection": "last"})["selection"] == "last"
+
+
+def _protocol_plan(**active):
+    teacher = {"max_steps": 120, "selection": "last"}
+    bagged = {"ensemble": [{"bag": 0.8}, {"seed": 1, "bag": 0.8}], **teacher}
+    base = {"dataset": "lee", "models": ["teacher"], "gold_fraction": 0.1, "seeds": [42, 43], "teacher": teacher,
+            "active": {"rounds": 2, "batch": 0.1, **active}}
+    experiments = {"x": base, "y": {**base, "active": {**base["active"], "strategy": "kde"}},
+                   "c": {**base, "teacher": bagged, "active": {**base["active"], "strategy": "committee"}},
+                   "ce": {**base, "teacher": {**bagged, "arch": "ce"}, "active": {**base["active"],
+                                                                                    "strategy": "committee"}}}
+    plan = plan_shipped({"experiments": experiments}, grids=False, plan=())
+    return plan, {name: plan.experiment(name).runs for name in experiments}
+
+
+def test_the_untrained_teacher_is_one_node_per_curve_and_the_options_key_what_they_change():
+    """The untrained teacher (max_steps 0) is planned beside every run's rounds: a CBE's has no seeded part, so every
+    strategy, ensemble member and seed of the same settings and round 0 shares it; a Cross-Encoder's members differ
+    by their seeded head. `active.test_pairs` keys the rounds' teachers but the last; `bag` keys each member."""
+    plan, runs = _protocol_plan(test_pairs=20)
+    node = plan.nodes
+    untrained = node[runs["x"][42]["active_teacher_untrained"]]
+    assert untrained.stage == "teacher" and untrained.params["max_steps"] == 0 and untrained.params["seed"] == 0
+    assert not {"lr", "batch_size", "warmup_ratio", "selection", "bag", "test_pairs", "epochs"} & set(untrained.params)
+    assert dict(untrained.inputs)["data"] == runs["x"][42]["active_label_0"]  # round 0's gold (not learned)
+    assert {runs[e][42]["active_teacher_untrained"] for e in ("x", "y", "c")} == {untrained.key}
+    ce = node[runs["ce"][42]["active_teacher_untrained"]]
+    assert ce.stage == "teacher_ensemble" and len(
+        {node[k].params["seed"] for r, k in ce.inputs if r.startswith("member_")}) == 2
+    for r in (0, 1):
+        assert node[runs["x"][42][f"active_teacher_{r}"]].params["test_pairs"] == 20
+        assert node[runs["c"][42][f"active_member_{r}_1"]].params["bag"] == 0.8
+    assert "test_pairs" not in node[runs["x"][42]["teacher"]].params  # the last round: the whole test split
+    assert node[runs["c"][42]["teacher_member_0"]].params["bag"] == 0.8
+    plain, plain_runs = _protocol_plan()
+    assert "test_pairs" not in plain.nodes[plain_runs["x"][42]["active_teacher_0"]].params
+    assert plain_runs["x"][42]["active_teacher_untrained"] == untrained.key
+
+
+def test_the_estimate_prices_the_untrained_teacher_and_a_round_s_test_subset(tmp_path, monkeypatch):
+    """The untrained teacher trains nothing: its estimate is its test scoring (0 steps); a round's teacher with
+    `active.test_pairs` prices the subset it scores, the last round the whole test split."""
+    from augsbert.scheduling.estimate import job_estimate
+
+    monkeypatch.chdir(tmp_path)
+    plan, runs = _protocol_plan(test_pairs=20)
+    untrained = job_estimate(plan, runs["x"][42]["active_teacher_untrained"])
+    assert untrained.steps == 0 and untrained.what == "no training step; scoring 105 test pairs"
+    assert job_estimate(plan, runs["x"][42]["active_teacher_0"]).what == "120 steps of 16; scoring 20 dev/test pairs"
+    assert job_estimate(plan, runs["x"][42]["teacher"]).what == "120 steps of 16; scoring 105 dev/test pairs"
+
+
+def test_a_round_teacher_of_few_steps_is_warned_once_per_experiment(capsys):
+    """One line per experiment (two seeds plan it twice), not an error; a step budget of 100 or more says nothing."""
+    plan_shipped(_experiment(seeds=[1, 2], teacher={"epochs": 1}), grids=False, plan=("x",))
+    err = capsys.readouterr().err
+    assert err.count("warning: experiments.x: active round 0's teacher trains 4 steps (1 epoch(s) of 30 pairs, "
+                     "both orders, at batch 16), fewer than 100") == 1
+    plan_shipped(_experiment(teacher={"max_steps": 100, "selection": "last"}), grids=False, plan=("x",))
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_the_measurement_running_on_cpu_active_keeps_its_keys(tmp_path, monkeypatch):
+    """config/measure/active_cpu.yaml's `cpu_active` (the STS-B measurement of the round protocol) was planned and
+    started before the protocol's options: every key it had (tests/data/cpu_active_keys.json, planned with an
+    empty data_dir at ec4bc9d) is unchanged; new nodes (the untrained teacher) may be added."""
+    from augsbert.config.load import merged_files, prepare_config
+    from augsbert.plan import Plan
+
+    monkeypatch.chdir(tmp_path)
+    repo = Path(__file__).resolve().parents[1]
+    raw = merged_files([repo / "config" / "config.yaml", repo / "config" / "measure" / "active_cpu.yaml"])
+    plan = Plan(prepare_config({**raw, "data_dir": str(tmp_path / "raw")}, lazy=True))
+    pinned = json.loads((repo / "tests" / "data" / "cpu_active_keys.json").read_text())
+    changed = [f"{name} {seed} {role}" for name, seeds in pinned.items() for seed, roles in seeds.items()
+               for role, key in roles.items() if plan.experiment(name).runs[int(seed)].get(role) != key]
+    assert not changed and len(pinned) == 5
+    assert plan.experiment("cpu_active.random.stsb").runs[42]["active_teacher_untrained"]
+
+
+def test_a_round_s_teacher_job_bags_scores_a_test_subset_and_the_rounds_say_its_steps(tiny_model, tmp_path):
+    """The teacher job: an untrained one (max_steps 0) reads no dev label (its dev split here is not even a parquet
+    file) and scores the whole test split; a bagged member learns its seeded share of the gold; a round's teacher
+    with `test_pairs` scores the seeded subset (augsbert.data.pool.test_draw); `active_rounds` records each round's
+    steps and test pairs."""
+    from augsbert.data.pool import subset_rows, test_draw
+    from augsbert.jobs import active_rounds
+    from augsbert.jobs.teacher import run as run_teacher
+    from conftest import theme_pairs, train_params
+
+    data = tmp_path / "data"
+    data.mkdir()
+    theme_pairs(20, 5).to_parquet(data / "train.parquet")
+    test = theme_pairs(24, 7)
+    test.to_parquet(data / "test.parquet")
+    (data / "dev.parquet").write_bytes(b"not a parquet file: an untrained teacher must not read it")
+    (data / "metrics.json").write_text(json.dumps({"sizes": {"train": 20, "dev": 8, "test": 24, "unlabeled": 0}}))
+
+    def teacher(name: str, **params) -> dict:
+        spec = {"stage": "teacher", "key": name, "inputs": {"data": str(data)},
+                "params": {**train_params("cbe", batch_size=8, symmetric=False, selection="last").to_json(),
+                           "model": tiny_model, **params}}
+        return run_teacher(spec, tmp_path / "teacher" / name, device="cpu")
+
+    untrained = teacher("untrained", max_steps=0)
+    assert untrained["steps"] == 0 and untrained["selection"] == "untrained" and untrained["test"]["n_pairs"] == 24
+    assert "test_subset" not in untrained
+    bagged = teacher("bagged", max_steps=3, bag=0.5, seed=42001)
+    assert bagged["train_pairs"] == 10 and len(subset_rows(20, 0.5, 42001)) == 10 and bagged["steps"] == 3
+    subset = teacher("round", max_steps=3, test_pairs=10)
+    assert subset["test"]["n_pairs"] == 10 and subset["test_subset"] == {"pairs": 10, "of": 24}
+    scored = pd.read_parquet(tmp_path / "teacher" / "round" / "predictions.parquet")
+    assert scored["sentence1"].tolist() == test["sentence1"].iloc[test_draw(24, 10)].tolist()
+    assert list(test_draw(24, 10)) == list(test_draw(24, 10)) and len(test_draw(5, 10)) == 5
+
+    labelled = tmp_path / "labelled"
+    labelled.mkdir()
+    (labelled / "metrics.json").write_text(json.dumps({"sizes": {"train": 20}, "scores": {"mean": 0.5}}))
+    rounds = active_rounds.run({"stage": "active_rounds", "key": "k", "params": {
+        "last_round": 0, "chosen_by": "random", "labelled_by": "oracle"}, "inputs": {
+        "labelled_0": str(labelled), "teacher_0": str(tmp_path / "teacher" / "round")}}, tmp_path / "rounds")
+    assert rounds["rounds"][0]["teacher_test"]["steps"] == [3]
+    assert rounds["rounds"][0]["teacher_test"]["test_subset"] == {"pairs": 10, "of": 24}
+
+
+def _doc(name: str, strategy: str, means: list[float], stds: list[float], untrained: float | None = 50.0,
+         seeds=(1, 2), steps: int = 100, subset: dict | None = None) -> dict:
+    """A results document of an active experiment whose round r teacher scores means[r] ± stds[r] (two seeds)."""
+    active, per_seed = {}, {}
+    for k, seed in enumerate(seeds):
+        sign = 1 if k % 2 == 0 else -1
+        rounds = [{"round": r, "gold_labels": 30 * (r + 1), "added": 30, "student_test": None, "chosen": {},
+                   "teacher_test": {"spearman": m + sign * s / 2 ** 0.5 if len(seeds) > 1 else m, "steps": [steps],
+                                    **({"test_subset": subset} if subset and r < len(means) - 1 else {})}}
+                  for r, (m, s) in enumerate(zip(means, stds))]
+        active[str(seed)] = {"strategy": strategy, "rounds": rounds}
+        per_seed[str(seed)] = {"spearman": untrained, "steps": 0}
+    models = {} if untrained is None else {"active_teacher_untrained": {
+        "per_seed": per_seed, "summary": {"spearman": {"mean": untrained, "std": 0.0, "n": len(seeds)}}}}
+    return {"experiment": name, "active": active, "models": models, "seeds": list(seeds), "config_hash": "h",
+            "data": {"sizes": {"train": 300}}}
+
+
+def _curve(random: dict, other: dict | None = None):
+    from augsbert.reporting.curves import assemble
+
+    lines = [{"experiment": "r", "label": "random", "strategy": "random", "baseline": "r"}]
+    docs = {"r": random}
+    if other:
+        lines.append({"experiment": "m", "label": "MC dropout", "strategy": "mc_dropout", "baseline": "r"})
+        docs["m"] = other
+    spec = {"grid": "g", "description": "", "columns": [{"column": "lee", "lines": lines, "ceilings": []}],
+            "experiments": sorted(docs)}
+    return spec, assemble(spec, docs), docs
+
+
+@pytest.mark.parametrize("falls", [False, True])
+def test_the_curve_starts_at_the_untrained_teacher_and_says_when_its_baseline_falls(falls, tmp_path):
+    """Issue 65's sanity line: every curve starts at 0 labels with the untrained teacher (table, CSV, chart), and a
+    random baseline whose mean falls between two budgets by more than its seed spread says it cannot be read (in
+    the table, the CSV, on the chart and on the console); a curve that rises within its spread says nothing. The
+    rising one: 50 (untrained), 55 ± 1, 60 ± 1, 59.5 ± 1 (a dip of 0.5 within the spread); the falling one: 55 ± 1
+    then 52 ± 0.5 (a fall of 3). Fails on the old curve code (no untrained column, no flag)."""
+    from augsbert.reporting import console
+    from augsbert.reporting.curves import line_chart, long_table, markdown
+
+    means = [55.0, 52.0, 60.0] if falls else [55.0, 60.0, 59.5]
+    stds = [1.0, 0.5, 1.0] if falls else [1.0, 1.0, 1.0]
+    spec, columns, docs = _curve(_doc("r", "random", means, stds, subset={"pairs": 20, "of": 105}),
+                                 _doc("m", "mc_dropout", [55.0, 61.0, 62.0], [1.0, 1.0, 1.0]))
+    text = markdown(spec, columns, docs)
+    assert "| Strategy | 0 | 30 | 60 | 90 |" in text
+    assert "| MC dropout | 50.00 ± 0.00 | 55.00 ± 1.00 | 61.00 ± 1.00 | 62.00 ± 1.00 |" in text
+    row = "| random ⚠ |" if falls else "| random |"
+    assert f"{row} 50.00 ± 0.00 | 55.00 ± 1.00 † |" in text  # the rounds but the last on a test subset
+    assert "† scored on a seeded 20 of the 105 test pairs" in text
+    assert "| random | 0 | 100 | 100 | 100 |" in text  # the steps each teacher trained
+    flag = ("random (the random baseline) cannot be read: its mean teacher Spearman falls from 55.00 at 30 labels "
+            "to 52.00 at 60, by 3.00 (its seed spread is 1.00, the larger sample std of the two)")
+    assert (flag in text) == falls and ("cannot be read" in text) == falls
+    assert ("| MC dropout | random | 60.00 (90) | 55 | 35 (39 %) ⚠ (its baseline cannot be read) |" in text) \
+        == falls
+    table = long_table(spec, columns)
+    start = table[(table["point"] == "untrained") & (table["row"] == "random")]
+    assert start[["gold_labels", "mean", "teacher_steps"]].values.tolist() == [[0, 50.0, "0"]]
+    assert set(table.loc[table["row"] == "random", "unreadable"].str.startswith("random (the random")) == {falls}
+    drawn = line_chart(spec, columns, tmp_path / "curve.png")
+    assert any("cannot be read" in t for t in drawn) == falls and (tmp_path / "curve.png").is_file()
+    assert any(t == "untrained" for t in drawn)
+    (tmp_path / "g.md").write_text("# g\n\n| table |\n\n## Experiments\n")
+    (tmp_path / "g.curve.md").write_text(text)
+    shown = console.table_text(tmp_path / "g.md")
+    assert ("- ⚠ lee: " + flag in shown) == falls and f"label-budget curves: {tmp_path / 'g.curve.md'}" in shown
+    rounds = console.rounds_table(docs["r"], "mean ± std over seeds 1, 2")
+    assert "untrained            0      0" in rounds
+    assert ("⚠ random (the random baseline) cannot be read" in rounds) == falls
+
+
+def test_one_seed_flags_any_fall_and_the_untrained_teacher_counts():
+    """With one seed there is no spread: any fall flags; a round-0 teacher below the untrained one is a fall too."""
+    from augsbert.reporting.curves import falling, teacher_curve
+
+    spec, columns, _ = _curve(_doc("r", "random", [55.0, 54.9, 60.0], [0, 0, 0], seeds=(1,)))
+    assert columns[0]["lines"][0]["flag"]["fall"] == pytest.approx(0.1)
+    spec, columns, _ = _curve(_doc("r", "random", [48.0, 55.0, 60.0], [1, 1, 1]))
+    flag = columns[0]["lines"][0]["flag"]
+    assert (flag["from_labels"], flag["to_labels"], flag["fall"]) == (0, 30, pytest.approx(2.0))
+    assert falling(teacher_curve({"points": [], "untrained": None})) is None
+
+
 def test_the_labels_needed_are_read_off_the_curve_between_rounds():
     from augsbert.reporting.curves import labels_to_reach
 
@@ -707,14 +939,16 @@ def test_demo_active_runs_and_draws_its_curves(tmp_path, tiny_model):
     jobs = run(root, "results/tables/demo_active.md")
     assert jobs["active_curve"] == 1 and jobs["active_select"] == 2 and jobs["collect_results"] == 3
     text = (root / "results" / "tables" / "demo_active.curve.md").read_text()
-    assert "| Strategy | 30 | 60 | 300 |" in text
+    assert "| Strategy | 0 | 30 | 60 | 300 |" in text  # from the untrained teacher on
     assert "| random | (itself) |" in text and "| MC dropout | random |" in text
-    assert "| all gold (the ceiling) |  |  | " in text
+    assert "| all gold (the ceiling) |  |  |  | " in text
     from augsbert.reporting.curves import _ceiling_name  # "all gold" said once, whatever the grid calls the cell
 
     assert (_ceiling_name("all gold"), _ceiling_name("full")) == ("all gold", "full: all gold")
     curve = pd.read_csv(root / "results" / "tables" / "demo_active.curve.csv")
-    teacher = curve[(curve["metric"] == "teacher_spearman") & (curve["strategy"] != "all gold")]
+    teacher = curve[(curve["metric"] == "teacher_spearman") & (curve["point"] == "round")]
     assert sorted(teacher["gold_labels"].unique()) == [30, 60] and teacher["mean"].notna().all()
+    untrained = curve[curve["point"] == "untrained"]
+    assert set(untrained["gold_labels"]) == {0} and untrained["mean"].nunique() == 1  # one model for every line
     assert (root / "results" / "tables" / "demo_active.curve.png").read_bytes()[:4] == b"\x89PNG"
     assert (root / "results" / "tables" / "demo_active.md").is_file()

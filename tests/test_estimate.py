@@ -184,17 +184,18 @@ def test_a_run_that_stops_for_a_person_estimates_the_whole_experiment_once(tmp_p
     plan = Plan(load_configs([str(REPO / "config" / "config.yaml")], lazy=True))
     spec = plan.experiment_spec("demo_active_file")
     run = estimate.with_upstream(plan, [r["key"] for roles in spec["runs"].values() for r in roles.values()])
-    assert Counter(plan.node(k).stage for k in run) == {"data": 1, "gold_subset": 1, "teacher": 2, "active_select": 1,
+    assert Counter(plan.node(k).stage for k in run) == {"data": 1, "gold_subset": 1, "teacher": 3, "active_select": 1,
                                                         "active_label": 1, "active_rounds": 1}  # up to round 1's stop
+    # (the teachers: the all-gold one, round 0's and the untrained one, the curve's 0-label point)
     whole = Plan(plan.config)
     whole.every_round = True
     spec = whole.experiment_spec("demo_active_file")
     keys = estimate.with_upstream(whole, [r["key"] for roles in spec["runs"].values() for r in roles.values()])
-    assert Counter(whole.node(k).stage for k in keys) == {"data": 1, "gold_subset": 1, "teacher": 3,
+    assert Counter(whole.node(k).stage for k in keys) == {"data": 1, "gold_subset": 1, "teacher": 4,
                                                           "active_select": 2, "active_label": 2, "active_rounds": 1}
     seconds = sum(e.seconds for e in estimate.estimate_jobs(whole, keys, "cpu", True))
     line = ("augsbert: this run stops where a person labels a round; the whole of the experiment from here, every "
-            f"round included: 10 job(s), {estimate.clock(seconds)} on this CPU (idle cores, as above; the time the "
+            f"round included: 11 job(s), {estimate.clock(seconds)} on this CPU (idle cores, as above; the time the "
             "person takes is not counted) (demo_active_file: a person labels round 1, round 2)")
     assert estimate.whole_experiment_line(plan, ["demo_active_file"], "cpu", True) == line
     text = estimate.estimate_text(plan, run, ["demo_active_file"], "cpu", warm=True, load=(0.0, 2))
@@ -213,8 +214,9 @@ def test_a_run_that_stops_for_a_person_estimates_the_whole_experiment_once(tmp_p
                                                            "active_select": 1, "active_label": 1}
     for key in built:
         Path(later.node(key).path).mkdir(parents=True)
+    # 6: round 2 and after, and the untrained teacher (the curve's 0-label point; no round feeds it, so not built)
     assert estimate.whole_experiment_line(later, ["demo_active_file"], "cpu", True).endswith(
-        "5 job(s), " + estimate.clock(seconds - sum(e.seconds for e in estimate.estimate_jobs(
+        "6 job(s), " + estimate.clock(seconds - sum(e.seconds for e in estimate.estimate_jobs(
             later, built, "cpu", True))) + " on this CPU (idle cores, as above; the time the person takes is not "
         "counted) (demo_active_file: a person labels round 2)")
 

@@ -60,7 +60,7 @@ from ..store.artifacts import (
     writer_lock,
     writing,
 )
-from ..planning.graph import KEY_PATTERN
+from ..planning.graph import KEY_PATTERN, PLAN_WARNINGS_SAID
 from ..jobs.job_inputs import recheck
 from ..store.keys import is_key
 from ..store.live_runs import clear_stale_locks, in_use, lock_holders
@@ -373,6 +373,7 @@ def _run_command(sub) -> None:
         if args.dry_run:  # a real run prints it before its first job (workflow/Snakefile onstart)
             experiments = [e for name in args.names for e in run_experiments(config, name)]
             print(print_estimate(Plan(config), experiments), file=sys.stderr)
+            os.environ[PLAN_WARNINGS_SAID] = "1"  # its planning warnings are above; Snakemake plans them again
         if not args.dry_run:
             if said := clear_stale_locks().line():
                 print(f"augsbert: {said}", file=sys.stderr, flush=True)

@@ -149,6 +149,10 @@ def markdown(spec: dict, long: pd.DataFrame, docs: dict[str, dict]) -> str:
             lines.append("| " + " | ".join([cells["method"].iloc[0], *values]) + " |")
         lines.append("")
     notes = _notes(spec, docs)
+    if any(doc.get("active") for doc in docs.values()):  # issue 64 item 13: the rounds are not hidden
+        notes.append(f"- The active-learning cells' rows are their last round's models (every label of their "
+                     f"rounds); each round's teacher (and student), the untrained teacher, the steps each trained "
+                     f"and whether the random baseline can be read: results/tables/{spec['grid']}.curve.md.")
     if set(spec["metrics"]) - {"spearman", "pearson"} and any(not row_of(r["role"]).bi_encoder for r in spec["rows"]):
         notes.append("- Evaluation-suite metrics (STS suite, topic, USEB, diagnostics) are computed for "
                      "Bi-Encoders only; teacher rows show – there.")

@@ -203,6 +203,7 @@ def whole_experiment_line(plan, experiments, device: str, warm: bool) -> str | N
         return None
     whole = type(plan)(plan.config)
     whole.every_round = True
+    whole.warnings = plan.warnings  # a planning warning the run's plan said is not said again
     keys = [run["key"] for name in waiting for roles in whole.experiment_spec(name)["runs"].values()
             for run in roles.values()]
     keys = [key for key in with_upstream(whole, keys) if not Path(whole.node(key).path).is_dir()]
@@ -417,6 +418,12 @@ def job_estimate(plan, key: str, device: str = "cpu", params_cache: dict | None 
     kind = declared.estimate
     start = WARM_START_S if warm else START_S
     text = text_tokens(plan, node)
+    if p.get("test_pairs"):  # an active round's teacher scores a seeded subset of the test split
+        test = min(test, int(p["test_pairs"]))
+    if kind == "train" and p.get("max_steps") == 0:  # the untrained teacher: the base model scored on test
+        tokens = example_tokens(plan, node, text)
+        return JobEstimate(key, node.stage, 0, start + factor * size * test * pair_cost(tokens),
+                           f"no training step; scoring {test:,} test pairs")
     if kind == "train" and p.get("batch_size"):
         examples = job_items(plan, key) * (2 if p.get("symmetric") else 1)
         batch = int(p["batch_size"])
@@ -432,9 +439,10 @@ def job_estimate(plan, key: str, device: str = "cpu", params_cache: dict | None 
         driver = (f"{section}.max_steps: {int(p['max_steps']):,}" if p.get("max_steps") else
                   f"{section}.epochs: {n_epochs:,} x {math.ceil(examples / batch):,} steps of {batch} per epoch "
                   f"({examples:,} pairs)")
+        # the split of the scored pairs only where dev passes are scored (a `last` teacher scores its test alone)
+        split = f" ({dev:,} dev x {passes:,} pass{'es' if passes > 1 else ''} + {test:,} test)" if dev else ""
         return JobEstimate(key, node.stage, steps, seconds,
-                           f"{steps:,} steps of {batch}; scoring {scored:,} dev/test pairs "
-                           f"({dev:,} dev x {passes:,} pass{'es' if passes > 1 else ''} + {test:,} test)",
+                           f"{steps:,} steps of {batch}; scoring {scored:,} dev/test pairs{split}",
                            factor * size * batch * per_example, driver)
     if kind == "score":
         pairs = job_items(plan, key)

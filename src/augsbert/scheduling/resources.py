@@ -86,6 +86,8 @@ def job_items(plan, key: str) -> int:
 def job_work(plan, key: str) -> int:
     node = plan.node(key)
     params = node.params
+    if params.get("max_steps") == 0:  # a teacher of no training step (the untrained one): it only scores
+        return 0
     if params.get("max_steps") and params.get("batch_size"):
         return int(params["max_steps"]) * int(params["batch_size"])
     return job_items(plan, key) * epochs(node, REGISTRY[node.stage].params)

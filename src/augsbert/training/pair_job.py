@@ -26,7 +26,7 @@ from ..stages.student import StudentParams
 from ..stages.teacher import TeacherParams
 from ..store.model_refs import model_path
 from .pairs import evaluate, fit, save_model
-from ..data.pool import read_split, target_pool
+from ..data.pool import read_split, target_pool, test_draw
 from ..models.compact import pca_targets, pretrain_static, static_student
 
 log = logging.getLogger(__name__)
@@ -71,8 +71,12 @@ def train_and_save(arch: str, spec: dict, params: TeacherParams | StudentParams,
     data = spec["inputs"]["data"]
     # Bi-Encoders: their `selection`; teachers their own dev split, or the last epoch (Trans-Encoder: no gold)
     selection = params.selection if isinstance(params, StudentParams) or params.selection == "last" else None
-    dev = selection_dev(spec, selection)
+    untrained = params.max_steps == 0  # a teacher without a training step reads no dev label
+    dev = None if untrained else selection_dev(spec, selection)
     test = read_split(spec["inputs"].get("eval", data), "test")  # domain transfer: the target's test split
+    full_test = len(test)
+    if isinstance(params, TeacherParams) and params.test_pairs is not None:  # an active round's teacher: a subset
+        test = test.iloc[test_draw(len(test), params.test_pairs)].reset_index(drop=True)
     device = resolve_device(device)
     work = checkpoint_dir(out)
     # an MLM-adapted checkpoint (domain / full_domain variants) replaces the base model
@@ -88,22 +92,28 @@ def train_and_save(arch: str, spec: dict, params: TeacherParams | StudentParams,
             tested = prompt_pairs(test, delimiter)  # (their prompted test score is in the suite)
         log.info("topic prompts on (delimiter %r): e.g. %r", delimiter, train["sentence1"].iloc[0][:80])
     if not distributed.is_main():  # a further process of a distributed run: it trains; rank 0 writes the artifact
-        fit(arch, base, train, dev, params, work, device, precision())
+        fit(arch, base, train, dev, params, work, device, precision(), after_warmup=isinstance(params, TeacherParams))
         return {}
     pretrained = None
     # the static table pre-trained first (models.compact)
     if isinstance(params, StudentParams) and params.static_pretrain == "full":
         base, pretrained = static_start(spec["inputs"], params, base, work, device)
     with artifact_dir(out, spec, force, checkpoints=work) as tmp:
-        result = fit(arch, base, train, dev, params, work, device, precision())
-        progress.phase(f"scoring test ({len(tested):,} pairs)")
+        result = fit(arch, base, train, dev, params, work, device, precision(),
+                     after_warmup=isinstance(params, TeacherParams))
+        progress.phase(f"scoring test ({len(tested):,} pairs" + (f" of {full_test:,})" if len(test) < full_test
+                                                                   else ")"))
         test_metrics, predicted = evaluate(arch, result.model, tested, params)
         log.info("%s: test spearman %.2f  pearson %.2f", arch, test_metrics["spearman"], test_metrics["pearson"])
         save_model(arch, result.model, tmp / "model")
         pd.DataFrame({"sentence1": test["sentence1"], "sentence2": test["sentence2"], "gold": test["score"],
                       "predicted": predicted}).to_parquet(tmp / "predictions.parquet", index=False)
         metrics = {"arch": arch, "device": device, "test": test_metrics, **result.metrics}
-        if selection:
+        if len(test) < full_test:  # the test figures are of a seeded subset (active.test_pairs)
+            metrics["test_subset"] = {"pairs": len(test), "of": full_test}
+        if untrained:
+            metrics["selection"] = "untrained"
+        elif selection:
             metrics["selection"] = selection
         if "source" in train:
             metrics["training_set"] = {str(k): int(v) for k, v in train["source"].value_counts(sort=False).items()}
