@@ -67,10 +67,29 @@ clean-venv:
 # backend's packages. The main environment is not touched.
 DEPLOY_VENV ?= .venv-deploy
 DEPLOY_PY   := $(DEPLOY_VENV)/bin/python
+# what the deploy environment must import: checked once it is built, and each time `make deploy-env` finds it built
+DEPLOY_IMPORTS ?= import sentence_transformers, onnxruntime, onnxscript, openvino, nncf, datasets; from optimum.intel.openvino import OVModelForFeatureExtraction
 
 deploy-env: $(DEPLOY_VENV)/.installed
 
+# A built environment that no longer imports its packages (one removed or broken since: `.installed` newer than
+# requirements/deploy.txt left the target with nothing to do), and any with FORCE=1, is removed and built anew.
+# Checked only when `deploy-env` is asked for (the imports take seconds).
+ifneq ($(filter deploy-env $(DEPLOY_VENV)/.installed,$(MAKECMDGOALS)),)
+ifneq ($(FORCE),)
+DEPLOY_ANEW := FORCE=$(FORCE)
+else ifneq ($(wildcard $(DEPLOY_VENV)/.installed),)
+DEPLOY_ANEW := $(shell out=$$($(DEPLOY_PY) -c '$(DEPLOY_IMPORTS)' 2>&1 >/dev/null) || { code=$$?; \
+  line=$$(printf '%s\n' "$$out" | grep . | tail -n 1); echo "it does not import its packages ($${line:-exit status $$code})"; })
+endif
+endif
+ifneq ($(DEPLOY_ANEW),)
+$(info $(DEPLOY_VENV): $(DEPLOY_ANEW); removing it and building it anew)
+.PHONY: $(DEPLOY_VENV)/.installed
+endif
+
 $(DEPLOY_VENV)/.installed: requirements/deploy.txt
+	$(if $(DEPLOY_ANEW),rm -rf $(DEPLOY_VENV))
 	test -x $(DEPLOY_PY) || $(PYTHON) -m venv $(DEPLOY_VENV)
 	@if $(DEPLOY_PY) -c "import torch" 2>/dev/null; then \
 	  echo "torch $$($(DEPLOY_PY) -c 'import torch; print(torch.__version__)') already installed"; \
@@ -80,5 +99,5 @@ $(DEPLOY_VENV)/.installed: requirements/deploy.txt
 	  || $(DEPLOY_PY) -m pip install "torch==$(TORCH_VERSION)+cpu" --extra-index-url $(TORCH_CPU_INDEX); \
 	fi
 	$(DEPLOY_PY) -m pip install --no-deps -r requirements/deploy.txt
-	$(DEPLOY_PY) -c "import sentence_transformers, onnxruntime, onnxscript, openvino, nncf, datasets; from optimum.intel.openvino import OVModelForFeatureExtraction; print('deploy environment ready: sentence-transformers', sentence_transformers.__version__)"
+	$(DEPLOY_PY) -c "$(DEPLOY_IMPORTS); print('deploy environment ready: sentence-transformers', sentence_transformers.__version__)"
 	touch $@

@@ -26,7 +26,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from augsbert.params import Params
+from augsbert.params import Params, section_class
 from augsbert.stages import REGISTRY
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "augsbert"
@@ -103,7 +103,17 @@ def option_defaults() -> dict[str, set[str]]:
     for (_, name), found in declarations().items():
         for d in found:
             out[name].add(_fmt(d.default))
+    for stage in REGISTRY.values():  # a section's options its params class does not carry (the suite's resolved ones)
+        section = section_class(stage.params)
+        for f in dataclasses.fields(section) if section else ():
+            if "description" in f.metadata:
+                out[f.name].add(_fmt(_own_field(_declaring(section, f.name), f.name).default))
     return out
+
+
+def _declaring(cls: type, name: str) -> type:
+    """The class of `cls`'s MRO whose own body declares field `name`."""
+    return next(c for c in cls.__mro__ if name in c.__dict__.get("__annotations__", {}))
 
 
 def _literal(node: ast.AST) -> str | None:

@@ -314,10 +314,12 @@ def test_every_artifact_ends_with_a_manifest_that_finds_damage(tmp_path, monkeyp
     assert entry["digest"].startswith("edges-sha256:")
     write_json(big / MANIFEST, manifest)
     assert problems(big) == []
-    # an artifact written before manifests existed is accepted as it is
+    # an artifact written before manifests existed is accepted as it is (it holds spec.json and metrics.json, as
+    # every artifact ever written; one holding spec.json alone is incomplete: issue 64 V1)
     old = tmp_path / "old"
     old.mkdir()
     write_json(old / "spec.json", {"stage": "data"})
+    write_json(old / "metrics.json", {"wall_time_s": 1.0})
     assert problems(old) == []
     # a deleted manifest.json is told from one never written: metrics.json says the artifact had one
     (out / MANIFEST).unlink()
@@ -623,3 +625,47 @@ def test_s5_repair_moves_a_damaged_artifact_aside_and_names_the_files_augsbert_d
     capsys.readouterr()
     assert main(["verify", "--repair"]) == 0
     assert sorted(p.name for p in place.parent.iterdir()) == [place.name, place.name + "-2"]
+
+
+@pytest.mark.workflow
+def test_v1_a_folder_in_an_artifacts_place_holding_nothing_is_named_moved_and_rebuilt(tmp_path, monkeypatch, capsys):
+    """Issue 64 V1: a folder named after a real key holding nothing (or only spec.json): `verify` said "0 damaged",
+    Snakemake took it for built ("Nothing to be done") and `export` pointed at a command that did nothing. Now
+    verify names it incomplete, `--repair` moves it aside, the workflow plans it again, and export says so."""
+    from augsbert.config.load import load_config
+    from augsbert.face.cli import main
+    from augsbert.face.export import ExportError, _finished
+    from augsbert.plan import Plan
+    from workflow_helpers import checkout, keep_experiments, planned
+
+    workdir = checkout(tmp_path / "project")
+    keep_experiments(workdir, "demo_zeroshot")
+    monkeypatch.chdir(workdir)
+    plan = Plan(load_config("config/config.yaml"))
+    folder = Path(plan.node(plan.experiment("demo_zeroshot").runs[42]["data"]).path)
+    folder.mkdir(parents=True)
+    target = "results/demo_zeroshot.json"
+    assert "data" not in planned(workdir, target)  # Snakemake sees only the folder: built, for all it knows
+    finished = "(a finished one holds spec.json, metrics.json and manifest.json)"
+    capsys.readouterr()
+    assert main(["verify"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"{folder}: incomplete, not a finished artifact: it is empty {finished}", out
+    assert out[1] == "1 artifact(s) checked under artifacts, 1 damaged", out
+    with pytest.raises(ExportError) as err:
+        _finished({"path": str(folder)})
+    assert str(err.value) == (f"{folder} is incomplete, not a finished artifact: it is empty {finished}; move it aside "
+                              f"with `augsbert verify --repair`, then build it (`augsbert run <your config> {folder}`)")
+    write_json(folder / "spec.json", {"stage": "data", "key": folder.name})  # only its spec.json
+    assert main(["verify"]) == 1
+    assert capsys.readouterr().out.splitlines()[0] == (
+        f"{folder}: incomplete, not a finished artifact: it holds only spec.json, no metrics.json and no "
+        f"manifest.json {finished}")
+    assert main(["verify", "--repair"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].startswith(f"  moved to artifacts/.quarantine/data/{folder.name}-") and not folder.exists(), out
+    assert out[-1].endswith(f"snakemake <options> <targets> {folder}"), out
+    assert planned(workdir, target)["data"] == 1  # rebuilt by the next run
+    # an empty folder of a stage's name that is no key, or a folder of your own files, is no artifact
+    (workdir / "artifacts" / "data" / "mine").mkdir()
+    assert main(["verify"]) == 2  # no artifact left under artifacts/: an error, as before

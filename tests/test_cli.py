@@ -331,9 +331,9 @@ def test_run_builds_the_snakemake_call_and_an_unknown_name_is_one_line(tmp_path,
     calls = []
     monkeypatch.setattr(cli, "run_snakemake", lambda command: calls.append(command) or 0)
     # a real run first removes the lock files a killed run left (augsbert.store.live_runs), a dry run does not
-    from augsbert.store import live_runs
+    from augsbert.store.live_runs import StaleLocks
 
-    monkeypatch.setattr(live_runs, "clear_stale_locks", lambda: calls.append("clear") or 2)
+    monkeypatch.setattr(cli, "clear_stale_locks", lambda: calls.append("clear") or StaleLocks(2))
     assert main(["run", str(mine), "mine_zero", "demo_quick", "--cores", "3", "-n"]) == 0
     assert calls == [[sys.executable, "-m", "snakemake", "--cores", "3", "--configfile", str(mine), "--dry-run", "--",
                       "results/mine_zero.json", "results/tables/demo_quick.md"]]

@@ -389,13 +389,14 @@ def test_config_files_merge_over_the_shipped_config_as_snakemake_does(tmp_path, 
 
     monkeypatch.chdir(REPO)
     mine = tmp_path / "mine.yaml"
-    mine.write_text("experiments:\n  mine_zeroshot: {dataset: lee, models: [zero_shot]}\ndefaults:\n  student: {lr: 1.0e-5}\n")
+    mine.write_text("experiments:\n  mine_zeroshot: {dataset: lee, models: [zero_shot]}\n  demo_cbe: {teacher: {lr: 1.0e-5}}\n"
+                    "defaults:\n  student: {lr: 1.0e-5}\n")
     assert config_files([mine]) == [REPO / "config" / "config.yaml", mine] or config_files([mine])[1:] == [mine]
     assert config_files(["config/config.yaml", mine])[1:] == [mine]  # the shipped one once
     config = load_configs([mine], lazy=True)
     assert {"mine_zeroshot", "demo_cbe"} <= set(config["experiments"])  # both files' experiments
-    assert config["experiments"]["demo_cbe"]["student"]["lr"] == 1.0e-5  # merged key by key
-    assert config["experiments"]["demo_cbe"]["student"]["epochs"] == 3
+    assert config["experiments"]["demo_cbe"]["student"]["lr"] == 1.0e-5  # my defaults under the shipped experiment
+    assert config["experiments"]["demo_cbe"]["teacher"] == {"arch": "cbe", "lr": 1.0e-5}  # merged key by key
     other = tmp_path / "other.yaml"
     other.write_text("experiments:\n  mine_zeroshot: {models: [zero_shot, lower_bound]}\n")
     assert load_configs([mine, other], lazy=True)["experiments"]["mine_zeroshot"]["models"] == ["zero_shot",

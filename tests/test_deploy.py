@@ -24,6 +24,17 @@ DEPLOY = deploy_python()
 needs_deploy = pytest.mark.skipif(DEPLOY is None, reason=f"no deploy environment: {backend_available('onnx')}")
 
 
+def test_the_deploy_environment_pins_the_main_environment_s_sentence_transformers():
+    """Issue 64, 14: the main environment resolved sentence-transformers 6.3.0 and the deploy environment pinned
+    6.2.0, so loading an export there warned that the model was made with a newer version. The pin follows the
+    main environment where the deploy set allows it (6.3.0 asks transformers >= 5.0, < 6: the set's 5.5.4)."""
+    from importlib.metadata import version
+
+    pins = dict(line.split("==") for line in (Path(__file__).parents[1] / "requirements" / "deploy.txt").read_text()
+                .splitlines() if "==" in line and not line.startswith("#"))
+    assert pins["sentence-transformers"] == version("sentence-transformers")
+
+
 @pytest.mark.parametrize("script", [CONVERTER, CONVERTER.with_name("deploy_speed.py")], ids=lambda p: p.name)
 def test_the_deploy_scripts_import_nothing_of_augsbert(script):
     """Run by the deploy environment's Python by their path (the converter; the frontier's timing, also by this
@@ -337,3 +348,61 @@ def test_the_frontier_times_pytorch_onnx_and_openvino_rows_in_one_deploy_process
     weights = (Path(tiny_model) / "model.safetensors").stat().st_size / 1e6
     torch_mb, onnx_mb, openvino_mb = (r["size_mb"] for r in speed["rows"])
     assert torch_mb > weights and onnx_mb < torch_mb and openvino_mb < torch_mb  # no PyTorch weights counted
+
+
+def _bare_environment(folder: Path) -> Path:
+    """A stand-in for a broken deploy environment: a virtual environment without a single package."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True)
+    return folder / "bin" / "python"
+
+
+def test_x10_a_broken_deploy_environment_names_the_fix(monkeypatch, tmp_path):
+    """Issue 64 X10: a deploy environment missing a package failed with `ModuleNotFoundError: No module named 'numpy'`
+    and no fix; the message names `make deploy-env` (which builds such an environment anew: the next test)."""
+    monkeypatch.delenv(backends.DEPLOY_PYTHON_VARIABLE, raising=False)
+    monkeypatch.chdir(tmp_path)
+    python = _bare_environment(tmp_path / ".venv-deploy")
+    with pytest.raises(BackendError) as err:
+        backends.run_conversion(tmp_path, "onnx", None, "avx512_vnni", [], ["a"], np.ones((1, 2)), {})
+    assert str(err.value) == (
+        f"--backend onnx: the conversion in the deploy environment ({python}) failed: "
+        "ModuleNotFoundError: No module named 'numpy'; the deploy environment is missing a package: run `make "
+        "deploy-env` in the augsbert checkout, which builds it anew when its packages do not import (`make deploy-env "
+        "FORCE=1` always does)")
+    monkeypatch.setenv(backends.DEPLOY_PYTHON_VARIABLE, str(python))  # another environment, named: it is yours
+    with pytest.raises(BackendError, match="; the environment AUGSBERT_DEPLOY_PYTHON names is missing a package: "
+                                           "install requirements/deploy.txt into it, or unset AUGSBERT_DEPLOY_PYTHON"):
+        backends.run_conversion(tmp_path, "onnx", None, "avx512_vnni", [], ["a"], np.ones((1, 2)), {})
+
+
+def test_x10_make_deploy_env_builds_anew_an_environment_that_does_not_import_its_packages(tmp_path):
+    """Issue 64 X10: `make deploy-env` did nothing while `.venv-deploy/.installed` was newer than
+    requirements/deploy.txt, so the obvious fix did not repair a broken environment. It checks the imports (the
+    stand-in: a bare environment) and builds a failing one anew, as it does any with FORCE=1; one that imports them
+    is left as it is. `make -n`: what it would run, nothing downloaded."""
+    import os
+    import shutil
+
+    if shutil.which("make") is None:
+        pytest.skip("no make")
+    makefile = Path(__file__).parents[1] / "Makefile"
+    (tmp_path / "requirements").mkdir()
+    (tmp_path / "requirements" / "deploy.txt").write_text("numpy==2.4.6\n")
+    os.utime(tmp_path / "requirements" / "deploy.txt", (1e9, 1e9))  # older than the environment
+    _bare_environment(tmp_path / "env")
+    (tmp_path / "env" / ".installed").touch()
+
+    def make(*variables: str) -> str:
+        done = subprocess.run(["make", "-n", "-f", str(makefile), "deploy-env", "DEPLOY_VENV=env", *variables],
+                              cwd=tmp_path, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    out = make()
+    assert out.splitlines()[:2] == ["env: it does not import its packages (ModuleNotFoundError: No module named "
+                                    "'sentence_transformers'); removing it and building it anew", "rm -rf env"], out
+    assert "env/bin/python -m pip install --no-deps -r requirements/deploy.txt" in out and "touch env/.installed" in out
+    assert make("DEPLOY_IMPORTS=import json").strip() == "make: Nothing to be done for 'deploy-env'."
+    forced = make("DEPLOY_IMPORTS=import json", "FORCE=1")
+    assert forced.splitlines()[:2] == ["env: FORCE=1; removing it and building it anew", "rm -rf env"], forced
+    assert (tmp_path / "env" / ".installed").is_file()  # `make -n` ran nothing

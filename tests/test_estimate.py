@@ -74,9 +74,10 @@ def test_steps_and_seconds_of_each_job(tmp_path):
     assert teacher.seconds == pytest.approx(estimate.START_S + size * (500 * 16 * per_example + (500 + 300) * per_pair))
     warm = estimate.job_estimate(plan, runs["teacher"]["key"], "cpu", warm=True)
     assert teacher.seconds - warm.seconds == pytest.approx(estimate.START_S - estimate.WARM_START_S)
-    assert teacher.what == "500 steps of 16; scoring 800 dev/test pairs"
+    assert teacher.what == "500 steps of 16; scoring 800 dev/test pairs (500 dev x 1 pass + 300 test)"
     student = estimate.job_estimate(plan, runs["student"]["key"], "cpu")
-    assert student.steps == 70 and student.what == "70 steps of 16; scoring 800 dev/test pairs"  # one pass of 12,050
+    assert student.steps == 70 and student.what == ("70 steps of 16; scoring 800 dev/test pairs (500 dev x 1 pass + "
+                                                    "300 test)")  # one pass of 12,050
     # a Bi-Encoder encodes each text alone: 2 x (text + 2) tokens; the labels are the teacher's (a pair model)
     student_node, labels_node = plan.node(runs["student"]["key"]), plan.node(runs["labels"]["key"])
     assert estimate.example_tokens(plan, student_node, text) == pytest.approx(2 * (text + 2))
@@ -86,6 +87,26 @@ def test_steps_and_seconds_of_each_job(tmp_path):
     assert gpu.seconds - estimate.START_S == pytest.approx((teacher.seconds - estimate.START_S) / estimate.GPU_SPEEDUP)
     one_order, runs = planned(own_data(tmp_path, "{arch: cbe, epochs: 1, batch_size: 16, symmetric: false}"))
     assert estimate.job_estimate(one_order, runs["teacher"]["key"], "cpu").steps == 250
+
+
+@pytest.mark.parametrize("examples, batch, epochs, max_steps", [
+    (294, 16, 1, 360), (294, 16, 1, 19), (294, 16, 1, 20), (320, 16, 1, 40), (5749, 16, 1, 300), (30, 16, 3, None),
+    (495, 32, 1, 16), (496, 32, 1, 16)])
+def test_the_dev_passes_estimated_are_the_passes_training_scores(examples, batch, epochs, max_steps):
+    """Issue 64, 14: the estimate scored the dev split ⌈steps x batch / examples⌉ times, one more than training does
+    where the batches do not divide the examples (294 pairs, batches of 16, 360 steps: 20 against 19). The count is
+    now the ends of passes that augsbert.training.pairs.epoch_end (where BestEpoch scores dev) finds."""
+    from types import SimpleNamespace
+
+    from augsbert.training.pairs import epoch_end
+
+    per_epoch = math.ceil(examples / batch)
+    steps = max_steps or per_epoch * epochs
+    args = SimpleNamespace(max_steps=max_steps or -1, gradient_accumulation_steps=1, num_train_epochs=epochs)
+    loader = range(per_epoch)  # the Trainer's dataloader: one batch per step
+    ends = [step for step in range(1, steps + 1)
+            if epoch_end(args, SimpleNamespace(global_step=step, max_steps=steps), loader) is not None]
+    assert estimate.dev_passes(examples, batch, epochs, max_steps) == len(ends)
 
 
 def test_a_static_student_is_priced_as_a_table_not_as_transformer_steps(tmp_path):
@@ -180,6 +201,53 @@ experiments:
     assert sizes.text_tokens(plan, data) == sizes.DEFAULT_TEXT_CHARS / sizes.CHARS_PER_TOKEN
 
 
+def test_a_run_that_stops_for_a_person_estimates_the_whole_experiment_once(tmp_path, monkeypatch):
+    """Issue 64, 12: a run of `annotator: file` plans (and so estimated) only up to the round it stops at, so each
+    stop estimated the next leg alone. Its estimate adds one line for the whole experiment: every round after the
+    stop planned as if its file were filled, the jobs already built left out."""
+    from collections import Counter
+
+    monkeypatch.chdir(tmp_path)  # no artifact and no round file here
+    plan = Plan(load_configs([str(REPO / "config" / "config.yaml")], lazy=True))
+    spec = plan.experiment_spec("demo_active_file")
+    run = estimate.with_upstream(plan, [r["key"] for roles in spec["runs"].values() for r in roles.values()])
+    assert Counter(plan.node(k).stage for k in run) == {"data": 1, "gold_subset": 1, "teacher": 3, "active_select": 1,
+                                                        "active_label": 1, "active_rounds": 1}  # up to round 1's stop
+    # (the teachers: the all-gold one, round 0's and the untrained one, the curve's 0-label point)
+    whole = Plan(plan.config)
+    whole.every_round = True
+    spec = whole.experiment_spec("demo_active_file")
+    keys = estimate.with_upstream(whole, [r["key"] for roles in spec["runs"].values() for r in roles.values()])
+    assert Counter(whole.node(k).stage for k in keys) == {"data": 1, "gold_subset": 1, "teacher": 4,
+                                                          "active_select": 2, "active_label": 2, "active_rounds": 1}
+    seconds = sum(e.seconds for e in estimate.estimate_jobs(whole, keys, "cpu", True))
+    line = ("augsbert: this run stops where a person labels a round; the whole of the experiment from here, every "
+            f"round included: 11 job(s), {estimate.clock(seconds)} on this CPU (idle cores, as above; the time the "
+            "person takes is not counted) (demo_active_file: a person labels round 1, round 2)")
+    assert estimate.whole_experiment_line(plan, ["demo_active_file"], "cpu", True) == line
+    text = estimate.estimate_text(plan, run, ["demo_active_file"], "cpu", warm=True, load=(0.0, 2))
+    assert text.splitlines()[-1] == line
+    assert estimate.whole_experiment_line(plan, ["demo_zeroshot"], "cpu", True) is None  # no person: no line
+
+    # round 1 filled, the first jobs built: round 2 is awaited, and what is built is not estimated again
+    folder = tmp_path / "annotate" / "demo_active_file"
+    folder.mkdir(parents=True)
+    (folder / "round_1.csv").write_text("pair_id,sentence1,sentence2,score,scale\n" +
+                                        "".join(f"{k},a {k},b {k},{k % 6},0 to 5\n" for k in range(6)))
+    later = Plan(plan.config)
+    labelled = later.experiment_spec("demo_active_file")["runs"]["42"]["active_label_1"]["key"]
+    built = estimate.with_upstream(later, [labelled])
+    assert Counter(later.node(k).stage for k in built) == {"data": 1, "gold_subset": 1, "teacher": 1,
+                                                           "active_select": 1, "active_label": 1}
+    for key in built:
+        Path(later.node(key).path).mkdir(parents=True)
+    # 6: round 2 and after, and the untrained teacher (the curve's 0-label point; no round feeds it, so not built)
+    assert estimate.whole_experiment_line(later, ["demo_active_file"], "cpu", True).endswith(
+        "6 job(s), " + estimate.clock(seconds - sum(e.seconds for e in estimate.estimate_jobs(
+            later, built, "cpu", True))) + " on this CPU (idle cores, as above; the time the person takes is not "
+        "counted) (demo_active_file: a person labels round 2)")
+
+
 def test_gold_subset_counts_are_the_kept_share():
     from augsbert.data.pool import subset_rows
 
@@ -197,7 +265,8 @@ def test_demo_gpl_jobs_are_priced_by_what_they_compute(tmp_path, monkeypatch):
     # the teacher learns the gold subset: round(0.1 x 300) = 30 Lee train pairs, both orders, batches of 16
     assert sizes.split_sizes(plan.node(runs["gold_subset"]["key"]), plan) == {"train": 30, "dev": 45, "test": 105,
                                                                              "unlabeled": 300}
-    assert job["teacher"].steps == 4 and job["teacher"].what == "4 steps of 16; scoring 150 dev/test pairs"
+    assert job["teacher"].steps == 4 and job["teacher"].what == ("4 steps of 16; scoring 150 dev/test pairs (45 dev x "
+                                                                 "1 pass + 105 test)")
     # queries: one inverse-cloze sentence per Lee background document, no model
     assert job["queries"].what == "300 passages x 1 (inverse cloze, no model)"
     assert job["queries"].seconds == pytest.approx(1.0 + 300 * 1e-5)

@@ -233,7 +233,9 @@ def test_import_graph_resolves_every_import_form(tmp_path):
 # libraries over them (scheduling's GPU memory reads the models' sizes), the trainers, the job entries, the user's
 # face.
 ORDER: tuple[tuple[str, ...], ...] = (
-    ("augsbert", "errors", "warm_server"),  # the package's root, its errors, a former module path's pointer
+    # the package's root, its errors, a former module path's pointer, and the exact top-k search (numpy / faiss, no
+    # model: the retrieval evaluation's and the samplers' search, so it sits below both)
+    ("augsbert", "errors", "warm_server", "search"),
     ("params",),
     ("objectives",),
     ("config",),
@@ -257,6 +259,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "augsbert": (),
     "errors": (),
     "warm_server": (),
+    "search": (),
     "params": ("errors",),
     "objectives": ("errors", "params"),
     "config": ("errors", "params"),
@@ -267,9 +270,11 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "plan": ("config", "store", "planning", "stages"),
     "reporting": ("config", "store", "planning", "stages"),
     "models": ("errors", "config", "data", "store", "stages"),
-    "scheduling": ("stages", "models"),
-    "evaluation": ("data", "models"),
-    "sampling": ("errors", "data", "store", "models"),
+    "scheduling": ("store", "stages", "models"),
+    "evaluation": ("data", "models", "search"),
+    # sampling takes texts, embeddings and scores, never a model (issue 66): the jobs load and run the models and pass
+    # sampling their outputs, so every sampling rule is tested without a model
+    "sampling": ("errors", "params", "data", "store", "stages", "search"),  # stages: the options' defaults
     "losses": ("models",),
     "training": ("errors", "objectives", "data", "store", "stages", "models", "scheduling", "evaluation", "sampling"),
     "jobs": ("errors", "params", "objectives", "config", "data", "store", "planning", "stages", "models",
@@ -408,7 +413,9 @@ def test_the_order_check_finds_an_arrow_up_or_sideways():
 
 # ------------------------------------------------------------------ the shape of the package
 
-MAX_FUNCTION_LOCAL_IMPORTS = 40  # of the package's own modules (issue 40): only where a module is heavy
+# of the package's own modules (issue 40): only where a module is heavy or an import-time order needs it (issue 66:
+# 40 -> 28; of those left, the 8 in face/ that import nothing heavy wait for face/'s split)
+MAX_FUNCTION_LOCAL_IMPORTS = 28
 
 
 def function_local_imports(root: Path) -> list[str]:
@@ -525,6 +532,41 @@ def stage_modules_imported(root: Path, importers: tuple[str, ...] = SIZING,
             if target.startswith(f"{package}.stages") and target not in allowed:
                 found.append(f"{module}:{node.lineno} imports {target}{'.' + name if name else ''}")
     return sorted(found)
+
+
+# Sampling takes texts, embeddings and scores (issue 66): beside importing no module of models/ (LAYERS), none of its
+# modules imports a model library, so a job loads and runs the model and hands sampling what it computed.
+MODEL_LIBRARIES = ("sentence_transformers", "transformers", "peft")
+
+
+def model_library_imports(root: Path, part: str = "sampling") -> list[str]:
+    """`module:line imports library` of every import (module level or in a function) of a model library by `part`."""
+    found = []
+    for module, path in module_names(root).items():
+        if part_of(module) != part:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            found += [f"{module}:{node.lineno} imports {name}" for name in names
+                      if name.split(".")[0] in MODEL_LIBRARIES]
+    return sorted(found)
+
+
+def test_sampling_loads_no_model():
+    found = model_library_imports(SRC)
+    assert not found, ("sampling imports a model library (load and run the model in the job, pass sampling the "
+                       "embeddings or scores):\n  " + "\n  ".join(found))
+
+
+def test_the_model_library_check_finds_one(tmp_path):
+    pkg = tmp_path / "augsbert"
+    for name, text in {"__init__.py": "", "sampling/__init__.py": "", "sampling/a.py": "import numpy\n",
+                       "sampling/b.py": "def f():\n    from sentence_transformers import CrossEncoder\n",
+                       "models/c.py": "import transformers\n"}.items():
+        (pkg / name).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / name).write_text(text)
+    assert model_library_imports(pkg) == ["augsbert.sampling.b:2 imports sentence_transformers"]
 
 
 def test_sizing_imports_no_stage_constant():

@@ -10,18 +10,27 @@ copies declarations, it declares nothing). Two exceptions are allowed, each name
   place (a null option filled from a preset, a task resolved to its files); each is pinned here with why.
 
 The inventory (tests/options_inventory.py) prints what this test checks.
+
+The shipped config/config.yaml does not write a default again either: a value of its `defaults:` equal to what the
+options class declares would silently override a later change of the class's default (issue 66); one kept on
+purpose is listed in KEPT_IN_CONFIG with why.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from pathlib import Path
 
+import yaml
 from options_inventory import restated_defaults
 
-from augsbert.params import option, restate, slice_of
+from augsbert.params import Params, default_of, option, restate, section_class, slice_of
 from augsbert.stages import REGISTRY
+from augsbert.stages.runs import ExperimentOptions
 from augsbert.stages.training_options import TrainingOptions
+
+CONFIG = Path(__file__).resolve().parents[1] / "config" / "config.yaml"
 
 # (stage, field): why its params class writes a resolved value in place of the option
 RESOLVED = {
@@ -32,10 +41,6 @@ RESOLVED = {
     ("student", "selection"): "the option's null is resolved by transfer (source_dev / target_dev)",
     ("student", "freeze_embeddings"): "the option's null is resolved from the checkpoint (adapted or not)",
     ("teacher", "freeze_embeddings"): "the option's null is resolved from the checkpoint (adapted or not)",
-    ("suite", "topic"): "the topic task resolved for the dataset (None: no topics)",
-    ("suite", "positive_threshold"): "set only when the diagnostics run (alignment / uniformity)",
-    ("suite", "mteb"): "the MTEB tasks resolved to their files (None: none)",
-    ("suite", "retrieval"): "the BEIR qrels resolved (split, score function; None: no retrieval task)",
 }
 
 # (file, option, literal default) that the scan of src/ finds but that give no stage option a default: a name an
@@ -154,3 +159,66 @@ def test_no_option_default_is_written_outside_its_class():
 def test_the_not_option_list_holds_no_stale_entry():
     seen = {(path, name, value) for path, _, _, name, value in restated_defaults()}
     assert not set(NOT_OPTION_DEFAULTS) - seen, set(NOT_OPTION_DEFAULTS) - seen
+
+
+# ------------------------------------------------------------------ config/config.yaml's `defaults:`
+
+# `defaults.<section>.<option>` (or `defaults.<experiment key>`) the shipped config sets to its class's default on
+# purpose: why (none today: the options' defaults are the thesis' settings, `augsbert config-reference` lists them)
+KEPT_IN_CONFIG: dict[str, str] = {}
+
+
+def _same(value, default) -> bool:
+    """Equal as config values: 2e-5 and 2.0e-5, 1 and 1.0 are; True and 1 are not."""
+    return value == default and isinstance(value, bool) == isinstance(default, bool)
+
+
+def restated_in_config(defaults: dict, classes: dict[str, type] | None = None) -> list[str]:
+    """`defaults.<path> = <value>` of every value of a config's `defaults:` equal to the default its options class
+    declares (a section's class, by `SECTION`; an experiment's own keys: ExperimentOptions), nested options
+    followed into their class. Keys no class declares are the schema's to refuse."""
+    if classes is None:
+        classes = {cls.SECTION: cls for cls in map(section_class, (s.params for s in REGISTRY.values())) if cls}
+
+    def walk(values: dict, cls: type, where: str) -> list[str]:
+        found = []
+        names = {f.name for f in dataclasses.fields(cls)}
+        for name, value in values.items():
+            if name not in names:
+                continue
+            default = default_of(cls, name)
+            if isinstance(default, Params) and isinstance(value, dict):
+                found += walk(value, type(default), f"{where}.{name}")
+            elif _same(value, default.to_json() if isinstance(default, Params) else default):
+                found.append(f"{where}.{name} = {value!r}")
+        return found
+
+    found = walk({k: v for k, v in defaults.items() if k not in classes}, ExperimentOptions, "defaults")
+    for section, values in defaults.items():
+        if section in classes and isinstance(values, dict):
+            found += walk(values, classes[section], f"defaults.{section}")
+    return found
+
+
+def test_the_config_restates_no_class_default():
+    defaults = yaml.safe_load(CONFIG.read_text(encoding="utf-8")).get("defaults") or {}
+    found = [f for f in restated_in_config(defaults) if f.split(" = ")[0] not in KEPT_IN_CONFIG]
+    assert not found, ("config/config.yaml restates class defaults (remove them: the class's default applies; or "
+                       "list one kept on purpose in KEPT_IN_CONFIG with why):\n  " + "\n  ".join(found))
+
+
+def test_every_value_kept_in_the_config_is_there():
+    defaults = yaml.safe_load(CONFIG.read_text(encoding="utf-8")).get("defaults") or {}
+    there = {f.split(" = ")[0] for f in restated_in_config(defaults)}
+    assert not set(KEPT_IN_CONFIG) - there, set(KEPT_IN_CONFIG) - there
+
+
+def test_the_config_check_finds_a_restated_default():
+    defaults = {"base_model": "minilm-l6", "gold_fraction": 1.0, "models": ["teacher"],
+                "teacher": {"arch": "cbe", "lr": 2.0e-5, "epochs": 4},
+                "candidates": {"strategies": ["none"], "candidate_pool": {"random": 5, "semantic_search": 3}},
+                "labels": {"relabel_gold": True}, "suite": {"positive_threshold": 1}}
+    assert restated_in_config(defaults) == [
+        "defaults.base_model = 'minilm-l6'", "defaults.gold_fraction = 1.0", "defaults.teacher.arch = 'cbe'",
+        "defaults.teacher.lr = 2e-05", "defaults.candidates.strategies = ['none']",
+        "defaults.candidates.candidate_pool.semantic_search = 3", "defaults.labels.relabel_gold = True"]

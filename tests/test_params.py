@@ -110,6 +110,28 @@ def test_nested_lists_and_unions():
         Example.from_json({"files": "x", "pairs": [["n", 2]]})
 
 
+def test_a_resolved_field_reads_and_writes_its_options_name():
+    """issue 66: a suite spec's `topic` (the topic task resolved for the dataset) is the field `topic_task`, so the
+    option's name stands for one type in the class; the spec, and so the key, keeps `topic`."""
+    from augsbert.stages.suite import SuiteParams, TopicTask
+
+    raw = {"batch_size": 8, "max_length": 64, "topic": {"test_fraction": 0.2, "prompted": "¥"},
+           "positive_threshold": 0.8, "retrieval": {"split": "test"}}
+    params = SuiteParams.from_json(raw)
+    assert params.topic_task == TopicTask(test_fraction=0.2, prompted="¥") and params.diagnostics_threshold == 0.8
+    assert params.retrieval_task == {"split": "test"} and params.mteb_tasks is None
+    assert not hasattr(params, "topic") and not hasattr(params, "positive_threshold")
+    back = params.to_json()
+    assert holds(back, raw) and "topic_task" not in back and back["mteb"] is None
+    assert set(params.spec_json()) == set(raw)  # what the spec held, under its names
+    changed = params.replace(mteb_tasks={"STS12": "hub"}).spec_json()
+    assert set(changed) == {*raw, "mteb"} and changed["mteb"] == {"STS12": "hub"}
+    with pytest.raises(ConfigError, match="^spec params.topic.test_fraction: expected float, got str 'x'$"):
+        SuiteParams.from_json({**raw, "topic": {"test_fraction": "x"}}, "spec params")
+    with pytest.raises(ConfigError, match="^params: unknown parameter 'topic_task' for SuiteParams"):
+        SuiteParams.from_json({"topic_task": None})
+
+
 def test_the_data_stage_keeps_each_loaders_own_options():
     from augsbert.stages.data import DataParams
 

@@ -121,7 +121,14 @@ def test_a_small_silver_pool_or_set_is_warned_about_with_the_count_and_why():
     assert small_silver(params, 325, 0, {"bm25": 300}) == []
     assert small_silver(params, 180, 820, {"bm25": 500}) == [  # issue 50: a pool shrunk by 82 % is said too
         "820 of the 1000 pool sentences (82 %) occur in dev/test pairs and were removed from the silver pool "
-        "(candidates.exclude_eval_sentences): the splits share many sentences"]
+        "(candidates.exclude_eval_sentences): the splits share many sentences; for a larger pool, set candidates.pool: "
+        "train+unlabeled (the train pairs left unlabelled, with gold_fraction < 1, and the dataset's `unlabeled` file) "
+        "and give the `unlabeled` file sentences that occur in no dev/test pair (the test-free sentences: none is "
+        "removed)"]  # issue 64, 14: and what to do about it
+    both = type("P", (), {"pool": "train+unlabeled", "top_k": 3, "strategies": ["bm25"]})()
+    assert small_silver(both, 180, 820, {"bm25": 500})[0].endswith(
+        "the splits share many sentences; for a larger pool, give the dataset's `unlabeled` file sentences that "
+        "occur in no dev/test pair (the test-free sentences: none is removed)")
     none = type("P", (), {"pool": "train", "top_k": 3, "strategies": ["none"]})()
     assert small_silver(none, 325, 0, {"none": 300}) == []  # no sampling asked for: no silver to warn about
 

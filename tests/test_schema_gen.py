@@ -191,7 +191,7 @@ from augsbert.plan import Plan
 
 def labels_params(override):
     config = load_configs(["config/config.yaml"], lazy=True)
-    config["experiments"]["demo_augsbert_cbe"]["labels"].update(override)
+    config["experiments"]["demo_augsbert_cbe"].setdefault("labels", {}).update(override)
     plan = Plan(config)
     runs = plan.experiment("demo_augsbert_cbe").runs
     node = plan.node(runs[min(runs)]["labels"])
@@ -251,14 +251,14 @@ def test_a_teacher_members_overrides_are_the_teacher_sections_options_made_nulla
     schema = load_schema()["$defs"]
     teacher, member = schema["stage_options"]["properties"]["teacher"]["properties"], \
         schema["teacher_member"]["properties"]
-    assert list(member) == ["seed", "arch", "base_model", "base", "max_length", "symmetric", "loss", "activation",
-                            "epochs", "batch_size", "lr", "warmup_ratio", "weight_decay", "freeze_embeddings",
-                            "group_by_length", "megabatch"]
+    assert list(member) == ["seed", "bag", "arch", "base_model", "base", "max_length", "symmetric", "loss",
+                            "activation", "epochs", "batch_size", "lr", "warmup_ratio", "weight_decay",
+                            "freeze_embeddings", "group_by_length", "megabatch"]
     assert member["max_length"] == {"type": ["integer", "null"], "minimum": 8, "default": None,
                                     "description": "See `teacher.max_length`."}
     assert member["loss"]["enum"] == ["bce", "mse", None] and member["freeze_embeddings"]["type"] == ["boolean",
                                                                                                    "null"]
-    for name in list(member)[1:]:
+    for name in list(member)[2:]:  # after the member's own options (seed, bag)
         assert {k: v for k, v in member[name].items() if k not in ("type", "enum", "default", "description")} \
             == {k: v for k, v in teacher[name].items() if k not in ("type", "enum", "default", "description")}
 

@@ -256,3 +256,34 @@ def test_members_and_rounds_are_model_rows_of_the_results_and_tables():
     assert numbered_roles(roles) == ["teacher_member_1", "te_cross_2", "te_cross_2_mutual", "te_bi_2", "te_cross_10"]
     assert row_label("teacher_member_0", "CE", []) == "Teacher member 1 (CE)"
     assert row_label("te_cross_1_mutual", "CE", ["mutual"]) == "Trans-Encoder round 1: CE cross (mutual) [mutual]"
+
+
+def test_a_one_pair_gold_train_split_is_refused_where_a_model_trains_on_it(tmp_path, monkeypatch, capsys,
+                                                                            tiny_model):
+    """Issue 64: a one-pair gold train split ran without a word: a teacher and a lower bound fitted one score and their
+    figures stood in the results as a trained model's. The job refuses with one line naming the file (a pair, its
+    swap and a duplicate are one pair), before it loads a model."""
+    import json
+
+    from augsbert.face.cli import main
+    from augsbert.store.artifacts import artifact_dir
+    from conftest import teacher_spec_params, train_params
+
+    monkeypatch.chdir(tmp_path)
+    data = tmp_path / "artifacts" / "data" / "mine-0123456789"
+    pairs = pd.DataFrame({"sentence1": ["a cat", "a dog", "a cat"], "sentence2": ["a dog", "a cat", "a dog"],
+                          "score": [0.5, 0.5, 0.5]})
+    with artifact_dir(data, {"stage": "data", "key": data.name}) as tmp:
+        for split in ("train", "dev", "test"):
+            pairs.to_parquet(tmp / f"{split}.parquet", index=False)
+    refused = (f"augsbert teacher: error: {data}/train.parquet: 1 distinct pair(s) to train on; a model needs at "
+               "least 2 (fitted to one pair's score it ranks nothing, and its figures would pass for a trained "
+               "model's): give the dataset's train split more labelled pairs")
+    for stage, params in (("teacher", teacher_spec_params(model=tiny_model)),
+                          ("student", {**train_params("be").to_json(), "model": tiny_model, "use_gold_labels": True})):
+        spec = json.dumps({"stage": stage, "key": "k", "inputs": {"data": str(data)}, "params": params})
+        capsys.readouterr()
+        assert main(["-q", stage, "--spec", spec, "--out", str(tmp_path / stage), "--device", "cpu"]) == 2
+        err = capsys.readouterr().err
+        assert err.strip() == refused.replace("augsbert teacher", f"augsbert {stage}"), err
+        assert not (tmp_path / stage).exists()

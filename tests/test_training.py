@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -242,6 +243,31 @@ def test_resume_state_of_another_configuration_is_discarded(tiny_model, tmp_path
     assert [h["dev_spearman"] for h in result.metrics["dev_history"]] != [99.0]
 
 
+def test_a_checkpoint_cut_short_by_a_kill_is_not_resumed_from(tmp_path):
+    """A job killed while the Trainer saved its checkpoint left `checkpoint-360/` with the weights and no
+    trainer_state.json (written last); its resume failed with FileNotFoundError and so did every rerun. The cut
+    checkpoint goes, the newest whole one is resumed from (here none: a fresh start)."""
+    from augsbert.training.common import train_resuming
+
+    class Trainer:
+        def train(self, resume_from_checkpoint=None):
+            self.resumed = resume_from_checkpoint
+            return "trained"
+
+    trainer_dir = tmp_path / "trainer"
+    whole, cut = trainer_dir / "checkpoint-10", trainer_dir / "checkpoint-20"
+    for checkpoint in (whole, cut):
+        checkpoint.mkdir(parents=True)
+        (checkpoint / "model.safetensors").write_text("weights")
+    (whole / "trainer_state.json").write_text("{}")
+    trainer = Trainer()
+    assert train_resuming(trainer, trainer_dir) == ("trained", "checkpoint-10")
+    assert trainer.resumed == str(whole) and not cut.exists()
+    (whole / "trainer_state.json").unlink()  # the only checkpoint cut short: a fresh start, not a crash
+    assert train_resuming(trainer, trainer_dir) == ("trained", None)
+    assert trainer.resumed is None and not whole.exists()
+
+
 def test_resume_state_is_tidied_after_a_killed_write(tmp_path):
     from augsbert.training.common import claim_workdir
 
@@ -299,3 +325,81 @@ def test_training_runs_with_the_heap_kept_from_full_collections(tiny_model, tmp_
     with pytest.raises(RuntimeError), frozen_heap():
         raise RuntimeError("a failed step")
     assert gc.get_freeze_count() == 0
+
+
+@pytest.mark.parametrize("pairs", [8, 40])
+def test_a_rounds_teacher_trains_its_step_budget_whatever_the_rounds_size(pairs, tiny_model, tmp_path):
+    """The round protocol (issue 65): a teacher's `max_steps` is a budget, not a cap on one pass. 7 steps at batch 16
+    are 7 passes over 8 pairs (a round's few labels) and 2 passes and a step over 40, the model after the last step
+    kept (`selection: last`, as the active grids run it: no dev split read)."""
+    train = theme_pairs(pairs, 7)
+    params = train_params("cbe", max_steps=7, selection="last")
+    result = fit("cbe", tiny_model, train, None, params, tmp_path / "work", "cpu", "fp32")
+    assert result.metrics["steps"] == 7 and "dev_history" not in result.metrics
+    assert [h["step"] for h in result.metrics["loss_log"]][-1] == 7
+
+
+def test_dev_selection_keeps_the_best_pass_after_warm_up(tmp_path, monkeypatch):
+    """A constructed case (issue 65: at 287 labels best-on-dev kept step 18, inside warm-up, over the last step): a
+    budget of 300 steps, passes of 18 steps, warm-up of 30. The pass at step 18 has the best dev score of all (the
+    untrained model's dev score is high); with `after_warmup` (teachers) the best pass after warm-up (step 72) is
+    kept and step 18 is logged as inside warm-up; without it (students, as before) step 18 is kept. Patience counts
+    from the first pass that can be kept. Fails on the old BestEpoch, which has no `after_warmup`."""
+    from augsbert.training import pairs
+
+    scores = {18: 80.0, 36: 60.0, 54: 70.0, 72: 74.0, 90: 73.0}
+    monkeypatch.setattr(pairs, "dev_spearman", lambda arch, model, dev, params: scores.get(state.global_step, 72.0))
+    saved = []
+
+    class Arch:
+        @staticmethod
+        def save(model, path):
+            path.mkdir(parents=True)
+            saved.append(state.global_step)
+
+    class Model:
+        def train(self):
+            return self
+
+    args = SimpleNamespace(max_steps=300, gradient_accumulation_steps=1, warmup_steps=30, num_train_epochs=1)
+    state = SimpleNamespace(global_step=0, max_steps=300, log_history=[])
+    _, BestEpoch, _ = pairs._callbacks()
+
+    def run(after_warmup: bool, folder: str, patience: int = 0) -> dict:
+        saved.clear()
+        best = BestEpoch(Arch, None, train_params("cbe", early_stopping_patience=patience), tmp_path / folder / "best",
+                         tmp_path / folder / "best.json", after_warmup)
+        (tmp_path / folder).mkdir()
+        for state.global_step in range(1, 301):
+            best.on_step_end(args, state, None, model=Model(), train_dataloader=range(18))
+            if best.stop:
+                break
+        return best.record
+
+    record = run(True, "teacher")
+    assert record["best"]["step"] == 72 and saved == [36, 54, 72]
+    assert [h["step"] for h in record["history"] if h.get("in_warmup")] == [18]
+    assert [h["step"] for h in record["history"]][-2:] == [288, 300]
+    assert run(False, "student")["best"]["step"] == 18 and saved == [18]
+    stopped = run(True, "patient", patience=1)  # step 18 is no best to count from: no stop at step 36
+    assert stopped["best"]["step"] == 72 and stopped["stopped_early"] == {"epoch": 5, "best_epoch": 4, "patience": 1}
+    assert pairs.selectable(30, 30, 300) and not pairs.selectable(29, 30, 300) and pairs.selectable(5, 30, 5)
+
+
+@pytest.mark.parametrize("arch", ["cbe", "ce"])
+def test_a_teacher_of_zero_steps_is_its_base_model_as_it_is(arch, tiny_model, tmp_path):
+    """`max_steps: 0` (the untrained teacher of an active-learning curve): no training step and no dev score; the
+    model is the one training would start from, so its test scores are the base model's (a CBE: the cosine of its
+    segment means, the same for every seed; a Cross-Encoder: its seeded fresh head)."""
+    from augsbert.training.pairs import _build
+
+    train, dev, test = theme_pairs(32, 7), theme_pairs(16, 8), theme_pairs(24, 9)
+    params = train_params(arch, max_steps=0)
+    result = fit(arch, tiny_model, train, dev, params, tmp_path / "work", "cpu", "fp32")
+    assert result.metrics["steps"] == 0 and "dev_history" not in result.metrics and not (tmp_path / "work").exists()
+    architecture = ARCHITECTURES[arch]
+    pairs = list(zip(test["sentence1"], test["sentence2"]))
+    same = architecture.predict(_build(architecture, tiny_model, params, "cpu", 42), pairs, 8, params)
+    np.testing.assert_array_equal(architecture.predict(result.model, pairs, 8, params), same)
+    other = architecture.predict(_build(architecture, tiny_model, params, "cpu", 7), pairs, 8, params)
+    assert np.array_equal(other, same) == (arch == "cbe")  # only a Cross-Encoder's head is seeded

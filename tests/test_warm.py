@@ -257,4 +257,43 @@ def test_a_served_command_imports_only_the_socket_client_before_it_hands_over():
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                             env={**os.environ, "PYTHONPATH": str(REPO / "src")})
     assert json.loads(loaded.stdout) == ["augsbert", "augsbert.face", "augsbert.face.launch", "augsbert.face.warm",
-                                   "augsbert.scheduling", "augsbert.scheduling.progress"]
+                                   "augsbert.scheduling", "augsbert.scheduling.progress", "augsbert.store",
+                                   "augsbert.store.processes"]  # the last: whether a pid lives (os, socket only)
+
+
+def test_the_folder_of_a_killed_run_s_server_is_removed_by_the_next_run(tmp_path, monkeypatch):
+    """Issue 64: each `kill -9` of a run left its warm server's folder in the temporary folder (the server ends with its
+    run, and no hook ran to remove the folder), and no later run removed it. The next run's start removes the
+    folders of runs that are gone, and leaves a live run's and another user's kind of leftovers alone."""
+    import tempfile
+
+    from augsbert.face import warm
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.delenv(SOCKET_ENV, raising=False)
+    env = {**os.environ, "AUGSBERT_WARM_PRELOAD": "augsbert.face.cli", "TMPDIR": str(tmp_path),
+           "PYTHONPATH": str(REPO / "src")}
+    code = ("import os, time; from augsbert.face import warm; path = warm.start_for_run()\n"
+            "while not os.path.exists(path): time.sleep(0.05)\n"
+            "print(path, flush=True); time.sleep(600)")
+    run = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
+    left = Path(run.stdout.readline().strip()).parent
+    run.kill()  # SIGKILL: stop_for_run never runs; the server sees its parent gone and ends
+    run.wait()
+    for _ in range(200):  # the server has ended when its socket's lock file is gone
+        if not Path(warm.lock_path(str(left / "warm.sock"))).exists():
+            break
+        time.sleep(0.05)
+    assert left.is_dir()
+    recent = tmp_path / "augsbert-warm-ab3de_gh"  # an earlier version's name (no pid): kept while recent
+    recent.mkdir()
+    monkeypatch.setenv("AUGSBERT_WARM_PRELOAD", "augsbert.face.cli")
+    path = warm.start_for_run()
+    try:
+        assert not left.exists() and recent.is_dir()  # the killed run's folder removed
+        assert left.name.startswith(f"augsbert-warm-{run.pid}-")  # named by its run
+        assert Path(path).parent.name.startswith(f"augsbert-warm-{os.getpid()}-")
+        os.utime(recent, (time.time() - 3600, time.time() - 3600))
+        assert warm.sweep_left_folders() == [str(recent)] and Path(path).parent.is_dir()  # this run's is kept
+    finally:
+        warm.stop_for_run()

@@ -18,3 +18,8 @@ class DataError(ValueError):
 
 class MissingDataError(DataError, FileNotFoundError):
     """A raw data file is absent; the message says where it comes from and where to put it."""
+
+
+class LabellingStop(Exception):
+    """A run stopped for a person to label a round's pairs (`active.annotator: file`): planned, not a failure; the
+    message names the file and the command that continues the run (augsbert.scheduling.stops)."""

@@ -13,7 +13,9 @@ cannot drift.
 
 Annotations understood: int, float (an int is accepted and converted), bool, str, `X | None`,
 `list[X]`, `dict[str, X]`, `Literal[...]`, `Any`, and nested `Params` classes.
-A field with a default may be absent from the JSON; a field without one must be present.
+A field with a default may be absent from the JSON; a field without one must be present. A field made with
+`resolved(default, key)` is read from and written to the JSON under `key` (the name of the option whose resolved
+form the planner writes there: the spec keeps its keys, the class one name per concept).
 
 This module is the machinery (reading, checking, the options' schema) and the model identity every stage that
 loads a model records (`ModelParams`). The options themselves are declared once, in the stages' options classes
@@ -128,7 +130,7 @@ class Params:
     def from_json(cls: type[P], data: dict, where: str = "params") -> P:
         if not isinstance(data, dict):
             raise ConfigError(f"{where}: expected an object, got {type(data).__name__}")
-        fields = {f.name: f for f in dataclasses.fields(cls)}
+        fields = {spec_key(f): f for f in dataclasses.fields(cls)}  # by the name the JSON holds
         unknown = sorted(set(data) - set(fields))
         if cls.OPEN:
             data = {**{k: v for k, v in data.items() if k not in unknown}, "options": {k: data[k] for k in unknown}}
@@ -140,7 +142,8 @@ class Params:
         if missing:
             raise ConfigError(f"{where}: missing parameter {missing[0]!r} for {cls.__name__}")
         hints = _hints(cls)
-        read = cls(**{name: _check(hints[name], value, f"{where}.{name}") for name, value in data.items()})
+        read = cls(**{fields[key].name: _check(hints[fields[key].name], value, f"{where}.{key}")
+                      for key, value in data.items()})
         object.__setattr__(read, "_given", frozenset(data))  # what the spec holds (spec_json)
         return read
 
@@ -155,7 +158,7 @@ class Params:
             if isinstance(value, dict):
                 return {k: plain(v) for k, v in value.items()}
             return value
-        values = {f.name: plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        values = {spec_key(f): plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
         if self.OPEN:
             values.update(values.pop("options"))
         return values
@@ -172,7 +175,8 @@ class Params:
         new = dataclasses.replace(self, **changes)
         given = self.__dict__.get("_given")
         if given is not None:
-            object.__setattr__(new, "_given", given | set(changes))
+            keys = {f.name: spec_key(f) for f in dataclasses.fields(self)}
+            object.__setattr__(new, "_given", given | {keys[name] for name in changes})
         return new
 
     @classmethod
@@ -180,6 +184,18 @@ class Params:
         """The schema properties an options class writes (augsbert.face.schema): one per option. A class whose
         keys are declared elsewhere too adds them here (`pretrain`: the objectives' own options and choices)."""
         return options_schema(cls, cls.SECTION or cls.__name__)
+
+
+def resolved(default: Any, key: str) -> Any:
+    """A field of a params class that holds what the planner resolved an option to, written in the spec under the
+    option's name `key` (a suite spec's `topic` is the topic task found for the dataset): the artifact keys keep
+    that name, and the field its own (`topic_task`), so no option's name stands for two types in one class."""
+    return field(default=default, metadata={"key": key})
+
+
+def spec_key(f: dataclasses.Field) -> str:
+    """The name field `f` has in a spec's JSON: its own, or the option name a `resolved` field is written under."""
+    return f.metadata.get("key", f.name)
 
 
 def override_schema(prop: dict, description: str) -> dict:

@@ -74,6 +74,12 @@ import logging as _logging
 from augsbert.face.cli import QuietRuleExceptions as _QuietRuleExceptions
 
 _logging.getLogger("snakemake.logging").addFilter(_QuietRuleExceptions())
+# A labelling job's stop for a person (active.annotator: file) is no failure: Snakemake's report of it is left out,
+# and `onerror` (workflow/Snakefile) ends the run with one line saying so (augsbert/scheduling/stops.py)
+from augsbert.scheduling.stops import StopReport as _StopReport
+
+STOP_REPORT = _StopReport()
+_logging.getLogger("snakemake.logging").addFilter(STOP_REPORT)
 
 # The stage rules' message: a job named by its role rather than its stage (the lower bound, a `student` job) is
 # printed as `Job N: lower_bound: artifacts/student/<key> ...`; every other job as Snakemake prints it
@@ -157,6 +163,21 @@ from augsbert.scheduling.resources import job_gpu_mem, job_resources, profile_va
 from augsbert.scheduling.slurm import job_threads
 from augsbert.stages import REGISTRY
 from augsbert.scheduling import gpus as _gpus
+
+# A job that outlived its run (`kill -9` of Snakemake) finished its artifact, and Snakemake's mark of it as incomplete
+# stayed: with the profile's `rerun-incomplete` the run would delete that finished artifact and train it again. Before
+# Snakemake reads the marks, each finished artifact's is removed and the console says so (augsbert/store/incomplete.py).
+# Only Snakemake's default store of marks, files (`--persistence-backend db` keeps them in a database).
+_backend = getattr(getattr(workflow, "workflow_settings", None), "persistence_backend", None)
+if workflow.is_main_process and getattr(_backend, "name", "FILE") == "FILE":
+    from augsbert.store.incomplete import keep_finished as _keep_finished
+
+    for _kept in _keep_finished({_stage.name: _stage.holds for _stage in REGISTRY.values()}):
+        print(
+            f"augsbert: {_kept} was finished by a job that outlived the run that started it (its manifest checks): "
+            "kept, not run again (Snakemake's incomplete marker of it removed)",
+            file=sys.stderr,
+        )
 
 # Several model jobs per GPU in a local run (augsbert/scheduling/gpus.py): the visible GPUs' memory becomes the
 # global resource `gpu_mem_mb`, every model job asks for its estimate, and each job takes a GPU with

@@ -11,6 +11,13 @@ columns are found by name (extra columns, such as an annotation tool's, are igno
 every row must hold a pair id of the file once, and a finite number within the scale as its score: a row that does
 not stops the reading with the file and the line of that row. Only the standard library is used, so planning can
 check a file without importing pandas.
+
+A file saved again by a spreadsheet is read as it was meant (issue 64): a byte-order mark and CRLF line ends are
+taken as they come, and the separator is the one of `,`, `;` and tab under which the header names the columns
+(Excel writes `;` where the locale's decimal mark is a comma). Under `;` or tab a score written with a decimal
+comma (`2,5`, as those locales write it) is read as 2.5; under `,` a comma cannot be inside an unquoted score.
+The file is keyed by what it says (`content_digest`: each row's pair id, texts and score), not by its bytes, so
+saving it again unchanged reruns nothing.
 """
 
 from __future__ import annotations
@@ -18,8 +25,10 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import json
 import math
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +37,8 @@ from ..errors import DataError
 COLUMNS = ("pair_id", "sentence1", "sentence2", "score", "scale")
 REQUIRED = ("pair_id", "sentence1", "sentence2", "score")
 MAX_BYTES = 64 * 2**20  # an annotation file larger than this is not one this workflow wrote for a person
+SEPARATORS = (",", ";", "\t")  # tried in this order: the header must name the columns under one of them
+DECIMAL_COMMA = re.compile(r"[+-]?\d*,\d+")  # `2,5`: a score in a locale whose decimal mark is a comma
 
 
 @dataclass(frozen=True)
@@ -80,12 +91,34 @@ def _text(path: Path, data: bytes) -> str:
     return text
 
 
+def separator(text: str) -> str:
+    """The separator of the file: the first of SEPARATORS under which its header names every REQUIRED column, else
+    the one that splits the header most (its missing column is then named as such)."""
+    first = text.splitlines()[0] if text else ""
+    split = {sep: [h.strip() for h in next(csv.reader([first], delimiter=sep), [])] for sep in SEPARATORS}
+    for sep, names in split.items():
+        if all(c in names for c in REQUIRED):
+            return sep
+    return max(SEPARATORS, key=lambda sep: len(split[sep]))
+
+
+def _score(raw: str, sep: str) -> float:
+    if sep != "," and DECIMAL_COMMA.fullmatch(raw):
+        raw = raw.replace(",", ".")
+    try:
+        return float(raw)
+    except ValueError:
+        return math.nan
+
+
 def read_annotations(path: str | Path, scale: tuple[float, float], data: bytes | None = None) -> list[Annotation]:
     """Every row of a filled annotation file (`data`: its bytes, if read already), checked: a DataError names the
     file and line of the first bad one."""
     path = Path(path)
     lo, hi = scale
-    reader = csv.reader(io.StringIO(_text(path, _bytes(path) if data is None else data), newline=""))
+    text = _text(path, _bytes(path) if data is None else data)
+    sep = separator(text)
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=sep)
     try:
         header = next(reader)
     except StopIteration:
@@ -94,8 +127,9 @@ def read_annotations(path: str | Path, scale: tuple[float, float], data: bytes |
     names = [h.strip() for h in header]
     missing = [c for c in REQUIRED if c not in names]
     if missing:
-        raise DataError(f"{path}:1: no column {missing[0]!r} (the header has {', '.join(names) or 'nothing'}); "
-                        f"the file needs {', '.join(REQUIRED)}")
+        raise DataError(f"{path}:1: no column {missing[0]!r} (the header has {', '.join(names) or 'nothing'}, read "
+                        f"with the separator {sep!r}; `,`, `;` and tab are read); the file needs "
+                        f"{', '.join(REQUIRED)}")
     where = {c: names.index(c) for c in REQUIRED}
     found: list[Annotation] = []
     seen: dict[int, int] = {}
@@ -118,10 +152,7 @@ def read_annotations(path: str | Path, scale: tuple[float, float], data: bytes |
         if not raw:
             raise DataError(f"{path}:{line}: pair {pair_id} has no score yet: fill the score column of every row "
                             f"({scale_text(scale)}), then run the same command again")
-        try:
-            score = float(raw)
-        except ValueError:
-            score = math.nan
+        score = _score(raw, sep)
         if not math.isfinite(score):
             raise DataError(f"{path}:{line}: the score {raw[:40]!r} of pair {pair_id} is not a number (write a "
                             f"number from {scale_text(scale)})")
@@ -132,29 +163,46 @@ def read_annotations(path: str | Path, scale: tuple[float, float], data: bytes |
     return found
 
 
+def content_digest(rows: list[Annotation]) -> str:
+    """The sha256 of what a filled file says: each row's pair id, texts (as compared: without surrounding spaces)
+    and score, in pair-id order. Line ends, a byte-order mark, the separator, the rows' order, the way a number is
+    written (`2.50`, `2,5`) and columns not read do not change it."""
+    content = sorted((r.pair_id, r.sentence1.strip(), r.sentence2.strip(), r.score) for r in rows)
+    return hashlib.sha256(json.dumps(content, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
 def annotation_digest(path: str | Path, scale: tuple[float, float]) -> str | None:
-    """The sha256 of a filled annotation file, every row checked first; None while it does not exist."""
+    """The content digest of a filled annotation file (`content_digest`), every row checked first; None while it
+    does not exist."""
     path = Path(path)
     if not path.exists():
         return None
-    data = _bytes(path)
-    read_annotations(path, scale, data)
-    return hashlib.sha256(data).hexdigest()
+    return content_digest(read_annotations(path, scale))
 
 
 def filled_scores(path: str | Path, data: bytes, chosen: list[tuple[int, str, str]], scale: tuple[float, float],
                   round_: int) -> list[float]:
     """The scores of the `chosen` pairs (pair id, sentence 1, sentence 2) in a filled annotation file (`data`: its
     bytes), each rescaled from `scale` to 0-1, in the order of `chosen`. Every row must be one of the chosen pairs,
-    with its texts, and every chosen pair must have its row."""
+    with its texts, and every chosen pair must have its row.
+
+    A row of a pair not chosen is told apart by what the rest of the file says (issue 64): where most rows are of
+    pairs not chosen, the file was written for another choice (an earlier round's labels changed since); where
+    every chosen pair has its row, the row is an extra one; else a chosen pair's id was changed in the file."""
     path = Path(path)
     wanted = {pair_id: (a, b) for pair_id, a, b in chosen}
+    rows = read_annotations(path, scale, data)
+    foreign = [row for row in rows if row.pair_id not in wanted]
+    if foreign and 2 * len(foreign) > len(rows):
+        first = foreign[0]
+        raise DataError(f"{path}:{first.line}: pair {first.pair_id} is not one of the {len(wanted)} pairs round "
+                        f"{round_} chose, nor are {len(foreign) - 1} more of the file's {len(rows)} rows (the file "
+                        "was written for another choice: an earlier round's labels or its teacher changed since); "
+                        "move the file aside and run again for the new pairs")
     found = {}
-    for row in read_annotations(path, scale, data):
+    for row in rows:
         if row.pair_id not in wanted:
-            raise DataError(f"{path}:{row.line}: pair {row.pair_id} is not one of the {len(wanted)} pairs round "
-                            f"{round_} chose (the file was written for another choice: an earlier round's labels or "
-                            "its teacher changed since); move the file aside and run again for the new pairs")
+            continue
         for column, given, expected in (("sentence1", row.sentence1, wanted[row.pair_id][0]),
                                         ("sentence2", row.sentence2, wanted[row.pair_id][1])):
             if given.strip() != expected.strip():
@@ -162,12 +210,27 @@ def filled_scores(path: str | Path, data: bytes, chosen: list[tuple[int, str, st
                                 "keep the texts as written")
         found[row.pair_id] = row.score
     missing = [pair_id for pair_id in wanted if pair_id not in found]
+    if foreign:
+        first, more = foreign[0], foreign[1:]
+        also = f" (also extra: line{'s' if len(more) > 1 else ''} {', '.join(str(r.line) for r in more[:5])}" \
+               f"{', ...' if len(more) > 5 else ''})" if more else ""
+        if not missing:
+            raise DataError(f"{path}:{first.line}: pair {first.pair_id} is an extra row: not one of the {len(wanted)} "
+                            f"pairs round {round_} chose, whose rows are all there{also}; "
+                            f"remove {'them' if more else 'it'}")
+        raise DataError(f"{path}:{first.line}: pair {first.pair_id} is not one of the {len(wanted)} pairs round "
+                        f"{round_} chose, and its pair{'s' if len(missing) > 1 else ''} {_some(missing)} "
+                        f"{'have' if len(missing) > 1 else 'has'} no row: a pair id changed in the file? keep every "
+                        "row's pair_id as written")
     if missing:
         raise DataError(f"{path}: {len(missing)} of round {round_}'s {len(wanted)} pairs have no row (pair "
-                        f"{', '.join(map(str, missing[:3]))}{', ...' if len(missing) > 3 else ''}); every pair "
-                        "written needs its row and score")
+                        f"{_some(missing)}); every pair written needs its row and score")
     low, high = scale
     return [(found[pair_id] - low) / (high - low) for pair_id, _, _ in chosen]
+
+
+def _some(pair_ids: list[int]) -> str:
+    return ", ".join(map(str, pair_ids[:3])) + (", ..." if len(pair_ids) > 3 else "")
 
 
 def fill_standin(path: str | Path, scale: tuple[float, float], seed: int) -> None:

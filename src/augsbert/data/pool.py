@@ -115,6 +115,13 @@ def subset_rows(n: int, fraction: float, seed: int) -> np.ndarray:
     return np.sort(np.random.default_rng(seed).choice(n, size=k, replace=False))
 
 
+def test_draw(n: int, k: int) -> np.ndarray:
+    """Sorted indices of the test pairs an active-learning round's teacher scores with `active.test_pairs` = k:
+    min(k, n) of n drawn without replacement by numpy's PCG64 seeded with 0, the same pairs for every round,
+    strategy and seed (so the rounds' figures are of one subset)."""
+    return np.sort(np.random.default_rng(0).choice(n, size=min(k, n), replace=False))
+
+
 def withheld_scores(data: str | Path, fraction: float, seed: int, ids: np.ndarray, pairs: pd.DataFrame) -> np.ndarray:
     """Active learning's oracle (stage `active_label`, `annotator: oracle`): the gold scores of exactly the
     unlabelled pairs `ids` of a gold subset (`fraction`, `seed`: the `gold_subset` draw), read from the data

@@ -6,7 +6,7 @@ each query retrieves the top 100 passages by cosine or dot product (`score_funct
 as BEIR's `cos_sim` / `dot`: dot-product models such as GPL's TAS-B students are
 scored unnormalised). The search is exact: blocks of queries against all passages
 in numpy (about 64 MiB of scores per block, top-k per block), or `faiss.knn` from
-`faiss_from` passages on (also exact; augsbert.models.search). A passage whose id equals the query's
+`faiss_from` passages on (also exact; augsbert.search). A passage whose id equals the query's
 is never retrieved (BEIR's `ignore_identical_ids`, for Quora-like corpora whose
 queries are passages). Ties keep corpus order (trec_eval would break them by id).
 """
@@ -17,7 +17,7 @@ import logging
 
 import pandas as pd
 
-from ..models.search import FAISS_FROM, top_k
+from ..search import FAISS_FROM, top_k
 from .retrieval import beir_metrics, retrieval_metrics
 
 __all__ = ["FAISS_FROM", "evaluate_retrieval", "top_k"]

@@ -87,9 +87,9 @@ def evaluate_suite(encode: Encoder, params: SuiteParams, data: str | Path, work_
         metrics["skipped"].update(sts["skipped"])
         summary.update({task: r["spearman"] for task, r in sts["tasks"].items()})
         summary["sts_avg"] = sts["sts_avg"]
-    if params.topic:
-        probe = {k: v for k, v in params.topic.to_json().items() if k != "prompted"}
-        delimiter = params.topic.prompted
+    if params.topic_task:
+        probe = {k: v for k, v in params.topic_task.to_json().items() if k != "prompted"}
+        delimiter = params.topic_task.prompted
         texts, topics = topic_sentences(data)
         try:
             topic = linear_probe(encode(texts), topics, **probe)
@@ -121,20 +121,21 @@ def evaluate_suite(encode: Encoder, params: SuiteParams, data: str | Path, work_
         metrics["useb"] = useb
         metrics["skipped"].update(useb["skipped"])
         summary.update(useb["summary"])
-    if params.mteb:
-        result = mteb_suite(encode.model, params.mteb, params.batch_size, work_dir / "mteb")
+    if params.mteb_tasks:
+        result = mteb_suite(encode.model, params.mteb_tasks, params.batch_size, work_dir / "mteb")
         metrics["mteb"] = result
         metrics["skipped"].update({f"mteb:{t}": reason for t, reason in result["skipped"].items()})
         summary.update({f"mteb_{t}": r["main_score"] for t, r in result["tasks"].items()})
         summary["mteb_avg"] = result["mteb_avg"]
-    if params.retrieval:
-        corpus, queries, qrels = load_prepared(data, params.retrieval["split"])
-        result = evaluate_retrieval(encode.model, corpus, queries, qrels, params.retrieval["score_function"],
-                                    params.batch_size, without_relevant=params.retrieval["without_relevant"])
-        metrics["retrieval"] = {**result, "split": params.retrieval["split"]}
+    if params.retrieval_task:
+        task = params.retrieval_task
+        corpus, queries, qrels = load_prepared(data, task["split"])
+        result = evaluate_retrieval(encode.model, corpus, queries, qrels, task["score_function"], params.batch_size,
+                                    without_relevant=task["without_relevant"])
+        metrics["retrieval"] = {**result, "split": task["split"]}
         summary.update({m: result[m] for m in ("ndcg@10", "mrr@10", "recall@100")})
-    if params.positive_threshold is not None:
-        diag = diagnostics(encode, read_split(data, "test"), params.positive_threshold)
+    if params.diagnostics_threshold is not None:
+        diag = diagnostics(encode, read_split(data, "test"), params.diagnostics_threshold)
         log.info("suite: alignment %s, uniformity %.4f", diag["alignment"], diag["uniformity"])
         metrics["diagnostics"] = diag
         summary.update({"alignment": diag["alignment"], "uniformity": diag["uniformity"]})

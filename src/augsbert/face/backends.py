@@ -4,7 +4,7 @@ made in the deploy environment, and its parity gate.
 The backends' packages (optimum-intel, OpenVINO, NNCF; optimum-onnx) do not install beside this project's
 sentence-transformers 6 / transformers 5.24: optimum-intel 2.2.0 accepts transformers < 5.6, optimum-onnx 0.1.0
 transformers < 4.58. So the conversion runs in a second virtual environment, `.venv-deploy/` (`make deploy-env`:
-the pinned set of requirements/deploy.txt, sentence-transformers 6.2.0 with transformers 5.5.4), as a standalone
+the pinned set of requirements/deploy.txt, sentence-transformers 6.3.0 with transformers 5.5.4), as a standalone
 script (augsbert.face.deploy_convert, run by its path: it imports nothing of augsbert). The export writes the
 SentenceTransformer directory here as always, then the script adds the backend's files to it:
 
@@ -170,8 +170,21 @@ def run_conversion(folder: Path, backend: str, quantize: str | None, config: str
         if done.returncode != 0 or not (Path(tmp) / "result.json").is_file():
             last = [line for line in done.stderr.splitlines() if line.strip()][-1:] or [f"exit code {done.returncode}"]
             raise BackendError(f"--backend {backend}: the conversion in the deploy environment ({python}) failed: "
-                               f"{last[0].strip()[:300]}")
+                               f"{last[0].strip()[:300]}{broken_fix(last[0])}")
         return json.loads((Path(tmp) / "result.json").read_text(encoding="utf-8"))
+
+
+def broken_fix(line: str) -> str:
+    """What to do when the conversion's last error line says a package of the deploy environment does not import (one
+    removed or damaged since `make deploy-env`, which then builds the environment anew); else nothing."""
+    if not line.strip().startswith(("ModuleNotFoundError", "ImportError")):
+        return ""
+    named = os.environ.get(DEPLOY_PYTHON_VARIABLE)
+    if named:
+        return (f"; the environment {DEPLOY_PYTHON_VARIABLE} names is missing a package: install requirements/"
+                f"deploy.txt into it, or unset {DEPLOY_PYTHON_VARIABLE} and run `{SETUP}` in the augsbert checkout")
+    return (f"; the deploy environment is missing a package: run `{SETUP}` in the augsbert checkout, which builds it "
+            f"anew when its packages do not import (`{SETUP} FORCE=1` always does)")
 
 
 def check_parity(record: dict, torch_spearman: float | None, accept: bool) -> dict:

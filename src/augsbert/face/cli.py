@@ -32,7 +32,7 @@ from ..config.load import load_configs
 from ..config.names import check_name
 from ..config.renames import SAID as RENAMES_SAID
 from ..config.yaml_files import CONFIG_SUFFIXES, config_needs, is_target
-from ..errors import ConfigError, DataError
+from ..errors import ConfigError, DataError, LabellingStop
 from .backends import BackendError
 from .export import ExportError, add_command as add_export_command
 from .fetch import fetch
@@ -45,6 +45,7 @@ from ..reporting.frontier import frontier_spec
 from ..reporting.layout import grid_spec
 from ..scheduling import progress
 from ..scheduling.gpus import GpuInventoryError, claim_for_job
+from ..scheduling.stops import CONTINUE_ENV, EXIT_LABELLING, STOP_MARK, run_command
 from .warm import SOCKET_ENV, run as run_warm
 from ..stages import REGISTRY
 from ..stages.base import Stage
@@ -61,9 +62,10 @@ from ..store.artifacts import (
     writer_lock,
     writing,
 )
-from ..planning.graph import KEY_PATTERN
+from ..planning.graph import KEY_PATTERN, PLAN_WARNINGS_SAID
 from ..jobs.job_inputs import recheck
 from ..store.keys import is_key
+from ..store.live_runs import clear_stale_locks, in_use, lock_holders
 from ..store.results_files import read_results
 from ..store.manifests import (QUARANTINE, artifact_folders, foreign_folders, hashed_bytes, key_problem, not_deletable,
                                problems, quarantine_place, unlisted_files)
@@ -214,13 +216,15 @@ def _verify(args) -> int:
                    + problems(folder, holds=REGISTRY[folder.parent.name].holds))}
     deleted, kept, moved = [], [], []
     when = time.strftime("%Y%m%dT%H%M%S")
+    used = in_use(damaged, root.parent) if args.repair else {}  # a live run reads or writes them: left in place
     for folder, found in damaged.items():
         print(f"{folder}: {'; '.join(found)}")
         if not args.repair:
             continue
         why = not_deletable(folder, root, stages)  # never anything the workflow did not write
-        if why:
-            print(f"  not moved: {why}; check it and move it away yourself if it is an artifact")
+        if why or folder in used:
+            print(f"  not moved: {why}; check it and move it away yourself if it is an artifact" if why else
+                  f"  not moved: {used[folder]}; run `augsbert verify --repair` again once it has ended")
             kept.append(folder)
             continue
         # moved aside, never deleted: a damaged artifact may hold files of yours (notes.txt) or be worth a look
@@ -356,8 +360,10 @@ def _run_command(sub) -> None:
         "run", help="run the workflow for experiments or grids of your config file (builds the snakemake call)",
         description="`augsbert run my.yaml NAME ...` runs `snakemake --cores N --configfile my.yaml -- TARGET ...` "
                     "from the repository root: an experiment's target is results/<NAME>.json, a grid's "
-                    "results/tables/<NAME>.md (a path under results/ or models/ is taken as it is). Every name is "
-                    "checked first, so a mistake ends with one line.")
+                    "results/tables/<NAME>.md (a path under results/, models/ or artifacts/ is taken as it is). Every "
+                    "name is checked first, so a mistake ends with one line. Exit status: 0 done, 1 a job failed, 2 a "
+                    f"mistake in the config or names, {EXIT_LABELLING} stopped for labelling (active.annotator: "
+                    "file: fill the round's file, then run the same command again), 130 interrupted.")
     p.add_argument("configfile", help="your config YAML (merged over config/config.yaml, as --configfile)")
     p.add_argument("names", nargs="+", metavar="NAME", help="experiment or grid of the config, or a target path")
     p.add_argument("--cores", type=int, default=2, help="CPU cores for local jobs (default 2)")
@@ -369,19 +375,20 @@ def _run_command(sub) -> None:
         if args.dry_run:  # a real run prints it before its first job (workflow/Snakefile onstart)
             experiments = [e for name in args.names for e in run_experiments(config, name)]
             print(print_estimate(Plan(config), experiments), file=sys.stderr)
+            os.environ[PLAN_WARNINGS_SAID] = "1"  # its planning warnings are above; Snakemake plans them again
         if not args.dry_run:
-            from ..store.live_runs import SNAKEMAKE_LOCKS, clear_stale_locks
-
-            if removed := clear_stale_locks():
-                print(f"augsbert: removed {removed} lock file(s) in {SNAKEMAKE_LOCKS}/ that no live run holds (the "
-                      "run that left them was stopped: killed, its session lost, or the machine went down); what "
-                      "it finished is kept, and a job it cut short runs again", file=sys.stderr, flush=True)
+            if said := clear_stale_locks().line():
+                print(f"augsbert: {said}", file=sys.stderr, flush=True)
         command = [sys.executable, "-m", "snakemake", "--cores", str(args.cores), "--configfile",
                    args.configfile, *(["--dry-run"] if args.dry_run else []), "--", *targets]
         print("augsbert: " + " ".join(["snakemake", *command[3:]]), file=sys.stderr, flush=True)
         args.snakemake_started = True  # for the line a Ctrl-C ends with (interrupted_line)
         os.environ[RENAMES_SAID] = "1"  # a renamed section's notice is above; Snakemake reads the same config again
-        return run_snakemake(command)
+        os.environ[CONTINUE_ENV] = run_command(args.argv, os.getcwd())  # a stop for labelling names this command
+        try:
+            return run_snakemake(command)
+        finally:
+            os.environ.pop(CONTINUE_ENV, None)
 
     p.set_defaults(handler=handler)
 
@@ -458,18 +465,22 @@ def run_snakemake(command: list[str]) -> int:
     workflow's QuietRuleExceptions); when it fails, the failed jobs' own error lines (the last
     `augsbert ...: error:` line of each job's log) come last, below Snakemake's report."""
     proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, errors="replace")
-    logs = []
+    logs, locked = [], False
     with _interrupts_passed_on(proc) as interrupts:
         for line in proc.stderr:
             sys.stderr.write(line)
             sys.stderr.flush()
+            locked = locked or "Directory cannot be locked" in line
             found = FAILED_LOG.match(line.rstrip("\n"))
             if found:
                 logs.extend(found.group(1).split(", "))
         code = proc.wait()
     if interrupts and code != 0:  # a run that finished anyway (the interrupt was ours alone) is no interruption
         raise KeyboardInterrupt
-    for log_file in dict.fromkeys(logs) if code else ():
+    if code and locked:  # Snakemake's LockException names `--unlock` alone: who holds the folder, what to do
+        print(f"augsbert: error: {lock_holders()}", file=sys.stderr)
+    # a run stopped for labelling ended with its own line (augsbert.scheduling.stops): nothing failed to add
+    for log_file in dict.fromkeys(logs) if code not in (0, EXIT_LABELLING) else ():
         try:
             lines = Path(log_file).read_text(errors="replace").splitlines()
         except OSError:
@@ -556,8 +567,9 @@ def run_experiments(config: dict, name: str) -> list[str]:
 
 
 def run_target(config: dict, name: str) -> str:
-    """The Snakemake target of `augsbert run`'s NAME: an experiment's results file, a grid's table, or a path."""
-    if name.startswith(("results/", "models/")):
+    """The Snakemake target of `augsbert run`'s NAME: an experiment's results file, a grid's table, or a path (an
+    artifact too: what `verify --repair` moved aside is rebuilt by naming it)."""
+    if name.startswith(("results/", "models/", "artifacts/")):
         return name
     if name in (config.get("experiments") or {}):
         return f"results/{name}.json"
@@ -806,6 +818,9 @@ def main(argv: list[str] | None = None, warm: bool = True) -> int:
     except ArtifactLockedError as err:
         print(f"augsbert {args.command}: error: {err}", file=sys.stderr)
         return EXIT_LOCKED
+    except LabellingStop as err:  # a planned stop for a person, not an error (augsbert.scheduling.stops)
+        print(f"augsbert {args.command}{STOP_MARK}{err}", file=sys.stderr)
+        return EXIT_LABELLING
     except (ConfigError, DataError, ModelResolutionError, ArtifactExistsError, LockUnsupportedError,
             OutputWriteError, ExportError, DamagedArtifactError, BackendError) as err:
         print(f"augsbert {args.command}: error: {err}", file=sys.stderr)

@@ -50,7 +50,7 @@ from ..store.artifacts import (
 )
 from ..reporting.results import labelling_artifact
 from ..store.keys import is_key
-from ..store.manifests import MANIFEST, file_digest
+from ..store.manifests import MANIFEST, file_digest, problems
 from ..store.results_files import read_results
 from .backends import (BACKENDS, CALIBRATION_SENTENCES, ONNX_CONFIGS, PARITY_MIN_COSINE, PARITY_SENTENCES,
                        QUANTIZATIONS, backend_available)
@@ -98,6 +98,10 @@ def _finished(node: dict) -> Path:
     if (path / "ensemble.json").is_file():
         raise ExportError(f"{path} is a teacher ensemble (teacher.ensemble): it has no model of its own; export "
                           "its members' artifacts (the results' teacher_member_<k> entries) one by one")
+    if path.is_dir() and (incomplete := problems(path)[:1]) and incomplete[0].startswith("incomplete"):
+        # Snakemake takes the folder for built and plans nothing for it (issue 64, V1): it must go first
+        raise ExportError(f"{path} is {incomplete[0]}; move it aside with `augsbert verify --repair`, then build it "
+                          f"(`augsbert run <your config> {path}`)")
     if not (path / "metrics.json").is_file() or not (path / "model").is_dir():
         raise ExportError(f"{path} is not a finished artifact: train it first, e.g. "
                           f"`snakemake --cores 2 {path}` (or the experiment's results file)")

@@ -45,6 +45,7 @@ from ..stages.base import Stage
 from ..store.artifacts import holder_text
 from ..store.live_runs import RUNS_DIR, SNAKEMAKE_LOCKS, describe, live_runs, stop_hint
 from ..store.model_refs import model_references, standin_kind
+from ..store.processes import alive
 from ..reporting.layout import grid_spec
 from .warm import SOCKET_ENV
 
@@ -354,15 +355,7 @@ def _holder_ended(fd: int) -> bool:
         pid, host = int(info["pid"]), str(info["host"])
     except (OSError, ValueError, TypeError, KeyError):
         return False
-    if host != socket.gethostname():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        pass
-    return False
+    return host == socket.gethostname() and not alive(pid, host)
 
 
 def clear_stopped(root: Path) -> list[str]:

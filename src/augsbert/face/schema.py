@@ -188,24 +188,34 @@ def render(text: str, classes: dict[str, type[Params]] | None = None) -> str:
     return text
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m augsbert.face.schema", description=__doc__.split("\n")[0])
+def check_mode(argv: list[str] | None, prog: str, doc: str, written: str) -> bool:
+    """The command line of a generated file's writer (`prog`, its module's `doc`): `--write` (False) or `--check`
+    (True), one of them; `written`: what it writes."""
+    parser = argparse.ArgumentParser(prog=prog, description=doc.split("\n")[0])
     mode = parser.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--write", action="store_true", help="rewrite the schema's generated sections")
-    mode.add_argument("--check", action="store_true", help="exit 1 when the schema file is stale")
-    args = parser.parse_args(argv)
-    text = SCHEMA_FILE.read_text(encoding="utf-8")
-    fresh = render(text)
-    if args.check:
+    mode.add_argument("--write", action="store_true", help=f"rewrite {written}")
+    mode.add_argument("--check", action="store_true", help=f"exit 1 when {written} differs from what it would write")
+    return parser.parse_args(argv).check
+
+
+def check_or_write(path: Path, fresh: str, text: str | None, check: bool, what: str, regenerate: str) -> int:
+    """A checked-in generated file (`what` of `path`: its generated part) against its render `fresh`: `check`, exit
+    status 1 and a line naming the command when it differs; else write it where it differs."""
+    if check:
         if fresh != text:
-            print(f"{SCHEMA_FILE}: stage sections are stale; run `{REGENERATE}` (or `make schema`)",
-                  file=sys.stderr)
+            print(f"{path}: {what} stale; run `{regenerate}` (or `make schema`)", file=sys.stderr)
             return 1
         return 0
     if fresh != text:
-        SCHEMA_FILE.write_text(fresh, encoding="utf-8")
-        print(f"{SCHEMA_FILE}: stage sections written")
+        path.write_text(fresh, encoding="utf-8")
+        print(f"{path}: {what} written")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    check = check_mode(argv, "python -m augsbert.face.schema", __doc__, "the schema's generated sections")
+    text = SCHEMA_FILE.read_text(encoding="utf-8")
+    return check_or_write(SCHEMA_FILE, render(text), text, check, "stage sections", REGENERATE)
 
 
 if __name__ == "__main__":

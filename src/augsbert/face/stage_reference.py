@@ -12,13 +12,13 @@ its former names. The page is checked in, so the file a reader opens on GitHub i
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 from ..stages import REGISTRY, planning_order
 from ..stages.base import Stage
 from ..store.manifests import HOLDS
+from .schema import check_mode, check_or_write
 
 PAGE = Path(__file__).resolve().parents[3] / "docs" / "reference" / "stages.md"
 REGENERATE = "python -m augsbert.face.stage_reference --write"
@@ -186,25 +186,12 @@ def render() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m augsbert.face.stage_reference", description=__doc__.split("\n")[0])
-    mode = parser.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--write", action="store_true", help="rewrite docs/reference/stages.md")
-    mode.add_argument("--check", action="store_true", help="exit 1 when docs/reference/stages.md is stale")
-    args = parser.parse_args(argv)
-    fresh = render()
+    check = check_mode(argv, "python -m augsbert.face.stage_reference", __doc__, "docs/reference/stages.md")
     text = PAGE.read_text(encoding="utf-8") if PAGE.exists() else None
-    if args.check:
-        if fresh != text:
-            print(f"{PAGE}: stale; run `{REGENERATE}` (or `make schema`)", file=sys.stderr)
-            return 1
-        return 0
-    if not PAGE.parent.is_dir():
+    if not check and not PAGE.parent.is_dir():
         print(f"{PAGE.parent}: no docs/reference folder (a source checkout writes the page)", file=sys.stderr)
         return 1
-    if fresh != text:
-        PAGE.write_text(fresh, encoding="utf-8")
-        print(f"{PAGE}: written")
-    return 0
+    return check_or_write(PAGE, render(), text, check, "page", REGENERATE)
 
 
 if __name__ == "__main__":

@@ -37,8 +37,10 @@ from __future__ import annotations
 
 import array
 import atexit
+import fcntl
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -47,8 +49,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 from ..scheduling.progress import PROGRESS_FD_ENV
+from ..store.processes import alive
 
 SOCKET_ENV = "AUGSBERT_WARM_SOCKET"
 # read while libraries are imported: a command whose values differ is not served (it starts plainly)
@@ -170,23 +174,11 @@ def _is_open(fd: int) -> bool:
 def _ended(pid: int, within: float) -> bool:
     """Whether process `pid` is gone (or a zombie nobody reaped yet) within `within` seconds."""
     deadline = time.monotonic() + within
-    while True:
-        try:
-            with open(f"/proc/{pid}/stat") as stat:
-                if stat.read().rpartition(")")[2].split()[0] in ("Z", "X"):
-                    return True
-        except FileNotFoundError:
-            return True
-        except OSError:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                return True
-            except PermissionError:
-                pass
+    while alive(pid):
         if time.monotonic() > deadline:
             return False
         time.sleep(0.05)
+    return True
 
 
 # ---- warm by default in a local workflow run -----------------------------------------------------------------
@@ -212,12 +204,18 @@ def wanted(local: bool, deployment: bool, stage_jobs: int) -> str | None:
     return None
 
 
+FOLDER_PREFIX = "augsbert-warm-"  # a run's server folder: augsbert-warm-<pid of the run>-<8 random characters>
+LEFT_AGE_S = 600  # a folder named without its run's pid (before issue 64) is left only when older than this
+
+
 def start_for_run() -> str:
     """Start a warm server for this run's jobs (a private folder under the system's temporary one: a socket path
     has at most 107 bytes) and point the jobs at it (AUGSBERT_WARM_SOCKET). Returns at once: until the server has
     imported its libraries, jobs find no socket and start plainly; a server that fails costs nothing either.
-    The server ends with the run (stop_for_run) or with the process that started it."""
-    folder = tempfile.mkdtemp(prefix="augsbert-warm-")
+    The server ends with the run (stop_for_run) or with the process that started it. The folders of runs that are
+    gone (killed: no hook removed theirs) are removed first (sweep_left_folders)."""
+    sweep_left_folders()
+    folder = tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-")
     path = os.path.join(folder, "warm.sock")
     log = open(os.path.join(folder, "server.log"), "wb")
     env = {k: v for k, v in os.environ.items() if k != PROGRESS_FD_ENV}
@@ -228,6 +226,45 @@ def start_for_run() -> str:
     os.environ[SOCKET_ENV] = path
     atexit.register(stop_for_run)  # a run ended without its hooks (an interrupt)
     return path
+
+
+def sweep_left_folders(root: str | None = None) -> list[str]:
+    """Remove the warm-server folders under the temporary folder `root` (the system's) that runs of this user left:
+    a run killed with -9 ends without `stop_for_run`, its server ends with it (it watches its parent) and its folder
+    stayed, one per kill (issue 64). A folder goes when the run named in it is gone and no server holds its
+    socket's lock (the lock also keeps a folder a run on another host uses, where the temporary folder is shared); one
+    named without the run's pid, by an earlier version, when also older than LEFT_AGE_S (no server takes that long
+    to take its lock). Returns the folders removed."""
+    root = root or tempfile.gettempdir()
+    named = re.compile(rf"{re.escape(FOLDER_PREFIX)}(\d+)-[a-z0-9_]{{8}}")
+    gone = []
+    for folder in sorted(Path(root).glob(f"{FOLDER_PREFIX}*")):
+        try:
+            stat = folder.lstat()
+        except OSError:
+            continue
+        if not folder.is_dir() or folder.is_symlink() or stat.st_uid != os.getuid():
+            continue
+        found = named.fullmatch(folder.name)
+        if found:
+            if int(found.group(1)) == os.getpid() or alive(int(found.group(1))):
+                continue
+        elif time.time() - stat.st_mtime < LEFT_AGE_S:
+            continue
+        try:  # a live server holds its lock (a run that forked and died, leaving its server: not ours to remove)
+            fd = os.open(lock_path(str(folder / "warm.sock")), os.O_RDONLY)
+        except OSError:
+            fd = None
+        if fd is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue
+            finally:
+                os.close(fd)
+        shutil.rmtree(folder, ignore_errors=True)
+        gone.append(str(folder))
+    return gone
 
 
 def stop_for_run() -> None:

@@ -4,7 +4,6 @@ unlabeled_pairs.parquet with pair ids, the pool's dev / test / unlabeled tables,
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import shutil
@@ -14,12 +13,14 @@ import numpy as np
 import pandas as pd
 
 from ..config import rehearsal
-from ..data.annotations import fill_standin, filled_scores, scale_text, write_request
+from ..data.annotations import content_digest, fill_standin, filled_scores, read_annotations, scale_text, write_request
 from ..data.pool import UNLABELED_PAIRS, next_round, withheld_scores
 from ..data.tables import write_table
-from ..errors import ConfigError, DataError
+from ..errors import ConfigError, LabellingStop
 from ..params import read_params
 from ..sampling.active import score_distribution
+from ..scheduling.progress import say
+from ..scheduling.stops import continue_command
 from ..stages.active_label import LabelParams
 from ..store.artifacts import artifact_dir, read_json, write_json
 from .job_inputs import AGAIN
@@ -36,15 +37,14 @@ def _person_scores(params: LabelParams, chosen: pd.DataFrame) -> np.ndarray:
             raise ConfigError(f"{path}: written since this job was planned; {AGAIN}")
         write_request(path, rows, scale)
         if not os.environ.get(rehearsal.STANDINS_ENV):
-            raise DataError(f"{path}: round {params.round}'s {len(rows)} pairs to label are written there; fill its "
-                            f"score column ({scale_text(scale)}), then continue with `snakemake --cores 2 "
-                            f"results/{params.experiment}.json` (or the command you ran)")
+            raise LabellingStop(f"{path}: round {params.round}'s {len(rows)} pairs to label are written there; fill "
+                                f"its score column ({scale_text(scale)}), then continue with `{continue_command()}`")
         fill_standin(path, scale, params.round)  # a rehearsal stands in for the person, as for models and data
         log.warning("rehearsal: %s filled with stand-in scores", path)
     elif not path.is_file():
         raise ConfigError(f"{path}: removed since this job was planned; {AGAIN}")
     data = path.read_bytes()
-    if params.annotations is not None and hashlib.sha256(data).hexdigest() != params.annotations:
+    if params.annotations is not None and content_digest(read_annotations(path, scale, data)) != params.annotations:
         raise ConfigError(f"{path}: changed since this job was planned (its key holds the content planned); {AGAIN}")
     return np.asarray(filled_scores(path, data, rows, scale, params.round), dtype=np.float64)
 
@@ -72,6 +72,10 @@ def run(spec: dict, out: str | Path, force: bool = False) -> dict:
                    "gold_pairs_of": before["gold_pairs_of"], "labels": len(train), "added": len(chosen),
                    "scores": score_distribution(scores)}
         write_json(tmp / "metrics.json", metrics)
-        log.info("round %d (%s): %d pairs labelled, %d gold pairs in all, %d left unlabelled", params.round,
-                 params.annotator, len(chosen), len(train), len(rest))
+        done = (f"round {params.round} ({params.annotator}): {len(chosen)} pairs labelled, {len(train)} gold pairs in "
+                f"all, {len(rest)} left unlabelled")
+        if params.annotator == "file":  # a person's labels taken in: said on the console too (issue 64)
+            say(f"{params.path}: {done}")
+        else:
+            log.info(done)
     return metrics

@@ -1,6 +1,7 @@
 """Stage `active_rounds`: one run's rounds of active learning side by side (`rounds.json`): per round the gold labels
-its teacher learned, the teacher's and (where trained) the student's test scores, and the chosen pairs' mean
-uncertainty (the strategy's statistic) and score distribution, all read from the rounds' artifacts."""
+its teacher learned, the teacher's and (where trained) the student's test scores (with the test pairs scored, and
+the steps the teacher trained), and the chosen pairs' mean uncertainty (the strategy's statistic) and score
+distribution, all read from the rounds' artifacts."""
 
 from __future__ import annotations
 
@@ -13,12 +14,32 @@ from ..stages.active_rounds import ROUND_INPUTS, RoundsParams
 from ..store.artifacts import artifact_dir, read_json, write_json
 
 
+def trained_steps(folder: Path) -> list[int] | None:
+    """The optimizer steps of the pair model in `folder` (an ensemble: of each member, read through its spec's
+    inputs), or None where its metrics do not say."""
+    metrics = read_json(folder / "metrics.json")
+    if isinstance(metrics.get("steps"), int):
+        return [metrics["steps"]]
+    members = sorted((k, v) for k, v in (read_json(folder / "spec.json").get("inputs") or {}).items()
+                     if k.startswith("member_"))
+    steps = [read_json(Path(path) / "metrics.json").get("steps") for _, path in members]
+    return steps if steps and all(isinstance(s, int) for s in steps) else None
+
+
 def _test(inputs: dict, role: str) -> dict | None:
-    """Spearman and Pearson x 100 on the test split of the model in input `role`; None without one."""
+    """Spearman and Pearson x 100 on the test split of the model in input `role` (with the test pairs scored, and
+    for a teacher the steps it trained: an ensemble's members' each); None without one."""
     if role not in inputs:
         return None
-    test = read_json(Path(inputs[role]) / "metrics.json")["test"]
-    return {"spearman": test.get("spearman"), "pearson": test.get("pearson"), "key": Path(inputs[role]).name}
+    metrics = read_json(Path(inputs[role]) / "metrics.json")
+    test = metrics["test"]
+    entry = {"spearman": test.get("spearman"), "pearson": test.get("pearson"), "key": Path(inputs[role]).name,
+             "test_pairs": test.get("n_pairs")}
+    if "test_subset" in metrics:  # a seeded subset of the test split (active.test_pairs)
+        entry["test_subset"] = metrics["test_subset"]
+    if role.startswith("teacher_"):
+        entry["steps"] = trained_steps(Path(inputs[role]))
+    return entry
 
 
 def run(spec: dict, out: str | Path, force: bool = False) -> dict:

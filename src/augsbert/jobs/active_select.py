@@ -12,8 +12,9 @@ from ..data.pool import read_split, unlabelled_with_ids
 from ..models import resolve_device
 from ..models.uncertainty import TeacherScorer
 from ..params import read_params
-from ..sampling.active import STRATEGIES, Request, batch_pairs, capped, choice_tables, choose
+from ..sampling.active import STRATEGIES, Request, capped, choice_tables, choose
 from ..stages.active_select import SelectParams
+from ..stages.sizes import batch_pairs
 from ..stages.teacher_ensemble import MEMBER_INPUT
 from ..store.artifacts import artifact_dir, read_json, write_json
 from ..store.model_refs import model_path
@@ -37,13 +38,11 @@ def run(spec: dict, out: str | Path, device: str | None = None, force: bool = Fa
         if scores:
             members = [inputs[MEMBER_INPUT.format(m)] for m in range(len(inputs)) if MEMBER_INPUT.format(m) in inputs]
             encoder = model_path(params, params.model) if params.model else None
-            scorer = TeacherScorer(inputs["teacher"], members, device, params.batch_size, encoder,
-                                   params.max_length or 128)
+            scorer = TeacherScorer(inputs["teacher"], members, device, params.batch_size, encoder, params.max_length)
         log.info("round %d: choosing %d of %d unlabelled pairs by %s (%d scored)", params.round, k, len(rest),
                  params.strategy, len(candidates) if scores else 0)
         request = Request(list(zip(candidates["sentence1"], candidates["sentence2"])), k, params.seed, params.round,
-                          labelled, params.passes, params.candidate_factor, params.clusters,
-                          params.uncertainty or "mc_dropout")
+                          labelled, params.passes, params.candidate_factor, params.clusters, params.uncertainty)
         picked = choose(params.strategy, request, scorer)
         chosen, scored, metrics = choice_tables(candidates.reset_index(drop=True), picked, params.strategy, len(rest))
         chosen.to_parquet(tmp / "chosen.parquet", index=False)

@@ -14,9 +14,10 @@ from pathlib import Path
 from ..data import DataError
 from ..data.pool import pool_too_small, read_split, target_pool
 from ..models import resolve_device
+from ..models.architectures import embed_texts
 from ..params import read_params
 from ..sampling.candidate_table import small_silver, target_pairs_of, write_candidates
-from ..sampling.passes import SEMANTIC, Searcher, all_passes, embed_pool, merged_passes, read_pool
+from ..sampling.passes import SEMANTIC, Searcher, all_passes, merged_passes, pool_encoder, read_pool
 from ..sampling.semantic import normalised
 from ..sampling.shards import gold_keys
 from ..scheduling.progress import warn
@@ -48,7 +49,7 @@ def run(spec: dict, out: str | Path, device: str | None = None, force: bool = Fa
         log.info("pool: %d unique train sentences (%d dev/test sentences removed)", len(pool), removed)
         x = None
         if set(params.strategies) & set(SEMANTIC):
-            x = normalised(embed_pool(pool, params, spec, device))
+            x = normalised(embed_texts(pool_encoder(params, spec), pool, device, params.max_length, params.batch_size))
         pass_rows = all_passes(Searcher(pool, x, params.exact), params.strategies, params)
         return _finish(tmp, params, pool, removed, pass_rows, train, device, data)
 

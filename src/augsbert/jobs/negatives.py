@@ -1,7 +1,7 @@
 """Stage `negatives`: hard negatives of every (query, positive) pair, mined from the passage corpus.
 
-Each retriever (`bm25`, or a Bi-Encoder reference) ranks the corpus for every
-query; sentence-transformers' selection rule (sampling/hard_negatives.py; its inputs and
+Each retriever (`bm25`, or a Bi-Encoder reference: its embeddings, loaded and encoded here) ranks the corpus
+for every query; sentence-transformers' selection rule (sampling/hard_negatives.py; its inputs and
 files: sampling/mining.py)
 picks each retriever's negatives, optionally after a Cross-Encoder rescored the
 candidates (a candidate it scores within the margins of the positive is a
@@ -24,11 +24,14 @@ import pandas as pd
 
 from ..data import DataError
 from ..models import resolve_device
+from ..models.architectures import load_bi_encoder
+from ..models.inference import stream_scores
 from ..params import read_params
-from ..sampling.hard_negatives import bm25_scores, mine
-from ..sampling.mining import bi_encoder_retriever, cross_encoder_scores, qrels_pairs, write_candidate_lists
+from ..sampling.hard_negatives import bi_encoder_scores, bm25_scores, cached_embeddings, mine
+from ..sampling.mining import qrels_pairs, write_candidate_lists
 from ..stages.negatives import BM25, PER_STEP, NegativesParams
 from ..store.artifacts import artifact_dir, write_json
+from ..store.model_refs import model_path
 
 log = logging.getLogger(__name__)
 
@@ -41,11 +44,10 @@ def run(spec: dict, out: str | Path, device: str | None = None, force: bool = Fa
     with artifact_dir(out, spec, force) as tmp:
         log.info("negatives: %d pairs, %d passages, retrievers %s", len(pairs), len(corpus), params.retrievers)
         try:
-            retrievers = {ref: bm25_scores if ref == BM25 else bi_encoder_retriever(params, ref, device)
+            retrievers = {ref: bm25_scores if ref == BM25 else _bi_encoder(params, ref, device)
                           for ref in params.retrievers}
             mined = mine(pairs, corpus, retrievers, params,
-                         cross_encoder_scores(params, device) if params.cross_encoder else None,
-                         union=per_step)
+                         _cross_encoder(params, device) if params.cross_encoder else None, union=per_step)
         except ValueError as err:  # the rule's own checks (num_negatives, range_min, range_max)
             raise DataError(f"negatives: {err}") from None
         rows = mined["rows"]
@@ -72,3 +74,23 @@ def run(spec: dict, out: str | Path, device: str | None = None, force: bool = Fa
                  f"{lengths.mean():.1f} candidates on average" if per_step else f"{params.num_negatives} negatives")
         write_json(tmp / "metrics.json", metrics)
     return metrics
+
+
+def _bi_encoder(params: NegativesParams, ref: str, device: str):
+    """Bi-Encoder `ref` as a retriever of `mine`: its scores over its embeddings of queries and passages, cached
+    under `params.embedding_cache` by model identity and texts."""
+    model = load_bi_encoder(model_path(params, ref), device, params.max_length)
+    identity = params.model_identity.get(ref, ref)
+
+    def embed(texts):
+        return cached_embeddings(model, texts, identity, params.embedding_cache, params.batch_size)
+
+    return lambda queries, corpus: bi_encoder_scores(embed(queries), embed(corpus))
+
+
+def _cross_encoder(params: NegativesParams, device: str):
+    """`params.cross_encoder` as `mine`'s rescorer: its scores of (query, passage) pairs, a chunk at a time."""
+    from sentence_transformers import CrossEncoder
+
+    model = CrossEncoder(model_path(params, params.cross_encoder), device=device, max_length=params.max_length)
+    return lambda pairs: stream_scores(model, pairs, params.batch_size, params.cross_encoder_scale)

@@ -22,8 +22,9 @@ import numpy as np
 
 from ..data.pool import target_pool
 from ..models import resolve_device
+from ..models.architectures import embed_texts
 from ..params import read_params
-from ..sampling.passes import INDEX_FILES, embed_pool
+from ..sampling.passes import INDEX_FILES, pool_encoder
 from ..sampling.semantic import build_index, normalised
 from ..stages.candidates import PoolIndexParams
 from ..store.artifacts import artifact_dir, write_json
@@ -43,7 +44,7 @@ def run(spec: dict, out: str | Path, device: str | None = None, force: bool = Fa
         pq.write_table(pa.table({"sentence": pa.array(pool, pa.string())}), tmp / "pool.parquet")
         metrics = {"pool_sentences": len(pool), "eval_sentences_removed_from_pool": removed, "device": device}
         if params.semantic_model is not None:  # planned with semantic settings only when a strategy searches
-            x = normalised(embed_pool(pool, params, spec, device))
+            x = normalised(embed_texts(pool_encoder(params, spec), pool, device, params.max_length, params.batch_size))
             np.save(tmp / "embeddings.npy", x, allow_pickle=False)
             kinds = [False] + ([True] if params.least_index else [])
             for least in kinds:

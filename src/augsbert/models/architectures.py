@@ -19,6 +19,7 @@ import torch
 from ..stages.student import StudentParams
 from ..stages.teacher import TeacherParams
 from . import inference
+from .compact import is_static, reduce_layers, static_student
 from .cross_bi_encoder import CrossBiEncoder
 
 log = logging.getLogger(__name__)
@@ -31,6 +32,15 @@ def load_bi_encoder(ref: str, device: str, max_length: int):
     model = SentenceTransformer(ref, device=device)
     model.max_seq_length = max_length
     return model
+
+
+def embed_texts(ref: str, texts: list[str], device: str, max_length: int, batch_size: int) -> np.ndarray:
+    """The L2-normalised embeddings of `texts`, in order, by the Bi-Encoder at `ref` (cut at `max_length` tokens),
+    in batches of `batch_size` at the model's own precision: the candidate search's pool (its index and passes)."""
+    model = load_bi_encoder(ref, device, max_length)
+    log.info("encoding %d pool sentences with %s", len(texts), ref)
+    return model.encode(texts, batch_size=batch_size, convert_to_numpy=True, normalize_embeddings=True,
+                        show_progress_bar=True)
 
 
 ACTIVATIONS = {"sigmoid": torch.nn.Sigmoid, "tanh": torch.nn.Tanh, "identity": torch.nn.Identity}
@@ -75,17 +85,11 @@ class BiEncoder(_SentenceTransformersModel):
         from sentence_transformers import SentenceTransformer
 
         if params.arch == "static":  # a student's options (augsbert.models.compact)
-            from .compact import static_student
-
             return static_student(base, params.static_dims, device)
         model = SentenceTransformer(base, device=device, config_kwargs=params.config_kwargs)
-        from .compact import is_static
-
         if not is_static(model):  # a static model (a base trained before) has no sequence length to cut
             model.max_seq_length = params.max_length
         if params.init == "layers":
-            from .compact import reduce_layers
-
             reduce_layers(model, params.layers)
         return model
 

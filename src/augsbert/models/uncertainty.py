@@ -77,11 +77,11 @@ def pair_vectors(first: np.ndarray, second: np.ndarray) -> np.ndarray:
 
 class TeacherScorer:
     """The round's teacher artifact (a single teacher, or a `teacher_ensemble` artifact with its members) as an
-    augsbert.sampling.active.Scorer; `encoder` (a model directory): the Bi-Encoder whose embeddings make the
-    pair vectors (diverse)."""
+    augsbert.sampling.active.Scorer; `encoder` (a model directory) and `max_length` (its tokens per text, planned with
+    it): the Bi-Encoder whose embeddings make the pair vectors (diverse)."""
 
     def __init__(self, teacher: str | Path, members: list[str | Path], device: str, batch_size: int,
-                 encoder: str | None = None, max_length: int = 128):
+                 encoder: str | None = None, max_length: int | None = None):
         teacher = Path(teacher)
         self.ensemble = read_json(teacher / "ensemble.json") if (teacher / "ensemble.json").is_file() else None
         self.models = [TrainedPairModel(d, device) for d in (members if self.ensemble else [teacher])]
@@ -110,7 +110,7 @@ class TeacherScorer:
         return scores
 
     def embed(self, pairs: list[tuple[str, str]]) -> np.ndarray:
-        if self.encoder is None:
-            raise ValueError("no encoder for pair vectors")
+        if self.encoder is None or self.max_length is None:
+            raise ValueError("no encoder (with its max_length) for pair vectors")
         encode = Encoder(load_bi_encoder(self.encoder, self.device, self.max_length), self.batch_size, False)
         return pair_vectors(encode([a for a, _ in pairs]), encode([b for _, b in pairs]))

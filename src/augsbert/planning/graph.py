@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -30,6 +31,7 @@ ARTIFACTS = "artifacts"
 SPECS = f"{ARTIFACTS}/.specs"  # the spec file of each job (a command line has a length limit)
 # semantic_model values that are not model references
 SEMANTIC_CHOICES = ("finetuned", "pretrained", "pretrained_stage")
+PLAN_WARNINGS_SAID = "AUGSBERT_PLAN_WARNINGS_SAID"  # "1": this process' planning warnings were printed already
 
 
 def slug(text: str) -> str:
@@ -103,6 +105,20 @@ class Graph:
         self._identities: dict[str, str] = {}
         self.pool_sizes: dict[tuple, int | None] = {}  # (data key, pool, exclude_eval) -> unique sentences
         self.pool_checks: dict[str, list[dict]] = {}  # data key -> sampling needs of the experiments using it
+        # a person's rounds (active.annotator: file) planned past a file not there yet, as if filled: the whole
+        # experiment, for its estimate only (augsbert.scheduling.estimate.whole_experiment_line); a run's plan ends
+        # at that round
+        self.every_round = False
+        self.warnings: dict[str, str] = {}  # experiment -> its planning warning (one line)
+
+    def warn(self, experiment: str, line: str) -> None:
+        """A planning warning, not an error: one line per experiment, printed once on stderr as it is planned
+        (not again in the Snakemake a dry `augsbert run` starts after it planned: PLAN_WARNINGS_SAID)."""
+        if experiment in self.warnings:
+            return
+        self.warnings[experiment] = line
+        if os.environ.get(PLAN_WARNINGS_SAID) != "1":
+            print(f"augsbert: warning: {line}", file=sys.stderr, flush=True)
 
     def model_identity(self, ref: str) -> str:
         if ref not in self._identities:

@@ -15,6 +15,7 @@ from pathlib import Path
 from ..stages.teacher import TEACHER
 from ..store.artifacts import DamagedArtifactError
 from ..store.results_files import read_results
+from .curves import falling, flag_text, line_points, teacher_curve, untrained_point
 from .layout import numbered_title, row_kind, row_label, table_rows
 
 PRINT_ENV = "AUGSBERT_PRINT_TABLES"  # "0": the run prints no table at its end (the Makefile prints it itself)
@@ -55,7 +56,41 @@ def results_table(path: Path) -> str:
             f"mean ± std over seeds {', '.join(map(str, seeds))}")
     warnings = "".join(f"  - {w}\n" for w in doc.get("warnings") or ())
     return ((f"warnings:\n{warnings}\n" if warnings else "")
-            + f"{doc.get('experiment', path.stem)}: test Spearman and Pearson × 100 ({over})\n" + "\n".join(lines))
+            + f"{doc.get('experiment', path.stem)}: test Spearman and Pearson × 100 ({over})\n" + "\n".join(lines)
+            + rounds_table(doc, over))
+
+
+def rounds_table(doc: dict, over: str) -> str:
+    """An active-learning experiment's rounds (issue 64 item 13: not only the last round's teacher): per round the
+    gold labels, the steps its teacher trained, its test Spearman and its student's, from the untrained teacher (0
+    labels) on; and, for the random strategy, the line saying its curve cannot be read. Empty without rounds."""
+    if not doc.get("active"):
+        return ""
+    points, untrained = line_points(doc), untrained_point(doc)
+    strategy = next(iter(doc["active"].values())).get("strategy")
+    rows = [("round", "gold labels", "steps", "teacher Spearman", "student Spearman")]
+    for p in ([untrained] if untrained else []) + points:
+        steps = p["teacher_steps"]
+        rows.append(("untrained" if p["round"] is None else str(p["round"]), f"{p['gold_labels']:,}",
+                     "–" if not steps else f"{steps[0]:,}" if len(steps) == 1 else f"{steps[0]:,}–{steps[-1]:,}",
+                     _cell(_stats(p["teacher_spearman"])) + (" †" if p.get("test_subset") else ""),
+                     _cell(_stats(p.get("student_spearman")))))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    text = "\n".join("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+                     for r in rows)
+    subset = next((p["test_subset"] for p in points if p.get("test_subset")), None)
+    note = (f"\n† on a seeded {subset['pairs']:,} of the {subset['of']:,} test pairs (active.test_pairs)"
+            if subset else "")
+    flag = falling(teacher_curve({"points": points, "untrained": untrained})) if strategy == "random" else None
+    warn = ("\n⚠ " + flag_text({"label": "random"}, flag)) if flag else ""
+    return f"\n\nactive learning, {strategy} ({over}):\n{text}{note}{warn}"
+
+
+def _stats(summary) -> dict | None:
+    """A curve point's (mean, std, seeds) as a results summary."""
+    if not summary or summary[0] is None:
+        return None
+    return {"mean": summary[0], "std": summary[1], "n": summary[2]}
 
 
 def table_text(path: str | Path) -> str | None:
@@ -64,7 +99,12 @@ def table_text(path: str | Path) -> str | None:
     if not path.is_file():
         return None
     if re.fullmatch(r"results/tables/[^/]+\.md", path.as_posix().removeprefix("./")) or path.suffix == ".md":
-        return path.read_text().split("\n## Experiments", 1)[0].rstrip()
+        text = path.read_text().split("\n## Experiments", 1)[0].rstrip()
+        curve = path.with_name(f"{path.stem}.curve.md")
+        if not path.name.endswith(".curve.md") and curve.is_file():  # its curve's flags, on the run's console too
+            flagged = [line for line in curve.read_text().splitlines() if line.startswith("- ⚠ ")]
+            text += (f"\n\nlabel-budget curves: {curve}" + "".join(f"\n{line}" for line in flagged))
+        return text
     if path.suffix == ".json" and path.parent.name == "results":
         try:
             return results_table(path)

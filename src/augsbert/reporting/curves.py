@@ -18,15 +18,17 @@ from __future__ import annotations
 
 import math
 import statistics
+import sys
 from pathlib import Path
 
 from ..config.grids import cells
 from ..store.keys import canonical_json
 from ..config.load import ConfigError
 from ..config.names import unknown_name
-from ..stages.active_select import TEACHER_ROLE
+from ..stages.active_select import MEMBER_ROLE, TEACHER_ROLE, UNTRAINED_ROLE
 from ..stages.teacher import TEACHER
-from ..store.artifacts import DamagedArtifactError, read_json, write_text, writer_lock, writing
+from ..stages.teacher_ensemble import MEMBER_ROLE as TEACHER_MEMBER
+from ..store.artifacts import DamagedArtifactError, read_json, write_with_siblings
 from ..planning.graph import SPECS, write_spec
 from ..store.results_files import check_results
 
@@ -112,9 +114,32 @@ def _results(path: Path, grid: str) -> dict:
     return doc
 
 
+def round_steps(doc: dict, seed: str, r: int, last: int, entry: dict) -> list[int]:
+    """The optimizer steps round `r`'s teacher (an ensemble: each member) trained in run `seed`: rounds.json's, else
+    (a file written before it recorded them) the results' model entries of that round's teacher or members."""
+    steps = (entry.get("teacher_test") or {}).get("steps")
+    if steps:
+        return list(steps)
+    models = doc.get("models") or {}
+
+    def of(role: str):
+        value = (((models.get(role) or {}).get("per_seed") or {}).get(seed) or {}).get("steps")
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    own = of("teacher" if r == last else TEACHER_ROLE.format(r))
+    if own is not None:
+        return [own]
+    prefix = MEMBER_ROLE.format(r, "") if r < last else TEACHER_MEMBER.format("")
+    return [v for role in sorted(models) if role.startswith(prefix) and role[len(prefix):].isdigit()
+            for v in [of(role)] if v is not None]
+
+
 def line_points(doc: dict) -> list[dict]:
-    """Per round of one experiment: its labels and the mean, std and count over seeds of each figure."""
-    runs = [run["rounds"] for run in (doc.get("active") or {}).values()]
+    """Per round of one experiment: its labels, the mean, std and count over seeds of each figure, the steps its
+    teachers trained (every seed's and member's) and, where a seeded subset of the test split was scored
+    (active.test_pairs), its size."""
+    active = doc.get("active") or {}
+    runs = [run["rounds"] for run in active.values()]
     points = []
     for r in range(min(map(len, runs)) if runs else 0):
         entries = [rounds[r] for rounds in runs]
@@ -127,8 +152,57 @@ def line_points(doc: dict) -> list[dict]:
                    "chosen_score": [((e["chosen"] or {}).get("scores") or {}).get("mean") for e in entries],
                    "chosen_uncertainty": [(e["chosen"] or {}).get("mean_uncertainty") for e in entries],
                    "scored_uncertainty": [(e["chosen"] or {}).get("scored_mean_uncertainty") for e in entries]}
-        points.append({"round": r, "gold_labels": labels[0], **{k: _summary(v) for k, v in figures.items()}})
+        steps = [v for seed, run in active.items() for v in round_steps(doc, seed, r, len(run["rounds"]) - 1,
+                                                                         run["rounds"][r])]
+        subsets = [(e["teacher_test"] or {}).get("test_subset") for e in entries]
+        points.append({"round": r, "gold_labels": labels[0], **{k: _summary(v) for k, v in figures.items()},
+                       "teacher_steps": sorted(set(steps)), "test_subset": next((x for x in subsets if x), None)})
     return points
+
+
+def untrained_point(doc: dict) -> dict | None:
+    """The curve's 0-label point: the untrained teacher's test Spearman (mean, std, count over seeds), or None in a
+    results file without one."""
+    model = (doc.get("models") or {}).get(UNTRAINED_ROLE)
+    if not model:
+        return None
+    score = (model.get("summary") or {}).get("spearman") or {}
+    return {"round": None, "gold_labels": 0, "teacher_spearman": (score.get("mean"), score.get("std"),
+                                                                     score.get("n") or 0),
+            "teacher_steps": [0], "test_subset": None}
+
+
+def teacher_curve(line: dict, ceilings: list[dict] = ()) -> list[tuple[int, tuple]]:
+    """(labels, teacher Spearman summary) of a line from its untrained point (0 labels) on, then `ceilings`."""
+    points = ([line["untrained"]] if line.get("untrained") else []) + line["points"]
+    return [(p["gold_labels"], p["teacher_spearman"]) for p in points if p["teacher_spearman"][0] is not None] + [
+        (c["gold_labels"], c["teacher_spearman"]) for c in ceilings if c["teacher_spearman"][0] is not None]
+
+
+def falling(curve: list[tuple[int, tuple]]) -> dict | None:
+    """The largest fall of a curve's mean teacher Spearman between two budgets (any two, the smaller first) by
+    more than its seed spread there (the larger sample std of the two; with one seed, any fall), or None: the
+    flag of a random baseline that cannot be read."""
+    worst = None
+    for i, (low, (m0, s0, n0)) in enumerate(curve):
+        for high, (m1, s1, n1) in curve[i + 1:]:
+            if high <= low:
+                continue
+            fall, spread = m0 - m1, max(s0 or 0.0, s1 or 0.0)
+            if fall > spread and fall > 0 and (worst is None or fall > worst["fall"]):
+                worst = {"from_labels": low, "from": m0, "to_labels": high, "to": m1, "fall": fall,
+                         "spread": spread, "seeds": max(n0, n1)}
+    return worst
+
+
+def flag_text(line: dict, flag: dict) -> str:
+    """One line saying that a random baseline cannot be read, and why."""
+    spread = ("one seed: any fall counts" if flag["seeds"] < 2 else
+              f"its seed spread is {flag['spread']:.2f}, the larger sample std of the two")
+    return (f"{line['label']} (the random baseline) cannot be read: its mean teacher Spearman falls from "
+            f"{flag['from']:.2f} at {flag['from_labels']:,} labels to {flag['to']:.2f} at {flag['to_labels']:,}, "
+            f"by {flag['fall']:.2f} ({spread}); its teachers are not learning from more labels, so no strategy "
+            "can be read against it (docs/methods/active.md, Results)")
 
 
 def labels_to_reach(points: list[tuple[int, float]], target: float) -> float | None:
@@ -155,17 +229,39 @@ def _cell(summary: tuple, digits: int = 2) -> str:
 def collect(spec: dict, results_dir: str | Path) -> tuple[list[dict], dict[str, dict]]:
     """Per column: its lines' points and its ceilings' teacher scores; and the documents read."""
     docs = {e: _results(Path(results_dir) / f"{e}.json", spec["grid"]) for e in spec["experiments"]}
+    return assemble(spec, docs), docs
+
+
+def assemble(spec: dict, docs: dict[str, dict]) -> list[dict]:
+    """Per column of the curve spec: its lines (points by round, the untrained point, the random baseline's flag)
+    and ceilings, from the experiments' results documents."""
     columns = []
     for column in spec["columns"]:
-        lines = [{**line, "points": line_points(docs[line["experiment"]])} for line in column["lines"]]
+        lines = [{**line, "points": line_points(docs[line["experiment"]]),
+                  "untrained": untrained_point(docs[line["experiment"]])} for line in column["lines"]]
         ceilings = []
         for ceiling in column["ceilings"]:
             doc = docs[ceiling["experiment"]]
-            score = ((doc["models"].get(TEACHER_ROW) or {}).get("summary") or {}).get("spearman") or {}
-            ceilings.append({**ceiling, "gold_labels": int(doc["data"]["sizes"]["train"]),
+            model = doc["models"].get(TEACHER_ROW) or {}
+            score = (model.get("summary") or {}).get("spearman") or {}
+            steps = sorted({v["steps"] for v in (model.get("per_seed") or {}).values()
+                            if isinstance(v.get("steps"), int)})
+            ceilings.append({**ceiling, "gold_labels": int(doc["data"]["sizes"]["train"]), "teacher_steps": steps,
                              "teacher_spearman": (score.get("mean"), score.get("std"), score.get("n") or 0)})
+        for line in lines:  # a random baseline whose mean falls beyond its seed spread (the ceiling included)
+            line["flag"] = falling(teacher_curve(line, ceilings)) if line["strategy"] == BASELINE else None
         columns.append({"column": column["column"], "lines": lines, "ceilings": ceilings})
-    return columns, docs
+    return columns
+
+
+def flags(columns: list[dict]) -> list[str]:
+    """The lines saying which random baselines cannot be read (none: every baseline rises within its spread)."""
+    return [f"{column['column']}: {flag_text(line, line['flag'])}" for column in columns for line in column["lines"]
+            if line.get("flag")]
+
+
+def _steps(steps: list[int]) -> str:
+    return "–" if not steps else f"{steps[0]:,}" if len(steps) == 1 else f"{steps[0]:,}–{steps[-1]:,}"
 
 
 def savings(line: dict, baseline: dict) -> dict:
@@ -188,13 +284,20 @@ def markdown(spec: dict, columns: list[dict], docs: dict[str, dict]) -> str:
     spread = (f"one seed ({seeds[0]})" if len(seeds) == 1 else
               f"mean ± sample standard deviation over seeds {', '.join(map(str, seeds))}")
     lines += [f"Each row is a strategy (a grid cell with active.rounds > 0); a column is the number of gold labels "
-              f"the round's models learned (round 0: the gold_fraction subset; each round adds active.batch pairs "
-              f"the strategy chose); {spread}; – = not trained. Generated by `augsbert render-curve` from the "
-              "`active` sections of results/<experiment>.json.", ""]
+              f"the round's models learned (0: the untrained teacher, max_steps 0, the same model every strategy "
+              f"starts from; round 0: the gold_fraction subset; each round adds active.batch pairs the strategy "
+              f"chose); {spread}; – = not trained. Generated by `augsbert render-curve` from the `active` sections "
+              "of results/<experiment>.json.", ""]
+    unreadable = flags(columns)
+    if unreadable:
+        lines += ["**A curve that cannot be read** (a random baseline whose mean teacher Spearman falls between two "
+                  "budgets by more than its seed spread):", "", *(f"- ⚠ {text}" for text in unreadable), ""]
     for column in columns:
         by_name = {line["experiment"]: line for line in column["lines"]}
         counts = sorted({p["gold_labels"] for line in column["lines"] for p in line["points"]}
-                        | {c["gold_labels"] for c in column["ceilings"]})
+                        | {c["gold_labels"] for c in column["ceilings"]}
+                        | {0 for line in column["lines"] if line.get("untrained")})
+        subsets = [p["test_subset"] for line in column["lines"] for p in line["points"] if p.get("test_subset")]
         for metric in ("teacher_spearman", "student_spearman"):
             if metric == "student_spearman" and not any(p["student_spearman"][0] is not None for line in column["lines"]
                                                for p in line["points"]):
@@ -203,15 +306,40 @@ def markdown(spec: dict, columns: list[dict], docs: dict[str, dict]) -> str:
                       "| Strategy | " + " | ".join(f"{n:,}" for n in counts) + " |",
                       "|---|" + "---:|" * len(counts)]
             for line in column["lines"]:
-                at = {p["gold_labels"]: p[metric] for p in line["points"]}
-                lines.append(f"| {line['label']} | " + " | ".join(_cell(at.get(n, (None, None, 0))) for n in counts)
-                             + " |")
+                points = line["points"] + ([line["untrained"]] if line.get("untrained") and metric == "teacher_spearman"
+                                           else [])
+                at = {p["gold_labels"]: p for p in points}
+                cells_ = [_cell(at[n][metric]) + (" †" if metric == "teacher_spearman" and at[n].get("test_subset")
+                                                  else "") if n in at else "–" for n in counts]
+                label = f"{line['label']} ⚠" if line.get("flag") else line["label"]
+                lines.append(f"| {label} | " + " | ".join(cells_) + " |")
             if metric == "teacher_spearman":
                 for ceiling in column["ceilings"]:
                     lines.append(f"| {_ceiling_name(ceiling['label'])} (the ceiling) | " + " | ".join(
                         _cell(ceiling["teacher_spearman"]) if n == ceiling["gold_labels"] else ""
                         for n in counts) + " |")
+                if subsets:
+                    lines += ["", f"† scored on a seeded {subsets[0]['pairs']:,} of the {subsets[0]['of']:,} test "
+                              "pairs (active.test_pairs: the same pairs for every round, strategy and seed); the "
+                              "untrained teacher, each line's last round and the ceiling on all of them."]
+                if any(line.get("flag") for line in column["lines"]):
+                    lines += ["", "⚠ " + " ".join(flag_text(line, line["flag"]) + "."
+                                                  for line in column["lines"] if line.get("flag"))]
             lines.append("")
+        lines += [f"## {column['column']}: optimizer steps each teacher trained", "",
+                  "The steps of every seed's teacher (an ensemble: each member), one figure where all are equal: "
+                  "a budget in steps is the same whatever the round's size (teacher.max_steps); with epochs it "
+                  "grows with the labels.", "",
+                  "| Strategy | " + " | ".join(f"{n:,}" for n in counts) + " |", "|---|" + "---:|" * len(counts)]
+        for line in column["lines"]:
+            points = line["points"] + ([line["untrained"]] if line.get("untrained") else [])
+            at = {p["gold_labels"]: p["teacher_steps"] for p in points}
+            lines.append(f"| {line['label']} | " + " | ".join(_steps(at[n]) if n in at else "–" for n in counts)
+                         + " |")
+        for ceiling in column["ceilings"]:
+            lines.append(f"| {_ceiling_name(ceiling['label'])} (the ceiling) | " + " | ".join(
+                _steps(ceiling["teacher_steps"]) if n == ceiling["gold_labels"] else "" for n in counts) + " |")
+        lines.append("")
         lines += [f"## {column['column']}: labels to reach the random baseline's final teacher Spearman", "",
                   "Read off each curve of means (straight lines between rounds): the labels at which a strategy's "
                   "teacher first reaches the mean Spearman its random baseline reached with all its labels.", "",
@@ -234,6 +362,8 @@ def markdown(spec: dict, columns: list[dict], docs: dict[str, dict]) -> str:
             else:
                 needed = f"{found['needed']:,.0f}"
                 saved = f"{found['saved']:,.0f} ({100 * found['saved'] / found['budget']:.0f} %)"
+            if base.get("flag"):  # read against a baseline that cannot be read: the figures stand, the verdict not
+                saved += " ⚠ (its baseline cannot be read)"
             lines.append(f"| {line['label']} | {base['label']} | {final} | {needed} | {saved} |")
         rounds = sorted({p["round"] for line in column["lines"] for p in line["points"] if p["round"]})
         lines += ["", f"## {column['column']}: the pairs each round chose", "",
@@ -268,24 +398,37 @@ def long_table(spec: dict, columns: list[dict]):
     records = []
     for column in columns:
         for line in column["lines"]:
-            for point in line["points"]:
+            flag = flag_text(line, line["flag"]) if line.get("flag") else ""
+            points = ([line["untrained"]] if line.get("untrained") else []) + line["points"]
+            for point in points:
+                steps = point["teacher_steps"]
+                subset = point.get("test_subset") or {}
                 for metric in (*METRICS, "scored_uncertainty"):
+                    if metric not in point:  # the untrained point has a teacher score only
+                        continue
                     mean, std, n = point[metric]
                     records.append({"grid": spec["grid"], "column": column["column"], "row": line["label"],
                                     "strategy": line["strategy"], "experiment": line["experiment"],
                                     "baseline": line["baseline"], "round": point["round"],
+                                    "point": "untrained" if point["round"] is None else "round",
                                     "gold_labels": point["gold_labels"],
-                                    "metric": metric, "mean": mean, "std": std, "n_seeds": n})
+                                    "metric": metric, "mean": mean, "std": std, "n_seeds": n,
+                                    "teacher_steps": _steps(steps) if steps else "",
+                                    "test_pairs": subset.get("pairs") if metric == "teacher_spearman" else None,
+                                    "unreadable": flag})
         for ceiling in column["ceilings"]:
             mean, std, n = ceiling["teacher_spearman"]
             records.append({"grid": spec["grid"], "column": column["column"], "row": ceiling["label"],
                             "strategy": "all gold", "experiment": ceiling["experiment"], "baseline": "", "round": None,
-                            "gold_labels": ceiling["gold_labels"], "metric": "teacher_spearman", "mean": mean,
-                            "std": std, "n_seeds": n})
-    return pd.DataFrame.from_records(records).astype({"round": "Int64"})
+                            "point": "ceiling", "gold_labels": ceiling["gold_labels"], "metric": "teacher_spearman",
+                            "mean": mean, "std": std, "n_seeds": n,
+                            "teacher_steps": _steps(ceiling["teacher_steps"]) if ceiling["teacher_steps"] else "",
+                            "test_pairs": None, "unreadable": ""})
+    return pd.DataFrame.from_records(records).astype({"round": "Int64", "test_pairs": "Int64"})
 
 
-def line_chart(spec: dict, columns: list[dict], path: Path) -> None:
+def line_chart(spec: dict, columns: list[dict], path: Path) -> list[str]:
+    """Draw the chart to `path`; returns the texts written on it (the title, the axes' notes)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -300,14 +443,25 @@ def line_chart(spec: dict, columns: list[dict], path: Path) -> None:
         for i, metric in enumerate(metrics):
             ax = axes[i][j]
             for line in column["lines"]:
-                points = [p for p in line["points"] if p[metric][0] is not None]
+                start = [line["untrained"]] if line.get("untrained") and metric == "teacher_spearman" else []
+                points = [p for p in start + line["points"] if p[metric][0] is not None]
                 if not points:
                     continue
                 x = np.array([p["gold_labels"] for p in points], dtype=float)
                 mean = np.array([p[metric][0] for p in points])
                 std = np.array([p[metric][1] or 0.0 for p in points])
-                (drawn,) = ax.plot(x, mean, marker="o", label=line["label"])
+                (drawn,) = ax.plot(x, mean, marker="o", label=line["label"] + (" ⚠ cannot be read" if line.get("flag")
+                                                                               else ""))
                 ax.fill_between(x, mean - std, mean + std, color=drawn.get_color(), alpha=0.18, linewidth=0)
+            if metric == "teacher_spearman" and any(line.get("untrained") for line in column["lines"]):
+                ax.axvline(0, color="black", linewidth=0.6, alpha=0.4)
+                ax.annotate("untrained", (0, 0), xycoords=("data", "axes fraction"), xytext=(3, 3),
+                            textcoords="offset points", fontsize=7, alpha=0.7)
+            warned = [line for line in column["lines"] if line.get("flag")]
+            if metric == "teacher_spearman" and warned:  # said on the chart's face, not only in the table
+                ax.text(0.02, 0.98, "\n".join(_wrap("⚠ " + flag_text(line, line["flag"])) for line in warned),
+                        transform=ax.transAxes, va="top", fontsize=6.5, color="firebrick",
+                        bbox={"facecolor": "white", "alpha": 0.85, "edgecolor": "firebrick"})
             if metric == "teacher_spearman":
                 for ceiling in column["ceilings"]:
                     if ceiling["teacher_spearman"][0] is not None:
@@ -318,21 +472,36 @@ def line_chart(spec: dict, columns: list[dict], path: Path) -> None:
             ax.set_ylabel(METRICS[metric])
             ax.grid(alpha=0.3)
             ax.legend(fontsize=7)
-    fig.suptitle(f"{spec['grid']}: mean ± std over seeds")
+    unreadable = any(line.get("flag") for c in columns for line in c["lines"])
+    fig.suptitle(f"{spec['grid']}: mean ± std over seeds" + (" (⚠ a random baseline falls: cannot be read)"
+                                                             if unreadable else ""),
+                 color="firebrick" if unreadable else "black")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
+    texts = [fig.get_suptitle()] + [t.get_text() for ax in fig.axes for t in ax.texts]
     plt.close(fig)
+    return texts
+
+
+def _wrap(text: str, width: int = 95) -> str:
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, width))
 
 
 def run(spec: dict, results_dir: str | Path, out: str | Path) -> str:
     """Write the grid's curve files (`out` = results/tables/<grid>.curve.md; .csv and .png beside it)."""
-    out = Path(out)
-    with writing(out.parent):
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with writer_lock(out):
-            columns, docs = collect(spec, results_dir)
-            text = markdown(spec, columns, docs)
-            long_table(spec, columns).to_csv(out.with_suffix(".csv"), index=False)
-            line_chart(spec, columns, out.with_suffix(".png"))
-            write_text(out, text)  # last and atomic: the .md is what Snakemake requests
+    drawn = {}
+
+    def siblings(out: Path) -> str:
+        drawn["columns"], docs = collect(spec, results_dir)
+        text = markdown(spec, drawn["columns"], docs)
+        long_table(spec, drawn["columns"]).to_csv(out.with_suffix(".csv"), index=False)
+        line_chart(spec, drawn["columns"], out.with_suffix(".png"))
+        return text
+
+    text = write_with_siblings(out, siblings)
+    # into the job's log (the run's console prints the grid table's, augsbert.reporting.console)
+    for line in flags(drawn["columns"]):
+        print(f"augsbert: warning: {spec['grid']}: {line}", file=sys.stderr, flush=True)
     return text

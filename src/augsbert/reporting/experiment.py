@@ -5,6 +5,7 @@ outputs, so `snakemake --report report.html results/<experiment>.json` shows the
 experiment's own figures, not only the rule graph:
 
 - `metrics.csv`: every model (role) and metric, mean, sample std and number of seeds;
+- `rounds.csv` (active learning): every seed's rounds, from the untrained teacher on (labels, steps, test scores);
 - `training_curves.png`: dev Spearman and training loss per epoch of every model
   trained with a dev split (teacher, lower bound, student), one line per seed;
 - `silver_densities.seed<N>.png`: the labelling stage's teacher-score densities.
@@ -21,6 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..stages import REGISTRY
+from ..stages.active_select import UNTRAINED_ROLE
 from ..store.artifacts import read_json
 from .layout import table_rows
 
@@ -31,6 +33,33 @@ def metrics_table(result: dict) -> pd.DataFrame:
              "std": s["std"], "seeds": s["n"]}
             for role, entry in result["models"].items() for metric, s in entry["summary"].items()]
     return pd.DataFrame(rows, columns=["model", "description", "metric", "mean", "std", "seeds"])
+
+
+def rounds_table(result: dict) -> pd.DataFrame:
+    """An active-learning experiment's rounds, one row per seed and round (the untrained teacher first, round
+    `untrained`): labels, the teacher's steps (an ensemble: its members', `;`-separated), test pairs scored and test
+    Spearman / Pearson, the student's, and the chosen pairs' mean label and statistic."""
+    untrained = ((result.get("models") or {}).get(UNTRAINED_ROLE) or {}).get("per_seed") or {}
+    rows = []
+    for seed, run in result["active"].items():
+        if seed in untrained:
+            scores = untrained[seed]
+            rows.append({"seed": seed, "round": "untrained", "gold_labels": 0, "added": 0, "teacher_steps": "0",
+                         "teacher_test_pairs": scores.get("n_pairs"), "teacher_spearman": scores.get("spearman"),
+                         "teacher_pearson": scores.get("pearson")})
+        for entry in run["rounds"]:
+            teacher, student = entry.get("teacher_test") or {}, entry.get("student_test") or {}
+            chosen = entry.get("chosen") or {}
+            rows.append({"seed": seed, "round": str(entry["round"]), "gold_labels": entry["gold_labels"],
+                         "added": entry["added"], "teacher_steps": ";".join(map(str, teacher.get("steps") or [])),
+                         "teacher_test_pairs": teacher.get("test_pairs"), "teacher_spearman": teacher.get("spearman"),
+                         "teacher_pearson": teacher.get("pearson"), "student_spearman": student.get("spearman"),
+                         "student_pearson": student.get("pearson"),
+                         "chosen_mean_label": (chosen.get("scores") or {}).get("mean"),
+                         "chosen_mean_uncertainty": chosen.get("mean_uncertainty")})
+    return pd.DataFrame(rows, columns=["seed", "round", "gold_labels", "added", "teacher_steps", "teacher_test_pairs",
+                                       "teacher_spearman", "teacher_pearson", "student_spearman", "student_pearson",
+                                       "chosen_mean_label", "chosen_mean_uncertainty"])
 
 
 def curve_roles() -> list[str]:
@@ -86,10 +115,12 @@ def write(result: dict, spec: dict, out_dir: str | Path) -> list[str]:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     figures = {name for stage in REGISTRY.values() for name in stage.figures.values()}
-    for old in [out_dir / "metrics.csv", out_dir / "training_curves.png",
+    for old in [out_dir / "metrics.csv", out_dir / "rounds.csv", out_dir / "training_curves.png",
                 *(p for name in sorted(figures) for p in out_dir.glob(f"{name}.seed*.png"))]:
         old.unlink(missing_ok=True)
     metrics_table(result).to_csv(out_dir / "metrics.csv", index=False)
+    if result.get("active"):
+        rounds_table(result).to_csv(out_dir / "rounds.csv", index=False)
     histories = curves(spec)
     if histories:
         plot_curves(histories, spec["experiment"], out_dir / "training_curves.png")

@@ -43,6 +43,13 @@ NUMBERED_ROLES = (
     (re.compile(r"te_bi_(\d+)(_mutual)?"), lambda m: f"Trans-Encoder round {m[1]}: Bi-Encoder trained on the cross "
                                                       f"model{'s' if m[2] else ''}' scores, no gold label"
                                                       f"{' (the second, mutual chain)' if m[2] else ''}"),
+    # active learning (docs/methods/active.md): every round's teacher, and the untrained one (the curve's 0 labels)
+    (re.compile(r"active_teacher_(\d+)"), lambda m: f"active-learning round {m[1]}'s teacher, trained on the gold of "
+                                                    f"rounds 0-{m[1]} (the `teacher` entry is the last round's)"),
+    (re.compile(r"active_member_(\d+)_(\d+)"), lambda m: f"active-learning round {m[1]}'s teacher ensemble member "
+                                                          f"{int(m[2]) + 1}"),
+    (re.compile(r"active_teacher_untrained"), lambda m: "the untrained teacher (max_steps 0: the base model, no label "
+                                                        "learned): an active-learning curve's 0-label point"),
 )
 METRICS = ("spearman", "pearson")
 # a Bi-Encoder's deployment cost (its job's metrics.json), with the conditions its speed was measured under
@@ -114,11 +121,13 @@ def role_description(role: str) -> str | None:
 
 def role_order(role: str) -> tuple:
     """Results order: the rows stages declare (by place), then members, then Trans-Encoder rounds (cross before
-    Bi-Encoder)."""
+    Bi-Encoder), then active learning's untrained and rounds' teachers."""
     rows = table_rows()
     if role in rows:
         return (0, rows[role].place)
     numbers = [int(n) for n in re.findall(r"\d+", role)]
+    if role.startswith("active_"):  # last: the untrained teacher, then each round's teacher before its members
+        return (2, role != "active_teacher_untrained", *numbers, role.startswith("active_member"))
     return (1, role.startswith("te_"), *numbers, role.startswith("te_bi"), role.endswith("_mutual"))
 
 
@@ -194,6 +203,8 @@ def _results(spec: dict) -> dict:
                     entry["wall_time_s"] = metrics["wall_time_s"]
                 if metrics.get("dev_history"):  # epochs trained (fewer than `epochs` after early stopping)
                     entry["epochs_trained"] = len(metrics["dev_history"])
+                if isinstance(metrics.get("steps"), int) and not isinstance(metrics["steps"], bool):
+                    entry["steps"] = metrics["steps"]  # optimizer steps trained (0: an untrained teacher)
                 paths.setdefault(role, {}).setdefault(seed, {})["model"] = node["path"]
             elif declared and declared.evaluates:  # an evaluation suite of a Bi-Encoder: joins its model's entry
                 model_role = declared.evaluates(role)

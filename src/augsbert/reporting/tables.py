@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..stages import REGISTRY
-from ..store.artifacts import DamagedArtifactError, write_text, writer_lock, writing
+from ..store.artifacts import DamagedArtifactError, write_with_siblings
 from ..store.results_files import read_results
 from .layout import row_of
 
@@ -149,6 +149,10 @@ def markdown(spec: dict, long: pd.DataFrame, docs: dict[str, dict]) -> str:
             lines.append("| " + " | ".join([cells["method"].iloc[0], *values]) + " |")
         lines.append("")
     notes = _notes(spec, docs)
+    if any(doc.get("active") for doc in docs.values()):  # issue 64 item 13: the rounds are not hidden
+        notes.append(f"- The active-learning cells' rows are their last round's models (every label of their "
+                     f"rounds); each round's teacher (and student), the untrained teacher, the steps each trained "
+                     f"and whether the random baseline can be read: results/tables/{spec['grid']}.curve.md.")
     if set(spec["metrics"]) - {"spearman", "pearson"} and any(not row_of(r["role"]).bi_encoder for r in spec["rows"]):
         notes.append("- Evaluation-suite metrics (STS suite, topic, USEB, diagnostics) are computed for "
                      "Bi-Encoders only; teacher rows show – there.")
@@ -266,15 +270,13 @@ def copy_logs_and_figures(docs: dict[str, dict], logs_dir: Path, figures_dir: Pa
 
 
 def run(spec: dict, results_dir: str | Path, out: str | Path) -> str:
-    """Write the grid's table files; one writer at a time (the lock on the .md covers its siblings)."""
-    out = Path(out)
-    with writing(out.parent):
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with writer_lock(out):
-            long, docs = collect(spec, results_dir)
-            text = markdown(spec, long, docs)
-            long.drop(columns=["row", "planned_seeds"]).to_csv(out.with_suffix(".csv"), index=False)
-            bar_chart(spec, long, out.with_suffix(".png"))
-            copy_logs_and_figures(docs, out.with_name(f"{spec['grid']}.logs"), out.with_name(f"{spec['grid']}.figures"))
-            write_text(out, text)  # last and atomic: the .md is what Snakemake requests
-    return text
+    """Write the grid's table files (`out` = results/tables/<grid>.md; .csv, .png, the logs and figures beside it)."""
+    def siblings(out: Path) -> str:
+        long, docs = collect(spec, results_dir)
+        text = markdown(spec, long, docs)
+        long.drop(columns=["row", "planned_seeds"]).to_csv(out.with_suffix(".csv"), index=False)
+        bar_chart(spec, long, out.with_suffix(".png"))
+        copy_logs_and_figures(docs, out.with_name(f"{spec['grid']}.logs"), out.with_name(f"{spec['grid']}.figures"))
+        return text
+
+    return write_with_siblings(out, siblings)

@@ -16,6 +16,8 @@ from typing import Callable, Protocol
 import numpy as np
 
 from ..errors import DataError
+from ..params import default_of
+from ..stages.active_select import SelectParams
 
 
 class Scorer(Protocol):
@@ -40,10 +42,11 @@ class Request:
     seed: int
     round: int
     labelled: list[tuple[str, str]]  # the pairs labelled in rounds 0 .. r (kde: the teacher's scores of them)
-    passes: int = 10  # mc_dropout (and diverse without a committee)
-    candidate_factor: int = 5  # diverse: the top candidate_factor x k pairs by uncertainty are clustered
-    clusters: int | None = None  # diverse: k-means clusters (None: k)
-    uncertainty: str = "mc_dropout"  # diverse: which statistic ranks its candidates (committee or mc_dropout)
+    # the `active` options the strategies read, their defaults the section's (stages/active_select.py)
+    passes: int = default_of(SelectParams, "passes")  # mc_dropout (and diverse without a committee)
+    candidate_factor: int = default_of(SelectParams, "candidate_factor")  # diverse: the top candidate_factor x k
+    clusters: int | None = default_of(SelectParams, "clusters")  # diverse: k-means clusters (None: k)
+    uncertainty: str = default_of(SelectParams, "uncertainty")  # diverse: which statistic ranks its candidates
 
 
 @dataclass(frozen=True)
@@ -228,11 +231,6 @@ def choose(strategy: str, request: Request, scorer: Scorer) -> Picked:
     if len(picked.positions) != request.k or len(set(picked.positions.tolist())) != request.k:
         raise AssertionError(f"{strategy} picked {len(picked.positions)} position(s), not {request.k} distinct ones")
     return picked
-
-
-def batch_pairs(batch: float, gold_pairs: int) -> int:
-    """Pairs labelled per round: round(batch x the dataset's gold train pairs), at least 1."""
-    return max(1, round(batch * gold_pairs))
 
 
 def capped(n: int, max_pool: int | None, seed: int, round_: int) -> np.ndarray:

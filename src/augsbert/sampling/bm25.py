@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from scipy import sparse
 
-from ..models.search import block_rows
+from ..search import block_rows
 
 _WORD = re.compile(r"\w+")
 FREQUENT_SHARE = 50  # terms in more than 1/50 of the documents are multiplied densely (measured best)

@@ -77,9 +77,14 @@ def small_silver(params: CandidatesParams, pool: int, removed: int, counts: dict
            "sentence is trained on; a random split shares sentences across splits)" if removed else
            f"candidates.pool is {params.pool}")
     if removed and removed >= SHRUNK * (pool + removed) and pool >= SMALL_POOL:  # (a small pool says why)
+        more = ("set candidates.pool: train+unlabeled (the train pairs left unlabelled, with gold_fraction < 1, and "
+                "the dataset's `unlabeled` file) and give the `unlabeled` file sentences that occur in no dev/test "
+                "pair" if params.pool == "train" else
+                "give the dataset's `unlabeled` file sentences that occur in no dev/test pair")
         found.append(f"{removed} of the {pool + removed} pool sentences ({100 * removed // (pool + removed)} %) occur in "
                      "dev/test pairs and were removed from the silver pool (candidates.exclude_eval_sentences): the "
-                     "splits share many sentences")
+                     f"splits share many sentences; for a larger pool, {more} (the test-free sentences: none is "
+                     "removed)")
     if pool < SMALL_POOL:
         found.append(f"the silver pool holds only {pool} sentence(s) (below {SMALL_POOL}): {why}; add unlabeled "
                      "text (the dataset's `unlabeled` file, candidates.pool: train+unlabeled) for more silver pairs")

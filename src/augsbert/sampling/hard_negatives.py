@@ -20,7 +20,7 @@ as above, then the lists are interleaved in retriever order without repeats, up 
 The rule is the `negatives` section's options (`stages.negatives.NegativesOptions`: the fields
 `num_negatives`, `range_min`, `range_max`, the margins, `max_score`, `min_score` and `cross_encoder`,
 whose scores then replace the retriever's), so each of its settings is declared once. The search keeps
-each block's top k only (augsbert.models.search): memory beyond the embeddings is the (queries, k) result.
+each block's top k only (augsbert.search): memory beyond the embeddings is the (queries, k) result.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..models.search import FAISS_FROM, best_of_block, block_rows, top_k
+from ..search import FAISS_FROM, best_of_block, block_rows, top_k
 from .bm25 import bm25_weights, default_tokenize, term_counts
 
 if TYPE_CHECKING:  # annotations only: the rule is the `negatives` section's options (stages/negatives.py)
@@ -140,7 +140,7 @@ Rescore = Callable[[Iterable[tuple[str, str]]], np.ndarray]  # (query, passage) 
 def candidates_and_positives(block_scores: ScoreBlock, n_queries: int, n_corpus: int, k: int,
                              positives: Sequence[list[int]]) -> tuple[np.ndarray, np.ndarray, list[list[float]]]:
     """Top-k candidates of every query and the retriever's score of each of its positives. A dense retriever
-    (`DenseScores`) searches exactly through augsbert.models.search (numpy blocks or faiss.knn); any other
+    (`DenseScores`) searches exactly through augsbert.search (numpy blocks or faiss.knn); any other
     scores one block of queries at a time (about 64 MiB of scores), keeping each block's top k (no full sort)."""
     kk = min(k, n_corpus)
     if isinstance(block_scores, DenseScores):

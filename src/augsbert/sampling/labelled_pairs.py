@@ -3,14 +3,16 @@
 from two strategies is kept once (the first strategy's, by a 128-bit digest: no texts held), and
 pairs.parquet is written piece by piece with sampling_stats.json and score_densities.png (gold vs every
 strategy, as thesis Figures 6.3-6.5). `merged_scores` reads the scores of N label shards, checked to tile
-the candidates.
+the candidates. The teacher's scores come in (the `labels` job scores with it): what is kept of the teacher here is
+what the files record and how its pairs are shown (`ScoredBy`), so every rule is tested without a model.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,7 +25,6 @@ from ..data import DataError
 from ..data.pool import read_split
 from ..data.prompts import with_topics
 from ..data.tables import read_rows
-from ..models.teacher import Teacher
 from ..store.artifacts import read_json, write_json
 from .kde import iterative_kde, kde_sample
 from .pool import pair_key
@@ -32,6 +33,18 @@ if TYPE_CHECKING:  # annotations only: the stage's options classes sit above sam
     from ..stages.labels import LabelsParams
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ScoredBy:
+    """The teacher that scored the pairs, as the labels artifact records it: its artifact's name (the pairs'
+    `teacher` column), its architecture(s), and its topic prompt's delimiter with the sentences' topics (the pairs
+    then carry `topic1` / `topic2`; None: no prompts)."""
+
+    name: str
+    arch: str
+    delimiter: str | None = None
+    topics: Mapping[str, str] = field(default_factory=dict)
 
 
 def _select(strategy: str, reference: np.ndarray, scores: np.ndarray, seed: int,
@@ -136,7 +149,7 @@ def _kept_frames(path: Path, kept: np.ndarray) -> Iterator[pd.DataFrame]:
     yield span.take(pa.array(kept - lo)).to_pandas().assign(row=kept)
 
 
-def write_pairs(tmp: Path, spec: dict, params: LabelsParams, teacher: Teacher, gold: pd.DataFrame,
+def write_pairs(tmp: Path, spec: dict, params: LabelsParams, teacher: ScoredBy, gold: pd.DataFrame,
                 gold_scored: pd.DataFrame, scores: np.ndarray | None) -> dict:
     """Select by strategy, deduplicate, write pairs.parquet piece by piece, sampling_stats.json and the plot."""
     import pyarrow.parquet as pq
@@ -172,7 +185,7 @@ def write_pairs(tmp: Path, spec: dict, params: LabelsParams, teacher: Teacher, g
     final_strategy, final_score = [], []
 
     def emit(writer, frame: pd.DataFrame) -> None:
-        frame = frame.assign(teacher=teacher.dir.name)
+        frame = frame.assign(teacher=teacher.name)
         for c in columns:
             if c not in frame:
                 frame[c] = np.nan  # gold_score of a candidate
@@ -199,7 +212,7 @@ def write_pairs(tmp: Path, spec: dict, params: LabelsParams, teacher: Teacher, g
     candidate_stats = read_json(Path(spec["inputs"]["candidates"]) / "metrics.json") \
         if "candidates" in spec["inputs"] else None
     sampling_stats = {
-        "teacher": teacher.dir.name, "teacher_arch": teacher.arch_name,
+        "teacher": teacher.name, "teacher_arch": teacher.arch,
         "gold_reference": params.kde_reference, "reference_pairs": len(reference),
         "strategies": per_strategy, "pairs": len(pairs),
         "duplicates_across_strategies": int((~unique).sum()),
@@ -207,18 +220,18 @@ def write_pairs(tmp: Path, spec: dict, params: LabelsParams, teacher: Teacher, g
         "pool_sentences": candidate_stats["pool_sentences"] if candidate_stats else None,
     }
     write_json(tmp / "sampling_stats.json", sampling_stats)
-    plot_densities(tmp / "score_densities.png", reference, pairs, f"silver vs gold scores ({teacher.arch_name} teacher)")
+    plot_densities(tmp / "score_densities.png", reference, pairs, f"silver vs gold scores ({teacher.arch} teacher)")
     log.info("labelled %d pairs: %s", len(pairs), {k: v["kept"] for k, v in per_strategy.items()})
     return sampling_stats
 
 
-def scored_gold(spec: dict, teacher: Teacher) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The gold train pairs and the same pairs scored by the teacher (strategy `gold`, with `gold_score`)."""
+def gold_to_score(spec: dict, teacher: ScoredBy) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The gold train pairs, and the same pairs as the teacher scores them (strategy `gold`, with `gold_score`, and
+    their topics under a topic prompt): the job fills its `score` column with the teacher's scores."""
     gold = read_split(spec["inputs"]["gold"], "train")  # the teacher's gold: target (in-domain) or source
     gold_scored = gold[["sentence1", "sentence2"]].assign(strategy="gold", gold_score=gold["score"])
     if teacher.delimiter:
         gold_scored = with_topics(gold_scored, teacher.topics, gold.get("topic"))
-    gold_scored["score"] = teacher.score(gold_scored)
     return gold, gold_scored
 
 

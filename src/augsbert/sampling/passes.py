@@ -5,7 +5,8 @@ KDE strategies' candidate pools are a random pass, plus a semantic one for itera
 `Searcher` computes any row range of a pass over one pool (its semantic indexes built or read once); one
 job computes every row (`all_passes`), or N shard jobs disjoint row ranges cut at multiples of the pass's
 query block (`shard_passes`, `block_unit`) that the merge checks to tile the pool (`merged_passes`): the
-merged rows are the unsharded ones (tests/test_shards.py).
+merged rows are the unsharded ones (tests/test_shards.py). The semantic passes take the pool's embeddings: the job
+encodes the pool with the encoder `pool_encoder` names.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..data import DataError
-from ..models.search import block_rows
+from ..search import block_rows
 from ..store.artifacts import read_json
 from ..store.model_refs import model_path
 from . import bm25 as bm25_module
@@ -35,18 +36,12 @@ log = logging.getLogger(__name__)
 SEMANTIC = ("semantic_search", "semantic_search_least", "iterative_kde")  # strategies that need embeddings
 
 
-def embed_pool(pool: list[str], params: CandidatesParams | PoolIndexParams, spec: dict, device: str) -> np.ndarray:
-    from sentence_transformers import SentenceTransformer
-
+def pool_encoder(params: CandidatesParams | PoolIndexParams, spec: dict) -> str:
+    """The Bi-Encoder whose embeddings of the pool the semantic passes search: a planned stage's model
+    (`semantic_model: finetuned | pretrained_stage`, the `encoder` input), else the base or named model."""
     if params.semantic_model in ("finetuned", "pretrained_stage"):  # a planned stage's encoder
-        path = str(Path(spec["inputs"]["encoder"]) / "model")
-    else:
-        path = model_path(params, params.model if params.semantic_model == "pretrained" else params.semantic_model)
-    model = SentenceTransformer(path, device=device)
-    model.max_seq_length = params.max_length
-    log.info("encoding %d pool sentences with %s", len(pool), path)
-    return model.encode(pool, batch_size=params.batch_size, convert_to_numpy=True, normalize_embeddings=True,
-                        show_progress_bar=True)
+        return str(Path(spec["inputs"]["encoder"]) / "model")
+    return model_path(params, params.model if params.semantic_model == "pretrained" else params.semantic_model)
 
 
 def passes(strategy: str, params: CandidatesParams) -> list[dict]:

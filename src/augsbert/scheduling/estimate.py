@@ -67,14 +67,18 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import socket
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..models.gpu_memory import DEFAULT_DIMS, model_config, model_dims, parameter_count
-from ..stages import REGISTRY
-from ..stages.sizes import DEFAULT_MAX_LENGTH, input_splits, pool_sentences, text_tokens, upstream_data
+from ..stages import REGISTRY, planning_order
+from ..stages.sizes import DEFAULT_MAX_LENGTH, epochs, input_splits, pool_sentences, text_tokens, upstream_data
+from ..store.processes import alive
+from .gpus import inventory
 from .progress import ESTIMATE_FILE_ENV, load_factor, machine_load
+from .resources import job_items, job_work, needs_gpu
 
 REFERENCE_PARAMS = 22_700_000  # all-MiniLM-L6-v2, the packaged default model
 # CPU figures of the reference model on 2 idle cores (see the module docstring for where they come from). A
@@ -150,8 +154,6 @@ def estimate_device(configured: str) -> str:
         return "cpu"
     if configured.startswith("cuda"):
         return "gpu"
-    from .gpus import inventory
-
     return "gpu" if inventory() else "cpu"
 
 
@@ -170,8 +172,6 @@ def with_upstream(plan, keys) -> list[str]:
 def estimate_jobs(plan, keys, device: str, warm: bool = False) -> list[JobEstimate]:
     """The estimates of the jobs `keys` (planned nodes; others, e.g. results files, are left out) on `device`
     (cpu / gpu), in planning order."""
-    from ..stages import planning_order
-
     cache: dict = {}
     order = [stage.name for stage in planning_order()]
     order += [name for name in REGISTRY if name not in order]  # shards and the like: after the planned stages
@@ -186,8 +186,46 @@ def estimate_text(plan, keys, experiments, configured_device: str, warm: bool = 
     default, augsbert.face.warm); `load`: (load average, cores), read now (machine_load) unless given."""
     device = estimate_device(configured_device)
     estimates = estimate_jobs(plan, keys, device, warm)
-    return render_estimate(estimates, device, role_names(plan, {e.key for e in estimates}, experiments), warm,
+    text = render_estimate(estimates, device, role_names(plan, {e.key for e in estimates}, experiments), warm,
                            machine_load() if load is None else load)
+    whole = whole_experiment_line(plan, experiments, device, warm)
+    return text + (f"\n{whole}" if whole else "")
+
+
+def awaited(plan, name: str) -> list[str]:
+    """What a person is to give before experiment `name` can finish (its nodes' `awaits`: "round 1", ...), numbers
+    in their order ("round 2" before "round 10"); [] where nothing waits for one."""
+    found = set()
+    for roles in plan.experiment(name).runs.values():
+        for key in roles.values():
+            node = plan.node(key)
+            declared = REGISTRY[node.stage]
+            what = declared.awaits(node) if declared.awaits else None
+            if what:
+                found.add(what)
+    return sorted(found, key=lambda what: [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", what)])
+
+
+def whole_experiment_line(plan, experiments, device: str, warm: bool) -> str | None:
+    """Where a person labels the rounds (`active.annotator: file`), a run's plan ends at the round it stops at, so
+    its estimate covers the jobs up to that stop: the line adding the whole of each such experiment, every round
+    after the stop included (planned as if each file were filled: augsbert.planning.graph.Graph.every_round), the
+    jobs already built left out; None where no experiment waits for a person (issue 64)."""
+    waiting = [name for name in experiments if awaited(plan, name)]
+    if not waiting:
+        return None
+    whole = type(plan)(plan.config)
+    whole.every_round = True
+    whole.warnings = plan.warnings  # a planning warning the run's plan said is not said again
+    keys = [run["key"] for name in waiting for roles in whole.experiment_spec(name)["runs"].values()
+            for run in roles.values()]
+    keys = [key for key in with_upstream(whole, keys) if not Path(whole.node(key).path).is_dir()]
+    total = sum(e.seconds for e in estimate_jobs(whole, keys, device, warm))
+    names = "; ".join(f"{name}: a person labels {', '.join(awaited(whole, name))}" for name in waiting)
+    return (f"augsbert: this run stops where a person labels a round; the whole of "
+            f"{'the experiment' if len(waiting) == 1 else 'the experiments'} from here, every round included: "
+            f"{len(keys)} job(s), {clock(total)} on {'this CPU' if device == 'cpu' else 'a GPU'} (idle cores, as "
+            f"above; the time the person takes is not counted) ({names})")
 
 
 def write_job_estimates(estimates: list[JobEstimate], path: str | Path, load: tuple[float, int]) -> str:
@@ -213,7 +251,9 @@ def estimate_for_run(plan, keys, experiments, configured_device: str, warm: bool
     sweep_run_estimates(folder)
     os.environ[ESTIMATE_FILE_ENV] = write_job_estimates(
         estimates, Path(folder).resolve() / f"estimate-{socket.gethostname()}-{os.getpid()}.json", load)
-    return render_estimate(estimates, device, role_names(plan, {e.key for e in estimates}, experiments), warm, load)
+    text = render_estimate(estimates, device, role_names(plan, {e.key for e in estimates}, experiments), warm, load)
+    whole = whole_experiment_line(plan, experiments, device, warm)
+    return text + (f"\n{whole}" if whole else "")
 
 
 def sweep_run_estimates(folder: str | Path) -> list[Path]:
@@ -223,15 +263,10 @@ def sweep_run_estimates(folder: str | Path) -> list[Path]:
     gone = []
     for path in Path(folder).glob("estimate-*.json"):
         host, _, pid = path.stem[len("estimate-"):].rpartition("-")
-        if host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
+        if not pid.isdigit() or int(pid) == os.getpid() or alive(int(pid), host):  # another host's: kept
             continue
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            path.unlink(missing_ok=True)
-            gone.append(path)
-        except PermissionError:  # alive, another user's
-            pass
+        path.unlink(missing_ok=True)
+        gone.append(path)
     return gone
 
 
@@ -270,6 +305,18 @@ def example_tokens(plan, node, text: float) -> float:
     max_length = int(q.get("max_length") or p.get("max_length") or DEFAULT_MAX_LENGTH)
     pair_model = q.get("arch") in ("ce", "cbe")  # a teacher's architecture (a student's arch is never these)
     return min(max_length, 2 * text + 3) if pair_model else 2 * min(max_length, text + 2)
+
+
+def dev_passes(examples: int, batch: int, epochs: int, max_steps: int | None) -> int:
+    """How often a pair model's training scores its dev split: at the end of each pass over its examples, as
+    augsbert.training.pairs.epoch_end counts them: `epochs` times, or with a step budget once per ⌈examples /
+    batch⌉ steps and at the last step (a last, partial pass). It was ⌈steps × batch / examples⌉: one pass too many
+    wherever the batches do not divide the examples (294 pairs in batches of 16 for 360 steps: 19 passes, not 20).
+    The job's line says what its dev/test count is made of (issue 64: 5,896 in one plan and 5,401 in another for
+    the same 495 dev and 4,906 test pairs were 2 dev passes and 1)."""
+    if not max_steps:
+        return epochs
+    return math.ceil(int(max_steps) / max(1, math.ceil(examples / batch)))
 
 
 def pair_cost(tokens: float) -> float:
@@ -373,8 +420,6 @@ def job_estimate(plan, key: str, device: str = "cpu", params_cache: dict | None 
                  warm: bool = False) -> JobEstimate:
     """The steps and estimated seconds of the planned job `key` on `device` (cpu, or a GPU: cuda / auto), its
     start warm (a fork of the warm server, augsbert.face.warm) or plain."""
-    from .resources import job_items
-
     node = plan.node(key)
     p = node.params
     cache = {} if params_cache is None else params_cache
@@ -386,24 +431,33 @@ def job_estimate(plan, key: str, device: str = "cpu", params_cache: dict | None 
     kind = declared.estimate
     start = WARM_START_S if warm else START_S
     text = text_tokens(plan, node)
+    if p.get("test_pairs"):  # an active round's teacher scores a seeded subset of the test split
+        test = min(test, int(p["test_pairs"]))
+    if kind == "train" and p.get("max_steps") == 0:  # the untrained teacher: the base model scored on test
+        tokens = example_tokens(plan, node, text)
+        return JobEstimate(key, node.stage, 0, start + factor * size * test * pair_cost(tokens),
+                           f"no training step; scoring {test:,} test pairs")
     if kind == "train" and p.get("batch_size") and p.get("arch") == "static":
         return static_estimate(plan, node, job_items(plan, key), dev, test, factor, start, cache)
     if kind == "train" and p.get("batch_size"):
         examples = job_items(plan, key) * (2 if p.get("symmetric") else 1)
         batch = int(p["batch_size"])
-        epochs = int(p.get("epochs") or 1)
-        steps = int(p["max_steps"]) if p.get("max_steps") else math.ceil(examples / batch) * epochs
-        passes = max(1, math.ceil(steps * batch / max(examples, 1))) if p.get("max_steps") else epochs
-        scored = (dev * passes if p.get("selection") != "last" else 0) + test
+        n_epochs = epochs(node, declared.params)
+        steps = int(p["max_steps"]) if p.get("max_steps") else math.ceil(examples / batch) * n_epochs
+        passes = dev_passes(examples, batch, n_epochs, p.get("max_steps"))
+        dev = dev if p.get("selection") != "last" and dev > 1 else 0  # no dev split read: no pass scores one
+        scored = dev * passes + test
         tokens = example_tokens(plan, node, text)
         per_example = (TRAIN_S_PER_EXAMPLE + TRAIN_S_PER_TOKEN * tokens) * (1 + SMALL_BATCH / batch)
         seconds = start + factor * size * (steps * batch * per_example + scored * pair_cost(tokens))
         section = declared.section or node.stage
         driver = (f"{section}.max_steps: {int(p['max_steps']):,}" if p.get("max_steps") else
-                  f"{section}.epochs: {epochs:,} x {math.ceil(examples / batch):,} steps of {batch} per epoch "
+                  f"{section}.epochs: {n_epochs:,} x {math.ceil(examples / batch):,} steps of {batch} per epoch "
                   f"({examples:,} pairs)")
+        # the split of the scored pairs only where dev passes are scored (a `last` teacher scores its test alone)
+        split = f" ({dev:,} dev x {passes:,} pass{'es' if passes > 1 else ''} + {test:,} test)" if dev else ""
         return JobEstimate(key, node.stage, steps, seconds,
-                           f"{steps:,} steps of {batch}; scoring {scored:,} dev/test pairs",
+                           f"{steps:,} steps of {batch}; scoring {scored:,} dev/test pairs{split}",
                            factor * size * batch * per_example, driver)
     if kind == "score":
         pairs = job_items(plan, key)
@@ -429,12 +483,10 @@ def job_estimate(plan, key: str, device: str = "cpu", params_cache: dict | None 
         steps, seconds, what, step_s = gpl_estimate(plan, node, counts, factor, start, cache)
         section = declared.section or node.stage
         driver = f"{section}.max_steps: {int(p['max_steps']):,}" if p.get("max_steps") else \
-            f"{section}.epochs: {int(p.get('epochs') or 1):,}"
+            f"{section}.epochs: {epochs(node, declared.params):,}"
         return JobEstimate(key, node.stage, steps, seconds, what, step_s, driver)
     # the other stages: their declared GPU figure per item (augsbert.scheduling.resources), times 10 for a model
     # job on a CPU (a job without a model, e.g. BM25 sampling, runs on the CPU anyway)
-    from .resources import job_work, needs_gpu
-
     work = job_work(plan, key)
     slower = 10 if device == "cpu" and needs_gpu(node) else 1
     seconds = start + work * declared.seconds_per_item * slower

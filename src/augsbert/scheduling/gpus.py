@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..store.processes import alive, start_time
 from ..models.gpu_memory import JOB_CLAIM_ENV, JOB_GPU_MEM_ENV, JOB_GPUS_ENV, job_claim  # noqa: F401  (the rules' names)
 
 GPUS_INVENTORY_ENV = "AUGSBERT_GPU_INVENTORY"  # "<index>:<MB>,..." (or "<MB>,..."), or "none": the GPUs a local run packs onto
@@ -129,33 +130,9 @@ def inventory_text(gpus: list[Gpu]) -> str:
 # --- the ledger: which process holds how much of which GPU --------------------------------------------
 
 
-def _stat(pid: int) -> list[str] | None:
-    """The fields of /proc/<pid>/stat after the command name (state first), None where there is no /proc."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-
-
-def _start_time(pid: int) -> str | None:
-    """A process's start time (field 22 of /proc/<pid>/stat), so a reused pid is not taken for the claimant."""
-    stat = _stat(pid)
-    return stat[19] if stat and len(stat) > 19 else None
-
-
 def _alive(entry: dict) -> bool:
-    pid = int(entry["pid"])
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    stat = _stat(pid)
-    if stat is None:  # no /proc: the pid exists, take it for the claimant
-        return True
-    # a zombie has ended (its parent has not read its exit status yet); a new start time is another process
-    return stat[0] != "Z" and entry.get("started") in (None, _start_time(pid))
+    """Whether a claim's process lives (a zombie has ended; a new start time is another process on its pid)."""
+    return alive(int(entry["pid"]), started=entry.get("started"))
 
 
 def _choose(gpus: list[Gpu], claims: list[dict], mem_mb: int, count: int) -> list[str] | None:
@@ -194,7 +171,7 @@ def claim(ledger: Path, gpus: list[Gpu], mem_mb: int, count: int = 1, pid: int |
                 claims = []
             chosen = _choose(gpus, claims, mem_mb, count)
             if chosen is not None:
-                claims.append({"pid": pid, "started": _start_time(pid), "gpus": chosen, "mem_mb": mem_mb})
+                claims.append({"pid": pid, "started": start_time(pid), "gpus": chosen, "mem_mb": mem_mb})
                 tmp = ledger.with_suffix(".tmp")
                 tmp.write_text(json.dumps(claims))
                 os.replace(tmp, ledger)

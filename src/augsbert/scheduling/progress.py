@@ -247,12 +247,25 @@ def warn(message: str, env=None) -> None:
     import logging
 
     logging.getLogger("augsbert").warning(message)
+    _console(f"augsbert: warning: {message}", env)
+
+
+def say(message: str, env=None) -> None:
+    """What a job did that the user waits to read (a person's labels taken in, issue 64): in the job's log, and on
+    the workflow's console as well (not only in the log, as a job's own lines are)."""
+    import logging
+
+    logging.getLogger("augsbert").info(message)
+    _console(f"augsbert: {message}", env)
+
+
+def _console(line: str, env=None) -> None:
     env = os.environ if env is None else env
     fd = env.get(PROGRESS_FD_ENV)
     if fd and fd.isdigit():
         try:
             with os.fdopen(os.dup(int(fd)), "w") as console:
-                print(f"augsbert: warning: {message}", file=console, flush=True)
+                print(line, file=console, flush=True)
         except OSError:  # no console descriptor in this process
             pass
 

@@ -51,7 +51,7 @@ from collections.abc import Mapping
 
 from ..models.gpu_memory import estimate_mb, model_dims
 from ..stages import REGISTRY
-from ..stages.sizes import default_items
+from ..stages.sizes import default_items, epochs
 from .slurm import cpu_limit
 
 SETUP_S = 300  # start-up: Python, torch, model loading
@@ -86,9 +86,11 @@ def job_items(plan, key: str) -> int:
 def job_work(plan, key: str) -> int:
     node = plan.node(key)
     params = node.params
+    if params.get("max_steps") == 0:  # a teacher of no training step (the untrained one): it only scores
+        return 0
     if params.get("max_steps") and params.get("batch_size"):
         return int(params["max_steps"]) * int(params["batch_size"])
-    return job_items(plan, key) * int(params.get("epochs") or 1)
+    return job_items(plan, key) * epochs(node, REGISTRY[node.stage].params)
 
 
 def seconds_per_item(stage: str) -> float:

@@ -11,9 +11,11 @@ the experiment's teacher, lower bound, candidates and student) read it in place 
   `gold`).
 - `annotator: file`: a person's scores from annotate/<experiment>/round_<r>.csv. The file is a raw input keyed by
   content: while planning, a filled file is read and checked (a missing, non-numeric or out-of-range score stops
-  the plan with its file and line) and its sha256 enters the key, so a changed score reruns this round and
-  everything after it, nothing before. A file not there yet is planned as such: the job writes it with the
-  chosen pairs and an empty score column, and stops the run with one line naming the file and how to continue.
+  the plan with its file and line) and the digest of what it says (each row's pair id, texts and score:
+  augsbert.data.annotations.content_digest, not its bytes) enters the key, so a changed score reruns this round and
+  everything after it, nothing before, and the file saved again unchanged (CRLF, a BOM, `;`) reruns nothing. A
+  file not there yet is planned as such: the job writes it with the chosen pairs and an empty score column, and
+  stops the run for the person (augsbert.errors.LabellingStop), naming the file and how to continue.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ ANNOTATE_DIR = "annotate"  # relative to the folder the workflow runs in (a rehe
 class LabelParams(Params):
     """Round `round`'s labels: the oracle's (the gold subset's draw `subset_fraction`, `subset_seed`, which the
     pair ids refer to) or a person's (`experiment`'s annotation file at `path`, scored on `scale`; `annotations`:
-    its sha256 when planned, None while it was not there)."""
+    its content digest when planned, None while it was not there)."""
 
     annotator: Literal["oracle", "file"]
     round: int
@@ -65,6 +67,12 @@ def label_params(experiment: str, exp: dict, round_: int, subset: Node) -> dict:
             "annotations": annotation_digest(path, (scale[0], scale[1])), "path": path}
 
 
+def awaited(node) -> str | None:
+    """A person's round whose file is not filled yet (the node was planned without it): "round <r>"."""
+    params = node.params
+    return f"round {params['round']}" if params["annotator"] == "file" and params.get("annotations") is None else None
+
+
 def annotation_files(node) -> list[str]:
     """A person's filled annotation file, the raw input of a `file` node planned with it (by content in its key)."""
     path = node.settings.get("path")
@@ -76,6 +84,7 @@ ACTIVE_LABEL = Stage("active_label", 1, "active learning: label a round's chosen
                      section="active", runtime=("path",), roles=("active_label_1",), gpu=False, device=False,
                      seconds_per_item=0.0001, base_mem_mb=4000, mb_per_item=0.002, env="cpu", threads=1, cache=False,
                      params=LabelParams,
-                     raw_inputs=annotation_files, items=lambda plan, node: data_sizes(node, plan)["train"],
+                     raw_inputs=annotation_files, awaits=awaited,
+                     items=lambda plan, node: data_sizes(node, plan)["train"],
                      holds=("train.parquet", "unlabeled_pairs.parquet"), estimate="read")
 STAGES = (ACTIVE_LABEL,)

@@ -13,14 +13,20 @@ experiment's teacher, lower bound, candidates, labels and student learn it as th
 `active.students: every_round` each earlier round's teacher labels pairs for a student of its own too.
 
 Roles per seed: `active_teacher_<r>` for r < rounds (the last round's teacher is the experiment's own),
-`active_member_<r>_<k>` (its ensemble members), `active_select_<r>` for r = 1..rounds, `active_label_<r>` for r =
-0..rounds (round 0: the gold subset),
-`active_student_<r>` (every_round), and `gold_subset` = the last `active_label_<r>`. With `annotator: file` the
-rounds stop at the first whose file is not there yet: its labelling job writes the file and stops the run.
+`active_member_<r>_<k>` (its ensemble members), `active_teacher_untrained` (and `active_member_untrained_<k>`: the
+teacher with no training step, `max_steps: 0`, the curve's 0-label point, shared by every strategy of the same
+teacher settings), `active_select_<r>` for r = 1..rounds, `active_label_<r>` for r = 0..rounds (round 0: the gold
+subset), `active_student_<r>` (every_round), and `gold_subset` = the last `active_label_<r>`. With `annotator: file`
+the rounds stop at the first whose file is not there yet: its labelling job writes the file and stops the run.
+
+Planning warns (one line per experiment, not an error) when round 0's teacher would train fewer than
+`MIN_ROUND_STEPS` steps: such a teacher has barely moved from its start, so a strategy's pairs cannot show through
+it (docs/methods/active.md "How the rounds run").
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -35,7 +41,7 @@ from .runs import source, transfer
 from .sizes import data_sizes, labelled_pairs
 from .student import plan_student
 from .teacher import teacher_node
-from .teacher_ensemble import member_inputs
+from .teacher_ensemble import member_config, member_inputs
 
 Strategy = Literal["random", "committee", "mc_dropout", "diverse", "kde"]
 TEACHER_ROLE = "active_teacher_{}"
@@ -43,6 +49,12 @@ MEMBER_ROLE = "active_member_{}_{}"
 SELECT_ROLE = "active_select_{}"
 LABEL_ROLE = "active_label_{}"
 STUDENT_ROLE = "active_student_{}"
+UNTRAINED_ROLE = "active_teacher_untrained"
+UNTRAINED_MEMBER_ROLE = "active_member_untrained_{}"
+# Fewer steps than this for a round's teacher: a planning warning. On STS-B (issue 65's check: all-MiniLM-L6-v2 CBE,
+# batch 16) every run passed through a trough below the untrained model's test Spearman near steps 36-54 and was
+# well out of it by 300 steps; 100 is twice the trough's end, so a teacher of fewer steps may still be in it.
+MIN_ROUND_STEPS = 100
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -90,6 +102,13 @@ class ActiveOptions(Params):
     max_pool: int | None = option(None, """
         Score at most this many unlabelled pairs per round (a seeded draw, numpy PCG64 with [seed, round]; for
         a CPU); the strategies that score choose among them, `random` draws from all. null = all.""", minimum=1)
+    test_pairs: int | None = option(None, """
+        Score at most this many test pairs with each round's teacher but the last (a seeded draw, numpy PCG64
+        seeded with 0: the same pairs for every round, strategy and seed); the last round's teacher (the
+        experiment's own), the untrained teacher and the all-gold ceiling are always scored on the whole test
+        split, and the curve table marks the figures of the subset. For a CPU: each round's teacher scoring a
+        test split of thousands of pairs is a large share of a round's time. null = the whole test split (keys
+        unchanged).""", minimum=2)
     scale: list[float] = option([0, 1], """
         `annotator: file`: the range a person scores on ([min, max]: STS-B's 0 to 5 is [0, 5]); the scores are
         rescaled to the data's 0-1, as a dataset's `score_range` is.""", items={"type": "number"}, minItems=2,
@@ -106,7 +125,8 @@ class SelectParams(ActiveOptions):
 
     round: int
     seed: int
-    uncertainty: Literal["committee", "mc_dropout"] | None = None
+    # written for `diverse` only: `committee` with ensemble members, else `mc_dropout` (one teacher's passes)
+    uncertainty: Literal["committee", "mc_dropout"] = "mc_dropout"
     model: str | None = None
     max_length: int | None = None
     model_identity: dict[str, str] = field(default_factory=dict)
@@ -209,9 +229,59 @@ def round_students(round_plan: SeedPlan, round_: int) -> dict[str, Node]:
     return {STUDENT_ROLE.format(round_): roles["student"]} if "student" in roles else {}
 
 
+def with_teacher(exp: dict, **options) -> dict:
+    """`exp` with `options` written into its teacher section (and so into every ensemble member's)."""
+    return {**exp, "teacher": {**exp["teacher"], **options}}
+
+
+def round_steps(exp: dict, pairs: int) -> int:
+    """Optimizer steps a teacher of `exp` takes on `pairs` gold pairs (the fewest of an ensemble's members): its
+    `max_steps`, else epochs x ceil(pairs learned, both orders with `symmetric`, a member's `bag` share / batch)."""
+    sections = [member_config(exp, m)["teacher"] for m in exp["teacher"]["ensemble"]] or [exp["teacher"]]
+
+    def steps(teacher: dict) -> int:
+        if teacher.get("max_steps") is not None:
+            return int(teacher["max_steps"])
+        learned = max(2, round((teacher.get("bag") or 1) * pairs)) if teacher.get("bag") else pairs
+        return int(teacher["epochs"]) * math.ceil(learned * (2 if teacher["symmetric"] else 1) / teacher["batch_size"])
+
+    return min(steps(t) for t in sections)
+
+
+def untrained_teacher(seed_plan: SeedPlan, subset: Node) -> dict[str, Node]:
+    """The teacher with no training step (`max_steps: 0`: the base model as it is) of this experiment's teacher
+    settings, tested on the whole test split: the curve's 0-label point (its `data` is round 0's gold, which it
+    does not learn; every strategy of the same settings and round 0 shares it)."""
+    exp = with_teacher(seed_plan.config, max_steps=0)
+    plan = SeedPlan(seed_plan.graph, seed_plan.experiment, exp, seed_plan.seed,
+                    {**seed_plan.roles, "gold_subset": subset})
+    teacher, members = teacher_node(plan)
+    return {UNTRAINED_ROLE: teacher, **{UNTRAINED_MEMBER_ROLE.format(k): m for k, m in enumerate(members)}}
+
+
+def warn_few_steps(seed_plan: SeedPlan, subset: Node) -> None:
+    """One planning line (not an error) for an experiment whose round-0 teacher trains fewer than MIN_ROUND_STEPS
+    steps (round 0 has the fewest labels: with `epochs` every later round trains more)."""
+    exp, graph = seed_plan.config, seed_plan.graph
+    pairs = data_sizes(subset, graph)["train"]
+    steps = round_steps(exp, pairs)
+    if steps >= MIN_ROUND_STEPS:
+        return
+    teacher = exp["teacher"]
+    how = ("teacher.max_steps" if teacher.get("max_steps") is not None else
+           f"{teacher['epochs']} epoch(s) of {pairs:,} pairs{', both orders,' if teacher['symmetric'] else ''} at "
+           f"batch {teacher['batch_size']}")
+    graph.warn(seed_plan.experiment, f"experiments.{seed_plan.experiment}: active round 0's teacher trains {steps} "
+               f"steps ({how}), fewer than {MIN_ROUND_STEPS}: a teacher that has barely moved from its start cannot "
+               "show what a strategy's pairs are worth (docs/methods/active.md, How the rounds run); give every "
+               "round's teacher the same step budget, e.g. teacher: {max_steps: 300, selection: last}")
+
+
 def plan_active(seed_plan: SeedPlan) -> dict[str, Node]:
-    """Every round's teacher, selection and labelling; the last round's labelled data becomes the run's
-    `gold_subset`. With `annotator: file` the rounds end at the first whose file is not there yet."""
+    """Every round's teacher, selection and labelling, and the untrained teacher; the last round's labelled data
+    becomes the run's `gold_subset`. With `annotator: file` the rounds end at the first whose file is not there
+    yet. With `active.test_pairs` the rounds' teachers (not the last, the experiment's own) score that many test
+    pairs."""
     exp = seed_plan.config
     active = exp["active"]
     if not active["rounds"]:
@@ -219,9 +289,11 @@ def plan_active(seed_plan: SeedPlan) -> dict[str, Node]:
     graph, roles, seed = seed_plan.graph, seed_plan.roles, seed_plan.seed
     subset = roles["gold_subset"]
     data = graph.nodes[dict(subset.inputs)["data"]]
-    pool, planned = subset, {LABEL_ROLE.format(0): subset}
+    warn_few_steps(seed_plan, subset)
+    pool, planned = subset, {LABEL_ROLE.format(0): subset, **untrained_teacher(seed_plan, subset)}
+    rounds_exp = exp if active["test_pairs"] is None else with_teacher(exp, test_pairs=active["test_pairs"])
     for r in range(active["rounds"]):
-        round_plan = SeedPlan(graph, seed_plan.experiment, exp, seed, {**roles, "gold_subset": pool})
+        round_plan = SeedPlan(graph, seed_plan.experiment, rounds_exp, seed, {**roles, "gold_subset": pool})
         teacher, members = teacher_node(round_plan)
         planned[TEACHER_ROLE.format(r)] = teacher
         planned.update({MEMBER_ROLE.format(r, k): m for k, m in enumerate(members)})
@@ -235,7 +307,7 @@ def plan_active(seed_plan: SeedPlan) -> dict[str, Node]:
         pool = planned[LABEL_ROLE.format(r + 1)] = graph.add(
             ACTIVE_LABEL, f"{source(exp)}.{active['strategy']}.r{r + 1}", params,
             {"pool": pool, "selection": select, **({"gold": data} if active["annotator"] == "oracle" else {})})
-        if active["annotator"] == "file" and params["annotations"] is None:
+        if active["annotator"] == "file" and params["annotations"] is None and not graph.every_round:
             break  # a person labels this round first: later rounds depend on their labels
     planned["gold_subset"] = pool
     return planned

@@ -52,6 +52,9 @@ command line and the job sizing need to know of a stage is read from here, so th
   `statistics`: files of its artifact a results file keeps per seed, under a section (labels: its sampling
   statistics, `silver`); `evaluates(role)`: the row whose model a node in `role` scores (the suite: its
   metrics' summary and skipped tasks join that model's entry in the results file).
+- `awaits(node)`: what a person is to give before the node's job can go on (`active_label` of `annotator: file`:
+  "round 1", its file not filled yet), None once given: its job stops the run for them, which the run says is no
+  failure (augsbert.scheduling.stops), and the estimate adds the whole experiment (augsbert.scheduling.estimate).
 - `checkpoint`, `console_label(spec)`, `hub_datasets(node)`: what a model card says of a model that started from
   its artifact, the name its job shows on the console (a `student` job without labels is the lower bound), the
   hub datasets its job downloads (fetched ahead by `augsbert fetch`).
@@ -128,6 +131,7 @@ class Stage:
     items: Callable[[Any, Any], int] | None = None  # (plan, node) -> items its job iterates over
     uses_gpu: Callable[[Any], bool] | None = None  # (node) -> needs a GPU (else `gpu` says)
     raw_inputs: Callable[[Any], list[str]] | None = None  # (node) -> raw files it reads, by content in its key
+    awaits: Callable[[Any], str | None] | None = None  # (node) -> what a person is to give first, None once given
     rows: dict[str, Row] = field(default_factory=dict)  # the table rows it fills, by role
     row_arch: Callable[[Any, Any], str] | None = None  # (plan, node) -> what a row's {arch} says of its model
     # plots its artifact holds that the reports copy, file -> name in an experiment's report (`<name>.seed<s>.png`)

@@ -23,8 +23,8 @@ class SentenceLength(Params):
 class ClassifierOptions(slice_of(TrainingOptions, "checkpoint_steps"), SentenceLength,
                         slice_of(TrainingOptions, "epochs", "batch_size", "lr", "warmup_ratio")):
     """The `classifier` section (its schema section is written from here: augsbert.face.schema): the shared
-    schedule's options (augsbert.stages.training_options) with its own defaults and words, and the sentence
-    length."""
+    schedule's options (augsbert.stages.training_options), its own defaults of epochs and batch size, and the
+    sentence length."""
 
     SECTION = "classifier"
     SECTION_DESCRIPTION = """
@@ -35,9 +35,6 @@ class ClassifierOptions(slice_of(TrainingOptions, "checkpoint_steps"), SentenceL
 
     epochs = restate(1, "Training epochs.")
     batch_size = restate(32, "Sentences per batch.", minimum=2)
-    lr = restate(description="AdamW learning rate (encoder and head).")
-    warmup_ratio = restate(description="Fraction of steps for linear warm-up.")
-    checkpoint_steps = restate(description="Resumable checkpoint interval (steps).")
 
 
 # what the classifier reads of the `candidates` section: whether dev / test sentences stay out of its training

@@ -14,7 +14,7 @@ from .base import MODEL_SETTINGS, Row, Stage
 from .negatives import PER_STEP, mined_pairs, negatives_node, negatives_per_row
 from .queries import passage_tokens, queries_node
 from .margins import MARGINS, mined_negatives
-from .sizes import DEFAULT_MAX_LENGTH, input_splits, metrics, text_tokens
+from .sizes import DEFAULT_MAX_LENGTH, epochs, input_splits, metrics, text_tokens
 from .student import StudentOptions
 from .training_options import Trained
 
@@ -117,7 +117,7 @@ def distill_counts(plan, node) -> dict:
     rows = int(metrics(negatives).get("rows") or pairs)
     kept, _ = negatives_per_row(negatives)
     batch = int(p["batch_size"])
-    steps = int(p["max_steps"]) if p.get("max_steps") else math.ceil(rows / batch) * int(p.get("epochs") or 1)
+    steps = int(p["max_steps"]) if p.get("max_steps") else math.ceil(rows / batch) * epochs(node, GplParams)
     max_length = float(p.get("max_length") or DEFAULT_MAX_LENGTH)
     tokens = min(max_length, query + 2) + (1 + kept) * min(max_length, passage_tokens(plan, negatives) + 2)
     return {"steps": steps, "batch": batch, "kept": kept, "tokens": tokens,

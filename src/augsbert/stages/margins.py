@@ -43,7 +43,7 @@ def draws_per_row(rows: int, draws: dict) -> int:
     time estimate counts by it."""
     if draws.get("max_steps"):
         return max(1, -(-int(draws["max_steps"]) * int(draws["batch_size"]) // max(rows, 1)))
-    return int(draws.get("epochs") or 1)
+    return int(draws["epochs"])  # the planner writes `epochs` where there is no `max_steps` (stages/gpl.py)
 
 
 def mined_negatives(plan, node):

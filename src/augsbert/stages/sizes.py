@@ -67,7 +67,22 @@ def _derived_train(plan, node, source_train: int) -> int:
         return kept_pairs(source_train, float(node.params["fraction"]))
     inputs = dict(node.inputs)
     batch = float(plan.nodes[inputs["selection"]].params["batch"])
-    return data_sizes(plan.nodes[inputs["pool"]], plan)["train"] + max(1, round(batch * source_train))
+    return data_sizes(plan.nodes[inputs["pool"]], plan)["train"] + batch_pairs(batch, source_train)
+
+
+def batch_pairs(batch: float, gold_pairs: int) -> int:
+    """Pairs an active-learning round labels: round(`active.batch` x the dataset's gold train pairs), at least 1 (the
+    selection job's choice and the sizing of the round's data before it exists)."""
+    return max(1, round(batch * gold_pairs))
+
+
+def epochs(node, params_class: type | None) -> int:
+    """Passes a job makes over its items: its spec's `epochs`, else the default its params class declares for a spec
+    that leaves it out, else (no such option, or null: a step budget decides) one."""
+    value = node.params.get("epochs")
+    if value is None and params_class is not None and "epochs" in getattr(params_class, "__dataclass_fields__", {}):
+        value = default_of(params_class, "epochs")
+    return int(value) if value else 1
 
 
 def labelled_pairs(plan, node, total: bool = False) -> int:

@@ -11,7 +11,7 @@ from typing import Any, Literal, get_args
 from ..errors import ConfigError
 from ..store.fingerprints import path_digest
 from ..planning.graph import Graph, Node, SeedPlan
-from ..params import Params, option
+from ..params import Params, option, resolved, slice_of
 from .base import Stage
 from .data import has_topics
 
@@ -160,21 +160,23 @@ class TopicTask(TopicOptions):
 
 
 @dataclass(frozen=True, kw_only=True)
-class SuiteParams(SuiteOptions):
+class SuiteParams(slice_of(SuiteOptions, but=("topic", "mteb", "retrieval", "positive_threshold"))):
     """The tasks `suite_tasks` found (task -> file, directory or "hub"; the others in `skipped`, with why),
     their digests, and the encoding options. `model` only for the zero-shot model (else the `model` input).
-    Of the `suite` section a spec holds the encoding options and what the suites resolved (the fields below
-    that take the section's names hold the resolved form)."""
+    Of the `suite` section a spec holds the encoding options and what the suites resolved: the four options a
+    suite resolves are written under their names (`topic`, `positive_threshold`, `mteb`, `retrieval`: keys
+    unchanged) and read into fields of their own (`topic_task`, ...: `augsbert.params.resolved`)."""
 
     sts: dict[str, str] = field(default_factory=dict)
     useb: dict[str, str] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
     digests: dict[str, str] = field(default_factory=dict)  # key material: a task file's content
     sts_format: dict[str, str] = field(default_factory=dict)
-    topic: TopicTask | None = None
-    positive_threshold: float | None = None  # the diagnostics (alignment / uniformity) when set
-    mteb: dict[str, str] | None = None
-    retrieval: dict[str, str] | None = None  # BEIR-format qrels: split, score_function, without_relevant
+    topic_task: TopicTask | None = resolved(None, "topic")  # None: no topic labels, or not asked
+    # alignment / uniformity at `suite.positive_threshold` when the diagnostics run, else None
+    diagnostics_threshold: float | None = resolved(None, "positive_threshold")
+    mteb_tasks: dict[str, str] | None = resolved(None, "mteb")  # MTEB task -> its directory or "hub"
+    retrieval_task: dict[str, str] | None = resolved(None, "retrieval")  # BEIR qrels: split, score_function, ...
     mteb_version: str | None = None
     model: str | None = None
     model_identity: dict[str, str] = field(default_factory=dict)

@@ -4,11 +4,12 @@ and the experiment's teacher is their `teacher_ensemble` node."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from ..errors import ConfigError
-from ..params import Params, option, options_schema, override_schema, slice_of
+from ..params import Params, option, options_schema, override_schema, restate, slice_of
 from ..planning.graph import Graph, Node, SeedPlan
 from .base import MODEL_SETTINGS, Row, Stage
 from .data import pairs_have_topics
@@ -48,9 +49,10 @@ class TeacherModelOptions(Params):
         Cross-Encoder activation at inference (thesis Table 6.2); the CBE's cosine needs none.""")
     selection: Literal["dev", "last"] = option("dev", """
         Which checkpoint is the teacher: `dev` (thesis 5.1) the pass over the training pairs with the best dev
-        Spearman, or `last` the model after its last step, reading no dev label (with a `max_steps` budget: every
-        teacher of an active-learning curve the same number of steps, docs/methods/active.md). A Trans-Encoder
-        round's cross model is always `last` (it must not see a gold label).""")
+        Spearman among those that end after warm-up (a pass inside warm-up, where a step budget on few pairs ends
+        several, is never kept), or `last` the model after its last step, reading no dev label (with a `max_steps`
+        budget: every teacher of an active-learning curve the same number of steps, docs/methods/active.md). A
+        Trans-Encoder round's cross model is always `last` (it must not see a gold label).""")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,6 +62,16 @@ class TeacherOptions(TrainingOptions, TeacherModelOptions):
 
     SECTION = "teacher"
     SECTION_DESCRIPTION = "The pair model trained on gold that labels pairs for the student."
+
+    max_steps = restate(None, """
+        Train for this many optimizer steps instead of `epochs`, as many passes over the pairs as that takes: a
+        budget that does not grow with the number of labels (the round protocol of active learning,
+        docs/methods/active.md). Warm-up is `warmup_ratio` of these steps; with `selection: dev` dev Spearman is
+        taken after each full pass and at the last step, the best after warm-up kept. 0 = no training step: the
+        base model is the teacher as it is (a CBE the cosine of its segment means, a Cross-Encoder its freshly
+        initialised, seeded head), scored on the test split; no dev label is read (the untrained line of an
+        active-learning curve). null = `epochs` decides. Set, it enters the artifact key and `epochs` leaves
+        it.""", minimum=0)
 
     ensemble: list[dict[str, Any]] = option([], """
         Teacher ensemble: a list of at least two members, each a set of teacher options written over this
@@ -91,6 +103,11 @@ class TeacherMemberOptions(Params):
     seed: int = option(0, """
         0 (or left out) = the run's seed; k > 0 = a further seed, run seed x 1000 + k, so members of different
         runs never share an artifact.""", minimum=0, maximum=999)
+    bag: float | None = option(None, """
+        Bagging: the member learns its own seeded draw of this fraction of the gold train pairs (round(bag x n),
+        at least 2, without replacement; numpy PCG64 seeded with the member's seed), so members that share an
+        encoder and a schedule still disagree (an active-learning committee: Althammer et al. 2023 train each
+        member on 80 %, `bag: 0.8`). null = every gold pair (keys unchanged).""", exclusiveMinimum=0, maximum=1)
 
     @classmethod
     def schema_properties(cls) -> dict[str, dict]:
@@ -111,12 +128,22 @@ class TeacherParams(slice_of(TeacherOptions, but=PLANNED), Prompted, Trained):
     and what it adds (`model`, `seed`, the topic delimiter). `freeze_embeddings` is resolved (the option's null:
     from an adapted checkpoint).
 
-    `selection: last` (keyed only then): keep the last step's model, read no dev split (the option; a
-    Trans-Encoder cross model always, which must not see a gold label); a teacher with a `labels` input learns
-    those scores, not the gold.
+    `selection: last` (keyed): keep the last step's model, read no dev split (the option; a Trans-Encoder cross
+    model always, which must not see a gold label); `selection: dev` is keyed only where a pass over the pairs can
+    end inside warm-up (`dev_may_meet_warmup`), the one case where dev selection's rule (the best pass after
+    warm-up) can keep another model than the rule before it (the best pass): those keys are new, so no teacher
+    trained before the rule is taken for one trained under it. A teacher with a `labels` input learns those
+    scores, not the gold.
+
+    `max_steps: 0`: no training step (the options that only shape training leave the key: `UNTRAINED_DROPS`).
+    `bag` (an ensemble member's option, keyed only when set): the member learns its seeded draw of that share of
+    the gold train pairs. `test_pairs` (`active.test_pairs`, keyed only when set, on an active-learning round's
+    teacher): the test split is scored on a seeded draw of at most that many pairs (augsbert.data.pool.test_draw).
     """
 
     freeze_embeddings: bool = field()  # resolved by the planner (null in the config: from an adapted checkpoint)
+    bag: float | None = None
+    test_pairs: int | None = None
 
 
 TEACHER = Stage("teacher", 3, "train the teacher (Cross-Encoder or Cross-Bi-Encoder) on the gold train split",
@@ -132,6 +159,23 @@ TEACHER = Stage("teacher", 3, "train the teacher (Cross-Encoder or Cross-Bi-Enco
 STAGES = (TEACHER,)
 
 
+# what only shapes training: a teacher of `max_steps: 0` is the base model whatever they say
+UNTRAINED_DROPS = ("batch_size", "lr", "warmup_ratio", "weight_decay", "seed_optimization",
+                   "group_by_length", "megabatch", "early_stopping_patience", "symmetric", "loss",
+                   "selection", "torch_compile", "bag")
+
+
+def dev_may_meet_warmup(options: dict) -> bool:
+    """Whether a teacher of these options may end a pass over its pairs inside warm-up, where dev selection keeps
+    only passes after warm-up: with `epochs` E (pass p ends at step p x s of E x s) exactly when warmup_ratio x E >
+    1; with a budget of M steps (passes of s steps, s unknown while planning: the number of pairs) when the warm-up
+    of ceil(warmup_ratio x M) steps can hold one (2 steps or more); never without training (`max_steps: 0`)."""
+    steps, ratio = options.get("max_steps"), float(options["warmup_ratio"])
+    if steps is None:
+        return ratio * int(options["epochs"]) > 1 + 1e-9
+    return steps > 0 and math.ceil(ratio * steps) >= 2
+
+
 def teacher(graph: Graph, exp: dict, dataset: str, seed: int, inputs: dict[str, Node],
             prompt: str | None = None, selection: str = "dev") -> Node:
     options = inert_grouping_dropped(exp["teacher"])
@@ -140,6 +184,10 @@ def teacher(graph: Graph, exp: dict, dataset: str, seed: int, inputs: dict[str, 
         options.pop(key, None)  # has no `ensemble`), a `gpl` model's Cross-Encoder is used as it is (stages.gpl)
     if options["freeze_embeddings"] is None:  # thesis 5.4.3: freeze when starting from an adapted checkpoint
         options["freeze_embeddings"] = from_adapted(inputs)
+    if selection != "dev":  # the planner's (Trans-Encoder) over the option
+        options["selection"] = selection
+    if options["selection"] == "dev" and not dev_may_meet_warmup(options):  # keys planned before the rule stay
+        options.pop("selection")
     if options.get("max_steps") is None:  # unset: `epochs` decides, and keys planned before the option stay
         options.pop("max_steps", None)
     else:  # a step budget: the number of epochs does not enter
@@ -147,10 +195,11 @@ def teacher(graph: Graph, exp: dict, dataset: str, seed: int, inputs: dict[str, 
     if options["arch"] == "cbe":  # Cross-Encoder-only options must not change a CBE's key
         options.pop("loss")
         options.pop("activation")
-    if selection != "dev":  # the planner's (Trans-Encoder) over the option
-        options["selection"] = selection
-    if options["selection"] == "dev":  # keyed only when `last`: keys planned before the option stay
-        options.pop("selection")
+    if options.get("max_steps") == 0:  # no training step: what shapes training is not part of the model
+        for key in UNTRAINED_DROPS:
+            options.pop(key, None)
+    if options.get("max_steps") == 0 and options["arch"] == "cbe" and not prompt:
+        seed = 0  # an untrained CBE has no seeded part (no head, no new token): one model for every seed and member
     params = {**options, "model": model, "seed": seed}
     if prompt:  # its gold pairs carry topics: trained and tested on prompted pairs
         params["topic_prompt"] = prompt
@@ -160,13 +209,18 @@ def teacher(graph: Graph, exp: dict, dataset: str, seed: int, inputs: dict[str, 
 def teacher_node(seed_plan: SeedPlan) -> tuple[Node, list[Node]]:
     """The seed's teacher and, with `teacher.ensemble`, its members (each a teacher of its own, their scores
     combined by the ensemble node, which is then the teacher). It starts from the MLM-adapted checkpoint (role
-    `adapt`), else from the pretrain stage's encoder with `teacher.base: pretrained`."""
+    `adapt`), else from the pretrain stage's encoder with `teacher.base: pretrained`. Untrained (`max_steps: 0`),
+    members that differ only in how they would train are one model: the distinct ones (one: no ensemble)."""
     exp, name = seed_plan.config, seed_plan.experiment
     prompt = topic_prompt(exp) if pairs_have_topics(seed_plan.graph.config["datasets"][source(exp)]) else None
     if not exp["teacher"]["ensemble"]:
         return _teacher(seed_plan, exp, seed_plan.seed, prompt), []
     members = [_teacher(seed_plan, member_config(exp, m), member_seed(seed_plan.seed, m["seed"]), prompt)
                for m in exp["teacher"]["ensemble"]]
+    if exp["teacher"].get("max_steps") == 0:
+        members = list({m.key: m for m in members}.values())
+        if len(members) == 1:
+            return members[0], []
     check_members(name, members)
     return teacher_ensemble(seed_plan.graph, exp, source(exp), members, trained_on(seed_plan)), members
 

@@ -28,10 +28,12 @@ import socket
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from ..config.reading import regular_bytes, utf8
+from .keys import is_key
 from .manifests import WRITTEN_WITH, write_manifest, key_problem, problems
+from .processes import alive
 
 log = logging.getLogger(__name__)
 
@@ -272,14 +274,9 @@ def _holder_text(fd: int, lock: Path) -> tuple[str, str | None]:
     job = info.get("slurm_job")
     text = f"pid {pid} on host {host}" + (f", SLURM job {job}" if job else "") + f", since {since}"
     hint = f"stop it (`kill {pid}`" + ("" if here else f" on {host}") + (f", or `scancel {job}`" if job else "") + ")"
-    if here:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:  # a process it forked inherited the lock and lives on
-            hint = (f"stop the process that holds it (pid {pid} has exited, a process it started lives on: "
-                    f"`fuser -v {lock}` shows it)")
-        except PermissionError:
-            pass  # alive, another user's
+    if here and not alive(pid):  # a process it forked inherited the lock and lives on
+        hint = (f"stop the process that holds it (pid {pid} has exited, a process it started lives on: "
+                f"`fuser -v {lock}` shows it)")
     return text, hint
 
 
@@ -364,6 +361,19 @@ def writer_lock(out: str | Path, wait: float = 0) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
+def write_with_siblings(out: str | Path, siblings: Callable[[Path], str]) -> str:
+    """Write the file `out` and the files beside it that `siblings(out)` writes, one writer at a time (the writer lock
+    of `out` covers them), its folder made: `siblings` returns `out`'s text, written last and atomically, as the file
+    a rule requests is the one that must not appear before the rest (a grid's table or curve .md). Returns the text."""
+    out = Path(out)
+    with writing(out.parent):
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with writer_lock(out):
+            text = siblings(out)
+            write_text(out, text)
+    return text
+
+
 def check_writable(folder: str | Path, below: bool = False) -> None:
     """Raise OutputWriteError unless files can be created in `folder` (made if missing): the workflow checks
     artifacts/ and results/ before it plans, so a read-only mount ends with one message, even in a dry run
@@ -433,10 +443,14 @@ def finished_as_planned(out: str | Path, spec: dict, holds: tuple[str, ...] = ()
     finished it) has nothing to write, and succeeds. It used to fail ("already exists"), and Snakemake then removed
     the failed job's output, that finished artifact (issue 56, I4). An artifact without a manifest (written
     before manifests), a damaged one or one of another key is not taken for finished."""
-    from .keys import is_key
+    return finished_artifact(out, spec.get("stage"), spec.get("key"), holds)
 
+
+def finished_artifact(out: str | Path, stage, key, holds: tuple[str, ...] = ()) -> dict | None:
+    """The metrics of `out` when it is the finished artifact of `stage` and content key `key` (its folder's name): its
+    spec.json names both, and its files are those its manifest lists; else None (no manifest, damaged, another key).
+    The key is the hash of the spec's content, which the manifest checks: nothing else need be compared."""
     out = Path(out)
-    key, stage = spec.get("key"), spec.get("stage")
     if not is_key(key) or out.name != key or not out.is_dir() or not (out / "manifest.json").is_file():
         return None
     try:

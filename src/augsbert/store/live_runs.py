@@ -10,6 +10,11 @@ process ends, even by `kill -9`, so a record nobody holds is a dead run's and is
 live one. A run whose planned outputs meet a live run's outputs or inputs is refused with one message naming that
 run (`ConcurrentRunError`), as is one that would write an artifact a job of a killed run is still writing (its
 writer lock is held: `busy_outputs`); runs of disjoint targets still run side by side, as Snakemake allows them.
+
+A record also names Snakemake's own lock files of its run (`snakemake_locks`: name, inode and modification time), so
+that those of a killed run are told from a live run's: a run killed while another lived left its lock files, and
+every rerun stopped with Snakemake's LockException naming `--unlock`, which `augsbert run` does not take (issue 64
+L2). A dead run's lock files go with its record (`clear_stale_locks`); what is left is named by `lock_holders`.
 """
 
 from __future__ import annotations
@@ -20,10 +25,14 @@ import errno
 import fcntl
 import json
 import os
+import re
 import socket
 import sys
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from .artifacts import holder_text, lock_path
 
 RUNS_DIR = Path(".snakemake", "augsbert", "runs")  # below the folder the workflow runs in
 SNAKEMAKE_LOCKS = Path(".snakemake", "locks")  # Snakemake's lock files (what `snakemake --unlock` removes)
@@ -38,8 +47,17 @@ class ConcurrentRunError(RuntimeError):
     """A live run in the same folder plans or reads what this run would write."""
 
 
-def _alive(path: Path) -> dict | None:
-    """The record at `path` if its run is alive (its lock is held), else None; a dead run's record is removed."""
+def _read(fd: int) -> dict | None:
+    try:
+        record = json.loads(os.pread(fd, 1 << 24, 0).decode() or "null")
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def _alive(path: Path, dead: list[dict] | None = None) -> dict | None:
+    """The record at `path` if its run is alive (its lock is held), else None; a dead run's record is removed, with the
+    Snakemake lock files it names (those still the same files), and added to `dead`."""
     try:
         fd = os.open(path, os.O_RDWR)
     except FileNotFoundError:
@@ -48,19 +66,56 @@ def _alive(path: Path) -> dict | None:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:  # held: the run lives
-            try:
-                record = json.loads(os.pread(fd, 1 << 24, 0).decode() or "null")
-            except (OSError, ValueError):
-                record = None
-            return record if isinstance(record, dict) else {"pid": "?", "outputs": [], "inputs": []}
-        path.unlink(missing_ok=True)  # nobody holds it: its run ended without removing it (killed)
+            return _read(fd) or {"pid": "?", "outputs": [], "inputs": []}
+        record = _read(fd) or {}  # nobody holds it: its run ended without removing it (killed)
+        record["removed_locks"] = _remove_claimed(path.parent, record.get("snakemake_locks") or ())
+        path.unlink(missing_ok=True)
+        if dead is not None:
+            dead.append(record)
         return None
     finally:
         os.close(fd)
 
 
-def live_runs(folder: str | Path = RUNS_DIR) -> list[dict]:
-    """The records of the runs alive in `folder` (the dead ones' are swept), but this process' own."""
+def _locks_dir(folder: Path) -> Path:
+    """Snakemake's lock folder of the run records' folder `folder` (<root>/.snakemake/augsbert/runs)."""
+    return folder.parent.parent.parent / SNAKEMAKE_LOCKS
+
+
+def lock_claims(paths: Iterable[str | Path]) -> list[dict]:
+    """Snakemake's lock files `paths` as a run's record names them: each file's name (in .snakemake/locks/), inode and
+    modification time, so that a file another run wrote under the same name later is never taken for it."""
+    claims = []
+    for path in map(Path, paths):
+        try:
+            stat = path.stat()
+        except OSError:
+            continue
+        claims.append({"file": path.name, "ino": stat.st_ino, "mtime_ns": stat.st_mtime_ns})
+    return claims
+
+
+def _remove_claimed(folder: Path, claims: Iterable[dict]) -> int:
+    """Remove the lock files a dead run's record names, where they are still the files it wrote; how many."""
+    removed = 0
+    for claim in claims:
+        name = claim.get("file") if isinstance(claim, dict) else None
+        if not isinstance(name, str) or not re.fullmatch(r"\d+\.(input|output)\.lock", name):
+            continue  # Snakemake's names only: a record edited by hand names nothing else to remove
+        path = _locks_dir(folder) / name
+        try:
+            stat = path.stat()
+        except OSError:
+            continue
+        if (stat.st_ino, stat.st_mtime_ns) == (claim.get("ino"), claim.get("mtime_ns")):
+            path.unlink(missing_ok=True)
+            removed += 1
+    return removed
+
+
+def live_runs(folder: str | Path = RUNS_DIR, dead: list[dict] | None = None) -> list[dict]:
+    """The records of the runs alive in `folder`, but this process' own; the dead ones' are swept (and added to
+    `dead`), with their Snakemake lock files."""
     folder = Path(folder)
     if not folder.is_dir():
         return []
@@ -69,7 +124,7 @@ def live_runs(folder: str | Path = RUNS_DIR) -> list[dict]:
     for path in sorted(folder.glob("*.json")):
         if os.path.abspath(path) in mine:
             continue
-        record = _alive(path)
+        record = _alive(path, dead)
         if record is not None:
             found.append(record)
     return found
@@ -105,11 +160,11 @@ def _locked(path: Path):
 
 
 def register_run(outputs: Iterable[str], inputs: Iterable[str], folder: str | Path = RUNS_DIR,
-                 command: list[str] | None = None) -> Path | None:
+                 command: list[str] | None = None, snakemake_locks: Iterable[str | Path] = ()) -> Path | None:
     """Refuse (ConcurrentRunError) when a live run in `folder` writes one of `outputs` or reads one (Snakemake
     removes a job's existing outputs before it starts, and a failed job's after), else record this run, held until
-    the process ends (and removed at its normal exit). Returns the record's path; None where the file system has
-    no locks (then nothing is checked: a warning says so)."""
+    the process ends (and removed at its normal exit), with its Snakemake lock files (`snakemake_locks`). Returns the
+    record's path; None where the file system has no locks (then nothing is checked: a warning says so)."""
     folder = Path(folder)
     outputs, inputs = sorted(set(map(str, outputs))), sorted(set(map(str, inputs)))
     try:
@@ -140,7 +195,7 @@ def register_run(outputs: Iterable[str], inputs: Iterable[str], folder: str | Pa
             record = {"pid": os.getpid(), "host": socket.gethostname(),
                       "since": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
                       "command": " ".join(command if command is not None else ["snakemake", *sys.argv[1:]])[:300],
-                      "outputs": outputs, "inputs": inputs}
+                      "outputs": outputs, "inputs": inputs, "snakemake_locks": lock_claims(snakemake_locks)}
             os.pwrite(fd, json.dumps(record).encode(), 0)
             _held[str(path)] = fd
     except OSError as err:
@@ -153,38 +208,88 @@ def register_run(outputs: Iterable[str], inputs: Iterable[str], folder: str | Pa
     return path
 
 
-def clear_stale_locks(root: str | Path = ".") -> int:
-    """Remove Snakemake's lock files in `root` when no run of `root` is alive (none holds its record): a run that
-    was killed (`kill -9`, a lost session, a power cut) leaves them, and Snakemake then refuses every later run of
-    the folder until `snakemake --unlock`, which `augsbert run` does not take. How many files were removed (0: none
-    were there, a run is alive, or the file system has no locks to tell). Checked under the guard `register_run`
-    takes, so a run that starts meanwhile registers after this and is checked against the others as always."""
+@dataclass
+class StaleLocks:
+    """What `clear_stale_locks` removed: how many lock files, the killed runs whose they were (their records), and
+    the runs alive beside them."""
+    removed: int = 0
+    killed: list[dict] = field(default_factory=list)
+    live: list[dict] = field(default_factory=list)
+
+    def line(self) -> str | None:
+        """What `augsbert run` says of it (None: nothing was removed)."""
+        if not self.removed:
+            return None
+        killed = [r for r in self.killed if r.get("removed_locks")]
+        whose = (f"of {len(killed)} run(s) killed before they ended ({'; '.join(map(describe, killed[:SHOWN]))})"
+                 if killed else "that no live run holds (the run that left them was stopped: killed, its session "
+                 "lost, or the machine went down)")
+        beside = f"; the live run ({'; '.join(map(describe, self.live[:SHOWN]))}) keeps its own" if self.live else ""
+        return (f"removed {self.removed} lock file(s) in {SNAKEMAKE_LOCKS}/ {whose}{beside}; what it finished is kept, "
+                "and a job it cut short runs again")
+
+
+def clear_stale_locks(root: str | Path = ".") -> StaleLocks:
+    """Remove Snakemake's lock files in `root` that no live run holds: a run that was killed (`kill -9`, a lost
+    session, a power cut) leaves them, and Snakemake then refuses every later run of the folder until `snakemake
+    --unlock`, which `augsbert run` does not take. The lock files a killed run's record names go always (also beside
+    a live run: issue 64 L2); the others only when no run of `root` is alive (a run killed before its record was
+    written, or recorded by an older augsbert, cannot be told from a live one's). Checked under the guard
+    `register_run` takes, so a run that starts meanwhile registers after this and is checked against the others as
+    always. Nothing where the file system has no locks to tell."""
     root = Path(root)
     locks = root / SNAKEMAKE_LOCKS
     if not locks.is_dir() or not any(locks.iterdir()):
-        return 0
+        return StaleLocks()
     runs = root / RUNS_DIR
     try:
         runs.mkdir(parents=True, exist_ok=True)
         with _locked(runs / ".guard"):
-            if live_runs(runs):
-                return 0
-            files = [path for path in locks.iterdir() if path.is_file() and not path.is_symlink()]
-            for path in files:
-                path.unlink(missing_ok=True)
-            return len(files)
+            killed: list[dict] = []
+            live = live_runs(runs, dead=killed)
+            removed = sum(record.get("removed_locks") or 0 for record in killed)
+            if not live:
+                files = [path for path in locks.iterdir() if path.is_file() and not path.is_symlink()]
+                for path in files:
+                    path.unlink(missing_ok=True)
+                removed += len(files)
+            return StaleLocks(removed, killed, live)
     except OSError as err:
         if err.errno in NO_LOCKS:
-            return 0
+            return StaleLocks()
         raise
+
+
+def lock_holders(root: str | Path = ".") -> str:
+    """Who holds Snakemake's lock of `root` and what to do, in one line: what `augsbert run` adds to Snakemake's
+    LockException (which names `--unlock` alone, an option `augsbert run` does not take)."""
+    root = Path(root)
+    live = live_runs(root / RUNS_DIR)
+    locks = root / SNAKEMAKE_LOCKS
+    files = sorted(p.name for p in locks.iterdir() if p.is_file()) if locks.is_dir() else []
+    claimed = {claim.get("file") for record in live for claim in record.get("snakemake_locks") or ()}
+    holders = [record for record in live if record.get("snakemake_locks")]
+    unclaimed = [name for name in files if name not in claimed]
+    text = ""
+    if holders:
+        text = (f"Snakemake's lock of this folder is held by the live run {'; '.join(map(describe, holders[:SHOWN]))}"
+                f" (it writes or reads files this run would write). Wait for it to end, or stop it "
+                f"({', '.join(stop_hint(r) for r in holders[:SHOWN])}), then run again (`snakemake --unlock` does not "
+                "stop a run)")
+    if unclaimed:
+        text += ("; and " if text else "") + (
+            f"{len(unclaimed)} lock file(s) in {SNAKEMAKE_LOCKS}/ ({', '.join(unclaimed[:SHOWN])}) belong to no live "
+            "run that says so: a killed run's (killed before its first job), or one started by an older augsbert"
+            + (f" (live now: {'; '.join(map(describe, live[:SHOWN]))})" if live else "")
+            + ". Once no run of this folder is live `augsbert run` removes them itself; if you are sure that run is "
+            "dead, remove them now with `snakemake --unlock` and run again")
+    return text or f"Snakemake could not lock this folder, and no live run of it holds {SNAKEMAKE_LOCKS}/: run again"
 
 
 def busy_outputs(outputs: Iterable[str]) -> list[tuple[str, str, str | None]]:
     """The outputs whose writer lock (augsbert.store.artifacts.writer_lock) another process holds, with who it is and
     how to stop it: a job whose Snakemake was killed lives on and writes its artifact; Snakemake would remove that
     artifact before its own job for it starts, were it finished by then. Lock files are only read, never made."""
-    from .artifacts import holder_text, lock_path
-
     found = []
     for out in outputs:
         lock = lock_path(out)
@@ -200,6 +305,23 @@ def busy_outputs(outputs: Iterable[str]) -> list[tuple[str, str, str | None]]:
             pass
         finally:
             os.close(fd)
+    return found
+
+
+def in_use(folders: Iterable[str | Path], project: str | Path) -> dict[Path, str]:
+    """Of the artifact `folders` of the project folder `project` (the one the workflow runs in), those a live run of
+    it writes or reads, or a live process writes (its writer lock held), each with who it is: `verify --repair`
+    leaves them where they are (moving one aside made the run fail: issue 64 Q2)."""
+    folders = list(folders)
+    users: dict[str, str] = {}
+    for run in live_runs(Path(project) / RUNS_DIR):
+        for role in ("outputs", "inputs"):
+            for path in run.get(role) or ():
+                users.setdefault(os.path.abspath(Path(project) / path),
+                                 f"the live run {describe(run)} {'writes' if role == 'outputs' else 'reads'} it")
+    found = {Path(f): users[os.path.abspath(f)] for f in folders if os.path.abspath(f) in users}
+    for out, holder, _ in busy_outputs([str(f) for f in folders if Path(f) not in found]):
+        found[Path(out)] = f"{holder} writes it"
     return found
 
 

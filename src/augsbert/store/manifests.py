@@ -17,7 +17,8 @@ A stage checks the manifests of its input artifacts before it reads them (`augsb
 did not write (`unlisted_files`), so that Snakemake rebuilds them and what depends on them (named as extra
 targets of the next run: a run whose own targets are up to date never rebuilds a missing intermediate). Artifacts written before manifests existed have
 none and are accepted as they are; a later artifact says in its metrics.json that it has one
-(`WRITTEN_WITH`), so a deleted manifest.json is found too.
+(`WRITTEN_WITH`), so a deleted manifest.json is found too. A folder in an artifact's place holding nothing, or no
+metrics.json (every artifact ever written holds one), is incomplete, and `verify --repair` moves it aside too.
 """
 
 from __future__ import annotations
@@ -104,7 +105,9 @@ def problems(root: str | Path, limit: int = 5, only: set[str] | None = None, hol
         return [f"{root} is missing"]
     path = root / MANIFEST
     if not path.exists():  # written before manifests (accepted), or its manifest.json was deleted
-        return [f"{MANIFEST} is missing"] if _written_with_manifest(root) else []
+        if _written_with_manifest(root):
+            return [f"{MANIFEST} is missing"]
+        return [incomplete] if (incomplete := _incomplete(root)) else []
     files = _entries(path)
     if files is None:
         return [f"{path} is damaged"]
@@ -125,6 +128,24 @@ def problems(root: str | Path, limit: int = 5, only: set[str] | None = None, hol
         if len(found) >= limit:
             break
     return found[:limit]
+
+
+def _incomplete(root: Path) -> str | None:
+    """Why `root`, which has no manifest, is no finished artifact (None: it may be one written before manifests). Every
+    artifact augsbert ever wrote holds spec.json and metrics.json (`artifact_dir` writes both, from its first
+    version): a folder named like a key holding nothing, or only spec.json, was made by hand or by a copy cut short,
+    and Snakemake, which sees only the folder, took it for built (issue 64, V1)."""
+    if (root / "metrics.json").exists():
+        return None
+    held = [p.relative_to(root).as_posix() for p in _files(root) if p.name not in NOT_CONTENT]
+    what = "it is empty" if not held else \
+        f"it holds only {', '.join(held[:3])}{' ...' if len(held) > 3 else ''}, no metrics.json and no {MANIFEST}"
+    return f"incomplete, not a finished artifact: {what} (a finished one holds spec.json, metrics.json and {MANIFEST})"
+
+
+def is_empty(folder: str | Path) -> bool:
+    """`folder` holds no file but Snakemake's own (`NOT_CONTENT`): nothing in it can be lost."""
+    return not any(p.is_file() and p.name not in NOT_CONTENT for p in Path(folder).rglob("*"))
 
 
 def key_problem(root: str | Path, stages: set[str] | None = None) -> str | None:
@@ -169,12 +190,13 @@ def _written_with_manifest(root: Path) -> bool:
 
 
 def artifact_folders(root: str | Path, stages: set[str] | None = None) -> list[Path]:
-    """The finished artifacts under `root`: `<root>/<stage>/<key>/` (for a stage of `stages`, the registry's in
+    """The artifacts under `root`: `<root>/<stage>/<key>/` (for a stage of `stages`, the registry's in
     `augsbert verify`) named like a key, each with its spec.json or a manifest of ours (so that one that lost
-    either is still found). Anything else holding a manifest.json (a web app's, an editor's) is no artifact:
-    see `foreign_folders`."""
-    return [p for p in _candidates(root) if (stages is None or p.parent.name in stages) and is_key(p.name)
-            and ((p / "spec.json").exists() or _entries(p / MANIFEST) is not None)]
+    either is still found), or empty (a folder Snakemake takes for the built artifact: `problems` calls it
+    incomplete). Anything else holding a manifest.json (a web app's, an editor's) is no artifact: see
+    `foreign_folders`."""
+    return [p for p in _candidates(root, empty=True) if (stages is None or p.parent.name in stages) and is_key(p.name)
+            and ((p / "spec.json").exists() or _entries(p / MANIFEST) is not None or is_empty(p))]
 
 
 def foreign_folders(root: str | Path, stages: set[str] | None = None) -> list[Path]:
@@ -183,9 +205,11 @@ def foreign_folders(root: str | Path, stages: set[str] | None = None) -> list[Pa
     return [p for p in _candidates(root) if p not in found]
 
 
-def _candidates(root: str | Path) -> list[Path]:
+def _candidates(root: str | Path, empty: bool = False) -> list[Path]:
     root = Path(root)
     found = {p.parent for name in ("spec.json", MANIFEST) for p in root.glob(f"*/*/{name}")}
+    if empty:  # and the folders holding no file (a stage's empty artifact folder)
+        found |= {p for p in root.glob("*/*") if p.is_dir() and not p.is_symlink() and is_empty(p)}
     return sorted(p for p in found if not p.name.startswith(".") and not p.parent.name.startswith("."))
 
 
@@ -211,6 +235,8 @@ def not_deletable(folder: Path, root: Path, stages: set[str]) -> str | None:
         if spec.get("stage") != stage or spec.get("key") != key:
             return (f"its spec.json names stage {spec.get('stage')!r} and key {spec.get('key')!r}, not {stage!r} "
                     f"and {key!r}")
+        return None
+    if is_empty(folder):  # an empty folder in an artifact's place: nothing of yours in it, and Snakemake skips it
         return None
     files = _entries(folder / MANIFEST)
     if files is None or not {"spec.json", "metrics.json"} <= set(files):

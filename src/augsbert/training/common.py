@@ -90,11 +90,31 @@ def train_resuming(trainer, trainer_dir: Path):
     """
     from transformers.trainer_utils import get_last_checkpoint
 
+    if Path(trainer_dir).is_dir():
+        drop_unfinished_checkpoints(Path(trainer_dir))
     last = get_last_checkpoint(str(trainer_dir)) if Path(trainer_dir).is_dir() else None
     if last:
         log.info("resuming from %s", last)
     with frozen_heap():
         return trainer.train(resume_from_checkpoint=last), Path(last).name if last else None
+
+
+def drop_unfinished_checkpoints(trainer_dir: Path) -> list[str]:
+    """Remove the checkpoints a kill cut short, so a resume takes the newest whole one (or starts afresh).
+
+    The Trainer writes a checkpoint's `trainer_state.json` last (after the weights, optimizer, scheduler and RNG
+    states), so a checkpoint without it was being written when the job was killed: resuming from it fails
+    (FileNotFoundError on trainer_state.json, seen when a measurement's job was killed while saving its last
+    step). It holds nothing a resume can use; the folder is this job's own resume state. Returns the names removed.
+    """
+    removed = []
+    for checkpoint in sorted(trainer_dir.glob("checkpoint-*")):
+        if checkpoint.is_dir() and not (checkpoint / "trainer_state.json").is_file():
+            log.warning("removing %s: a kill cut its writing short (no trainer_state.json); resuming without it",
+                        checkpoint)
+            shutil.rmtree(checkpoint)
+            removed.append(checkpoint.name)
+    return removed
 
 
 def _recover_killed_writes(workdir: Path) -> None:

@@ -17,7 +17,7 @@ import pandas as pd
 
 from ..scheduling import progress
 from . import distributed
-from ..store.artifacts import artifact_dir, checkpoint_dir, write_json
+from ..store.artifacts import artifact_dir, checkpoint_dir, read_json, write_json
 from ..data import DataError, read_pairs
 from ..data.prompts import prompt_pairs
 from ..evaluation import correlations
@@ -29,7 +29,7 @@ from ..stages.student import StudentParams
 from ..stages.teacher import TeacherParams
 from ..store.model_refs import model_path
 from .pairs import evaluate, fit, save_model
-from ..data.pool import read_split
+from ..data.pool import read_split, target_pool, test_draw
 
 log = logging.getLogger(__name__)
 
@@ -47,13 +47,38 @@ def selection_dev(spec: dict, selection: str | None) -> pd.DataFrame | None:
     return read_split(inputs.get("dev", inputs["data"]), "dev", required=False)
 
 
+MIN_TRAINING_PAIRS = 2  # as gold_fraction and Trans-Encoder's unlabelled pairs: one pair gives nothing to rank
+
+
+def check_training_pairs(spec: dict, train: pd.DataFrame, student: bool) -> None:
+    """Refuse (DataError, one line naming the files) a training set of fewer than MIN_TRAINING_PAIRS distinct pairs
+    (a pair and its swap, or a duplicate, are one): a model fitted to one pair's score ranks nothing, yet its test
+    figures and table row would read as a trained model's. A one-pair gold train split ran without a word (issue
+    64); refused rather than warned of, since nothing it could produce is a result."""
+    pairs = {frozenset(pair) for pair in zip(train["sentence1"], train["sentence2"])}
+    if len(pairs) >= MIN_TRAINING_PAIRS:
+        return
+    inputs = spec["inputs"]
+    gold = (train["source"] == "gold").any() if student else "labels" not in inputs  # Trans-Encoder: no gold
+    files = ([f"{inputs['data']}/train.parquet"] if gold else []) + (
+        [f"{inputs['labels']}/pairs.parquet"] if "labels" in inputs else [])
+    raise DataError(f"{' and '.join(files)}: {len(pairs)} distinct pair(s) to train on; a model needs at least "
+                    f"{MIN_TRAINING_PAIRS} (fitted to one pair's score it ranks nothing, and its figures would pass "
+                    "for a trained model's): give the dataset's train split more labelled pairs")
+
+
 def train_and_save(arch: str, spec: dict, params: TeacherParams | StudentParams, train: pd.DataFrame, out, device,
                     force) -> dict:
+    check_training_pairs(spec, train, isinstance(params, StudentParams))
     data = spec["inputs"]["data"]
     # Bi-Encoders: their `selection`; teachers their own dev split, or the last epoch (Trans-Encoder: no gold)
     selection = params.selection if isinstance(params, StudentParams) or params.selection == "last" else None
-    dev = selection_dev(spec, selection)
+    untrained = params.max_steps == 0  # a teacher without a training step reads no dev label
+    dev = None if untrained else selection_dev(spec, selection)
     test = read_split(spec["inputs"].get("eval", data), "test")  # domain transfer: the target's test split
+    full_test = len(test)
+    if isinstance(params, TeacherParams) and params.test_pairs is not None:  # an active round's teacher: a subset
+        test = test.iloc[test_draw(len(test), params.test_pairs)].reset_index(drop=True)
     device = resolve_device(device)
     work = checkpoint_dir(out)
     # an MLM-adapted checkpoint (domain / full_domain variants) replaces the base model
@@ -69,7 +94,7 @@ def train_and_save(arch: str, spec: dict, params: TeacherParams | StudentParams,
             tested = prompt_pairs(test, delimiter)  # (their prompted test score is in the suite)
         log.info("topic prompts on (delimiter %r): e.g. %r", delimiter, train["sentence1"].iloc[0][:80])
     if not distributed.is_main():  # a further process of a distributed run: it trains; rank 0 writes the artifact
-        fit(arch, base, train, dev, params, work, device, precision())
+        fit(arch, base, train, dev, params, work, device, precision(), after_warmup=isinstance(params, TeacherParams))
         return {}
     pretrained = None
     # the static table pre-trained first (models.compact)
@@ -80,15 +105,21 @@ def train_and_save(arch: str, spec: dict, params: TeacherParams | StudentParams,
         if isinstance(params, StudentParams) and params.static_lr_sweep:  # the static rate chosen on dev
             result, swept = sweep_static_lr(base, train, dev, params, work, device)
         else:
-            result = fit(arch, base, train, dev, params, work, device, precision())
-        progress.phase(f"scoring test ({len(tested):,} pairs)")
+            result = fit(arch, base, train, dev, params, work, device, precision(),
+                         after_warmup=isinstance(params, TeacherParams))
+        progress.phase(f"scoring test ({len(tested):,} pairs" + (f" of {full_test:,})" if len(test) < full_test
+                                                                   else ")"))
         test_metrics, predicted = evaluate(arch, result.model, tested, params)
         log.info("%s: test spearman %.2f  pearson %.2f", arch, test_metrics["spearman"], test_metrics["pearson"])
         save_model(arch, result.model, tmp / "model")
         pd.DataFrame({"sentence1": test["sentence1"], "sentence2": test["sentence2"], "gold": test["score"],
                       "predicted": predicted}).to_parquet(tmp / "predictions.parquet", index=False)
         metrics = {"arch": arch, "device": device, "test": test_metrics, **result.metrics}
-        if selection:
+        if len(test) < full_test:  # the test figures are of a seeded subset (active.test_pairs)
+            metrics["test_subset"] = {"pairs": len(test), "of": full_test}
+        if untrained:
+            metrics["selection"] = "untrained"
+        elif selection:
             metrics["selection"] = selection
         if "source" in train:
             metrics["training_set"] = {str(k): int(v) for k, v in train["source"].value_counts(sort=False).items()}
@@ -178,9 +209,6 @@ def static_start(inputs: dict, params: StudentParams, base: str, work: Path, dev
     test sentence), PCA-reduced to the table's dimensions (models.compact.pretrain_static); saved beside the job's
     resume state and reused by a resumed job. Returns its folder (the start `fit` builds from) and the record."""
     from sentence_transformers import SentenceTransformer
-
-    from ..data.pool import target_pool
-    from ..store.artifacts import read_json
 
     folder = static_start_dir(work)
     if (folder / "static_pretrain.json").is_file() and (folder / "modules.json").is_file():

@@ -6,7 +6,11 @@ callbacks only:
 
 - best epoch: after every epoch the dev Spearman is computed and logged; the
   best model so far is saved to `<workdir>/best/` (with its history in
-  `best.json`), and that model is the result;
+  `best.json`), and that model is the result; with `after_warmup` (teachers) only
+  a pass that ends once warm-up is over can be the best (a pass inside warm-up
+  is logged, never kept);
+- no training step (`max_steps: 0`, a teacher): the base model, built and
+  seeded as training would start it, is the result;
 - seed optimisation (thesis 5.1): N seeds each train for a fraction of one
   epoch (stopped through `control.should_training_stop`), the seed with the
   best dev score is then trained fully;
@@ -87,8 +91,9 @@ def _callbacks():
         earlier checkpoint and evaluates the epoch again, so no epoch is skipped.
         """
 
-        def __init__(self, arch, dev, params, best_dir: Path, state_path: Path):
+        def __init__(self, arch, dev, params, best_dir: Path, state_path: Path, after_warmup: bool = False):
             self.arch, self.dev, self.params = arch, dev, params
+            self.after_warmup = after_warmup  # a pass ending inside warm-up is never the best (teachers)
             self.best_dir, self.state_path = best_dir, state_path
             self.record = read_json(state_path) if state_path.exists() else {"history": [], "best": None}
             self.stop = False  # early_stopping_patience epochs without a better dev score (read by EarlyStopping)
@@ -105,21 +110,29 @@ def _callbacks():
             losses = [h["loss"] for h in state.log_history if "loss" in h]
             entry = {"epoch": epoch, "step": state.global_step, "dev_spearman": score,
                      "train_loss": float(losses[-1]) if losses else None}
+            in_warmup = self.after_warmup and not selectable(state.global_step, args.warmup_steps, state.max_steps)
+            if in_warmup:
+                entry["in_warmup"] = True
             self.record["history"].append(entry)
             log_metrics({"dev/spearman": score, "train/epoch_loss": entry["train_loss"]}, state.global_step)
-            previous = [h for h in self.record["history"][:-1] if not math.isnan(h["dev_spearman"])]
-            improved = not previous or (not math.isnan(score) and score > max(h["dev_spearman"] for h in previous))
+            previous = [h for h in self.record["history"][:-1]
+                        if not math.isnan(h["dev_spearman"]) and not h.get("in_warmup")]
+            improved = not in_warmup and (not previous or (
+                not math.isnan(score) and score > max(h["dev_spearman"] for h in previous)))
             if improved:
                 self._save_best(model)
                 self.record["best"] = entry
             patience = self.params.early_stopping_patience
             best_epoch = self.record["best"]["epoch"] if self.record["best"] else 0
-            self.stop = patience > 0 and epoch - best_epoch >= patience and state.global_step < state.max_steps
+            # patience counts from the first pass that can be kept: never a stop inside warm-up
+            self.stop = (patience > 0 and self.record["best"] is not None and epoch - best_epoch >= patience
+                         and state.global_step < state.max_steps)
             if self.stop:
                 self.record["stopped_early"] = {"epoch": epoch, "best_epoch": best_epoch, "patience": patience}
             write_json(self.state_path, self.record)
             log.info("epoch %d (step %d): train loss %s, dev spearman %.2f%s", epoch, state.global_step,
-                     f"{entry['train_loss']:.4f}" if losses else "n/a", score, "  (best so far)" if improved else "")
+                     f"{entry['train_loss']:.4f}" if losses else "n/a", score,
+                     "  (best so far)" if improved else "  (inside warm-up: not kept)" if in_warmup else "")
             if self.stop:
                 log.info("early stopping: no better dev spearman for %d epoch(s) since epoch %d", patience, best_epoch)
             return control
@@ -156,6 +169,12 @@ def _callbacks():
             return control
 
     return StopAtStep, BestEpoch, EarlyStopping
+
+
+def selectable(step: int, warmup_steps: int, max_steps: int) -> bool:
+    """Whether the model after `step` may be kept by dev selection after warm-up: warm-up is over (the learning
+    rate has reached its peak at step `warmup_steps`), or it is the last step (warm-up of every step)."""
+    return step >= warmup_steps or step >= max_steps
 
 
 @dataclass
@@ -252,8 +271,10 @@ def _seed_search(arch, base, train, dev, params, workdir, device, precision) -> 
 
 
 def fit(arch_name: str, base: str, train: pd.DataFrame, dev: pd.DataFrame | None, params: TeacherParams | StudentParams,
-        workdir: Path, device: str, precision: str = "auto", callbacks: list | None = None) -> FitResult:
-    """Train `arch_name` from `base` on `train`; select the best epoch on `dev`; resume from `workdir`.
+        workdir: Path, device: str, precision: str = "auto", callbacks: list | None = None,
+        after_warmup: bool = False) -> FitResult:
+    """Train `arch_name` from `base` on `train`; select the best epoch on `dev` (with `after_warmup`, among the
+    passes that end after warm-up); resume from `workdir`. `max_steps` 0: no training, the built model.
 
     `callbacks` are extra transformers TrainerCallbacks for the full training run.
     In a distributed run every rank calls this; only rank 0's result carries
@@ -261,6 +282,11 @@ def fit(arch_name: str, base: str, train: pd.DataFrame, dev: pd.DataFrame | None
     """
 
     arch = ARCHITECTURES[arch_name]
+    if params.max_steps == 0:  # the untrained model: built (a Cross-Encoder's head seeded) as training would start
+        log.info("no training step (max_steps 0): the base model as it is")
+        return FitResult(_build(arch, base, params, device, params.seed),
+                         {"seed": params.seed, "seed_trials": [], "train_pairs": len(train), "train_loss": None,
+                          "steps": 0, "resumed_from": None, "loss_log": []})
     processes = distributed.world_size()
     if distributed.is_main():  # the writer lock's holder tidies and claims the resume state; the others wait
         # `processes` (only when > 1): the per-rank RNG states of another process count do not fit
@@ -279,7 +305,7 @@ def fit(arch_name: str, base: str, train: pd.DataFrame, dev: pd.DataFrame | None
     callbacks = [*(callbacks or []), *tracking_callbacks()]
     best = None
     if has_dev and distributed.is_main():
-        best = BestEpoch(arch, dev, params, workdir / "best", workdir / "best.json")
+        best = BestEpoch(arch, dev, params, workdir / "best", workdir / "best.json", after_warmup)
         callbacks.append(best)
     if params.early_stopping_patience > 0:
         if not has_dev:

@@ -1,4 +1,6 @@
-"""Exact inner-product top-k search with bounded memory: the retrieval evaluation's and the miner's search.
+"""Exact inner-product top-k search with bounded memory: the retrieval evaluation's and the samplers' search (BM25's
+and the candidate passes' block sizes, the miner's search). No model: numpy and faiss over arrays, so it sits at the
+package's root, below the evaluation and sampling that both read it (tests/test_imports.py).
 
 Below `faiss_from` passages, numpy scores one block of queries against every
 passage at a time, the block sized so that its scores take about `BLOCK_BYTES`
