@@ -212,8 +212,9 @@ def test_a_grid_without_a_measured_frontier_says_how_to_measure_it(tmp_path, cap
 @pytest.mark.workflow
 def test_pick_fastest_within_on_the_demo_compact_grid(tmp_path, tiny_model):
     """`snakemake results/tables/demo_compact.frontier.md` on the tiny model (behaviour only: the figures mean
-    nothing), the PyTorch rows timed in this environment (no exported rows: CI has no deploy environment), then
-    `augsbert export --pick-fastest-within` exports the row the frontier's own figures name."""
+    nothing), the PyTorch rows timed in this environment (no exported rows: tests/test_deploy.py converts and times
+    them; here they would cost minutes), then `augsbert export --pick-fastest-within` exports the row the
+    frontier's own figures name."""
     import subprocess
     import sys
 
