@@ -272,3 +272,87 @@ def test_size_and_speed_figures_of_a_trained_bi_encoder(tmp_path, tiny_model):
     assert folder_mb(folder) == round(sum(os.path.getsize(p) for p in files) / 1e6, 2)
     speed = encode_speed(SentenceTransformer(tiny_model, device="cpu"), theme_pairs(20, 4), 8)
     assert speed > 0 and isinstance(speed, float)
+
+
+# --- the static learning rate chosen on the experiment's own dev split (issue 65 item 4b) -----------------------
+
+
+def test_a_static_lr_sweep_is_keyed_only_when_set_and_only_on_a_static_student():
+    plain = plan_shipped({"experiments": {EXPERIMENT: {"student": {"arch": "static"}}}}, grids=False)
+    swept = _plan({"arch": "static", "static_lr_sweep": [0.02, 0.002, 0.01]})
+    params = swept.node(_runs(swept)["student"]).params
+    assert params["static_lr_sweep"] == [0.002, 0.01, 0.02] and params["lr"] == 0.005
+    assert "static_lr_sweep_steps" not in params
+    assert not {"static_lr_sweep", "static_lr_sweep_steps"} & set(plain.node(_runs(plain)["student"]).params)
+    assert _runs(swept)["lower_bound"] == _runs(plain)["lower_bound"]  # the lower bound is the full Transformer
+    stepped = _plan({"arch": "static", "static_lr_sweep": [0.01], "static_lr_sweep_steps": 200})
+    assert stepped.node(_runs(stepped)["student"]).params["static_lr_sweep_steps"] == 200
+    pretrained = _plan({"arch": "static", "static_pretrain": "full", "static_lr_sweep": [0.01]})
+    embedder = dict(pretrained.node(_runs(pretrained)["student"]).inputs)["embedder"]
+    assert embedder == _runs(_plan())["student"]  # the full student the table learns from: no sweep in its key
+
+
+@pytest.mark.parametrize("option, message", [
+    ({"static_lr_sweep": [0.01]}, "static_lr_sweep: sweeps a static student's learning rate, but arch is"),
+    ({"arch": "static", "static_lr_sweep_steps": 100}, "static_lr_sweep_steps: .* static_lr_sweep is not set"),
+    ({"arch": "static", "static_lr_sweep": [0.01], "selection": "last"}, "chooses the rate on a dev split"),
+])
+def test_a_static_lr_sweep_that_cannot_run_fails_while_planning(option, message):
+    with pytest.raises(ConfigError, match=message):
+        _plan(option)
+
+
+def test_the_sweep_keeps_the_rate_with_the_best_dev_score(tmp_path, monkeypatch):
+    """Constructed dev scores per rate: the best one's run is the student's (whole-schedule runs), or the best
+    rate trains the schedule once more (`static_lr_sweep_steps`); a NaN never wins, a tie goes to the smaller."""
+    from augsbert.training import pair_job
+    from augsbert.training.pairs import FitResult
+
+    scores = {0.002: 80.0, 0.005: 83.0, 0.01: 85.5, 0.02: 84.0, 0.05: float("nan")}
+    calls = []
+
+    def fake_fit(arch, base, train, dev, params, work, device, precision="auto"):
+        calls.append((params.lr, params.max_steps, work.name))
+        return FitResult(f"model@{params.lr:g}", {"dev_spearman": scores[params.lr], "steps": params.max_steps or 50,
+                                                  "best_epoch": 1})
+
+    monkeypatch.setattr(pair_job, "fit", fake_fit)
+    monkeypatch.setattr(pair_job, "is_static_folder", lambda path: True)  # "base": a static start already
+    dev = theme_pairs(8, 2)
+    params = _student_params(epochs=1, arch="static", lr=0.005, static_lr_sweep=[0.05, 0.002, 0.02, 0.01])
+    result, record = pair_job.sweep_static_lr("base", dev, dev, params, tmp_path / "work", "cpu")
+    assert result.model == "model@0.01" and record["chosen"] == 0.01 and record["steps"] is None
+    assert [c["lr"] for c in record["rates"]] == [0.002, 0.005, 0.01, 0.02, 0.05]
+    assert [c["dev_spearman"] for c in record["rates"]][:4] == [80.0, 83.0, 85.5, 84.0]
+    assert [c[2] for c in calls] == ["work.lr-0.002", "work.lr-0.005", "work.lr-0.01", "work.lr-0.02",
+                                     "work.lr-0.05"]  # each rate in its own resumable folder
+    calls.clear()
+    short = _student_params(epochs=1, arch="static", lr=0.005, static_lr_sweep=[0.01, 0.02],
+                            static_lr_sweep_steps=30)
+    result, record = pair_job.sweep_static_lr("base", dev, dev, short, tmp_path / "work", "cpu")
+    assert calls == [(0.005, 30, "work.lr-0.005"), (0.01, 30, "work.lr-0.01"), (0.02, 30, "work.lr-0.02"),
+                     (0.01, None, "work")]  # the chosen rate's own schedule, in the job's resume folder
+    assert result.model == "model@0.01" and record["chosen"] == 0.01 and record["steps"] == 30
+    assert pair_job.chosen_rate([{"lr": 0.01, "dev_spearman": 84.0}, {"lr": 0.002, "dev_spearman": 84.0},
+                                 {"lr": 0.005, "dev_spearman": None}]) == 0.002
+
+
+@pytest.mark.skipif(not HAS_MODEL2VEC, reason="model2vec is not installed (augsbert's `deploy` / `test` extra)")
+def test_a_static_student_job_sweeps_its_rate_and_its_card_says_which(tmp_path, tiny_model):
+    """The student job with a sweep: each rate trained on the tiny model's distilled table, the chosen one in
+    metrics.json (and the best run's dev score is the model's), then in the card's facts."""
+    from augsbert.face.export import chosen_rate_text
+    from augsbert.training import pair_job
+
+    train, dev = theme_pairs(64, 1), theme_pairs(24, 2)
+    params = _student_params(epochs=2, batch_size=8, arch="static", static_dims=8, group_by_length=False,
+                             lr=0.05, static_lr_sweep=[1e-5])
+    result, record = pair_job.sweep_static_lr(tiny_model, train, dev, params, tmp_path / "work", "cpu")
+    assert [c["lr"] for c in record["rates"]] == [1e-5, 0.05]
+    assert (tmp_path / "work.static_distilled" / "modules.json").is_file()  # distilled once, both rates from it
+    assert record["chosen"] == max(record["rates"], key=lambda c: c["dev_spearman"])["lr"]
+    assert result.metrics["dev_spearman"] == next(c["dev_spearman"] for c in record["rates"]
+                                                  if c["lr"] == record["chosen"])
+    text = chosen_rate_text(record)
+    assert text.startswith(f"{record['chosen']:g}, chosen on the dev split among 1e-05 (") and \
+        "each the full schedule, the best run kept" in text

@@ -35,10 +35,12 @@ def test_the_deploy_environment_pins_the_main_environment_s_sentence_transformer
     assert pins["sentence-transformers"] == version("sentence-transformers")
 
 
-def test_the_converter_imports_nothing_of_augsbert():
-    """Run by the deploy environment's Python by its path: no import of augsbert (whose modules need the main
-    environment's versions), no relative import; its module level imports only the standard library."""
-    tree = ast.parse(CONVERTER.read_text(encoding="utf-8"))
+@pytest.mark.parametrize("script", [CONVERTER, CONVERTER.with_name("deploy_speed.py")], ids=lambda p: p.name)
+def test_the_deploy_scripts_import_nothing_of_augsbert(script):
+    """Run by the deploy environment's Python by their path (the converter; the frontier's timing, also by this
+    environment's): no import of augsbert (whose modules need the main environment's versions), no relative
+    import; their module level imports only the standard library."""
+    tree = ast.parse(script.read_text(encoding="utf-8"))
     imported = [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
     imported += [node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
     assert not [n for n in imported if n.split(".")[0] == "augsbert"]
@@ -49,7 +51,7 @@ def test_the_converter_imports_nothing_of_augsbert():
     # loaded as the deploy environment loads it (by path), nothing of augsbert enters sys.modules
     code = ("import runpy, sys; runpy.run_path(sys.argv[1], run_name='deploy_convert'); "
             "print([m for m in sys.modules if m.split('.')[0] == 'augsbert'])")
-    done = subprocess.run([sys.executable, "-c", code, str(CONVERTER)], capture_output=True, text=True, check=True,
+    done = subprocess.run([sys.executable, "-c", code, str(script)], capture_output=True, text=True, check=True,
                           env={"PATH": "/usr/bin:/bin"})
     assert done.stdout.strip() == "[]"
 
@@ -96,16 +98,58 @@ def test_the_parity_gate_refuses_below_it_with_the_figures_unless_accepted():
         check_parity({**record, "parity": {}}, None, accept=False)
 
 
-def test_parity_sentences_are_the_first_100_distinct_of_the_test_split_then_dev_then_train():
+def test_parity_sentences_are_100_spread_over_the_test_split_then_dev_then_train_none_calibrated():
+    """Issue 65 item 6: the gate's sentences were the first 100 of the test split, filled up from dev and train,
+    the calibration's own training sentences among them. Now each split is sampled across it (a split ordered
+    by genre is not cut after its first) and no sentence the calibration saw is one."""
     import pandas as pd
 
+    from augsbert.face.backends import spread
+
+    assert spread([f"s{i}" for i in range(10)], 4) == ["s0", "s2", "s5", "s7"]
+    assert spread(["a", "b"], 4) == ["a", "b"]
     test = pd.DataFrame({"sentence1": [f"s{i}" for i in range(80)], "sentence2": [f"s{i + 1}" for i in range(80)]})
     dev = pd.DataFrame({"sentence1": ["s3", "d1"], "sentence2": ["d2", " "]})
     train = pd.DataFrame({"sentence1": [f"t{i}" for i in range(50)], "sentence2": [f"u{i}" for i in range(50)]})
-    assert parity_sentences(test, dev, train) == [*[f"s{i}" for i in range(81)], "d2", "d1",
-                                                  *[t for i in range(9) for t in (f"t{i}", f"u{i}")][:17]]
-    test = pd.DataFrame({"sentence1": [f"a{i}" for i in range(80)], "sentence2": [f"b{i}" for i in range(80)]})
-    assert parity_sentences(test, None)[:4] == ["a0", "b0", "a1", "b1"] and len(parity_sentences(test)) == 100
+    calibration = [f"t{i}" for i in range(50)]  # every sentence1 of train
+    assert parity_sentences(test, dev, train, calibration=calibration) == [
+        *[f"s{i}" for i in range(81)], "d2", "d1", *spread([f"u{i}" for i in range(50)], 17)]
+    assert parity_sentences(test, dev, train)[83:] == spread([t for i in range(50) for t in (f"t{i}", f"u{i}")], 17)
+    long = pd.DataFrame({"sentence1": [f"a{i}" for i in range(200)], "sentence2": [f"b{i}" for i in range(200)]})
+    chosen = parity_sentences(long, None)
+    assert len(chosen) == 100 and chosen[:3] == ["a0", "a2", "a4"] and chosen[-1] == "a198"  # every 4th of 400
+
+
+def test_calibration_is_300_training_sentences_never_a_dev_or_test_one(tmp_path):
+    """Static int8 calibration: CALIBRATION_SENTENCES spread over the train split and the unlabelled texts (Lee's
+    25 training documents alone were the 25 it had), never a dev or test sentence; the gate's provenance says
+    where its sentences came from and that the calibration saw none."""
+    import pandas as pd
+
+    from augsbert.face.backends import CALIBRATION_SENTENCES, calibration_sentences, parity_provenance
+
+    data = tmp_path / "data"
+    data.mkdir()
+    pairs = lambda prefix, n: pd.DataFrame({"sentence1": [f"{prefix} {i} a" for i in range(n)],  # noqa: E731
+                                            "sentence2": [f"{prefix} {i} b" for i in range(n)], "score": 0.5})
+    train, dev, test = pairs("train", 100), pairs("dev", 20), pairs("test", 30)
+    train.loc[0, "sentence1"] = "test 0 a"  # a test sentence among the train pairs: never calibrated on
+    for name, frame in (("train", train), ("dev", dev), ("test", test)):
+        frame.to_parquet(data / f"{name}.parquet")
+    pd.DataFrame({"text": [f"unlabelled {i}" for i in range(250)]}).to_parquet(data / "unlabeled.parquet")
+    artifact = tmp_path / "student"
+    artifact.mkdir()
+    (artifact / "spec.json").write_text(json.dumps({"inputs": {"data": str(data)}}))
+    calibration = calibration_sentences(artifact)
+    pool = sorted({*train["sentence1"], *train["sentence2"], *[f"unlabelled {i}" for i in range(250)]} - {"test 0 a"})
+    assert len(pool) == 449 and calibration == [pool[(i * 449) // 300] for i in range(300)]
+    assert len(calibration) == CALIBRATION_SENTENCES
+    assert not set(calibration) & {*dev["sentence1"], *dev["sentence2"], *test["sentence1"], *test["sentence2"]}
+    assert any(t.startswith("unlabelled") for t in calibration) and any(t.startswith("train") for t in calibration)
+    sentences = parity_sentences(test, dev, train, calibration=calibration)
+    assert len(sentences) == 100 and parity_provenance(sentences, calibration, test, dev) == {
+        "split_sentences": {"test": 60, "dev": 40, "train": 0}, "calibration_sentences": 300,
+        "calibration_overlap": 0}
 
 
 def test_card_section_states_the_parity_and_the_loading_line():
@@ -117,7 +161,11 @@ def test_card_section_states_the_parity_and_the_loading_line():
     text = card_section(record, "models/x")
     assert ("| parity (mean cosine >= 0.99) | cosine with the PyTorch model's embeddings of 100 test sentences: "
             "mean 0.998, min 0.991; test Spearman 60.00 on 9 pairs (PyTorch 60.25); passed |") in text
-    assert "openvino 2026.4.1" in text and "calibrated on 300 training sentences" in text
+    assert "openvino 2026.4.1" in text and "calibrated on 300 sentences of its training data, no dev or test" in text
+    held_out = {**record["parity"], "split_sentences": {"test": 60, "dev": 40, "train": 0},
+                "calibration_sentences": 300, "calibration_overlap": 0}
+    assert ("embeddings of 100 sentences (test 60, dev 40), none of the 300 the int8 calibration saw: mean 0.998, "
+            "min 0.991; test Spearman 60.00") in card_section({**record, "parity": held_out}, "models/x")
     assert ("SentenceTransformer('models/x', backend='openvino', "
             'model_kwargs={"file_name": "openvino/openvino_model_qint8_quantized.xml"})') in text
 
@@ -171,10 +219,21 @@ def _run_card_code(card: str, sentences: list[str]):
 def test_export_of_a_student_passes_the_gate_and_loads_in_the_deploy_environment(experiment, tmp_path):
     from augsbert.face.export import export
 
+    import pandas as pd
+
+    from conftest import theme_pairs
+
+    data = Path("artifacts/data/lee-0000000000")  # the fixture's data holds train pairs only: a test split too
+    theme_pairs(80, 7).to_parquet(data / "test.parquet")
     out = tmp_path / "deploy" / "student"
     record = export(experiment, "student", out, backend="openvino", quantize="int8")
     deployment = record["deployment"]
     assert deployment["parity"]["passed"] and deployment["parity"]["torch_test_spearman"] is not None
+    # calibrated on the training sentences (8 distinct), gated on 100 test ones it did not see
+    calibration = set(pd.read_parquet(data / "train.parquet")[["sentence1", "sentence2"]].to_numpy().ravel())
+    assert deployment["calibration_sentences"] == len(calibration) == 8
+    assert deployment["parity"]["split_sentences"] == {"test": 100, "dev": 0, "train": 0}
+    assert deployment["parity"]["calibration_overlap"] == 0 and deployment["parity"]["sentences"] == 100
     assert json.loads((out / "augsbert_export.json").read_text())["deployment"]["parity"] == deployment["parity"]
     assert "| parity (mean cosine >= 0.99) |" in (out / "README.md").read_text()
     code = ("import sys; from sentence_transformers import SentenceTransformer; m = SentenceTransformer(sys.argv[1], "
@@ -186,6 +245,109 @@ def test_export_of_a_student_passes_the_gate_and_loads_in_the_deploy_environment
 
 
 from test_export import experiment, finished_experiment  # noqa: E402,F401  (the exported experiment's fixtures)
+
+
+# ---- ONNX through sentence-transformers: one switch, and a test that says when to flip it ------------------------
+
+ONNX_RECORD = {"backend": "onnx", "quantize": "int8", "quantize_config": "avx2", "max_seq_length": 64,
+               "pooling": "mean", "normalize": True, "file": "onnx/model_qint8_avx2.onnx"}
+
+
+def test_the_onnx_card_loads_with_onnx_runtime_and_one_switch_changes_that(monkeypatch):
+    """Issue 65 item 5: the card shows the ONNX Runtime code (run as written by the deploy tests) and says why not
+    `backend="onnx"`; the day optimum-onnx allows it, backends.ONNX_THROUGH_SENTENCE_TRANSFORMERS is the change."""
+    text = card_section(ONNX_RECORD, "models/x")
+    assert "session = onnxruntime.InferenceSession('models/x/onnx/model_qint8_avx2.onnx')" in text
+    assert ("not with `SentenceTransformer(path, backend=\"onnx\")`: sentence-transformers 6 loads ONNX only "
+            "through optimum-onnx, whose newest release (0.1.0) needs transformers < 4.58") in text
+    monkeypatch.setattr(backends, "ONNX_THROUGH_SENTENCE_TRANSFORMERS", True)
+    switched = card_section(ONNX_RECORD, "models/x")
+    assert ("model = SentenceTransformer('models/x', backend='onnx', "
+            'model_kwargs={"file_name": "onnx/model_qint8_avx2.onnx"})') in switched
+    assert "onnxruntime" not in switched
+
+
+def _optimum_onnx() -> dict:
+    """What the deploy environment holds of optimum-onnx: its version, its transformers requirement, whether
+    ORTModelForFeatureExtraction imports, and the environment's transformers."""
+    code = ("import json, importlib.metadata as m\n"
+            "found = {'transformers': m.version('transformers')}\n"
+            "try:\n"
+            "    found['version'] = m.version('optimum-onnx')\n"
+            "    found['requires'] = [r for r in m.requires('optimum-onnx') or [] if r.startswith('transformers')]\n"
+            "    from optimum.onnxruntime import ORTModelForFeatureExtraction\n"
+            "    found['imports'] = True\n"
+            "except Exception as err:\n"
+            "    found['error'] = f'{type(err).__name__}: {err}'.splitlines()[0]\n"
+            "print(json.dumps(found))\n")
+    done = subprocess.run([str(DEPLOY), "-c", code], capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@needs_deploy
+def test_onnx_loads_through_sentence_transformers_once_optimum_onnx_allows_it(tmp_path, tiny_model):
+    """Skips while the deploy environment has no optimum-onnx that imports beside its transformers (today: 0.1.0,
+    the newest, requires transformers < 4.58). Once one is added to requirements/deploy.txt it loads the ONNX export
+    with `SentenceTransformer(path, backend="onnx")`, checks it against ONNX Runtime, and fails until the card
+    shows that line (backends.ONNX_THROUGH_SENTENCE_TRANSFORMERS = True)."""
+    import shutil
+
+    from sentence_transformers import SentenceTransformer
+
+    found = _optimum_onnx()
+    if not found.get("imports"):
+        pytest.skip(f"the deploy environment (transformers {found['transformers']}) has no optimum-onnx that "
+                    f"imports ({found.get('version', 'not installed')}: {found.get('error')}): sentence-transformers "
+                    "loads ONNX only through it, and its newest release, 0.1.0, requires transformers < 4.58; when "
+                    "one accepts the deploy environment's transformers, add it to requirements/deploy.txt")
+    folder = tmp_path / "export"
+    shutil.copytree(tiny_model, folder)
+    texts = _texts()
+    reference = SentenceTransformer(str(folder), device="cpu").encode(texts)
+    record = backends.run_conversion(folder, "onnx", "int8", "avx2", [], texts, reference, {}, threads=1)
+    direct = np.array(_run_card_code(backends.card_section({**record, "backend": "onnx"}, str(folder)), texts[:8]))
+    code = ("import json, sys; from sentence_transformers import SentenceTransformer\n"
+            "m = SentenceTransformer(sys.argv[1], backend='onnx', model_kwargs={'file_name': sys.argv[2]})\n"
+            "print(json.dumps(m.encode(json.loads(sys.argv[3])).tolist()))\n")
+    done = subprocess.run([str(DEPLOY), "-c", code, str(folder), record["file"], json.dumps(texts[:8])],
+                          capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    through = np.array(json.loads(done.stdout.strip().splitlines()[-1]))
+    np.testing.assert_allclose(through, direct, atol=1e-4)
+    assert backends.ONNX_THROUGH_SENTENCE_TRANSFORMERS, (
+        f"optimum-onnx {found['version']} loads the ONNX export through sentence-transformers: set "
+        "augsbert.face.backends.ONNX_THROUGH_SENTENCE_TRANSFORMERS = True (the card then shows backend='onnx')")
+
+
+@needs_deploy
+def test_the_frontier_times_pytorch_onnx_and_openvino_rows_in_one_deploy_process(tmp_path, tiny_model):
+    """A frontier with exported rows is timed by the deploy environment's Python, every row in that one process
+    (augsbert.face.frontier.time_rows, deploy_speed.py); the size of an int8 row is what its backend reads."""
+    import shutil
+
+    from sentence_transformers import SentenceTransformer
+
+    from augsbert.face.frontier import time_rows
+
+    texts = _texts()
+    reference = SentenceTransformer(tiny_model, device="cpu").encode(texts)
+    exports = {}
+    for backend in ("onnx", "openvino"):
+        folder = tmp_path / backend
+        shutil.copytree(tiny_model, folder)
+        exports[backend] = backends.run_conversion(folder, backend, "int8", "avx2", texts, texts, reference, {},
+                                                   threads=1)["file"]
+    rows = [{"name": "c/full", "path": tiny_model, "backend": "torch", "file": None, "texts": "c"},
+            *[{"name": f"c/full_{b}_int8", "path": str(tmp_path / b), "backend": b, "file": f, "texts": "c"}
+              for b, f in exports.items()]]
+    speed = time_rows(rows, {"c": texts[:40]}, {"threads": 1, "repeat": 1, "batch_size": 16})
+    assert Path(speed["python"]).parent.parent.name == DEPLOY.parent.parent.name and speed["threads"] == 1
+    assert [r["name"] for r in speed["rows"]] == ["c/full", "c/full_onnx_int8", "c/full_openvino_int8"]
+    assert all(r["sentences_per_s"] > 0 and r["sentences"] == 40 for r in speed["rows"])
+    weights = (Path(tiny_model) / "model.safetensors").stat().st_size / 1e6
+    torch_mb, onnx_mb, openvino_mb = (r["size_mb"] for r in speed["rows"])
+    assert torch_mb > weights and onnx_mb < torch_mb and openvino_mb < torch_mb  # no PyTorch weights counted
 
 
 def _bare_environment(folder: Path) -> Path:

@@ -124,16 +124,14 @@ def check_target(token: str, where: str, known_: Known) -> None:
     """A Snakemake target: results/<experiment>.json, results/tables/<grid>.md, models/<experiment>/<model>."""
     if placeholder(token):
         return
-    if m := re.fullmatch(r"results/tables/([^/]+)\.md", token):
-        if m.group(1) not in known_.grids:
-            known_.errors.append(f"{where}: {token}: no grid {m.group(1)!r} in config/grids/")
-    elif m := re.fullmatch(r"results/frontier/([^/]+)\.json", token):  # benchmarks/frontier.py writes it
+    # a grid's table, its curve (rule active_curve) or its frontier (rule grid_frontier)
+    if m := re.fullmatch(r"results/tables/([^/]+?)(?:\.curve|\.frontier)?\.(?:md|csv|json|png)", token):
         if m.group(1) not in known_.grids:
             known_.errors.append(f"{where}: {token}: no grid {m.group(1)!r} in config/grids/ or config/measure/")
     elif m := re.fullmatch(r"results/([^/]+)\.json", token):
         if m.group(1) not in known_.experiments:
             known_.errors.append(f"{where}: {token}: no experiment {m.group(1)!r} in config/config.yaml or a grid")
-    elif m := re.fullmatch(r"models/([^/]+)/([^/]+?)(?:-(?:onnx|openvino)-int8)?/?", token):  # export.smk's rules
+    elif m := re.fullmatch(r"models/([^/]+)/([^/]+?)(?:-(?:onnx|openvino)-int8(?:-seed\d+)?)?/?", token):  # export.smk
         if m.group(1) not in known_.experiments or m.group(2) not in EXPORT_MODELS:
             known_.errors.append(f"{where}: {token}: not models/<experiment>/<{'|'.join(EXPORT_MODELS)}>")
     else:
@@ -176,6 +174,8 @@ def check_augsbert(args: list[str], where: str, known_: Known) -> None:
                 known_.errors.append(f"{where}: `augsbert {sub}`: no experiment {value!r}")
             if name == "--grid" and value not in known_.grids:
                 known_.errors.append(f"{where}: `augsbert {sub}`: no grid {value!r}")
+            if name == "--frontier" and "/" not in value and value not in known_.grids:  # a grid's name or a file
+                known_.errors.append(f"{where}: `augsbert {sub} --frontier`: no grid {value!r}")
             if name == "--config" and value.endswith((".yaml", ".yml")):
                 check_path(value, where, known_)
 

@@ -109,6 +109,33 @@ def test_the_dev_passes_estimated_are_the_passes_training_scores(examples, batch
     assert estimate.dev_passes(examples, batch, epochs, max_steps) == len(ends)
 
 
+def test_a_static_student_is_priced_as_a_table_not_as_transformer_steps(tmp_path):
+    """Issue 65: each static student's epoch was priced as Transformer steps (cpu_compact: 2,516 steps at 18 min 52 s;
+    measured: 0.090 CPU s a step of the 30,522 x 256 table, 0.045 s on 2 idle cores). Its job is the distillation,
+    its steps over the table (once per rate of a sweep), and its scoring."""
+    config = own_data(tmp_path)
+    text = Path(config).read_text()
+    (tmp_path / "static.yaml").write_text(text.replace("max_steps: 70}", "max_steps: 70, arch: static, "
+                                                       "static_lr_sweep: [0.01, 0.02]}"))
+    plan, runs = planned(str(tmp_path / "static.yaml"))
+    job = estimate.job_estimate(plan, runs["student"]["key"], "cpu")
+    step_s = estimate.STATIC_S_PER_STEP_PER_VALUE * 30522 * 256  # MiniLM's vocabulary x static_dims 256
+    assert step_s == pytest.approx(0.045) and job.step_s == pytest.approx(step_s)
+    assert job.steps == 3 * 70  # static_lr (0.005) and the sweep's two rates, each the student's 70 steps
+    size = estimate.model_params("minilm-l6") / estimate.REFERENCE_PARAMS
+    distill = 30522 * estimate.STATIC_DISTILL_S_PER_TOKEN * size
+    passes = 3 * math.ceil(70 * 16 / 12050)
+    assert job.seconds == pytest.approx(estimate.START_S + distill + 210 * step_s
+                                        + estimate.STATIC_S_PER_PAIR * (500 * passes + 300))
+    assert job.what == "210 steps of 16 over a 30,522-token table (3 learning rates); distilling 30,522 tokens"
+    transformer = estimate.job_estimate(plan, runs["lower_bound"]["key"], "cpu")
+    assert transformer.step_s > 5 * job.step_s  # a Transformer step of 16 pairs (the lower bound's)
+    short = tmp_path / "short.yaml"
+    short.write_text((tmp_path / "static.yaml").read_text().replace("0.02]}", "0.02], static_lr_sweep_steps: 20}"))
+    plan, runs = planned(str(short))
+    assert estimate.job_estimate(plan, runs["student"]["key"], "cpu").steps == 3 * 20 + 70  # then the chosen rate
+
+
 def test_plan_estimate_prints_each_job_and_the_total(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(REPO)
     monkeypatch.delenv("AUGSBERT_WARM", raising=False)  # a local run's jobs start warm: so does the estimate

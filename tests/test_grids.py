@@ -65,6 +65,31 @@ def test_row_labels():
     assert row_label("lower_bound", "CBE", []) == "SBERT (lower bound)"
 
 
+def test_a_static_students_row_says_it_is_the_static_one():
+    """Issue 64 item 13: a static student's row read "AugSBERT", as the Transformer student's (its own-data run
+    set `arch: static` in its experiment). Its kind follows the label unless a varying axis sets it (the compact
+    grids' rows are labelled by their axis: "Compact-static", unchanged)."""
+    from augsbert.reporting.console import human_name
+
+    static = {**GRID, "options": {"teacher": {"epochs": 1}, "student": {"arch": "static"}}}
+    labels = [r["label"] for r in grid_spec(plan_for(grids={"g": static}), "g")["rows"]]
+    assert labels[-4:] == ["AugSBERT-Cross-Encoder-none (static)", "AugSBERT-Cross-Encoder-BM25 (static)",
+                           "AugSBERT-cbe-none (static)", "AugSBERT-cbe-BM25 (static)"]
+    assert labels[1] == "SBERT (lower bound)"  # the lower bound is the full Transformer
+    one = {"columns": {"lee": {"dataset": "lee"}}, "options": {"student": {"arch": "static",
+                                                                          "static_pretrain": "full"}}}
+    assert [r["label"] for r in grid_spec(plan_for(grids={"one": one}), "one")["rows"]][-1] == \
+        "AugSBERT (static, pre-trained)"
+    compact = [r["label"] for r in grid_spec(plan_shipped(plan=()), "demo_compact")["rows"]]
+    assert compact[-4:] == ["Compact-full", "Compact-3-layer", "Compact-Matryoshka", "Compact-static"]
+    # a results file's console table (its experiment's config)
+    assert human_name("student", "CE", {"student": {"arch": "static"}}) == "AugSBERT (static)"
+    assert human_name("student", "CE", {"student": {"init": "layers", "layers": [0, 2, 4]}}) == \
+        "AugSBERT (layers 0, 2, 4)"
+    assert human_name("student", "CE", {"student": {"arch": "transformer"}}) == human_name("student", "CE") == \
+        "AugSBERT"
+
+
 def test_grid_errors_name_the_key():
     with pytest.raises(ConfigError, match="grids.g: expands to experiment 'g.lee'"):
         plan_for(grids={"g": {"columns": {"lee": {}}}}, experiments={"g.lee": {"dataset": "lee"}})

@@ -484,6 +484,7 @@ STAGE_NAMES_ALLOWED = ("stages", "jobs")
 # words that happen to be a stage's name, by file: what they are there
 NOT_A_STAGE = {
     "augsbert/reporting/layout.py": {"labels"},  # grids.<grid>.labels: the axis values' display names
+    "augsbert/reporting/frontier.py": {"labels"},  # grids.<grid>.labels (as above)
     # grids.<grid>.labels (as above) and the results file's `data` section (the ceiling's gold labels)
     "augsbert/reporting/curves.py": {"labels", "data"},
     "augsbert/models/cross_bi_encoder.py": {"labels"},  # a batch's `labels` tensor (transformers' name)

@@ -114,8 +114,9 @@ def shell_commands(text: str) -> list[str]:
 def test_every_shell_placeholder_is_quoted():
     commands = [(smk.name, cmd) for smk in RULES for cmd in shell_commands(smk.read_text())]
     # one per rule: the parser found them all (rules/stages.smk: one rule for every registered stage; export.smk's
-    # export_model and export_model_backend, tables.smk's grid_table and active_curve, results.smk)
-    assert len(commands) == 6 and sum(smk.name == "stages.smk" for smk, _ in [(Path(n), c) for n, c in commands]) == 1
+    # export_model, export_model_backend and export_model_backend_seed, tables.smk's grid_table, active_curve and
+    # grid_frontier, results.smk)
+    assert len(commands) == 8 and sum(smk.name == "stages.smk" for smk, _ in [(Path(n), c) for n, c in commands]) == 1
     unquoted = [(name, field) for name, cmd in commands for field in re.findall(r"\{([^{}]*)\}", cmd)
                 if not field.endswith(":q")]
     assert unquoted == []
@@ -136,8 +137,10 @@ def test_every_wildcard_is_constrained():
     # `stage` (rules/stages.smk) is constrained in the rule itself, to exactly that rule's stage name
     assert inline == {"stage": "_stage.name"}
     used |= set(inline)
-    assert used == {"key", "experiment", "grid", "model", "stage", "backend"}
-    assert used - {"stage", "backend"} <= constrained
-    # `backend` (export.smk's export_model_backend) is constrained in its one rule, to the two backends
+    assert used == {"key", "experiment", "grid", "model", "stage", "backend", "seed"}
+    assert used - {"stage", "backend", "seed"} <= constrained
+    # `backend` (export.smk's export_model_backend and export_model_backend_seed) is constrained in each of its two
+    # rules, to the two backends; `seed` (export_model_backend_seed) to digits
     export = (REPO / "workflow" / "rules" / "export.smk").read_text()
-    assert re.search(r'\n    wildcard_constraints:\n        backend="onnx\|openvino",\n', export)
+    assert len(re.findall(r'\n    wildcard_constraints:\n        backend="onnx\|openvino",\n', export)) == 2
+    assert re.search(r'\n        backend="onnx\|openvino",\n        seed="\[0-9\]\+",\n', export)

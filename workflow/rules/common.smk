@@ -14,6 +14,7 @@ from augsbert.models.device import CUDA_GRAPHS_ENV, DEVICE_ENV, PRECISION_ENV
 from augsbert.planning.graph import KEY_PATTERN
 from augsbert.plan import Plan
 from augsbert.reporting.curves import curve_spec, curve_spec_file, has_curve
+from augsbert.reporting.frontier import export_targets, frontier_spec, frontier_spec_file
 from augsbert.reporting.layout import grid_spec, grid_spec_file
 from augsbert.scheduling.progress import PROGRESS_FD_ENV
 from augsbert.training.tracking import TRACKING_DIR_ENV, TRACKING_ENV

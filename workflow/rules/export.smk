@@ -47,3 +47,28 @@ rule export_model_backend:
     shell:
         "augsbert export --spec {params.spec:q} --model {wildcards.model:q} --results {input.results:q} "
         "--backend {wildcards.backend:q} --quantize int8 --to {output:q} >> {log:q} 2>&1"
+
+
+# models/<experiment>/<model>-<backend>-int8-seed<seed>/: the same for one seed of the experiment (what a grid's
+# frontier reads for each of its seeds, rule grid_frontier).
+rule export_model_backend_seed:
+    input:
+        results="results/{experiment}.json",
+    output:
+        directory("models/{experiment}/{model}-{backend}-int8-seed{seed}"),
+    log:
+        "logs/export/{experiment}/{model}-{backend}-int8-seed{seed}.log",
+    wildcard_constraints:
+        backend="onnx|openvino",
+        seed="[0-9]+",
+    conda:
+        "../envs/models.yaml"
+    threads: 2
+    resources:
+        mem_mb=6000,
+        runtime=60,
+    params:
+        spec=lambda wc: PLAN.experiment_spec_file(wc.experiment),
+    shell:
+        "augsbert export --spec {params.spec:q} --model {wildcards.model:q} --seed {wildcards.seed:q} "
+        "--results {input.results:q} --backend {wildcards.backend:q} --quantize int8 --to {output:q} >> {log:q} 2>&1"

@@ -28,9 +28,10 @@ rule grid_table:
         ),
     log:
         "logs/tables/{grid}.log",
-    # <grid>.curve.md is the grid's curve table (rule active_curve), never the table of a grid named <grid>.curve
+    # <grid>.curve.md is the grid's curve table (rule active_curve), <grid>.frontier.md its frontier (rule
+    # grid_frontier), never the table of a grid named <grid>.curve or <grid>.frontier
     wildcard_constraints:
-        grid=name_pattern() + r"(?<!\.curve)",
+        grid=name_pattern() + r"(?<!\.curve)(?<!\.frontier)",
     conda:
         "../envs/cpu.yaml"
     threads: 1
@@ -73,3 +74,36 @@ rule active_curve:
         digest=lambda wc: short_hash(curve_spec(PLAN, wc.grid)),
     shell:
         "augsbert render-curve --spec {params.spec:q} --out {output.table:q} >> {log:q} 2>&1"
+
+
+# results/tables/<grid>.frontier.{md,json,png}: a grid's compact students side by side (docs/guide/compact.md "The
+# frontier"): test Spearman from the results files and the int8 exports' parity records (rule
+# export_model_backend_seed, every seed), speed and size of every row in one process under one condition.
+rule grid_frontier:
+    input:
+        lambda wc: [f"results/{e}.json" for e in planned(lambda g: frontier_spec(PLAN, g), wc.grid)["experiments"]],
+        lambda wc: export_targets(planned(lambda g: frontier_spec(PLAN, g), wc.grid)),
+    output:
+        table="results/tables/{grid}.frontier.md",
+        json="results/tables/{grid}.frontier.json",
+        chart=report(
+            "results/tables/{grid}.frontier.png",
+            caption="../report/frontier.rst",
+            category="Tables",
+            subcategory="{grid}",
+        ),
+    log:
+        "logs/tables/{grid}.frontier.log",
+    conda:
+        "../envs/models.yaml"
+    # the speed measurement's threads: Snakemake keeps them free of other jobs while it runs
+    threads: lambda wc: planned(lambda g: frontier_spec(PLAN, g), wc.grid)["settings"]["threads"]
+    resources:
+        mem_mb=4000,
+        runtime=60,
+        gpu=lambda wildcards: None if MODEL_JOBS_ONLY else 0,
+    params:
+        spec=lambda wc: frontier_spec_file(PLAN, wc.grid),
+        digest=lambda wc: short_hash(frontier_spec(PLAN, wc.grid)),
+    shell:
+        "augsbert frontier --spec {params.spec:q} --out {output.table:q} >> {log:q} 2>&1"

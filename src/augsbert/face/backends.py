@@ -32,10 +32,14 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-BACKENDS = ("torch", "onnx", "openvino")
+BACKENDS = ("torch", "onnx", "openvino")  # the schema's grids.<grid>.frontier.backends lists the last two (tested)
+BACKEND_TITLES = {"torch": "PyTorch", "onnx": "ONNX", "openvino": "OpenVINO"}
 QUANTIZATIONS = ("int8",)
 ONNX_CONFIGS = ("avx512_vnni", "avx512", "avx2", "arm64")
-CALIBRATION_SENTENCES = 300  # as the library's default OVQuantizationConfig(num_samples=300)
+# NNCF's default calibration subset (nncf.quantize(subset_size=300), optimum-intel's OVQuantizationConfig(num_samples=
+# 300)): enough for the per-tensor ranges of a static int8 model; the 25 training documents a Lee model had were not
+# (its OpenVINO int8 file, gated at 0.997 on Lee, gave 0.988 mean / 0.975 min cosine on STS-B sentences: issue 65)
+CALIBRATION_SENTENCES = 300
 PARITY_SENTENCES = 100
 PARITY_MIN_COSINE = 0.99  # the gate: mean cosine of the exported and the PyTorch embeddings of the sentences
 DEPLOY_ENV = ".venv-deploy"
@@ -45,6 +49,15 @@ CONVERTER = Path(__file__).with_name("deploy_convert.py")
 # where `make deploy-env` puts the environment: the working directory (a checkout), or the checkout this package
 # is installed from in editable mode (src/augsbert/face -> the repository root)
 CHECKOUT = Path(__file__).resolve().parents[3]
+
+
+# sentence-transformers 6 loads an ONNX model only through optimum-onnx (`backend="onnx"`), whose newest release
+# (0.1.0) requires transformers < 4.58; the deploy environment holds transformers 5.5 and so no optimum-onnx. The
+# card therefore loads the ONNX file with ONNX Runtime (onnx_runtime_lines), the code tests/test_deploy.py runs as
+# written. The day an optimum-onnx release accepts the deploy environment's transformers, add it to
+# requirements/deploy.txt: tests/test_deploy.py then loads the export through sentence-transformers and fails until
+# this is True, the one change that makes the card show `SentenceTransformer(path, backend="onnx", ...)`.
+ONNX_THROUGH_SENTENCE_TRANSFORMERS = False
 
 
 class BackendError(RuntimeError):
@@ -99,13 +112,29 @@ def check_request(backend: str, quantize: str | None, config: str) -> None:
         raise BackendError(f"--quantize-config {config!r}: one of {', '.join(ONNX_CONFIGS)}")
 
 
-def parity_sentences(*splits) -> list[str]:
-    """The first 100 distinct sentences of the model's splits in the order given (test, dev, train: the test split's
-    first; a small test split, Lee's 15 documents, is filled up from the others), sentence1 and sentence2 of each
-    pair in order; a split that is None is skipped."""
-    texts = [t for split in splits if split is not None
-             for pair in zip(split["sentence1"].tolist(), split["sentence2"].tolist()) for t in pair]
-    return list(dict.fromkeys(t for t in texts if isinstance(t, str) and t.strip()))[:PARITY_SENTENCES]
+def spread(texts: list[str], count: int) -> list[str]:
+    """`count` of `texts` evenly spaced over them, in their order (all where there are fewer): a split ordered by
+    genre (STS-B's captions come first) is sampled across its genres, not cut after the first."""
+    if len(texts) <= count:
+        return list(texts)
+    return [texts[(i * len(texts)) // count] for i in range(count)]
+
+
+def parity_sentences(*splits, calibration: list[str] | tuple = ()) -> list[str]:
+    """The gate's sentences: up to PARITY_SENTENCES distinct ones of the model's splits in the order given (test,
+    dev, train: the test split's first; a small test split, Lee's 15 documents, is filled up from the others),
+    each split's spread over it (`spread`), sentence1 and sentence2 of each pair in order; a sentence the int8
+    calibration saw is never one (`calibration`); a split that is None is skipped."""
+    seen = {" ".join(t.split()) for t in calibration}  # a sentence's identity (augsbert.data.tables.normalise_text)
+    chosen: list[str] = []
+    for split in splits:
+        if split is None or len(chosen) >= PARITY_SENTENCES:
+            continue
+        texts = [t for pair in zip(split["sentence1"].tolist(), split["sentence2"].tolist()) for t in pair
+                 if isinstance(t, str) and t.strip() and " ".join(t.split()) not in seen]
+        fresh = [t for t in dict.fromkeys(texts) if t not in chosen]
+        chosen += spread(fresh, PARITY_SENTENCES - len(chosen))
+    return chosen
 
 
 def run_conversion(folder: Path, backend: str, quantize: str | None, config: str, calibration: list[str],
@@ -129,7 +158,7 @@ def run_conversion(folder: Path, backend: str, quantize: str | None, config: str
     with tempfile.TemporaryDirectory(prefix="augsbert-deploy-") as tmp:
         np.save(Path(tmp) / "reference.npy", np.asarray(reference, dtype=np.float32))
         request = {"folder": str(Path(folder).resolve()), "backend": backend, "quantize": quantize, "config": config,
-                   "calibration": calibration[:CALIBRATION_SENTENCES * 4], "sentences": sentences,
+                   "calibration": calibration, "sentences": sentences,
                    "reference": str(Path(tmp) / "reference.npy"), "test": test, "threads": threads}
         (Path(tmp) / "request.json").write_text(json.dumps(request), encoding="utf-8")
         log.info("export: converting to %s%s in the deploy environment (%s)", backend,
@@ -181,7 +210,12 @@ def check_parity(record: dict, torch_spearman: float | None, accept: bool) -> di
 
 def parity_text(parity: dict) -> str:
     """The parity figures in one line."""
-    text = (f"cosine with the PyTorch model's embeddings of {parity.get('sentences')} test sentences: mean "
+    where = "test sentences"
+    if parity.get("split_sentences"):  # where the gate's sentences came from, and that the calibration saw none
+        where = "sentences (" + ", ".join(f"{split} {n}" for split, n in parity["split_sentences"].items() if n) + ")"
+        if parity.get("calibration_sentences"):
+            where += f", none of the {parity['calibration_sentences']} the int8 calibration saw"
+    text = (f"cosine with the PyTorch model's embeddings of {parity.get('sentences')} {where}: mean "
             f"{parity.get('mean_cosine')}, min {parity.get('min_cosine')}")
     if parity.get("test_spearman") is not None:
         text += f"; test Spearman {parity['test_spearman']:.2f} on {parity.get('test_pairs')} pairs"
@@ -190,18 +224,37 @@ def parity_text(parity: dict) -> str:
     return text
 
 
-def training_sentences(artifact: Path) -> list[str]:
-    """The sentences of the model's training split (its `data` input), for an int8 calibration."""
-    from ..data.pool import read_split
-    from ..store.artifacts import read_json
+def parity_provenance(sentences: list[str], calibration: list[str], test, dev) -> dict:
+    """Where the gate's `sentences` came from (test, dev, train: counts) and how many the calibration saw (0: the
+    gate is held out)."""
+    def texts(split) -> set[str]:
+        return set() if split is None else {*split["sentence1"].tolist(), *split["sentence2"].tolist()}
 
+    in_test, in_dev = texts(test), texts(dev)
+    seen = {" ".join(t.split()) for t in calibration}
+    counts = {"test": sum(t in in_test for t in sentences)}
+    counts["dev"] = sum(t in in_dev and t not in in_test for t in sentences)
+    counts["train"] = len(sentences) - counts["test"] - counts["dev"]
+    return {"split_sentences": counts, "calibration_sentences": len(calibration),
+            "calibration_overlap": sum(" ".join(t.split()) in seen for t in sentences)}
+
+
+def calibration_sentences(artifact: Path) -> list[str]:
+    """What a static int8 quantisation is calibrated on: CALIBRATION_SENTENCES of the sentences of the model's
+    training data (its `data` input's train split, then its unlabelled texts where it has them: Lee's 25 train
+    documents alone are too few), spread over them (`spread`), never a dev or test sentence (those are the parity
+    gate's)."""
+    from ..data.pool import target_pool
     from ..stages.runs import INPUT_DATA
+    from ..store.artifacts import read_json
 
     data = (read_json(artifact / "spec.json").get("inputs") or {}).get(INPUT_DATA)
     if not data:
         return []
-    train = read_split(data, "train")
-    return [*train["sentence1"].tolist(), *train["sentence2"].tolist()]
+    unlabelled = any((Path(data) / name).is_file() for name in ("unlabeled.parquet", "unlabeled_pairs.parquet"))
+    pool, _, _ = target_pool(data, "train+unlabeled" if unlabelled else "train", exclude_eval=True,
+                             option="export --quantize int8")
+    return spread(pool, CALIBRATION_SENTENCES)
 
 
 def card_section(record: dict, path: str) -> str:
@@ -211,7 +264,8 @@ def card_section(record: dict, path: str) -> str:
     how = {"onnx": "dynamic int8 (ONNX Runtime's `quantize_dynamic`, the settings of optimum's configuration "
                    f"`{record.get('quantize_config')}`)",
            "openvino": "static int8 (NNCF post-training quantisation, `export_static_quantized_openvino_model`, "
-                       f"calibrated on {record.get('calibration_sentences')} training sentences)"}
+                       f"calibrated on {record.get('calibration_sentences')} sentences of its training data, no dev "
+                       "or test sentence)"}
     made = {"onnx": "`torch.onnx.export` of the Transformer (optimum's feature-extraction inputs and output)",
             "openvino": "sentence-transformers' OpenVINO export (optimum-intel)"}
     versions = record.get("versions") or {}
@@ -226,7 +280,7 @@ def card_section(record: dict, path: str) -> str:
                    "below the gate, exported with --accept-parity-loss" if parity.get("accepted_below_gate") else "")
         rows.append(f"| parity ({parity.get('gate', '')}) | {parity_text(parity)}; {verdict} |")
     lines = ["## Deployment (augsbert export)", "", "| | |", "| --- | --- |", *rows, ""]
-    if record["backend"] == "onnx":
+    if record["backend"] == "onnx" and not ONNX_THROUGH_SENTENCE_TRANSFORMERS:
         lines += onnx_runtime_lines(path, record)
     else:
         lines += ["```python", "from sentence_transformers import SentenceTransformer", "",
@@ -255,7 +309,8 @@ def onnx_runtime_lines(path: str, record: dict) -> list[str]:
             *(["embeddings /= np.linalg.norm(embeddings, axis=1, keepdims=True)  # the Normalize module"]
               if normalize else []),
             "```", "",
-            "The file is the one optimum-onnx's `ORTModelForFeatureExtraction` reads (`subfolder=\"onnx\"`), which "
-            "sentence-transformers' `backend=\"onnx\"` wraps; that needs transformers < 4.58, and the "
-            "sentence-transformers releases beside it (5.x) cannot read this folder (saved by 6.x), so ONNX Runtime "
-            "is used directly, as above.", ""]
+            "Load it with ONNX Runtime, as above, not with `SentenceTransformer(path, backend=\"onnx\")`: "
+            "sentence-transformers 6 loads ONNX only through optimum-onnx, whose newest release (0.1.0) needs "
+            "transformers < 4.58, and the sentence-transformers releases that run there (5.x) cannot read a folder "
+            "6.x saved. The file itself is the one optimum-onnx's `ORTModelForFeatureExtraction` reads "
+            "(`subfolder=\"onnx\"`), which `backend=\"onnx\"` wraps.", ""]

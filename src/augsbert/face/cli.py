@@ -33,6 +33,7 @@ from ..config.names import check_name
 from ..config.renames import SAID as RENAMES_SAID
 from ..config.yaml_files import CONFIG_SUFFIXES, config_needs, is_target
 from ..errors import ConfigError, DataError, LabellingStop
+from .backends import BackendError
 from .export import ExportError, add_command as add_export_command
 from .fetch import fetch
 from .listing import KINDS, render_list, render_plan
@@ -40,6 +41,7 @@ from ..models import ModelResolutionError
 from ..models.device import DEVICE_ENV, REQUESTED_ENV, check_device_name
 from ..plan import Plan
 from ..reporting.curves import curve_spec
+from ..reporting.frontier import frontier_spec
 from ..reporting.layout import grid_spec
 from ..scheduling import progress
 from ..scheduling.gpus import GpuInventoryError, claim_for_job
@@ -651,7 +653,8 @@ def _aggregate_command(sub, name: str, help_text: str, what: str, out_help: str,
 # What the two aggregate commands run, "module:function" as a stage's runner, imported when the command runs:
 # the tables read pandas, and `augsbert --help` loads no table or model library (tests/test_cli.py)
 AGGREGATE_RUNNERS = {"collect-results": "augsbert.reporting.results:run",
-                     "render-table": "augsbert.reporting.tables:run", "render-curve": "augsbert.reporting.curves:run"}
+                     "render-table": "augsbert.reporting.tables:run", "render-curve": "augsbert.reporting.curves:run",
+                     "frontier": "augsbert.face.frontier:run"}
 
 
 def aggregate_runner(command: str) -> Callable:
@@ -671,6 +674,11 @@ def _render(spec: dict, args) -> str:
 def _curve(spec: dict, args) -> str:
     return aggregate_runner("render-curve")(spec, args.results,
                                             Path(args.out or f"results/tables/{spec['grid']}.curve.md"))
+
+
+def _frontier(spec: dict, args) -> str:
+    return aggregate_runner("frontier")(spec, args.results,
+                                        Path(args.out or f"results/tables/{spec['grid']}.frontier.md"))
 
 
 def stage_names_as_commands(argv: list[str]) -> list[str]:
@@ -709,6 +717,13 @@ def build_parser() -> argparse.ArgumentParser:
         "Markdown file to write (default results/tables/<grid>.curve.md; .csv and .png beside)", _curve, kind="curve",
         planned=curve_spec)
     curve.add_argument("--results", default="results", help="directory holding results/<experiment>.json")
+    frontier = _aggregate_command(
+        sub, "frontier", "measure a grid's compact students side by side: test Spearman, CPU speed and size of every "
+        "row in one process under one condition, the int8 exports with their parity, the Pareto-optimal rows: "
+        "results/tables/<grid>.frontier.md, .json (what `export --pick-fastest-within` reads) and a .png plot",
+        "grid", "Markdown file to write (default results/tables/<grid>.frontier.md; .json and .png beside)", _frontier,
+        kind="frontier", planned=frontier_spec)
+    frontier.add_argument("--results", default="results", help="directory holding results/<experiment>.json")
     _plan_command(sub)
     _run_command(sub)
     _list_command(sub)
@@ -807,7 +822,7 @@ def main(argv: list[str] | None = None, warm: bool = True) -> int:
         print(f"augsbert {args.command}{STOP_MARK}{err}", file=sys.stderr)
         return EXIT_LABELLING
     except (ConfigError, DataError, ModelResolutionError, ArtifactExistsError, LockUnsupportedError,
-            OutputWriteError, ExportError, DamagedArtifactError) as err:
+            OutputWriteError, ExportError, DamagedArtifactError, BackendError) as err:
         print(f"augsbert {args.command}: error: {err}", file=sys.stderr)
         return 2
     return code if isinstance(code, int) else 0

@@ -52,7 +52,8 @@ from ..reporting.results import labelling_artifact
 from ..store.keys import is_key
 from ..store.manifests import MANIFEST, file_digest, problems
 from ..store.results_files import read_results
-from .backends import BACKENDS, ONNX_CONFIGS, QUANTIZATIONS, backend_available
+from .backends import (BACKENDS, CALIBRATION_SENTENCES, ONNX_CONFIGS, PARITY_MIN_COSINE, PARITY_SENTENCES,
+                       QUANTIZATIONS, backend_available)
 from ..jobs.specs import check_aggregate_spec, load_spec
 from ..reporting.layout import row_stages, table_rows
 from ..stages import REGISTRY
@@ -197,6 +198,9 @@ def training_facts(spec: dict, role: str, seed: int, node: dict, results: dict |
     chain = keyed_settings(artifact)
     if metrics.get("best_epoch") is not None:
         rows.append(("chosen epoch", chosen_epoch(metrics, params)))
+    if metrics.get("static_lr_sweep"):
+        rows.append(("learning rate", chosen_rate_text(metrics["static_lr_sweep"])))
+        facts["static_lr"] = metrics["static_lr_sweep"]["chosen"]
     rows.append(("config hash", f"`{spec['config_hash']}` (artifact `{node['key']}`)"))
     facts["settings"] = chain[0][2]  # the keyed params of the model's stage; of all it was built from:
     facts["built_from"] = [{"key": key, "stage": stage, "settings": options} for key, stage, options in chain[1:]]
@@ -245,6 +249,15 @@ def training_facts(spec: dict, role: str, seed: int, node: dict, results: dict |
                   *[f"| {metric} | {_fmt(value)} |" for metric, value in values.items()]]
     lines += reproduce_section(spec, role, seed, node, to_hint, recipe, own, unpruned)
     return "\n".join(lines), facts
+
+
+def chosen_rate_text(sweep: dict) -> str:
+    """A static student's learning rate as its `static_lr_sweep` chose it: the rate, and each candidate's dev
+    Spearman."""
+    runs = ", ".join(f"{r['lr']:g} ({_fmt(r['dev_spearman'])})" for r in sweep["rates"])
+    how = f"runs of {sweep['steps']:,} steps, then the chosen rate's full schedule" if sweep.get("steps") else \
+        "each the full schedule, the best run kept"
+    return f"{sweep['chosen']:g}, chosen on the dev split among {runs} (dev Spearman; {how}; `static_lr_sweep`)"
 
 
 def chosen_epoch(metrics: dict, params: dict) -> str:
@@ -504,14 +517,18 @@ def _deploy(folder: Path, deploy: dict, artifact: Path, path: str, model) -> dic
     """The backend's files in the export `folder` (made in the deploy environment), checked against the PyTorch
     `model` by the parity gate, and its section at the end of the card."""
     from ..data.pool import read_split
-    from .backends import (BackendError, card_section, check_parity, parity_sentences, run_conversion,
-                           training_sentences)
+    from .backends import (BackendError, calibration_sentences, card_section, check_parity, parity_provenance,
+                           parity_sentences, run_conversion)
 
-    calibration = training_sentences(artifact) if deploy["backend"] == "openvino" and deploy["quantize"] else []
+    calibration = calibration_sentences(artifact) if deploy["backend"] == "openvino" and deploy["quantize"] else []
     inputs = read_json(artifact / "spec.json").get("inputs") or {}
     data = inputs.get("eval", inputs.get(INPUT_DATA))
-    test = read_split(data, "test", required=False)  # the split the model was tested on
-    sentences = parity_sentences(test, read_split(data, "dev", required=False), read_split(data, "train"))
+    test, dev = read_split(data, "test", required=False), read_split(data, "dev", required=False)
+    # the gate's sentences: none the calibration saw (test and dev first, which it never reads)
+    sentences = parity_sentences(test, dev, read_split(data, "train"), calibration=calibration)
+    if not sentences:
+        raise ExportError(f"--backend {deploy['backend']}: no sentence for the parity gate: {data} has no test or dev "
+                          "sentence, and the int8 calibration took every training one")
     reference = model.encode(sentences, batch_size=64, show_progress_bar=False)
     torch_spearman = (read_json(artifact / "metrics.json").get("test") or {}).get("spearman")
     pairs = {} if test is None else {"sentence1": test["sentence1"].tolist(),
@@ -520,6 +537,7 @@ def _deploy(folder: Path, deploy: dict, artifact: Path, path: str, model) -> dic
     try:
         record = run_conversion(folder, deploy["backend"], deploy["quantize"], deploy["config"], calibration,
                                 sentences, reference, pairs)
+        record["parity"] = {**record.get("parity", {}), **parity_provenance(sentences, calibration, test, dev)}
         record = check_parity(record, torch_spearman, deploy.get("accept", False))
     except BackendError as err:
         raise ExportError(str(err)) from None
@@ -646,29 +664,38 @@ def push_to_hub(folder: str | Path, repo_id: str, private: bool | None = None) -
     return getattr(commit, "commit_url", None) or str(commit)
 
 
-def read_frontier(path: str) -> dict:
-    from ..reporting.frontier import read
+def read_frontier(value: str) -> dict:
+    """The frontier `--frontier` names (a grid's name: results/tables/<grid>.frontier.json, or a file); one line
+    naming the file and what is wrong where it cannot be read or is no frontier."""
+    from ..reporting.frontier import grid_or_file, read
 
+    path = grid_or_file(value)
     try:
         return read(path)
+    except FileNotFoundError:
+        grid = path.name.removesuffix(".frontier.json") if path.name.endswith(".frontier.json") else None
+        raise ExportError(f"--frontier {value}: no file {path}" + (
+            f"; measure the grid's frontier first: `snakemake --cores 2 results/tables/{grid}.frontier.md`"
+            if grid else "")) from None
     except (OSError, ValueError) as err:
-        raise ExportError(f"--frontier {path}: {err}") from None
+        raise ExportError(f"--frontier {err}") from None
 
 
-def picked(path: str, points: float) -> dict:
-    """The frontier row `--pick-fastest-within POINTS` exports; says which, with its figures."""
-    from ..reporting.frontier import pick_fastest_within
+def picked(value: str, points: float, column: str | None = None) -> tuple[dict, dict]:
+    """The frontier row `--pick-fastest-within POINTS` exports, and the frontier; says which, with its figures."""
+    from ..reporting.frontier import column_of, pick_fastest_within
 
-    frontier = read_frontier(path)
+    frontier = read_frontier(value)
     try:
-        row = pick_fastest_within(frontier, points)
+        chosen = column_of(frontier, column)
+        row = pick_fastest_within(chosen, points)
     except ValueError as err:
-        raise ExportError(f"--frontier {path}: {err}") from None
-    reference = next(r for r in frontier["rows"] if r["row"] == frontier["reference"])
+        raise ExportError(f"--frontier {value}: {err}") from None
+    reference = next(r for r in chosen["rows"] if r["row"] == chosen["reference"])
     log.warning("picked %s: test Spearman %.2f (%s %.2f, within %.2f), %s sentences/s (%.1fx), %s MB", row["label"],
                 row["spearman"], reference["label"], reference["spearman"], points, f"{row['sentences_per_s']:,.0f}",
                 row["sentences_per_s"] / reference["sentences_per_s"], row["size_mb"])
-    return row
+    return row, frontier
 
 
 def add_command(sub) -> None:
@@ -693,37 +720,51 @@ def add_command(sub) -> None:
                    "even where you edited them")
     p.add_argument("--results", help="results file with the test metrics (default results/<experiment>.json)")
     p.add_argument("--backend", default="torch", choices=BACKENDS, help="also write the Bi-Encoder for this "
-                   "runtime (sentence-transformers' export; loads with SentenceTransformer(path, backend=...)); "
+                   "runtime, converted in the deploy environment (`make deploy-env`): openvino loads with "
+                   "SentenceTransformer(path, backend='openvino'); onnx with ONNX Runtime, as the card shows (not "
+                   "through sentence-transformers' backend='onnx', which needs optimum-onnx: docs/guide/compact.md); "
                    "default torch: the PyTorch weights only")
     p.add_argument("--quantize", choices=QUANTIZATIONS, help="with --backend: int8 (ONNX: dynamic; OpenVINO: "
-                   "static, calibrated on the training sentences)")
+                   f"static, calibrated on up to {CALIBRATION_SENTENCES} sentences of the model's training data: its "
+                   "train split, then its unlabelled texts, no dev or test sentence)")
     p.add_argument("--quantize-config", default=ONNX_CONFIGS[0], choices=ONNX_CONFIGS,
                    help="ONNX int8: ONNX Runtime's configuration for the CPU it runs on (default avx512_vnni)")
     p.add_argument("--accept-parity-loss", action="store_true", help="with --backend: export even when the "
-                   "exported model misses the parity gate (mean cosine >= 0.99 with the PyTorch embeddings of 100 "
-                   "test sentences); the card and augsbert_export.json say so")
+                   f"exported model misses the parity gate (mean cosine >= {PARITY_MIN_COSINE} with the PyTorch "
+                   f"embeddings of up to {PARITY_SENTENCES} test sentences its calibration did not see); the card "
+                   "and augsbert_export.json say so")
     p.add_argument("--pick-fastest-within", type=float, metavar="POINTS", help="export the fastest row of a "
-                   "frontier (--frontier) whose mean test Spearman is at most POINTS below the full student's, with "
-                   "its backend (docs/guide/compact.md); the experiment is planned from the frontier's config files "
-                   "unless --config names others")
-    p.add_argument("--frontier", help="with --pick-fastest-within: the frontier file benchmarks/frontier.py wrote "
-                   "(results/frontier/<grid>.json)")
+                   "grid's frontier (--frontier) whose mean test Spearman is at most POINTS below the full "
+                   "student's, with its backend (docs/guide/compact.md); the experiment as the frontier recorded "
+                   "it, or planned from --config")
+    p.add_argument("--frontier", metavar="GRID|FILE", help="with --pick-fastest-within: a grid's name (its "
+                   "results/tables/<grid>.frontier.json, made by `snakemake results/tables/<grid>.frontier.md` or "
+                   "`augsbert frontier`) or a frontier file")
+    p.add_argument("--column", help="with --pick-fastest-within: the grid column to pick in (needed where the grid "
+                   "has several)")
     p.add_argument("--push-to-hub", metavar="REPO", help="then upload the directory to this hub model repository "
                    "(needs network and a token)")
     p.add_argument("--private", action="store_true", help="with --push-to-hub: create the repository private")
 
     def handler(args: argparse.Namespace) -> None:
+        recorded = None
         if args.pick_fastest_within is not None:
             if not args.frontier or args.spec or args.experiment:
                 p.error("--pick-fastest-within needs --frontier (and chooses the experiment: no --spec / --experiment)")
-            row = picked(args.frontier, args.pick_fastest_within)
+            row, frontier = picked(args.frontier, args.pick_fastest_within, args.column)
             args.experiment, args.backend, args.quantize = row["experiment"], row["backend"], row["quantize"]
-            args.config = args.config or read_frontier(args.frontier).get("configs")
-        elif args.frontier:
-            p.error("--frontier goes with --pick-fastest-within")
+            recorded = None if args.config else (frontier.get("specs") or {}).get(row["experiment"])
+            if recorded is None and not args.config:
+                raise ExportError(f"--frontier {args.frontier}: it records no spec of {row['experiment']}; name the "
+                                  "config files the grid was planned from with --config")
+        elif args.frontier or args.column:
+            p.error("--frontier and --column go with --pick-fastest-within")
         elif not args.spec and not args.config:
             p.error("one of --spec, --config or --pick-fastest-within is required")
-        if args.spec:
+        if recorded is not None:
+            spec = recorded
+            check_aggregate_spec(spec, "experiment", f"--frontier {args.frontier}: specs.{row['experiment']}")
+        elif args.spec:
             spec = load_spec(args.spec)
             check_aggregate_spec(spec, "experiment", f"--spec {args.spec}" if args.spec.startswith("@") else "--spec")
         else:

@@ -178,6 +178,8 @@ def non_default_hyperparameters(role: str, node_spec: dict, metrics: dict) -> di
     sentence-transformers' cards list them), rebuilt from the stage's params and its recorded training size
     and seed."""
     params = _params(role, node_spec)
+    if (metrics.get("static_lr_sweep") or {}).get("chosen") is not None:  # the rate the sweep chose on dev
+        params = dataclasses.replace(params, lr=metrics["static_lr_sweep"]["chosen"])
     args = training_args(params, Path("."), int(metrics.get("seed", params.seed)), "cpu", "fp32",
                          int(metrics["train_pairs"]))
     defaults = {f.name: f.default for f in dataclasses.fields(TrainingArguments)}

@@ -84,6 +84,7 @@ AGGREGATE_FIELDS = {
     "experiment": {"experiment": str, "config": dict, "dataset": dict, "config_hash": str, "seeds": list, "runs": dict},
     "grid": {"grid": str, "metrics": list, "columns": list, "rows": list, "experiments": list},
     "curve": {"grid": str, "columns": list, "experiments": list},  # a grid's label-budget curves (render-curve)
+    "frontier": {"grid": str, "columns": list, "experiments": list, "settings": dict, "specs": dict},  # `frontier`
 }
 
 

@@ -16,7 +16,7 @@ from ..stages.teacher import TEACHER
 from ..store.artifacts import DamagedArtifactError
 from ..store.results_files import read_results
 from .curves import falling, flag_text, line_points, teacher_curve, untrained_point
-from .layout import numbered_title, row_label, table_rows
+from .layout import numbered_title, row_kind, row_label, table_rows
 
 PRINT_ENV = "AUGSBERT_PRINT_TABLES"  # "0": the run prints no table at its end (the Makefile prints it itself)
 
@@ -28,10 +28,11 @@ def _cell(stats: dict | None) -> str:
     return f"{stats['mean']:.2f}" + (f" ± {std:.2f}" if std is not None and stats.get("n", 1) > 1 else "")
 
 
-def human_name(role: str, arch: str) -> str:
-    """A results file's model role as the grid tables title it ("SBERT (lower bound)", "CBE (upper bound)")."""
+def human_name(role: str, arch: str, config: dict | None = None) -> str:
+    """A results file's model role as the grid tables title it ("SBERT (lower bound)", "CBE (upper bound)",
+    "AugSBERT (static)": the kind its experiment's `config` gives it)."""
     if role in table_rows() or numbered_title(role, arch):
-        return row_label(role, arch, [])
+        return row_label(role, arch, [], kind=row_kind(role, config or {}))
     return role
 
 
@@ -46,7 +47,8 @@ def results_table(path: Path) -> str:
     arch = str(((doc.get("config") or {}).get(TEACHER.section) or {}).get("arch") or "").upper()
     for name, model in doc.get("models", {}).items():
         summary = model.get("summary", {})
-        rows.append((human_name(name, arch), _cell(summary.get("spearman")), _cell(summary.get("pearson"))))
+        rows.append((human_name(name, arch, doc.get("config") or {}), _cell(summary.get("spearman")),
+                     _cell(summary.get("pearson"))))
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
     seeds = doc.get("seeds", [])

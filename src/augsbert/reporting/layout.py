@@ -36,13 +36,32 @@ def row_of(role: str) -> Row:
     return table_rows().get(role) or Row(0, role, "")
 
 
-def row_label(role: str, arch: str, values: list[str], student_title: str = "AugSBERT") -> str:
+def row_label(role: str, arch: str, values: list[str], student_title: str = "AugSBERT", kind: str | None = None) -> str:
     """Thesis-style row names: "AugSBERT-BM25", "CBE (upper bound)", "SBERT (lower bound)"; numbered roles:
-    "Teacher member 2 (CE)", "Trans-Encoder round 1: CE cross (mutual)"."""
+    "Teacher member 2 (CE)", "Trans-Encoder round 1: CE cross (mutual)"; a row's `kind` (row_kind) after it:
+    "AugSBERT (static)"."""
     if role in table_rows() and not table_rows()[role].title:  # the student: the grid's title and axis values
-        return "-".join(part for part in [student_title, *values] if part)
-    title = numbered_title(role, arch) or table_rows()[role].title.format(arch=arch)
-    return f"{title} [{', '.join(values)}]" if values else title
+        label = "-".join(part for part in [student_title, *values] if part)
+    else:
+        title = numbered_title(role, arch) or table_rows()[role].title.format(arch=arch)
+        label = f"{title} [{', '.join(values)}]" if values else title
+    return f"{label} ({kind})" if kind else label
+
+
+def row_kind(role: str, config: dict) -> str | None:
+    """What kind of model the row of `role` is (its Row's `kind`, from the experiment `config`'s section of its
+    stage): "static" for a static student; None for a role without one."""
+    row, stage = table_rows().get(role), row_stages().get(role)
+    if row is None or row.kind is None or stage is None:
+        return None
+    return row.kind(config.get(stage.section) or {})
+
+
+def sets_kind(role: str, axis_value: dict | None) -> bool:
+    """Whether an axis value sets an option the kind of `role`'s row reads (its labels then say what it is)."""
+    row, stage = table_rows().get(role), row_stages().get(role)
+    return (row is not None and stage is not None
+            and bool(set(row.kind_options) & set((axis_value or {}).get(stage.section) or {})))
 
 
 def numbered_title(role: str, arch: str) -> str | None:
@@ -106,7 +125,10 @@ def grid_spec(plan, name: str) -> dict:
             fixed = [grid["labels"].get(value, value) for axis, value in combos[0]
                      if axis in varying and all(dict(c)[axis] == value for c in combos)
                      and not sets_title_arch(role, grid["axes"][axis][value])]
-            rows.append({"label": row_label(role, arch, fixed, grid["student_title"]), "role": role,
+            # a kind no varying axis names ("static": the grid's options or a one-value axis set it) is said
+            named = any(sets_kind(role, grid["axes"][axis][value]) for axis in varying for value in grid["axes"][axis])
+            kind = None if named else row_kind(role, plan.experiments[first[columns[0]]].config)
+            rows.append({"label": row_label(role, arch, fixed, grid["student_title"], kind), "role": role,
                          "cells": {c: first[c] for c in columns}})
     return {"grid": name, "description": grid["description"], "metrics": grid["metrics"], "columns": columns,
             "rows": rows, "experiments": sorted({e for exps in by_combo.values() for e in exps.values()})}

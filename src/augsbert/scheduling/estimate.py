@@ -74,7 +74,7 @@ from pathlib import Path
 
 from ..models.gpu_memory import DEFAULT_DIMS, model_config, model_dims, parameter_count
 from ..stages import REGISTRY, planning_order
-from ..stages.sizes import DEFAULT_MAX_LENGTH, epochs, input_splits, text_tokens
+from ..stages.sizes import DEFAULT_MAX_LENGTH, epochs, input_splits, pool_sentences, text_tokens, upstream_data
 from ..store.processes import alive
 from .gpus import inventory
 from .progress import ESTIMATE_FILE_ENV, load_factor, machine_load
@@ -109,6 +109,19 @@ SEARCH_S_PER_PAIR = 3.7e-9  # exact search, seconds per query x passage at 384 d
 # passages took 365.6 s (evaluation) and 737.8 s for two retrievers (mining) on this machine (docs/methods/gpl.md,
 # benchmarks/bench_gpl_search.py); scaled by the embedding's dimension / 384. BM25's score block is priced so too.
 SEARCH_DIMS = 384
+# A static student (`student.arch: static`, a table of token vectors) is priced by what its job computes, not as
+# Transformer steps (issue 65: 2,516 steps priced at 18 min 52 s). Measured (2026-12-07, this 2-core machine,
+# benchmarks/bench_estimate.py's way: CPU seconds of the process, the machine shared at load 6-13, so CPU time, not
+# wall time): model2vec's distillation of all-MiniLM-L6-v2 (30,522 tokens, PCA to 256) 124.6 CPU s; the distilled
+# table (30,522 x 256) trained on the STS-B gold pairs at batch 16: 120 steps 12.2 CPU s, 720 steps 66.1 CPU s, so
+# 0.090 CPU s a step, AdamW's update of the whole table most of it (the gradient of an EmbeddingBag is dense), and
+# the same 360 steps took 55.5 s of wall time at load 6-7. On 2 idle cores (both threads busy): 0.045 s a step of a
+# 7.8M-value table, 62 s for the distillation.
+STATIC_S_PER_STEP_PER_VALUE = 0.045 / (30522 * 256)  # a training step: the optimizer over every table value
+STATIC_DISTILL_S_PER_TOKEN = 62.0 / 30522  # model2vec: each vocabulary token through the base (x its size)
+STATIC_S_PER_PAIR = 0.0002  # scoring a dev / test pair: two bags of token vectors (1,379 test pairs took 0.6 s)
+STATIC_PRETRAIN_EPOCHS = 40  # the table's pre-training stops after 5 epochs without progress: 42 on STS-B's pool
+STATIC_PRETRAIN_BATCH = 256  # augsbert.models.compact.PRETRAIN_BATCH
 # Beyond these an estimate is a setting to check, not a plan: a job longer than a week, a run longer than 3 days
 JOB_WARN_S = 7 * 24 * 3600.0
 TOTAL_WARN_S = 3 * 24 * 3600.0
@@ -424,6 +437,8 @@ def job_estimate(plan, key: str, device: str = "cpu", params_cache: dict | None 
         tokens = example_tokens(plan, node, text)
         return JobEstimate(key, node.stage, 0, start + factor * size * test * pair_cost(tokens),
                            f"no training step; scoring {test:,} test pairs")
+    if kind == "train" and p.get("batch_size") and p.get("arch") == "static":
+        return static_estimate(plan, node, job_items(plan, key), dev, test, factor, start, cache)
     if kind == "train" and p.get("batch_size"):
         examples = job_items(plan, key) * (2 if p.get("symmetric") else 1)
         batch = int(p["batch_size"])
@@ -476,6 +491,45 @@ def job_estimate(plan, key: str, device: str = "cpu", params_cache: dict | None 
     slower = 10 if device == "cpu" and needs_gpu(node) else 1
     seconds = start + work * declared.seconds_per_item * slower
     return JobEstimate(key, node.stage, None, seconds, f"{work:,} items")
+
+
+def static_estimate(plan, node, examples: int, dev: int, test: int, factor: float, start: float,
+                    cache: dict) -> JobEstimate:
+    """A static student's job (`arch: static`): model2vec's distillation of its base (every vocabulary token
+    through it), the table's pre-training where `static_pretrain` asks for it (the embedder's pass over the pool,
+    then its epochs), then its training steps, each an optimizer step over the whole table (not a Transformer
+    step), once per rate of a `static_lr_sweep` (short runs of `static_lr_sweep_steps` and the chosen rate's
+    schedule, or the whole schedule per rate), and scoring dev after each pass and test once."""
+    p = node.params
+    batch = int(p["batch_size"])
+    per_run = int(p["max_steps"]) if p.get("max_steps") else math.ceil(examples / batch) * int(p.get("epochs") or 1)
+    rates = 1 + len(p.get("static_lr_sweep") or ())
+    short = p.get("static_lr_sweep_steps")
+    steps = rates * int(short) + per_run if short and rates > 1 else rates * per_run
+    base = job_model(plan, node)
+    found = model_config(base)
+    vocab = int(found.get("vocab_size") or DEFAULT_DIMS["vocab_size"])
+    values = vocab * int(p.get("static_dims") or found.get("hidden_size") or DEFAULT_DIMS["hidden_size"])
+    step_s = factor * STATIC_S_PER_STEP_PER_VALUE * values
+    distill = factor * _model_size(base, cache) * vocab * STATIC_DISTILL_S_PER_TOKEN
+    passes = max(1, math.ceil(per_run * batch / max(examples, 1))) * rates
+    seconds = start + distill + steps * step_s + factor * STATIC_S_PER_PAIR * (dev * passes + test)
+    what = f"{steps:,} steps of {batch} over a {vocab:,}-token table" + (f" ({rates} learning rates)" if rates > 1
+                                                                        else "") + f"; distilling {vocab:,} tokens"
+    if "static_pretrain" in p:  # keyed only when set (`full`): the table is pre-trained first
+        data = upstream_data(plan, node)
+        pool = pool_sentences(data, plan) if data is not None else examples
+        tokens = text_tokens(plan, node)
+        embedder = dict(node.inputs).get("embedder")
+        size = _model_size(job_model(plan, plan.node(embedder)) if embedder else base, cache)
+        seconds += factor * size * pool * encode_cost(min(int(p.get("max_length") or DEFAULT_MAX_LENGTH), tokens + 2))
+        seconds += STATIC_PRETRAIN_EPOCHS * math.ceil(0.9 * pool / STATIC_PRETRAIN_BATCH) * step_s
+        what += f"; pre-training the table on {pool:,} pool sentences"
+    section = REGISTRY[node.stage].section or node.stage
+    driver = (f"{section}.max_steps: {int(p['max_steps']):,}" if p.get("max_steps") else
+              f"{section}.epochs: {int(p.get('epochs') or 1):,} x {math.ceil(examples / batch):,} steps of {batch} "
+              f"per epoch ({examples:,} pairs)")
+    return JobEstimate(node.key, node.stage, steps, seconds, what, step_s, driver)
 
 
 def clock(seconds: float) -> str:

@@ -81,6 +81,10 @@ class Row(NamedTuple):
     bi_encoder: bool = True  # False: a cross model, which the evaluation suites do not score
     curves: bool = False  # trained with a dev split: its per-epoch history is in the experiment's training curves
     export: str = ""  # what `augsbert export --model <role>` calls the model on its card; "": not exportable
+    # what kind of model the row is, in a few words, from its stage's section (a static student: "static"); its
+    # label says it unless a varying axis of the grid sets one of `kind_options` (the axis' labels then say it)
+    kind: Callable[[dict], str | None] | None = None
+    kind_options: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

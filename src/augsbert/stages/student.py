@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ..errors import ConfigError
-from ..params import Params, option, restate, slice_of
+from ..params import Params, default_of, option, restate, slice_of
 from ..planning.graph import Graph, Node, SeedPlan
 from .base import MODEL_SETTINGS, Row, Stage
 from .runs import from_adapted, inert_grouping_dropped, source, topic_prompt, trained_on, transfer, wants
@@ -108,6 +108,21 @@ class StudentOptions(TrainingOptions, StudentModelOptions):
         compact.md; sentence-transformers' static-embedding script uses 0.2 from random vectors and 0.05 from a
         model2vec start, both with batches of 2048 and an in-batch-negatives loss). It trains without weight
         decay. null = `lr`.""", exclusiveMinimum=0)
+    static_lr_sweep: list[float] | None = option(None, """
+        `arch: static`: further learning rates tried beside `static_lr` on the experiment's own dev split (the
+        `selection`'s): each rate trains the student's schedule on its pairs (or `static_lr_sweep_steps`), and
+        the rate whose model scores best on dev is the student's (its candidates, their dev Spearman and the
+        chosen rate in its metrics.json and card). `static_lr` was chosen on STS-B dev; on another corpus the
+        best rate can lie elsewhere (issue 65: 13.2 points below the full student there, 7.7 on STS-B). A
+        static table trains in seconds to minutes, so a few rates cost little: e.g. [0.002, 0.01, 0.02] with
+        the default 0.005, the range STS-B's sweep found within 2.5 test points (docs/guide/compact.md). null
+        = `static_lr` alone. Needs a dev split (`selection` other than `last`); keyed only when set.""",
+                                               items={"type": "number", "exclusiveMinimum": 0}, minItems=1)
+    static_lr_sweep_steps: int | None = option(None, """
+        `static_lr_sweep`: each rate's run is this many optimizer steps (its own warm-up and decay over them),
+        and the best rate on dev then trains the student's schedule once more; null = each rate trains the
+        student's whole schedule and the best run is kept as it is (no run repeated: the exact choice, at the
+        cost of one run per rate). Keyed only when set.""", minimum=1)
     static_pretrain: Literal["none", "full"] = option("none", """
         `arch: static`. `full`: pre-train the distilled token table before it learns the pairs, on the embeddings
         that the full Transformer student (this section without `arch: static`: the compact grid's `full` row, planned and
@@ -139,6 +154,23 @@ class StudentParams(slice_of(StudentOptions, but=PLANNED), Prompted, Trained):
 
 
 EMBEDDER = "embedder"  # the input whose embeddings pre-train a static student's table (`static_pretrain`)
+COMPACT_OPTIONS = ("arch", "static_pretrain", "init", "layers", "matryoshka_dims")  # what compact_kind reads
+
+
+def compact_kind(options: dict) -> str | None:
+    """What makes a student compact, in a few words, from its `student` section or its spec (None: the full
+    Transformer student): "static", "static, pre-trained", "3 layers", "layers 0, 2, 4", "Matryoshka 384/128/64"."""
+    if options.get("arch") == "static":
+        pretrain = options.get("static_pretrain", default_of(StudentOptions, "static_pretrain"))  # a spec: when set
+        return "static, pre-trained" if pretrain != default_of(StudentOptions, "static_pretrain") else "static"
+    parts = []
+    if options.get("init") == "layers":
+        layers = options.get("layers")
+        parts.append(f"layers {', '.join(map(str, layers))}" if isinstance(layers, list) else f"{layers} layers")
+    if options.get("matryoshka_dims"):
+        parts.append("Matryoshka " + "/".join(map(str, sorted(options["matryoshka_dims"], reverse=True))))
+    return ", ".join(parts) or None
+
 
 STUDENT = Stage("student", 3, "train a Bi-Encoder on gold and/or teacher-labelled pairs (also the lower bound)",
                 "augsbert.jobs.student:run", section="student", runtime=MODEL_SETTINGS,
@@ -151,7 +183,8 @@ STUDENT = Stage("student", 3, "train a Bi-Encoder on gold and/or teacher-labelle
                                                                          "bound)", curves=True,
                                          export="lower bound (Bi-Encoder on gold only)"),
                       "student": Row(50, "", "Bi-Encoder student trained on the teacher's labels (AugSBERT)",
-                                     curves=True, export="AugSBERT student (Bi-Encoder on the teacher's labels)")},
+                                     curves=True, export="AugSBERT student (Bi-Encoder on the teacher's labels)",
+                                     kind=lambda section: compact_kind(section), kind_options=COMPACT_OPTIONS)},
                 console_label=lambda spec: None if "labels" in (spec.get("inputs") or {}) else "lower_bound",
                 estimate="train")
 STAGES = (STUDENT,)
@@ -189,9 +222,18 @@ def compact_options(options: dict, gold_only: bool, name: str = "student") -> di
     init, arch, dims = options.pop("init"), options.pop("arch"), options.pop("matryoshka_dims")
     layers, static_dims = options.pop("layers"), options.pop("static_dims")
     static_lr, static_pretrain = options.pop("static_lr"), options.pop("static_pretrain")
+    sweep, sweep_steps = options.pop("static_lr_sweep"), options.pop("static_lr_sweep_steps")
     if gold_only:
         return options
     where = f"experiments.{name}.student"
+    if (sweep or sweep_steps) and arch != "static":
+        raise ConfigError(f"{where}.static_lr_sweep: sweeps a static student's learning rate, but arch is `{arch}`")
+    if sweep_steps and not sweep:
+        raise ConfigError(f"{where}.static_lr_sweep_steps: the steps of a static_lr_sweep's runs, but "
+                          "static_lr_sweep is not set")
+    if sweep and options.get("selection") == "last":
+        raise ConfigError(f"{where}.static_lr_sweep: chooses the rate on a dev split, but selection is `last` "
+                          "(no dev split is read)")
     if init == "layers":
         if arch == "static":
             raise ConfigError(f"{where}.init: `layers` keeps Transformer layers, but arch is `static` (no layers)")
@@ -210,6 +252,10 @@ def compact_options(options: dict, gold_only: bool, name: str = "student") -> di
                        weight_decay=0.0)  # no weight decay on a token table: ST's static recipe
         if static_lr is not None:  # its own rate: the lower bound of the same section keeps `lr`
             options["lr"] = static_lr
+        if sweep:  # the further rates tried beside `lr` on dev (keyed only when set)
+            options["static_lr_sweep"] = sorted(set(sweep))
+            if sweep_steps:
+                options["static_lr_sweep_steps"] = sweep_steps
         options.pop("megabatch", None)
     if dims:
         if len(set(dims)) != len(dims):
@@ -293,7 +339,8 @@ def plan_student(seed_plan: SeedPlan) -> dict[str, Node]:
     if exp["student"]["arch"] == "static" and exp["student"]["static_pretrain"] != "none":
         # the embedder of the static table's pre-training: the full Transformer student of the same section and
         # pairs (the same key as the `full` row of a grid: trained once)
-        full = {**exp, "student": {**exp["student"], "arch": "transformer", "static_pretrain": "none"}}
+        full = {**exp, "student": {**exp["student"], "arch": "transformer", "static_pretrain": "none",
+                                   "static_lr_sweep": None, "static_lr_sweep_steps": None}}
         inputs[EMBEDDER] = student(seed_plan.graph, full, exp["dataset"], seed_plan.seed, dict(inputs), selection,
                                    prompt=prompt, name=seed_plan.experiment)
     planned["student"] = student(seed_plan.graph, exp, exp["dataset"], seed_plan.seed, inputs, selection,

@@ -6,7 +6,9 @@ format under `model/`, with its metrics (`train_and_save`); and what a student l
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import math
 import shutil
 import time
 from pathlib import Path
@@ -20,6 +22,7 @@ from ..data import DataError, read_pairs
 from ..data.prompts import prompt_pairs
 from ..evaluation import correlations
 from ..models import resolve_device
+from ..models.compact import is_static_folder, pca_targets, pretrain_static, static_student
 from ..models.device import precision
 from ..models.inference import scores_by_dim
 from ..stages.student import StudentParams
@@ -27,7 +30,6 @@ from ..stages.teacher import TeacherParams
 from ..store.model_refs import model_path
 from .pairs import evaluate, fit, save_model
 from ..data.pool import read_split, target_pool, test_draw
-from ..models.compact import pca_targets, pretrain_static, static_student
 
 log = logging.getLogger(__name__)
 
@@ -98,9 +100,13 @@ def train_and_save(arch: str, spec: dict, params: TeacherParams | StudentParams,
     # the static table pre-trained first (models.compact)
     if isinstance(params, StudentParams) and params.static_pretrain == "full":
         base, pretrained = static_start(spec["inputs"], params, base, work, device)
+    swept = None
     with artifact_dir(out, spec, force, checkpoints=work) as tmp:
-        result = fit(arch, base, train, dev, params, work, device, precision(),
-                     after_warmup=isinstance(params, TeacherParams))
+        if isinstance(params, StudentParams) and params.static_lr_sweep:  # the static rate chosen on dev
+            result, swept = sweep_static_lr(base, train, dev, params, work, device)
+        else:
+            result = fit(arch, base, train, dev, params, work, device, precision(),
+                         after_warmup=isinstance(params, TeacherParams))
         progress.phase(f"scoring test ({len(tested):,} pairs" + (f" of {full_test:,})" if len(test) < full_test
                                                                    else ")"))
         test_metrics, predicted = evaluate(arch, result.model, tested, params)
@@ -123,6 +129,8 @@ def train_and_save(arch: str, spec: dict, params: TeacherParams | StudentParams,
             metrics["test_by_dim"] = test_by_dim(result.model, test, params)
         if pretrained is not None:
             metrics["static_pretrain"] = pretrained
+        if swept is not None:
+            metrics["static_lr_sweep"] = swept
         if arch == "be":  # what the model costs to deploy (the results' speed and size columns), and the
             # conditions the speed was measured under: a figure of this job's machine and load, labelled so
             metrics.update(model_size_mb=folder_mb(tmp / "model"),
@@ -131,7 +139,63 @@ def train_and_save(arch: str, spec: dict, params: TeacherParams | StudentParams,
         write_json(tmp / "metrics.json", metrics)
     if pretrained is not None:
         shutil.rmtree(static_start_dir(work), ignore_errors=True)
+    if swept is not None:
+        distilled = work.parent / f"{work.name}.static_distilled"
+        for folder in [distilled, *(sweep_dir(work, rate["lr"]) for rate in swept["rates"])]:
+            shutil.rmtree(folder, ignore_errors=True)
     return metrics
+
+
+def sweep_dir(work: Path, rate: float) -> Path:
+    """Where one rate of a static learning-rate sweep trains (beside the job's resume state; resumable)."""
+    return work.parent / f"{work.name}.lr-{rate:g}"
+
+
+def chosen_rate(rates: list[dict]) -> float:
+    """The rate whose run scored best on dev (a NaN score never wins; a tie goes to the smaller rate)."""
+    def score(run: dict) -> float:
+        value = run["dev_spearman"]
+        return -math.inf if value is None or math.isnan(value) else value
+
+    return max(sorted(rates, key=lambda run: run["lr"]), key=score)["lr"]
+
+
+def sweep_static_lr(base: str, train: pd.DataFrame, dev: pd.DataFrame | None, params: StudentParams, work: Path,
+                    device: str) -> tuple[object, dict]:
+    """`student.static_lr_sweep`: the static student trained at `lr` and each rate of the sweep, each run its own
+    (resumable) work folder; the rate whose run scores best on the dev split is kept. Without
+    `static_lr_sweep_steps` each run is the student's whole schedule and the best run is the result; with it, each
+    run is that many steps and the chosen rate trains the whole schedule in `work`. Returns the result and the
+    record ({rates: [{lr, dev_spearman, steps, best_epoch}], chosen, steps})."""
+    if dev is None or len(dev) < 2:
+        raise DataError("student.static_lr_sweep chooses the rate on the dev split, and this data has none")
+    if distributed.world_size() > 1:
+        raise ValueError("student.static_lr_sweep trains its rates in one process; set gpus: 1")
+    if not is_static_folder(base):  # distilled once, every rate starts from it (a pre-trained start is one already)
+        start = work.parent / f"{work.name}.static_distilled"
+        if not (start / "modules.json").is_file():
+            progress.phase("static learning rates: distilling the base once")
+            static_student(base, params.static_dims, device).save(str(start))
+        base = str(start)
+    steps = params.static_lr_sweep_steps
+    short = {"max_steps": steps, "early_stopping_patience": 0} if steps else {}
+    rates, kept = [], {}
+    for rate in sorted({params.lr, *params.static_lr_sweep}):
+        progress.phase(f"static learning rate {rate:g} ({len(rates) + 1} of {len(params.static_lr_sweep) + 1})")
+        result = fit("be", base, train, dev, dataclasses.replace(params, lr=rate, **short), sweep_dir(work, rate),
+                     device, precision())
+        rates.append({"lr": rate, "dev_spearman": result.metrics.get("dev_spearman"),
+                      "steps": result.metrics["steps"], "best_epoch": result.metrics.get("best_epoch")})
+        log.info("static learning rate %g: dev spearman %.2f (%d steps)", rate, rates[-1]["dev_spearman"],
+                 result.metrics["steps"])
+        best = chosen_rate(rates)
+        kept = {best: result} if best == rate else kept  # only the best run's model stays in memory
+    best = chosen_rate(rates)
+    log.info("static learning rate: %g chosen on dev among %s", best, ", ".join(f"{r['lr']:g}" for r in rates))
+    record = {"rates": rates, "chosen": best, "steps": steps}
+    if steps:  # short runs chose the rate: it trains the student's own schedule
+        return fit("be", base, train, dev, dataclasses.replace(params, lr=best), work, device, precision()), record
+    return kept[best], record
 
 
 def static_start_dir(work: Path) -> Path:

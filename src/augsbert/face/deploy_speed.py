@@ -1,15 +1,17 @@
-"""Speed and size of every row of a frontier, measured in one process under one condition (run by
-benchmarks/frontier.py with the deploy environment's Python, .venv-deploy/bin/python: it holds torch, ONNX Runtime
-and OpenVINO, so the PyTorch, ONNX and OpenVINO rows are timed by the same process, one after the other, on the
-same sentences and threads). It imports nothing of augsbert: the ONNX rows run through
-src/augsbert/face/deploy_convert.py's OnnxEncoder, loaded by its path.
+"""Speed and size of every row of a frontier, measured in one process under one condition (`augsbert frontier`,
+augsbert.face.frontier). Run as a script by the Python that holds what the rows need: the deploy environment's
+(.venv-deploy/bin/python: torch, ONNX Runtime and OpenVINO, so the PyTorch, ONNX and OpenVINO rows are timed by the
+same process, one after the other, on the same sentences and threads) where the frontier has exported rows, else
+the main environment's. Like deploy_convert.py (whose OnnxEncoder runs the ONNX rows, loaded by its path) it
+imports nothing of augsbert: only the standard library at import, torch and sentence-transformers inside.
 
-    .venv-deploy/bin/python benchmarks/frontier_speed.py REQUEST.json RESULT.json
+    python deploy_speed.py REQUEST.json RESULT.json
 
-REQUEST.json: {"rows": [{"name", "seed", "path", "backend": "torch" | "onnx" | "openvino", "file"}], "sentences":
-[...], "threads": 2, "repeat": 3, "batch_size": 64}. Per row: sentences per second (the best of `repeat` timed
-`encode` calls over all the sentences, after a warm-up batch; tokenisation included), the megabytes of the files the
-backend reads, and the load average (1 min) before and after the row.
+REQUEST.json: {"rows": [{"name", "path", "backend": "torch" | "onnx" | "openvino", "file", "texts"}], "texts":
+{name: [sentences]}, "threads", "repeat", "batch_size"} (the grid's `frontier` section). Per row: sentences per second (the best of
+`repeat` timed `encode` calls over all its sentences, after a warm-up batch; tokenisation included), the megabytes
+of the files the backend reads, and the load average (1 min) before and after the row. RESULT.json adds what the
+process ran with: threads, CPUs, torch's version, its Python.
 """
 
 from __future__ import annotations
@@ -21,8 +23,8 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
 OTHER_BACKENDS = {"torch": ("onnx", "openvino"), "onnx": ("openvino",), "openvino": ("onnx",)}
+CONVERTER = Path(__file__).with_name("deploy_convert.py")
 
 
 def size_mb(folder: Path, backend: str, file_name: str | None) -> float:
@@ -48,8 +50,7 @@ def load(row: dict, threads: int):
 
     path, backend, file_name = Path(row["path"]), row.get("backend", "torch"), row.get("file")
     if backend == "onnx":
-        convert = runpy.run_path(str(ROOT / "src" / "augsbert" / "face" / "deploy_convert.py"), run_name="convert")
-        return convert["OnnxEncoder"](path, file_name, threads)
+        return runpy.run_path(str(CONVERTER), run_name="deploy_convert")["OnnxEncoder"](path, file_name, threads)
     if backend == "openvino":
         return SentenceTransformer(str(path), backend="openvino", device="cpu", local_files_only=True,
                                    model_kwargs={"file_name": file_name,
@@ -64,30 +65,36 @@ def speed(model, texts: list[str], repeat: int, batch_size: int) -> float:
         start = time.perf_counter()
         model.encode(texts, batch_size=batch_size)
         best = min(best, time.perf_counter() - start)
-    return round(len(texts) / best, 1)
+    return round(len(texts) / max(best, 1e-9), 1)
+
+
+def measure(request: dict) -> dict:
+    import torch
+
+    threads = int(request["threads"])
+    torch.set_num_threads(threads)
+    repeat, batch_size = int(request["repeat"]), int(request["batch_size"])
+    measured = []
+    for row in request["rows"]:
+        texts = request["texts"][row["texts"]]
+        model = load(row, threads)
+        before = os.getloadavg()[0]
+        per_s = speed(model, texts, repeat, batch_size)
+        measured.append({**row, "sentences": len(texts), "sentences_per_s": per_s,
+                         "size_mb": size_mb(Path(row["path"]), row.get("backend", "torch"), row.get("file")),
+                         "load_before": round(before, 2), "load_after": round(os.getloadavg()[0], 2)})
+        print(json.dumps({k: v for k, v in measured[-1].items() if k != "texts"}), flush=True)
+        del model
+    return {"threads": threads, "repeat": repeat, "batch_size": batch_size, "cpus": os.cpu_count(),
+            "torch": torch.__version__, "python": sys.executable, "rows": measured}
 
 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2:
+        raise SystemExit("usage: deploy_speed.py REQUEST.json RESULT.json")
     request = json.loads(Path(args[0]).read_text(encoding="utf-8"))
-    threads = int(request.get("threads", 2))
-    import torch
-
-    torch.set_num_threads(threads)
-    texts = request["sentences"]
-    measured = []
-    for row in request["rows"]:
-        model = load(row, threads)
-        before = os.getloadavg()[0]
-        per_s = speed(model, texts, int(request.get("repeat", 3)), int(request.get("batch_size", 64)))
-        measured.append({**row, "sentences_per_s": per_s,
-                         "size_mb": size_mb(Path(row["path"]), row.get("backend", "torch"), row.get("file")),
-                         "load_before": round(before, 2), "load_after": round(os.getloadavg()[0], 2)})
-        print(json.dumps(measured[-1]), flush=True)
-        del model
-    Path(args[1]).write_text(json.dumps({
-        "sentences": len(texts), "threads": threads, "repeat": int(request.get("repeat", 3)),
-        "cpus": os.cpu_count(), "torch": torch.__version__, "rows": measured}, indent=1), encoding="utf-8")
+    Path(args[1]).write_text(json.dumps(measure(request), indent=1), encoding="utf-8")
 
 
 if __name__ == "__main__":
