@@ -512,7 +512,7 @@ def static_estimate(plan, node, examples: int, dev: int, test: int, factor: floa
     values = vocab * int(p.get("static_dims") or found.get("hidden_size") or DEFAULT_DIMS["hidden_size"])
     step_s = factor * STATIC_S_PER_STEP_PER_VALUE * values
     distill = factor * _model_size(base, cache) * vocab * STATIC_DISTILL_S_PER_TOKEN
-    passes = max(1, math.ceil(per_run * batch / max(examples, 1))) * rates
+    passes = dev_passes(examples, batch, int(p.get("epochs") or 1), p.get("max_steps")) * rates  # as training
     seconds = start + distill + steps * step_s + factor * STATIC_S_PER_PAIR * (dev * passes + test)
     what = f"{steps:,} steps of {batch} over a {vocab:,}-token table" + (f" ({rates} learning rates)" if rates > 1
                                                                         else "") + f"; distilling {vocab:,} tokens"
