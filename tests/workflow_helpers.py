@@ -78,10 +78,55 @@ def _reply(server: subprocess.Popen, timeout: float) -> dict:
     return json.loads(line)
 
 
+BASE_ENV = {"HF_HUB_OFFLINE": "1", "AUGSBERT_DEVICE": "cpu"}
+_warm: dict = {}
+
+
+def _warm_server() -> dict[str, str]:
+    """AUGSBERT_WARM_SOCKET of one warm server (augsbert.face.warm) for every workflow run of this test process.
+
+    A local run of two or more stage jobs starts a server of its own, which imports torch, transformers and
+    sentence-transformers (seconds of CPU, and its first jobs start cold meanwhile): dozens of runs in the suite.
+    A run given a server starts none and its jobs fork from that one (augsbert.face.warm.wanted); each job is
+    still a fresh fork with the command's directory and environment. Started on first use, with the
+    environment the calls below give Snakemake, so it serves their jobs; ended with the test process. {} while the
+    environment differs from the one it started with (a test's monkeypatch.setenv): such a run starts its own, as
+    before, so a variable a library reads while it is imported is never the server's."""
+    from augsbert.face.warm import SOCKET_ENV
+
+    now = {k: v for k, v in {**os.environ, **BASE_ENV}.items() if k != "PYTEST_CURRENT_TEST"}
+    if "path" in _warm and now != _warm["env"]:
+        return {}
+    if "path" not in _warm:
+        folder = tempfile.mkdtemp(prefix="augsbert-warm-tests-")
+        path = os.path.join(folder, "warm.sock")
+        with open(os.path.join(folder, "server.log"), "wb") as log:
+            proc = subprocess.Popen([sys.executable, "-m", "augsbert.face.warm_server", path],
+                                    env=now, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+
+        def stop() -> None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            shutil.rmtree(folder, ignore_errors=True)
+
+        atexit.register(stop)
+        _warm.update(path=path, env=now)
+    return {SOCKET_ENV: _warm["path"]}
+
+
 def snakemake(workdir: Path, *args: str, env: dict[str, str] | None = None,
               timeout: float = 900) -> subprocess.CompletedProcess:
-    """`python -m snakemake *args` in `workdir`, as a user runs it (in a fork of the server, see above)."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "AUGSBERT_DEVICE": "cpu", **(env or {})}
+    """`python -m snakemake *args` in `workdir`, as a user runs it (in a fork of the server, see above). A call
+    without an `env` of its own, unless warm starts are off, has its jobs served by the test process's warm
+    server (`_warm_server`)."""
+    warm = {}
+    if not env and os.environ.get("AUGSBERT_WARM", "1") != "0" and "-n" not in args and "--dry-run" not in args:
+        warm = _warm_server()
+    env = {**os.environ, **BASE_ENV, **warm, **(env or {})}
     server = _fork_server()
     with tempfile.TemporaryDirectory() as streams:
         out, err = Path(streams) / "stdout", Path(streams) / "stderr"

@@ -80,18 +80,55 @@ def _check_shapes(config: Any) -> None:
 
 
 # ---------------------------------------------------------------- validation
+MEMO_SIZE = 20_000  # validated mappings remembered per validator (a few MB for the shipped config)
+
+
+def _add_missing(instance, filled) -> None:
+    """Give `instance` what default filling added to an equal instance (`filled`): every key it lacks, in `filled`'s
+    order, at any depth; what it has is kept, the same objects."""
+    if isinstance(instance, dict):
+        for key, value in filled.items():
+            if key in instance:
+                _add_missing(instance[key], value)
+            else:
+                instance[key] = copy.deepcopy(value)
+    elif isinstance(instance, list):
+        for item, value in zip(instance, filled):
+            _add_missing(item, value)
+
+
 def _default_filling_validator(schema: dict):
-    """A Draft 2020-12 validator that writes each property's `default` into the instance."""
+    """A Draft 2020-12 validator that writes each property's `default` into the instance.
+
+    A mapping validated without error against a `properties` schema is remembered as it was filled (by that schema
+    node and the mapping's repr): an equal mapping met again gets the same defaults without being walked. The
+    experiments of a grid share most sections, and every plan of the shipped config validated its ~330 experiments
+    key by key (most of a full plan's time); errors are never remembered, so every message is found as before.
+    """
     from jsonschema import Draft202012Validator, validators
 
     base_props = Draft202012Validator.VALIDATORS["properties"]
+    memo: dict[tuple[int, str], dict] = {}
 
     def set_defaults(validator, properties, instance, schema):
-        if isinstance(instance, dict):
-            for name, sub in properties.items():
-                if isinstance(sub, dict) and "default" in sub:
-                    instance.setdefault(name, copy.deepcopy(sub["default"]))
-        yield from base_props(validator, properties, instance, schema)
+        if not isinstance(instance, dict):
+            yield from base_props(validator, properties, instance, schema)
+            return
+        key = (id(properties), repr(instance))
+        if key in memo:
+            _add_missing(instance, memo[key])
+            return
+        for name, sub in properties.items():
+            if isinstance(sub, dict) and "default" in sub:
+                instance.setdefault(name, copy.deepcopy(sub["default"]))
+        clean = True
+        for error in base_props(validator, properties, instance, schema):
+            clean = False
+            yield error
+        if clean:
+            if len(memo) >= MEMO_SIZE:
+                memo.clear()
+            memo[key] = copy.deepcopy(instance)
 
     cls = validators.extend(Draft202012Validator, {"properties": set_defaults})
     return cls(schema)

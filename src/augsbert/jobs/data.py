@@ -25,13 +25,18 @@ def _check_pools(data: Path, checks: list[dict]) -> None:
     The plan checks this itself once the data exist; on a first run this data
     job is the earliest point where the pool is known.
     """
+    sizes: dict[tuple, int | None] = {}  # one pool per (pool, exclusion): a shared dataset has dozens of checks
     for check in checks:
         candidate_options = check["candidates"]
-        try:
-            pool = target_pool(data, candidate_options["pool"], candidate_options["exclude_eval_sentences"])[0]
-        except DataError:
+        which = (candidate_options["pool"], candidate_options["exclude_eval_sentences"])
+        if which not in sizes:
+            try:
+                sizes[which] = len(target_pool(data, *which)[0])
+            except DataError:
+                sizes[which] = None
+        if sizes[which] is None:
             continue  # e.g. no unlabeled corpus: the sampling stage says so with its own message
-        problem = pool_too_small(candidate_options, len(pool), prefix=f"experiments.{check['experiment']}.")
+        problem = pool_too_small(candidate_options, sizes[which], prefix=f"experiments.{check['experiment']}.")
         if problem:
             raise DataError(problem)
 
