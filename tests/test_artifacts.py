@@ -634,7 +634,7 @@ def test_v1_a_folder_in_an_artifacts_place_holding_nothing_is_named_moved_and_re
     verify names it incomplete, `--repair` moves it aside, the workflow plans it again, and export says so."""
     from augsbert.config.load import load_config
     from augsbert.face.cli import main
-    from augsbert.face.export import ExportError, _finished
+    from augsbert.export.export import ExportError, _finished
     from augsbert.plan import Plan
     from workflow_helpers import checkout, keep_experiments, planned
 

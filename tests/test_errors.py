@@ -572,7 +572,7 @@ def test_a_missing_backend_points_at_the_deploy_environment_not_at_a_downgrading
     """Issue 56: `--backend onnx` without its packages advised `pip install 'sentence-transformers[onnx]'`, which
     pulls optimum-onnx and with it older transformers and sentence-transformers into .venv (docs/guide/compact.md
     "Packages"). It names the separate deploy environment instead (issue 58: the export runs there)."""
-    from augsbert.face.backends import backend_available
+    from augsbert.export.backends import backend_available
 
     monkeypatch.setenv("AUGSBERT_DEPLOY_PYTHON", str(tmp_path / "no-deploy-env" / "python"))
     why = backend_available(backend)

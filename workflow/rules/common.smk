@@ -7,7 +7,8 @@ from augsbert.store.keys import short_hash
 from augsbert.config.load import ConfigError, merged_files, prepare_config
 from augsbert.config.names import name_pattern
 from augsbert.config.yaml_files import check_config_file, check_duplicate_keys
-from augsbert.face.export import MODEL_WILDCARD
+from augsbert.export.backends import BACKEND_WILDCARD
+from augsbert.export.facts import MODEL_WILDCARD
 from augsbert.training.distributed import GPUS_ENV
 from augsbert.errors import MissingDataError
 from augsbert.models.device import CUDA_GRAPHS_ENV, DEVICE_ENV, PRECISION_ENV

@@ -33,8 +33,9 @@ from ..config.names import check_name
 from ..config.renames import SAID as RENAMES_SAID
 from ..config.yaml_files import CONFIG_SUFFIXES, config_needs, is_target
 from ..errors import ConfigError, DataError, LabellingStop
-from .backends import BackendError
-from .export import ExportError, add_command as add_export_command
+from ..export.backends import BackendError
+from ..export.export import ExportError
+from .export_command import add_command as add_export_command
 from .fetch import fetch
 from .listing import KINDS, render_list, render_plan
 from ..models import ModelResolutionError
@@ -654,7 +655,7 @@ def _aggregate_command(sub, name: str, help_text: str, what: str, out_help: str,
 # the tables read pandas, and `augsbert --help` loads no table or model library (tests/test_cli.py)
 AGGREGATE_RUNNERS = {"collect-results": "augsbert.reporting.results:run",
                      "render-table": "augsbert.reporting.tables:run", "render-curve": "augsbert.reporting.curves:run",
-                     "frontier": "augsbert.face.frontier:run"}
+                     "frontier": "augsbert.export.frontier:run"}
 
 
 def aggregate_runner(command: str) -> Callable:
