@@ -230,8 +230,8 @@ def test_import_graph_resolves_every_import_form(tmp_path):
 # import only parts of the groups below it, never a part of its own group (docs/development.md "Layout"). Light
 # declarations sit low (options, objectives, the config, the store, the plan graph the stages' hooks fill, the
 # stages), then the plan (the module `plan`: the loop over the registry) and reporting over it, the models and the
-# libraries over them (scheduling's GPU memory reads the models' sizes), the trainers, the job entries and the
-# export beside them, the command line.
+# libraries over them (scheduling's GPU memory reads the models' sizes), the trainers, the job entries with the
+# export and the running of jobs (warm starts, the rehearsal) beside them, the command line.
 ORDER: tuple[tuple[str, ...], ...] = (
     # the package's root, its errors, a former module path's pointer, and the exact top-k search (numpy / faiss, no
     # model: the retrieval evaluation's and the samplers' search, so it sits below both)
@@ -246,7 +246,7 @@ ORDER: tuple[tuple[str, ...], ...] = (
     ("models",),
     ("scheduling", "evaluation", "sampling", "losses"),
     ("training",),
-    ("jobs", "export"),
+    ("jobs", "export", "run"),
     ("face",),
     ("__main__",),
 )
@@ -281,8 +281,10 @@ LAYERS: dict[str, tuple[str, ...]] = {
              "scheduling", "evaluation", "sampling", "losses", "training"),
     # the export, its card and backends, the frontier: over the trainers (the card names the loss and arguments)
     "export": ("params", "config", "data", "store", "stages", "plan", "reporting", "models", "training"),
+    # running the jobs: warm starts (the server runs the command line by its name, warm_server.COMMAND), the rehearsal
+    "run": ("errors", "config", "data", "store", "stages", "plan", "reporting", "models", "scheduling"),
     "face": ("errors", "params", "config", "data", "store", "planning", "stages", "plan", "reporting", "models",
-             "scheduling", "training", "jobs", "export"),
+             "scheduling", "training", "jobs", "export", "run"),
     "__main__": ("face",),
 }
 

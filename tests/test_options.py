@@ -50,7 +50,7 @@ NOT_OPTION_DEFAULTS = {
     ("src/augsbert/export/facts.py", "selection", "'unset'"): "the model card's words for a spec without one",
     ("src/augsbert/export/facts.py", "strategies", "{}"): "the labels artifact's per-strategy counts",
     ("src/augsbert/export/model_card.py", "dataset", "{}"): "the config's dataset entry",
-    ("src/augsbert/face/rehearse.py", "data_dir", "'data/raw'"): "the rehearsal root's data folder (config level)",
+    ("src/augsbert/run/rehearse.py", "data_dir", "'data/raw'"): "the rehearsal root's data folder (config level)",
     ("src/augsbert/models/mlm.py", "seed", "None"): "an unseeded masking generator",
     ("src/augsbert/planning/graph.py", "hub_revisions", "{}"): "the config's pinned revisions (none pinned)",
     ("src/augsbert/stages/negatives.py", "hub_revisions", "{}"): "the config's pinned revisions (none pinned)",

@@ -50,7 +50,7 @@ try:
         check_duplicate_keys(_file)
         # a target written after --configfile is read as one more config file: say so, not "unknown key ..."
         check_config_file(_file, option="--configfile")
-    # a rehearsal reads the project's data folder, cut into its own root (augsbert.face.rehearse.prepare)
+    # a rehearsal reads the project's data folder, cut into its own root (augsbert.run.rehearse.prepare)
     _data_source = os.path.join(PROJECT_DIR, os.path.expanduser(str(config.get("data_dir", "data/raw"))))
     # Snakemake merged the files before this code runs: built again as the CLI builds it, each file's old section
     # names renamed where it wrote them (a user's `defaults.silver` over the shipped `defaults.labels`), then --config
@@ -59,7 +59,7 @@ try:
     config.clear()
     config.update(_effective)
     if _rehearsal.is_on(config):
-        from augsbert.face.rehearse import prepare as _prepare_rehearsal
+        from augsbert.run.rehearse import prepare as _prepare_rehearsal
 
         for _name, _done in _prepare_rehearsal(config, _data_source).items():
             print(f"augsbert: rehearsal: {_name}: {_done}", file=sys.stderr)

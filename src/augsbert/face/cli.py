@@ -47,7 +47,7 @@ from ..reporting.layout import grid_spec
 from ..scheduling import progress
 from ..scheduling.gpus import GpuInventoryError, claim_for_job
 from ..scheduling.stops import CONTINUE_ENV, EXIT_LABELLING, STOP_MARK, run_command
-from .warm import SOCKET_ENV, run as run_warm
+from ..run.warm import SOCKET_ENV, run as run_warm
 from ..stages import REGISTRY
 from ..stages.base import Stage
 from ..store.artifacts import (
@@ -416,7 +416,7 @@ def _rehearse_command(sub) -> None:
                    "rehearsal does it itself when none runs)")
 
     def handler(args) -> int:
-        from .rehearse import run, unlock  # imports the model libraries' builders only when a rehearsal runs
+        from ..run.rehearse import run, unlock  # imports the model libraries' builders only when a rehearsal runs
 
         if args.unlock:
             if args.targets:
@@ -550,7 +550,7 @@ def print_estimate(plan: Plan, experiments: list[str]) -> str:
     # and every node those are built from: a teacher its readers plan (not a row: `models` without `teacher`) is
     # no role of the runs, and Snakemake runs it all the same (issue 56)
     keys = [key for key in with_upstream(plan, keys) if not Path(plan.node(key).path).is_dir()]
-    from .warm import wanted
+    from ..run.warm import wanted
 
     warm = wanted(local=True, deployment=False, stage_jobs=len(keys)) is None  # as a local run will start them
     return estimate_text(plan, keys, experiments, plan.config["device"], warm=warm)
@@ -787,7 +787,7 @@ EXIT_BROKEN_PIPE = 141
 
 def main(argv: list[str] | None = None, warm: bool = True) -> int:
     """`augsbert argv`; `warm=False`: the warm server was tried already (augsbert.face.launch)."""
-    if warm and os.environ.get(SOCKET_ENV):  # a warm server runs the command in a fork (augsbert.face.warm)
+    if warm and os.environ.get(SOCKET_ENV):  # a warm server runs the command in a fork (augsbert.run.warm)
         code = run_warm(list(sys.argv[1:] if argv is None else argv))
         if code is not None:
             return code
