@@ -69,10 +69,11 @@ except ConfigError as err:
     sys.exit(2)  # as the augsbert CLI
 
 # A job whose command failed: Snakemake's RuleException report (the exception, the rule file's line, the command
-# again) left out; its `Error in rule` block names the log and shows it (augsbert.face.cli.QuietRuleExceptions)
+# again) left out; its `Error in rule` block names the log and shows it
+# (augsbert.scheduling.snakemake_console.QuietRuleExceptions)
 import logging as _logging
 
-from augsbert.face.cli import QuietRuleExceptions as _QuietRuleExceptions
+from augsbert.scheduling.snakemake_console import QuietRuleExceptions as _QuietRuleExceptions
 
 _logging.getLogger("snakemake.logging").addFilter(_QuietRuleExceptions())
 # A labelling job's stop for a person (active.annotator: file) is no failure: Snakemake's report of it is left out,
