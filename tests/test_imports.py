@@ -268,8 +268,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "planning": ("store",),
     "stages": ("errors", "params", "objectives", "config", "data", "store", "planning"),
     "plan": ("config", "store", "planning", "stages"),
-    "reporting": ("config", "store", "planning", "stages"),
-    "models": ("errors", "config", "data", "store", "stages"),
+    "reporting": ("errors", "config", "data", "store", "planning", "stages"),  # data: `augsbert list`'s loaders
+    "models": ("errors", "config", "data", "store", "planning", "stages"),  # planning: fetch's semantic choices
     "scheduling": ("store", "stages", "models"),
     "evaluation": ("data", "models", "search"),
     # sampling takes texts, embeddings and scores, never a model (issue 66): the jobs load and run the models and pass

@@ -31,8 +31,8 @@ from ..errors import ConfigError, DataError, LabellingStop
 from ..export.backends import BackendError
 from ..export.export import ExportError
 from .export_command import add_command as add_export_command
-from .fetch import fetch
-from .listing import KINDS, render_list, render_plan
+from ..models.fetch import fetch
+from ..reporting.listing import KINDS, render_list, render_plan
 from ..models import ModelResolutionError
 from ..models.device import REQUESTED_ENV, check_device_name, pin_one_gpu
 from ..plan import Plan

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import DataError
-from ..models import ModelResolutionError
+from . import ModelResolutionError
 from ..store.model_refs import reference_kind
 from ..stages import REGISTRY
 from ..planning.graph import SEMANTIC_CHOICES
