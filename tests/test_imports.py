@@ -242,7 +242,7 @@ ORDER: tuple[tuple[str, ...], ...] = (
     ("data", "store"),
     ("planning",),
     ("stages",),
-    ("plan", "reporting"),
+    ("plan", "reporting", "reference"),
     ("models",),
     ("scheduling", "evaluation", "sampling", "losses"),
     ("training",),
@@ -269,6 +269,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "stages": ("errors", "params", "objectives", "config", "data", "store", "planning"),
     "plan": ("config", "store", "planning", "stages"),
     "reporting": ("errors", "config", "data", "store", "planning", "stages"),  # data: `augsbert list`'s loaders
+    # the generated reference (`make schema`): the schema's stage sections and docs/reference/stages.md
+    "reference": ("params", "config", "data", "store", "stages"),
     "models": ("errors", "config", "data", "store", "planning", "stages"),  # planning: fetch's semantic choices
     "scheduling": ("store", "stages", "models"),
     "evaluation": ("data", "models", "search"),
@@ -283,8 +285,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "export": ("params", "config", "data", "store", "stages", "plan", "reporting", "models", "training"),
     # running the jobs: warm starts (the server runs the command line by its name, warm_server.COMMAND), the rehearsal
     "run": ("errors", "config", "data", "store", "stages", "plan", "reporting", "models", "scheduling"),
-    "face": ("errors", "params", "config", "data", "store", "planning", "stages", "plan", "reporting", "models",
-             "scheduling", "training", "jobs", "export", "run"),
+    "face": ("errors", "config", "store", "planning", "stages", "plan", "reporting", "models", "scheduling", "training",
+             "jobs", "export", "run"),
     "__main__": ("face",),
 }
 

@@ -95,7 +95,7 @@ FORMER_KIND_OPTIONS = ("arch", "loss", "objective", "strategy", "strategies", "l
 
 def test_job_kinds_come_from_the_stages_declarations(monkeypatch):
     """A job kind's options are its stage's declared choices (its params' bool and Literal fields) and its
-    `Stage.kind_options`: a new stage's kinds are rehearsed with no edit of face/."""
+    `Stage.kind_options`: a new stage's kinds are rehearsed with no edit of run/."""
     import dataclasses
     from types import SimpleNamespace
 
