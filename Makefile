@@ -42,11 +42,11 @@ demo: setup
 	AUGSBERT_PRINT_TABLES=0 $(VENV)/bin/snakemake --cores $(CORES) $(DEMO)
 	@$(PY) -m augsbert.reporting.console $(DEMO)
 
-# the config schema's stage sections, written from the stages' options classes (augsbert.face.schema), and the
-# stages reference page docs/reference/stages.md, written from the stage registry (augsbert.face.stage_reference)
+# the config schema's stage sections, written from the stages' options classes (augsbert.reference.schema), and the
+# stages reference page docs/reference/stages.md, written from the stage registry (augsbert.reference.stage_reference)
 schema: setup
-	$(PY) -m augsbert.face.schema --write
-	$(PY) -m augsbert.face.stage_reference --write
+	$(PY) -m augsbert.reference.schema --write
+	$(PY) -m augsbert.reference.stage_reference --write
 
 demo-full: setup
 	$(MAKE) demo DEMO=results/tables/demo.md

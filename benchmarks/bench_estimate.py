@@ -44,7 +44,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 TICK = os.sysconf("SC_CLK_TCK")
 JOB = re.compile(r"augsbert (\S+) --spec @(\S+) --out (\S+)")
-WARM_SERVER = "augsbert.face.warm_server"
+WARM_SERVER = "augsbert.run.warm_server"
 ESTIMATE_ROW = re.compile(r"^  (\S+)\s+((?:[\d,]+ h )?(?:\d+ min )?\d+ s|[\d,]+ h \d+ min)  ")
 LOAD_LINE = re.compile(r"the load now is ([\d.]+) .* expect about ([\d.]+)x")
 
@@ -59,7 +59,7 @@ def seconds_of(clock: str) -> float:
 
 def warm_job(pid: str, cmdline: str, workdir: Path) -> str | None:
     """The artifact path (artifacts/<stage>/<key>) of a warm job: a fork of the warm server
-    (augsbert.face.warm_server) in a session of its own whose stdout is the rule's log, logs/<stage>/<key>.log;
+    (augsbert.run.warm_server) in a session of its own whose stdout is the rule's log, logs/<stage>/<key>.log;
     None for any other process."""
     if WARM_SERVER not in cmdline or os.getsid(int(pid)) != int(pid):
         return None

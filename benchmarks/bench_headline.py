@@ -4,7 +4,7 @@ previous run's (run by hand, on the machine to measure; not by CI).
     python benchmarks/bench_headline.py                      # snakemake --cores 8 results/bws_cbe.json
     python benchmarks/bench_headline.py --data ../shared/data   # the same chain on STS-B where BWS is absent
     python benchmarks/bench_headline.py --seeds 42 43 44 --label after   # three seeds, a note with the figures
-    python benchmarks/bench_headline.py --warm                # jobs forked from a warm process (augsbert.face.warm)
+    python benchmarks/bench_headline.py --warm                # jobs forked from a warm process (augsbert.run.warm)
     python benchmarks/bench_headline.py --experiment demo_zeroshot --cores 2   # a tiny CPU form
 
 What it does:
@@ -205,7 +205,7 @@ def main(argv=None) -> int:
                    help="keep every K-th pair of the copy's STS-B files (a shorter chain of the same shape)")
     p.add_argument("--seeds", type=int, nargs="+", help="seeds to run (default: the config's; issue 37: 42 43 44)")
     p.add_argument("--warm", action="store_true",
-                   help="jobs start as forks of a warm process (python -m augsbert.face.warm_server; docs/performance.md)")
+                   help="jobs start as forks of a warm process (python -m augsbert.run.warm_server; docs/performance.md)")
     p.add_argument("--label", default="", help="a note stored with this run's figures (e.g. the commit)")
     p.add_argument("--keep", action="store_true", help="keep the scratch copy (default: deleted after a success)")
     p.add_argument("snakemake_args", nargs="*", help="more snakemake arguments (after --)")
@@ -246,7 +246,7 @@ def main(argv=None) -> int:
     server = None
     if args.warm:  # started with the jobs' environment; its import time counts in the wall time, as in a real run
         socket_path = scratch / ".warm.sock"
-        server = subprocess.Popen([sys.executable, "-m", "augsbert.face.warm_server", str(socket_path)], cwd=scratch,
+        server = subprocess.Popen([sys.executable, "-m", "augsbert.run.warm_server", str(socket_path)], cwd=scratch,
                                   env=env, stderr=open(scratch / "warm_server.log", "w"))
         for _ in range(600):
             if socket_path.exists() or server.poll() is not None:

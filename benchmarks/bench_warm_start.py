@@ -16,7 +16,7 @@ end of the child's first training step. The warm process's own import time is sh
 not per job.
 
 The figure is the fastest of `--repeat` runs (cold and warm alternating). The warm process here is a minimal
-one with the timing hooks built in; `python -m augsbert.face.warm_server` is the one commands use (AUGSBERT_WARM_SOCKET,
+one with the timing hooks built in; `python -m augsbert.run.warm_server` is the one commands use (AUGSBERT_WARM_SOCKET,
 docs/performance.md, "Job start"), with the same imports (PRELOAD).
 """
 
@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 import bench_overhead as bo  # noqa: E402  (the start-up hooks, data artifact and specs)
 
-from augsbert.face.warm_server import PRELOAD
+from augsbert.run.warm_server import PRELOAD
 
 # The warm process: imports PRELOAD, reports the time it took, then forks one child per request line
 # {"argv", "env"}; the child installs bench_overhead's two hooks on the already imported modules and runs the

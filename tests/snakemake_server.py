@@ -24,7 +24,7 @@ PRELOAD = (
     "snakemake.cli", "snakemake.api", "snakemake.dag", "snakemake.workflow", "snakemake.persistence",
     "snakemake.scheduling.job_scheduler", "snakemake.executors.local", "snakemake.executors.dryrun",
     "snakemake.report",
-    "augsbert.config.load", "augsbert.plan", "augsbert.face.export", "augsbert.scheduling.resources", "augsbert.training.tracking",
+    "augsbert.config.load", "augsbert.plan", "augsbert.export.facts", "augsbert.scheduling.resources", "augsbert.training.tracking",
     "augsbert.training.distributed", "augsbert.stages",
 )
 

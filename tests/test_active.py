@@ -823,7 +823,7 @@ def test_a_stop_for_labelling_ends_the_run_with_one_line_and_its_own_status(tmp_
 
 def test_augsbert_run_passes_the_stop_on_without_a_failed_job_s_line(tmp_path, capsys):
     """Under `augsbert run` the stop's line stays last: no "a job failed" line below it, Snakemake's status 3."""
-    from augsbert.face.cli import run_snakemake
+    from augsbert.scheduling.snakemake_console import run_snakemake
 
     log = _stop_log(tmp_path)
     fake = (f"import sys; print('    log: {log} (check log file(s) for error details)', file=sys.stderr); "

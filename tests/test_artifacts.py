@@ -365,7 +365,7 @@ def test_byte_flips_inside_a_large_file_are_found_with_size_and_mtime_kept(tmp_p
     capsys.readouterr()
     assert main(["verify", "--artifacts", str(root)]) == 0
     assert "hashing" not in capsys.readouterr().err  # under 1 GB: nothing to announce
-    monkeypatch.setattr(cli, "LARGE_VERIFY", 1 << 20)  # over it, verify says what it will cost and what it took
+    monkeypatch.setattr("augsbert.store.verify.LARGE_VERIFY", 1 << 20)  # over it, verify says what it will cost and what it took
     assert main(["verify", "--artifacts", str(root)]) == 0
     out, err = capsys.readouterr()
     assert err == "hashing 0.1 GB in 1 artifact(s) in full: about 1 s at 0.5 GB/s\n"
@@ -634,7 +634,7 @@ def test_v1_a_folder_in_an_artifacts_place_holding_nothing_is_named_moved_and_re
     verify names it incomplete, `--repair` moves it aside, the workflow plans it again, and export says so."""
     from augsbert.config.load import load_config
     from augsbert.face.cli import main
-    from augsbert.face.export import ExportError, _finished
+    from augsbert.export.export import ExportError, _finished
     from augsbert.plan import Plan
     from workflow_helpers import checkout, keep_experiments, planned
 

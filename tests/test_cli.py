@@ -379,7 +379,7 @@ def test_run_shows_the_failed_jobs_own_error_last(tmp_path, capsys):
     """`augsbert run`: below Snakemake's report of a failed job, the job's own one-line error from its log."""
     import sys
 
-    from augsbert.face.cli import run_snakemake
+    from augsbert.scheduling.snakemake_console import run_snakemake
 
     log = tmp_path / "data.log"
     log.write_text("INFO reading\naugsbert data: error: train.csv:1: header lacks column(s) ['score'] (found 3 "
@@ -396,7 +396,7 @@ def test_run_shows_the_failed_jobs_own_error_last(tmp_path, capsys):
 def test_snakemakes_rule_exception_report_of_a_failed_command_is_dropped():
     import logging
 
-    from augsbert.face.cli import QuietRuleExceptions
+    from augsbert.scheduling.snakemake_console import QuietRuleExceptions
 
     def record(msg, exception):
         made = logging.LogRecord("snakemake.logging", logging.ERROR, "f", 1, msg, None, None)

@@ -303,7 +303,7 @@ def test_workflow_profile_keeps_no_cluster_settings():
 # -- fetch
 
 def test_fetch_lists_exactly_the_hub_models_and_datasets(tmp_path, monkeypatch, capsys):
-    from augsbert.face import fetch as fetch_module
+    from augsbert.models import fetch as fetch_module
 
     monkeypatch.chdir(tmp_path)
     hub = {"dataset": "lee", "base_model": "google-bert/bert-base-uncased", "models": ["zero_shot", "teacher", "student"],

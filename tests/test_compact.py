@@ -215,11 +215,11 @@ def test_static_student_is_distilled_offline_trains_and_its_loss_falls(tmp_path,
     assert result.metrics["dev_spearman"] > 0.3  # the themes are learnt (an untrained static model knows none)
 
 
-# --- export --backend (augsbert.face.backends; the conversion itself: tests/test_deploy.py)
+# --- export --backend (augsbert.export.backends; the conversion itself: tests/test_deploy.py)
 
 
 def test_backend_options_that_cannot_apply_are_refused():
-    from augsbert.face.export import ExportError, _deploy_check
+    from augsbert.export.export import ExportError, _deploy_check
 
     assert _deploy_check("torch", None, "be", {}) is False
     assert _deploy_check("onnx", "int8", "be", {}) is True
@@ -232,7 +232,7 @@ def test_backend_options_that_cannot_apply_are_refused():
 
 
 def test_card_section_states_backend_quantisation_and_the_loading_line():
-    from augsbert.face.backends import card_section
+    from augsbert.export.backends import card_section
 
     text = card_section({"backend": "onnx", "quantize": "int8", "quantize_config": "avx2", "max_seq_length": 64,
                          "pooling": "mean", "normalize": True, "file": "onnx/model_qint8_avx2.onnx"}, "models/x")
@@ -249,7 +249,7 @@ from test_export import experiment, finished_experiment  # noqa: E402,F401  (the
 
 def test_export_without_the_deploy_environment_stops_with_one_line_and_writes_nothing(experiment, tmp_path,
                                                                                      monkeypatch):
-    from augsbert.face.export import ExportError, export
+    from augsbert.export.export import ExportError, export
 
     monkeypatch.setenv("AUGSBERT_DEPLOY_PYTHON", str(tmp_path / "no-deploy-env" / "python"))
     out = tmp_path / "deploy" / "student"
@@ -341,7 +341,7 @@ def test_the_sweep_keeps_the_rate_with_the_best_dev_score(tmp_path, monkeypatch)
 def test_a_static_student_job_sweeps_its_rate_and_its_card_says_which(tmp_path, tiny_model):
     """The student job with a sweep: each rate trained on the tiny model's distilled table, the chosen one in
     metrics.json (and the best run's dev score is the model's), then in the card's facts."""
-    from augsbert.face.export import chosen_rate_text
+    from augsbert.export.facts import chosen_rate_text
     from augsbert.training import pair_job
 
     train, dev = theme_pairs(64, 1), theme_pairs(24, 2)

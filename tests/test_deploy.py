@@ -1,5 +1,5 @@
 """The deploy environment's export (issue 58): `augsbert export --backend onnx|openvino` runs
-augsbert/face/deploy_convert.py in .venv-deploy/ (`make deploy-env`), and a parity gate stands before the export.
+augsbert/export/deploy_convert.py in .venv-deploy/ (`make deploy-env`), and a parity gate stands before the export.
 
 The tests that convert need the deploy environment: they run wherever it exists (a checkout after
 `make deploy-env`, or AUGSBERT_DEPLOY_PYTHON naming one) and skip with the reason elsewhere."""
@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from augsbert.face import backends
-from augsbert.face.backends import (BackendError, backend_available, card_section, check_parity, deploy_python,
+from augsbert.export import backends
+from augsbert.export.backends import (BackendError, backend_available, card_section, check_parity, deploy_python,
                                     parity_sentences)
 
 CONVERTER = backends.CONVERTER
@@ -104,7 +104,7 @@ def test_parity_sentences_are_100_spread_over_the_test_split_then_dev_then_train
     by genre is not cut after its first) and no sentence the calibration saw is one."""
     import pandas as pd
 
-    from augsbert.face.backends import spread
+    from augsbert.export.backends import spread
 
     assert spread([f"s{i}" for i in range(10)], 4) == ["s0", "s2", "s5", "s7"]
     assert spread(["a", "b"], 4) == ["a", "b"]
@@ -126,7 +126,7 @@ def test_calibration_is_300_training_sentences_never_a_dev_or_test_one(tmp_path)
     where its sentences came from and that the calibration saw none."""
     import pandas as pd
 
-    from augsbert.face.backends import CALIBRATION_SENTENCES, calibration_sentences, parity_provenance
+    from augsbert.export.backends import CALIBRATION_SENTENCES, calibration_sentences, parity_provenance
 
     data = tmp_path / "data"
     data.mkdir()
@@ -217,7 +217,7 @@ def _run_card_code(card: str, sentences: list[str]):
 
 @needs_deploy
 def test_export_of_a_student_passes_the_gate_and_loads_in_the_deploy_environment(experiment, tmp_path):
-    from augsbert.face.export import export
+    from augsbert.export.export import export
 
     import pandas as pd
 
@@ -317,18 +317,18 @@ def test_onnx_loads_through_sentence_transformers_once_optimum_onnx_allows_it(tm
     np.testing.assert_allclose(through, direct, atol=1e-4)
     assert backends.ONNX_THROUGH_SENTENCE_TRANSFORMERS, (
         f"optimum-onnx {found['version']} loads the ONNX export through sentence-transformers: set "
-        "augsbert.face.backends.ONNX_THROUGH_SENTENCE_TRANSFORMERS = True (the card then shows backend='onnx')")
+        "augsbert.export.backends.ONNX_THROUGH_SENTENCE_TRANSFORMERS = True (the card then shows backend='onnx')")
 
 
 @needs_deploy
 def test_the_frontier_times_pytorch_onnx_and_openvino_rows_in_one_deploy_process(tmp_path, tiny_model):
     """A frontier with exported rows is timed by the deploy environment's Python, every row in that one process
-    (augsbert.face.frontier.time_rows, deploy_speed.py); the size of an int8 row is what its backend reads."""
+    (augsbert.export.frontier.time_rows, deploy_speed.py); the size of an int8 row is what its backend reads."""
     import shutil
 
     from sentence_transformers import SentenceTransformer
 
-    from augsbert.face.frontier import time_rows
+    from augsbert.export.frontier import time_rows
 
     texts = _texts()
     reference = SentenceTransformer(tiny_model, device="cpu").encode(texts)

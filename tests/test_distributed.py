@@ -53,6 +53,7 @@ def data(tmp_path_factory) -> Path:
     theme_pairs(32, 5, words=(2, 12)).to_parquet(root / "train.parquet")
     theme_pairs(24, 6).to_parquet(root / "dev.parquet")
     theme_pairs(24, 7).to_parquet(root / "test.parquet")
+    (root / "metrics.json").write_text("{}")  # as every data artifact holds (a folder without it is incomplete)
     return root
 
 
@@ -185,12 +186,12 @@ def test_gpus_sizes_the_training_jobs_and_must_divide_their_batches(tmp_path, mo
         Plan(prepare_config({**config, "gpus": 3})).experiment("exp")  # the teacher's 18 divides, the student's 16 not
 
 
-def test_a_locked_artifact_stops_the_launcher_before_torchrun(tmp_path):
+def test_a_locked_artifact_stops_the_launcher_before_torchrun(tmp_path, data):
     from augsbert.store.artifacts import writer_lock
     from augsbert.face.cli import EXIT_LOCKED
 
     out = tmp_path / "artifacts" / "student" / "k"
-    spec = _spec("student", tmp_path, "m", use_gold_labels=True, selection="target_dev")
+    spec = _spec("student", data, "m", use_gold_labels=True, selection="target_dev")
     with writer_lock(out):  # this test process is the live writer
         run = _cli("train-student", spec, out, tmp_path)
     assert run.returncode == EXIT_LOCKED, run.stderr[-3000:]

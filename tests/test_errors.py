@@ -427,7 +427,7 @@ def test_r10_ctrl_c_in_augsbert_run_waits_for_snakemake_and_says_how_to_continue
 
 
 def test_r10_ctrl_c_in_augsbert_rehearse_says_what_was_kept(tmp_path, monkeypatch, capsys):
-    import augsbert.face.rehearse as rehearse
+    import augsbert.run.rehearse as rehearse
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
@@ -478,7 +478,7 @@ def test_r8_rehearse_takes_a_target_written_after_config(argv, targets, tmp_path
     """Issue 56 R8: `augsbert rehearse --config my.yaml results/x.json` ended in argparse's "the following arguments
     are required: TARGET" (--config takes several files, so it took the target). A trailing target (or an
     experiment's or grid's name, as `augsbert run` takes them) is taken back as the target."""
-    import augsbert.face.rehearse as rehearse
+    import augsbert.run.rehearse as rehearse
 
     calls = []
     monkeypatch.chdir(tmp_path)
@@ -572,7 +572,7 @@ def test_a_missing_backend_points_at_the_deploy_environment_not_at_a_downgrading
     """Issue 56: `--backend onnx` without its packages advised `pip install 'sentence-transformers[onnx]'`, which
     pulls optimum-onnx and with it older transformers and sentence-transformers into .venv (docs/guide/compact.md
     "Packages"). It names the separate deploy environment instead (issue 58: the export runs there)."""
-    from augsbert.face.backends import backend_available
+    from augsbert.export.backends import backend_available
 
     monkeypatch.setenv("AUGSBERT_DEPLOY_PYTHON", str(tmp_path / "no-deploy-env" / "python"))
     why = backend_available(backend)

@@ -19,7 +19,7 @@ import torch
 import yaml
 
 from augsbert.face.cli import main
-from augsbert.face.export import MARKER, ExportError, export, push_to_hub
+from augsbert.export.export import MARKER, ExportError, export, push_to_hub
 from augsbert.models.architectures import ARCHITECTURES
 from augsbert.models.cross_bi_encoder import CrossBiEncoder
 from augsbert.store.results_files import seal
@@ -527,7 +527,7 @@ def test_recipe_holds_what_gives_the_model_its_key(tmp_path, monkeypatch, name, 
     trained the experiment's teacher, uncapped: now every artifact the recipe's results file builds is one the
     experiment planned (its `models` cut to the exported model), so nothing is built with options it left out."""
     from augsbert.config.load import load_configs
-    from augsbert.face.export import reproduce_recipe
+    from augsbert.export.facts import reproduce_recipe
     from augsbert.plan import Plan
     from workflow_helpers import checkout
 

@@ -1,7 +1,7 @@
 """The frontier of a grid's compact students (issues 58, 65): its layout from the plan, the rows over seeds, the
 Pareto-optimal ones, the table, the plot, the row `augsbert export --pick-fastest-within` exports, a frontier file
 that is not one (issue 64 case 3), and the demo's own grid measured and picked from end to end
-(augsbert.reporting.frontier, augsbert.face.frontier)."""
+(augsbert.reporting.frontier, augsbert.export.frontier)."""
 
 from __future__ import annotations
 
@@ -133,16 +133,6 @@ def test_a_frontier_that_cannot_be_laid_out_is_one_line_naming_the_option(fronti
 def test_a_grid_without_compact_students_has_no_frontier():
     with pytest.raises(ConfigError, match="grids.demo_quick: no cell's student is a compact one"):
         frontier_spec(plan_shipped(plan=()), "demo_quick")
-
-
-def test_the_backend_names_are_the_export_commands():
-    """The schema's frontier.backends are the export's backends (augsbert.face.backends.BACKENDS, one place)."""
-    from augsbert.face.backends import BACKEND_TITLES, BACKENDS
-
-    schema = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
-    frontier = schema["$defs"]["grid"]["properties"]["frontier"]["properties"]
-    assert tuple(frontier["backends"]["items"]["enum"]) == BACKENDS[1:] == tuple(frontier["backends"]["default"])
-    assert set(BACKEND_TITLES) == set(BACKENDS)
 
 
 # ---- issue 64 case 3: a --frontier file that is not one -----------------------------------------------------

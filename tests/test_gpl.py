@@ -157,7 +157,7 @@ def test_results_and_tables_show_the_gpl_row_with_its_retrieval_figures(tmp_path
 
 
 def test_the_gpl_grid_plans_with_the_hub_models_and_fetch_lists_them():
-    from augsbert.face.fetch import hub_items
+    from augsbert.models.fetch import hub_items
 
     plan = plan_shipped({}, plan=("gpl.gpl.scifact", "gpl.gpl_tasb.scifact"))
     models = {item.repo_id for item in hub_items(plan, "gpl.gpl.scifact")}

@@ -230,8 +230,8 @@ def test_import_graph_resolves_every_import_form(tmp_path):
 # import only parts of the groups below it, never a part of its own group (docs/development.md "Layout"). Light
 # declarations sit low (options, objectives, the config, the store, the plan graph the stages' hooks fill, the
 # stages), then the plan (the module `plan`: the loop over the registry) and reporting over it, the models and the
-# libraries over them (scheduling's GPU memory reads the models' sizes), the trainers, the job entries, the user's
-# face.
+# libraries over them (scheduling's GPU memory reads the models' sizes), the trainers, the job entries with the
+# export and the running of jobs (warm starts, the rehearsal) beside them, the command line.
 ORDER: tuple[tuple[str, ...], ...] = (
     # the package's root, its errors, a former module path's pointer, and the exact top-k search (numpy / faiss, no
     # model: the retrieval evaluation's and the samplers' search, so it sits below both)
@@ -242,11 +242,11 @@ ORDER: tuple[tuple[str, ...], ...] = (
     ("data", "store"),
     ("planning",),
     ("stages",),
-    ("plan", "reporting"),
+    ("plan", "reporting", "reference"),
     ("models",),
     ("scheduling", "evaluation", "sampling", "losses"),
     ("training",),
-    ("jobs",),
+    ("jobs", "export", "run"),
     ("face",),
     ("__main__",),
 )
@@ -268,8 +268,10 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "planning": ("store",),
     "stages": ("errors", "params", "objectives", "config", "data", "store", "planning"),
     "plan": ("config", "store", "planning", "stages"),
-    "reporting": ("config", "store", "planning", "stages"),
-    "models": ("errors", "config", "data", "store", "stages"),
+    "reporting": ("errors", "config", "data", "store", "planning", "stages"),  # data: `augsbert list`'s loaders
+    # the generated reference (`make schema`): the schema's stage sections and docs/reference/stages.md
+    "reference": ("params", "config", "data", "store", "stages"),
+    "models": ("errors", "config", "data", "store", "planning", "stages"),  # planning: fetch's semantic choices
     "scheduling": ("store", "stages", "models"),
     "evaluation": ("data", "models", "search"),
     # sampling takes texts, embeddings and scores, never a model (issue 66): the jobs load and run the models and pass
@@ -279,8 +281,12 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "training": ("errors", "objectives", "data", "store", "stages", "models", "scheduling", "evaluation", "sampling"),
     "jobs": ("errors", "params", "objectives", "config", "data", "store", "planning", "stages", "models",
              "scheduling", "evaluation", "sampling", "losses", "training"),
-    "face": ("errors", "params", "config", "data", "store", "planning", "stages", "plan", "reporting", "models",
-             "scheduling", "training", "jobs"),
+    # the export, its card and backends, the frontier: over the trainers (the card names the loss and arguments)
+    "export": ("params", "config", "data", "store", "stages", "plan", "reporting", "models", "training"),
+    # running the jobs: warm starts (the server runs the command line by its name, warm_server.COMMAND), the rehearsal
+    "run": ("errors", "config", "data", "store", "stages", "plan", "reporting", "models", "scheduling"),
+    "face": ("errors", "config", "store", "planning", "stages", "plan", "reporting", "models", "scheduling", "training",
+             "jobs", "export", "run"),
     "__main__": ("face",),
 }
 
@@ -414,8 +420,8 @@ def test_the_order_check_finds_an_arrow_up_or_sideways():
 # ------------------------------------------------------------------ the shape of the package
 
 # of the package's own modules (issue 40): only where a module is heavy or an import-time order needs it (issue 66:
-# 40 -> 28; of those left, the 8 in face/ that import nothing heavy wait for face/'s split)
-MAX_FUNCTION_LOCAL_IMPORTS = 28
+# 40 -> 28; 28 -> 22 with face/'s split, the export's light imports at the top of its modules)
+MAX_FUNCTION_LOCAL_IMPORTS = 22
 
 
 def function_local_imports(root: Path) -> list[str]:

@@ -144,7 +144,7 @@ def test_l2_the_lock_files_of_a_run_killed_beside_a_live_one_are_removed_and_the
     none (a run was alive) and every rerun stopped with Snakemake's LockException naming `--unlock`, which it does not
     take. Each run's record names its own lock files: the killed run's go (the live run's stay), and where the live run
     holds what a rerun would write, one line says which run it is and what to do."""
-    from augsbert.face.cli import run_snakemake
+    from augsbert.scheduling.snakemake_console import run_snakemake
     from augsbert.store.live_runs import lock_holders
 
     monkeypatch.chdir(tmp_path)

@@ -46,11 +46,11 @@ RESOLVED = {
 # (file, option, literal default) that the scan of src/ finds but that give no stage option a default: a name an
 # option shares with something else, or a sentinel; each with why
 NOT_OPTION_DEFAULTS = {
-    ("src/augsbert/face/export.py", "arch", "'be'"): "an artifact's metrics: a student recorded before `arch` was",
-    ("src/augsbert/face/export.py", "selection", "'unset'"): "the model card's words for a spec without one",
-    ("src/augsbert/face/export.py", "strategies", "{}"): "the labels artifact's per-strategy counts",
-    ("src/augsbert/face/model_card.py", "dataset", "{}"): "the config's dataset entry",
-    ("src/augsbert/face/rehearse.py", "data_dir", "'data/raw'"): "the rehearsal root's data folder (config level)",
+    ("src/augsbert/export/facts.py", "arch", "'be'"): "an artifact's metrics: a student recorded before `arch` was",
+    ("src/augsbert/export/facts.py", "selection", "'unset'"): "the model card's words for a spec without one",
+    ("src/augsbert/export/facts.py", "strategies", "{}"): "the labels artifact's per-strategy counts",
+    ("src/augsbert/export/model_card.py", "dataset", "{}"): "the config's dataset entry",
+    ("src/augsbert/run/rehearse.py", "data_dir", "'data/raw'"): "the rehearsal root's data folder (config level)",
     ("src/augsbert/models/mlm.py", "seed", "None"): "an unseeded masking generator",
     ("src/augsbert/planning/graph.py", "hub_revisions", "{}"): "the config's pinned revisions (none pinned)",
     ("src/augsbert/stages/negatives.py", "hub_revisions", "{}"): "the config's pinned revisions (none pinned)",

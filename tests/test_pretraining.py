@@ -569,7 +569,7 @@ def test_the_schema_offers_exactly_the_registered_objectives():
     import yaml
 
     from augsbert.config.schema import load_schema
-    from augsbert.face.schema import SCHEMA_FILE, render
+    from augsbert.reference.schema import SCHEMA_FILE, render
     from augsbert.objectives import OBJECTIVE_OPTIONS
     from augsbert.stages.pretrain import PretrainOptions
 

@@ -85,7 +85,7 @@ def test_model_references_take_the_stand_in_of_their_kind():
 
 
 
-# the options the hand list face/rehearse.py held before the stages declared them (issue 48): each stage whose params
+# the options the hand list run/rehearse.py held before the stages declared them (issue 48): each stage whose params
 # have one still makes a job kind of it
 FORMER_KIND_OPTIONS = ("arch", "loss", "objective", "strategy", "strategies", "loader", "format", "score_scale",
                        "variant", "similarity", "activation", "mode", "combine", "symmetric", "pooling", "selection",
@@ -95,11 +95,11 @@ FORMER_KIND_OPTIONS = ("arch", "loss", "objective", "strategy", "strategies", "l
 
 def test_job_kinds_come_from_the_stages_declarations(monkeypatch):
     """A job kind's options are its stage's declared choices (its params' bool and Literal fields) and its
-    `Stage.kind_options`: a new stage's kinds are rehearsed with no edit of face/."""
+    `Stage.kind_options`: a new stage's kinds are rehearsed with no edit of run/."""
     import dataclasses
     from types import SimpleNamespace
 
-    from augsbert.face.rehearse import job_kind, kind_options
+    from augsbert.run.rehearse import job_kind, kind_options
     from augsbert.params import Params
     from augsbert.stages import REGISTRY
     from augsbert.stages.base import Stage

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import augsbert
-from augsbert.face import rehearse
+from augsbert.run import rehearse
 from augsbert.face.cli import main
 from workflow_helpers import checkout
 
@@ -125,7 +125,7 @@ def test_r2_snakemake_and_the_warm_server_end_with_a_killed_rehearsal(tmp_path):
     its children now get SIGINT (Snakemake: cancel, unlock) or SIGTERM (the server) when it ends, also when it was
     started in the background of a script (SIGINT ignored)."""
     code = ("import signal, subprocess, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
-            "from augsbert.face.rehearse import _die_with_parent; "
+            "from augsbert.run.rehearse import _die_with_parent; "
             "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], "
             "preexec_fn=_die_with_parent(signal.SIGINT)); print(child.pid, flush=True); child.wait()")
     parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,

@@ -116,7 +116,7 @@ def test_the_run_log_moves_into_the_root_and_the_projects_own_logs_stay(tmp_path
     import logging
     import types
 
-    from augsbert.face.rehearse import move_run_log
+    from augsbert.run.rehearse import move_run_log
 
     project = tmp_path / "project"
     (project / ".rehearsal").mkdir(parents=True)

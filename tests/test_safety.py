@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from augsbert.export.backends import BACKEND_WILDCARD
 from augsbert.face.cli import main
 from augsbert.config.load import ConfigError, deep_merge, prepare_config, read_config
 from augsbert.config.names import NAME_RULE, check_name
@@ -140,7 +141,9 @@ def test_every_wildcard_is_constrained():
     assert used == {"key", "experiment", "grid", "model", "stage", "backend", "seed"}
     assert used - {"stage", "backend", "seed"} <= constrained
     # `backend` (export.smk's export_model_backend and export_model_backend_seed) is constrained in each of its two
-    # rules, to the two backends; `seed` (export_model_backend_seed) to digits
+    # rules, to the exported backends (the registry's BACKEND_WILDCARD, tests/test_backends.py); `seed`
+    # (export_model_backend_seed) to digits
     export = (REPO / "workflow" / "rules" / "export.smk").read_text()
-    assert len(re.findall(r'\n    wildcard_constraints:\n        backend="onnx\|openvino",\n', export)) == 2
-    assert re.search(r'\n        backend="onnx\|openvino",\n        seed="\[0-9\]\+",\n', export)
+    assert len(re.findall(r'\n    wildcard_constraints:\n        backend=BACKEND_WILDCARD,\n', export)) == 2
+    assert re.search(r'\n        backend=BACKEND_WILDCARD,\n        seed="\[0-9\]\+",\n', export)
+    assert re.fullmatch(r"[a-z0-9_]+(\|[a-z0-9_]+)*", BACKEND_WILDCARD)  # plain names: no separator, no pattern

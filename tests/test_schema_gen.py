@@ -1,4 +1,4 @@
-"""The schema's stage sections are written from the stages' options classes (augsbert.face.schema)."""
+"""The schema's stage sections are written from the stages' options classes (augsbert.reference.schema)."""
 
 from dataclasses import dataclass
 import re
@@ -9,7 +9,7 @@ import yaml
 from augsbert.config.datasets import BwsOptions, PairsFileOptions
 from augsbert.config.schema import load_schema
 from augsbert.data.loaders import LOADERS, Loader
-from augsbert.face.schema import PROPERTIES, REGENERATE, SCHEMA_FILE, dataset_schema, render, section_classes
+from augsbert.reference.schema import PROPERTIES, REGENERATE, SCHEMA_FILE, dataset_schema, render, section_classes
 from augsbert.params import Params, option, option_fields, options_schema, section_schema
 
 # sections of `stage_options` still written by hand in the schema (issue 48: each moves into its stage's options
@@ -225,10 +225,10 @@ def test_an_option_added_to_a_stage_class_reaches_schema_validation_reference_an
     declaration.write_text(text.replace(ANCHOR, ANCHOR + NEW_OPTION))  # the one edit
     (root / "bad.yaml").write_text("experiments: {demo_augsbert_cbe: {labels: {margin: -1}}}\n")
     env = {**os.environ, "PYTHONPATH": str(root / "src"), "HF_HUB_OFFLINE": "1"}
-    stale = subprocess.run([sys.executable, "-m", "augsbert.face.schema", "--check"], cwd=root, env=env,
+    stale = subprocess.run([sys.executable, "-m", "augsbert.reference.schema", "--check"], cwd=root, env=env,
                            capture_output=True, text=True, timeout=120)
-    assert stale.returncode == 1 and "run `python -m augsbert.face.schema --write`" in stale.stderr
-    for args in (["-m", "augsbert.face.schema", "--write"], ["-c", CHECK]):
+    assert stale.returncode == 1 and "run `python -m augsbert.reference.schema --write`" in stale.stderr
+    for args in (["-m", "augsbert.reference.schema", "--write"], ["-c", CHECK]):
         proc = subprocess.run([sys.executable, *args], cwd=root, env=env, capture_output=True, text=True,
                               timeout=300)
         assert proc.returncode == 0, proc.stderr

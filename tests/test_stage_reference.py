@@ -1,9 +1,9 @@
-"""docs/reference/stages.md is written from the stage registry (augsbert.face.stage_reference): it stays equal to
+"""docs/reference/stages.md is written from the stage registry (augsbert.reference.stage_reference): it stays equal to
 what the registry says, and a stage the registry holds but the page does not fails the check."""
 
 import re
 
-from augsbert.face.stage_reference import PAGE, REGENERATE, main, render
+from augsbert.reference.stage_reference import PAGE, REGENERATE, main, render
 from augsbert.stages import REGISTRY, register
 from augsbert.stages.base import Stage
 

@@ -6,7 +6,7 @@ The test writes exactly the two files a developer would add, under the package n
   loss) and its options class, whose one field carries the option's default, description and bounds;
 - `augsbert/losses/toy.py`: the loss class, in sentence-transformers' losses/ style.
 
-In a copy of the project, with the two files written there, `make schema` (`python -m augsbert.face.schema
+In a copy of the project, with the two files written there, `make schema` (`python -m augsbert.reference.schema
 --write`) writes the option into the schema's `pretrain` section (the check says it is stale before); no other
 file is edited. The test shows that the option is then in the schema with its description, that the config is
 checked against it and that the option enters the pretrain node's key only when the objective is chosen. The same
@@ -157,9 +157,9 @@ def test_a_toy_objective_is_two_files_and_works_end_to_end(toy, tiny_model, tmp_
         return subprocess.run([sys.executable, *args], cwd=root, env=env, capture_output=True, text=True,
                               timeout=300)
 
-    stale = python("-m", "augsbert.face.schema", "--check")
+    stale = python("-m", "augsbert.reference.schema", "--check")
     assert stale.returncode == 1 and "make schema" in stale.stderr
-    for args in (("-m", "augsbert.face.schema", "--write"), ("-c", CHECK)):
+    for args in (("-m", "augsbert.reference.schema", "--write"), ("-c", CHECK)):
         proc = python(*args)
         assert proc.returncode == 0, proc.stderr
     found = json.loads(proc.stdout.splitlines()[-1])

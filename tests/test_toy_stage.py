@@ -3,7 +3,7 @@
 1. `label_filter`, a stage between `labels` and `student`, added the way a developer adds one: two files
    written into a copy of the project (its declaration with its options class `src/augsbert/stages/label_filter.py`
    and its job `src/augsbert/jobs/label_filter.py`), its schema section written from the class by `make schema`
-   (`python -m augsbert.face.schema --write`), nothing else edited (not `src/augsbert/plan.py`, not a rule, not the
+   (`python -m augsbert.reference.schema --write`), nothing else edited (not `src/augsbert/plan.py`, not a rule, not the
    schema by hand), then a Snakemake dry run of an experiment that sets it and a run of it and its student.
    Its declaration says it `needs` the `labels` role and fills it: the registry plans it after the labelling
    stage and before the student, which reads its node through the role without knowing it.
@@ -98,7 +98,7 @@ def add_label_filter(root: Path, env: dict) -> list[str]:
     package = root / "src" / "augsbert"
     (package / "stages" / "label_filter.py").write_text(DECLARATION)
     (package / "jobs" / "label_filter.py").write_text(JOB)
-    proc = subprocess.run([sys.executable, "-m", "augsbert.face.schema", "--write"], cwd=root, env=env,
+    proc = subprocess.run([sys.executable, "-m", "augsbert.reference.schema", "--write"], cwd=root, env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     return ["src/augsbert/jobs/label_filter.py", "src/augsbert/stages/label_filter.py"]

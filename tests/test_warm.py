@@ -1,4 +1,4 @@
-"""augsbert.face.warm and augsbert.face.warm_server: commands run in forks of a warm server give what a plain start gives (output, streams, exit
+"""augsbert.run.warm and augsbert.run.warm_server: commands run in forks of a warm server give what a plain start gives (output, streams, exit
 status, artifacts); signals reach the job, a dead command's job is ended, as is a dead keeper's (and the command
 then runs plainly); no server or another environment: a plain start; one server per socket; Snakemake's thread
 variables applied in the fork; the former module path points at the new one."""
@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from augsbert.face.warm import SOCKET_ENV, THREAD_ENV
+from augsbert.run.warm import SOCKET_ENV, THREAD_ENV
 from augsbert.scheduling.progress import PROGRESS_FD_ENV
 from conftest import REPO
 
@@ -57,7 +57,7 @@ def server(tmp_path_factory):
            "AUGSBERT_WARM_PRELOAD": "augsbert.face.cli,torch,threadpoolctl,warm_test_helper"}
     for name in (SOCKET_ENV, PROGRESS_FD_ENV, *THREAD_ENV):  # as from a plain shell
         env.pop(name, None)
-    proc = subprocess.Popen([sys.executable, "-m", "augsbert.face.warm_server", path], env=env, stderr=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "augsbert.run.warm_server", path], env=env, stderr=subprocess.PIPE,
                             text=True)
     assert "serving" in proc.stderr.readline()
     yield {"path": path, "env": env, "tmp": tmp, "proc": proc}
@@ -163,10 +163,10 @@ def test_snakemake_thread_variables_are_served_and_applied(server):
 
 def test_a_second_server_on_the_socket_says_so_and_exits(server):
     """F5: the second server neither takes the socket nor, when it ends, removes the first one's."""
-    second = subprocess.run([sys.executable, "-m", "augsbert.face.warm_server", server["path"]], env=server["env"],
+    second = subprocess.run([sys.executable, "-m", "augsbert.run.warm_server", server["path"]], env=server["env"],
                             capture_output=True, text=True, timeout=60)
     assert second.returncode == 1
-    assert second.stderr.strip() == (f"augsbert.face.warm: error: another warm server (pid {server['proc'].pid}) "
+    assert second.stderr.strip() == (f"augsbert.run.warm: error: another warm server (pid {server['proc'].pid}) "
                                      f"serves {server['path']}; this one exits")
     assert os.path.exists(server["path"])
     assert command(server, "threads-for-test").returncode == 0  # the first one still serves
@@ -198,13 +198,13 @@ def test_the_former_module_path_points_at_the_new_one():
                          env={**os.environ, "PYTHONPATH": str(REPO / "src")})
     assert old.returncode == 2
     assert old.stderr == ("augsbert: error: augsbert.warm_server moved: start the warm server with "
-                          "`python -m augsbert.face.warm_server SOCKET_PATH`\n")
+                          "`python -m augsbert.run.warm_server SOCKET_PATH`\n")
 
 
 def test_which_runs_get_a_warm_server_and_its_start_and_stop(monkeypatch):
     """Warm by default for a local run of two or more stage jobs (workflow/Snakefile onstart); the server the run
     starts serves at a private socket and is stopped, its folder removed, when the run ends."""
-    from augsbert.face import warm
+    from augsbert.run import warm
 
     monkeypatch.delenv(SOCKET_ENV, raising=False)
     monkeypatch.delenv(warm.WARM_ENV, raising=False)
@@ -256,8 +256,8 @@ def test_a_served_command_imports_only_the_socket_client_before_it_hands_over():
             "print(json.dumps(sorted(m for m in sys.modules if m.startswith('augsbert'))))")
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                             env={**os.environ, "PYTHONPATH": str(REPO / "src")})
-    assert json.loads(loaded.stdout) == ["augsbert", "augsbert.face", "augsbert.face.launch", "augsbert.face.warm",
-                                   "augsbert.scheduling", "augsbert.scheduling.progress", "augsbert.store",
+    assert json.loads(loaded.stdout) == ["augsbert", "augsbert.face", "augsbert.face.launch", "augsbert.run",
+                                   "augsbert.run.warm", "augsbert.scheduling", "augsbert.scheduling.progress", "augsbert.store",
                                    "augsbert.store.processes"]  # the last: whether a pid lives (os, socket only)
 
 
@@ -267,13 +267,13 @@ def test_the_folder_of_a_killed_run_s_server_is_removed_by_the_next_run(tmp_path
     folders of runs that are gone, and leaves a live run's and another user's kind of leftovers alone."""
     import tempfile
 
-    from augsbert.face import warm
+    from augsbert.run import warm
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     monkeypatch.delenv(SOCKET_ENV, raising=False)
     env = {**os.environ, "AUGSBERT_WARM_PRELOAD": "augsbert.face.cli", "TMPDIR": str(tmp_path),
            "PYTHONPATH": str(REPO / "src")}
-    code = ("import os, time; from augsbert.face import warm; path = warm.start_for_run()\n"
+    code = ("import os, time; from augsbert.run import warm; path = warm.start_for_run()\n"
             "while not os.path.exists(path): time.sleep(0.05)\n"
             "print(path, flush=True); time.sleep(600)")
     run = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)

@@ -83,16 +83,16 @@ _warm: dict = {}
 
 
 def _warm_server() -> dict[str, str]:
-    """AUGSBERT_WARM_SOCKET of one warm server (augsbert.face.warm) for every workflow run of this test process.
+    """AUGSBERT_WARM_SOCKET of one warm server (augsbert.run.warm) for every workflow run of this test process.
 
     A local run of two or more stage jobs starts a server of its own, which imports torch, transformers and
     sentence-transformers (seconds of CPU, and its first jobs start cold meanwhile): dozens of runs in the suite.
-    A run given a server starts none and its jobs fork from that one (augsbert.face.warm.wanted); each job is
+    A run given a server starts none and its jobs fork from that one (augsbert.run.warm.wanted); each job is
     still a fresh fork with the command's directory and environment. Started on first use, with the
     environment the calls below give Snakemake, so it serves their jobs; ended with the test process. {} while the
     environment differs from the one it started with (a test's monkeypatch.setenv): such a run starts its own, as
     before, so a variable a library reads while it is imported is never the server's."""
-    from augsbert.face.warm import SOCKET_ENV
+    from augsbert.run.warm import SOCKET_ENV
 
     now = {k: v for k, v in {**os.environ, **BASE_ENV}.items() if k != "PYTEST_CURRENT_TEST"}
     if "path" in _warm and now != _warm["env"]:
@@ -101,7 +101,7 @@ def _warm_server() -> dict[str, str]:
         folder = tempfile.mkdtemp(prefix="augsbert-warm-tests-")
         path = os.path.join(folder, "warm.sock")
         with open(os.path.join(folder, "server.log"), "wb") as log:
-            proc = subprocess.Popen([sys.executable, "-m", "augsbert.face.warm_server", path],
+            proc = subprocess.Popen([sys.executable, "-m", "augsbert.run.warm_server", path],
                                     env=now, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
 
         def stop() -> None:

@@ -116,7 +116,7 @@ class Params:
 
     OPEN: typing.ClassVar[bool] = False
     # an options class of a config section: the section's name and description (the schema's section is written
-    # from the class: augsbert.face.schema)
+    # from the class: augsbert.reference.schema)
     SECTION: typing.ClassVar[str] = ""
     SECTION_DESCRIPTION: typing.ClassVar[str] = ""
     # a class made by `slice_of`: the class whose options it copies (their declarations stay there)
@@ -181,7 +181,7 @@ class Params:
 
     @classmethod
     def schema_properties(cls) -> dict[str, dict]:
-        """The schema properties an options class writes (augsbert.face.schema): one per option. A class whose
+        """The schema properties an options class writes (augsbert.reference.schema): one per option. A class whose
         keys are declared elsewhere too adds them here (`pretrain`: the objectives' own options and choices)."""
         return options_schema(cls, cls.SECTION or cls.__name__)
 

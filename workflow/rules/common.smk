@@ -7,7 +7,8 @@ from augsbert.store.keys import short_hash
 from augsbert.config.load import ConfigError, merged_files, prepare_config
 from augsbert.config.names import name_pattern
 from augsbert.config.yaml_files import check_config_file, check_duplicate_keys
-from augsbert.face.export import MODEL_WILDCARD
+from augsbert.export.backends import BACKEND_WILDCARD
+from augsbert.export.facts import MODEL_WILDCARD
 from augsbert.training.distributed import GPUS_ENV
 from augsbert.errors import MissingDataError
 from augsbert.models.device import CUDA_GRAPHS_ENV, DEVICE_ENV, PRECISION_ENV
@@ -49,7 +50,7 @@ try:
         check_duplicate_keys(_file)
         # a target written after --configfile is read as one more config file: say so, not "unknown key ..."
         check_config_file(_file, option="--configfile")
-    # a rehearsal reads the project's data folder, cut into its own root (augsbert.face.rehearse.prepare)
+    # a rehearsal reads the project's data folder, cut into its own root (augsbert.run.rehearse.prepare)
     _data_source = os.path.join(PROJECT_DIR, os.path.expanduser(str(config.get("data_dir", "data/raw"))))
     # Snakemake merged the files before this code runs: built again as the CLI builds it, each file's old section
     # names renamed where it wrote them (a user's `defaults.silver` over the shipped `defaults.labels`), then --config
@@ -58,7 +59,7 @@ try:
     config.clear()
     config.update(_effective)
     if _rehearsal.is_on(config):
-        from augsbert.face.rehearse import prepare as _prepare_rehearsal
+        from augsbert.run.rehearse import prepare as _prepare_rehearsal
 
         for _name, _done in _prepare_rehearsal(config, _data_source).items():
             print(f"augsbert: rehearsal: {_name}: {_done}", file=sys.stderr)
@@ -68,10 +69,11 @@ except ConfigError as err:
     sys.exit(2)  # as the augsbert CLI
 
 # A job whose command failed: Snakemake's RuleException report (the exception, the rule file's line, the command
-# again) left out; its `Error in rule` block names the log and shows it (augsbert.face.cli.QuietRuleExceptions)
+# again) left out; its `Error in rule` block names the log and shows it
+# (augsbert.scheduling.snakemake_console.QuietRuleExceptions)
 import logging as _logging
 
-from augsbert.face.cli import QuietRuleExceptions as _QuietRuleExceptions
+from augsbert.scheduling.snakemake_console import QuietRuleExceptions as _QuietRuleExceptions
 
 _logging.getLogger("snakemake.logging").addFilter(_QuietRuleExceptions())
 # A labelling job's stop for a person (active.annotator: file) is no failure: Snakemake's report of it is left out,

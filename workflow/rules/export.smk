@@ -35,7 +35,7 @@ rule export_model_backend:
     log:
         "logs/export/{experiment}/{model}-{backend}-int8.log",
     wildcard_constraints:
-        backend="onnx|openvino",
+        backend=BACKEND_WILDCARD,
     conda:
         "../envs/models.yaml"
     threads: 2
@@ -59,7 +59,7 @@ rule export_model_backend_seed:
     log:
         "logs/export/{experiment}/{model}-{backend}-int8-seed{seed}.log",
     wildcard_constraints:
-        backend="onnx|openvino",
+        backend=BACKEND_WILDCARD,
         seed="[0-9]+",
     conda:
         "../envs/models.yaml"

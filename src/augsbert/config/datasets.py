@@ -2,7 +2,7 @@
 each loader's own (`LeeOptions`, ..., one class per loader; a base class holds what several loaders share:
 `BwsOptions`' `path`).
 
-The options class is the spec: `augsbert.face.schema` writes the schema's `$defs.dataset` from these classes and
+The options class is the spec: `augsbert.reference.schema` writes the schema's `$defs.dataset` from these classes and
 the loaders' registry (`augsbert.data.loaders.LOADERS`, each loader naming its class as `options_class`): the `loader`
 enum, then one `if loader == X then properties` block per class that declares options of its own, in the
 registry's order. The loaders read their defaults from here (`augsbert.params.default_of`).

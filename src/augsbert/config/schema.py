@@ -1,7 +1,7 @@
 """The config schema: loading it (the package's copy of workflow/schemas/config.schema.yaml), resolving its
 references, and converting command-line strings back to the types it declares (`coerce`).
 
-Its stage sections are written from the stages' options classes (augsbert.face.schema), the `pretrain`
+Its stage sections are written from the stages' options classes (augsbert.reference.schema), the `pretrain`
 section with the objectives' options (augsbert.objectives): the file holds every key, nothing is added to it here.
 """
 

@@ -100,7 +100,7 @@ class Loader(ABC):
     """Base class: subclasses set the description and their options class and implement `files` and `load`.
 
     `options_class`: the loader's options class (augsbert.config.datasets): the schema's block of its keys is written
-    from it (augsbert.face.schema), and so are their defaults, which the validated config fills in."""
+    from it (augsbert.reference.schema), and so are their defaults, which the validated config fills in."""
 
     options_class: type[Params]
     what = ""

@@ -9,7 +9,6 @@ is planned from that config and written to its usual artifact path.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import difflib
 import importlib
 import json
@@ -18,11 +17,7 @@ import os
 import re
 import shlex
 import shutil
-import signal
-import subprocess
 import sys
-import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -33,20 +28,22 @@ from ..config.names import check_name
 from ..config.renames import SAID as RENAMES_SAID
 from ..config.yaml_files import CONFIG_SUFFIXES, config_needs, is_target
 from ..errors import ConfigError, DataError, LabellingStop
-from .backends import BackendError
-from .export import ExportError, add_command as add_export_command
-from .fetch import fetch
-from .listing import KINDS, render_list, render_plan
+from ..export.backends import BackendError
+from ..export.export import ExportError
+from .export_command import add_command as add_export_command
+from ..models.fetch import fetch
+from ..reporting.listing import KINDS, render_list, render_plan
 from ..models import ModelResolutionError
-from ..models.device import DEVICE_ENV, REQUESTED_ENV, check_device_name
+from ..models.device import REQUESTED_ENV, check_device_name, pin_one_gpu
 from ..plan import Plan
 from ..reporting.curves import curve_spec
 from ..reporting.frontier import frontier_spec
 from ..reporting.layout import grid_spec
 from ..scheduling import progress
 from ..scheduling.gpus import GpuInventoryError, claim_for_job
+from ..scheduling.snakemake_console import run_snakemake
 from ..scheduling.stops import CONTINUE_ENV, EXIT_LABELLING, STOP_MARK, run_command
-from .warm import SOCKET_ENV, run as run_warm
+from ..run.warm import SOCKET_ENV, run as run_warm
 from ..stages import REGISTRY
 from ..stages.base import Stage
 from ..store.artifacts import (
@@ -65,10 +62,8 @@ from ..store.artifacts import (
 from ..planning.graph import KEY_PATTERN, PLAN_WARNINGS_SAID
 from ..jobs.job_inputs import recheck
 from ..store.keys import is_key
-from ..store.live_runs import clear_stale_locks, in_use, lock_holders
-from ..store.results_files import read_results
-from ..store.manifests import (QUARANTINE, artifact_folders, foreign_folders, hashed_bytes, key_problem, not_deletable,
-                               problems, quarantine_place, unlisted_files)
+from ..store.live_runs import clear_stale_locks
+from ..store.verify import verify as verify_artifacts
 from ..jobs.specs import check_aggregate_spec, check_stage_spec, load_spec
 from ..training import distributed
 from ..training.tracking import begin
@@ -138,7 +133,9 @@ def _stage_command(sub, stage: Stage) -> None:
             recheck(spec, out=out)
         kwargs = {"device": args.device} if stage.device else {}
         runner = stage.load_runner()  # imported here: `augsbert --help` loads no model library
-        if _data_parallel(name, args, spec, out, runner, kwargs):  # a further rank of a distributed run: done
+        if distributed.run_data_parallel(name, spec, out, runner, kwargs, device=getattr(args, "device", None),
+                                         force=args.force, wait_lock=args.wait_lock, argv=args.argv):
+            return  # a further rank of a distributed run: done
             return
         begin(spec)  # names the tracker run of this stage (`tracking`; nothing when it is none)
         # One writer per artifact for the whole job: taken before the runner reads an input or touches the
@@ -194,144 +191,6 @@ def check_inputs(spec: dict) -> None:
     for role, path in (spec.get("inputs") or {}).items():
         if isinstance(path, str):  # a missing input: the stage says what it needed
             check_artifact(path, f"input `{role}`", stages=set(REGISTRY))
-
-
-def _verify(args) -> int:
-    stages = set(REGISTRY)
-    root = Path(args.artifacts)
-    if not root.is_dir():
-        raise ConfigError(f"--artifacts {root}: {'not a folder' if root.exists() else 'no such folder'}; name the "
-                          "project's artifacts folder (default: artifacts, run from the project folder)")
-    folders = artifact_folders(root, stages)
-    if not folders:
-        raise ConfigError(f"--artifacts {root}: no artifact in it (artifacts are <stage>/<key>/ folders with a "
-                          "spec.json or manifest.json); is it the project's artifacts folder?")
-    total = sum(hashed_bytes(folder) for folder in folders)
-    if total > LARGE_VERIFY:  # sha256 reads every byte: say what that costs before it starts
-        print(f"hashing {total / 1e9:.1f} GB in {len(folders)} artifact(s) in full: about "
-              f"{max(1, round(total / HASH_RATE))} s at {HASH_RATE / 1e9:.1f} GB/s", file=sys.stderr, flush=True)
-    start = time.monotonic()
-    damaged = {folder: found for folder in folders
-               if (found := [p for p in (key_problem(folder, stages),) if p]
-                   + problems(folder, holds=REGISTRY[folder.parent.name].holds))}
-    deleted, kept, moved = [], [], []
-    when = time.strftime("%Y%m%dT%H%M%S")
-    used = in_use(damaged, root.parent) if args.repair else {}  # a live run reads or writes them: left in place
-    for folder, found in damaged.items():
-        print(f"{folder}: {'; '.join(found)}")
-        if not args.repair:
-            continue
-        why = not_deletable(folder, root, stages)  # never anything the workflow did not write
-        if why or folder in used:
-            print(f"  not moved: {why}; check it and move it away yourself if it is an artifact" if why else
-                  f"  not moved: {used[folder]}; run `augsbert verify --repair` again once it has ended")
-            kept.append(folder)
-            continue
-        # moved aside, never deleted: a damaged artifact may hold files of yours (notes.txt) or be worth a look
-        place = None if folder.is_symlink() else quarantine_place(root, folder, when)
-        foreign = None if place is None else unlisted_files(folder)
-        try:
-            if place is None:  # an artifact linked from Snakemake's output cache: the link, the cache keeps its files
-                folder.unlink()
-            else:
-                place.parent.mkdir(parents=True, exist_ok=True)
-                os.rename(folder, place)
-        except OSError as err:
-            raise ConfigError(f"cannot move {folder} aside (to {place or 'nowhere: it is a link'}): "
-                              f"{err.strerror or err} ({err.filename or folder}); make {root} writable (a read-only "
-                              f"mount?) and run `augsbert verify --repair` again, or move it away yourself") from None
-        deleted.append(folder)
-        if place is None:
-            print("  removed the link (Snakemake's cache keeps the files it points to)")
-            continue
-        moved.append(place)
-        print(f"  moved to {place}" + (
-            "" if foreign == [] else
-            "; which of its files augsbert wrote cannot be told (no usable manifest.json)" if foreign is None else
-            f"; {len(foreign)} file(s) in it augsbert did not write: {', '.join(foreign)}"))
-    foreign = foreign_folders(root, stages)
-    if foreign:
-        print(f"{len(foreign)} folder(s) under {root} with a manifest.json or spec.json are not artifacts (no stage's "
-              f"<stage>/<key> place) and were left alone: {', '.join(map(str, foreign[:3]))}"
-              + (" ..." if len(foreign) > 3 else ""))
-    took = time.monotonic() - start
-    refused = _verify_results(Path(args.results))
-    print(f"{len(folders)} artifact(s) checked under {root}, {len(damaged)} damaged"
-          + (f", {len(moved)} moved to {root / QUARANTINE}/" if moved else "")
-          + (f", {len(deleted) - len(moved)} link(s) removed" if len(deleted) > len(moved) else "")
-          + (f" ({total / 1e9:.1f} GB hashed in {took:.1f} s)" if total > LARGE_VERIFY else ""))
-    if moved:
-        print(f"{root / QUARANTINE}/ keeps what was moved (nothing reads it); take out what you need, then empty it: "
-              f"rm -r {root / QUARANTINE}")
-    if deleted:
-        # Snakemake rebuilds a missing intermediate only for a job that runs anyway: a run whose targets
-        # (results/..., tables) are up to date plans nothing, so the deleted folders are named as targets
-        print("rebuild them and what depends on them: add them to the targets of your next run, "
-              f"snakemake <options> <targets> {' '.join(str(folder) for folder in deleted)}")
-    return 1 if kept or (damaged and not args.repair) or refused else 0
-
-
-def _verify_results(folder: Path) -> int:
-    """Name each results file under `folder` that its readers would refuse (edited, or collected from artifacts
-    that have changed since: augsbert.store.results_files); how many. They are never deleted (collect again)."""
-    refused = 0
-    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        try:
-            read_results(path, gone_ok=True)  # a deleted artifact: rebuilt, then re-collected
-        except DamagedArtifactError as err:
-            print(str(err))
-            refused += 1
-    if refused:
-        print(f"{refused} results file(s) under {folder} not as collected (not deleted: collect them again)")
-    return refused
-
-
-# verify reports its time when it hashes more than this. HASH_RATE: what its estimate reckons with; sha256 of
-# a 90 MiB file took 0.09-0.10 s (about 1 GB/s) on one core of the 2-core development VM from the page cache,
-# half that allows for a disk
-LARGE_VERIFY = 1 << 30
-HASH_RATE = 0.5e9
-
-
-def _data_parallel(name: str, args, spec: dict, out: str, runner: Callable, kwargs: dict) -> bool:
-    """Run `name` data-parallel when `gpus` > 1 (augsbert.training.distributed); True if this process has done its part.
-
-    - launcher (`gpus` > 1, a training command, not yet under torchrun): checks
-      the devices and that no live process writes `out` (so a locked artifact
-      stops here, with the holder's name and exit code 75), then replaces itself
-      with torchrun running this same command line in `gpus` processes;
-    - torchrun worker: joins the process group on its own device; rank 0
-      returns False and goes on as a single process would (writer lock,
-      artifact, log); any other rank runs the stage's training part without
-      the lock and returns True.
-    """
-    wanted = args.device if getattr(args, "device", None) else os.environ.get(DEVICE_ENV, "auto")
-    if distributed.in_worker() and distributed.world_size() > 1:
-        if name not in distributed.DISTRIBUTED_COMMANDS:
-            raise ConfigError(f"`augsbert {name}` runs in one process; start it without torchrun (only "
-                              f"{', '.join(sorted(distributed.DISTRIBUTED_COMMANDS))} train data-parallel)")
-        kwargs["device"] = distributed.init_worker(wanted)
-        if distributed.is_main():
-            log.info("rank 0 of %d processes (device %s, backend %s)", distributed.world_size(), kwargs["device"],
-                     distributed.backend(kwargs["device"]))
-            return False
-        runner(spec, out, force=args.force, **kwargs)
-        return True
-    nproc = distributed.requested_gpus()
-    if nproc == 1 or "device" not in kwargs:
-        return False
-    if name not in distributed.DISTRIBUTED_COMMANDS:
-        log.info("gpus is %d, but %s runs in one process on one device", nproc, name)
-        return False
-    distributed.check_devices(wanted, nproc)
-    with writing(out), writer_lock(out, wait=args.wait_lock):
-        pass  # only a probe: rank 0 takes the lock for the job
-    command = distributed.launch_argv(args.argv, nproc)
-    log.info("data-parallel over %d processes: %s", nproc, " ".join(command))
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.execv(command[0], command)
-    return True  # not reached: execv replaces this process
 
 
 def _plan_command(sub) -> None:
@@ -415,7 +274,7 @@ def _rehearse_command(sub) -> None:
                    "rehearsal does it itself when none runs)")
 
     def handler(args) -> int:
-        from .rehearse import run, unlock  # imports the model libraries' builders only when a rehearsal runs
+        from ..run.rehearse import run, unlock  # imports the model libraries' builders only when a rehearsal runs
 
         if args.unlock:
             if args.targets:
@@ -442,78 +301,6 @@ def targets_after_config(args) -> None:
     while config and is_target(config[-1]):
         moved.insert(0, config.pop())
     args.config, args.targets = config or None, [*args.targets, *moved]
-
-
-class QuietRuleExceptions:
-    """A logging filter for Snakemake's logger (installed by workflow/rules/common.smk): drops the RuleException
-    report of a job whose shell command failed (`RuleException: CalledProcessError ... returned non-zero exit
-    status`): the exception's class, the rule file's line and the command once more, above Snakemake's own
-    `Error in rule` block, which names the job's log and shows it. Every other error passes."""
-
-    def filter(self, record) -> bool:
-        if getattr(record, "exception", None) != "RuleException":
-            return True
-        message = str(record.msg)
-        return not (message.startswith("RuleException:") and "CalledProcessError" in message)
-
-
-FAILED_LOG = re.compile(r"^\s+log: (.+?) \(check log file\(s\) for error details\)$")
-
-
-def run_snakemake(command: list[str]) -> int:
-    """Run Snakemake, its console passed through (a failed job's RuleException report is dropped by the
-    workflow's QuietRuleExceptions); when it fails, the failed jobs' own error lines (the last
-    `augsbert ...: error:` line of each job's log) come last, below Snakemake's report."""
-    proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, errors="replace")
-    logs, locked = [], False
-    with _interrupts_passed_on(proc) as interrupts:
-        for line in proc.stderr:
-            sys.stderr.write(line)
-            sys.stderr.flush()
-            locked = locked or "Directory cannot be locked" in line
-            found = FAILED_LOG.match(line.rstrip("\n"))
-            if found:
-                logs.extend(found.group(1).split(", "))
-        code = proc.wait()
-    if interrupts and code != 0:  # a run that finished anyway (the interrupt was ours alone) is no interruption
-        raise KeyboardInterrupt
-    if code and locked:  # Snakemake's LockException names `--unlock` alone: who holds the folder, what to do
-        print(f"augsbert: error: {lock_holders()}", file=sys.stderr)
-    # a run stopped for labelling ended with its own line (augsbert.scheduling.stops): nothing failed to add
-    for log_file in dict.fromkeys(logs) if code not in (0, EXIT_LABELLING) else ():
-        try:
-            lines = Path(log_file).read_text(errors="replace").splitlines()
-        except OSError:
-            continue
-        errors = [line for line in lines if line.startswith("augsbert") and ": error: " in line]
-        if errors:
-            print(f"augsbert: a job failed ({log_file}): {errors[-1]}", file=sys.stderr)
-    return code
-
-
-@contextlib.contextmanager
-def _interrupts_passed_on(proc: subprocess.Popen):
-    """While Snakemake runs: a Ctrl-C is counted, not raised. Snakemake, in the terminal's process group, got it too
-    and stops its jobs (which got it as well); its console is passed on until it has ended, so that nothing it says
-    is lost (a KeyboardInterrupt in the middle of reading a line drops it) and it removes what the cut jobs left and
-    its lock. A second Ctrl-C sends it SIGTERM, a third SIGKILL. Yields the list of interrupts received."""
-    interrupts: list[int] = []
-    if threading.current_thread() is not threading.main_thread():
-        yield interrupts
-        return
-
-    def count(signum, frame):
-        interrupts.append(signum)
-        if len(interrupts) > 1:
-            stop = signal.SIGTERM if len(interrupts) == 2 else signal.SIGKILL
-            print(f"augsbert: stopping Snakemake ({stop.name})", file=sys.stderr, flush=True)
-            proc.send_signal(stop)
-
-    previous = signal.signal(signal.SIGINT, count)
-    try:
-        yield interrupts
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def interrupted_line(args) -> str:
@@ -549,7 +336,7 @@ def print_estimate(plan: Plan, experiments: list[str]) -> str:
     # and every node those are built from: a teacher its readers plan (not a row: `models` without `teacher`) is
     # no role of the runs, and Snakemake runs it all the same (issue 56)
     keys = [key for key in with_upstream(plan, keys) if not Path(plan.node(key).path).is_dir()]
-    from .warm import wanted
+    from ..run.warm import wanted
 
     warm = wanted(local=True, deployment=False, stage_jobs=len(keys)) is None  # as a local run will start them
     return estimate_text(plan, keys, experiments, plan.config["device"], warm=warm)
@@ -654,7 +441,7 @@ def _aggregate_command(sub, name: str, help_text: str, what: str, out_help: str,
 # the tables read pandas, and `augsbert --help` loads no table or model library (tests/test_cli.py)
 AGGREGATE_RUNNERS = {"collect-results": "augsbert.reporting.results:run",
                      "render-table": "augsbert.reporting.tables:run", "render-curve": "augsbert.reporting.curves:run",
-                     "frontier": "augsbert.face.frontier:run"}
+                     "frontier": "augsbert.export.frontier:run"}
 
 
 def aggregate_runner(command: str) -> Callable:
@@ -742,7 +529,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "<artifacts>/.quarantine/<stage>/<key>-<time>/, naming the files in it augsbert did not write")
     verify.add_argument("--results", default="results", help="the results folder whose results/<experiment>.json "
                                                               "files are checked too (default results)")
-    verify.set_defaults(handler=_verify)
+    verify.set_defaults(handler=lambda args: verify_artifacts(
+        args.artifacts, args.results, args.repair, {name: stage.holds for name, stage in REGISTRY.items()}))
     ref = sub.add_parser("config-reference", help="print the Markdown config reference (config/README.md)")
     ref.set_defaults(handler=lambda args: print(reference.render(), end=""))
     return parser
@@ -755,27 +543,6 @@ def _fetch(args) -> None:
     fetch(Plan(load_configs(args.config, lazy=True)), args.experiment)
 
 
-def pin_one_gpu(argv: list[str]) -> None:
-    """Give this process exactly one GPU, before torch starts.
-
-    Hugging Face trainers spread over every visible GPU (DataParallel), which
-    would silently multiply the batch size and ignore `cuda:N`. Snakemake does
-    not set CUDA_VISIBLE_DEVICES (SLURM does for --gpus), so a local job with
-    `cuda:N` or several visible GPUs is pinned here.
-    """
-    device = os.environ.get(DEVICE_ENV, "auto")
-    if "--device" in argv[:-1]:
-        device = argv[argv.index("--device") + 1]
-    if device.startswith("cuda:"):
-        os.environ[REQUESTED_ENV] = device  # named in messages: the job sees `cuda` below
-        os.environ["CUDA_VISIBLE_DEVICES"] = device.split(":", 1)[1]
-        os.environ[DEVICE_ENV] = "cuda"
-        if "--device" in argv[:-1]:
-            argv[argv.index("--device") + 1] = "cuda"
-    elif device in ("auto", "cuda") and "CUDA_VISIBLE_DEVICES" not in os.environ:
-        os.environ["CUDA_VISIBLE_DEVICES"] = "0"
-
-
 # Another live process writes the same output: a temporary condition (sysexits EX_TEMPFAIL), not a bad input.
 EXIT_LOCKED = 75
 # Ended by Ctrl-C: 128 + SIGINT, what a shell reports for a command killed by it.
@@ -786,7 +553,7 @@ EXIT_BROKEN_PIPE = 141
 
 def main(argv: list[str] | None = None, warm: bool = True) -> int:
     """`augsbert argv`; `warm=False`: the warm server was tried already (augsbert.face.launch)."""
-    if warm and os.environ.get(SOCKET_ENV):  # a warm server runs the command in a fork (augsbert.face.warm)
+    if warm and os.environ.get(SOCKET_ENV):  # a warm server runs the command in a fork (augsbert.run.warm)
         code = run_warm(list(sys.argv[1:] if argv is None else argv))
         if code is not None:
             return code

@@ -1,7 +1,7 @@
 """The `augsbert` command's entry point: a job of a warm run hands itself over before anything heavy is imported.
 
 A workflow job's command (`augsbert teacher --spec ...`) is only a messenger where a warm server runs the jobs
-(augsbert.face.warm): importing `augsbert.face.cli` first (the registry, the planner, the stages: about 0.3 s of
+(augsbert.run.warm): importing `augsbert.face.cli` first (the registry, the planner, the stages: about 0.3 s of
 CPU) would be paid again by every job and buys it nothing. So the command tries the server with the socket
 client alone and imports the command line only when it runs the command itself.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 
-from .warm import SOCKET_ENV, run as run_warm
+from ..run.warm import SOCKET_ENV, run as run_warm
 
 
 def main() -> int:

@@ -7,7 +7,7 @@ import os
 from ..errors import ConfigError
 
 DEVICE_ENV = "AUGSBERT_DEVICE"
-# What was asked for before `augsbert.face.cli.pin_one_gpu` turned `cuda:N` into CUDA_VISIBLE_DEVICES=N and `cuda`:
+# What was asked for before `pin_one_gpu` (below) turned `cuda:N` into CUDA_VISIBLE_DEVICES=N and `cuda`:
 # messages name the device the user wrote, not `cuda`
 REQUESTED_ENV = "AUGSBERT_DEVICE_REQUESTED"
 DEVICE_FORMS = "auto, cpu, cuda, cuda:N (N = 0, 1, ...) or mps"
@@ -62,3 +62,24 @@ def resolve_device(preference: str | None = None) -> str:
 def precision() -> str:
     """auto | fp32 | fp16 | bf16, from $AUGSBERT_PRECISION (the Snakefile sets it from the config)."""
     return os.environ.get(PRECISION_ENV, "auto")
+
+
+def pin_one_gpu(argv: list[str]) -> None:
+    """Give this process exactly one GPU, before torch starts.
+
+    Hugging Face trainers spread over every visible GPU (DataParallel), which
+    would silently multiply the batch size and ignore `cuda:N`. Snakemake does
+    not set CUDA_VISIBLE_DEVICES (SLURM does for --gpus), so a local job with
+    `cuda:N` or several visible GPUs is pinned here.
+    """
+    device = os.environ.get(DEVICE_ENV, "auto")
+    if "--device" in argv[:-1]:
+        device = argv[argv.index("--device") + 1]
+    if device.startswith("cuda:"):
+        os.environ[REQUESTED_ENV] = device  # named in messages: the job sees `cuda` below
+        os.environ["CUDA_VISIBLE_DEVICES"] = device.split(":", 1)[1]
+        os.environ[DEVICE_ENV] = "cuda"
+        if "--device" in argv[:-1]:
+            argv[argv.index("--device") + 1] = "cuda"
+    elif device in ("auto", "cuda") and "CUDA_VISIBLE_DEVICES" not in os.environ:
+        os.environ["CUDA_VISIBLE_DEVICES"] = "0"

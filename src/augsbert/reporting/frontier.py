@@ -7,7 +7,7 @@ frontier`). `frontier_spec` lays it out from the plan: per grid column its rows 
 student's cut sizes as rows of their own), the reference row the others are compared with (the full Transformer
 student), and the exported int8 rows (the reference, or the grid's `frontier.export_rows`, for each of
 `frontier.backends`, every seed: `models/<experiment>/student-<backend>-int8-seed<seed>`, rule
-`export_model_backend_seed`). augsbert.face.frontier measures and writes it; this module summarises the rows over
+`export_model_backend_seed`). augsbert.export.frontier measures and writes it; this module summarises the rows over
 seeds, marks the Pareto-optimal ones, writes the table and the plot, reads a frontier file back (one line naming
 the file and what is wrong with it where it is not one) and picks the row `augsbert export --pick-fastest-within`
 exports.

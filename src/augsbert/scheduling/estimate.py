@@ -34,7 +34,7 @@ calibration run (nothing is timed on the device while planning):
                counts from the upstream jobs' metrics.json once they ran, else from the corpus' size
     size       the base model's parameters (from its config.json) / REFERENCE_PARAMS (all-MiniLM-L6-v2)
     start-up   START_S per job started plainly (importing torch and loading the model), WARM_START_S per job
-               forked from the warm server (a local run's default, augsbert.face.warm)
+               forked from the warm server (a local run's default, augsbert.run.warm)
 
 The CPU figures are for 2 idle cores and the reference model. Calibration (2026-11-28, this project's 2-core
 machine; `python benchmarks/bench_estimate.py CONFIG NAME` prints estimate against measured per job):
@@ -183,7 +183,7 @@ def estimate_jobs(plan, keys, device: str, warm: bool = False) -> list[JobEstima
 def estimate_text(plan, keys, experiments, configured_device: str, warm: bool = False,
                   load: tuple[float, int] | None = None) -> str:
     """The estimate of the jobs `keys` as printed; `warm`: the jobs start as forks of a warm server (a local run's
-    default, augsbert.face.warm); `load`: (load average, cores), read now (machine_load) unless given."""
+    default, augsbert.run.warm); `load`: (load average, cores), read now (machine_load) unless given."""
     device = estimate_device(configured_device)
     estimates = estimate_jobs(plan, keys, device, warm)
     text = render_estimate(estimates, device, role_names(plan, {e.key for e in estimates}, experiments), warm,
@@ -419,7 +419,7 @@ def gpl_estimate(plan, node, counts: dict, factor: float, start: float,
 def job_estimate(plan, key: str, device: str = "cpu", params_cache: dict | None = None,
                  warm: bool = False) -> JobEstimate:
     """The steps and estimated seconds of the planned job `key` on `device` (cpu, or a GPU: cuda / auto), its
-    start warm (a fork of the warm server, augsbert.face.warm) or plain."""
+    start warm (a fork of the warm server, augsbert.run.warm) or plain."""
     node = plan.node(key)
     p = node.params
     cache = {} if params_cache is None else params_cache

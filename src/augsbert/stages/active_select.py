@@ -59,7 +59,7 @@ MIN_ROUND_STEPS = 100
 
 @dataclass(frozen=True, kw_only=True)
 class ActiveOptions(Params):
-    """The `active` section (its schema section is written from here: augsbert.face.schema)."""
+    """The `active` section (its schema section is written from here: augsbert.reference.schema)."""
 
     SECTION = "active"
     SECTION_DESCRIPTION = """

@@ -56,7 +56,7 @@ class MaskingOptions(Params):
 @dataclass(frozen=True, kw_only=True)
 class AdaptOptions(slice_of(TrainingOptions, "checkpoint_steps", "group_by_length", "megabatch"), MaskingOptions,
                    slice_of(TrainingOptions, "batch_size", "lr", "warmup_ratio", "weight_decay"), AdaptHead):
-    """The `adapt` section (its schema section is written from here: augsbert.face.schema): its head, the shared
+    """The `adapt` section (its schema section is written from here: augsbert.reference.schema): its head, the shared
     optimiser options (augsbert.stages.training_options) with the thesis' batch and rate, the masked-LM options,
     the shared checkpoint interval and length grouping (on, as the MLM pairs' lengths vary)."""
 

@@ -30,7 +30,7 @@ class CandidatePool(Params):
 
 @dataclass(frozen=True, kw_only=True)
 class CandidatesOptions(Params):
-    """The `candidates` section (its schema section is written from here: augsbert.face.schema)."""
+    """The `candidates` section (its schema section is written from here: augsbert.reference.schema)."""
 
     SECTION = "candidates"
     SECTION_DESCRIPTION = """How candidate silver pairs are drawn from the target train sentences

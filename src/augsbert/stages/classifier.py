@@ -22,7 +22,7 @@ class SentenceLength(Params):
 @dataclass(frozen=True, kw_only=True)
 class ClassifierOptions(slice_of(TrainingOptions, "checkpoint_steps"), SentenceLength,
                         slice_of(TrainingOptions, "epochs", "batch_size", "lr", "warmup_ratio")):
-    """The `classifier` section (its schema section is written from here: augsbert.face.schema): the shared
+    """The `classifier` section (its schema section is written from here: augsbert.reference.schema): the shared
     schedule's options (augsbert.stages.training_options), its own defaults of epochs and batch size, and the
     sentence length."""
 

@@ -19,7 +19,7 @@ from .teacher_ensemble import member_inputs
 
 @dataclass(frozen=True, kw_only=True)
 class LabelsOptions(Params):
-    """The `labels` section (its schema section is written from here: augsbert.face.schema)."""
+    """The `labels` section (its schema section is written from here: augsbert.reference.schema)."""
 
     SECTION = "labels"
     SECTION_DESCRIPTION = "How the teacher labels pairs for the student."

@@ -20,7 +20,7 @@ PER_STEP = "per_step"  # GPL: a candidate list per pair, one negative drawn for 
 
 @dataclass(frozen=True, kw_only=True)
 class NegativesOptions(Params):
-    """The `negatives` section (its schema section is written from here: augsbert.face.schema)."""
+    """The `negatives` section (its schema section is written from here: augsbert.reference.schema)."""
 
     SECTION = "negatives"
     SECTION_DESCRIPTION = """

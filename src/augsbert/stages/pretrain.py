@@ -21,7 +21,7 @@ from .training_options import Trained, TrainingOptions
 
 @dataclass(frozen=True, kw_only=True)
 class PretrainOptions(Params):
-    """The `pretrain` section's own options (its schema section is written from here: augsbert.face.schema). The
+    """The `pretrain` section's own options (its schema section is written from here: augsbert.reference.schema). The
     objectives' own options (temperature, deletion_ratio, ...) and `objective`'s choices join it from the
     objectives' registry (`schema_properties`), so the written section holds every key a user can set."""
 

@@ -17,7 +17,7 @@ INVERSE_CLOZE = "inverse_cloze"
 
 @dataclass(frozen=True, kw_only=True)
 class QueriesOptions(Params):
-    """The `queries` section (its schema section is written from here: augsbert.face.schema)."""
+    """The `queries` section (its schema section is written from here: augsbert.reference.schema)."""
 
     SECTION = "queries"
     SECTION_DESCRIPTION = """

@@ -25,7 +25,7 @@ MODELS = ("zero_shot", "lower_bound", "teacher", "student", "classifier", "trans
 @dataclass(frozen=True, kw_only=True)
 class ExperimentOptions(Params):
     """An experiment's own keys among its stage options (`defaults` or the experiment, beside the stages'
-    sections): what the functions below and the planning hooks read of a run. augsbert.face.schema writes them as
+    sections): what the functions below and the planning hooks read of a run. augsbert.reference.schema writes them as
     the properties of `stage_options` (its generated block `experiment`)."""
 
     base_model: str = option("minilm-l6", """

@@ -39,7 +39,7 @@ class StudentModelOptions(Params):
 
 @dataclass(frozen=True, kw_only=True)
 class StudentOptions(TrainingOptions, StudentModelOptions):
-    """The `student` section (its schema section is written from here: augsbert.face.schema): the head, the
+    """The `student` section (its schema section is written from here: augsbert.reference.schema): the head, the
     shared schedule (augsbert.stages.training_options; the student's own `max_steps` words, length grouping on
     with larger mega-batches), the loss and the compact students' options."""
 

@@ -82,7 +82,7 @@ class RetrievalOptions(Params):
 
 @dataclass(frozen=True, kw_only=True)
 class SuiteOptions(Params):
-    """The `suite` section (its schema section is written from here: augsbert.face.schema)."""
+    """The `suite` section (its schema section is written from here: augsbert.reference.schema)."""
 
     SECTION = "suite"
     SECTION_DESCRIPTION = "How models are evaluated on the target test split."

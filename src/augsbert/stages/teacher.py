@@ -57,7 +57,7 @@ class TeacherModelOptions(Params):
 
 @dataclass(frozen=True, kw_only=True)
 class TeacherOptions(TrainingOptions, TeacherModelOptions):
-    """The `teacher` section (its schema section is written from here: augsbert.face.schema): the head, the
+    """The `teacher` section (its schema section is written from here: augsbert.reference.schema): the head, the
     shared schedule (augsbert.stages.training_options), the ensemble."""
 
     SECTION = "teacher"
@@ -92,7 +92,7 @@ class TeacherOptions(TrainingOptions, TeacherModelOptions):
 @dataclass(frozen=True, kw_only=True)
 class TeacherMemberOptions(Params):
     """One member of `teacher.ensemble` (the schema's `$defs.teacher_member`, written from here by
-    augsbert.face.schema): `seed`, and the `teacher` options in `OVERRIDES`, each null (= the section's value) or
+    augsbert.reference.schema): `seed`, and the `teacher` options in `OVERRIDES`, each null (= the section's value) or
     a value the section's own schema allows (its types, choices and bounds: written once, in TeacherOptions).
     augsbert.stages.teacher_ensemble.member_config writes a member over the section."""
 

@@ -89,7 +89,7 @@ class MutualOptions(Params):
 
 @dataclass(frozen=True, kw_only=True)
 class TransEncoderOptions(Params):
-    """The `trans_encoder` section (its schema section is written from here: augsbert.face.schema)."""
+    """The `trans_encoder` section (its schema section is written from here: augsbert.reference.schema)."""
 
     SECTION = "trans_encoder"
     SECTION_DESCRIPTION = """

@@ -280,7 +280,7 @@ def _holder_text(fd: int, lock: Path) -> tuple[str, str | None]:
     return text, hint
 
 
-holder_text = _holder_text  # also the rehearsal's lock (augsbert.face.rehearse.hold_root)
+holder_text = _holder_text  # also the rehearsal's lock (augsbert.run.rehearse.hold_root)
 
 
 @contextmanager

@@ -40,13 +40,19 @@ Our choices:
 from __future__ import annotations
 
 import datetime
+import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 from functools import partial
 
 from ..errors import ConfigError
+from ..models.device import DEVICE_ENV
 from ..stages import REGISTRY
+from ..store.artifacts import writer_lock, writing
+
+log = logging.getLogger(__name__)
 
 GPUS_ENV = "AUGSBERT_GPUS"
 # CLI commands (and their former names) whose stage trains data-parallel (the registry's `data_parallel`);
@@ -281,3 +287,45 @@ def default_batch_sampler(dataset, batch_size: int, drop_last: bool, valid_label
     return DefaultBatchSampler(RandomSampler(dataset, generator=generator), batch_size=batch_size,
                                drop_last=drop_last, valid_label_columns=valid_label_columns, generator=generator,
                                seed=seed)
+
+
+def run_data_parallel(name: str, spec: dict, out: str, runner: Callable, kwargs: dict, *, device: str | None,
+                      force: bool, wait_lock: bool, argv: list[str]) -> bool:
+    """Run `name` data-parallel when `gpus` > 1 (this module); True if this process has done its part.
+
+    - launcher (`gpus` > 1, a training command, not yet under torchrun): checks
+      the devices and that no live process writes `out` (so a locked artifact
+      stops here, with the holder's name and exit code 75), then replaces itself
+      with torchrun running this same command line in `gpus` processes;
+    - torchrun worker: joins the process group on its own device; rank 0
+      returns False and goes on as a single process would (writer lock,
+      artifact, log); any other rank runs the stage's training part without
+      the lock and returns True.
+    """
+    wanted = device or os.environ.get(DEVICE_ENV, "auto")
+    if in_worker() and world_size() > 1:
+        if name not in DISTRIBUTED_COMMANDS:
+            raise ConfigError(f"`augsbert {name}` runs in one process; start it without torchrun (only "
+                              f"{', '.join(sorted(DISTRIBUTED_COMMANDS))} train data-parallel)")
+        kwargs["device"] = init_worker(wanted)
+        if is_main():
+            log.info("rank 0 of %d processes (device %s, backend %s)", world_size(), kwargs["device"],
+                     backend(kwargs["device"]))
+            return False
+        runner(spec, out, force=force, **kwargs)
+        return True
+    nproc = requested_gpus()
+    if nproc == 1 or "device" not in kwargs:
+        return False
+    if name not in DISTRIBUTED_COMMANDS:
+        log.info("gpus is %d, but %s runs in one process on one device", nproc, name)
+        return False
+    check_devices(wanted, nproc)
+    with writing(out), writer_lock(out, wait=wait_lock):
+        pass  # only a probe: rank 0 takes the lock for the job
+    command = launch_argv(argv, nproc)
+    log.info("data-parallel over %d processes: %s", nproc, " ".join(command))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(command[0], command)
+    return True  # not reached: execv replaces this process

@@ -18,10 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import DataError
-from ..models import ModelResolutionError
+from . import ModelResolutionError
 from ..store.model_refs import reference_kind
 from ..stages import REGISTRY
-from ..stages.data import HUB_DATASET_OF_LOADER  # noqa: F401  (the model card's)
 from ..planning.graph import SEMANTIC_CHOICES
 
 

@@ -30,8 +30,8 @@ its keys of every loader from `DatasetOptions` (the `loader` enum: the registry'
 `if: {loader: X} then: properties` block per options class declaring options of its own, in the registry's
 order (a base class several loaders' classes derive from, BWS' `path`: one block for them, `enum` of their names).
 
-    python -m augsbert.face.schema --write   # or: make schema
-    python -m augsbert.face.schema --check   # exit 1 when the checked-in file is stale (tests/test_schema_gen.py)
+    python -m augsbert.reference.schema --write   # or: make schema
+    python -m augsbert.reference.schema --check   # exit 1 when the checked-in file is stale (tests/test_schema_gen.py)
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ from ..stages.runs import ExperimentOptions
 from ..stages.teacher import TeacherMemberOptions
 
 SCHEMA_FILE = Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml"
-REGENERATE = "python -m augsbert.face.schema --write"
+REGENERATE = "python -m augsbert.reference.schema --write"
 _BEGIN = "# >>> generated {kind} {name} ({cls}; edit the class, then `make schema`)"
 _END = "# <<< generated {kind} {name}"
 _NEW = "# <<< stage sections"
@@ -213,7 +213,7 @@ def check_or_write(path: Path, fresh: str, text: str | None, check: bool, what: 
 
 
 def main(argv: list[str] | None = None) -> int:
-    check = check_mode(argv, "python -m augsbert.face.schema", __doc__, "the schema's generated sections")
+    check = check_mode(argv, "python -m augsbert.reference.schema", __doc__, "the schema's generated sections")
     text = SCHEMA_FILE.read_text(encoding="utf-8")
     return check_or_write(SCHEMA_FILE, render(text), text, check, "stage sections", REGENERATE)
 

@@ -6,8 +6,8 @@ section, the roles it fills and reads, what its artifact holds, its runtime sett
 its former names. The page is checked in, so the file a reader opens on GitHub is the one the site shows;
 `tests/test_stage_reference.py` fails while it differs from what this module writes.
 
-    python -m augsbert.face.stage_reference --write   # or: make schema
-    python -m augsbert.face.stage_reference --check   # exit 1 when the checked-in page is stale
+    python -m augsbert.reference.stage_reference --write   # or: make schema
+    python -m augsbert.reference.stage_reference --check   # exit 1 when the checked-in page is stale
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from ..store.manifests import HOLDS
 from .schema import check_mode, check_or_write
 
 PAGE = Path(__file__).resolve().parents[3] / "docs" / "reference" / "stages.md"
-REGENERATE = "python -m augsbert.face.stage_reference --write"
+REGENERATE = "python -m augsbert.reference.stage_reference --write"
 
 HEADER = f"""# Stages
 
@@ -186,7 +186,7 @@ def render() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    check = check_mode(argv, "python -m augsbert.face.stage_reference", __doc__, "docs/reference/stages.md")
+    check = check_mode(argv, "python -m augsbert.reference.stage_reference", __doc__, "docs/reference/stages.md")
     text = PAGE.read_text(encoding="utf-8") if PAGE.exists() else None
     if not check and not PAGE.parent.is_dir():
         print(f"{PAGE.parent}: no docs/reference folder (a source checkout writes the page)", file=sys.stderr)

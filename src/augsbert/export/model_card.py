@@ -43,7 +43,7 @@ from ..stages.runs import INPUT_DATA
 from ..store.artifacts import read_json
 from ..training.pairs import training_args
 from ..training.trainers import cross_encoder_loss
-from .fetch import HUB_DATASET_OF_LOADER
+from ..stages.data import HUB_DATASET_OF_LOADER
 
 SBERT = """@inproceedings{reimers-2019-sentence-bert,
     title = "Sentence-BERT: Sentence Embeddings using Siamese BERT-Networks",

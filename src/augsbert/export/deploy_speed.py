@@ -1,5 +1,5 @@
 """Speed and size of every row of a frontier, measured in one process under one condition (`augsbert frontier`,
-augsbert.face.frontier). Run as a script by the Python that holds what the rows need: the deploy environment's
+augsbert.export.frontier). Run as a script by the Python that holds what the rows need: the deploy environment's
 (.venv-deploy/bin/python: torch, ONNX Runtime and OpenVINO, so the PyTorch, ONNX and OpenVINO rows are timed by the
 same process, one after the other, on the same sentences and threads) where the frontier has exported rows, else
 the main environment's. Like deploy_convert.py (whose OnnxEncoder runs the ONNX rows, loaded by its path) it
@@ -23,7 +23,10 @@ import sys
 import time
 from pathlib import Path
 
-OTHER_BACKENDS = {"torch": ("onnx", "openvino"), "onnx": ("openvino",), "openvino": ("onnx",)}
+# each backend's folder in an export (augsbert.export.backends.REGISTRY's `folder`, tied by tests/test_backends.py: this
+# script imports nothing of augsbert); a row's size leaves the other backends' folders out
+FOLDERS = {"torch": None, "onnx": "onnx", "openvino": "openvino"}
+OTHER_BACKENDS = {backend: tuple(f for other, f in FOLDERS.items() if other != backend and f) for backend in FOLDERS}
 CONVERTER = Path(__file__).with_name("deploy_convert.py")
 
 

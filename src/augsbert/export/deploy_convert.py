@@ -2,7 +2,7 @@
 pinned set of requirements/deploy.txt), and their parity with the PyTorch model.
 
 `augsbert export --backend onnx|openvino` runs this file as a script with the deploy environment's Python
-(augsbert.face.backends.run_conversion): that environment holds sentence-transformers 6 with transformers 5.5, the
+(augsbert.export.backends.run_conversion): that environment holds sentence-transformers 6 with transformers 5.5, the
 newest release optimum-intel accepts, beside optimum-intel, OpenVINO, NNCF and ONNX Runtime, none of which
 installs beside the main environment's transformers. So this file imports nothing of augsbert (and nothing the
 main environment has that this one lacks): only the standard library at import, the deploy environment's packages
@@ -51,7 +51,7 @@ OPSET = 17
 
 
 def backend_file(backend: str, quantize: str | None, config: str) -> str:
-    """The file (relative to the export) that `backend` reads (as augsbert.face.backends.backend_file)."""
+    """The file (relative to the export) that `backend` reads (as augsbert.export.backends.backend_file)."""
     if backend == "onnx":
         return f"onnx/model_qint8_{config}.onnx" if quantize else "onnx/model.onnx"
     return "openvino/openvino_model_qint8_quantized.xml" if quantize else "openvino/openvino_model.xml"
@@ -220,13 +220,10 @@ def convert(request: dict) -> dict:
     torch.set_num_threads(threads)
     folder, backend, quantize = Path(request["folder"]), request["backend"], request.get("quantize")
     config = request.get("config") or "avx512_vnni"
-    if backend not in ("onnx", "openvino") or quantize not in (None, "int8") or config not in ONNX_QUANTIZATION:
+    if backend not in CONVERTERS or quantize not in (None, "int8") or config not in ONNX_QUANTIZATION:
         raise SystemExit(f"unknown request: backend {backend!r}, quantize {quantize!r}, config {config!r}")
     began = time.perf_counter()
-    if backend == "onnx":
-        record = export_onnx(folder, quantize, config)
-    else:
-        record = export_openvino(folder, quantize, request.get("calibration") or [])
+    record = CONVERTERS[backend](folder, quantize, config, request.get("calibration") or [])
     written = backend_file(backend, quantize, config)
     if not (folder / written).is_file():
         raise SystemExit(f"the conversion wrote no {written} in {folder}")
@@ -236,6 +233,14 @@ def convert(request: dict) -> dict:
                      request.get("test") or {}) if reference is not None else {}
     return {"backend": backend, "quantize": quantize, "file": written, **record, "parity": checked,
             "convert_seconds": round(seconds, 1), "versions": versions()}
+
+
+# backend -> the function that writes its files (augsbert.export.backends.REGISTRY's `converter`, tied by
+# tests/test_backends.py: this script imports nothing of augsbert)
+CONVERTERS = {
+    "onnx": lambda folder, quantize, config, calibration: export_onnx(folder, quantize, config),
+    "openvino": lambda folder, quantize, config, calibration: export_openvino(folder, quantize, calibration),
+}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,7 +1,7 @@
-"""The warm server of augsbert.face.warm (its module docstring says what it does): imports the libraries once, then
+"""The warm server of augsbert.run.warm (its module docstring says what it does): imports the libraries once, then
 runs each `augsbert` command handed to it at a Unix socket in a fork.
 
-    python -m augsbert.face.warm_server PATH      # then AUGSBERT_WARM_SOCKET=PATH for the commands to serve
+    python -m augsbert.run.warm_server PATH      # then AUGSBERT_WARM_SOCKET=PATH for the commands to serve
 """
 
 from __future__ import annotations
@@ -16,11 +16,15 @@ import sys
 
 from .warm import WARM_FIXED_ENV, THREAD_ENV, lock_path, send_line
 from ..scheduling.progress import PROGRESS_FD_ENV
-from . import cli
+
+# the command line the forks run (`main(argv)`), named as the stages name their runners: the server sits below the
+# command line that starts it (tests/test_imports.py), imports it once before serving and looks `main` up per
+# command (what the server imported may have wrapped it: tests/test_warm.py's helper)
+COMMAND = "augsbert.face.cli"
 
 PRELOAD_ENV = "AUGSBERT_WARM_PRELOAD"  # comma-separated modules to import instead of PRELOAD (tests)
 PRELOAD = ("torch", "transformers", "transformers.trainer", "sentence_transformers", "datasets", "accelerate",
-           "pandas", "pyarrow.parquet", "scipy.stats", "augsbert.face.cli", "augsbert.training.pairs",
+           "pandas", "pyarrow.parquet", "scipy.stats", COMMAND, "augsbert.training.pairs",
            "augsbert.models.architectures", "augsbert.training.pair_job")
 KILL_GRACE_S = 10.0
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -99,7 +103,7 @@ def _job(request: dict, fds: list[int], keeper: int) -> None:
             signal.signal(s, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         # looked up now: what the server imported may have wrapped it (tests/test_warm.py's helper)
-        result = cli.main(list(request["argv"]))  # the console script: sys.exit(main())
+        result = sys.modules[COMMAND].main(list(request["argv"]))  # the console script: sys.exit(main())
         code = result if isinstance(result, int) else (0 if result is None else 1)
     except SystemExit as stop:
         code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
@@ -259,8 +263,9 @@ def serve(path: str) -> None:
     lock = take_lock(path)  # before the imports: a second server says so at once
     for name in filter(None, os.environ.get(PRELOAD_ENV, ",".join(PRELOAD)).split(",")):
         importlib.import_module(name)
+    importlib.import_module(COMMAND)  # what the forks run (PRELOAD holds it; a test's AUGSBERT_WARM_PRELOAD may not)
     if threading.active_count() != 1:  # fork copies the calling thread only: a lock held elsewhere would hang
-        raise RuntimeError(f"augsbert.face.warm: an import started threads: {threading.enumerate()}")
+        raise RuntimeError(f"augsbert.run.warm: an import started threads: {threading.enumerate()}")
     if os.path.exists(path):  # under the lock: a socket left by a server that died without removing it
         os.unlink(path)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -271,7 +276,7 @@ def serve(path: str) -> None:
     parent = os.getppid()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     gc.freeze()  # the imported objects stay shared with the forks (no collection touches their pages)
-    print(f"augsbert.face.warm: serving at {path}", file=sys.stderr, flush=True)
+    print(f"augsbert.run.warm: serving at {path}", file=sys.stderr, flush=True)
     try:
         while os.getppid() == parent:
             try:
@@ -300,12 +305,12 @@ def serve(path: str) -> None:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print("usage: python -m augsbert.face.warm_server SOCKET_PATH", file=sys.stderr)
+        print("usage: python -m augsbert.run.warm_server SOCKET_PATH", file=sys.stderr)
         return 2
     try:
         serve(argv[0])
     except AlreadyServed as err:
-        print(f"augsbert.face.warm: error: {err}", file=sys.stderr)
+        print(f"augsbert.run.warm: error: {err}", file=sys.stderr)
         return 1
     return 0
 

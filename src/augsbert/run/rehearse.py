@@ -7,7 +7,7 @@ workflow/rules/common.smk there) builds the stand-in models and cuts the dataset
 its own DAG of the targets and runs every job, each resolving its model references to stand-ins.
 
 This command adds what a person wants around it: the jobs start as forks of a warm server (the libraries
-imported once, augsbert.face.warm), every job runs even after one failed (`--keep-going`), and the end is one
+imported once, augsbert.run.warm), every job runs even after one failed (`--keep-going`), and the end is one
 line per job kind (`job_kind`: the stage and the options that choose its code path), OK or failed with its log,
 then "N jobs of K kinds rehearsed in T s"; the exit status is 1 when any job failed or did not run.
 """
@@ -200,12 +200,12 @@ def summary(kinds: dict[str, list], seconds: float) -> tuple[str, bool]:
 
 
 def _warm_server(env: dict, folder: Path, threads: int):
-    """A warm server (augsbert.face.warm_server) for the jobs of `threads` threads: Snakemake gives each job
+    """A warm server (augsbert.run.warm_server) for the jobs of `threads` threads: Snakemake gives each job
     OMP_NUM_THREADS / MKL_NUM_THREADS = its threads, which a server must share to serve it (WARM_FIXED_ENV); a job of
     other threads (the one-thread data jobs) starts plainly."""
     path = folder / "warm.sock"
     env = {**env, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
-    server = subprocess.Popen([sys.executable, "-m", "augsbert.face.warm_server", str(path)], env=env,
+    server = subprocess.Popen([sys.executable, "-m", "augsbert.run.warm_server", str(path)], env=env,
                               stderr=open(folder / "warm_server.log", "w"), preexec_fn=_die_with_parent(signal.SIGTERM))
     for _ in range(600):
         if path.exists() or server.poll() is not None:

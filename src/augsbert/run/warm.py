@@ -1,7 +1,7 @@
 """A warm start for `augsbert` commands: one process imports the libraries once, each command runs in a fork.
 
 A model job spends seconds importing torch, transformers and sentence-transformers before its first step
-(docs/performance.md, "Job start"). `python -m augsbert.face.warm_server PATH` (augsbert/face/warm_server.py: the
+(docs/performance.md, "Job start"). `python -m augsbert.run.warm_server PATH` (augsbert/run/warm_server.py: the
 server's side; this module is the command's) imports them once (no CUDA initialised:
 it never touches a device), then serves a Unix socket at PATH. An `augsbert` command started with
 `AUGSBERT_WARM_SOCKET=PATH` in its environment hands itself to it (`run`): it sends its arguments, working
@@ -57,7 +57,7 @@ from ..store.processes import alive
 SOCKET_ENV = "AUGSBERT_WARM_SOCKET"
 # read while libraries are imported: a command whose values differ is not served (it starts plainly)
 WARM_FIXED_ENV = ("HF_HOME", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_CACHE", "PYTHONHASHSEED", "PYTHONPATH")
-# set by Snakemake per job (its threads): applied again in the job's fork (augsbert.face.warm_server.thread_limits)
+# set by Snakemake per job (its threads): applied again in the job's fork (augsbert.run.warm_server.thread_limits)
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS",
               "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
 KILL_GRACE_S = 30.0  # how long a command waits for the job of a lost keeper to end (a loaded machine)
@@ -219,7 +219,7 @@ def start_for_run() -> str:
     path = os.path.join(folder, "warm.sock")
     log = open(os.path.join(folder, "server.log"), "wb")
     env = {k: v for k, v in os.environ.items() if k != PROGRESS_FD_ENV}
-    proc = subprocess.Popen([sys.executable, "-m", "augsbert.face.warm_server", path], env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "augsbert.run.warm_server", path], env=env,
                             stdin=subprocess.DEVNULL, stdout=log, stderr=log)
     log.close()
     _started.update(proc=proc, folder=folder)

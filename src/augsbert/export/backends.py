@@ -5,8 +5,15 @@ The backends' packages (optimum-intel, OpenVINO, NNCF; optimum-onnx) do not inst
 sentence-transformers 6 / transformers 5.24: optimum-intel 2.2.0 accepts transformers < 5.6, optimum-onnx 0.1.0
 transformers < 4.58. So the conversion runs in a second virtual environment, `.venv-deploy/` (`make deploy-env`:
 the pinned set of requirements/deploy.txt, sentence-transformers 6.3.0 with transformers 5.5.4), as a standalone
-script (augsbert.face.deploy_convert, run by its path: it imports nothing of augsbert). The export writes the
-SentenceTransformer directory here as always, then the script adds the backend's files to it:
+script (augsbert.export.deploy_convert, run by its path: it imports nothing of augsbert). The export writes the
+SentenceTransformer directory here as always, then the script adds the backend's files to it.
+
+The backends are one registry, `REGISTRY` (as `STRATEGIES` is for active learning): one `Backend` each, with its
+name, title, file layout, converter (the function of deploy_convert.py that writes its files), card text and
+whether it is a rule's target (`BACKEND_WILDCARD`, the constraint of workflow/rules/export.smk). Everything else
+reads it; the names the standalone scripts (deploy_convert.py, deploy_speed.py), the schema's
+grids.<grid>.frontier.backends and docs/guide/compact.md write are tied to it by tests/test_backends.py. A new
+backend is one entry here plus its converter.
 
 - ONNX: `torch.onnx.export` of the Transformer (optimum's feature-extraction inputs and output) into
   onnx/model.onnx; `--quantize int8`: ONNX Runtime's dynamic int8 with the settings of optimum's configuration
@@ -28,14 +35,56 @@ import logging
 import os
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
+
+from ..stages.runs import INPUT_DATA
+from ..store.artifacts import read_json
 
 log = logging.getLogger(__name__)
 
-BACKENDS = ("torch", "onnx", "openvino")  # the schema's grids.<grid>.frontier.backends lists the last two (tested)
-BACKEND_TITLES = {"torch": "PyTorch", "onnx": "ONNX", "openvino": "OpenVINO"}
-QUANTIZATIONS = ("int8",)
+@dataclass(frozen=True)
+class Backend:
+    """One runtime an export can be read with."""
+
+    name: str  # what --backend, the rules' {backend} and the frontier's rows call it
+    title: str  # what the frontier's labels and the card call it
+    folder: str | None = None  # where its files go in the export (None: the SentenceTransformer folder itself)
+    file: str | None = None  # the file it reads, float32
+    int8_file: str | None = None  # the file it reads, int8 (`{config}`: the ONNX quantisation configuration)
+    converter: str | None = None  # the function of deploy_convert.py that writes its files (None: none needed)
+    made_by: str = ""  # the card's "made by"
+    int8: str = ""  # the card's "quantisation" ({quantize_config}, {calibration_sentences}: the record's)
+    configs: tuple[str, ...] = ()  # the --quantize-config choices
+    calibrated: bool = False  # its int8 is static: calibrated on the model's training sentences
+
+    @property
+    def exported(self) -> bool:
+        """Made in the deploy environment (an `augsbert export --backend` choice and a rule's target)."""
+        return self.converter is not None
+
+
 ONNX_CONFIGS = ("avx512_vnni", "avx512", "avx2", "arm64")
+REGISTRY: dict[str, Backend] = {b.name: b for b in (
+    Backend("torch", "PyTorch"),
+    Backend("onnx", "ONNX", folder="onnx", file="onnx/model.onnx", int8_file="onnx/model_qint8_{config}.onnx",
+            converter="export_onnx",
+            made_by="`torch.onnx.export` of the Transformer (optimum's feature-extraction inputs and output)",
+            int8="dynamic int8 (ONNX Runtime's `quantize_dynamic`, the settings of optimum's configuration "
+                 "`{quantize_config}`)",
+            configs=ONNX_CONFIGS),
+    Backend("openvino", "OpenVINO", folder="openvino", file="openvino/openvino_model.xml",
+            int8_file="openvino/openvino_model_qint8_quantized.xml", converter="export_openvino",
+            made_by="sentence-transformers' OpenVINO export (optimum-intel)",
+            int8="static int8 (NNCF post-training quantisation, `export_static_quantized_openvino_model`, calibrated "
+                 "on {calibration_sentences} sentences of its training data, no dev or test sentence)",
+            calibrated=True),
+)}
+BACKENDS = tuple(REGISTRY)  # the schema's grids.<grid>.frontier.backends lists the exported ones (tested)
+EXPORTED = tuple(name for name, backend in REGISTRY.items() if backend.exported)
+BACKEND_TITLES = {name: backend.title for name, backend in REGISTRY.items()}
+BACKEND_WILDCARD = "|".join(EXPORTED)  # workflow/rules/export.smk's {backend}
+QUANTIZATIONS = ("int8",)
 # NNCF's default calibration subset (nncf.quantize(subset_size=300), optimum-intel's OVQuantizationConfig(num_samples=
 # 300)): enough for the per-tensor ranges of a static int8 model; the 25 training documents a Lee model had were not
 # (its OpenVINO int8 file, gated at 0.997 on Lee, gave 0.988 mean / 0.975 min cosine on STS-B sentences: issue 65)
@@ -90,9 +139,8 @@ def backend_available(backend: str) -> str | None:
 
 def backend_file(backend: str, quantize: str | None, config: str = ONNX_CONFIGS[0]) -> str:
     """The file (relative to the export) that `backend` reads for this quantisation."""
-    if backend == "onnx":
-        return f"onnx/model_qint8_{config}.onnx" if quantize else "onnx/model.onnx"
-    return "openvino/openvino_model_qint8_quantized.xml" if quantize else "openvino/openvino_model.xml"
+    entry = REGISTRY[backend]
+    return (entry.int8_file or "").format(config=config) if quantize else entry.file or ""
 
 
 def backend_load_line(path: str, backend: str, quantize: str | None, config: str = ONNX_CONFIGS[0]) -> str:
@@ -104,12 +152,12 @@ def backend_load_line(path: str, backend: str, quantize: str | None, config: str
 
 
 def check_request(backend: str, quantize: str | None, config: str) -> None:
-    if backend not in BACKENDS[1:]:
+    if backend not in EXPORTED:
         raise BackendError(f"--backend {backend!r}: one of {', '.join(BACKENDS)}")
     if quantize not in (None, *QUANTIZATIONS):
         raise BackendError(f"--quantize {quantize!r}: one of {', '.join(QUANTIZATIONS)}")
-    if backend == "onnx" and config not in ONNX_CONFIGS:
-        raise BackendError(f"--quantize-config {config!r}: one of {', '.join(ONNX_CONFIGS)}")
+    if REGISTRY[backend].configs and config not in REGISTRY[backend].configs:
+        raise BackendError(f"--quantize-config {config!r}: one of {', '.join(REGISTRY[backend].configs)}")
 
 
 def spread(texts: list[str], count: int) -> list[str]:
@@ -244,9 +292,7 @@ def calibration_sentences(artifact: Path) -> list[str]:
     training data (its `data` input's train split, then its unlabelled texts where it has them: Lee's 25 train
     documents alone are too few), spread over them (`spread`), never a dev or test sentence (those are the parity
     gate's)."""
-    from ..data.pool import target_pool
-    from ..stages.runs import INPUT_DATA
-    from ..store.artifacts import read_json
+    from ..data.pool import target_pool  # heavy (pandas): `augsbert --help` imports this module
 
     data = (read_json(artifact / "spec.json").get("inputs") or {}).get(INPUT_DATA)
     if not data:
@@ -261,19 +307,13 @@ def card_section(record: dict, path: str) -> str:
     """The model card's deployment section: backend, quantisation, the file read, the parity figures and the line
     that loads it."""
     quantize = record.get("quantize")
-    how = {"onnx": "dynamic int8 (ONNX Runtime's `quantize_dynamic`, the settings of optimum's configuration "
-                   f"`{record.get('quantize_config')}`)",
-           "openvino": "static int8 (NNCF post-training quantisation, `export_static_quantized_openvino_model`, "
-                       f"calibrated on {record.get('calibration_sentences')} sentences of its training data, no dev "
-                       "or test sentence)"}
-    made = {"onnx": "`torch.onnx.export` of the Transformer (optimum's feature-extraction inputs and output)",
-            "openvino": "sentence-transformers' OpenVINO export (optimum-intel)"}
+    entry = REGISTRY[record["backend"]]
     versions = record.get("versions") or {}
     parity = record.get("parity") or {}
     rows = [f"| backend | {record['backend']} (the PyTorch weights are in the folder too) |",
-            f"| made by | {made.get(record['backend'], '')}"
+            f"| made by | {entry.made_by}"
             + (f"; {', '.join(f'{k} {v}' for k, v in versions.items())}" if versions else "") + " |",
-            f"| quantisation | {how[record['backend']] if quantize else 'none (float32)'} |",
+            f"| quantisation | {entry.int8.format_map(Fields(record)) if quantize else 'none (float32)'} |",
             f"| file | `{record['file']}` |"]
     if parity:
         verdict = ("passed" if parity.get("passed") else
@@ -287,6 +327,13 @@ def card_section(record: dict, path: str) -> str:
                   f"model = {backend_load_line(path, record['backend'], quantize, record.get('quantize_config', ONNX_CONFIGS[0]))}",
                   "```", ""]
     return "\n".join(lines)
+
+
+class Fields(dict):
+    """A record's fields for a card text (`str.format_map`): a field it lacks reads None, as `record.get` does."""
+
+    def __missing__(self, key):
+        return None
 
 
 def onnx_runtime_lines(path: str, record: dict) -> list[str]:
