@@ -650,16 +650,22 @@ class ParallelFileLoader(Loader):
     what = "a parallel file of your own: source and target columns (tab- or comma-separated, a header row)"
     source = "your own data"
 
+    @staticmethod
+    def _columns(name: str, options: dict) -> dict:
+        columns = {**ParallelColumns().to_json(), **(options.get("columns") or {})}
+        if not options.get("language") and not columns.get("language"):
+            raise DataError(f"datasets.{name}.language: name the translations' language (e.g. de), or a column "
+                            "holding each row's (columns.language)")
+        return columns
+
     def files(self, name, options, data_dir):
+        self._columns(name, options)  # while planning: a definition that cannot be read stops before any job
         return [self.require_own(name, options, data_dir, key, what=self.what)
                 for key in ("path", "test") if options.get(key)]
 
     def load(self, name, options, data_dir, report):
-        columns = {**ParallelColumns().to_json(), **(options.get("columns") or {})}
+        columns = self._columns(name, options)
         language = options.get("language")
-        if not language and not columns.get("language"):
-            raise DataError(f"datasets.{name}.language: name the translations' language (e.g. de), or a column "
-                            "holding each row's (columns.language)")
         wanted = [columns["source"], columns["target"], *([columns["language"]] if columns.get("language") else [])]
         records = []
         for split, key in (("train", "path"), ("test", "test")):

@@ -265,6 +265,32 @@ def prepare_files(paths: list[str], source: Path, dest: Path, writer=write_tripl
     return done
 
 
+def write_parallel_rows(root: Path, options: dict, rows: int = 40) -> Path:
+    """Row-parallel STS files (`file_names`, comma-separated, no header): the source language's rows and each
+    language's "translation" of them (the language's code before each word), the same rows in every file."""
+    for language in [options["source_language"], *options["languages"]]:
+        for split in ("train", "dev", "test"):
+            buffer = io.StringIO()
+            writer = csv.writer(buffer, lineterminator="\n")
+            for i in range(rows):
+                words = [f"{language}:{w}" if language != options["source_language"] else w
+                         for w in f"{split} {_sentence(i)}, {_sentence(i, 1 + i % 3)}".split(", ")]
+                writer.writerow([*words, f"{(i * 5) % 6:.1f}"])
+            name = options["file_names"].replace("{language}", language).replace("{split}", split)
+            _write_if_changed(root / name, buffer.getvalue().encode())
+    return root
+
+
+def write_parallel_file(path: Path, language: str | None, column: str | None = None, rows: int = CUT_ROWS) -> Path:
+    """A parallel file of your own: a header `source`, `target` (and the language `column`, when one is named)."""
+    sep = "," if path.suffix == ".csv" else "\t"
+    header = ["source", "target"] + ([column] if column else [])
+    lines = [sep.join(header)] + [sep.join([_sentence(i), f"{language or 'de'}: {_sentence(i)}"]
+                                          + (["de"] if column else [])) for i in range(rows)]
+    _write_if_changed(path, ("\n".join(lines) + "\n").encode())
+    return path
+
+
 def _bws(name, options, dest):
     return write_bws(dest / options["path"])
 
@@ -281,12 +307,27 @@ def _spanish(name, options, dest):
     return write_spanish(dest / options["path"], options["train_files"] + options["test_files"])
 
 
+def _parallel_rows(name, options, dest):
+    return write_parallel_rows(dest / options["path"], options)
+
+
+def _parallel_file(name, options, dest):
+    columns = options.get("columns") or {}
+    if columns.get("source", "source") != "source" or columns.get("target", "target") != "target":
+        return dest  # renamed columns: the stand-in's header would not be the user's (planning says what is missing)
+    for key in ("path", "test"):
+        if options.get(key):
+            write_parallel_file(dest / options[key], options.get("language"), columns.get("language"))
+    return dest
+
+
 def _no_files(name, options, dest):  # a loader whose own files ship with the package (Lee, in the gensim wheel)
     return dest
 
 
 STANDIN_WRITERS = {"bws_cross_topic": _bws, "bws_in_topic": _bws, "stsb": _stsb, "beir": _beir,
-                   "spanish_sts": _spanish, "lee": _no_files}
+                   "spanish_sts": _spanish, "lee": _no_files, "parallel_rows": _parallel_rows,
+                   "parallel_file": _parallel_file}
 
 
 def _cut_folder_of(source: Path, relative: Path) -> Path | None:
@@ -305,10 +346,11 @@ def _under(path: Path, root: Path) -> Path | None:
 
 
 def _outside_paths(options: dict) -> str | None:
-    """A dataset path (its `path`, `unlabeled` or `topic_corpus.path`) that is absolute, starts with `~` or
+    """A dataset path (its `path`, `test`, `unlabeled` or `topic_corpus.path`) that is absolute, starts with `~` or
     leaves the data folder: a stand-in must never be written by it (it would land on the user's own files)."""
     topic = options.get("topic_corpus")
-    for value in (options.get("path"), options.get("unlabeled"), topic.get("path") if isinstance(topic, dict) else None):
+    for value in (options.get("path"), options.get("test"), options.get("unlabeled"),
+                  topic.get("path") if isinstance(topic, dict) else None):
         if isinstance(value, str) and (value.startswith("~") or Path(value).is_absolute() or ".." in Path(value).parts):
             return value
     return None
