@@ -27,6 +27,7 @@ import os
 import tempfile
 from pathlib import Path
 
+from ..config.datasets import ParallelColumns
 from ..config.rehearsal import CUT_ROWS
 from ..errors import MissingDataError
 from .loaders import LOADERS
@@ -312,8 +313,9 @@ def _parallel_rows(name, options, dest):
 
 
 def _parallel_file(name, options, dest):
-    columns = options.get("columns") or {}
-    if columns.get("source", "source") != "source" or columns.get("target", "target") != "target":
+    named = ParallelColumns().to_json()
+    columns = {**named, **(options.get("columns") or {})}
+    if (columns["source"], columns["target"]) != (named["source"], named["target"]):
         return dest  # renamed columns: the stand-in's header would not be the user's (planning says what is missing)
     for key in ("path", "test"):
         if options.get(key):

@@ -38,12 +38,12 @@ def run(spec: dict, out: str | Path, device: str | None = None, force: bool = Fa
                                    else model_path(params, params.model), device)
         pairs, embeddings = teacher_targets(pairs, teacher, params.eval_batch_size)
         write_targets(tmp, pairs, embeddings)
-        metrics = {"device": device, "teacher": inputs.get("teacher") or params.model, "pairs": len(pairs),
+        metrics = {"device": device, "teacher_model": inputs.get("teacher") or params.model, "pairs": len(pairs),
                    "sources": len(embeddings), "dimension": int(embeddings.shape[1]),
                    "teacher_max_length": int(teacher.max_seq_length),
                    "pairs_per_language": {k: int(v) for k, v in pairs["language"].value_counts(sort=False).items()},
                    **counts, "warnings": found}
         log.info("source embeddings: %d originals of %d parallel pairs embedded by %s (%d dimensions)",
-                 len(embeddings), len(pairs), metrics["teacher"], metrics["dimension"])
+                 len(embeddings), len(pairs), metrics["teacher_model"], metrics["dimension"])
         write_json(tmp / "metrics.json", metrics)
     return metrics

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..stages.multilingual import TARGETS, MultilingualOptions
 from ..store.artifacts import read_json
 
 PAPER = """@inproceedings{reimers-2020-multilingual-sentence-bert,
@@ -34,7 +35,7 @@ def _cell(value) -> str:
 
 def language_figures(spec: dict, test: dict, languages: list[str]) -> list[str]:
     """The figures table: a row per language, a column per figure."""
-    reported = ((spec.get("config") or {}).get("multilingual") or {}).get("language")
+    reported = ((spec.get("config") or {}).get(MultilingualOptions.SECTION) or {}).get("language")
     lines = ["| language | " + " | ".join(FIGURES.values()) + " |", "|---" * (len(FIGURES) + 1) + "|"]
     for language in languages:
         values = [test.get(f"{figure}@{language}", test.get(figure) if language == reported else None)
@@ -47,7 +48,7 @@ def card(spec: dict, artifact: Path, test: dict) -> tuple[dict, list[str], list[
     """The card's metadata (`language`: the source language and the student's), its training section and the
     paper's citation, from the student's artifact and the one of its targets (`source_embeddings`)."""
     node_spec, metrics = read_json(artifact / "spec.json"), read_json(artifact / "metrics.json")
-    targets = Path(node_spec["inputs"]["source_embeddings"])
+    targets = Path(node_spec["inputs"][TARGETS])
     target_metrics = read_json(targets / "metrics.json")
     parallel = read_json(Path(read_json(targets / "spec.json")["inputs"]["parallel"]) / "metrics.json")
     source = (parallel.get("info") or {}).get("source_language", "en")
@@ -65,7 +66,7 @@ def card(spec: dict, artifact: Path, test: dict) -> tuple[dict, list[str], list[
              "### Training data", "",
              f"`{parallel.get('dataset')}`: {metrics.get('train_pairs')} parallel pairs ({per_language}) of "
              f"{target_metrics.get('sources')} distinct {source} originals, embedded once by the teacher "
-             f"(`{target_metrics.get('teacher')}`, {target_metrics.get('dimension')} dimensions); "
+             f"(`{target_metrics.get('teacher_model')}`, {target_metrics.get('dimension')} dimensions); "
              f"{target_metrics.get('dropped', 0)} pairs holding a dev or test sentence were dropped.", "",
              "Samples (the first pairs):", "", "| language | source | target |", "| --- | --- | --- |",
              *[f"| {r.language} | {str(r.source).replace('|', chr(92) + '|')} | "

@@ -12,6 +12,7 @@ from ..params import ModelParams
 from ..planning.graph import Node, SeedPlan
 from .base import Stage
 from .multilingual import teacher_row
+from .sizes import split_sizes
 
 ROLE_SUFFIX = "_language_suite"  # a suite's role: the role of the row whose model it evaluates, suffixed
 # the rows it scores: the zero-shot base, each Bi-Encoder that can teach, the multilingual student
@@ -29,6 +30,14 @@ class LanguageSuiteParams(ModelParams):
     language: str | None = None
 
 
+def test_items(plan, node: Node) -> int:
+    """What a language suite encodes: per language, its test pairs three times (l-l, en-l, l-en) and its held-out
+    sentences with their originals (about as many again): the source language's test pairs x 4 x languages."""
+    data = plan.nodes[dict(node.inputs)["parallel"]]
+    languages = 1 if node.params.get("language") else len(data.settings.get("languages") or [None])
+    return 4 * split_sizes(data, plan)["test"] * languages
+
+
 def evaluated_row(role: str) -> str:
     """The row whose model the suite in `role` evaluates (`multilingual_language_suite` -> `multilingual`)."""
     return role.removesuffix(ROLE_SUFFIX)
@@ -38,9 +47,10 @@ LANGUAGE_SUITE = Stage("language_suite", 1, "evaluate a Bi-Encoder per language 
                        "and cross-lingual STS, translation retrieval, [UNK] share (with --config, --role "
                        "<row>_language_suite)", "augsbert.jobs.language_suite:run", section="suite",
                        runtime=("batch_size", "model"), roles=tuple(f"{row}{ROLE_SUFFIX}" for row in ROWS),
-                       seconds_per_item=0.002, base_mem_mb=8000, group="evaluation", cache=False,
+                       seconds_per_item=0.0005, base_mem_mb=8000, group="evaluation", cache=False,
                        params=LanguageSuiteParams, plan=lambda seed_plan: plan_language_suites(seed_plan),
-                       needs=("source_embeddings", *ROWS), estimate="test", evaluates=evaluated_row)
+                       needs=("source_embeddings", *ROWS), items=lambda plan, node: test_items(plan, node),
+                       evaluates=evaluated_row)
 STAGES = (LANGUAGE_SUITE,)
 
 

@@ -23,6 +23,7 @@ from .training_options import Trained, TrainingOptions
 
 # the loaders whose data artifact holds parallel sentences (augsbert.data.parallel)
 PARALLEL_LOADERS = ("parallel_rows", "parallel_file")
+TARGETS = "source_embeddings"  # the student's input (and role): the teacher's embeddings of the originals
 # the Bi-Encoders of an experiment that can teach (`multilingual.teacher`), in the order the default looks for them
 TEACHERS = ("student", "lower_bound", "zero_shot")
 
@@ -103,9 +104,9 @@ MULTILINGUAL = Stage("multilingual", 1, "train a multilingual student Bi-Encoder
                      roles=("multilingual",), seconds_per_item=0.01, mb_per_item=0.002, trains=True,
                      gpu_sequences=2,  # the original and its translation
                      params=MultilingualParams, plan=lambda seed_plan: plan_multilingual(seed_plan),
-                     needs=("data", "source_embeddings"), estimate="train",
+                     needs=("data", TARGETS), estimate="train",
                      card="augsbert.reporting.multilingual_card:card",
-                     items=lambda plan, node: parallel_pairs(plan, plan.nodes[dict(node.inputs)["source_embeddings"]]),
+                     items=lambda plan, node: parallel_pairs(plan, plan.nodes[dict(node.inputs)[TARGETS]]),
                      rows={"multilingual": Row(70, "Multilingual student", "Bi-Encoder trained on parallel sentences "
                                                 "to map each translation where the teacher maps its original "
                                                 "(multilingual knowledge distillation)",
@@ -165,7 +166,7 @@ def teacher_base(seed_plan: SeedPlan, row: str) -> str:
 
 def plan_multilingual(seed_plan: SeedPlan) -> dict[str, Node]:
     """`models: [multilingual]`: the student, on the pairs and targets of the `source_embeddings` node."""
-    if "source_embeddings" not in seed_plan.roles:
+    if TARGETS not in seed_plan.roles:
         return {}
     exp = seed_plan.config
     options = section_options(StudentSlice, exp["multilingual"])
@@ -173,9 +174,9 @@ def plan_multilingual(seed_plan: SeedPlan) -> dict[str, Node]:
         options.pop("max_steps")
     else:  # a step budget: the number of epochs does not enter
         options.pop("epochs")
-    targets = seed_plan.roles["source_embeddings"]
+    targets = seed_plan.roles[TARGETS]
     start = exp["multilingual"]["base_model"] or teacher_base(seed_plan, teacher_row(seed_plan))
     params = {**options, "model": start, "seed": seed_plan.seed}
     node = seed_plan.graph.add(MULTILINGUAL, targets.name, params,
-                               {"source_embeddings": targets, "data": seed_plan.roles["data"]})
+                               {TARGETS: targets, "data": seed_plan.roles["data"]})
     return {"multilingual": node}

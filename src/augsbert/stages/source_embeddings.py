@@ -30,7 +30,7 @@ SOURCE_EMBEDDINGS = Stage("source_embeddings", 1, "compute the multilingual teac
                           "sentences' originals once (the multilingual student's targets)",
                           "augsbert.jobs.source_embeddings:run", section="multilingual",
                           runtime=("model", "eval_batch_size"), roles=("source_embeddings",),
-                          seconds_per_item=0.002, base_mem_mb=8000, mb_per_item=0.002, model_input="teacher",
+                          seconds_per_item=0.0005, base_mem_mb=8000, mb_per_item=0.002, model_input="teacher",
                           params=SourceEmbeddingsParams, items=parallel_pairs,
                           plan=lambda seed_plan: plan_source_embeddings(seed_plan),
                           needs=("data", "zero_shot", "student", "lower_bound"),
