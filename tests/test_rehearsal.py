@@ -186,6 +186,11 @@ def test_stand_in_files_load_through_their_loader(tmp_path, loader, options):
         assert len(prepared.beir.corpus) == 200 and {"train", "dev", "test"} <= set(prepared.beir.qrels)
     elif loader == "parallel_file":  # no pair splits: parallel sentences, a held-out part where `test` is named
         assert set(prepared.parallel["split"]) == {"train", *(["test"] if definition.get("test") else [])}
+        # a held-out sentence never trains: a test file repeating the train file's sentences left none to train on
+        table = prepared.parallel
+        held = table[table["split"] != "train"]
+        train = table[table["split"] == "train"]
+        assert not (set(train["source"]) | set(train["target"])) & (set(held["source"]) | set(held["target"]))
     else:
         assert all(len(prepared.splits[split]) >= 10 for split in ("train", "dev", "test")), prepared.splits
     if definition.get("unlabeled") or definition.get("topic_corpus"):

@@ -282,11 +282,14 @@ def write_parallel_rows(root: Path, options: dict, rows: int = 40) -> Path:
     return root
 
 
-def write_parallel_file(path: Path, language: str | None, column: str | None = None, rows: int = CUT_ROWS) -> Path:
-    """A parallel file of your own: a header `source`, `target` (and the language `column`, when one is named)."""
+def write_parallel_file(path: Path, language: str | None, column: str | None = None, rows: int = CUT_ROWS,
+                        split: str = "train") -> Path:
+    """A parallel file of your own: a header `source`, `target` (and the language `column`, when one is named); the
+    `split`'s word leads each sentence, so that a held-out file shares none with the train file (a shared one is
+    dropped from training: the same sentences in both would leave nothing to train on)."""
     sep = "," if path.suffix == ".csv" else "\t"
     header = ["source", "target"] + ([column] if column else [])
-    lines = [sep.join(header)] + [sep.join([_sentence(i), f"{language or 'de'}: {_sentence(i)}"]
+    lines = [sep.join(header)] + [sep.join([f"{split} {_sentence(i)}", f"{language or 'de'}: {split} {_sentence(i)}"]
                                           + (["de"] if column else [])) for i in range(rows)]
     _write_if_changed(path, ("\n".join(lines) + "\n").encode())
     return path
@@ -317,9 +320,9 @@ def _parallel_file(name, options, dest):
     columns = {**named, **(options.get("columns") or {})}
     if (columns["source"], columns["target"]) != (named["source"], named["target"]):
         return dest  # renamed columns: the stand-in's header would not be the user's (planning says what is missing)
-    for key in ("path", "test"):
+    for key, split in (("path", "train"), ("test", "test")):
         if options.get(key):
-            write_parallel_file(dest / options[key], options.get("language"), columns.get("language"))
+            write_parallel_file(dest / options[key], options.get("language"), columns.get("language"), split=split)
     return dest
 
 
