@@ -35,6 +35,8 @@ CONFIG = Path(__file__).resolve().parents[1] / "config" / "config.yaml"
 # (stage, field): why its params class writes a resolved value in place of the option
 RESOLVED = {
     ("gpl", "model"): "None when the student starts from its `init` input (the pretrained encoder)",
+    ("source_embeddings", "model"): "None when the teacher is an artifact (its `teacher` input), not the base model",
+    ("language_suite", "model"): "None when the model is the `model` input (set for the zero-shot base only)",
     **{("pretrain", name): "the option's null is filled from the objective's preset (objectives.resolved)"
        for name in ("max_steps", "batch_size", "lr", "warmup_ratio", "weight_decay", "scheduler", "pooling",
                     "group_by_length")},

@@ -160,6 +160,9 @@ def test_a_beir_cut_keeps_what_its_qrels_name(tmp_path):
     ("beir", {"path": "beir/scifact"}), ("spanish_sts", {}),
     ("bws_in_topic", {"topic_corpus": {"format": "ukp_sentential", "path": "ukp_sentential"}}),
     ("stsb", {"topic_corpus": {"format": "newsgroups", "path": "20news_home", "group_level": "parent"}}),
+    ("parallel_rows", {"languages": ["de", "zh"]}),
+    ("parallel_file", {"path": "parallel/train.tsv", "test": "parallel/test.csv", "columns": {"language": "lang"}}),
+    ("parallel_file", {"path": "parallel/train.csv", "language": "fr"}),
 ])
 def test_stand_in_files_load_through_their_loader(tmp_path, loader, options):
     """Absent files are written in the loader's exact format: the loader reads them into splits."""
@@ -181,6 +184,13 @@ def test_stand_in_files_load_through_their_loader(tmp_path, loader, options):
     assert not report.issues
     if loader == "beir":
         assert len(prepared.beir.corpus) == 200 and {"train", "dev", "test"} <= set(prepared.beir.qrels)
+    elif loader == "parallel_file":  # no pair splits: parallel sentences, a held-out part where `test` is named
+        assert set(prepared.parallel["split"]) == {"train", *(["test"] if definition.get("test") else [])}
+        # a held-out sentence never trains: a test file repeating the train file's sentences left none to train on
+        table = prepared.parallel
+        held = table[table["split"] != "train"]
+        train = table[table["split"] == "train"]
+        assert not (set(train["source"]) | set(train["target"])) & (set(held["source"]) | set(held["target"]))
     else:
         assert all(len(prepared.splits[split]) >= 10 for split in ("train", "dev", "test")), prepared.splits
     if definition.get("unlabeled") or definition.get("topic_corpus"):

@@ -65,7 +65,8 @@ def test_every_loader_has_an_options_class_and_the_dataset_definition_is_written
         keys = [k for then in branches for k in then["properties"]]
         assert keys == [f.name for f in option_fields(loader.options_class)], name
         required = [k for then in branches for k in then.get("required", [])]
-        assert required == {"pairs_file": ["train", "test"], "text_file": ["path"], "beir": ["path"]}.get(name, [])
+        assert required == {"pairs_file": ["train", "test"], "text_file": ["path"], "beir": ["path"],
+                            "parallel_file": ["path"]}.get(name, [])
     assert [_loaders_of(b) for b in dataset["allOf"]][2] == ["bws_cross_topic", "bws_in_topic"]
     assert dataset["allOf"][2]["then"]["properties"] == options_schema(BwsOptions)
 

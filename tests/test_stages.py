@@ -71,7 +71,9 @@ OTHER_SECTION = {
     # the steps of one loop read the loop's section (no stage is the loop itself)
     "active_select": "active", "active_label": "active", "active_rounds": "active",
     # a stage that runs the model another section sets reads that section
-    "margins": "teacher", "gpl": "student", "zero_shot": "suite",
+    "margins": "teacher", "gpl": "student", "zero_shot": "suite", "language_suite": "suite",
+    # a piece of another stage's job: the multilingual student's targets read its section
+    "source_embeddings": "multilingual",
     # not a section of `defaults`: the dataset's entry of `datasets`, the experiment's own key
     "data": "datasets", "gold_subset": "gold_fraction",
 }

@@ -110,7 +110,7 @@ wildcard_constraints:
     key=KEY_PATTERN,
     experiment=name_pattern(),
     grid=name_pattern(),
-    model=MODEL_WILDCARD,  # models/<experiment>/<model>/ (export.smk): student, teacher or lower_bound
+    model=MODEL_WILDCARD,  # models/<experiment>/<model>/ (export.smk): student, teacher, lower_bound or multilingual
 
 
 def planned(lookup, name):

@@ -1,5 +1,5 @@
 # models/<experiment>/<model>/: a finished model copied out of its hashed artifact into a named directory, in its
-# library's format with a model card (`augsbert export`): <model> is student, teacher or lower_bound; the
+# library's format with a model card (`augsbert export`): <model> is student, teacher, lower_bound or multilingual; the
 # experiment's first seed (for another seed run `augsbert export --seed N` yourself). The card's test metrics come
 # from the results file, hence its input.
 

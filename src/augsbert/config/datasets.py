@@ -180,3 +180,60 @@ class BeirOptions(Params):
         query-id, corpus-id, score). The passages (title + text) are the
         unlabeled corpus; the test qrels are what the `retrieval` suite
         scores (nDCG@10, MRR@10, Recall@100). No pair splits.""")
+
+
+# stsb-multi-mt's languages besides English (PhilipMay/stsb-multi-mt: STS-B machine-translated by DeepL)
+STSB_MULTI_MT_LANGUAGES = ["de", "es", "fr", "it", "nl", "pl", "pt", "ru", "zh", "ja"]
+LANGUAGE = {"pattern": "^[A-Za-z][A-Za-z0-9_-]{0,15}$"}  # a language code (it names files: no path characters)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ParallelRowsOptions(Params):
+    """`parallel_rows`: STS files translated row for row (augsbert.data.loaders.ParallelRowsLoader)."""
+
+    path: str = option("stsb-multi-mt", """
+        Directory with one file per language and split, named by `file_names`: row i of every language's file is row
+        i of the source language's file translated (stsb-multi-mt's layout). Comma-separated, no header:
+        sentence1, sentence2, score.""")
+    file_names: str = option("stsb-{language}-{split}.csv", """
+        File name of a language's split in `path`: `{language}` and `{split}` (train, dev, test) are filled in.""",
+                        pattern=r"^[^/\\]+$")
+    source_language: str = option("en", """
+        The language of the originals (the teacher's): its files are the dataset's pair splits (an STS dataset
+        like `stsb`), the other languages' files their translations.""", **LANGUAGE)
+    languages: list[str] = option(STSB_MULTI_MT_LANGUAGES, """
+        The translations' languages (stsb-multi-mt's ten by default). The multilingual student learns them all;
+        each is evaluated (monolingual and cross-lingual STS from the test files, translation retrieval).""",
+                                  items={"type": "string", **LANGUAGE}, minItems=1, uniqueItems=True)
+    score_range: list[float] = option([0, 5], "Declared [min, max] of the scores (STS-B: 0-5); rescaled to [0, 1].",
+                                      minItems=2, maxItems=2)
+    bundled: bool = option(False, """
+        Read the sample that ships with augsbert instead of `path`: 300 train, 100 dev and 100 test rows of
+        stsb-multi-mt's `images` genre (image captions, CC BY-SA; docs/methods/multilingual.md) in en, de, es and
+        fr, for the offline demo.""")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ParallelColumns(Params):
+    """A parallel file's `columns`."""
+
+    source: str = option("source", "Column of the original (the source language's) sentence.")
+    target: str = option("target", "Column of its translation.")
+    language: str | None = option(None, "Optional column of each row's target language (else `language`).")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ParallelFileOptions(Params):
+    """`parallel_file`: a table of translations of your own (augsbert.data.loaders.ParallelFileLoader)."""
+
+    path: str = option(_REQUIRED, """
+        Required (no default). The parallel sentences the student trains on: a .tsv (tab) or .csv (comma) file
+        with a header row naming `columns` (source, target), one translation a row (.gz allowed).""")
+    test: str | None = option(None, """
+        Held-out parallel sentences of the same layout for the translation-retrieval test; null = none (the
+        student is then tested on English only). Its sentences never train: a train row holding one is dropped.""")
+    columns: ParallelColumns = option(ParallelColumns, "Column names in the files.")
+    language: str | None = option(None, """
+        The target language of every row (a code: de, fr, ...); null = each row's `columns.language`.""",
+                                  **LANGUAGE)
+    source_language: str = option("en", "The language of the `source` column (the teacher's).", **LANGUAGE)

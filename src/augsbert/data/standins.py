@@ -27,6 +27,7 @@ import os
 import tempfile
 from pathlib import Path
 
+from ..config.datasets import ParallelColumns
 from ..config.rehearsal import CUT_ROWS
 from ..errors import MissingDataError
 from .loaders import LOADERS
@@ -265,6 +266,35 @@ def prepare_files(paths: list[str], source: Path, dest: Path, writer=write_tripl
     return done
 
 
+def write_parallel_rows(root: Path, options: dict, rows: int = 40) -> Path:
+    """Row-parallel STS files (`file_names`, comma-separated, no header): the source language's rows and each
+    language's "translation" of them (the language's code before each word), the same rows in every file."""
+    for language in [options["source_language"], *options["languages"]]:
+        for split in ("train", "dev", "test"):
+            buffer = io.StringIO()
+            writer = csv.writer(buffer, lineterminator="\n")
+            for i in range(rows):
+                words = [f"{language}:{w}" if language != options["source_language"] else w
+                         for w in f"{split} {_sentence(i)}, {_sentence(i, 1 + i % 3)}".split(", ")]
+                writer.writerow([*words, f"{(i * 5) % 6:.1f}"])
+            name = options["file_names"].replace("{language}", language).replace("{split}", split)
+            _write_if_changed(root / name, buffer.getvalue().encode())
+    return root
+
+
+def write_parallel_file(path: Path, language: str | None, column: str | None = None, rows: int = CUT_ROWS,
+                        split: str = "train") -> Path:
+    """A parallel file of your own: a header `source`, `target` (and the language `column`, when one is named); the
+    `split`'s word leads each sentence, so that a held-out file shares none with the train file (a shared one is
+    dropped from training: the same sentences in both would leave nothing to train on)."""
+    sep = "," if path.suffix == ".csv" else "\t"
+    header = ["source", "target"] + ([column] if column else [])
+    lines = [sep.join(header)] + [sep.join([f"{split} {_sentence(i)}", f"{language or 'de'}: {split} {_sentence(i)}"]
+                                          + (["de"] if column else [])) for i in range(rows)]
+    _write_if_changed(path, ("\n".join(lines) + "\n").encode())
+    return path
+
+
 def _bws(name, options, dest):
     return write_bws(dest / options["path"])
 
@@ -281,12 +311,28 @@ def _spanish(name, options, dest):
     return write_spanish(dest / options["path"], options["train_files"] + options["test_files"])
 
 
+def _parallel_rows(name, options, dest):
+    return write_parallel_rows(dest / options["path"], options)
+
+
+def _parallel_file(name, options, dest):
+    named = ParallelColumns().to_json()
+    columns = {**named, **(options.get("columns") or {})}
+    if (columns["source"], columns["target"]) != (named["source"], named["target"]):
+        return dest  # renamed columns: the stand-in's header would not be the user's (planning says what is missing)
+    for key, split in (("path", "train"), ("test", "test")):
+        if options.get(key):
+            write_parallel_file(dest / options[key], options.get("language"), columns.get("language"), split=split)
+    return dest
+
+
 def _no_files(name, options, dest):  # a loader whose own files ship with the package (Lee, in the gensim wheel)
     return dest
 
 
 STANDIN_WRITERS = {"bws_cross_topic": _bws, "bws_in_topic": _bws, "stsb": _stsb, "beir": _beir,
-                   "spanish_sts": _spanish, "lee": _no_files}
+                   "spanish_sts": _spanish, "lee": _no_files, "parallel_rows": _parallel_rows,
+                   "parallel_file": _parallel_file}
 
 
 def _cut_folder_of(source: Path, relative: Path) -> Path | None:
@@ -305,10 +351,11 @@ def _under(path: Path, root: Path) -> Path | None:
 
 
 def _outside_paths(options: dict) -> str | None:
-    """A dataset path (its `path`, `unlabeled` or `topic_corpus.path`) that is absolute, starts with `~` or
+    """A dataset path (its `path`, `test`, `unlabeled` or `topic_corpus.path`) that is absolute, starts with `~` or
     leaves the data folder: a stand-in must never be written by it (it would land on the user's own files)."""
     topic = options.get("topic_corpus")
-    for value in (options.get("path"), options.get("unlabeled"), topic.get("path") if isinstance(topic, dict) else None):
+    for value in (options.get("path"), options.get("test"), options.get("unlabeled"),
+                  topic.get("path") if isinstance(topic, dict) else None):
         if isinstance(value, str) and (value.startswith("~") or Path(value).is_absolute() or ".." in Path(value).parts):
             return value
     return None

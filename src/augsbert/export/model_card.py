@@ -228,6 +228,11 @@ def build(spec: dict, role: str, artifact: Path, arch: str, model, test: dict, t
     """The metadata to merge into the card's YAML header, the training sections and the citation section."""
     node_spec, metrics = read_json(artifact / "spec.json"), read_json(artifact / "metrics.json")
     dataset = spec["config"]["dataset"]
+    if row_stages()[role].card:  # a model whose stage writes its card's sections (the multilingual student)
+        own, training, cited = row_stages()[role].load_card()(spec, artifact, test)
+        metadata = {"base_model": hub_base(node_spec["params"]), **licence_and_language(spec, node_spec), **own,
+                    "model-index": model_index(title, dataset, test, arch)}
+        return {k: v for k, v in metadata.items() if v}, "\n".join(training), "\n".join(citations(cited))
     table, what = training_table(role, node_spec)
     loss, loss_config, loss_citation = loss_of(arch, role, node_spec, model)
     hyper = non_default_hyperparameters(role, node_spec, metrics)
@@ -242,13 +247,19 @@ def build(spec: dict, role: str, artifact: Path, arch: str, model, test: dict, t
                 "The Hugging Face trainer arguments the stage set that differ from their defaults:", "",
                 *[f"- `{k}`: {v}" for k, v in sorted(hyper.items())], "",
                 *log_section(metrics)]
-    citation = ["## Citation", "", "### BibTeX", "", "#### Sentence Transformers (SBERT)", "", "```bibtex", SBERT,
-                "```", "", "#### Augmented SBERT", "", "```bibtex", AUGSBERT, "```", "",
-                "#### Sentence Embeddings in Various Supervision Settings (the thesis this implementation follows)",
-                "", "```bibtex", THESIS, "```", ""]
-    if loss_citation:
-        citation += [f"#### {loss.rsplit('.', 1)[-1]}", "", "```bibtex", loss_citation.strip(), "```", ""]
-    return {k: v for k, v in metadata.items() if v}, "\n".join(training), "\n".join(citation)
+    cited = [(loss.rsplit(".", 1)[-1], loss_citation.strip())] if loss_citation else []
+    return {k: v for k, v in metadata.items() if v}, "\n".join(training), "\n".join(citations(cited))
+
+
+def citations(cited: list[tuple[str, str]]) -> list[str]:
+    """The citation section: SBERT, Augmented SBERT, the thesis, then each (title, bibtex) of `cited`."""
+    lines = ["## Citation", "", "### BibTeX", "", "#### Sentence Transformers (SBERT)", "", "```bibtex", SBERT,
+             "```", "", "#### Augmented SBERT", "", "```bibtex", AUGSBERT, "```", "",
+             "#### Sentence Embeddings in Various Supervision Settings (the thesis this implementation follows)",
+             "", "```bibtex", THESIS, "```", ""]
+    for title, bibtex in cited:
+        lines += [f"#### {title}", "", "```bibtex", bibtex, "```", ""]
+    return lines
 
 
 def _cut_section(body: str, heading: str, until: str = "\n## ") -> str:

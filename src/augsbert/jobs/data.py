@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..data import DataError, RowReport, get_loader
 from ..data.beir import write_beir
+from ..data.parallel import write_parallel
 from ..data.pool import pool_too_small, target_pool
 from ..data.tables import OVERLAP_NOTES, duplicate_report, score_stats, write_table
 from ..data.topic_corpora import read_topic_corpus
@@ -71,10 +72,12 @@ def run(spec: dict, out: str | Path, force: bool = False) -> dict:
             write_table(prepared.unlabeled, tmp / "unlabeled.parquet")
         if prepared.beir is not None:
             write_beir(prepared.beir, tmp / "beir")
+        parallel_sizes = write_parallel(prepared, tmp, name, len(report.issues))  # {} for pairs only
         _check_pools(tmp, params.pool_checks)
         sizes = {split: len(t) for split, t in prepared.splits.items()}
         if prepared.unlabeled is not None:
             sizes["unlabeled"] = len(prepared.unlabeled)
+        sizes.update(parallel_sizes)
         duplicates = duplicate_report(prepared.splits)
         metrics = {
             "dataset": name,

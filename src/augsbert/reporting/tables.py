@@ -41,6 +41,14 @@ METRIC_TITLES = {
     "dev_spearman": "Spearman ρ × 100 on the dev split the model was selected on",
     "prompted_spearman": "Spearman ρ × 100 on the target test split, both sentences topic-prompted",
     "prompted_topic_macro_f1": "Topic classification macro-F1 × 100 on topic-prompted sentences (frozen encoder)",
+    # a parallel dataset's figures per language (the column's; stage language_suite, docs/methods/multilingual.md)
+    "sts_l_l": "Monolingual STS (l-l): Spearman ρ × 100 on the test pairs translated into the column's language",
+    "sts_en_l": "Cross-lingual STS (en-l): sentence1 English, sentence2 in the column's language, Spearman ρ × 100",
+    "sts_l_en": "Cross-lingual STS (l-en): sentence1 in the column's language, sentence2 English, Spearman ρ × 100",
+    "translation_acc": ("Translation retrieval accuracy × 100: each English test sentence's own translation is the "
+                        "nearest (cosine) of all the column's language's test sentences"),
+    "unk_share": ("[UNK] tokens per 100 tokens of the column's language's test sentences (the model's vocabulary: "
+                  "what it cannot read)"),
 }
 # Short column heads of the overview table (one dataset column, metrics side by side, as thesis Table 6.10)
 METRIC_HEADS = {"askubuntu_map": "AskU", "cqadupstack_map@100": "CQADup", "twitterpara_ap": "TwitterP",
@@ -48,7 +56,8 @@ METRIC_HEADS = {"askubuntu_map": "AskU", "cqadupstack_map@100": "CQADup", "twitt
                 "pearson": "Test r", "dev_spearman": "Dev ρ", "topic_macro_f1": "Raw F1",
                 "prompted_topic_macro_f1": "Prompted F1", "prompted_spearman": "Prompted ρ",
                 "ndcg@10": "nDCG@10", "mrr@10": "MRR@10", "recall@100": "R@100", "sentences_per_s": "Sent./s",
-                "model_size_mb": "MB"}
+                "model_size_mb": "MB", "sts_l_l": "l-l ρ", "sts_en_l": "en-l ρ", "sts_l_en": "l-en ρ",
+                "translation_acc": "Transl. acc.", "unk_share": "[UNK] %"}
 # Figures the tables show as measured, not as correlations x 100 (the overview's heading says which)
 UNSCALED = ("sentences_per_s", "model_size_mb", "alignment", "uniformity")
 SPEED = "sentences_per_s"  # measured in each job under the load it met: labelled with it (`measured_under`)

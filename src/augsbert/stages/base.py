@@ -57,7 +57,8 @@ command line and the job sizing need to know of a stage is read from here, so th
   failure (augsbert.scheduling.stops), and the estimate adds the whole experiment (augsbert.scheduling.estimate).
 - `checkpoint`, `console_label(spec)`, `hub_datasets(node)`: what a model card says of a model that started from
   its artifact, the name its job shows on the console (a `student` job without labels is the lower bound), the
-  hub datasets its job downloads (fetched ahead by `augsbert fetch`).
+  hub datasets its job downloads (fetched ahead by `augsbert fetch`); `card`: what its model's card says where the
+  pair models' sections do not fit (the multilingual student: its parallel data, languages and loss).
 
 Importing this module imports nothing else of the package.
 """
@@ -146,6 +147,10 @@ class Stage:
     # files each of its artifacts holds beyond spec.json and metrics.json (store.manifests.HOLDS): `augsbert verify`
     # names a manifest that does not list one
     holds: tuple[str, ...] = ()
+    # "module:function" (imported when a card is written) giving the model card of its row's model what the pair
+    # models' sections do not say, (spec, artifact, test figures) -> (metadata, training section lines, citations as
+    # (title, bibtex)); "": the pair models' card (augsbert.export.model_card)
+    card: str = ""
     # the options of its params, beyond their declared choices (Literal and bool fields, which all count), whose
     # value chooses its job's code path (`data`: the loader): `augsbert rehearse --every-kind` runs one job of each
     kind_options: tuple[str, ...] = ()
@@ -158,6 +163,10 @@ class Stage:
 
     def load_runner(self) -> Callable:
         module, function = self.runner.split(":")
+        return getattr(import_module(module), function)
+
+    def load_card(self) -> Callable:
+        module, function = self.card.split(":")
         return getattr(import_module(module), function)
 
 

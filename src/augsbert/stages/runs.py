@@ -19,7 +19,7 @@ from ..planning.graph import Node, SeedPlan
 # What `models` may name. Not the registry's rows: `pretrained` is a row that `pretrain.objective` asks for, not
 # `models`, and `trans_encoder` has no row of its own (its rounds are the numbered rows te_cross_<k>, te_bi_<k>);
 # tests/test_schema_gen.py checks that the two differ by exactly these
-MODELS = ("zero_shot", "lower_bound", "teacher", "student", "classifier", "trans_encoder", "gpl")
+MODELS = ("zero_shot", "lower_bound", "teacher", "student", "classifier", "trans_encoder", "gpl", "multilingual")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,7 +39,9 @@ class ExperimentOptions(Params):
         encoder fine-tuned with a linear head on the target's topics, then evaluated as a Bi-Encoder),
         `trans_encoder` (Trans-Encoder's rounds of bi-to-cross and cross-to-bi distillation on unlabelled pairs, no
         gold label; see `trans_encoder`), `gpl` (a Bi-Encoder learning the margins of `teacher.pretrained` over the
-        negatives `negatives` mines, GPL; no gold label, docs/methods/gpl.md).""",
+        negatives `negatives` mines, GPL; no gold label, docs/methods/gpl.md), `multilingual` (a student that learns
+        the teacher's embeddings of parallel sentences' originals for the originals and their translations:
+        multilingual knowledge distillation, `multilingual`, docs/methods/multilingual.md).""",
         items={"type": "string", "enum": list(MODELS)}, uniqueItems=True)
     gold_fraction: float = option(1, """
         Few labels: the teacher, the lower bound and the student learn a seeded subset of this fraction of the

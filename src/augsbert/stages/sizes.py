@@ -30,10 +30,13 @@ DATASET_SIZES = {
     "bws_cross_topic": {"train": 2125, "unlabeled": 0},
     "bws_in_topic": {"train": 2125, "unlabeled": 0},
     "spanish_sts": {"train": 1400, "unlabeled": 0},
+    "stsb_multi_mt": {"train": 5749, "unlabeled": 0},  # the English pairs; each row is 2 parallel pairs per language
+    "stsb_multi_mt_sample": {"train": 300, "unlabeled": 0},
 }
 DEFAULT_SIZE = {"train": 10000, "unlabeled": 0}  # a dataset of your own, before its data job has run
 # dev and test pairs of the same corpora (the time estimate scores them; augsbert.scheduling.estimate)
-EVAL_SIZES = {"lee": {"dev": 45, "test": 105}, "stsb": {"dev": 1500, "test": 1379}}
+EVAL_SIZES = {"lee": {"dev": 45, "test": 105}, "stsb": {"dev": 1500, "test": 1379},
+              "stsb_multi_mt": {"dev": 1500, "test": 1379}, "stsb_multi_mt_sample": {"dev": 100, "test": 100}}
 COUNT_LIMIT_BYTES = 256 * 2**20  # files counted line by line while planning; a larger one: DEFAULT_SIZE
 
 

@@ -184,7 +184,7 @@ class SuiteParams(slice_of(SuiteOptions, but=("topic", "mteb", "retrieval", "pos
 
 
 # Bi-Encoder roles that get the evaluation suite (STS suite, topic, USEB, diagnostics).
-SUITE_ROLES = ("zero_shot", "pretrained", "classifier", "lower_bound", "student", "gpl")
+SUITE_ROLES = ("zero_shot", "pretrained", "classifier", "lower_bound", "student", "gpl", "multilingual")
 def hub_datasets(node: Node) -> list[str]:
     """The hub datasets of the STS suite's tasks read from the hub (`sts: {task: hub}`)."""
     from ..data.suite_files import HUB_DATASETS  # the data package imports pandas; planning does not
@@ -206,7 +206,7 @@ SUITE = Stage("suite", 2, "evaluate a Bi-Encoder on the STS suite, topic classif
               # the tasks run and their files enter the key by digest
               section="suite", runtime=("batch_size", "model", "sts", "useb", "mteb", "skipped"),
               roles=("student_suite", "lower_bound_suite", "pretrained_suite", "classifier_suite", "zero_shot_suite",
-                     "gpl_suite"),
+                     "gpl_suite", "multilingual_suite"),
               seconds_per_item=0.002, aliases=("evaluate-suite",), rule_alias="evaluate_suite", group="evaluation",
               cache=False, params=SuiteParams, raw_inputs=lambda node: local_files(node),
               plan=lambda seed_plan: plan_suites(seed_plan), needs=SUITE_ROLES, estimate="test+suites",

@@ -6,6 +6,8 @@
   (`augsbert.training.batching`), in a distributed run its batches cut per process
   (`augsbert.training.distributed`), with `cuda_graphs` fixed widths (`augsbert.training.cuda_graphs`);
 - `gpl_student_trainer`: GPL's Bi-Encoder student on the teacher's margins (stage gpl);
+- `multilingual_trainer`: the multilingual student on the teacher's embeddings of parallel sentences (stage
+  multilingual, augsbert.training.multilingual);
 - (the MLM adaptation's trainer is built in `augsbert.training.mlm`, the pre-training objectives' in
   `augsbert.training.pretrain`: each is the only one of its kind.)
 """
@@ -25,11 +27,14 @@ from transformers import TrainerCallback, TrainingArguments
 
 from ..models.cross_bi_encoder import SPECIALS_PER_PAIR, CrossBiEncoderCollator, PairTokenizer
 from ..models.compact import is_static, matryoshka_loss
+from ..models.device import precision
 from ..models.student_losses import student_loss, student_rows
 from ..stages.student import StudentParams
 from ..stages.teacher import TeacherParams
 from . import cuda_graphs, distributed
 from .batching import LengthGroupedTrainer, hf_grouping, length_batch_sampler, longer_first, pair_lengths, side_lengths
+from .common import device_flags, precision_flags
+from .multilingual import distillation_loss
 from .tokenized import PretokenizedPreprocess, TokenIds, pad_multiple, pretokenize_collator
 
 log = logging.getLogger(__name__)
@@ -176,3 +181,18 @@ def gpl_student_trainer(model, rows, params, workdir: Path, device: str):
         report_to="none", logging_steps=max(1, min(100, (params.max_steps or len(rows)) // 10)),
         use_cpu=device == "cpu", disable_tqdm=True)
     return SentenceTransformerTrainer(model=model, args=args, train_dataset=rows, loss=student_loss(model, params))
+
+
+def multilingual_trainer(model, rows, params, workdir: Path, device: str):
+    """The multilingual student: SentenceTransformerTrainer with MSELoss (augsbert.training.multilingual) on `rows`
+    (source, target, label), randomly ordered batches seeded by the run's seed, linear decay after a warm-up of
+    `warmup_ratio` of the steps, the last step's model kept (as make_multilingual.py), no checkpoints."""
+    total = params.max_steps or (params.epochs or 1) * math.ceil(len(rows) / params.batch_size)
+    args = SentenceTransformerTrainingArguments(
+        output_dir=str(workdir), seed=params.seed, per_device_train_batch_size=params.batch_size,
+        learning_rate=params.lr, weight_decay=params.weight_decay,
+        warmup_steps=int(math.ceil(params.warmup_ratio * total)),  # as training/pairs.py: steps, not a ratio
+        max_steps=params.max_steps or -1, num_train_epochs=params.epochs or 1, save_strategy="no",
+        report_to="none", logging_steps=max(1, min(100, total // 10)), use_cpu=device == "cpu", disable_tqdm=True,
+        **precision_flags(device, precision()), **device_flags(device))  # bf16 / fp16 on CUDA (the example: fp16)
+    return SentenceTransformerTrainer(model=model, args=args, train_dataset=rows, loss=distillation_loss(model))
