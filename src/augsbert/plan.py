@@ -177,6 +177,14 @@ class Plan(Graph):
             },
         }
 
+    def experiment_specs(self, names: list[str]) -> dict[str, dict]:
+        """experiment_spec of each of `names`, their planning warnings said after all are planned (a mistake found
+        on the way ends with its one line alone)."""
+        self.hold_warnings = True
+        specs = {name: self.experiment_spec(name) for name in names}
+        self.say_warnings()
+        return specs
+
     def experiment_spec_file(self, name: str) -> str:
         """`@<path>` of an experiment's spec file (artifacts/.specs/results/<name>.json)."""
         return "@" + write_spec(Path(SPECS) / "results" / f"{name}.json", canonical_json(self.experiment_spec(name)))

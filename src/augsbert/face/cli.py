@@ -206,7 +206,7 @@ def _plan_command(sub) -> None:
     def handler(args) -> None:
         plan = Plan(load_configs(args.config, lazy=True))
         names = [args.experiment] if args.experiment else sorted(plan.experiments)
-        specs = {n: plan.experiment_spec(n) for n in names}
+        specs = plan.experiment_specs(names)
         print(json.dumps(specs, indent=2) if args.json else render_plan(specs))
         if args.estimate:
             print("\n" + print_estimate(plan, names))

@@ -110,6 +110,9 @@ class Graph:
         # at that round
         self.every_round = False
         self.warnings: dict[str, str] = {}  # experiment -> its planning warning (one line)
+        # True: warnings are kept, not printed, until say_warnings (a command planning every experiment of the
+        # config says them after it planned, so a mistake found on the way ends with its one line alone)
+        self.hold_warnings = False
 
     def warn(self, experiment: str, line: str) -> None:
         """A planning warning, not an error: one line per experiment, printed once on stderr as it is planned
@@ -117,6 +120,17 @@ class Graph:
         if experiment in self.warnings:
             return
         self.warnings[experiment] = line
+        if not self.hold_warnings:
+            self._say(line)
+
+    def say_warnings(self) -> None:
+        """Print the warnings held while planning (hold_warnings), each once."""
+        self.hold_warnings = False
+        for line in self.warnings.values():
+            self._say(line)
+
+    @staticmethod
+    def _say(line: str) -> None:
         if os.environ.get(PLAN_WARNINGS_SAID) != "1":
             print(f"augsbert: warning: {line}", file=sys.stderr, flush=True)
 
