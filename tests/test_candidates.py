@@ -53,6 +53,7 @@ def make_data(tmp_path, shuffle_seed=None):
     data.mkdir()
     train.to_parquet(data / "train.parquet")
     test.to_parquet(data / "test.parquet")
+    (data / "metrics.json").write_text("{}")  # as every data artifact holds (a folder without it is incomplete)
     return data
 
 

@@ -111,7 +111,8 @@ def test_collect_results_names_an_artifact_without_metrics(tmp_path, capsys):
     spec = {"experiment": "x", "config": {"dataset": "lee"}, "dataset": {}, "config_hash": "0123456789", "seeds": [42],
             "runs": {"42": {"data": {"key": data.name, "stage": "data", "path": str(data)}}}}
     err = err_of(capsys, ["collect-results", "--spec", json.dumps(spec), "--out", "results/x.json"])
-    assert f"`data` artifact {data} has no metrics.json: it is damaged, or a job was cut short" in err
+    # named as incomplete (issue 64 V1: a folder without metrics.json or manifest is no finished artifact)
+    assert f"`data` artifact {data} is damaged: incomplete, not a finished artifact: it holds only " in err
 
 
 # --- raw files and models re-checked at job start ----------------------------------------------------------

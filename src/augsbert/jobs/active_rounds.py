@@ -14,7 +14,7 @@ from ..stages.active_rounds import ROUND_INPUTS, RoundsParams
 from ..store.artifacts import artifact_dir, read_json, write_json
 
 
-def trained_steps(folder: Path) -> list[int] | None:
+def _trained_steps(folder: Path) -> list[int] | None:
     """The optimizer steps of the pair model in `folder` (an ensemble: of each member, read through its spec's
     inputs), or None where its metrics do not say."""
     metrics = read_json(folder / "metrics.json")
@@ -38,7 +38,7 @@ def _test(inputs: dict, role: str) -> dict | None:
     if "test_subset" in metrics:  # a seeded subset of the test split (active.test_pairs)
         entry["test_subset"] = metrics["test_subset"]
     if role.startswith("teacher_"):
-        entry["steps"] = trained_steps(Path(inputs[role]))
+        entry["steps"] = _trained_steps(Path(inputs[role]))
     return entry
 
 

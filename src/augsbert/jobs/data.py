@@ -21,11 +21,8 @@ log = logging.getLogger(__name__)
 
 
 def _check_pools(data: Path, checks: list[dict]) -> None:
-    """Stop (before any training) when a planned sampling stage asks more partners than its pool has.
-
-    The plan checks this itself once the data exist; on a first run this data
-    job is the earliest point where the pool is known.
-    """
+    """Stop (before any training) when a planned sampling stage asks more partners than its pool has. The plan
+    checks this itself once the data exist; on a first run this data job is the earliest point the pool is known."""
     sizes: dict[tuple, int | None] = {}  # one pool per (pool, exclusion): a shared dataset has dozens of checks
     for check in checks:
         candidate_options = check["candidates"]
