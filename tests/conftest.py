@@ -140,6 +140,24 @@ def tiny_minilm(tmp_path_factory, minilm_path) -> str:
     return str(path)
 
 
+@pytest.fixture(scope="session")
+def standins(tmp_path_factory) -> Path:
+    """The rehearsal's stand-in models (augsbert.models.standins), built once per test session (~15 s) for the
+    tests that rehearse (5 built them, one each): `workflow_helpers.place_standins` copies them into a project's
+    rehearsal root. The folder is named by its recipe key, as a rehearsal names it, so a rehearsal whose recipe
+    differs (another key) does not find it and builds its own. Under pytest-xdist the workers share the
+    session's temporary root: the first builds, the others wait on the lock and take its build."""
+    from filelock import FileLock
+
+    from augsbert.models.standins import build_standins
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the session's, above each worker's own
+    with FileLock(str(root / "standins.lock")):
+        return build_standins(root / "standins")
+
+
 TINY_BERT = dict(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
                  max_position_embeddings=512, type_vocab_size=2)
 

@@ -15,7 +15,7 @@ from typing import Literal  # noqa: F401  (a test's params class names it in a s
 import pytest
 
 from conftest import REPO, plan_shipped, write_bws
-from workflow_helpers import checkout, snakemake
+from workflow_helpers import checkout, place_standins, snakemake
 
 
 # ---- the config overlay ----------------------------------------------------------------------------------------
@@ -224,8 +224,9 @@ def _rehearse(project: Path, *targets: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=900)
 
 
-def test_the_headline_rehearses_every_job_and_a_renamed_column_stops_its_data_job(tmp_path):
+def test_the_headline_rehearses_every_job_and_a_renamed_column_stops_its_data_job(tmp_path, standins):
     project = checkout(tmp_path / "project")
+    place_standins(project, standins)
     bws = write_bws(project / "data" / "raw" / "bws" / "BWS_Argument_Similarity_Corpus.csv")
     # a real artifact with its manifest, a real results file and log: a rehearsal must leave them as they are
     real = project / "artifacts" / "data" / "bws_cross_topic-0123456789"
@@ -292,13 +293,14 @@ def test_a_missing_nli_triples_file_stops_the_plan_of_a_target_that_needs_it(tmp
 
 # ---- every job kind of the shipped configs (issue 46 item 2) ---------------------------------------------------
 
-def test_every_shipped_job_kind_is_rehearsed(tmp_path):
+def test_every_shipped_job_kind_is_rehearsed(tmp_path, standins):
     """Every grid and every experiment outside grids (every shipped experiment): one job of each job kind and
     what it reads, on stand-ins (no data present: stand-in files in each loader's format). The counts are the
     ones docs/guide/rehearsal.md states."""
     from augsbert.config.load import load_configs
 
     project = checkout(tmp_path / "project")
+    place_standins(project, standins)
     names = list(load_configs([REPO / "config" / "config.yaml"], lazy=True)["experiments"])
     done = _rehearse(project, "--every-kind", *[f"results/{name}.json" for name in names])
     lines = done.stdout.splitlines()
@@ -317,7 +319,7 @@ def test_every_shipped_job_kind_is_rehearsed(tmp_path):
 # ---- Snakemake's own DAG of everything shipped (issue 47) -------------------------------------------------------
 
 @pytest.mark.workflow
-def test_snakemake_plans_every_shipped_experiment_and_grid_on_stand_in_data(tmp_path):
+def test_snakemake_plans_every_shipped_experiment_and_grid_on_stand_in_data(tmp_path, standins):
     """The package's plan is not Snakemake's DAG (a key the rules' wildcards refuse planned in the package and
     failed under Snakemake: MissingInputException). With stand-in data in every loader's format (a rehearsal's
     root), Snakemake itself plans every shipped experiment's results file and every grid's table."""
@@ -328,6 +330,7 @@ def test_snakemake_plans_every_shipped_experiment_and_grid_on_stand_in_data(tmp_
     targets = [*(f"results/{name}.json" for name in config["experiments"]),
                *(f"results/tables/{grid}.md" for grid in config["grids"])]
     project = checkout(tmp_path / "project")
+    place_standins(project, standins)
     proc = snakemake(project, "-n", "--config", "rehearse=true", "--", *targets)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     jobs = job_stats(proc.stdout + proc.stderr)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from workflow_helpers import checkout, keep_experiments, snakemake
+from workflow_helpers import checkout, keep_experiments, place_standins, snakemake
 
 
 def _model(folder: Path, sentence_transformers: bool) -> Path:
@@ -67,7 +67,7 @@ def _specs(root: Path, stage: str) -> list[dict]:
 
 
 @pytest.mark.workflow
-def test_a_rehearsal_plans_relative_models_as_the_real_run_and_keeps_snakemakes_state_in_its_root(tmp_path):
+def test_a_rehearsal_plans_relative_models_as_the_real_run_and_keeps_snakemakes_state_in_its_root(tmp_path, standins):
     """`snakemake --config rehearse=true` on a config naming local models by relative paths: the rehearsal
     stopped on `./models/plain` ("no such local directory", read below .rehearsal/), or planned `models/mine` as
     a hub id. Now its teacher and student read the identities the real plan reads, and the stand-in kinds of the
@@ -82,6 +82,7 @@ def test_a_rehearsal_plans_relative_models_as_the_real_run_and_keeps_snakemakes_
     config_path.write_text(yaml.safe_dump(config, sort_keys=False))
     _model(project / "models" / "mine", sentence_transformers=True)
     _model(project / "models" / "plain", sentence_transformers=False)
+    place_standins(project, standins)
 
     rehearsal = snakemake(tmp_path, "-n", "--snakefile", str(project / "workflow" / "Snakefile"), "--directory",
                           str(project), "--config", "rehearse=true", "--", "results/demo_cbe.json")

@@ -27,7 +27,7 @@ from augsbert.stages.base import Stage
 from augsbert.store.artifacts import artifact_dir, write_json
 from augsbert.planning.graph import Node, SeedPlan
 from conftest import REPO, plan_shipped
-from workflow_helpers import checkout, job_stats, keep_experiments
+from workflow_helpers import checkout, job_stats, keep_experiments, place_standins
 
 # -- 1. the two files of a stage between `labels` and `student`
 DECLARATION = '''"""The `label_filter` stage: keeps the teacher-labelled pairs scored at least `label_filter.min_score`
@@ -133,7 +133,7 @@ for override in ({}, {"label_filter": {"min_score": 0.5}}):
 '''
 
 
-def test_a_stage_between_labels_and_student_is_two_files_and_runs(tmp_path):
+def test_a_stage_between_labels_and_student_is_two_files_and_runs(tmp_path, standins):
     root = checkout(tmp_path / "project", ("workflow", "config", "profiles", "src"))
     keep_experiments(root, "demo_augsbert_cbe")
     env = {**os.environ, "PYTHONPATH": str(root / "src"), "HF_HUB_OFFLINE": "1", "AUGSBERT_DEVICE": "cpu"}
@@ -176,6 +176,7 @@ def test_a_stage_between_labels_and_student_is_two_files_and_runs(tmp_path):
     # and it runs: a rehearsal (stand-in models, one seed, 1 epoch; docs/guide/rehearsal.md) runs the filter's job,
     # and the student learns exactly the pairs it kept (read from the student's own training-set counts)
     # (the stand-in teacher is seeded: its scores of these pairs lie around 0.24, so 0.24 keeps some, not all)
+    place_standins(root, standins)
     (root / "filter.yaml").write_text("experiments: {demo_augsbert_cbe: {label_filter: {min_score: 0.24}}}\n")
     proc = subprocess.run([sys.executable, "-m", "augsbert", "rehearse", "results/demo_augsbert_cbe.json",
                            "--config", "filter.yaml"], cwd=root, env={**env, "AUGSBERT_PRINT_TABLES": "0"},

@@ -40,6 +40,19 @@ def checkout(root: Path, items: tuple[str, ...] = CHECKOUT) -> Path:
     return root
 
 
+def place_standins(project: Path, built: Path) -> Path:
+    """Copy a build of the stand-in models (conftest's `standins`) into `project`'s rehearsal root, at the path
+    where a rehearsal looks for its recipe's build (.rehearsal/standins/<recipe key>/): one build per test
+    process instead of one per rehearsing test. A copy, not a link: a rehearsal writes its model references'
+    kinds into that folder."""
+    from augsbert.config.rehearsal import ROOT
+    from augsbert.face.rehearse import STANDINS_DIR
+
+    target = project / ROOT / STANDINS_DIR / built.name
+    shutil.copytree(built, target)
+    return target
+
+
 def keep_experiments(workdir: Path, *names: str) -> None:
     """Cut the checkout's config/config.yaml to the experiments `names` and no grids.
 

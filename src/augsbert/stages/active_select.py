@@ -30,6 +30,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Literal
 
+from ..config.rehearsal import is_on as rehearsing
 from ..errors import ConfigError, DataError
 from ..params import Params, option
 from ..planning.graph import Graph, Node, SeedPlan
@@ -263,6 +264,8 @@ def warn_few_steps(seed_plan: SeedPlan, subset: Node) -> None:
     """One planning line (not an error) for an experiment whose round-0 teacher trains fewer than MIN_ROUND_STEPS
     steps (round 0 has the fewest labels: with `epochs` every later round trains more)."""
     exp, graph = seed_plan.config, seed_plan.graph
+    if rehearsing(graph.config):  # a rehearsal cuts every job's steps on purpose: the warning would be noise
+        return
     pairs = data_sizes(subset, graph)["train"]
     steps = round_steps(exp, pairs)
     if steps >= MIN_ROUND_STEPS:
