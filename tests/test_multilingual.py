@@ -84,7 +84,7 @@ def test_misaligned_row_parallel_files_stop_with_one_line_naming_file_and_line(t
 
 
 def test_the_bundled_sample_is_row_parallel_and_licensed(tmp_path):
-    from augsbert.data.loaders import SAMPLE
+    from augsbert.data.parallel_loaders import SAMPLE
 
     prepared = load("parallel_rows", tmp_path, bundled=True, languages=["de", "es", "fr", "zh"])[0]
     assert {k: len(v) for k, v in prepared.splits.items()} == {"train": 300, "dev": 100, "test": 100}

@@ -207,10 +207,10 @@ def test_iterative_kde_bounds_contain_scipys_densities():
 
 def test_iterative_kde_windows_of_columns(monkeypatch):
     # Large candidate sets keep the Fourier columns of a window of positions only.
-    import augsbert.sampling.kde as kde
+    import augsbert.sampling.kde_bounds as kde_bounds
 
-    monkeypatch.setattr(kde, "TABLE_MAX", 2000)
-    monkeypatch.setattr(kde, "MIN_WINDOW", 50)
+    monkeypatch.setattr(kde_bounds, "TABLE_MAX", 2000)  # read where the Fourier columns are windowed
+    monkeypatch.setattr(kde_bounds, "MIN_WINDOW", 50)
     gold, cand = kde_case("skewed", 2)
     np.testing.assert_array_equal(iterative_kde(gold, cand, seed=2), reference_iterative_kde(gold, cand, 2))
 

@@ -189,7 +189,7 @@ LANGUAGE = {"pattern": "^[A-Za-z][A-Za-z0-9_-]{0,15}$"}  # a language code (it n
 
 @dataclass(frozen=True, kw_only=True)
 class ParallelRowsOptions(Params):
-    """`parallel_rows`: STS files translated row for row (augsbert.data.loaders.ParallelRowsLoader)."""
+    """`parallel_rows`: STS files translated row for row (augsbert.data.parallel_loaders.ParallelRowsLoader)."""
 
     path: str = option("stsb-multi-mt", """
         Directory with one file per language and split, named by `file_names`: row i of every language's file is row
@@ -224,7 +224,7 @@ class ParallelColumns(Params):
 
 @dataclass(frozen=True, kw_only=True)
 class ParallelFileOptions(Params):
-    """`parallel_file`: a table of translations of your own (augsbert.data.loaders.ParallelFileLoader)."""
+    """`parallel_file`: a table of translations of your own (augsbert.data.parallel_loaders.ParallelFileLoader)."""
 
     path: str = option(_REQUIRED, """
         Required (no default). The parallel sentences the student trains on: a .tsv (tab) or .csv (comma) file
