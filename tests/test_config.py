@@ -325,7 +325,7 @@ def test_a_mistyped_loader_is_one_line_with_did_you_mean_not_buried_in_follow_on
         prepare_config(raw_config)
     assert str(err.value) == (
         "datasets.mine.loader: 'pair_file' is not a choice; did you mean 'pairs_file'? choose from lee, stsb, "
-        "bws_cross_topic, bws_in_topic, spanish_sts, pairs_file, text_file, beir")
+        "bws_cross_topic, bws_in_topic, spanish_sts, pairs_file, text_file, beir, parallel_rows, parallel_file")
 
 
 def test_a_mistyped_choice_comes_first_with_did_you_mean(raw_config):

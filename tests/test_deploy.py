@@ -393,8 +393,10 @@ def test_x10_make_deploy_env_builds_anew_an_environment_that_does_not_import_its
     (tmp_path / "env" / ".installed").touch()
 
     def make(*variables: str) -> str:
+        # a make of its own, not a sub-make of CI's `make test` (which would prefix its lines with make[1]:)
+        env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
         done = subprocess.run(["make", "-n", "-f", str(makefile), "deploy-env", "DEPLOY_VENV=env", *variables],
-                              cwd=tmp_path, capture_output=True, text=True)
+                              cwd=tmp_path, capture_output=True, text=True, env=env)
         assert done.returncode == 0, done.stderr
         return done.stdout
 

@@ -5,6 +5,7 @@ variables applied in the fork; the former module path points at the new one."""
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -269,12 +270,15 @@ def test_the_folder_of_a_killed_run_s_server_is_removed_by_the_next_run(tmp_path
 
     from augsbert.run import warm
 
+    # a short temporary folder: under pytest-xdist tmp_path (.../popen-gw1/<test name>0/) makes the server's socket
+    # path longer than a Unix socket may be (108 bytes), the server never starts, and the child waited forever
+    tmp_path = Path(tempfile.mkdtemp(prefix="aw-", dir="/tmp"))
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     monkeypatch.delenv(SOCKET_ENV, raising=False)
     env = {**os.environ, "AUGSBERT_WARM_PRELOAD": "augsbert.face.cli", "TMPDIR": str(tmp_path),
            "PYTHONPATH": str(REPO / "src")}
     code = ("import os, time; from augsbert.run import warm; path = warm.start_for_run()\n"
-            "while not os.path.exists(path): time.sleep(0.05)\n"
+            "for _ in range(1200):\n    if path and os.path.exists(path): break\n    time.sleep(0.05)\n"
             "print(path, flush=True); time.sleep(600)")
     run = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
     left = Path(run.stdout.readline().strip()).parent
@@ -297,3 +301,4 @@ def test_the_folder_of_a_killed_run_s_server_is_removed_by_the_next_run(tmp_path
         assert warm.sweep_left_folders() == [str(recent)] and Path(path).parent.is_dir()  # this run's is kept
     finally:
         warm.stop_for_run()
+        shutil.rmtree(tmp_path, ignore_errors=True)

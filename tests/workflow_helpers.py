@@ -46,7 +46,7 @@ def place_standins(project: Path, built: Path) -> Path:
     process instead of one per rehearsing test. A copy, not a link: a rehearsal writes its model references'
     kinds into that folder."""
     from augsbert.config.rehearsal import ROOT
-    from augsbert.face.rehearse import STANDINS_DIR
+    from augsbert.run.rehearse import STANDINS_DIR
 
     target = project / ROOT / STANDINS_DIR / built.name
     shutil.copytree(built, target)
